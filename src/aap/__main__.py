@@ -1,0 +1,3 @@
+from aap.cli.main import main
+
+main()

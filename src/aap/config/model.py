@@ -1,0 +1,166 @@
+"""Typed dealer configuration.
+
+A deployment is described by one TOML file (see ``aap init``). Its ``[dealer]``
+table mirrors the AAP ``DealerInformation`` object key for key, so the
+``dealer.information`` answer is the configuration itself, validated once at
+load time. TOML has no ``null``: a closed day is written ``"closed"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ALL_FILTERS: tuple[str, ...] = (
+    "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
+    "electric_range_mi_min", "electric_range_mi_max", "dc_fast_charge", "charge_port",
+    "driveline", "body", "displacement_cc_min", "displacement_cc_max", "exterior_color",
+    "interior_color", "rooftops", "status", "features_all", "features_any", "near",
+    "year_min", "year_max", "price_min", "price_max", "mileage_max", "vin", "stock", "query",
+)
+
+ALL_SORT_FIELDS: tuple[str, ...] = (
+    "price", "list_price", "msrp", "mileage", "year", "make", "model", "stock",
+    "updated_at", "distance_mi",
+)
+
+WEEKDAYS: tuple[str, ...] = (
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+)
+
+
+@dataclass(frozen=True)
+class SearchCapabilities:
+    """What ``inventory.search`` really honours; published verbatim on every binding."""
+
+    scope: str = "dealer"
+    filters: tuple[str, ...] = ALL_FILTERS
+    sort_fields: tuple[str, ...] = ALL_SORT_FIELDS
+    default_sort: tuple[str, str] = ("updated_at", "desc")
+    default_limit: int = 20
+    max_limit: int = 100
+    offset: bool = True
+    currencies: tuple[str, ...] = ("USD",)
+    default_currency: str = "USD"
+    default_mileage_unit: str = "mi"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``InventoryCapabilities`` object."""
+        return {
+            "scope": self.scope,
+            "filters": list(self.filters),
+            "sort_fields": list(self.sort_fields),
+            "default_sort": {"field": self.default_sort[0], "order": self.default_sort[1]},
+            "default_limit": self.default_limit,
+            "max_limit": self.max_limit,
+            "offset": self.offset,
+            "currencies": list(self.currencies),
+            "default_currency": self.default_currency,
+            "default_mileage_unit": self.default_mileage_unit,
+        }
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One advertised feature code (the vocabulary of ``features_all``/``features_any``)."""
+
+    code: str
+    label: str
+
+
+@dataclass(frozen=True)
+class DealerProfile:
+    """One seller: the ``DealerInformation`` object plus its identifier."""
+
+    info: dict[str, Any]  # a valid DealerInformation object (JSON shape)
+
+    @property
+    def dealer_id(self) -> str | None:
+        return self.info.get("dealer_id")
+
+    @property
+    def name(self) -> str:
+        return self.info["name"]
+
+    @property
+    def rooftops(self) -> list[dict[str, Any]]:
+        return self.info["rooftops"]
+
+    def rooftop(self, name: str | None) -> dict[str, Any] | None:
+        """Resolve a listing's ``rooftop`` value; null resolves only for a single rooftop."""
+        if name is None:
+            return self.rooftops[0] if len(self.rooftops) == 1 else None
+        for rooftop in self.rooftops:
+            if rooftop["name"] == name:
+                return rooftop
+        return None
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """How the agent names itself on the agent card and in llms.txt."""
+
+    name: str
+    description: str
+    version: str = "1.0.0"
+    provider_organization: str | None = None
+    provider_url: str | None = None
+    documentation_url: str | None = None
+    icon_url: str | None = None
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Token bucket per caller: ``burst`` tokens, refilled at ``per_minute``."""
+
+    enabled: bool = True
+    per_minute: int = 600
+    burst: int = 120
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a deployment is configured with."""
+
+    deployment_id: str
+    public_url: str
+    agent: AgentIdentity
+    dealer: DealerProfile
+    search: SearchCapabilities = field(default_factory=SearchCapabilities)
+    features: tuple[Feature, ...] = ()
+    dealers: tuple[DealerProfile, ...] = ()  # aggregate scope: the sellers behind the endpoint
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    database_url: str = "sqlite:///aap.db"
+    max_body_bytes: int = 1_048_576
+    cursor_ttl_seconds: int = 86_400
+    tenant: str | None = None
+    source_path: str | None = None
+
+    @property
+    def scope(self) -> str:
+        return self.search.scope
+
+    @property
+    def base_url(self) -> str:
+        return self.public_url.rstrip("/")
+
+    def url(self, path: str) -> str:
+        """Absolute public URL of a path on this deployment."""
+        return self.base_url + path
+
+    def profile_for(self, dealer_id: str | None) -> DealerProfile | None:
+        """The seller profile for ``dealer_id`` (the default profile when ``None``)."""
+        if dealer_id is None:
+            return self.dealer
+        if self.dealer.dealer_id == dealer_id:
+            return self.dealer
+        for profile in self.dealers:
+            if profile.dealer_id == dealer_id:
+                return profile
+        return None
+
+    def all_profiles(self) -> list[DealerProfile]:
+        """Every seller whose rooftops can hold listings."""
+        if self.scope == "aggregate" and self.dealers:
+            return list(self.dealers)
+        return [self.dealer]

@@ -1,0 +1,214 @@
+"""Database access shared by every store: connections, transactions, migrations.
+
+SQL in this project is written once, portable, with ``?`` placeholders; the
+:class:`Database` rewrites them for the backend in use. Each domain (inventory,
+leads, poppy, shared state) keeps its own tables and its own numbered
+migrations, registered with :func:`register_migrations`, so that adding a
+domain never means editing another's schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import unquote, urlparse
+
+Migration = Callable[["Tx"], None] | str
+
+
+@dataclass(frozen=True)
+class DomainMigrations:
+    domain: str
+    steps: tuple[Migration, ...]  # step i brings the domain to version i + 1
+
+
+_MIGRATIONS: dict[str, DomainMigrations] = {}
+
+
+def register_migrations(domain: str, steps: Sequence[Migration]) -> None:
+    """Declare the ordered schema steps of one domain (idempotent by domain name)."""
+    _MIGRATIONS[domain] = DomainMigrations(domain, tuple(steps))
+
+
+class Tx:
+    """A cursor inside one transaction, with portable ``?`` placeholders."""
+
+    def __init__(self, db: "Database", raw: Any) -> None:
+        self.db = db
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(self.db.sql(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Any) -> Any:
+        return self.raw.executemany(self.db.sql(sql), rows)
+
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        return self.execute(sql, params).fetchone()
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        return list(self.execute(sql, params).fetchall())
+
+    def script(self, sql: str) -> None:
+        """Run several ``;``-separated DDL statements."""
+        for statement in sql.split(";"):
+            if statement.strip():
+                self.execute(statement)
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite://:memory:``."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sqlite":
+        raise ValueError(f"not a sqlite URL: {url}")
+    if parsed.netloc == ":memory:" or url in ("sqlite://", "sqlite:///:memory:"):
+        return ":memory:"
+    path = unquote(parsed.path)
+    return path[1:] if path.startswith("/") and not path.startswith("//") else path[1:]
+
+
+class Database:
+    """One database (SQLite by default). Thread-safe: one connection per thread."""
+
+    dialect = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self._local = threading.local()
+        self._memory_conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        if self.path == ":memory:":
+            # One shared connection: an in-memory database exists per connection.
+            self._memory_conn = self._open()
+
+    # -- connections --------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        conn.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._memory_conn is not None:
+            return self._memory_conn
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+        return conn
+
+    def sql(self, text: str) -> str:
+        """Placeholders are already ``?`` for SQLite."""
+        return text
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+        """A transaction; ``write=True`` takes the write lock up front (``BEGIN IMMEDIATE``)."""
+        conn = self._conn()
+        lock = self._lock if self._memory_conn is not None else _NullLock()
+        with lock:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield Tx(self, conn.cursor())
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A read-only snapshot (a deferred transaction)."""
+        with self.transaction(write=False) as tx:
+            yield tx
+
+    # -- schema -------------------------------------------------------------
+    def migrate(self) -> dict[str, int]:
+        """Bring every registered domain to its newest version; returns versions."""
+        _import_domains()
+        versions: dict[str, int] = {}
+        with self.transaction() as tx:
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " domain TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            for name in sorted(_MIGRATIONS):
+                spec = _MIGRATIONS[name]
+                row = tx.fetchone("SELECT version FROM schema_migrations WHERE domain = ?", (name,))
+                current = row[0] if row else 0
+                for step in spec.steps[current:]:
+                    if callable(step):
+                        step(tx)
+                    else:
+                        tx.script(step)
+                if len(spec.steps) != current:
+                    if row:
+                        tx.execute(
+                            "UPDATE schema_migrations SET version = ? WHERE domain = ?",
+                            (len(spec.steps), name),
+                        )
+                    else:
+                        tx.execute(
+                            "INSERT INTO schema_migrations (domain, version) VALUES (?, ?)",
+                            (name, len(spec.steps)),
+                        )
+                versions[name] = len(spec.steps)
+        return versions
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+        if self._memory_conn is not None:
+            self._memory_conn.close()
+            self._memory_conn = None
+
+
+class _NullLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _import_domains() -> None:
+    """Import the modules that register migrations (kept in one list, here)."""
+    import importlib
+
+    for module in DOMAIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # a domain not built into this install
+            if exc.name != module:
+                raise
+
+
+# Modules that call register_migrations(); each owns its tables.
+DOMAIN_MODULES: list[str] = [
+    "aap.store.state",
+    "aap.store.inventory",
+    "aap.leads.repository",
+    "aap.poppy.repository",
+]
+
+
+def open_database(url: str) -> Database:
+    """Open (and migrate) the database named by ``url``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from aap.store.postgres import PostgresDatabase
+
+        db: Database = PostgresDatabase(url)
+    else:
+        db = Database(url)
+    db.migrate()
+    return db
