@@ -51,11 +51,11 @@ def schema_error(problems: list[dict[str, str]]) -> AapError:
 
 
 class DealerAgent:
-    """The core: settings + store + the skill handlers."""
+    """The core: settings + stores + the skill handlers."""
 
-    def __init__(self, settings: Settings, store: Any) -> None:
+    def __init__(self, settings: Settings, stores: Any) -> None:
         self.settings = settings
-        self.store = store
+        self.stores = stores  # aap.store.Stores: .inventory, .state, .leads, .poppy
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Callable[[Any, list[dict[str, str]]], AapError]] = {}
         from aap.skills import install_default_skills
