@@ -66,8 +66,8 @@ def sqlite_path(url: str) -> str:
         raise ValueError(f"not a sqlite URL: {url}")
     if parsed.netloc == ":memory:" or url in ("sqlite://", "sqlite:///:memory:"):
         return ":memory:"
-    path = unquote(parsed.path)
-    return path[1:] if path.startswith("/") and not path.startswith("//") else path[1:]
+    # sqlite:///rel.db → "rel.db"; sqlite:////abs/x.db → "/abs/x.db"
+    return unquote(parsed.path)[1:]
 
 
 class Database:
@@ -136,6 +136,7 @@ class Database:
         _import_domains()
         versions: dict[str, int] = {}
         with self.transaction() as tx:
+            self.lock_migrations(tx)
             tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " domain TEXT PRIMARY KEY, version INTEGER NOT NULL)"
@@ -163,6 +164,9 @@ class Database:
                 versions[name] = len(spec.steps)
         return versions
 
+    def lock_migrations(self, tx: Tx) -> None:
+        """Serialise concurrent migrations (SQLite's BEGIN IMMEDIATE already does)."""
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
@@ -189,7 +193,7 @@ def _import_domains() -> None:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:  # a domain not built into this install
-            if exc.name != module:
+            if exc.name is None or not module.startswith(exc.name):
                 raise
 
 

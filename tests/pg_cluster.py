@@ -1,0 +1,110 @@
+"""A throwaway PostgreSQL server for the test session.
+
+``AAP_TEST_POSTGRES_URL`` wins when set. Otherwise the PostgreSQL server
+binaries (Debian package ``postgresql``) are used to start a private cluster
+in a temporary directory on a free loopback port, so the README's test command
+needs no pre-configured database. As root, the cluster runs as the
+``postgres`` system user (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+
+class PostgresUnavailable(RuntimeError):
+    pass
+
+
+def _bin_dir() -> str:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), reverse=True)
+    if candidates:
+        return os.path.dirname(candidates[0])
+    initdb = shutil.which("initdb")
+    if initdb:
+        return os.path.dirname(os.path.realpath(initdb))
+    raise PostgresUnavailable(
+        "PostgreSQL server binaries not found: install them (Debian: apt-get install postgresql) "
+        "or set AAP_TEST_POSTGRES_URL"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresCluster:
+    """Start with :meth:`start`, get databases with :meth:`create_database`, then :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.url_base: str | None = None
+        self._dir: str | None = None
+        self._bin: str | None = None
+        self._user_prefix: list[str] = []
+        self._admin_url: str | None = None
+
+    def start(self) -> "PostgresCluster":
+        env_url = os.environ.get("AAP_TEST_POSTGRES_URL")
+        if env_url:
+            self._admin_url = env_url
+            return self
+        self._bin = _bin_dir()
+        self._dir = tempfile.mkdtemp(prefix="aap-pg-")
+        owner = None
+        if os.geteuid() == 0:
+            owner = "postgres"
+            try:
+                pw = pwd.getpwnam(owner)
+            except KeyError as exc:
+                raise PostgresUnavailable("running as root needs a 'postgres' system user") from exc
+            os.chown(self._dir, pw.pw_uid, pw.pw_gid)
+            self._user_prefix = ["runuser", "-u", owner, "--"]
+        data = os.path.join(self._dir, "data")
+        port = _free_port()
+        self._run([os.path.join(self._bin, "initdb"), "-D", data, "-U", "aap", "--auth=trust",
+                   "-E", "UTF8", "--locale=C", "--no-sync"])
+        with open(os.path.join(data, "postgresql.auto.conf"), "a") as conf:
+            conf.write(
+                f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self._dir}'\n"
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n"
+            )
+        self._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l",
+                   os.path.join(self._dir, "log"), "-w", "-t", "60", "start"])
+        self._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
+        return self
+
+    def _run(self, argv: list[str]) -> None:
+        result = subprocess.run(self._user_prefix + argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise PostgresUnavailable(f"{argv[0]} failed: {result.stderr.strip()[:500]}")
+
+    def create_database(self) -> str:
+        """A fresh, empty database; returns its URL."""
+        import psycopg
+
+        assert self._admin_url is not None
+        name = "aap_" + uuid.uuid4().hex[:12]
+        with psycopg.connect(self._admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+        base, _, _ = self._admin_url.rpartition("/")
+        return f"{base}/{name}"
+
+    def stop(self) -> None:
+        if self._dir and self._bin:
+            data = os.path.join(self._dir, "data")
+            subprocess.run(self._user_prefix + [os.path.join(self._bin, "pg_ctl"), "-D", data,
+                                                "-m", "immediate", "-w", "stop"],
+                           capture_output=True)
+            time.sleep(0.1)
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
