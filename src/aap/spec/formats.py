@@ -1,0 +1,78 @@
+"""Format assertions for the formats the AAP schemas use.
+
+JSON Schema 2020-12 treats ``format`` as an annotation unless asked; AAP's contract
+depends on it (timestamps must carry an offset, URLs must be URLs), so these are on.
+"""
+from __future__ import annotations
+
+import datetime
+import re
+
+from jsonschema import FormatChecker
+from rfc3339_validator import validate_rfc3339
+from rfc3986_validator import validate_rfc3986
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
+# dot-atom local part, a domain of dot-separated labels (RFC 5322 without comments,
+# quoted strings or address literals, which no buyer agent should need)
+_EMAIL = re.compile(
+    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$")
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$", re.ASCII)
+
+checker = FormatChecker(formats=())
+
+
+@checker.checks("date-time")
+def is_date_time(value: object) -> bool:
+    """RFC 3339 ``date-time``: the time-zone offset (``Z`` or ``±hh:mm``) is mandatory."""
+    if not isinstance(value, str):
+        return True
+    return bool(validate_rfc3339(value.upper()))
+
+
+@checker.checks("date")
+def is_date(value: object) -> bool:
+    """RFC 3339 ``full-date`` (``2026-04-21``), a real calendar day."""
+    if not isinstance(value, str):
+        return True
+    if not _DATE.match(value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+@checker.checks("email")
+def is_email(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    return len(value) <= 254 and bool(_EMAIL.match(value))
+
+
+@checker.checks("uri")
+def is_uri(value: object) -> bool:
+    """An absolute RFC 3986 URI (scheme required)."""
+    if not isinstance(value, str):
+        return True
+    return bool(validate_rfc3986(value, rule="URI"))
+
+
+@checker.checks("uri-reference")
+def is_uri_reference(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    return bool(validate_rfc3986(value, rule="URI_reference"))
+
+
+@checker.checks("hostname")
+def is_hostname(value: object) -> bool:
+    """RFC 1123 host name: dot-separated labels, 253 characters at most."""
+    if not isinstance(value, str):
+        return True
+    name = value[:-1] if value.endswith(".") else value
+    if not name or len(name) > 253:
+        return False
+    return all(_LABEL.match(label) for label in name.split("."))

@@ -1,0 +1,340 @@
+"""Schema validation that reports every problem, in the shape of ``details.errors[]``.
+
+jsonschema finds the problems; this module turns each into
+``{"instanceLocation", "keyword", "error"}`` with a message of our own.  The stock
+messages quote the rejected value (``'x@y' is not a 'email'``), and request values are
+customer data, so no message here ever contains anything from the instance: only
+the schema's own words (property names, enum members, limits).
+
+Combinators are explained by their leaves: a failed ``anyOf``/``oneOf`` reports the
+problems of the branch that came closest, and an ``anyOf`` of ``required`` branches
+(``vin`` or ``stock`` or ``vehicle_id``) becomes one entry naming the alternatives.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from aap.spec import registry
+from aap.spec.formats import checker as format_checker
+
+Problem = dict[str, str]
+
+_FORMAT_NAMES = {
+    "date-time": "an RFC 3339 date-time with a time-zone offset",
+    "date": "an RFC 3339 full-date (YYYY-MM-DD)",
+    "email": "an email address",
+    "uri": "an absolute URI",
+    "uri-reference": "a URI reference",
+    "hostname": "a host name",
+}
+
+
+class UnknownSchema(KeyError):
+    """No bundled schema has this name."""
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name: str) -> Draft202012Validator:
+    """The validator for schema ``name`` (file stem), built once per process."""
+    documents = registry.documents()
+    if name not in documents:
+        raise UnknownSchema(name)
+    schema = documents[name]
+    return Draft202012Validator(schema, registry=registry.registry(),
+                                format_checker=format_checker)
+
+
+def validate(instance: Any, name: str) -> list[Problem]:
+    """Every problem of ``instance`` against schema ``name``; empty when valid."""
+    v = compiled(name)
+    errors = list(v.iter_errors(instance))
+    if not errors:
+        return []
+    seen: set[tuple[str, str, str]] = set()
+    out: list[Problem] = []
+    for problem in _explain_all(errors, v):
+        key = (problem["instanceLocation"], problem["keyword"], problem["error"])
+        if key not in seen:
+            seen.add(key)
+            out.append(problem)
+    out.sort(key=_order)
+    return out
+
+
+def is_valid(instance: Any, name: str) -> bool:
+    return compiled(name).is_valid(instance)
+
+
+def _order(p: Problem) -> tuple:
+    parts = p["instanceLocation"].split("/")
+    # numeric segments in numeric order, so /items/10 follows /items/9
+    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), \
+        p["keyword"], p["error"]
+
+
+# ------------------------------------------------------------------------ helpers
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(path: Iterable[Any]) -> str:
+    return "".join("/" + _escape(str(p)) for p in path)
+
+
+def _problem(location: str, keyword: str, message: str) -> Problem:
+    return {"instanceLocation": location, "keyword": keyword, "error": message}
+
+
+def _show(value: Any) -> str:
+    """A schema value (never an instance value) for a message."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _one_of_words(values: list[Any], conj: str = "or") -> str:
+    items = [_show(v) for v in values]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + f" {conj} " + items[-1]
+
+
+def _type_words(t: Any) -> str:
+    types = t if isinstance(t, list) else [t]
+    return _one_of_words(types)
+
+
+# ---------------------------------------------------------------- explanation
+
+def _explain_all(errors: Iterable[ValidationError],
+                 root: Draft202012Validator) -> Iterator[Problem]:
+    for error in errors:
+        yield from _explain(error, root)
+
+
+def _explain(e: ValidationError, root: Draft202012Validator) -> Iterator[Problem]:
+    loc = _pointer(e.absolute_path)
+    kw = e.validator
+    value = e.validator_value
+    instance = e.instance
+    schema = e.schema if isinstance(e.schema, dict) else {}
+
+    if kw is None or kw == "false":                      # a `false` subschema
+        yield _problem(loc, "false", "is not allowed here")
+        return
+    if kw == "additionalProperties" and isinstance(instance, dict):
+        declared = set(schema.get("properties", {}))
+        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        allowed = sorted(declared)
+        hint = f"; allowed: {', '.join(allowed)}" if allowed and len(allowed) <= 60 else ""
+        for key in instance:
+            if key not in declared and not any(p.search(key) for p in patterns):
+                yield _problem(f"{loc}/{_escape(key)}", "additionalProperties",
+                               "is not an allowed property" + hint)
+        return
+    if kw == "unevaluatedProperties" and isinstance(instance, dict):
+        yield _problem(loc, kw, "has properties that no subschema allows")
+        return
+    if kw == "required" and isinstance(instance, dict):
+        for name in value:
+            if name not in instance:
+                yield _problem(f"{loc}/{_escape(name)}", "required", "is required")
+        return
+    if kw == "dependentRequired" and isinstance(instance, dict):
+        for trigger, needed in value.items():
+            if trigger in instance:
+                for name in needed:
+                    if name not in instance:
+                        yield _problem(f"{loc}/{_escape(name)}", kw,
+                                       f"is required when {trigger} is present")
+        return
+    if kw in ("anyOf", "oneOf"):
+        yield from _explain_branches(e, loc, root)
+        return
+    if kw == "not":
+        yield _problem(loc, "not", _not_message(value))
+        return
+    if kw == "contains":
+        yield _problem(loc, kw, _contains_message(schema))
+        yield from _closest_item(e, loc, root)
+        return
+    yield _problem(loc, kw, _message(kw, value, schema))
+
+
+def _closest_item(e: ValidationError, loc: str,
+                  root: Draft202012Validator) -> Iterator[Problem]:
+    """When no item satisfies ``contains``, why the closest one does not."""
+    sub = e.schema.get("contains") if isinstance(e.schema, dict) else None
+    items = e.instance
+    if not isinstance(sub, dict) or not isinstance(items, list) or not 0 < len(items) <= 50:
+        return
+    if set(sub) <= {"const", "enum", "type"}:
+        return  # "must contain X" already says it all
+    try:
+        checker = root.evolve(schema=sub)
+        if any(checker.is_valid(item) for item in items):
+            return  # some item matches: the count is the problem, not an item
+        best: list[Problem] | None = None
+        for i, item in enumerate(items):
+            probs = [dict(p, instanceLocation=f"{loc}/{i}{p['instanceLocation']}")
+                     for p in _explain_all(checker.iter_errors(item), checker)]
+            if best is None or len(probs) < len(best):
+                best = probs
+    except Exception:  # a ref outside this resource: keep the plain entry
+        return
+    yield from best or []
+
+
+def _explain_branches(e: ValidationError, loc: str,
+                      root: Draft202012Validator) -> Iterator[Problem]:
+    kw = e.validator
+    branches: dict[int, list[ValidationError]] = {}
+    for sub in e.context or ():
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    n = len(e.validator_value)
+    if kw == "oneOf" and len(branches) < n:
+        yield _problem(loc, "oneOf", "matches more than one of the allowed alternatives; "
+                                     "it must match exactly one")
+        return
+    explained = {i: list(_explain_all(errs, root)) for i, errs in branches.items()}
+    # `anyOf: [{required: [vin]}, {required: [stock]}, ...]` -> one entry
+    missing: list[str] = []
+    only_required = True
+    for i in range(n):
+        for p in explained.get(i, []):
+            parent, _, name = p["instanceLocation"].rpartition("/")
+            if p["keyword"] != "required" or parent != loc:
+                only_required = False
+                break
+            name = name.replace("~1", "/").replace("~0", "~")
+            if name not in missing:
+                missing.append(name)
+        if not only_required:
+            break
+    if only_required and missing:
+        yield _problem(loc, "required", f"one of {_one_of_words(missing)} is required")
+        return
+    # all branches reject the value's type at this location -> one type entry
+    types: list[str] = []
+    consts: list[Any] = []
+    all_type = all_const = True
+    for i in range(n):
+        top = [p for p in explained.get(i, []) if p["instanceLocation"] == loc]
+        sub_schema = e.validator_value[i] if isinstance(e.validator_value[i], dict) else {}
+        if not any(p["keyword"] == "type" for p in top):
+            all_type = False
+        else:
+            t = sub_schema.get("type")
+            for x in (t if isinstance(t, list) else [t]):
+                if x and x not in types:
+                    types.append(x)
+        if not any(p["keyword"] in ("const", "enum") for p in top):
+            all_const = False
+        elif "const" in sub_schema:
+            consts.append(sub_schema["const"])
+        elif isinstance(sub_schema.get("enum"), list):
+            consts.extend(sub_schema["enum"])
+    if all_type and types:
+        yield _problem(loc, "type", f"must be {_type_words(types)}")
+        return
+    if all_const and consts:
+        yield _problem(loc, "enum", f"must be one of: {', '.join(_show(c) for c in consts)}")
+        return
+    # otherwise: the problems of the closest branch (fewest problems, no type
+    # mismatch at this location if possible; ties go to the first branch)
+    def score(i: int) -> tuple:
+        probs = explained.get(i, [])
+        wrong_type = any(p["keyword"] == "type" and p["instanceLocation"] == loc for p in probs)
+        return (wrong_type, len(probs), i)
+    best = min(range(n), key=score)
+    yield from explained.get(best, [])
+
+
+def _not_message(value: Any) -> str:
+    if isinstance(value, dict):
+        req = value.get("required")
+        if isinstance(req, list) and set(value) == {"required"}:
+            if len(req) == 1:
+                return f"{req[0]} must not be present here"
+            return f"{_one_of_words(req, 'and')} must not be used together"
+        if set(value) == {"const"}:
+            return f"must not be {_show(value['const'])}"
+        if set(value) == {"enum"}:
+            return f"must not be any of: {', '.join(_show(v) for v in value['enum'])}"
+    return "matches a shape that is not allowed here"
+
+
+def _contains_message(schema: dict) -> str:
+    sub = schema.get("contains")
+    low = schema.get("minContains", 1)
+    high = schema.get("maxContains")
+    what = "matching item"
+    if isinstance(sub, dict):
+        if "const" in sub:
+            what = f"item equal to {_show(sub['const'])}"
+        elif isinstance(sub.get("enum"), list):
+            what = f"item among: {', '.join(_show(v) for v in sub['enum'])}"
+        elif isinstance(sub.get("properties"), dict):
+            what = "matching item"
+    if high is not None:
+        if low == high:
+            return f"must contain exactly {low} {what}" + ("" if low == 1 else "s")
+        return f"must contain between {low} and {high} of: {what}"
+    return f"must contain at least {low} {what}" + ("" if low == 1 else "s")
+
+
+def _message(kw: str, value: Any, schema: dict) -> str:
+    if kw == "type":
+        return f"must be {_type_words(value)}"
+    if kw == "enum":
+        return f"must be one of: {', '.join(_show(v) for v in value)}"
+    if kw == "const":
+        return f"must be {_show(value)}"
+    if kw == "format":
+        return f"must be {_FORMAT_NAMES.get(value, 'a valid ' + str(value))}"
+    if kw == "pattern":
+        return f"must match the pattern {value}"
+    if kw == "minLength":
+        return "must not be empty" if value == 1 else f"must be at least {value} characters long"
+    if kw == "maxLength":
+        return f"must be at most {value} characters long"
+    if kw == "minimum":
+        return f"must be at least {_show(value)}"
+    if kw == "maximum":
+        return f"must be at most {_show(value)}"
+    if kw == "exclusiveMinimum":
+        return f"must be greater than {_show(value)}"
+    if kw == "exclusiveMaximum":
+        return f"must be less than {_show(value)}"
+    if kw == "multipleOf":
+        return f"must be a multiple of {_show(value)}"
+    if kw == "minItems":
+        return "must not be empty" if value == 1 else f"must have at least {value} items"
+    if kw == "maxItems":
+        return f"must have at most {value} items"
+    if kw == "uniqueItems":
+        return "must not contain duplicate items"
+    if kw == "minProperties":
+        return "must not be empty" if value == 1 else f"must have at least {value} properties"
+    if kw == "maxProperties":
+        return "must be empty" if value == 0 else f"must have at most {value} properties"
+    if kw == "propertyNames":
+        return "has a property name that is not allowed"
+    if kw == "unevaluatedItems":
+        return "has items that no subschema allows"
+    if kw in ("minContains", "maxContains"):
+        return _contains_message(schema)
+    if kw == "$ref" or kw == "$dynamicRef":
+        return "does not match the referenced schema"
+    return f"fails the {kw} constraint"
