@@ -135,6 +135,11 @@ class Settings:
     cursor_ttl_seconds: int = 86_400
     tenant: str | None = None
     source_path: str | None = None
+    # Sections owned by optional subsystems, filled by their registered parsers
+    # (aap.config.loader.register_section); None means "that section's defaults".
+    mcp: Any = None     # aap.bindings.mcp_settings.McpSettings
+    leads: Any = None   # aap.leads.settings.LeadSettings
+    poppy: Any = None   # aap.poppy.settings.PoppySettings
 
     @property
     def scope(self) -> str:

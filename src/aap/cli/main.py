@@ -1,0 +1,24 @@
+"""The ``aap`` command: a click group; each subcommand lives in its own module.
+
+Adding a command is one ``main.add_command(...)`` line below; modules import
+their heavy dependencies (the web server, the stores) only when they run.
+"""
+
+from __future__ import annotations
+
+import click
+
+from aap import AAP_VERSION, __version__
+from aap.cli import demo_inventory, feed_import, init, serve
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aap", message=f"%(prog)s %(version)s (AAP {AAP_VERSION})")
+def main() -> None:
+    """Publish an Auto Agent Protocol (AAP) 3.1 dealer agent from an inventory feed."""
+
+
+main.add_command(serve.command)
+main.add_command(feed_import.command)
+main.add_command(init.command)
+main.add_command(demo_inventory.command)

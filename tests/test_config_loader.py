@@ -1,0 +1,356 @@
+"""The TOML configuration: demo, template, every problem with its path, overrides, extension."""
+
+from __future__ import annotations
+
+import textwrap
+import tomllib
+
+import pytest
+
+from aap.config import loader
+from aap.config.loader import (
+    ConfigError,
+    load_settings,
+    packaged_toml,
+    parse_settings,
+    register_section,
+)
+from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS
+from aap.spec import validate
+
+NO_ENV: dict[str, str] = {}
+
+MINIMAL = """
+id = "t"
+public_url = "https://dealer.example"
+
+[dealer]
+name = "Test Motors"
+[[dealer.rooftops]]
+name = "Test Motors Main"
+"""
+
+
+def parse(text: str, **kw) -> object:
+    return parse_settings(tomllib.loads(textwrap.dedent(text)), environ=kw.pop("environ", NO_ENV), **kw)
+
+
+def problems_of(text: str, **kw) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse(text, **kw)
+    return info.value.problems
+
+
+def paths(problems: list[str]) -> set[str]:
+    return {p.split(": ", 1)[0] for p in problems}
+
+
+# -- the demo dealer group -------------------------------------------------------------
+
+
+def test_demo_dealer_group_loads_with_four_rooftops_one_in_canada():
+    settings = load_settings(environ=NO_ENV)
+    assert settings.deployment_id == "demo-motors-group"
+    assert settings.public_url == "http://127.0.0.1:8000"
+    assert settings.source_path is None
+    assert settings.dealer.name == "Demo Motors Group"
+    names = [r["name"] for r in settings.dealer.rooftops]
+    assert names == ["Demo Motors San Francisco", "Demo Motors Oakland Pre-Owned",
+                     "Demo Powersports San Jose", "Demo Motors Vancouver"]
+    vancouver = settings.dealer.rooftop("Demo Motors Vancouver")
+    assert vancouver["currency"] == "CAD"
+    assert vancouver["timezone"] == "America/Vancouver"
+    assert vancouver["address"]["country"] == "CA"
+    assert all(f["amount"] > 0 for f in vancouver["fees"])
+    powersports = settings.dealer.rooftop("Demo Powersports San Jose")
+    assert {"motorcycle_sales", "powersports"} <= set(powersports["capabilities"])
+    assert settings.search.currencies == ("USD", "CAD")
+    assert settings.search.filters == ALL_FILTERS
+    assert settings.search.sort_fields == ALL_SORT_FIELDS
+    assert len(settings.features) >= 12
+    assert {"adaptive_cruise_control", "apple_carplay", "android_auto", "heated_front_seats",
+            "blind_spot_monitor"} <= {f.code for f in settings.features}
+
+
+def test_demo_closed_days_become_null_and_profile_is_valid_dealer_information():
+    settings = load_settings(environ=NO_ENV)
+    sf = settings.dealer.rooftop("Demo Motors San Francisco")
+    service = next(s for s in sf["schedules"] if s["name"] == "service")
+    assert service["value"]["sunday"] is None
+    assert service["value"]["monday"] == {"open": "07:00", "close": "18:00"}
+    assert validate(settings.dealer.info, "dealer-information") == []
+    assert validate(settings.search.to_json(), "inventory-capabilities") == []
+    for rooftop in settings.dealer.rooftops:
+        for phone in rooftop["phones"]:
+            assert phone["value"].startswith("+") and phone["value"][1:].isdigit()
+
+
+def test_agent_identity_comes_from_agent_table():
+    settings = load_settings(environ=NO_ENV)
+    assert settings.agent.name == "Demo Motors Group"
+    assert settings.agent.provider_organization == "Demo Motors Group"
+    assert settings.agent.provider_url == "https://demomotors.example"
+
+
+# -- the template ---------------------------------------------------------------------
+
+
+def test_template_loads_as_is_and_documents_every_key():
+    text = packaged_toml("template.toml")
+    settings = parse_settings(tomllib.loads(text), environ=NO_ENV)
+    assert settings.deployment_id == "example-motors"
+    assert settings.dealer.rooftops[0]["schedules"][0]["value"]["sunday"] is None
+    assert validate(settings.dealer.info, "dealer-information") == []
+    # Every option of every section is at least mentioned in the template.
+    for key in ("id", "public_url", "database", "tenant", "name", "description", "version",
+                "documentation_url", "icon_url", "provider", "scope", "currencies",
+                "default_currency", "default_mileage_unit", "default_limit", "max_limit",
+                "offset", "sort_fields", "default_sort", "filters", "code", "label", "enabled",
+                "per_minute", "burst", "max_body_bytes", "cursor_ttl_seconds", "dealer_id",
+                "welcome_message", "legal_name", "website", "notes", "currency", "timezone",
+                "geo", "address", "phones", "emails", "capabilities", "fees", "schedules",
+                "[[dealers]]"):
+        assert key in text, key
+
+
+def test_minimal_file_gets_defaults():
+    settings = parse(MINIMAL)
+    assert settings.agent.name == "Test Motors"
+    assert "Test Motors" in settings.agent.description
+    assert settings.search.filters == ALL_FILTERS
+    assert settings.search.default_sort == ("updated_at", "desc")
+    assert settings.database_url == "sqlite:///aap.db"
+    assert settings.max_body_bytes == 1_048_576 and settings.cursor_ttl_seconds == 86_400
+    assert settings.features == ()
+
+
+# -- every problem, each with its path ----------------------------------------------
+
+
+BROKEN = """
+id = ""
+public_url = "http://dealer.example"
+database = "mysql://db"
+bogus = 1
+
+[search]
+scope = "aggregate"
+currencies = ["USD", "EUR"]
+default_limit = 50
+max_limit = 40
+sort_fields = ["price", "distance_mi"]
+filters = ["make", "rooftops"]
+default_sort = { field = "distance_mi", order = "up" }
+
+[[features]]
+code = "Bad Code"
+label = "Bad"
+
+[rate_limit]
+per_minute = 0
+
+[server]
+max_body_bytes = 10
+
+[dealer]
+name = "Broken Motors"
+[[dealer.rooftops]]
+name = "Main"
+timezone = "Mars/Olympus_Mons"
+phone = "+14155550100"
+[[dealer.rooftops]]
+name = "Main"
+timezone = "America/Vancouver"
+[[dealer.rooftops.schedules]]
+name = "sales"
+value = { monday = { open = "09:00", close = "08:00" }, sunday = "closed" }
+
+[unknown_table]
+x = 1
+"""
+
+
+def test_every_problem_is_reported_at_once_with_its_toml_path():
+    problems = problems_of(BROKEN)
+    found = paths(problems)
+    expected = {
+        "id", "public_url", "database", "bogus", "unknown_table",
+        "search.currencies", "search.default_limit", "search.filters", "search.sort_fields",
+        "search.default_sort.field", "search.default_sort.order",
+        "features[0].code", "rate_limit.per_minute", "server.max_body_bytes",
+        "dealer.rooftops[0].timezone", "dealer.rooftops[1].name",
+        "dealer.rooftops[1].schedules[0].value.monday", "dealers",
+    }
+    assert expected <= found, expected - found
+    # The unknown rooftop key is reported by the DealerInformation schema at the rooftop.
+    assert any(p.startswith("dealer.rooftops[0]") and "phone" in p for p in problems)
+    text = "\n".join(problems)
+    assert "dealer.rooftops[0].timezone: unknown IANA timezone" in text
+    assert "unknown key" in text
+
+
+def test_config_error_message_lists_every_problem():
+    with pytest.raises(ConfigError) as info:
+        parse(BROKEN)
+    message = str(info.value)
+    for problem in info.value.problems:
+        assert problem in message
+
+
+def test_schema_problems_are_mapped_to_toml_paths():
+    problems = problems_of(MINIMAL + """
+geo = { latitude = 123.0, longitude = 0.0 }
+fees = [{ name = "Doc", amount = -5 }]
+currency = "EUR"
+[[dealer.rooftops.schedules]]
+value = { monday = { open = "9am", close = "17:00" } }
+""")
+    found = paths(problems)
+    assert {"dealer.rooftops[0].geo.latitude", "dealer.rooftops[0].fees[0].amount",
+            "dealer.rooftops[0].currency"} <= found
+    assert any(p.startswith("dealer.rooftops[0].schedules[0].value.monday") for p in found)
+
+
+def test_missing_dealer_and_ids_are_required():
+    problems = problems_of('public_url = "https://dealer.example"\n')
+    assert {"id", "dealer"} <= paths(problems)
+
+
+def test_type_errors_name_the_expected_type():
+    problems = problems_of(MINIMAL.replace('id = "t"', 'id = 5') + """
+[search]
+offset = "yes"
+max_limit = 1.5
+""")
+    text = "\n".join(problems)
+    assert "id: must be a string, not an integer" in text
+    assert "search.offset: must be true or false, not a string" in text
+    assert "search.max_limit: must be an integer, not a float" in text
+
+
+def test_default_currency_must_be_supported():
+    problems = problems_of(MINIMAL + '[search]\ncurrencies = ["CAD"]\n')
+    assert "search.default_currency" in paths(problems)
+
+
+def test_toml_syntax_error_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("id = \n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(bad), environ=NO_ENV)
+    assert info.value.source == str(bad)
+    assert info.value.problems[0].startswith("(syntax)")
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(tmp_path / "missing.toml"), environ=NO_ENV)
+    assert "not found" in info.value.problems[0]
+
+
+def test_loopback_http_is_allowed_but_other_http_is_not():
+    for url in ("http://127.0.0.1:8000", "http://localhost:9000", "http://[::1]:8000",
+                "https://dealer.example/aap"):
+        assert parse(MINIMAL.replace("https://dealer.example", url)).public_url == url
+    for url in ("http://dealer.example", "ftp://dealer.example", "https://dealer.example/?a=1",
+                "https://user:pw@dealer.example", "dealer.example"):
+        assert "public_url" in paths(problems_of(MINIMAL.replace("https://dealer.example", url)))
+
+
+# -- aggregate scope --------------------------------------------------------------------
+
+AGGREGATE = """
+id = "agg"
+public_url = "https://cars.example"
+
+[search]
+scope = "aggregate"
+filters = ["make", "near"]
+
+[dealer]
+name = "Cars Marketplace"
+[[dealer.rooftops]]
+name = "Cars Marketplace HQ"
+
+[[dealers]]
+dealer_id = "springfield-honda"
+name = "Springfield Honda"
+[[dealers.rooftops]]
+name = "Springfield Honda"
+timezone = "America/Chicago"
+
+[[dealers]]
+dealer_id = "shelbyville-ford"
+name = "Shelbyville Ford"
+[[dealers.rooftops]]
+name = "Shelbyville Ford"
+"""
+
+
+def test_aggregate_scope_loads_sellers():
+    settings = parse(AGGREGATE)
+    assert settings.scope == "aggregate"
+    assert [p.dealer_id for p in settings.dealers] == ["springfield-honda", "shelbyville-ford"]
+    assert settings.profile_for("shelbyville-ford").name == "Shelbyville Ford"
+
+
+def test_aggregate_rules():
+    duplicate = AGGREGATE.replace('dealer_id = "shelbyville-ford"', 'dealer_id = "springfield-honda"')
+    assert "dealers[1].dealer_id" in paths(problems_of(duplicate))
+    no_id = AGGREGATE.replace('dealer_id = "shelbyville-ford"\n', "")
+    assert "dealers[1].dealer_id" in paths(problems_of(no_id))
+    rooftops_filter = AGGREGATE.replace('filters = ["make", "near"]', 'filters = ["make", "rooftops"]')
+    assert "search.filters" in paths(problems_of(rooftops_filter))
+    dealer_scope = AGGREGATE.replace('scope = "aggregate"', 'scope = "dealer"')
+    assert "dealers" in paths(problems_of(dealer_scope))
+    operator_id = AGGREGATE.replace('name = "Cars Marketplace"\n',
+                                    'name = "Cars Marketplace"\ndealer_id = "springfield-honda"\n')
+    assert "dealer.dealer_id" in paths(problems_of(operator_id))
+
+
+# -- environment and explicit overrides -------------------------------------------------
+
+
+def test_env_overrides_database_and_public_url():
+    env = {"AAP_DATABASE_URL": "sqlite:////tmp/other.db", "AAP_PUBLIC_URL": "https://cars.example"}
+    settings = parse(MINIMAL, environ=env)
+    assert settings.database_url == "sqlite:////tmp/other.db"
+    assert settings.public_url == "https://cars.example"
+
+
+def test_process_environment_is_read_by_default(monkeypatch):
+    monkeypatch.setenv("AAP_PUBLIC_URL", "https://env.example")
+    monkeypatch.delenv("AAP_DATABASE_URL", raising=False)
+    assert load_settings().public_url == "https://env.example"
+
+
+def test_explicit_overrides_beat_environment_and_are_validated():
+    env = {"AAP_PUBLIC_URL": "https://env.example"}
+    settings = parse(MINIMAL, environ=env, overrides={"public_url": "https://cli.example",
+                                                      "search.max_limit": 50, "database": None})
+    assert settings.public_url == "https://cli.example"
+    assert settings.search.max_limit == 50
+    problems = problems_of(MINIMAL, environ={"AAP_PUBLIC_URL": "http://dealer.example"})
+    assert problems[0].startswith("public_url (from AAP_PUBLIC_URL): must use https://")
+
+
+# -- extension ---------------------------------------------------------------------------
+
+
+def test_a_new_section_is_one_registration(monkeypatch):
+    monkeypatch.setattr(loader, "SECTIONS", dict(loader.SECTIONS))
+
+    def parse_widgets(table, problems):
+        size = table.integer("size", 10, minimum=1)
+        table.finish()
+        return {"size": size}
+
+    register_section("widgets", parse_widgets, field="poppy")
+    settings = parse(MINIMAL + "\n[widgets]\nsize = 3\n")
+    assert settings.poppy == {"size": 3}
+    assert parse(MINIMAL).poppy == {"size": 10}
+    problems = problems_of(MINIMAL + "\n[widgets]\nsize = 0\ncolour = 'red'\n")
+    assert {"widgets.size", "widgets.colour"} <= paths(problems)
+
+
+def test_registering_a_section_without_a_settings_field_fails_fast():
+    with pytest.raises(ValueError):
+        register_section("nowhere", lambda table, problems: None)
+
