@@ -1,0 +1,513 @@
+"""A2A 1.0 JSON-RPC binding: ``POST /a2a`` carrying one AAP DataPart per ``SendMessage``.
+
+A thin adapter: it checks the JSON-RPC envelope, the A2A service parameters
+(``A2A-Version``, ``A2A-Extensions``), the method and the ``SendMessage``
+params, then hands the DataPart's ``data`` to :meth:`DealerAgent.handle` and
+wraps the typed response in ``result.message``. Checks run in the order of the
+A2A notes §5: parse (-32700), envelope (-32600), version (-32009), extensions
+(-32008), rate limit, method (-32601 and the capability errors), params
+(-32602, -32001, -32003, -32005), then the skill.
+
+Every answer is HTTP 200 with a JSON-RPC body (the A2A SDK client discards the
+body of any other status). An unexpected exception becomes ``INTERNAL_ERROR``
+with an ``error_id`` that is logged with the exception type and location only.
+
+Project decisions where the sources are silent (tested in tests/test_a2a_*.py):
+
+- ``ListTasks`` answers -32004 (unsupported operation), not an empty list: this
+  agent never creates tasks, and a task-list ``result`` is not a valid AAP
+  ``JsonRpcResponse`` (which requires ``result.message``).
+- ``A2A-Version`` accepts ``1.0`` and ``1.0.<patch>`` (patch numbers do not count
+  in A2A negotiation); anything else, including an explicit empty value, is -32009.
+- An accepted output mode is usable when it is the skill's response media type,
+  ``*/*``, ``application/*`` or ``application/json`` (the response type carries
+  the ``+json`` structured-syntax suffix, RFC 6839). One usable entry is enough.
+- A ``params.tenant`` must equal the tenant the card declares; with no tenant
+  declared, a non-empty ``params.tenant`` is rejected (it routes to another agent).
+- Snake_case ProtoJSON field names (``message_id``...) are accepted on input;
+  output uses lowerCamelCase only.
+- A part without ``data`` (text, raw bytes, url) is -32005: only AAP DataParts
+  are a supported content type.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from aap import EXTENSION_URI
+from aap.bindings import jsonrpc as rpc
+from aap.bindings.jsonrpc import RpcError
+from aap.errors import AapError, internal_error
+from aap.service import CallContext
+from aap.skills.registry import SkillInfo
+from aap.web.accesslog import annotate
+from aap.web.parts import BindingParts
+from aap.web.ratelimit import RateLimiter, anonymous_caller_key, retry_after_seconds
+
+log = logging.getLogger("aap.a2a")
+
+PATH = "/a2a"
+VERSION_HEADER = "A2A-Version"
+EXTENSIONS_HEADER = "A2A-Extensions"
+_VERSION_RE = re.compile(r"1\.0(\.\d+)?")
+
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+PUSH_METHODS = frozenset(
+    {
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    }
+)
+TASK_METHODS = frozenset({"GetTask", "CancelTask"})
+DATA_FIELD = "message.parts[0].data"
+# Output modes that can read an application/vnd.autoagent.*+json part.
+_GENERIC_OUTPUT_MODES = frozenset({"*/*", "application/*", "application/json"})
+
+
+@dataclass
+class Outcome:
+    """One JSON-RPC answer plus what the access log and metrics need to know."""
+
+    payload: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes = b""  # the serialised payload
+    skill: str | None = None
+    aap_code: str | None = None
+    rpc_code: int | None = None
+    error_id: str | None = None
+
+
+@dataclass
+class SendCall:
+    """The parts of a SendMessage request the binding acts on."""
+
+    data: dict[str, Any]
+    media_type: str | None
+    context_id: str | None
+    accepted_output_modes: list[str]
+
+
+def _get(obj: dict[str, Any], camel: str) -> Any:
+    """A ProtoJSON field by its lowerCamelCase name or its snake_case original."""
+    if camel in obj:
+        return obj[camel]
+    snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+    return obj.get(snake)
+
+
+def _media_base(media_type: str) -> str:
+    """``type/subtype`` without parameters, lower-cased (media types are case-insensitive)."""
+    return media_type.split(";", 1)[0].strip().lower()
+
+
+def _header(headers: Headers, name: str) -> str | None:
+    values = headers.getlist(name)
+    return ",".join(values) if values else None
+
+
+def _echo_id(message: Any) -> Any:
+    """The request id to echo: a string or number, else None (JSON-RPC: null when unreadable)."""
+    if not isinstance(message, dict):
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool):
+        return request_id
+    return None
+
+
+def _where(exc: BaseException) -> str:
+    """``module.py:function:line`` of the innermost frame: enough to find the bug, no values."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{os.path.basename(code.co_filename)}:{code.co_name}:{tb.tb_lineno}"
+
+
+class A2ABinding:
+    """The ``/a2a`` endpoint of one :class:`~aap.service.DealerAgent`."""
+
+    def __init__(self, agent: Any, limiter: RateLimiter | None = None) -> None:
+        self.agent = agent
+        self.settings = agent.settings
+        self.limiter = limiter or RateLimiter(agent.stores.state, agent.settings.rate_limit)
+
+    # -- HTTP --------------------------------------------------------------
+    async def endpoint(self, request: Request) -> Response:
+        body = await request.body()
+        caller = anonymous_caller_key(request.client.host if request.client else None)
+        outcome = await run_in_threadpool(self.process, body, request.headers, caller)
+        annotate(
+            request.scope,
+            binding="a2a",
+            skill=outcome.skill,
+            aap_code=outcome.aap_code,
+            rpc_code=outcome.rpc_code,
+            error_id=outcome.error_id,
+        )
+        return Response(outcome.content, status_code=200, media_type="application/json", headers=outcome.headers)
+
+    # -- the JSON-RPC call ---------------------------------------------------
+    def process(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
+        """Answer one request body. Blocking (database work): run it in a worker thread."""
+        outcome = self._answer(body, headers, caller_key)
+        try:
+            outcome.content = orjson.dumps(outcome.payload)
+        except TypeError as exc:  # a skill returned something that is not JSON
+            fallback = self._internal(outcome.payload.get("id"), exc, outcome.skill)
+            fallback.headers = outcome.headers
+            fallback.content = orjson.dumps(fallback.payload)
+            return fallback
+        return outcome
+
+    def _answer(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
+        request_id: Any = None
+        echo: dict[str, str] = {}
+        skill: SkillInfo | None = None
+        try:
+            try:
+                message = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                raise RpcError(
+                    rpc.PARSE_ERROR, "Parse error: the request body could not be read as a JSON document."
+                ) from None
+            request_id = _echo_id(message)
+            self._envelope(message)
+            self._check_version(headers)
+            self._check_extensions(headers)
+            echo = {EXTENSIONS_HEADER: EXTENSION_URI}
+            self.limiter.check(caller_key)
+            self._check_method(message["method"])
+            call = self._send_message_params(message.get("params"))
+            self._check_request_media_type(call)
+            skill = self.agent.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
+            self._check_media_for_skill(call, skill)
+            response = self.agent.handle(call.data, CallContext(binding="a2a", caller_id=None))
+            result = {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "contextId": call.context_id or str(uuid.uuid4()),
+                    "role": "ROLE_AGENT",
+                    "parts": [{"data": response, "mediaType": skill.response_media_type}],
+                }
+            }
+            return Outcome(rpc.success(request_id, result), echo, skill=skill.id)
+        except RpcError as exc:
+            return Outcome(
+                rpc.failure(request_id, exc.to_error()),
+                echo,
+                skill=skill.id if skill else None,
+                rpc_code=exc.code,
+            )
+        except AapError as exc:
+            headers = dict(echo)
+            retry_after = retry_after_seconds(exc)
+            if retry_after is not None:
+                headers["Retry-After"] = str(retry_after)
+            error = rpc.aap_error(exc, DATA_FIELD)
+            return Outcome(
+                rpc.failure(request_id, error),
+                headers,
+                skill=skill.id if skill else None,
+                aap_code=exc.code,
+                rpc_code=error["code"],
+                error_id=exc.error_id,
+            )
+        except Exception as exc:  # never a 500, never the exception text
+            outcome = self._internal(request_id, exc, skill.id if skill else None)
+            outcome.headers = echo
+            return outcome
+
+    def _internal(self, request_id: Any, exc: BaseException, skill: str | None) -> Outcome:
+        err = internal_error()
+        log.error(
+            "internal error",
+            extra={
+                "fields": {
+                    "binding": "a2a",
+                    "skill": skill,
+                    "error_id": err.error_id,
+                    "error_type": type(exc).__name__,
+                    "where": _where(exc),
+                }
+            },
+        )
+        error = rpc.aap_error(err, DATA_FIELD)
+        return Outcome(
+            rpc.failure(request_id, error),
+            skill=skill,
+            aap_code=err.code,
+            rpc_code=error["code"],
+            error_id=err.error_id,
+        )
+
+    # -- checks, in order --------------------------------------------------------
+    @staticmethod
+    def _envelope(message: Any) -> None:
+        """Validate the JSON-RPC 2.0 request object, listing every problem."""
+        if isinstance(message, list):
+            raise RpcError(
+                rpc.INVALID_REQUEST,
+                "Invalid request: batch requests are not supported; send one JSON-RPC request object.",
+                reason="INVALID_REQUEST",
+            )
+        if not isinstance(message, dict):
+            raise RpcError(
+                rpc.INVALID_REQUEST,
+                "Invalid request: the body must be a JSON-RPC request object.",
+                reason="INVALID_REQUEST",
+            )
+        violations: list[tuple[str, str]] = []
+        if "id" not in message:
+            violations.append(("id", "is required (notifications are not supported)"))
+        elif _echo_id(message) is None:
+            violations.append(("id", "must be a string or a number"))
+        if message.get("jsonrpc") != "2.0":
+            violations.append(("jsonrpc", 'must be exactly "2.0"'))
+        if not isinstance(message.get("method"), str):
+            violations.append(("method", "must be a string"))
+        if "params" in message and not isinstance(message["params"], (dict, list)):
+            violations.append(("params", "must be an object"))
+        if violations:
+            raise RpcError(
+                rpc.INVALID_REQUEST,
+                "Invalid request: " + "; ".join(f"{f} {d}" for f, d in violations) + ".",
+                reason="INVALID_REQUEST",
+                violations=violations,
+            )
+
+    @staticmethod
+    def _check_version(headers: Headers) -> None:
+        value = _header(headers, VERSION_HEADER)
+        if value is None:  # AAP compatibility ingress: omitted selects the 1.0 interface
+            return
+        if not _VERSION_RE.fullmatch(value.strip()):
+            raise RpcError(
+                rpc.VERSION_NOT_SUPPORTED,
+                "The requested A2A version is not supported: this interface serves A2A 1.0 "
+                "(send 'A2A-Version: 1.0' or omit the header).",
+                reason="VERSION_NOT_SUPPORTED",
+                metadata={"supportedVersions": "1.0"},
+            )
+
+    @staticmethod
+    def _check_extensions(headers: Headers) -> None:
+        value = _header(headers, EXTENSIONS_HEADER)
+        if value is None:  # AAP compatibility ingress: omitted activates the AAP extension
+            return
+        if EXTENSION_URI in (member.strip() for member in value.split(",")):
+            return
+        raise RpcError(
+            rpc.EXTENSION_SUPPORT_REQUIRED,
+            f"This agent requires the extension {EXTENSION_URI}: list it in the "
+            f"{EXTENSIONS_HEADER} request header (or omit the header).",
+            reason="EXTENSION_SUPPORT_REQUIRED",
+            metadata={"extensionUri": EXTENSION_URI, "requiredHeader": EXTENSIONS_HEADER},
+        )
+
+    @staticmethod
+    def _check_method(method: str) -> None:
+        if method == "SendMessage":
+            return
+        if method in STREAMING_METHODS:
+            raise RpcError(
+                rpc.UNSUPPORTED_OPERATION,
+                f"{method} is not supported: this agent does not stream (capabilities.streaming is false); "
+                "use SendMessage.",
+                reason="UNSUPPORTED_OPERATION",
+            )
+        if method == "GetExtendedAgentCard":
+            raise RpcError(
+                rpc.UNSUPPORTED_OPERATION,
+                "GetExtendedAgentCard is not supported: this agent has no extended card; "
+                "read /.well-known/agent-card.json.",
+                reason="UNSUPPORTED_OPERATION",
+            )
+        if method == "ListTasks":
+            raise RpcError(
+                rpc.UNSUPPORTED_OPERATION,
+                "ListTasks is not supported: this agent answers SendMessage with a direct message "
+                "and never creates tasks.",
+                reason="UNSUPPORTED_OPERATION",
+            )
+        if method in PUSH_METHODS:
+            raise RpcError(
+                rpc.PUSH_NOT_SUPPORTED,
+                f"{method} is not supported: this agent does not send push notifications "
+                "(capabilities.pushNotifications is false).",
+                reason="PUSH_NOTIFICATION_NOT_SUPPORTED",
+            )
+        if method in TASK_METHODS:
+            raise RpcError(
+                rpc.TASK_NOT_FOUND,
+                "Task not found: this agent answers SendMessage with a direct message and never creates tasks.",
+                reason="TASK_NOT_FOUND",
+            )
+        hint = " (A2A 0.3 method names are not served)" if "/" in method else ""
+        raise RpcError(
+            rpc.METHOD_NOT_FOUND,
+            f"Method not found{hint}: this endpoint serves the A2A 1.0 method SendMessage.",
+        )
+
+    def _send_message_params(self, params: Any) -> SendCall:
+        """Every problem of the SendMessage params at once, then the A2A-specific refusals."""
+        violations: list[tuple[str, str]] = []
+        if not isinstance(params, dict):
+            raise RpcError(
+                rpc.INVALID_PARAMS,
+                "Invalid params: params must be an object with a message.",
+                reason="INVALID_PARAMS",
+                violations=[("params", "must be an object")],
+            )
+        tenant = params.get("tenant")
+        declared = self.settings.tenant
+        if declared:
+            if tenant != declared:
+                violations.append(
+                    ("tenant", "must echo the tenant declared by this interface on the agent card")
+                )
+        elif tenant not in (None, ""):
+            violations.append(("tenant", "must be omitted: this interface declares no tenant"))
+
+        data: Any = None
+        media_type: Any = None
+        context_id: Any = None
+        task_id: Any = None
+        non_data_part = False
+        message = params.get("message")
+        if not isinstance(message, dict):
+            violations.append(("message", "is required and must be an object"))
+        else:
+            message_id = _get(message, "messageId")
+            if not isinstance(message_id, str) or not message_id:
+                violations.append(("message.messageId", "is required and must be a non-empty string"))
+            role = message.get("role")
+            if role not in ("ROLE_USER", 1):
+                violations.append(("message.role", 'must be "ROLE_USER"'))
+            context_id = _get(message, "contextId")
+            if context_id is not None and not isinstance(context_id, str):
+                violations.append(("message.contextId", "must be a string"))
+            task_id = _get(message, "taskId")
+            if task_id is not None and not isinstance(task_id, str):
+                violations.append(("message.taskId", "must be a string"))
+            parts = message.get("parts")
+            if not isinstance(parts, list) or len(parts) != 1:
+                violations.append(("message.parts", "must hold exactly one AAP DataPart"))
+            elif not isinstance(parts[0], dict):
+                violations.append(("message.parts[0]", "must be an object"))
+            else:
+                part = parts[0]
+                media_type = _get(part, "mediaType")
+                if media_type is not None and not isinstance(media_type, str):
+                    violations.append(("message.parts[0].mediaType", "must be a string"))
+                if "data" not in part:
+                    if any(k in part for k in ("text", "raw", "url", "file", "bytes")):
+                        non_data_part = True
+                    else:
+                        violations.append((DATA_FIELD, "is required: send the AAP request as a DataPart"))
+                elif not isinstance(part["data"], dict):
+                    violations.append((DATA_FIELD, "must be a JSON object (the AAP request)"))
+                else:
+                    data = part["data"]
+
+        accepted: Any = []
+        push_config = None
+        configuration = params.get("configuration")
+        if configuration is not None:
+            if not isinstance(configuration, dict):
+                violations.append(("configuration", "must be an object"))
+            else:
+                accepted = _get(configuration, "acceptedOutputModes")
+                if accepted is None:
+                    accepted = []
+                elif not isinstance(accepted, list) or not all(isinstance(m, str) for m in accepted):
+                    violations.append(("configuration.acceptedOutputModes", "must be an array of strings"))
+                    accepted = []
+                push_config = _get(configuration, "taskPushNotificationConfig")
+
+        if violations:
+            raise RpcError(
+                rpc.INVALID_PARAMS,
+                "Invalid params: " + "; ".join(f"{f} {d}" for f, d in violations) + ".",
+                reason="INVALID_PARAMS",
+                violations=violations,
+            )
+        if task_id:
+            raise RpcError(
+                rpc.TASK_NOT_FOUND,
+                "Task not found: this agent never creates tasks; send the message without a taskId.",
+                reason="TASK_NOT_FOUND",
+            )
+        if push_config:
+            raise RpcError(
+                rpc.PUSH_NOT_SUPPORTED,
+                "Push notifications are not supported (capabilities.pushNotifications is false); "
+                "send the message without a taskPushNotificationConfig.",
+                reason="PUSH_NOTIFICATION_NOT_SUPPORTED",
+            )
+        if non_data_part:
+            raise RpcError(
+                rpc.CONTENT_TYPE_NOT_SUPPORTED,
+                "Content type not supported: send the AAP request as one DataPart "
+                "(text, raw and url parts are not accepted).",
+                reason="CONTENT_TYPE_NOT_SUPPORTED",
+            )
+        return SendCall(data, media_type or None, context_id or None, accepted)
+
+    def _check_request_media_type(self, call: SendCall) -> None:
+        """A part's mediaType, when given, must be a request type this agent implements."""
+        if call.media_type is None:
+            return
+        if _media_base(call.media_type) not in {s.request_media_type for s in self.agent.skills}:
+            raise RpcError(
+                rpc.CONTENT_TYPE_NOT_SUPPORTED,
+                "Content type not supported: the part's mediaType is not an AAP request type this "
+                "agent implements (see defaultInputModes on the agent card).",
+                reason="CONTENT_TYPE_NOT_SUPPORTED",
+            )
+
+    @staticmethod
+    def _check_media_for_skill(call: SendCall, skill: SkillInfo) -> None:
+        """The part's mediaType matches ``data.type``; one accepted output mode is servable."""
+        if call.media_type is not None and _media_base(call.media_type) != skill.request_media_type:
+            raise RpcError(
+                rpc.CONTENT_TYPE_NOT_SUPPORTED,
+                f"Content type not supported: a {skill.request_type} part must carry mediaType "
+                f"{skill.request_media_type}.",
+                reason="CONTENT_TYPE_NOT_SUPPORTED",
+                metadata={"expectedMediaType": skill.request_media_type},
+            )
+        if call.accepted_output_modes and not any(
+            _media_base(m) in _GENERIC_OUTPUT_MODES or _media_base(m) == skill.response_media_type
+            for m in call.accepted_output_modes
+        ):
+            raise RpcError(
+                rpc.CONTENT_TYPE_NOT_SUPPORTED,
+                f"Content type not supported: {skill.id} answers with {skill.response_media_type}, "
+                "which none of configuration.acceptedOutputModes accepts.",
+                reason="CONTENT_TYPE_NOT_SUPPORTED",
+                metadata={"responseMediaType": skill.response_media_type},
+            )
+
+
+def build(agent: Any) -> BindingParts:
+    """The A2A binding's contribution to the app: ``POST /a2a``."""
+    binding = A2ABinding(agent)
+    return BindingParts(routes=[Route(PATH, binding.endpoint, methods=["POST"], name="a2a")])
+

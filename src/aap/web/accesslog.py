@@ -1,0 +1,82 @@
+"""One structured JSON access-log line and one metrics observation per request.
+
+Bindings tell the middleware what a request was with :func:`annotate` (binding,
+skill, AAP code, error id); the middleware adds method, path, status and
+duration. Only those fields are logged: never a query string, a header value or
+anything from the body, so no customer value can reach the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from aap.web.metrics import Metrics
+
+access_log = logging.getLogger("aap.access")
+
+SCOPE_KEY = "aap.observe"
+_FIELDS = ("binding", "skill", "aap_code", "rpc_code", "error_id")
+
+
+def annotate(scope: Scope, **fields: Any) -> None:
+    """Attach request facts (``binding``, ``skill``, ``aap_code``, ``rpc_code``, ``error_id``)."""
+    info = scope.get(SCOPE_KEY)
+    if info is None:
+        info = scope[SCOPE_KEY] = {}
+    for name, value in fields.items():
+        if name not in _FIELDS:
+            raise ValueError(f"unknown access-log field {name!r}")
+        if value is not None:
+            info[name] = value
+
+
+class AccessLogMiddleware:
+    """Pure ASGI middleware: times the request, then logs and counts it."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        info: dict[str, Any] = {}
+        scope[SCOPE_KEY] = info
+        status = 500  # what the client sees if the app dies before answering
+        start = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            seconds = time.perf_counter() - start
+            binding = info.get("binding", "other")
+            skill = info.get("skill", "")
+            code = info.get("aap_code") or (str(info["rpc_code"]) if "rpc_code" in info else None)
+            self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
+            access_log.info(
+                "request",
+                extra={
+                    "fields": {
+                        "method": scope.get("method", ""),
+                        "path": scope.get("path", ""),
+                        "status": status,
+                        "binding": binding,
+                        "skill": skill or None,
+                        "aap_code": info.get("aap_code"),
+                        "rpc_code": info.get("rpc_code"),
+                        "duration_ms": round(seconds * 1000, 3),
+                        "error_id": info.get("error_id"),
+                    }
+                },
+            )

@@ -1,0 +1,138 @@
+"""The A2A agent card with the AAP 3.1 extension (seed 001), at ``/.well-known/agent-card.json``.
+
+The card is rendered once per app from the settings and the skills the agent
+really implements, so what it declares is what ``/a2a`` serves: the same skill
+list, the same media types, the same ``inventory.search`` capabilities. Every
+URL comes from :class:`~aap.discovery.urls.DeploymentUrls`, shared with the
+other discovery documents.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
+from aap.config.model import Settings
+from aap.discovery.http import StaticDocument
+from aap.discovery.urls import DeploymentUrls
+from aap.skills.registry import SkillInfo
+from aap.web.accesslog import annotate
+
+A2A_PROTOCOL_VERSION = "1.0"
+MCP_PROTOCOL_VERSIONS = ("2026-07-28", "2025-11-25")
+MEDIA_TYPE = "application/json"
+MAX_AGE = 300
+
+
+def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
+    """``AapExtensionParams``: deployment id, binding links and the per-skill schema map."""
+    urls = DeploymentUrls(settings)
+    skill_map: dict[str, Any] = {}
+    for skill in skills:
+        entry: dict[str, Any] = {
+            "request_schema": skill.request_schema_url,
+            "response_schema": skill.response_schema_url,
+        }
+        if skill.id == "inventory.search":
+            entry["capabilities"] = settings.search.to_json()
+        skill_map[skill.id] = entry
+    return {
+        "id": settings.deployment_id,
+        "version": AAP_VERSION,
+        "schema_base_url": SCHEMA_BASE_URL,
+        "mcp": {
+            "url": urls.mcp,
+            "transport": "streamable-http",
+            "protocol_versions": list(MCP_PROTOCOL_VERSIONS),
+            "public_read": True,
+        },
+        "poppy": urls.poppy,
+        "llms_txt": urls.llms_txt,
+        "skills": skill_map,
+    }
+
+
+def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
+    """The card as a JSON object (camelCase ProtoJSON field names)."""
+    skills = list(skills)
+    urls = DeploymentUrls(settings)
+    agent = settings.agent
+    interface: dict[str, Any] = {
+        "url": urls.a2a,
+        "protocolBinding": "JSONRPC",
+        "protocolVersion": A2A_PROTOCOL_VERSION,
+    }
+    if settings.tenant:
+        interface["tenant"] = settings.tenant
+    card: dict[str, Any] = {
+        "name": agent.name,
+        "description": agent.description,
+        "supportedInterfaces": [interface],
+        "version": agent.version,
+    }
+    if agent.provider_organization and agent.provider_url:
+        card["provider"] = {"organization": agent.provider_organization, "url": agent.provider_url}
+    if agent.documentation_url:
+        card["documentationUrl"] = agent.documentation_url
+    if agent.icon_url:
+        card["iconUrl"] = agent.icon_url
+    card["capabilities"] = {
+        # Never claim a surface that is not served: the A2A SDK client switches
+        # to SendStreamingMessage when streaming is true (A2A notes §2).
+        "streaming": False,
+        "pushNotifications": False,
+        "extensions": [
+            {
+                "uri": EXTENSION_URI,
+                "description": "Auto Agent Protocol 3.1: typed automotive-retail skills carried as DataParts.",
+                "required": True,
+                "params": extension_params(settings, skills),
+            }
+        ],
+    }
+    card["defaultInputModes"] = [s.request_media_type for s in skills]
+    card["defaultOutputModes"] = [s.response_media_type for s in skills]
+    card["skills"] = [
+        {
+            "id": s.id,
+            "name": s.name,
+            "description": s.description,
+            "tags": list(s.tags),
+            "inputModes": [s.request_media_type],
+            "outputModes": [s.response_media_type],
+        }
+        for s in skills
+    ]
+    return card
+
+
+def card_document(settings: Settings, skills: Iterable[SkillInfo]) -> StaticDocument:
+    """The rendered card with its validators (ETag over the exact bytes)."""
+    body = orjson.dumps(build_agent_card(settings, skills))
+    return StaticDocument(body, MEDIA_TYPE, MAX_AGE)
+
+
+class AgentCardCache:
+    """The rendered card of one app, re-rendered only if the implemented skills change."""
+
+    def __init__(self, settings: Settings, agent: Any) -> None:
+        self.settings = settings
+        self.agent = agent
+        self._key: tuple[str, ...] | None = None
+        self._doc: StaticDocument | None = None
+
+    def document(self) -> StaticDocument:
+        skills = self.agent.skills
+        key = tuple(s.id for s in skills)
+        if self._doc is None or key != self._key:
+            self._doc, self._key = card_document(self.settings, skills), key
+        return self._doc
+
+
+async def agent_card_endpoint(request: Request) -> Response:
+    annotate(request.scope, binding="discovery")
+    return request.app.state.agent_card.document().respond(request)
