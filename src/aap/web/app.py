@@ -38,6 +38,7 @@ from aap.web.parts import BindingParts, Lifespan
 # ``module:function`` taking the DealerAgent and returning BindingParts.
 BINDINGS: list[str] = [
     "aap.bindings.a2a:build",
+    "aap.discovery:build",
 ]
 
 # ``module:function`` taking the Starlette app and returning an async context

@@ -1,0 +1,85 @@
+"""What every binding transport returns: the AAP outcome plus the wire evidence.
+
+Buyers only need :meth:`CallOutcome.unwrap`. The conformance checker also
+needs what was on the wire (status, headers, envelope), so transports keep it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from aap.client.errors import AapClientError, ProtocolError
+from aap.skills.registry import SkillInfo
+
+RETRYABLE_HTTP = {408, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class CallOutcome:
+    binding: str
+    skill: SkillInfo
+    request: Any = None
+    http_status: int | None = None
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+    body: Any = None
+    response: dict[str, Any] | None = None
+    error: AapClientError | None = None
+
+    def unwrap(self) -> dict[str, Any]:
+        if self.error is not None:
+            raise self.error
+        assert self.response is not None
+        return self.response
+
+
+class Transport(Protocol):
+    name: str
+
+    async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome: ...
+
+    async def aclose(self) -> None: ...
+
+
+def retry_after_ms(headers: httpx.Headers) -> int | None:
+    """``Retry-After`` (delta-seconds or HTTP-date) in milliseconds, if present and sane."""
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0, int((when.timestamp() - time.time()) * 1000))
+
+
+def http_failure(binding: str, response: httpx.Response, what: str) -> ProtocolError:
+    """A non-AAP HTTP failure; 429/5xx are retryable and keep ``Retry-After``."""
+    return ProtocolError(
+        f"{what}: HTTP {response.status_code}",
+        binding=binding,
+        http_status=response.status_code,
+        retryable=response.status_code in RETRYABLE_HTTP,
+        retry_after_ms=retry_after_ms(response.headers),
+    )
+
+
+def network_failure(binding: str, exc: httpx.HTTPError, what: str) -> ProtocolError:
+    """Connection-level failures are retryable (the request may not have arrived)."""
+    return ProtocolError(f"{what}: {type(exc).__name__}", binding=binding, retryable=True)
+
+
+def json_body(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
