@@ -36,7 +36,7 @@ SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, 
 
 def normalize_numbers(value: Any) -> Any:
     """Turn integral floats (``25.0`` from protobuf-Value clients) into ints, recursively."""
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**63:
         return int(value)
     if isinstance(value, dict):
         return {k: normalize_numbers(v) for k, v in value.items()}

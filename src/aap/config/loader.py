@@ -301,6 +301,8 @@ RULES: list[Callable[[Parsed, Problems], None]] = []
 #: Modules that register sections of optional subsystems (imported on first load).
 SECTION_MODULES: list[str] = [
     "aap.bindings.mcp_config",
+    "aap.leads.settings",
+    "aap.poppy.settings",
 ]
 
 _SETTINGS_FIELDS = {f.name for f in dataclasses.fields(Settings)}

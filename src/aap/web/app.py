@@ -39,6 +39,7 @@ from aap.web.parts import BindingParts, Lifespan
 BINDINGS: list[str] = [
     "aap.bindings.a2a:build",
     "aap.discovery:build",
+    "aap.poppy:build",
 ]
 
 # ``module:function`` taking the Starlette app and returning an async context

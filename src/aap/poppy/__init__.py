@@ -1,0 +1,130 @@
+"""The Poppy binding (Personal Agent Protocol 0.3 as pinned by AAP 3.1).
+
+``build(agent)`` returns the routes of the whole publication: poppy.json, the
+issuer and protected-resource metadata, the excluded-tasks document, the guest
+OAuth issuer (``/oauth/token``, ``/oauth/revoke``, ``/oauth/jwks.json``), the
+native OpenAPI API (``/poppy/openapi.json``, ``/poppy/v1/{skill id}``) and
+feedback (``/poppy/feedback``). See docs/poppy.md for every rule enforced.
+"""
+
+from __future__ import annotations
+
+import ssl
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from aap.discovery.http import StaticDocument
+from aap.discovery.urls import OAUTH_METADATA_PATH, POPPY_OPENAPI_PATH, POPPY_PATH, TOKEN_PATH
+from aap.poppy import discovery, feedback, token_endpoint
+from aap.poppy.api import API_BASE_PATH, SkillEndpoint, openapi_document
+from aap.poppy.authn import authenticate
+from aap.poppy.context import (
+    EXCLUDED_TASKS_PATH,
+    FEEDBACK_PATH,
+    JWKS_PATH,
+    PROTECTED_RESOURCE_PATH,
+    REVOKE_PATH,
+    PoppyContext,
+)
+from aap.poppy.oauth import OAuthError, log_failure, server_error
+from aap.poppy.settings import PoppySettings, poppy_settings
+from aap.web.parts import BindingParts
+
+__all__ = ["build", "PoppySettings", "PoppyContext", "rotate_signing_key"]
+
+
+def _document(render: Callable[[], dict[str, Any]], max_age: int = 300, *, blocking: bool = False):
+    """A JSON document route; ``blocking`` renders in a worker thread (it reads the database)."""
+    async def endpoint(request: Request) -> Response:
+        document = await run_in_threadpool(render) if blocking else render()
+        body = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        return StaticDocument(body, "application/json", max_age).respond(request)
+
+    return endpoint
+
+
+def _cached(render: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """Render once, on first use (the skills are all registered by then)."""
+    memo: list[dict[str, Any]] = []
+
+    def cached() -> dict[str, Any]:
+        if not memo:
+            memo.append(render())
+        return memo[0]
+
+    return cached
+
+
+def build(agent: Any, *, settings: PoppySettings | None = None,
+          ssl_context: ssl.SSLContext | None = None) -> BindingParts:
+    """All Poppy routes for ``agent``. ``settings`` overrides ``agent.settings.poppy`` (tests);
+    ``ssl_context`` overrides the trust store used to fetch client metadata."""
+    options = poppy_settings(agent.settings, settings)
+    if not options.enabled:
+        return BindingParts()
+    ctx = PoppyContext(agent, options, agent.stores.poppy, ssl_context)
+
+    async def feedback_endpoint(request: Request) -> Response:
+        try:
+            caller = await authenticate(ctx, request, ctx.url(FEEDBACK_PATH))
+            raw = bytearray()
+            async for chunk in request.stream():
+                raw.extend(chunk)
+                if len(raw) > feedback.MAX_BODY:
+                    raise OAuthError("invalid_request", "the feedback report is too large", 400)
+            return await feedback.receive(ctx, caller, bytes(raw))
+        except OAuthError as exc:
+            return exc.response()
+        except Exception as exc:
+            log_failure("feedback", exc)
+            return server_error().response()
+
+    async def token(request: Request) -> Response:
+        return await token_endpoint.token(ctx, request)
+
+    async def revoke(request: Request) -> Response:
+        return await token_endpoint.revoke(ctx, request)
+
+    routes = [
+        Route(POPPY_PATH, _document(lambda: discovery.poppy_document(ctx)), methods=["GET", "HEAD"], name="poppy"),
+        Route(OAUTH_METADATA_PATH, _document(lambda: discovery.issuer_metadata(ctx)), methods=["GET", "HEAD"],
+              name="poppy_issuer_metadata"),
+        Route(PROTECTED_RESOURCE_PATH, _document(lambda: discovery.protected_resource_metadata(ctx)),
+              methods=["GET", "HEAD"], name="poppy_protected_resource"),
+        Route(EXCLUDED_TASKS_PATH, _document(lambda: discovery.excluded_tasks_document(ctx)),
+              methods=["GET", "HEAD"], name="poppy_excluded_tasks"),
+        Route(POPPY_OPENAPI_PATH, _document(_cached(lambda: openapi_document(ctx))), methods=["GET", "HEAD"],
+              name="poppy_openapi"),
+        Route(JWKS_PATH, _document(ctx.keys.public_jwks, max_age=60, blocking=True), methods=["GET", "HEAD"], name="poppy_jwks"),
+        Route(TOKEN_PATH, token, methods=["POST"], name="poppy_token"),
+        Route(REVOKE_PATH, revoke, methods=["POST"], name="poppy_revoke"),
+    ]
+    if options.feedback_enabled:
+        routes.append(Route(FEEDBACK_PATH, feedback_endpoint, methods=["POST"], name="poppy_feedback"))
+    for skill in agent.skills:
+        routes.append(Route(f"{API_BASE_PATH}/{skill.id}", SkillEndpoint(ctx, skill).handle, methods=["POST"],
+                            name=f"poppy_{skill.id}"))
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        # Signing keys are generated on first start (and shared through the database).
+        await run_in_threadpool(ctx.keys.active)
+        await run_in_threadpool(ctx.store.purge_expired, options.session_idle_ttl)
+        app.state.poppy = ctx
+        yield
+
+    return BindingParts(routes=routes, lifespans=[lifespan])
+
+
+def rotate_signing_key(stores: Any, settings: Any = None) -> str:
+    """Operator action (e.g. ``aap poppy rotate-keys``): a new active signing key; returns its kid."""
+    from aap.poppy.keys import SigningKeys
+
+    options = poppy_settings(settings)
+    return SigningKeys(stores.poppy, options.access_token_ttl).rotate()

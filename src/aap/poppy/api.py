@@ -1,0 +1,201 @@
+"""The native OpenAPI API: ``POST /poppy/v1/{skill id}`` and its document ``/poppy/openapi.json``.
+
+Bodies are the AAP typed messages shared with A2A and MCP; a skill failure is
+the ``aap.error`` object with the code's HTTP status (``Retry-After`` on 429),
+an authentication failure keeps its OAuth/DPoP shape. The document bundles
+the AAP JSON Schemas under ``components/schemas`` so a client (or
+schemathesis) needs nothing from the network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from aap import AAP_VERSION
+from aap.errors import CODES, AapError, internal_error, problem
+from aap.poppy.authn import Caller, authenticate, consume
+from aap.poppy.context import PoppyContext
+from aap.poppy.oauth import NO_STORE, OAuthError, log_failure, server_error
+from aap.poppy.schemas import bundle
+from aap.service import CallContext
+from aap.skills.registry import SkillInfo
+from aap.web.ratelimit import retry_after_seconds
+
+API_BASE_PATH = "/poppy/v1"
+OPERATION_IDS = {
+    "dealer.information": "dealerInformation",
+    "inventory.facets": "inventoryFacets",
+    "inventory.search": "inventorySearch",
+    "inventory.vehicle": "inventoryVehicle",
+    "lead.submit": "leadSubmit",
+}
+
+
+def aap_error_response(error: AapError) -> Response:
+    """``aap.error`` as the HTTP body, with the code's status and ``Retry-After`` when rate limited."""
+    headers = dict(NO_STORE)
+    retry_after = retry_after_seconds(error)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    return JSONResponse(error.to_dict(), status_code=CODES[error.code].http_status, headers=headers)
+
+
+async def read_json(request: Request, limit: int, skill: SkillInfo) -> Any:
+    """The JSON request body, or ``SCHEMA_VALIDATION_FAILED`` (never a 5xx)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    accepted = ("application/json", skill.request_media_type)
+    if media_type not in accepted:
+        raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
+            "", "contentMediaType", "Send the request body as " + " or ".join(accepted) + ".")])
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
+                "", "maxLength", f"The request body exceeds {limit} bytes.")])
+    try:
+        return orjson.loads(bytes(body))
+    except orjson.JSONDecodeError as exc:
+        raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
+            "", "type", "The request body is not valid JSON.")]) from exc
+
+
+class SkillEndpoint:
+    """One ``POST /poppy/v1/{skill id}`` operation."""
+
+    def __init__(self, ctx: PoppyContext, skill: SkillInfo) -> None:
+        self.ctx = ctx
+        self.skill = skill
+
+    async def handle(self, request: Request) -> Response:
+        ctx = self.ctx
+        try:
+            caller = await authenticate(ctx, request, ctx.urls.poppy_operation(self.skill.id))
+        except OAuthError as exc:
+            return exc.response()
+        except Exception as exc:
+            log_failure(self.skill.id, exc)
+            return server_error().response()
+        try:
+            payload = await read_json(request, ctx.agent.settings.max_body_bytes, self.skill)
+            return await run_in_threadpool(self._run, payload, caller)
+        except OAuthError as exc:
+            return exc.response()
+        except AapError as exc:
+            return aap_error_response(exc)
+        except Exception as exc:
+            error = internal_error()
+            log_failure(self.skill.id, exc, error.error_id)
+            return aap_error_response(error)
+
+    def _run(self, payload: Any, caller: Caller) -> Response:
+        if isinstance(payload, dict) and payload.get("type") != self.skill.request_type:
+            raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
+                "/type", "const", f"This operation takes '{self.skill.request_type}' messages.")])
+        consume(self.ctx, caller)
+        self.ctx.limiter.check("poppy:" + caller.caller_id)
+        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
+        result = self.ctx.agent.handle(payload, context)
+        return JSONResponse(result, headers=NO_STORE)
+
+
+# -- the OpenAPI document ------------------------------------------------------
+
+_OAUTH_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string", "minLength": 1}, "error_description": {"type": "string"}},
+}
+
+
+def _camel(stem: str) -> str:
+    return "".join(part.capitalize() for part in stem.split("-"))
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
+    """OpenAPI 3.1 for the implemented skills, with every referenced AAP schema bundled."""
+    skills = ctx.agent.skills
+    names = {"error": "AapError"}
+    for skill in skills:
+        names[skill.request_schema] = _camel(skill.request_schema)
+        names[skill.response_schema] = _camel(skill.response_schema)
+    components = bundle(names)
+    components["OAuthError"] = _OAUTH_ERROR
+
+    def ref(name: str) -> dict[str, str]:
+        return {"$ref": f"#/components/schemas/{names.get(name, name)}"}
+
+    aap_error = {"description": "The AAP error object (aap.error).", "content": _json(ref("error"))}
+    unauthorized = {
+        "description": "Missing, invalid, expired or revoked token, or a bad DPoP proof / Poppy-Session.",
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+        "content": _json({"$ref": "#/components/schemas/OAuthError"}),
+    }
+    paths: dict[str, Any] = {}
+    for skill in skills:
+        responses: dict[str, Any] = {
+            "200": {"description": f"A {skill.response_type} message.", "content": _json(ref(skill.response_schema))},
+            "400": {
+                "description": "Validation failure (aap.error) or a malformed authentication request (OAuth error).",
+                "content": _json({"anyOf": [ref("error"), {"$ref": "#/components/schemas/OAuthError"}]}),
+            },
+            "401": unauthorized,
+            "404": aap_error,
+            "429": {**aap_error, "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
+            "500": {
+                "description": "Unexpected failure (aap.error INTERNAL_ERROR, or OAuth server_error).",
+                "content": _json({"anyOf": [ref("error"), {"$ref": "#/components/schemas/OAuthError"}]}),
+            },
+        }
+        if not skill.read_only:
+            responses["409"] = aap_error
+        paths[f"/{skill.id}"] = {
+            "post": {
+                "operationId": OPERATION_IDS[skill.id],
+                "summary": skill.name,
+                "description": f"{skill.description} Request and response are the AAP typed messages "
+                               f"'{skill.request_type}' and '{skill.response_type}'.",
+                "tags": list(skill.tags[:1]),
+                "requestBody": {"required": True, "content": {
+                    media: {"schema": ref(skill.request_schema)}
+                    for media in ("application/json", skill.request_media_type)}},
+                "responses": dict(sorted(responses.items())),
+            }
+        }
+    settings = ctx.agent.settings
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": f"{settings.agent.name}: AAP native API (Poppy)",
+            "version": AAP_VERSION,
+            "description": (
+                "The dealer's AAP skills for personal agents (Personal Agent Protocol 0.3). "
+                f"Get a guest Session token at {ctx.issuer} (see {ctx.urls.poppy}), then call each "
+                "operation with 'Authorization: DPoP <token>' and a fresh DPoP proof (ES256, htm, htu, iat, "
+                "jti, ath) in the 'DPoP' header; or sign the call with an AAP 3.2 'Poppy-Session' header."
+            ),
+        },
+        "servers": [{"url": ctx.url(API_BASE_PATH)}],
+        "security": [{"poppyDPoP": []}],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "poppyDPoP": {
+                    "type": "http",
+                    "scheme": "DPoP",
+                    "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
+                                   "sent with a DPoP proof header bound to it (ath).",
+                }
+            },
+        },
+    }

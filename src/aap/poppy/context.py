@@ -1,0 +1,93 @@
+"""One deployment's Poppy state: settings, URLs, store, signing keys, client registry.
+
+Built once per app by :func:`aap.poppy.build`; every endpoint module takes it
+instead of reaching for globals, so two apps in one process never share a
+replay cache or a key by accident.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from aap.discovery.urls import DeploymentUrls
+from aap.poppy.client_metadata import ClientRegistry
+from aap.poppy.keys import SigningKeys
+from aap.poppy.repository import PoppyStore
+from aap.poppy.settings import PoppySettings
+from aap.web.ratelimit import RateLimiter
+
+FEEDBACK_PATH = "/poppy/feedback"
+EXCLUDED_TASKS_PATH = "/poppy/excluded-tasks.json"
+REVOKE_PATH = "/oauth/revoke"
+JWKS_PATH = "/oauth/jwks.json"
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
+PURGE_EVERY = 300.0
+
+
+@dataclass
+class PoppyContext:
+    agent: Any                 # aap.service.DealerAgent
+    settings: PoppySettings
+    store: PoppyStore
+    ssl_context: ssl.SSLContext | None = None
+    keys: SigningKeys = field(init=False)
+    clients: ClientRegistry = field(init=False)
+    limiter: RateLimiter = field(init=False)
+    _purged_at: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        self.keys = SigningKeys(self.store, self.settings.access_token_ttl)
+        self.clients = ClientRegistry(self.settings, self.ssl_context)
+        # Buckets live in the database (stores.state), shared by every worker.
+        self.limiter = RateLimiter(self.agent.stores.state, self.agent.settings.rate_limit)
+
+    @property
+    def urls(self) -> DeploymentUrls:
+        return DeploymentUrls(self.agent.settings)
+
+    def url(self, path: str) -> str:
+        return self.agent.settings.url(path)
+
+    @property
+    def issuer(self) -> str:
+        """``auth.issuer``: the public base URL (no trailing slash; compared character for character)."""
+        return self.agent.settings.base_url
+
+    @property
+    def organization_domain(self) -> str:
+        return self.settings.organization_domain or (urlsplit(self.issuer).hostname or "").lower()
+
+    @property
+    def organization_name(self) -> str:
+        return self.settings.organization_name or self.agent.settings.dealer.name
+
+    @property
+    def protected_resources(self) -> list[str]:
+        """``https://{organization.domain}`` first, then the service origin if it differs."""
+        resources = [f"https://{self.organization_domain}"]
+        parts = urlsplit(self.issuer)
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+        if origin.startswith("https://") and origin not in resources:
+            resources.append(origin)
+        return resources
+
+    def maybe_purge(self) -> None:
+        """Keep the replay and token tables small (correctness never depends on it)."""
+        now = time.monotonic()
+        if now - self._purged_at >= PURGE_EVERY:
+            self._purged_at = now
+            self.store.purge_expired(self.settings.session_idle_ttl)
+
+
+def caller_identity(client_id: str, sub: str) -> str:
+    """The verified caller for lead idempotency: the personal agent plus its stable User ID.
+
+    Hashed so the value is bounded and carries no caller-chosen text into other stores.
+    """
+    digest = hashlib.sha256(f"{client_id}\n{sub}".encode("utf-8")).hexdigest()
+    return f"poppy:{digest[:40]}"

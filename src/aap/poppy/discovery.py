@@ -1,0 +1,96 @@
+"""The public Poppy documents: poppy.json, issuer and protected-resource metadata, excluded tasks.
+
+All URLs come from :class:`aap.discovery.urls.DeploymentUrls`, the same table
+the agent card, llms.txt and the api-catalog are built from, so the AAP
+bridge in poppy.json names exactly the card, MCP endpoint and llms.txt the
+card names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from aap import AAP_VERSION
+from aap.discovery.urls import TOKEN_PATH
+from aap.poppy.context import (
+    EXCLUDED_TASKS_PATH,
+    FEEDBACK_PATH,
+    JWKS_PATH,
+    REVOKE_PATH,
+    PoppyContext,
+)
+from aap.poppy.token_endpoint import JWT_BEARER
+
+AAP_EXTENSION = "autoagentprotocol.org/aap"
+
+
+def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
+    """``/.well-known/poppy.json``: the AAP 3.1 publication profile (guest issuer only)."""
+    urls = ctx.urls
+    skills = ", ".join(skill.id for skill in ctx.agent.skills)
+    bridge: dict[str, Any] = {
+        "version": "1",
+        "aap_version": AAP_VERSION,
+        "agent_card": urls.agent_card,
+        "mcp": urls.mcp,
+        "llms_txt": urls.llms_txt,
+        "openapi": urls.poppy_openapi,
+        "api_catalog": urls.api_catalog,
+    }
+    documentation = ctx.agent.settings.agent.documentation_url
+    if documentation and documentation.lower().startswith("https://"):
+        bridge["documentation"] = documentation
+    document: dict[str, Any] = {
+        "protocol_version": "0.3",
+        "organization": {"name": ctx.organization_name, "domain": ctx.organization_domain},
+        "auth": {"issuer": ctx.issuer},
+        "apis": [
+            {
+                "type": "openapi",
+                "url": urls.poppy_openapi,
+                "description": f"AAP {AAP_VERSION} dealer skills over HTTPS with a DPoP-bound guest token: {skills}.",
+            }
+        ],
+        "excluded_tasks": {"url": ctx.url(EXCLUDED_TASKS_PATH)},
+        "extensions": {AAP_EXTENSION: bridge},
+    }
+    if ctx.settings.feedback_enabled:
+        document["feedback"] = {"endpoint": ctx.url(FEEDBACK_PATH)}
+    return document
+
+
+def issuer_metadata(ctx: PoppyContext) -> dict[str, Any]:
+    """RFC 8414 metadata of the guest issuer (``PoppyOauthMetadata``)."""
+    return {
+        "issuer": ctx.issuer,
+        "token_endpoint": ctx.url(TOKEN_PATH),
+        "revocation_endpoint": ctx.url(REVOKE_PATH),
+        "jwks_uri": ctx.url(JWKS_PATH),
+        # refresh_token is required by the schema; a refresh grant is answered invalid_grant.
+        "grant_types_supported": [JWT_BEARER, "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+        "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
+        "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
+        "revocation_endpoint_auth_signing_alg_values_supported": ["ES256"],
+        "dpop_signing_alg_values_supported": ["ES256"],
+        "protected_resources": ctx.protected_resources,
+    }
+
+
+def protected_resource_metadata(ctx: PoppyContext) -> dict[str, Any]:
+    """RFC 9728 metadata for the dealer origin (the resource is the URL it is served from)."""
+    parts = urlsplit(ctx.issuer)
+    return {
+        "resource": f"{parts.scheme}://{parts.netloc}".lower(),
+        "authorization_servers": [ctx.issuer],
+        "bearer_methods_supported": ["header"],
+        "dpop_signing_alg_values_supported": ["ES256"],
+        "dpop_bound_access_tokens_required": True,
+        "resource_name": ctx.organization_name,
+    }
+
+
+def excluded_tasks_document(ctx: PoppyContext) -> dict[str, Any]:
+    """``PoppyExcludedTasks``: what the dealer does not offer to personal agents (may be empty)."""
+    return {"tasks": [task.to_json() for task in ctx.settings.excluded_tasks]}

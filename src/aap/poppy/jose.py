@@ -1,0 +1,131 @@
+"""JOSE primitives with Poppy's limits: compact JWS parsing, ES256 verification, thumbprints.
+
+joserfc does the cryptography. Parsing is strict and done here, before any key
+is touched: exactly three base64url segments, a JSON-object header and
+payload, bounded sizes. Callers get the decoded header and claims only after
+the signature verified.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+from typing import Any
+
+import orjson
+from joserfc import jws
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey
+from joserfc.jws import JWSRegistry
+
+ALGORITHMS = ("ES256",)
+MAX_JWS_BYTES = 16_384
+_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+_PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
+
+# Unknown header members (poppy_dlg ...) are allowed; "crit" still must be understood.
+_REGISTRY = JWSRegistry(algorithms=list(ALGORITHMS), strict_check_header=False)
+_REGISTRY.max_header_length = MAX_JWS_BYTES
+_REGISTRY.max_payload_length = MAX_JWS_BYTES
+
+
+class JoseProblem(ValueError):
+    """A JWS that is malformed or fails verification; the message is safe to send."""
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(segment: str) -> bytes:
+    if not _SEGMENT.match(segment):
+        raise JoseProblem("not base64url")
+    try:
+        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise JoseProblem("not base64url") from exc
+
+
+def access_token_hash(token: str) -> str:
+    """The DPoP ``ath`` value: base64url(SHA-256(ASCII token))."""
+    return b64url(hashlib.sha256(token.encode("ascii", "strict")).digest())
+
+
+def same(a: str, b: str) -> bool:
+    """Constant-time string equality."""
+    return hmac.compare_digest(a.encode("utf-8"), b.encode("utf-8"))
+
+
+class CompactJws:
+    """A parsed, not yet verified, compact JWS."""
+
+    def __init__(self, token: Any) -> None:
+        if not isinstance(token, str) or not token or len(token) > MAX_JWS_BYTES:
+            raise JoseProblem("not a compact JWS")
+        parts = token.split(".")
+        if len(parts) != 3 or not all(parts):
+            raise JoseProblem("not a compact JWS")
+        self.token = token
+        self.header = _json_object(b64url_decode(parts[0]), "header")
+        self.claims = _json_object(b64url_decode(parts[1]), "payload")
+        b64url_decode(parts[2])
+
+    @property
+    def alg(self) -> Any:
+        return self.header.get("alg")
+
+    def verify(self, key: ECKey) -> None:
+        """Check the signature with ``key`` (ES256 only)."""
+        if self.alg not in ALGORITHMS:
+            raise JoseProblem("unsupported alg")
+        try:
+            obj = jws.extract_compact(self.token.encode("ascii"), registry=_REGISTRY)
+            ok = jws.validate_compact(obj, key, registry=_REGISTRY)
+        except (JoseError, ValueError, TypeError) as exc:
+            raise JoseProblem("signature invalid") from exc
+        if not ok:
+            raise JoseProblem("signature invalid")
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise JoseProblem(f"{what} is not JSON") from exc
+    if not isinstance(value, dict):
+        raise JoseProblem(f"{what} is not a JSON object")
+    return value
+
+
+def public_p256_key(jwk: Any) -> ECKey:
+    """Import a public EC P-256 JWK; anything private, other curves or extra key types refused."""
+    if not isinstance(jwk, dict):
+        raise JoseProblem("jwk must be an object")
+    if _PRIVATE_MEMBERS & set(jwk):
+        raise JoseProblem("jwk must be a public key")
+    if jwk.get("kty") != "EC" or jwk.get("crv") != "P-256":
+        raise JoseProblem("jwk must be an EC P-256 key")
+    if not isinstance(jwk.get("x"), str) or not isinstance(jwk.get("y"), str):
+        raise JoseProblem("jwk needs x and y")
+    try:
+        return ECKey.import_key({"kty": "EC", "crv": "P-256", "x": jwk["x"], "y": jwk["y"]})
+    except (JoseError, ValueError, TypeError) as exc:
+        raise JoseProblem("jwk is not a valid P-256 point") from exc
+
+
+def numeric_date(claims: dict[str, Any], name: str) -> float:
+    """A JWT NumericDate: a JSON number (fractions allowed), never a bool or string."""
+    value = claims.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise JoseProblem(f"{name} must be a number")
+    if value < 0:
+        raise JoseProblem(f"{name} must not be negative")
+    return float(value)
+
+
+def sign(header: dict[str, Any], claims: dict[str, Any], private_key: ECKey) -> str:
+    """ES256-sign ``claims`` under ``header`` (used for issued tokens and by the test client)."""
+    return jws.serialize_compact(header, orjson.dumps(claims), private_key, registry=_REGISTRY)

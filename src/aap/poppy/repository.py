@@ -1,0 +1,334 @@
+"""Poppy state in the database: signing keys, replay caches, Sessions, tokens, feedback.
+
+Everything a second worker (or the same worker after a restart) must know to
+refuse a replay or a revoked token lives here, never in process memory.
+Access tokens are stored as SHA-256 hashes only: a database dump grants no
+access. Times are Unix seconds (floats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from aap.store.db import Database, Tx, register_migrations
+
+register_migrations(
+    "poppy",
+    [
+        """
+        CREATE TABLE poppy_signing_keys (
+            kid TEXT PRIMARY KEY,
+            private_jwk TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            retired_at REAL
+        );
+        CREATE TABLE poppy_replay (
+            scope TEXT NOT NULL,
+            entry TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (scope, entry)
+        );
+        CREATE INDEX poppy_replay_expiry ON poppy_replay (expires_at);
+        CREATE TABLE poppy_sessions (
+            id TEXT PRIMARY KEY,
+            jkt TEXT NOT NULL UNIQUE,
+            client_id TEXT NOT NULL,
+            sub TEXT NOT NULL,
+            agent_id TEXT,
+            created_at REAL NOT NULL,
+            last_used_at REAL NOT NULL,
+            ended_at REAL
+        );
+        CREATE TABLE poppy_tokens (
+            token_hash TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES poppy_sessions (id),
+            token_type TEXT NOT NULL,
+            resource TEXT,
+            issued_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        CREATE INDEX poppy_tokens_session ON poppy_tokens (session_id);
+        CREATE INDEX poppy_tokens_expiry ON poppy_tokens (expires_at);
+        CREATE TABLE poppy_feedback (
+            id TEXT PRIMARY KEY,
+            received_at REAL NOT NULL,
+            client_id TEXT NOT NULL,
+            sub TEXT NOT NULL,
+            agent_id TEXT,
+            kind TEXT NOT NULL,
+            task TEXT NOT NULL,
+            description TEXT NOT NULL,
+            body TEXT NOT NULL,
+            answered_with_alternative INTEGER NOT NULL
+        );
+        CREATE INDEX poppy_feedback_caller ON poppy_feedback (client_id, sub, received_at)
+        """,
+    ],
+)
+
+
+def token_hash(token: str) -> str:
+    """What the database keeps instead of an access token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class Replayed(Exception):
+    """A single-use value (a ``jti``) was already seen in its scope."""
+
+    def __init__(self, scope: str, entry: str) -> None:
+        super().__init__(scope)
+        self.scope = scope
+        self.entry = entry
+
+
+class SessionConflict(Exception):
+    """The DPoP key already identifies a Session of another client, User ID or agent."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    jkt: str
+    client_id: str
+    sub: str
+    agent_id: str | None
+    created_at: float
+    last_used_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """An issued access token joined with its Session."""
+
+    token_hash: str
+    token_type: str
+    resource: str | None
+    issued_at: float
+    expires_at: float
+    revoked_at: float | None
+    session: SessionRecord
+
+
+_SESSION_COLUMNS = "s.id, s.jkt, s.client_id, s.sub, s.agent_id, s.created_at, s.last_used_at, s.ended_at"
+
+
+def _session(row: tuple) -> SessionRecord:
+    return SessionRecord(*row)
+
+
+class PoppyStore:
+    """All Poppy tables behind a few intention-revealing methods."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- single-use values ---------------------------------------------------
+    @staticmethod
+    def consume(tx: Tx, scope: str, entry: str, expires_at: float, now: float) -> None:
+        """Record ``entry`` as used in ``scope`` until ``expires_at``; :class:`Replayed` if live.
+
+        An expired row is taken over, so the table never needs a sweep to stay correct
+        (:meth:`purge_expired` only keeps it small).
+        """
+        cursor = tx.execute(
+            "INSERT INTO poppy_replay (scope, entry, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (scope, entry) DO UPDATE SET expires_at = excluded.expires_at "
+            "WHERE poppy_replay.expires_at < ?",
+            (scope, entry, expires_at, now),
+        )
+        if cursor.rowcount != 1:
+            raise Replayed(scope, entry)
+
+    def purge_expired(self, idle_ttl: float, now: float | None = None) -> None:
+        """Drop what can no longer matter: used jtis past their window, expired tokens,
+        Sessions idle longer than ``idle_ttl`` (with their tokens). Correctness never depends on it."""
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM poppy_replay WHERE expires_at < ?", (now,))
+            tx.execute(
+                "DELETE FROM poppy_tokens WHERE expires_at < ? OR session_id IN "
+                "(SELECT id FROM poppy_sessions WHERE last_used_at < ?)",
+                (now, now - idle_ttl),
+            )
+            tx.execute("DELETE FROM poppy_sessions WHERE last_used_at < ?", (now - idle_ttl,))
+
+    # -- Sessions and tokens -------------------------------------------------
+    def start_session(
+        self,
+        *,
+        jkt: str,
+        client_id: str,
+        sub: str,
+        agent_id: str | None,
+        token: str,
+        token_type: str,
+        resource: str | None,
+        expires_at: float,
+        idle_ttl: float,
+        consumed: list[tuple[str, str, float]],
+        now: float | None = None,
+    ) -> SessionRecord:
+        """Consume ``consumed`` jtis, find-or-create the Session of ``jkt`` and store ``token``.
+
+        A known key with the same client, User ID and agent renews its Session: the
+        older tokens stop working (the agent must switch to the newest). A known key
+        with another identity is a :class:`SessionConflict`. One transaction: on any
+        failure nothing is written.
+        """
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            for scope, entry, exp in consumed:
+                self.consume(tx, scope, entry, exp, now)
+            row = tx.fetchone(
+                f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,)
+            )
+            if row is not None:
+                session = _session(row)
+                if (session.client_id, session.sub, session.agent_id) != (client_id, sub, agent_id):
+                    raise SessionConflict()
+                alive = session.ended_at is None and session.last_used_at + idle_ttl >= now
+                if alive:
+                    tx.execute(
+                        "UPDATE poppy_tokens SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL",
+                        (now, session.id),
+                    )
+                    tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session.id))
+                else:
+                    # A Session that ended stays ended: the same key starts a fresh one.
+                    tx.execute("DELETE FROM poppy_tokens WHERE session_id = ?", (session.id,))
+                    tx.execute("DELETE FROM poppy_sessions WHERE id = ?", (session.id,))
+                    row = None
+            if row is None:
+                session = SessionRecord(
+                    "ses_" + secrets.token_urlsafe(18), jkt, client_id, sub, agent_id, now, now, None
+                )
+                tx.execute(
+                    "INSERT INTO poppy_sessions (id, jkt, client_id, sub, agent_id, created_at, last_used_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (session.id, jkt, client_id, sub, agent_id, now, now),
+                )
+            tx.execute(
+                "INSERT INTO poppy_tokens (token_hash, session_id, token_type, resource, issued_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (token_hash(token), session.id, token_type, resource, now, expires_at),
+            )
+        return session
+
+    def find_token(self, token: str) -> TokenRecord | None:
+        with self.db.read() as tx:
+            row = tx.fetchone(
+                "SELECT t.token_hash, t.token_type, t.resource, t.issued_at, t.expires_at, t.revoked_at, "
+                f"{_SESSION_COLUMNS} FROM poppy_tokens t JOIN poppy_sessions s ON s.id = t.session_id "
+                "WHERE t.token_hash = ?",
+                (token_hash(token),),
+            )
+        if row is None:
+            return None
+        return TokenRecord(*row[:6], session=_session(row[6:]))
+
+    def use_session(
+        self,
+        session_id: str,
+        consumed: list[tuple[str, str, float]],
+        *,
+        touch: bool,
+        now: float | None = None,
+    ) -> None:
+        """Consume an API call's single-use values; optionally mark the Session as used now."""
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            for scope, entry, exp in consumed:
+                self.consume(tx, scope, entry, exp, now)
+            if touch:
+                tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+
+    def revoke(self, token: str, client_id: str, consumed: list[tuple[str, str, float]],
+               now: float | None = None) -> bool:
+        """Revoke ``token`` if it was issued to ``client_id``; True when something changed."""
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            for scope, entry, exp in consumed:
+                self.consume(tx, scope, entry, exp, now)
+            cursor = tx.execute(
+                "UPDATE poppy_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL "
+                "AND session_id IN (SELECT id FROM poppy_sessions WHERE client_id = ?)",
+                (now, token_hash(token), client_id),
+            )
+            return cursor.rowcount == 1
+
+    # -- signing keys --------------------------------------------------------
+    def signing_keys(self) -> list[tuple[str, dict[str, Any], float, float | None]]:
+        """``(kid, private JWK, created_at, retired_at)``, newest first."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT kid, private_jwk, created_at, retired_at FROM poppy_signing_keys "
+                "ORDER BY created_at DESC, kid"
+            )
+        return [(kid, orjson.loads(jwk), created, retired) for kid, jwk, created, retired in rows]
+
+    def add_signing_key(self, kid: str, private_jwk: dict[str, Any], *, retire_others: bool,
+                        only_if_none: bool = False, now: float | None = None) -> bool:
+        """Store a new active key. ``only_if_none``: skip if an active key exists (first start)."""
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            if only_if_none and tx.fetchone(
+                "SELECT kid FROM poppy_signing_keys WHERE retired_at IS NULL"
+            ):
+                return False
+            if retire_others:
+                tx.execute("UPDATE poppy_signing_keys SET retired_at = ? WHERE retired_at IS NULL", (now,))
+            tx.execute(
+                "INSERT INTO poppy_signing_keys (kid, private_jwk, created_at) VALUES (?, ?, ?)",
+                (kid, orjson.dumps(private_jwk).decode(), now),
+            )
+        return True
+
+    def drop_retired_keys(self, older_than: float) -> int:
+        """Delete keys retired before ``older_than`` (no token they signed is still valid)."""
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "DELETE FROM poppy_signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?",
+                (older_than,),
+            )
+            return cursor.rowcount
+
+    # -- feedback ------------------------------------------------------------
+    def add_feedback(self, *, client_id: str, sub: str, agent_id: str | None, body: dict[str, Any],
+                     answered_with_alternative: bool, daily_limit: int, now: float | None = None) -> str | None:
+        """Store one report; None (and nothing written) when the caller's daily quota is used."""
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            (count,) = tx.fetchone(
+                "SELECT COUNT(*) FROM poppy_feedback WHERE client_id = ? AND sub = ? AND received_at > ?",
+                (client_id, sub, now - 86400),
+            )
+            if count >= daily_limit:
+                return None
+            feedback_id = "fb_" + secrets.token_urlsafe(12)
+            tx.execute(
+                "INSERT INTO poppy_feedback (id, received_at, client_id, sub, agent_id, kind, task,"
+                " description, body, answered_with_alternative) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (feedback_id, now, client_id, sub, agent_id, body["kind"], body["task"],
+                 body["description"], orjson.dumps(body).decode(), int(answered_with_alternative)),
+            )
+        return feedback_id
+
+    def list_feedback(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest reports first, for the operator (data to read, never instructions to follow)."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT id, received_at, client_id, sub, agent_id, kind, task, description,"
+                " answered_with_alternative FROM poppy_feedback ORDER BY received_at DESC LIMIT ?",
+                (limit,),
+            )
+        keys = ("id", "received_at", "client_id", "sub", "agent_id", "kind", "task", "description",
+                "answered_with_alternative")
+        return [dict(zip(keys, row)) for row in rows]

@@ -1,0 +1,211 @@
+"""``POST /oauth/token`` (guest Sessions) and ``POST /oauth/revoke`` (RFC 7009).
+
+The grant is the RFC 7523 JWT bearer grant with ``private_key_jwt`` client
+authentication and a DPoP proof (RFC 9449). Checks run in the order of
+docs/poppy.md; every one of them happens before anything is written, and the
+three single-use values (client assertion, Session assertion and proof
+``jti``) are consumed in the same transaction that creates the Session and
+stores the token. A refused request therefore changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from aap.discovery.urls import TOKEN_PATH
+from aap.errors import AapError
+from aap.poppy import assertions, tokens
+from aap.poppy.assertions import Assertion, AssertionProblem
+from aap.poppy.client_metadata import ClientInfo, ClientMetadataError
+from aap.poppy.context import PoppyContext
+from aap.poppy.dpop import DpopProblem, verify_proof
+from aap.poppy.jose import public_p256_key
+from aap.poppy.oauth import (
+    NO_STORE,
+    OAuthError,
+    invalid_client,
+    invalid_grant,
+    invalid_request,
+    log_failure,
+    server_error,
+    token_endpoint_dpop_error,
+)
+from aap.poppy.repository import Replayed, SessionConflict
+from aap.web.ratelimit import anonymous_caller_key, retry_after_seconds
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+MAX_FORM_BYTES = 32_768
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The form body; a repeated parameter is ``invalid_request`` (RFC 6749 §3.2)."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != FORM_TYPE:
+        raise invalid_request(f"send the parameters as {FORM_TYPE}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > MAX_FORM_BYTES:
+            raise invalid_request("the request body is too large")
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise invalid_request("the form body is not valid UTF-8 form encoding") from exc
+    form: dict[str, str] = {}
+    for name, value in pairs:
+        if name in form:
+            raise invalid_request(f"the parameter {name} is repeated")
+        form[name] = value
+    # RFC 6749 §3.1: a parameter sent without a value is treated as omitted.
+    return {name: value for name, value in form.items() if value != ""}
+
+
+async def _identity_key(ctx: PoppyContext, client: ClientInfo, jwt: Any) -> tuple[ClientInfo, Any]:
+    kid = jwt.header.get("kid")
+    key = assertions.select_key(client.keys, kid)
+    if key is None and kid is not None:
+        client = await ctx.clients.refresh_keys(client)
+        key = assertions.select_key(client.keys, kid)
+    return client, key
+
+
+async def authenticate_client(ctx: PoppyContext, form: dict[str, str], now: float) -> tuple[ClientInfo, Assertion]:
+    """``private_key_jwt``: policy, identity documents, then the client assertion (not yet consumed)."""
+    client_id = form.get("client_id")
+    if client_id is None:
+        raise invalid_client("client_id is required")
+    if form.get("client_assertion_type") != CLIENT_ASSERTION_TYPE:
+        raise invalid_client(f"client_assertion_type must be {CLIENT_ASSERTION_TYPE}")
+    if "client_assertion" not in form:
+        raise invalid_client("client_assertion is required")
+    if not ctx.settings.client_allowed(client_id):
+        raise invalid_client("this personal agent is not allowed")
+    try:
+        client = await ctx.clients.get(client_id)
+        jwt = assertions.parse(form["client_assertion"])
+    except (ClientMetadataError, AssertionProblem) as exc:
+        raise invalid_client(str(exc)) from exc
+    client, key = await _identity_key(ctx, client, jwt)
+    if key is None:
+        raise invalid_client("the client assertion is not signed by a published identity key")
+    try:
+        assertion = assertions.verify(jwt, key, kind="client", client_id=client_id, issuer=ctx.issuer,
+                                      now=now, skew=ctx.settings.clock_skew)
+    except AssertionProblem as exc:
+        raise invalid_client(f"client assertion: {exc}") from exc
+    return client, assertion
+
+
+async def limit_network(ctx: PoppyContext, request: Request) -> None:
+    """Unauthenticated endpoints are rate-limited per network address (database buckets)."""
+    key = "poppy-issuer:" + anonymous_caller_key(request.client.host if request.client else None)
+    try:
+        await run_in_threadpool(ctx.limiter.check, key)
+    except AapError as exc:
+        raise OAuthError("rate_limited", "too many requests; retry later", 429,
+                         retry_after=retry_after_seconds(exc)) from exc
+
+
+async def token(ctx: PoppyContext, request: Request) -> Response:
+    try:
+        await limit_network(ctx, request)
+        form = await read_form(request)
+        return await _guest_grant(ctx, request, form)
+    except OAuthError as exc:
+        return exc.response()
+    except Exception as exc:  # never a stack trace on the wire or in the log
+        log_failure("token", exc)
+        return server_error().response()
+
+
+async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]) -> Response:
+    now = time.time()
+    settings = ctx.settings
+    client, client_assertion = await authenticate_client(ctx, form, now)
+    grant_type = form.get("grant_type")
+    if grant_type is None:
+        raise invalid_request("grant_type is required")
+    if grant_type == "refresh_token":
+        raise invalid_grant("this guest issuer issues no refresh tokens; start a new guest Session")
+    if grant_type != JWT_BEARER:
+        raise OAuthError("unsupported_grant_type", "only the JWT bearer grant is supported", 400)
+    if "assertion" not in form:
+        raise invalid_request("assertion (the Session assertion) is required")
+    try:
+        jwt = assertions.parse(form["assertion"])
+        client, key = await _identity_key(ctx, client, jwt)
+        if key is None:
+            raise AssertionProblem("not signed by a published identity key")
+        session = assertions.verify(jwt, key, kind="session", client_id=client.client_id,
+                                    issuer=ctx.issuer, now=now, skew=settings.clock_skew)
+    except AssertionProblem as exc:
+        raise invalid_grant(f"Session assertion: {exc}") from exc
+    if session.jti == client_assertion.jti:
+        raise invalid_grant("the Session assertion and the client assertion need different jti values")
+    if "session_id" in form:
+        raise invalid_request("session_id is not a PAP 0.3 parameter; the DPoP key identifies the Session")
+    if "scope" in form:
+        raise OAuthError("invalid_scope", "a guest grant takes no scope", 400)
+    resource = form.get("resource")
+    if resource is not None and resource not in ctx.protected_resources:
+        raise OAuthError("invalid_target", "resource is not a protected resource of this issuer", 400)
+    try:
+        proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.url(TOKEN_PATH),
+                             now=now, window=settings.dpop_iat_window, access_token=None)
+    except DpopProblem as exc:
+        raise token_endpoint_dpop_error(str(exc)) from exc
+    identity_thumbprints = {public_p256_key(jwk).thumbprint() for jwk in client.keys}
+    if proof.jkt in identity_thumbprints:
+        raise token_endpoint_dpop_error("the Session key must not be a published identity key")
+
+    client_entry = client_assertion.replay_entry(client.client_id, settings.clock_skew)
+    session_entry = session.replay_entry(client.client_id, settings.clock_skew)
+    access_token, expires_at = await run_in_threadpool(tokens.mint, ctx, jkt=proof.jkt, resource=resource, now=now)
+    try:
+        await run_in_threadpool(
+            ctx.store.start_session,
+            jkt=proof.jkt, client_id=client.client_id, sub=session.sub, agent_id=session.agent_id,
+            token=access_token, token_type="DPoP", resource=resource, expires_at=expires_at,
+            idle_ttl=settings.session_idle_ttl, consumed=[client_entry, session_entry, proof.replay], now=now,
+        )
+    except Replayed as exc:
+        if exc.entry == client_entry[1]:
+            raise invalid_client("the client assertion jti was already used") from exc
+        if exc.entry == session_entry[1]:
+            raise invalid_grant("the Session assertion jti was already used") from exc
+        raise token_endpoint_dpop_error("the proof jti was already used") from exc
+    except SessionConflict as exc:
+        raise invalid_grant("this DPoP key already identifies another Session; use one key per User ID") from exc
+    await run_in_threadpool(ctx.maybe_purge)
+    body = {"access_token": access_token, "token_type": "DPoP", "expires_in": int(expires_at - int(now))}
+    return JSONResponse(body, headers=NO_STORE)
+
+
+async def revoke(ctx: PoppyContext, request: Request) -> Response:
+    """RFC 7009: always ``200 {}`` once the client authenticated, known token or not."""
+    try:
+        await limit_network(ctx, request)
+        form = await read_form(request)
+        now = time.time()
+        client, assertion = await authenticate_client(ctx, form, now)
+        if "token" not in form:
+            raise invalid_request("token is required")
+        entry = assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
+        try:
+            await run_in_threadpool(ctx.store.revoke, form["token"], client.client_id, [entry], now)
+        except Replayed as exc:
+            raise invalid_client("the client assertion jti was already used") from exc
+        return JSONResponse({}, headers=NO_STORE)
+    except OAuthError as exc:
+        return exc.response()
+    except Exception as exc:
+        log_failure("revoke", exc)
+        return server_error().response()

@@ -1,0 +1,67 @@
+"""Guest access tokens: minted as ES256 JWTs, trusted only through their database record.
+
+The signature lets a worker refuse garbage without a lookup; the record (kept
+as a hash) is the truth: revocation, Session end, a renewed Session and a
+blocked client all take effect on the very next request. Agents must not
+parse the token; its claims are only ``iss``, ``iat``, ``exp``, ``jti``,
+``cnf.jkt`` and, for a resource-bound token, ``aud``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from aap.poppy.context import PoppyContext
+from aap.poppy.jose import CompactJws, JoseProblem, sign
+from aap.poppy.oauth import resource_error
+from aap.poppy.repository import TokenRecord
+
+MAX_TOKEN_LENGTH = 4096
+TOKEN_TYP = "at+jwt"
+
+
+def mint(ctx: PoppyContext, *, jkt: str, resource: str | None, now: float) -> tuple[str, float]:
+    """A new signed token bound to ``jkt``; returns (token, expires_at)."""
+    kid, key = ctx.keys.active()
+    expires_at = float(int(now) + ctx.settings.access_token_ttl)
+    claims: dict[str, Any] = {
+        "iss": ctx.issuer,
+        "iat": int(now),
+        "exp": int(expires_at),
+        "jti": secrets.token_urlsafe(24),
+        "cnf": {"jkt": jkt},
+    }
+    if resource is not None:
+        claims["aud"] = resource
+    return sign({"alg": "ES256", "typ": TOKEN_TYP, "kid": kid}, claims, key), expires_at
+
+
+def check(ctx: PoppyContext, token: str, *, now: float, token_type: str = "DPoP") -> TokenRecord:
+    """The live record of ``token`` or ``401 invalid_token`` (one description for every miss)."""
+    refused = resource_error("invalid_token", "the access token is invalid, expired or revoked")
+    if not token or len(token) > MAX_TOKEN_LENGTH:
+        raise refused
+    try:
+        jwt = CompactJws(token)
+        if jwt.header.get("typ") != TOKEN_TYP:
+            raise refused
+        key = ctx.keys.verification_key(jwt.header.get("kid"))
+        if key is None:
+            raise refused
+        jwt.verify(key)
+    except JoseProblem as exc:
+        raise refused from exc
+    if jwt.claims.get("iss") != ctx.issuer:
+        raise refused
+    record = ctx.store.find_token(token)
+    if record is None or record.revoked_at is not None or record.expires_at <= now:
+        raise refused
+    session = record.session
+    if session.ended_at is not None or session.last_used_at + ctx.settings.session_idle_ttl < now:
+        raise refused
+    if not ctx.settings.client_allowed(session.client_id):
+        raise refused
+    if record.token_type != token_type:
+        raise refused
+    return record
