@@ -44,7 +44,9 @@ BINDINGS: list[str] = [
 
 # ``module:function`` taking the Starlette app and returning an async context
 # manager: started after the bindings, stopped before them.
-STARTUP_HOOKS: list[str] = []
+STARTUP_HOOKS: list[str] = [
+    "aap.leads.worker:delivery_lifespan",
+]
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})

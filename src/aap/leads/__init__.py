@@ -1,0 +1,16 @@
+"""Leads: the one write in AAP.
+
+``lead.submit`` validates consent, links the vehicle, books or proposes an
+appointment and stores the lead, its consent record and its outbox rows in one
+transaction before answering. A delivery worker then sends each lead to the
+dealer's CRM (ADF/XML over HTTP or e-mail, or a JSON webhook), retrying with
+backoff, and never after the customer's consent has expired.
+
+Modules, one concept each: :mod:`settings` (the ``[leads]`` table),
+:mod:`timefmt` (RFC 3339 parsing), :mod:`consent` (validation and error codes),
+:mod:`vehicles` (linking to a listing), :mod:`appointments` (schedules and
+slots), :mod:`idempotency` (canonical payload hash), :mod:`repository`
+(tables and SQL), :mod:`service` (the submit transaction), :mod:`adf` (the XML
+document), :mod:`transports` (HTTP, SMTP, webhook), :mod:`worker` (the
+outbox loop).
+"""

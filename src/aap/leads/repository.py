@@ -1,0 +1,468 @@
+"""Lead tables and every SQL statement that touches them.
+
+Five tables, all in the deployment's one database so every worker process
+shares one truth:
+
+``leads``              the lead, the caller identity, the full request and the
+                       original response (what a replay returns)
+``lead_consents``      the verbatim ConsentGrant, one per lead (the audit record)
+``lead_idempotency``   (dealer, caller, key) → payload hash and stored result
+``appointment_seats``  one row per booked seat; the primary key is the
+                       capacity guard, so no two leads take the same seat
+``lead_deliveries``    the outbox: one row per lead and delivery target
+
+SQL is portable (``?`` placeholders, ``INSERT ... ON CONFLICT DO NOTHING``,
+an ``UPDATE ... WHERE id IN (SELECT ...)`` claim that re-checks its condition),
+so the PostgreSQL database runs it unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import orjson
+
+from aap.store.db import Database, Tx, register_migrations
+
+DELIVERY_STATUSES = ("pending", "delivering", "delivered", "dead", "expired_consent")
+
+_V1 = """
+CREATE TABLE leads (
+    lead_id TEXT PRIMARY KEY,
+    dealer_id TEXT NOT NULL,
+    rooftop TEXT,
+    status TEXT NOT NULL,
+    caller_id TEXT NOT NULL,
+    binding TEXT NOT NULL,
+    client_id TEXT,
+    source_agent TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    vehicle_id TEXT,
+    vehicle_link TEXT NOT NULL,
+    listing_json TEXT,
+    appointment_id TEXT,
+    appointment_status TEXT,
+    appointment_json TEXT,
+    request_json TEXT NOT NULL,
+    response_json TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    received_ms INTEGER NOT NULL
+);
+CREATE INDEX leads_received ON leads (received_ms);
+CREATE TABLE lead_consents (
+    lead_id TEXT PRIMARY KEY REFERENCES leads (lead_id),
+    granted_at TEXT NOT NULL,
+    expires_at TEXT,
+    expires_ms INTEGER,
+    allowed_channels TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    consent_text TEXT NOT NULL,
+    grant_json TEXT NOT NULL
+);
+CREATE TABLE lead_idempotency (
+    dealer_id TEXT NOT NULL,
+    caller_id TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    payload_hash TEXT NOT NULL,
+    lead_id TEXT,
+    response_json TEXT,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (dealer_id, caller_id, idem_key)
+);
+CREATE INDEX lead_idempotency_expiry ON lead_idempotency (expires_ms);
+CREATE TABLE appointment_seats (
+    dealer_id TEXT NOT NULL,
+    rooftop TEXT NOT NULL,
+    department TEXT NOT NULL,
+    slot_start TEXT NOT NULL,
+    seat INTEGER NOT NULL,
+    appointment_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
+    PRIMARY KEY (dealer_id, rooftop, department, slot_start, seat)
+);
+CREATE TABLE lead_deliveries (
+    delivery_id TEXT PRIMARY KEY,
+    lead_id TEXT NOT NULL REFERENCES leads (lead_id),
+    target TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    next_attempt_ms INTEGER NOT NULL,
+    claim_token TEXT,
+    claimed_until_ms INTEGER,
+    last_error TEXT,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    delivered_ms INTEGER,
+    UNIQUE (lead_id, target)
+);
+CREATE INDEX lead_deliveries_due ON lead_deliveries (status, next_attempt_ms);
+CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
+"""
+
+register_migrations("leads", [_V1])
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def loads(value: str | None) -> Any:
+    return None if value is None else orjson.loads(value)
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    payload_hash: str
+    lead_id: str | None
+    response: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class NewLead:
+    """Everything stored for one accepted submission."""
+
+    lead_id: str
+    dealer_id: str
+    rooftop: str | None
+    status: str
+    caller_id: str
+    binding: str
+    client_id: str | None
+    source_agent: str
+    idempotency_key: str
+    vehicle_id: str | None
+    vehicle_link: str
+    listing: dict[str, Any] | None
+    appointment_id: str | None
+    appointment_status: str | None
+    appointment: dict[str, Any] | None
+    request: dict[str, Any]
+    response: dict[str, Any]
+    received_at: str
+    received_ms: int
+    consent_expires_ms: int | None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One claimed outbox row with the lead it carries."""
+
+    delivery_id: str
+    lead_id: str
+    target: str
+    kind: str
+    attempts: int
+    claim_token: str
+    dealer_id: str
+    rooftop: str | None
+    request: dict[str, Any]
+    response: dict[str, Any]
+    listing: dict[str, Any] | None
+    appointment: dict[str, Any] | None
+    received_at: str
+    consent_expires_ms: int | None
+    vehicle_link: str = "none"
+    vehicle_id: str | None = None
+
+
+_LEAD_COLUMNS = (
+    "lead_id, dealer_id, rooftop, status, caller_id, binding, client_id, source_agent, "
+    "idempotency_key, vehicle_id, vehicle_link, listing_json, appointment_id, appointment_status, "
+    "appointment_json, request_json, response_json, received_at, received_ms"
+)
+
+
+class LeadStore:
+    """Leads, consent records, idempotency keys, appointment seats and the outbox."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        with self.db.transaction() as tx:
+            yield tx
+
+    # -- idempotency ---------------------------------------------------------------
+    def claim_key(self, tx: Tx, dealer_id: str, caller_id: str, key: str, payload_hash: str,
+                  now_ms: int, expires_ms: int) -> IdempotencyRecord | None:
+        """Claim (dealer, caller, key) for a new lead; or return the live record holding it.
+
+        The insert is the lock: a concurrent identical submission blocks on it (or,
+        on SQLite, waits for the write lock) and then finds the committed record.
+        An expired record is taken over as if it did not exist.
+        """
+        for _ in range(3):
+            inserted = tx.execute(
+                "INSERT INTO lead_idempotency (dealer_id, caller_id, idem_key, payload_hash, created_ms,"
+                " expires_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (dealer_id, caller_id, idem_key) DO NOTHING",
+                (dealer_id, caller_id, key, payload_hash, now_ms, expires_ms),
+            ).rowcount
+            if inserted == 1:
+                return None
+            taken_over = tx.execute(
+                "UPDATE lead_idempotency SET payload_hash = ?, lead_id = NULL, response_json = NULL,"
+                " created_ms = ?, expires_ms = ? WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?"
+                " AND expires_ms <= ?",
+                (payload_hash, now_ms, expires_ms, dealer_id, caller_id, key, now_ms),
+            ).rowcount
+            if taken_over == 1:
+                return None
+            row = tx.fetchone(
+                "SELECT payload_hash, lead_id, response_json FROM lead_idempotency"
+                " WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?",
+                (dealer_id, caller_id, key),
+            )
+            if row is not None:
+                return IdempotencyRecord(row[0], row[1], loads(row[2]))
+            # swept between our statements (another backend): claim it again
+        raise RuntimeError("idempotency record kept changing under a concurrent sweep")
+
+    def complete_key(self, tx: Tx, dealer_id: str, caller_id: str, key: str, lead_id: str,
+                     response: dict[str, Any]) -> None:
+        tx.execute(
+            "UPDATE lead_idempotency SET lead_id = ?, response_json = ?"
+            " WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?",
+            (lead_id, dumps(response), dealer_id, caller_id, key),
+        )
+
+    def sweep_idempotency(self, now_ms: int) -> int:
+        """Forget expired keys (the lead rows themselves are kept)."""
+        with self.db.transaction() as tx:
+            return tx.execute("DELETE FROM lead_idempotency WHERE expires_ms <= ?", (now_ms,)).rowcount
+
+    # -- appointment seats ---------------------------------------------------------
+    def seat_usage(self, tx: Tx, dealer_id: str, rooftop: str, department: str,
+                   first: str, last: str) -> dict[str, int]:
+        rows = tx.fetchall(
+            "SELECT slot_start, COUNT(*) FROM appointment_seats WHERE dealer_id = ? AND rooftop = ?"
+            " AND department = ? AND slot_start >= ? AND slot_start <= ? GROUP BY slot_start",
+            (dealer_id, rooftop, department, first, last),
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    def take_seats(self, tx: Tx, dealer_id: str, rooftop: str, department: str,
+                   slot_starts: Sequence[str], capacity: int, appointment_id: str, lead_id: str) -> bool:
+        """One seat in every slot, or none: False when a slot is already full."""
+        for slot_start in slot_starts:
+            for seat in range(capacity):
+                if tx.execute(
+                    "INSERT INTO appointment_seats (dealer_id, rooftop, department, slot_start, seat,"
+                    " appointment_id, lead_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (dealer_id, rooftop, department, slot_start, seat) DO NOTHING",
+                    (dealer_id, rooftop, department, slot_start, seat, appointment_id, lead_id),
+                ).rowcount == 1:
+                    break
+            else:
+                tx.execute("DELETE FROM appointment_seats WHERE appointment_id = ?", (appointment_id,))
+                return False
+        return True
+
+    # -- leads -----------------------------------------------------------------------
+    def insert_lead(self, tx: Tx, lead: NewLead, consent: dict[str, Any],
+                    targets: Sequence[tuple[str, str]], now_ms: int) -> None:
+        """The lead, its consent record and one pending outbox row per (target name, kind)."""
+        tx.execute(
+            f"INSERT INTO leads ({_LEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                lead.lead_id, lead.dealer_id, lead.rooftop, lead.status, lead.caller_id, lead.binding,
+                lead.client_id, lead.source_agent, lead.idempotency_key, lead.vehicle_id,
+                lead.vehicle_link, dumps(lead.listing) if lead.listing is not None else None,
+                lead.appointment_id, lead.appointment_status,
+                dumps(lead.appointment) if lead.appointment is not None else None,
+                dumps(lead.request), dumps(lead.response), lead.received_at, lead.received_ms,
+            ),
+        )
+        tx.execute(
+            "INSERT INTO lead_consents (lead_id, granted_at, expires_at, expires_ms, allowed_channels,"
+            " scope, consent_text, grant_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                lead.lead_id, consent["granted_at"], consent.get("expires_at"), lead.consent_expires_ms,
+                dumps(consent["allowed_channels"]), dumps(consent["scope"]), consent["consent_text"],
+                dumps(consent),
+            ),
+        )
+        if targets:
+            tx.executemany(
+                "INSERT INTO lead_deliveries (delivery_id, lead_id, target, kind, status, attempts,"
+                " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                [("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
+                 for name, kind in targets],
+            )
+
+    def list_leads(self, *, limit: int = 50, status: str | None = None,
+                   delivery_status: str | None = None) -> list[dict[str, Any]]:
+        """Newest first, without any customer value (for ``aap leads list``)."""
+        where, params = [], []
+        if status:
+            where.append("l.status = ?")
+            params.append(status)
+        if delivery_status:
+            where.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = ?)")
+            params.append(delivery_status)
+        clause = ("WHERE " + " AND ".join(where)) if where else ""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
+                " l.source_agent, l.caller_id, l.vehicle_link FROM leads l "
+                f"{clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
+                (*params, limit),
+            )
+            ids = [row[0] for row in rows]
+            counts: dict[str, dict[str, int]] = {i: {} for i in ids}
+            if ids:
+                marks = ", ".join("?" for _ in ids)
+                for lead_id, state, count in tx.fetchall(
+                    f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
+                    " GROUP BY lead_id, status", ids,
+                ):
+                    counts[lead_id][state] = int(count)
+        return [
+            {
+                "lead_id": r[0], "received_at": r[1], "dealer_id": r[2], "rooftop": r[3], "status": r[4],
+                "appointment_status": r[5], "source_agent": r[6], "caller_id": r[7], "vehicle_link": r[8],
+                "deliveries": counts[r[0]],
+            }
+            for r in rows
+        ]
+
+    def get_lead(self, lead_id: str) -> dict[str, Any] | None:
+        """The whole record, customer data included (for ``aap leads show`` only)."""
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT {_LEAD_COLUMNS} FROM leads WHERE lead_id = ?", (lead_id,))
+            if row is None:
+                return None
+            consent = tx.fetchone(
+                "SELECT granted_at, expires_at, allowed_channels, scope, consent_text, grant_json"
+                " FROM lead_consents WHERE lead_id = ?", (lead_id,),
+            )
+            deliveries = tx.fetchall(
+                "SELECT delivery_id, target, kind, status, attempts, next_attempt_ms, last_error,"
+                " delivered_ms, updated_ms FROM lead_deliveries WHERE lead_id = ? ORDER BY target",
+                (lead_id,),
+            )
+        names = [c.strip() for c in _LEAD_COLUMNS.split(",")]
+        lead = dict(zip(names, row))
+        for column in ("listing_json", "appointment_json", "request_json", "response_json"):
+            lead[column[: -len("_json")]] = loads(lead.pop(column))
+        lead["consent"] = None if consent is None else {
+            "granted_at": consent[0], "expires_at": consent[1], "allowed_channels": loads(consent[2]),
+            "scope": loads(consent[3]), "consent_text": consent[4], "grant": loads(consent[5]),
+        }
+        lead["deliveries"] = [
+            {"delivery_id": d[0], "target": d[1], "kind": d[2], "status": d[3], "attempts": d[4],
+             "next_attempt_ms": d[5], "last_error": d[6], "delivered_ms": d[7], "updated_ms": d[8]}
+            for d in deliveries
+        ]
+        return lead
+
+    def count_leads(self) -> int:
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT COUNT(*) FROM leads")
+        return int(row[0]) if row else 0
+
+    # -- the outbox ------------------------------------------------------------------
+    def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[Delivery]:
+        """Atomically claim up to ``limit`` due rows (pending and due, or with a lapsed claim).
+
+        The outer ``WHERE`` repeats the due condition, so on PostgreSQL a row that
+        another worker claimed between the sub-select and the update is skipped
+        (the update re-checks the newest row version); on SQLite the write lock
+        serialises claims. Claiming counts as an attempt, so a row that keeps
+        killing its worker still ends up dead.
+        """
+        token = "clm_" + uuid.uuid4().hex
+        due = ("((status = 'pending' AND next_attempt_ms <= ?)"
+               " OR (status = 'delivering' AND claimed_until_ms <= ?))")
+        with self.db.transaction() as tx:
+            tx.execute(
+                "UPDATE lead_deliveries SET status = 'delivering', claim_token = ?, claimed_until_ms = ?,"
+                " attempts = attempts + 1, updated_ms = ?"
+                f" WHERE delivery_id IN (SELECT delivery_id FROM lead_deliveries WHERE {due}"
+                f" ORDER BY next_attempt_ms LIMIT ?) AND {due}",
+                (token, now_ms + lease_ms, now_ms, now_ms, now_ms, limit, now_ms, now_ms),
+            )
+            rows = tx.fetchall(
+                "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
+                " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
+                " c.expires_ms, l.vehicle_link, l.vehicle_id FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
+                " JOIN lead_consents c ON c.lead_id = d.lead_id WHERE d.claim_token = ?"
+                " ORDER BY d.next_attempt_ms",
+                (token,),
+            )
+        return [
+            Delivery(r[0], r[1], r[2], r[3], int(r[4]), token, r[5], r[6], loads(r[7]), loads(r[8]),
+                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14])
+            for r in rows
+        ]
+
+    def _finish(self, delivery: Delivery, sql: str, params: Sequence[Any]) -> bool:
+        """Apply an outcome only while our claim still holds (False: the claim was lost)."""
+        with self.db.transaction() as tx:
+            return tx.execute(
+                f"{sql} WHERE delivery_id = ? AND claim_token = ? AND status = 'delivering'",
+                (*params, delivery.delivery_id, delivery.claim_token),
+            ).rowcount == 1
+
+    def mark_delivered(self, delivery: Delivery, now_ms: int) -> bool:
+        return self._finish(
+            delivery,
+            "UPDATE lead_deliveries SET status = 'delivered', delivered_ms = ?, updated_ms = ?,"
+            " claim_token = NULL, claimed_until_ms = NULL, last_error = NULL",
+            (now_ms, now_ms),
+        )
+
+    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str) -> bool:
+        return self._finish(
+            delivery,
+            "UPDATE lead_deliveries SET status = 'pending', next_attempt_ms = ?, updated_ms = ?,"
+            " claim_token = NULL, claimed_until_ms = NULL, last_error = ?",
+            (next_ms, now_ms, error[:500]),
+        )
+
+    def mark_dead(self, delivery: Delivery, now_ms: int, error: str) -> bool:
+        return self._finish(
+            delivery,
+            "UPDATE lead_deliveries SET status = 'dead', updated_ms = ?, claim_token = NULL,"
+            " claimed_until_ms = NULL, last_error = ?",
+            (now_ms, error[:500]),
+        )
+
+    def mark_expired_consent(self, delivery: Delivery, now_ms: int) -> bool:
+        return self._finish(
+            delivery,
+            "UPDATE lead_deliveries SET status = 'expired_consent', updated_ms = ?, claim_token = NULL,"
+            " claimed_until_ms = NULL, last_error = ?",
+            (now_ms, "consent expired before delivery; not sent"),
+        )
+
+    def retry(self, lead_id: str, now_ms: int, *, include_delivered: bool = False) -> int:
+        """Make a lead's dead (and pending) rows due now; ``include_delivered`` re-sends the rest."""
+        states = ["dead", "pending"] + (["delivered"] if include_delivered else [])
+        marks = ", ".join("?" for _ in states)
+        with self.db.transaction() as tx:
+            return tx.execute(
+                "UPDATE lead_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = ?,"
+                " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL"
+                f" WHERE lead_id = ? AND status IN ({marks})",
+                (now_ms, now_ms, lead_id, *states),
+            ).rowcount
+
+    def delivery_counts(self) -> dict[str, int]:
+        with self.db.read() as tx:
+            rows = tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")
+        return {row[0]: int(row[1]) for row in rows}
+
+    def next_due_ms(self) -> int | None:
+        """When the earliest pending row (or lapsed claim) becomes due."""
+        with self.db.read() as tx:
+            row = tx.fetchone(
+                "SELECT MIN(t) FROM (SELECT MIN(next_attempt_ms) AS t FROM lead_deliveries WHERE status = 'pending'"
+                " UNION ALL SELECT MIN(claimed_until_ms) AS t FROM lead_deliveries WHERE status = 'delivering') u"
+            )
+        return int(row[0]) if row and row[0] is not None else None

@@ -1,0 +1,217 @@
+"""The outbox worker: claim due deliveries, send them, record the outcome.
+
+Runs inside ``aap serve`` (:func:`delivery_lifespan`) or on its own
+(``aap deliver``); any number of workers may share one database, because a row
+is only sent by the worker whose claim token it carries, and a claim lapses
+after ``lease_seconds`` so a killed worker's rows are picked up again.
+
+Per row: consent expired → ``expired_consent`` (never sent); target no longer
+configured → ``dead``; sent → ``delivered``; failed → ``pending`` again after
+``base * 2^(attempts-1)`` seconds (capped), or ``dead`` after ``max_attempts``
+or on a permanent failure (a 4xx answer, a 5xx SMTP reply). ``aap leads retry``
+brings a dead row back.
+
+Log lines name lead, delivery and target ids, states and error classes only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import httpx
+
+from aap import AAP_VERSION
+from aap.leads import adf, transports
+from aap.leads.repository import Delivery, LeadStore
+from aap.leads.settings import LeadSettings, lead_settings
+
+log = logging.getLogger("aap.leads.delivery")
+
+SWEEP_INTERVAL_SECONDS = 600.0
+
+
+def filtered_request(request: dict[str, Any]) -> dict[str, Any]:
+    """The lead with customer contact limited to the consented channels."""
+    out = dict(request)
+    customer = dict(request.get("customer") or {})
+    channels = set((request.get("consent") or {}).get("allowed_channels") or [])
+    if "email" not in channels:
+        customer.pop("email", None)
+    if not channels & {"phone", "sms"}:
+        customer.pop("phone", None)
+    out["customer"] = customer
+    return out
+
+
+class DeliveryWorker:
+    """One worker's view of the outbox (stateless apart from its settings)."""
+
+    def __init__(self, store: LeadStore, settings: Any, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.settings = settings
+        self.leads: LeadSettings = lead_settings(settings)
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- what is sent ----------------------------------------------------------------
+    def _profile(self, dealer_id: str) -> Any:
+        return self.settings.profile_for(dealer_id) or self.settings.dealer
+
+    def view(self, d: Delivery) -> adf.LeadView:
+        profile = self._profile(d.dealer_id)
+        rooftop = profile.rooftop(d.rooftop) if d.rooftop else None
+        return adf.LeadView(
+            lead_id=d.lead_id, source=f"AAP {self.settings.deployment_id}", received_at=d.received_at,
+            request=d.request, listing=d.listing, appointment=d.appointment,
+            vendor_name=(rooftop or {}).get("name") or profile.name, rooftop=rooftop,
+            dealer_id=profile.dealer_id, resend=d.attempts > 1,
+        )
+
+    def document(self, d: Delivery) -> dict[str, Any]:
+        """The JSON webhook body: the AAP lead, its original result and its routing."""
+        return {
+            "type": "aap.lead",
+            "aap_version": AAP_VERSION,
+            "lead_id": d.lead_id,
+            "delivery_id": d.delivery_id,
+            "dealer_id": d.dealer_id,
+            "rooftop": d.rooftop,
+            "received_at": d.received_at,
+            "resend": d.attempts > 1,
+            "vehicle_link": {"state": d.vehicle_link, "vehicle_id": d.vehicle_id},
+            "appointment": d.appointment,
+            "request": filtered_request(d.request),
+            "response": d.response,
+        }
+
+    # -- one pass ----------------------------------------------------------------------
+    async def run_once(self, client: httpx.AsyncClient) -> int:
+        """Claim one batch of due rows and process them concurrently; returns the batch size."""
+        policy = self.leads.delivery
+        batch = await asyncio.to_thread(self.store.claim_due, self.now_ms(),
+                                        int(policy.lease_seconds * 1000), policy.batch_size)
+        if batch:
+            await asyncio.gather(*(self._deliver(client, d) for d in batch))
+        return len(batch)
+
+    async def drain(self, client: httpx.AsyncClient) -> int:
+        """Process batches until nothing is due right now (``aap deliver --once``)."""
+        total = 0
+        while True:
+            count = await self.run_once(client)
+            total += count
+            if count < self.leads.delivery.batch_size:
+                return total
+
+    async def _deliver(self, client: httpx.AsyncClient, d: Delivery) -> str:
+        policy = self.leads.delivery
+        if d.consent_expires_ms is not None and d.consent_expires_ms <= self.now_ms():
+            await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms())
+            log.warning("delivery %s of lead %s to %s not sent: consent expired", d.delivery_id,
+                        d.lead_id, d.target)
+            return "expired_consent"
+        target = self.leads.target(d.target)
+        if target is None:
+            await asyncio.to_thread(self.store.mark_dead, d, self.now_ms(),
+                                    f"target {d.target} is no longer configured")
+            log.error("delivery %s of lead %s: target %s is no longer configured; dead",
+                      d.delivery_id, d.lead_id, d.target)
+            return "dead"
+        try:
+            view = self.view(d)
+            await transports.send(
+                client, target, adf=adf.render(view), document=self.document(d), lead_id=d.lead_id,
+                delivery_id=d.delivery_id, subject_suffix=f"{d.lead_id} ({view.vendor_name})",
+                timeout=policy.timeout_seconds,
+            )
+        except transports.SendError as exc:
+            return await self._failed(d, str(exc), exc.permanent)
+        except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
+            return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False)
+        held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms())
+        if held:
+            log.info("delivery %s of lead %s to %s delivered (attempt %d)", d.delivery_id, d.lead_id,
+                     d.target, d.attempts)
+        else:
+            log.warning("delivery %s of lead %s to %s sent after its claim lapsed; another worker may "
+                        "resend it (the CRM can drop the duplicate by lead id)", d.delivery_id, d.lead_id,
+                        d.target)
+        return "delivered"
+
+    async def _failed(self, d: Delivery, error: str, permanent: bool) -> str:
+        policy = self.leads.delivery
+        now = self.now_ms()
+        if permanent or d.attempts >= policy.max_attempts:
+            await asyncio.to_thread(self.store.mark_dead, d, now, error)
+            log.error("delivery %s of lead %s to %s dead after %d attempt(s): %s", d.delivery_id,
+                      d.lead_id, d.target, d.attempts, error)
+            return "dead"
+        delay = policy.backoff(d.attempts)
+        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error)
+        log.warning("delivery %s of lead %s to %s failed (attempt %d): %s; retry in %.1fs",
+                    d.delivery_id, d.lead_id, d.target, d.attempts, error, delay)
+        return "pending"
+
+    async def sweep(self) -> int:
+        removed = await asyncio.to_thread(self.store.sweep_idempotency, self.now_ms())
+        if removed:
+            log.info("forgot %d expired idempotency key(s)", removed)
+        return removed
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=max(0.0, seconds))
+    except asyncio.TimeoutError:
+        pass
+
+
+async def run_delivery_worker(stores: Any, settings: Any, stop: asyncio.Event) -> None:
+    """Deliver until ``stop`` is set: a pass, then sleep ``poll_seconds`` when idle."""
+    worker = DeliveryWorker(stores.leads, settings)
+    policy = worker.leads.delivery
+    next_sweep = 0.0
+    log.info("lead delivery worker started")
+    async with httpx.AsyncClient(headers={"User-Agent": transports.USER_AGENT}) as client:
+        while not stop.is_set():
+            try:
+                if time.monotonic() >= next_sweep:
+                    await worker.sweep()
+                    next_sweep = time.monotonic() + SWEEP_INTERVAL_SECONDS
+                count = await worker.run_once(client)
+            except Exception as exc:  # the database may be briefly unavailable; keep going
+                log.error("lead delivery pass failed: %s", type(exc).__name__)
+                count = 0
+            if count < policy.batch_size:
+                await _wait(stop, policy.poll_seconds)
+    log.info("lead delivery worker stopped")
+
+
+@asynccontextmanager
+async def delivery_lifespan(app: Any) -> AsyncIterator[None]:
+    """Run the worker for the app's lifetime (``app.state.stores`` / ``app.state.settings``).
+
+    Does nothing when ``[leads.delivery] in_process = false`` (deliveries then
+    come from a separate ``aap deliver`` process).
+    """
+    settings = app.state.settings
+    if not lead_settings(settings).delivery.in_process:
+        yield
+        return
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_delivery_worker(app.state.stores, settings, stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            await asyncio.wait_for(task, timeout=lead_settings(settings).delivery.timeout_seconds + 5)
+        except asyncio.TimeoutError:
+            task.cancel()
