@@ -14,11 +14,11 @@ from typing import Any, Iterable
 
 from aap import AAP_VERSION, EXTENSION_URI
 from aap.config.model import Settings
+from aap.bindings.mcp.server import PROTOCOL_VERSIONS
 from aap.discovery.urls import DeploymentUrls, poppy_enabled
 from aap.skills.registry import SkillInfo
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
-MCP_REVISIONS = ("2026-07-28", "2025-11-25")
 
 # One small, valid request per skill: what a model should send first.
 EXAMPLE_REQUESTS: dict[str, dict[str, Any]] = {
@@ -138,7 +138,7 @@ def _mcp_section(urls: DeploymentUrls) -> list[str]:
     return [
         "## Calling over MCP",
         "",
-        f"Streamable HTTP endpoint `{urls.mcp}`, revisions {' and '.join(MCP_REVISIONS)}; reads need no token. "
+        f"Streamable HTTP endpoint `{urls.mcp}`, revisions {', '.join(PROTOCOL_VERSIONS)}; reads need no token. "
         "`tools/call` arguments are exactly the AAP request object (with its `type`); results come back as "
         "`structuredContent` holding the AAP response, and skill failures as `isError: true` with the "
         "`aap.error` object.",

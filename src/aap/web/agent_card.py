@@ -18,12 +18,12 @@ from starlette.responses import Response
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import Settings
 from aap.discovery.http import StaticDocument
+from aap.bindings.mcp import endpoint_descriptor as mcp_endpoint_descriptor
 from aap.discovery.urls import DeploymentUrls
 from aap.skills.registry import SkillInfo
 from aap.web.accesslog import annotate
 
 A2A_PROTOCOL_VERSION = "1.0"
-MCP_PROTOCOL_VERSIONS = ("2026-07-28", "2025-11-25")
 MEDIA_TYPE = "application/json"
 MAX_AGE = 300
 
@@ -44,12 +44,7 @@ def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
         "id": settings.deployment_id,
         "version": AAP_VERSION,
         "schema_base_url": SCHEMA_BASE_URL,
-        "mcp": {
-            "url": urls.mcp,
-            "transport": "streamable-http",
-            "protocol_versions": list(MCP_PROTOCOL_VERSIONS),
-            "public_read": True,
-        },
+        "mcp": mcp_endpoint_descriptor(settings),
         "poppy": urls.poppy,
         "llms_txt": urls.llms_txt,
         "skills": skill_map,

@@ -38,6 +38,7 @@ from aap.web.parts import BindingParts, Lifespan
 # ``module:function`` taking the DealerAgent and returning BindingParts.
 BINDINGS: list[str] = [
     "aap.bindings.a2a:build",
+    "aap.bindings.mcp:build",
     "aap.discovery:build",
     "aap.poppy:build",
 ]

@@ -1,0 +1,86 @@
+"""Optional Bearer authentication on the MCP endpoint.
+
+AAP's MCP endpoint is ``public_read``: no call needs a token, and
+``lead.submit`` carries its consent in the payload. A caller *may* present a
+Bearer token issued by this deployment's Poppy issuer (RFC 8693 exchange,
+resource-bound to the MCP URL); its verified identity then scopes lead
+idempotency exactly as on the other bindings. A token that is presented but
+not valid is refused the way MCP authorization prescribes: ``401`` with
+``WWW-Authenticate: Bearer error="invalid_token", resource_metadata=...``,
+never silently downgraded to an anonymous call.
+
+Verification belongs to the Poppy package: ``aap.poppy.bearer.verify_mcp_bearer
+(stores, settings, authorization_header, resource_url)`` returns the verified
+identity (an object with ``caller_id`` and ``client_id``) or ``None``. Without
+that module no token can be valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import anyio
+import orjson
+from starlette.responses import Response
+
+CALLER_STATE_KEY = "aap.mcp.caller"
+
+
+class VerifiedCaller(Protocol):
+    caller_id: str
+    client_id: str | None
+
+
+Verifier = Callable[[Any, Any, str, str], "VerifiedCaller | None"]
+
+
+def load_verifier() -> Verifier | None:
+    """The Poppy package's Bearer verifier, when that package provides one."""
+    try:
+        from aap.poppy.bearer import verify_mcp_bearer
+    except ImportError:
+        return None
+    return verify_mcp_bearer
+
+
+def caller_of(request: Any) -> VerifiedCaller | None:
+    """The verified caller the HTTP front stored on this request, if any."""
+    if request is None:
+        return None
+    return request.scope.get("state", {}).get(CALLER_STATE_KEY)
+
+
+def remember_caller(scope: dict[str, Any], caller: VerifiedCaller) -> None:
+    scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
+
+
+class BearerAuth:
+    """Checks an ``Authorization`` header against the Poppy issuer."""
+
+    def __init__(self, agent: Any, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
+        self.agent = agent
+        self.resource_url = resource_url
+        self.metadata_url = metadata_url
+        self.verifier = verifier
+
+    async def verify(self, authorization: str) -> VerifiedCaller | None:
+        if self.verifier is None:
+            return None
+        return await anyio.to_thread.run_sync(
+            self.verifier, self.agent.stores, self.agent.settings, authorization, self.resource_url
+        )
+
+    def challenge(self) -> Response:
+        """The ``401`` for a token that is not valid here."""
+        description = "The access token is invalid, expired or not issued for this MCP endpoint."
+        header = (
+            f'Bearer error="invalid_token", error_description="{description}", '
+            f'resource_metadata="{self.metadata_url}"'
+        )
+        body = orjson.dumps({"error": "invalid_token", "error_description": description})
+        return Response(
+            body,
+            status_code=401,
+            media_type="application/json",
+            headers={"WWW-Authenticate": header, "Cache-Control": "no-store"},
+        )

@@ -1,0 +1,219 @@
+"""The HTTP front of ``/mcp``: checks that belong to the deployment, then the SDK.
+
+The SDK's Streamable HTTP session manager (stateless, JSON responses) serves
+both protocol eras on one URL, routing by the ``MCP-Protocol-Version`` header.
+In front of it this module adds, in order:
+
+1. ``Host`` / ``Origin`` validation from :mod:`aap.bindings.mcp.policy`
+   (421 / 403 with a JSON-RPC error body without ``id``);
+2. ``405`` (``Allow: POST``) for anything but POST: there is nothing to push
+   on a GET stream and no session to DELETE, in either era;
+3. optional Bearer authentication (:mod:`aap.bindings.mcp.auth`);
+4. the body size limit (413);
+5. body-primary era check: a request whose ``params._meta`` carries the
+   2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
+   names a handshake revision is a modern request with a header mismatch
+   (``-32020``, 400). The SDK routes by header only and would serve it as a
+   legacy call;
+6. the ``-32022`` answers list every revision served, not only the modern one
+   the SDK knows about (the client uses that list to fall back to ``initialize``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from aap.bindings.mcp.auth import BearerAuth, remember_caller
+from aap.bindings.mcp.policy import OriginPolicy
+from aap.web.accesslog import annotate
+
+log = logging.getLogger("aap.mcp")
+
+PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
+
+
+def jsonrpc_error(
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    *,
+    data: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    """A JSON-RPC error body with an HTTP status (``id`` null when the request's is unknown)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields the already-read body once, then defers to the client."""
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return wrapped
+
+
+def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) -> Response | None:
+    """The modern answer for a modern-envelope request that the header routes to the legacy era.
+
+    Header missing or different from the envelope's version: ``-32020``. Header
+    equal to it (a handshake revision inside a modern envelope): ``-32022``.
+    """
+    version = headers.get(PROTOCOL_VERSION_HEADER)
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None  # routed to the SDK's modern ladder, which checks header against envelope
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or PROTOCOL_VERSION_META_KEY not in meta:
+        return None
+    request_id = message["id"] if isinstance(message["id"], (str, int)) else None
+    requested = meta[PROTOCOL_VERSION_META_KEY]
+    if version is None or version != requested:
+        message_text = f"{PROTOCOL_VERSION_HEADER} header does not match the request envelope's protocol version"
+        return jsonrpc_error(400, HEADER_MISMATCH, message_text, request_id)
+    data = {"supported": list(versions), "requested": requested}
+    message_text = "Unsupported protocol version: handshake revisions are served through initialize, not per request"
+    return jsonrpc_error(400, UNSUPPORTED_PROTOCOL_VERSION, message_text, request_id, data=data)
+
+
+def listing_supported_versions(send: Send, versions: tuple[str, ...]) -> Send:
+    """Rewrite ``error.data.supported`` of a ``-32022`` answer to ``versions``.
+
+    Only 400 responses are buffered (they are small); everything else streams through.
+    """
+    start: Message | None = None
+    chunks: list[bytes] = []
+
+    async def wrapped(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            start = message
+            return
+        if start is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(chunks)
+        try:
+            decoded = orjson.loads(body)
+            error = decoded["error"]
+            if error["code"] == UNSUPPORTED_PROTOCOL_VERSION and isinstance(error.get("data"), dict):
+                error["data"]["supported"] = list(versions)
+                body = orjson.dumps(decoded)
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            pass
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return wrapped
+
+
+class McpHttpEndpoint:
+    """ASGI app mounted at ``/mcp``."""
+
+    def __init__(
+        self,
+        manager: StreamableHTTPSessionManager,
+        policy: OriginPolicy,
+        auth: BearerAuth,
+        *,
+        max_body_bytes: int,
+        protocol_versions: tuple[str, ...],
+    ) -> None:
+        self.manager = manager
+        self.policy = policy
+        self.auth = auth
+        self.max_body_bytes = max_body_bytes
+        self.protocol_versions = protocol_versions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        annotate(scope, binding="mcp")
+        response = await self.gate(scope)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except BodyTooLarge:
+            await jsonrpc_error(413, -32600, "Request body too large")(scope, receive, send)
+            return
+        mismatch = envelope_mismatch(body, headers, self.protocol_versions)
+        if mismatch is not None:
+            await mismatch(scope, receive, send)
+            return
+        await self.manager.handle_request(
+            scope, replay(body, receive), listing_supported_versions(send, self.protocol_versions)
+        )
+
+    async def gate(self, scope: Scope) -> Response | None:
+        """Host, Origin, method and credentials: answered before the body is read."""
+        headers = Headers(scope=scope)
+        if not self.policy.host_allowed(headers.get("host")):
+            return jsonrpc_error(421, -32600, "Host not allowed for this MCP endpoint")
+        if not self.policy.origin_allowed(headers.get("origin")):
+            return jsonrpc_error(403, -32600, "Origin not allowed for this MCP endpoint")
+        if scope["method"] != "POST":
+            return Response(status_code=405, headers={"Allow": "POST"})
+        authorization = headers.get("authorization")
+        if authorization is not None:
+            try:
+                caller = await self.auth.verify(authorization)
+            except Exception as exc:  # a verifier fault is ours, not the caller's: retryable, no detail
+                log.error("bearer verification failed: %s", type(exc).__name__)
+                message = "Credentials could not be checked; retry later"
+                return jsonrpc_error(503, -32603, message, headers={"Retry-After": "1"})
+            if caller is None:
+                return self.auth.challenge()
+            remember_caller(scope, caller)
+        return None

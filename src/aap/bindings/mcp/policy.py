@@ -1,0 +1,83 @@
+"""Which ``Host`` and ``Origin`` values the MCP endpoint answers.
+
+The MCP transport rules ask every server to validate ``Origin`` (a present but
+disallowed value gets 403) so that a web page cannot drive a local server
+through DNS rebinding; checking ``Host`` closes the same hole from the other
+side. The safe default is derived from the deployment's public URL, so a
+correctly configured dealer needs no extra setting:
+
+* hosts: the public host (with and without its port) plus the loopback names
+  on any port (a rebinding page can never make a browser send those);
+* origins: the public origin, plus the loopback origins when the public URL
+  itself is loopback (local development). A request without ``Origin``
+  (every non-browser client) is always allowed.
+
+``[mcp] allowed_hosts`` / ``allowed_origins`` (:mod:`aap.bindings.mcp_settings`) *add* to those defaults
+(an internal host name behind a proxy, a browser app's origin); ``"*"``
+allows everything. Patterns are exact values, or ``name:*`` for any port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from aap.bindings.mcp_settings import mcp_settings
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _split_public(public_url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(public_url)
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    return parts.scheme.lower(), host, parts.port
+
+
+def _is_loopback(host: str) -> bool:
+    return host in _LOOPBACK_NAMES or host.startswith("127.")
+
+
+def _matches(value: str, patterns: frozenset[str]) -> bool:
+    """Exact match, ``*``, or ``name:*`` for ``name:<digits>``."""
+    if "*" in patterns or value in patterns:
+        return True
+    base, sep, port = value.rpartition(":")
+    return bool(sep) and port.isdigit() and f"{base}:*" in patterns
+
+
+class OriginPolicy:
+    """Decides whether a request's ``Host`` and ``Origin`` are acceptable."""
+
+    def __init__(self, public_url: str, extra_hosts: tuple[str, ...] = (), extra_origins: tuple[str, ...] = ()):
+        scheme, host, port = _split_public(public_url)
+        hosts = {host}
+        origins = {f"{scheme}://{host}"}
+        effective_port = port or _DEFAULT_PORTS.get(scheme)
+        if effective_port is not None:
+            hosts.add(f"{host}:{effective_port}")
+            if port is not None and port != _DEFAULT_PORTS.get(scheme):
+                origins = {f"{scheme}://{host}:{port}"}
+        for name in _LOOPBACK_NAMES:
+            hosts.update({name, f"{name}:*"})
+        if _is_loopback(host):
+            for name in _LOOPBACK_NAMES:
+                origins.update({f"http://{name}", f"http://{name}:*", f"https://{name}", f"https://{name}:*"})
+        self.allowed_hosts = frozenset(h.lower() for h in (*hosts, *extra_hosts))
+        self.allowed_origins = frozenset(o.lower().rstrip("/") for o in (*origins, *extra_origins))
+
+    @classmethod
+    def for_settings(cls, settings: Any) -> "OriginPolicy":
+        mcp = mcp_settings(settings)
+        return cls(settings.public_url, mcp.allowed_hosts, mcp.allowed_origins)
+
+    def host_allowed(self, host: str | None) -> bool:
+        return bool(host) and _matches(host.lower(), self.allowed_hosts)
+
+    def origin_allowed(self, origin: str | None) -> bool:
+        """An absent ``Origin`` is a non-browser client: allowed."""
+        if origin is None:
+            return True
+        return _matches(origin.lower().rstrip("/"), self.allowed_origins)

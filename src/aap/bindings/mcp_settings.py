@@ -1,0 +1,58 @@
+"""Configuration of the MCP binding: the ``[mcp]`` table.
+
+Kept apart from :mod:`aap.bindings.mcp` so that the configuration model can
+import it without loading the MCP SDK.
+
+```toml
+[mcp]
+allowed_hosts = ["aap.internal:8000"]           # added to the hosts derived from public_url
+allowed_origins = ["https://chat.example.com"]  # added to the public origin
+tools_cache_ttl_ms = 300000                     # ttlMs of tools/list and server/discover
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class McpSettings:
+    """Host/Origin additions (see :mod:`aap.bindings.mcp.policy`) and the list cache hint."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    tools_cache_ttl_ms: int = 300_000
+
+
+def mcp_settings(settings: Any) -> McpSettings:
+    """The deployment's MCP settings (``Settings.mcp``), or the defaults."""
+    return getattr(settings, "mcp", None) or McpSettings()
+
+
+def _pattern_problem(value: str, origin: bool) -> str | None:
+    if value == "*":
+        return None
+    if any(c.isspace() for c in value) or value.endswith("/") and origin:
+        return f"{value!r} is not a valid pattern"
+    if origin and "://" not in value:
+        return f"{value!r} must be an origin such as 'https://chat.example.com'"
+    if not origin and ("://" in value or "/" in value):
+        return f"{value!r} must be a host such as 'aap.internal:8000' (no scheme or path)"
+    return None
+
+
+def parse_mcp_section(table: Any, problems: Any) -> McpSettings:
+    """Parser for ``aap.config.loader.register_section("mcp", ...)`` (a loader ``Table``)."""
+    base = McpSettings()
+    hosts = table.strings("allowed_hosts", base.allowed_hosts, min_items=0)
+    origins = table.strings("allowed_origins", base.allowed_origins, min_items=0)
+    for key, values, origin in (("allowed_hosts", hosts, False), ("allowed_origins", origins, True)):
+        for value in values:
+            problem = _pattern_problem(value, origin)
+            if problem:
+                table.problem(key, problem)
+    ttl = table.integer("tools_cache_ttl_ms", base.tools_cache_ttl_ms, minimum=0)
+    table.finish()
+    return McpSettings(allowed_hosts=hosts, allowed_origins=origins, tools_cache_ttl_ms=ttl)
