@@ -8,6 +8,7 @@ import dataclasses
 import httpx
 import pytest
 
+from aap.bindings.mcp import PROTOCOL_VERSIONS as MCP_PROTOCOL_VERSIONS
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import AgentIdentity
 from aap.spec import validate
@@ -72,12 +73,15 @@ def test_extension_params(card, https_deployment):
     assert params["id"] == settings.deployment_id
     assert params["version"] == AAP_VERSION
     assert params["schema_base_url"] == SCHEMA_BASE_URL
-    assert params["mcp"] == {
+    mcp = params["mcp"]
+    assert {k: v for k, v in mcp.items() if k != "protocol_versions"} == {
         "url": f"{HTTPS}/mcp",
         "transport": "streamable-http",
-        "protocol_versions": ["2026-07-28", "2025-11-25"],
         "public_read": True,
     }
+    # Both required revisions first, then the older ones the endpoint also serves.
+    assert mcp["protocol_versions"][:2] == ["2026-07-28", "2025-11-25"]
+    assert mcp["protocol_versions"] == list(MCP_PROTOCOL_VERSIONS)
     assert params["poppy"] == f"{HTTPS}/.well-known/poppy.json"
     assert params["llms_txt"] == f"{HTTPS}/llms.txt"
     assert params["skills"]["inventory.search"]["capabilities"] == settings.search.to_json()
