@@ -51,6 +51,14 @@ def test_no_time_given_is_requested():
     assert outcome.to_json("appt_1") == {"appointment_id": "appt_1", "status": "requested"}
 
 
+@pytest.mark.parametrize("duration", [24 * 60 + 1, 32749434861357420])
+def test_a_duration_longer_than_a_day_is_left_for_staff(duration):
+    outcome, _, book = decide("sales", "2026-03-03T10:00:00-08:00", rooftop=SF_ROOFTOP,
+                              duration=duration)
+    assert outcome.status == "requested" and outcome.reason == "duration_needs_review"
+    assert book.booked == []
+
+
 def test_a_rooftop_without_that_schedule_leaves_it_requested():
     outcome, plan, _ = decide("sales", "2026-03-03T10:00:00-08:00", rooftop=VANCOUVER_ROOFTOP)
     assert plan.rooftop_name == "Bay Motors Vancouver"

@@ -200,6 +200,11 @@ def _days(first: date, last: date) -> Iterator[date]:
         day += timedelta(days=1)
 
 
+# A visit longer than a whole day never fits the slot grid (and would overflow
+# date arithmetic for absurd values); such requests go to staff as "requested".
+MAX_BOOKABLE_MINUTES = 24 * 60
+
+
 def decide(p: Plan, now: datetime, settings: AppointmentSettings,
            usage: Callable[[str, str], dict[str, int]],
            take: Callable[[list[str]], bool]) -> Outcome:
@@ -217,6 +222,9 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
         return Outcome("requested", reason="no_time")
     if p.tz is None or p.week is None:
         return Outcome("requested", reason="no_schedule")
+    if p.duration_minutes > MAX_BOOKABLE_MINUTES:
+        # Longer than any opening day: no slot can hold it, so staff decide.
+        return Outcome("requested", reason="duration_needs_review")
 
     slot = settings.slot_minutes
     earliest = now + timedelta(minutes=settings.min_lead_minutes)
