@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -81,6 +82,8 @@ class Database:
         self._local = threading.local()
         self._memory_conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        # Every thread's connection slot, so that close() closes them all (not only the caller's).
+        self._holders: weakref.WeakSet[_Holder] = weakref.WeakSet()
         if self.path == ":memory:":
             # One shared connection: an in-memory database exists per connection.
             self._memory_conn = self._open()
@@ -96,14 +99,15 @@ class Database:
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
-    def _conn(self) -> sqlite3.Connection:
-        if self._memory_conn is not None:
-            return self._memory_conn
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-        return conn
+    def _holder(self) -> "_Holder":
+        """This thread's connection slot (the connection itself is opened lazily)."""
+        holder = getattr(self._local, "holder", None)
+        if holder is None:
+            holder = _Holder()
+            self._local.holder = holder
+            with self._lock:
+                self._holders.add(holder)
+        return holder
 
     def sql(self, text: str) -> str:
         """Placeholders are already ``?`` for SQLite."""
@@ -112,9 +116,18 @@ class Database:
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (``BEGIN IMMEDIATE``)."""
-        conn = self._conn()
-        lock = self._lock if self._memory_conn is not None else _NullLock()
+        if self._memory_conn is not None:
+            lock, holder = self._lock, None
+        else:
+            holder = self._holder()
+            lock = holder.lock  # close() takes it too: never closes a connection mid-statement
         with lock:
+            if holder is None:
+                conn = self._memory_conn
+            else:
+                if holder.conn is None:  # first use in this thread, or closed since
+                    holder.conn = self._open()
+                conn = holder.conn
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield Tx(self, conn.cursor())
@@ -168,21 +181,35 @@ class Database:
         """Serialise concurrent migrations (SQLite's BEGIN IMMEDIATE already does)."""
 
     def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-        if self._memory_conn is not None:
-            self._memory_conn.close()
-            self._memory_conn = None
+        """Close every thread's connection (waiting for its transaction in flight).
+
+        A later use opens a fresh connection.
+        """
+        with self._lock:
+            holders = list(self._holders)
+        for holder in holders:
+            with holder.lock:
+                if holder.conn is not None:
+                    holder.conn.close()
+                    holder.conn = None
+        with self._lock:
+            if self._memory_conn is not None:
+                self._memory_conn.close()
+                self._memory_conn = None
 
 
-class _NullLock:
-    def __enter__(self) -> None:
-        return None
+class _Holder:
+    """One thread's connection and the lock that guards its use.
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    Held in a weak set (sqlite3 connections cannot be weakly referenced): a
+    holder dies with its thread, and the connection with it.
+    """
+
+    __slots__ = ("conn", "lock", "__weakref__")
+
+    def __init__(self) -> None:
+        self.conn: sqlite3.Connection | None = None
+        self.lock = threading.RLock()
 
 
 def _import_domains() -> None:

@@ -1,0 +1,130 @@
+"""In-process inventory benchmark: import rate, search latencies, facets time.
+
+    python bench/bench_search.py [--count 100000] [--runs 200] [--db PATH]
+
+Generates ``count`` listings with the demo generator (deterministic), imports
+them into a fresh SQLite file, then times ``inventory.search`` through
+``DealerAgent.handle`` (schema validation included) for four query shapes and
+``inventory.facets`` (unfiltered and two filtered), cold (first call after an
+import) and cached (served from the per-version cache); also a full-replace
+re-import and a 1,000-listing upsert. Prints one line per figure. Targets
+(issue 2): search (a) p50 <= 5 ms, facets <= 150 ms, import >= 20k listings/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+from aap.service import CallContext, DealerAgent
+from aap.store import open_stores
+
+
+def demo_settings() -> Any:
+    from aap.config.loader import load_settings
+
+    return load_settings(None, environ={})
+
+
+def listings(count: int, settings: Any) -> list[dict[str, Any]]:
+    from aap.inventory.demo import generate_listings
+
+    return list(generate_listings(count, seed=0, settings=settings))
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def timed(fn: Callable[[], Any], runs: int) -> list[float]:
+    fn()  # warm the page cache and the statement cache
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--db", help="SQLite file to create (default: a temporary file)")
+    args = parser.parse_args()
+
+    settings = demo_settings()
+    feed = listings(args.count, settings)
+    path = args.db or os.path.join(tempfile.mkdtemp(prefix="aap-bench-"), "bench.db")
+    if os.path.exists(path):
+        sys.exit(f"{path} exists; choose a new file")
+    stores = open_stores(f"sqlite:///{path}")
+    agent = DealerAgent(settings, stores)
+    ctx = CallContext(binding="bench")
+
+    start = time.perf_counter()
+    stats = stores.inventory.import_listings(feed)
+    elapsed = time.perf_counter() - start
+    print(f"import: {stats.total} listings in {elapsed:.2f} s = {args.count / elapsed:,.0f} listings/s")
+    start = time.perf_counter()
+    stores.inventory.import_listings(feed, replace=True)
+    elapsed = time.perf_counter() - start
+    print(f"re-import, full replace: {elapsed:.2f} s = {args.count / elapsed:,.0f} listings/s")
+    changed = [dict(item, price=(item.get("price") or 10_000) + 1) for item in feed[:1000]]
+    start = time.perf_counter()
+    stores.inventory.import_listings(changed)
+    print(f"upsert of 1,000 changed listings: {(time.perf_counter() - start) * 1000:.0f} ms")
+
+    geo = settings.dealer.rooftops[0]["geo"]
+    makes = [m["value"] for m in agent.handle({"type": "inventory.facets.request"}, ctx)["data"]["makes"]]
+    codes = [f.code for f in settings.features][:2] or [
+        code for code, _ in stores.inventory.feature_vocabulary()
+    ][:2]
+    searches: dict[str, dict[str, Any]] = {
+        "(a) make + price_max, sort price": {
+            "filters": {"make": [makes[0]], "price_max": 40000},
+            "sort": {"field": "price", "order": "asc"},
+        },
+        "(b) near 50 mi, sort distance": {
+            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
+                                 "radius_mi": 50}},
+            "sort": {"field": "distance_mi", "order": "asc"},
+        },
+        "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
+        "(d) features_all": {"filters": {"features_all": codes}},
+    }
+    for label, body in searches.items():
+        request = {"type": "inventory.search.request", "pagination": {"limit": 20}, **body}
+        result = agent.handle(request, ctx)
+        samples = timed(lambda: agent.handle(request, ctx), args.runs)
+        print(
+            f"search {label}: p50 {percentile(samples, 0.5):.2f} ms, p99 {percentile(samples, 0.99):.2f} ms"
+            f" (total {result['data']['total']})"
+        )
+
+    for label, facets_request in (
+        ("unfiltered", {"type": "inventory.facets.request"}),
+        (f"make={makes[0]}", {"type": "inventory.facets.request", "filters": {"make": [makes[0]]}}),
+        ("condition=used", {"type": "inventory.facets.request", "filters": {"condition": ["used"]}}),
+    ):
+        cold = []
+        for _ in range(5):
+            stores.inventory.import_listings([])  # bumps the inventory version: cache miss
+            start = time.perf_counter()
+            agent.handle(facets_request, ctx)
+            cold.append((time.perf_counter() - start) * 1000)
+        warm = timed(lambda: agent.handle(facets_request, ctx), args.runs)
+        print(f"facets {label}: cold median {statistics.median(cold):.1f} ms (max {max(cold):.1f} ms), "
+              f"cached p50 {percentile(warm, 0.5):.2f} ms")
+    stores.close()
+
+
+if __name__ == "__main__":
+    main()

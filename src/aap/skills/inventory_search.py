@@ -1,0 +1,60 @@
+"""``inventory.search``: filters, keyword tokens, sort and cursor paging (notes §2).
+
+Checks run in the notes' order (§2.1): the request schema (done by the
+agent), then semantic and capability checks (building the effective query),
+then the cursor. The store returns ``limit + 1`` hits so that ``next_cursor``
+is null exactly when the matching set is exhausted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from aap.inventory.query import build_search_query, feature_vocabulary
+from aap.skills.cursor import CursorCodec
+
+
+def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    settings = agent.settings
+    store = agent.stores.inventory
+    query = build_search_query(
+        request, settings, lambda: [code for code, _ in feature_vocabulary(settings, store)]
+    )
+    codec = CursorCodec(agent.stores.state, settings.cursor_ttl_seconds)
+    cursor = (request.get("pagination") or {}).get("cursor")
+    if cursor is not None:
+        query = replace(query, after=codec.decode(cursor, query.digest, ctx.now))
+
+    hits, total = store.search(query)
+    page = hits[: query.limit]
+    next_cursor = None
+    if len(hits) > query.limit:
+        next_cursor = codec.encode(query.digest, page[-1].position, ctx.now)
+
+    near = query.criteria.places is not None
+    vehicles = []
+    for hit in page:
+        listing = hit.listing
+        if near:
+            listing["distance_mi"] = hit.distance_mi
+        vehicles.append(listing)
+
+    criteria = query.criteria
+    data: dict[str, Any] = {
+        "currency": criteria.currency,
+        "mileage_unit": criteria.mileage_unit,
+        "total": total,
+    }
+    if query.skip is not None:
+        data["skip"] = query.skip
+    data.update({
+        "limit": query.limit,
+        "vehicles": vehicles,
+        "next_cursor": next_cursor,
+        "applied_filters": criteria.applied,
+        "sort": query.sort,
+    })
+    if criteria.tokens:
+        data["query_terms"] = list(criteria.tokens)
+    return {"type": "inventory.search.response", "data": data}

@@ -1,0 +1,64 @@
+"""``inventory.vehicle``: one listing by ``vehicle_id``, ``vin`` or ``stock`` (notes §4).
+
+Every identifier sent must point at the same listing; the most specific one
+(``vehicle_id`` > ``vin`` > ``stock``) never overrides a contradicting other.
+A VIN or stock number shared by several available listings is ambiguous: we do
+not guess. A listing that is known but gone (sold, removed by a feed) is
+VEHICLE_UNAVAILABLE; one never known is VEHICLE_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aap.errors import AapError
+from aap.inventory.query import unpaired_surrogates
+
+_IDENTIFIERS = (("vehicle_id", "id"), ("vin", "vin"), ("stock", "stock"))
+
+
+def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    sent = {name: request[name] for name, _ in _IDENTIFIERS if name in request}
+    problems = unpaired_surrogates(sent, "")
+    if problems:
+        raise AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
+    records = agent.stores.inventory.find(
+        vehicle_id=sent.get("vehicle_id"), vin=sent.get("vin"), stock=sent.get("stock")
+    )
+    sellers = _sellers(agent.settings)
+    if sellers is not None:
+        records = [r for r in records if r.dealer_id in sellers]
+
+    # Listings matching *every* identifier sent.
+    matching = [
+        r for r in records
+        if all(getattr(r, attr) == sent[name] for name, attr in _IDENTIFIERS if name in sent)
+    ]
+    if not matching:
+        if len(sent) > 1 and records:
+            raise AapError(
+                "VEHICLE_NOT_FOUND",
+                hint="The identifiers sent belong to different listings; retry with the "
+                "vehicle_id from a search result alone.",
+            )
+        raise AapError("VEHICLE_NOT_FOUND", hint="Search the inventory to find a current listing.")
+    available = [r for r in matching if r.available]
+    if len(available) > 1:
+        raise AapError(
+            "VEHICLE_NOT_FOUND",
+            hint="Several listings carry this identifier; retry with the vehicle_id from a "
+            "search result.",
+        )
+    if not available:
+        raise AapError(
+            "VEHICLE_UNAVAILABLE",
+            hint="This vehicle has been sold or removed; search the inventory for alternatives.",
+        )
+    return {"type": "inventory.vehicle.response", "data": available[0].listing}
+
+
+def _sellers(settings: Any) -> set[str] | None:
+    """On an aggregate endpoint only configured sellers' listings are reachable."""
+    if settings.scope != "aggregate":
+        return None
+    return {p.dealer_id for p in settings.all_profiles() if p.dealer_id is not None}

@@ -1,0 +1,188 @@
+"""Shared state every worker process must agree on, kept in the database.
+
+Secrets (the cursor HMAC key), token buckets (rate limits), a replay cache
+(DPoP/JWT ``jti``) and short-lived values (oversized cursor positions). None of
+this may live only in process memory: with several workers a caller would get
+one bucket per worker and a replayed token would pass on another worker.
+Every read-modify-write runs in one write transaction, so concurrent callers on
+other connections serialise on the row.
+"""
+
+from __future__ import annotations
+
+import secrets as _secrets
+import threading
+import time
+from datetime import datetime
+
+from aap.store.db import Database, register_migrations
+
+_SCHEMA_V1 = """
+CREATE TABLE state_secret (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE state_bucket (
+    bucket_key TEXT PRIMARY KEY,
+    tokens DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    full_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX state_bucket_full ON state_bucket (full_at);
+CREATE TABLE state_once (
+    namespace TEXT NOT NULL,
+    once_key TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (namespace, once_key)
+);
+CREATE INDEX state_once_expiry ON state_once (expires_at);
+CREATE TABLE state_value (
+    namespace TEXT NOT NULL,
+    value_key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (namespace, value_key)
+);
+CREATE INDEX state_value_expiry ON state_value (expires_at)
+"""
+
+register_migrations("state", [_SCHEMA_V1])
+
+_SWEEP_EVERY = 256  # sweep full buckets / expired values once per this many calls
+
+
+def _seconds(value: float | datetime | None) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return float(value)
+
+
+class StateStore:
+    """Small shared-state primitives on the deployment database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._secrets: dict[str, bytes] = {}
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    def _for_update(self) -> str:
+        """Row lock suffix where the backend needs one (SQLite locks the database instead)."""
+        return "" if self.db.dialect == "sqlite" else " FOR UPDATE"
+
+    def _due_sweep(self) -> bool:
+        with self._lock:
+            self._calls += 1
+            return self._calls % _SWEEP_EVERY == 1
+
+    # -- secrets --------------------------------------------------------------
+    def secret(self, name: str) -> bytes:
+        """32 random bytes named ``name``: created once, then the same for every worker."""
+        cached = self._secrets.get(name)
+        if cached is not None:
+            return cached
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO state_secret (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                (name, _secrets.token_hex(32)),
+            )
+            value = bytes.fromhex(tx.fetchone("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
+        self._secrets[name] = value
+        return value
+
+    # -- rate limiting --------------------------------------------------------
+    def take_token(
+        self,
+        key: str,
+        *,
+        capacity: float,
+        refill_per_second: float,
+        now: float | datetime | None = None,
+    ) -> float:
+        """Take one token from bucket ``key``: 0.0 when allowed, else seconds until one is due.
+
+        A bucket starts full (``capacity`` tokens) and refills continuously.
+        A refused call takes nothing, so a client that waits the returned time
+        gets through.
+        """
+        if capacity < 1 or refill_per_second <= 0:
+            raise ValueError("a token bucket needs capacity >= 1 and refill_per_second > 0")
+        t = _seconds(now)
+        with self.db.transaction() as tx:
+            if self._due_sweep():
+                tx.execute("DELETE FROM state_bucket WHERE full_at <= ?", (t,))
+            # Create the bucket full if missing, then lock and update the one row.
+            tx.execute(
+                "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (bucket_key) DO NOTHING",
+                (key, float(capacity), t, t),
+            )
+            stored, updated_at = tx.fetchone(
+                "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self._for_update(),
+                (key,),
+            )
+            tokens = min(float(capacity), stored + max(0.0, t - updated_at) * refill_per_second)
+            if tokens >= 1.0:
+                tokens -= 1.0
+                wait = 0.0
+            else:
+                wait = (1.0 - tokens) / refill_per_second
+            tx.execute(
+                "UPDATE state_bucket SET tokens = ?, updated_at = ?, full_at = ? WHERE bucket_key = ?",
+                (tokens, max(t, updated_at), t + (capacity - tokens) / refill_per_second, key),
+            )
+        return wait
+
+    # -- replay cache ---------------------------------------------------------
+    def remember_once(
+        self,
+        namespace: str,
+        key: str,
+        expires_at: float | datetime,
+        *,
+        now: float | datetime | None = None,
+    ) -> bool:
+        """True the first time ``(namespace, key)`` is seen before ``expires_at``; False on replay.
+
+        An expired entry no longer counts (the token it guarded has expired
+        too), and expired entries are swept as we go.
+        """
+        t = _seconds(now)
+        expiry = _seconds(expires_at)
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM state_once WHERE expires_at <= ?", (t,))
+            cur = tx.execute(
+                "INSERT INTO state_once (namespace, once_key, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (namespace, once_key) DO NOTHING",
+                (namespace, key, expiry),
+            )
+            return cur.rowcount == 1
+
+    # -- short-lived values ---------------------------------------------------
+    def put_value(self, namespace: str, key: str, value: str, expires_at: float | datetime) -> None:
+        """Store ``value`` under ``(namespace, key)`` until ``expires_at`` (overwrites)."""
+        expiry = _seconds(expires_at)
+        with self.db.transaction() as tx:
+            if self._due_sweep():
+                tx.execute("DELETE FROM state_value WHERE expires_at <= ?", (time.time(),))
+            tx.execute(
+                "INSERT INTO state_value (namespace, value_key, value, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, value_key) DO UPDATE SET value = excluded.value, "
+                "expires_at = excluded.expires_at",
+                (namespace, key, value, expiry),
+            )
+
+    def get_value(self, namespace: str, key: str, *, now: float | datetime | None = None) -> str | None:
+        """The value stored under ``(namespace, key)``, or None when absent or expired."""
+        t = _seconds(now)
+        with self.db.read() as tx:
+            row = tx.fetchone(
+                "SELECT value, expires_at FROM state_value WHERE namespace = ? AND value_key = ?",
+                (namespace, key),
+            )
+        if row is None or row[1] <= t:
+            return None
+        return row[0]
+

@@ -1,0 +1,164 @@
+"""Shared fixtures: settings built in code, dealer agents on fresh SQLite databases.
+
+``settings_factory`` builds a :class:`~aap.config.model.Settings` directly from
+``aap.config.model`` (no TOML): three rooftops (two in the San Francisco Bay
+Area, one in Vancouver with CAD fees and its own timezone) and a feature
+vocabulary. ``agent_factory`` gives a :class:`~aap.service.DealerAgent` on a
+fresh database file, optionally loaded with listings; ``memory_agent`` is the
+same on an in-memory database, as a context manager (usable inside hypothesis
+examples). ``assert_valid`` checks an instance against a bundled AAP schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
+
+import pytest
+
+from aap.config.model import (
+    AgentIdentity,
+    DealerProfile,
+    Feature,
+    SearchCapabilities,
+    Settings,
+)
+from aap.service import CallContext, DealerAgent
+from aap.spec import validate
+from aap.store import Stores, open_stores
+
+SF = {"latitude": 37.7749, "longitude": -122.4194}
+OAKLAND = {"latitude": 37.8044, "longitude": -122.2712}
+VANCOUVER = {"latitude": 49.2827, "longitude": -123.1207}
+
+WEEK = {
+    day: ({"open": "09:00", "close": "19:00"} if day != "sunday" else None)
+    for day in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+}
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("adaptive_cruise_control", "Adaptive cruise control"),
+    Feature("apple_carplay", "Apple CarPlay"),
+    Feature("heated_front_seats", "Heated front seats"),
+    Feature("sunroof", "Sunroof"),
+)
+
+
+def rooftop(name: str, geo: dict[str, float] | None, *, city: str, country: str = "US",
+            timezone: str = "America/Los_Angeles", **extra: Any) -> dict[str, Any]:
+    """A DealerInformation rooftop object."""
+    out: dict[str, Any] = {
+        "name": name,
+        "address": {"city": city, "country": country},
+        "timezone": timezone,
+        "phones": [{"name": "Sales", "value": "+14155550100"}],
+        "schedules": [{"name": "sales", "value": WEEK}],
+        "capabilities": ["sales", "service"],
+    }
+    if geo is not None:
+        out["geo"] = dict(geo)
+    out.update(extra)
+    return out
+
+
+DEFAULT_ROOFTOPS: tuple[dict[str, Any], ...] = (
+    rooftop("Bay Motors San Francisco", SF, city="San Francisco"),
+    rooftop("Bay Motors Oakland", OAKLAND, city="Oakland"),
+    rooftop(
+        "Bay Motors Vancouver", VANCOUVER, city="Vancouver", country="CA",
+        timezone="America/Vancouver", currency="CAD",
+        fees=[{"name": "Documentation fee", "amount": 499}],
+    ),
+)
+
+
+def make_settings(
+    *,
+    rooftops: Iterable[dict[str, Any]] = DEFAULT_ROOFTOPS,
+    dealer_id: str | None = None,
+    dealers: Iterable[DealerProfile] = (),
+    features: tuple[Feature, ...] = FEATURES,
+    **search: Any,
+) -> Settings:
+    """Settings for tests. Keyword arguments override :class:`SearchCapabilities` fields."""
+    info: dict[str, Any] = {"name": "Bay Motors Group", "rooftops": [dict(r) for r in rooftops]}
+    if dealer_id is not None:
+        info["dealer_id"] = dealer_id
+    caps = dataclasses.replace(
+        SearchCapabilities(currencies=("USD", "CAD"), default_currency="USD"), **search
+    )
+    return Settings(
+        deployment_id="test-deployment",
+        public_url="https://dealer.example",
+        agent=AgentIdentity(name="Bay Motors agent", description="Test dealer agent."),
+        dealer=DealerProfile(info),
+        search=caps,
+        features=features,
+        dealers=tuple(dealers),
+    )
+
+
+def assert_valid(instance: Any, schema: str) -> Any:
+    """Fail with every problem when ``instance`` does not match AAP schema ``schema``."""
+    problems = validate(instance, schema)
+    assert not problems, problems
+    return instance
+
+
+@contextmanager
+def open_memory_agent(settings: Settings | None = None, listings: Iterable[dict] = (),
+                      **import_kw: Any) -> Iterator[DealerAgent]:
+    stores = open_stores("sqlite://:memory:")
+    try:
+        agent = DealerAgent(settings or make_settings(), stores)
+        stores.inventory.import_listings(listings, **import_kw)
+        yield agent
+    finally:
+        stores.close()
+
+
+@pytest.fixture
+def settings_factory() -> Callable[..., Settings]:
+    return make_settings
+
+
+@pytest.fixture
+def memory_agent() -> Callable[..., Any]:
+    """``with memory_agent(settings, listings) as agent: ...`` (stateless: hypothesis-safe)."""
+    return open_memory_agent
+
+
+@pytest.fixture(name="assert_valid")
+def assert_valid_fixture() -> Callable[[Any, str], Any]:
+    return assert_valid
+
+
+@pytest.fixture
+def ctx() -> CallContext:
+    return CallContext(binding="test")
+
+
+@pytest.fixture
+def agent_factory(tmp_path) -> Iterable[Callable[..., DealerAgent]]:
+    """``agent_factory(settings=None, listings=None, **import_kw)`` → DealerAgent on a temp file."""
+    opened: list[Stores] = []
+
+    def build(settings: Settings | None = None, listings: Iterable[dict] | None = None,
+              **import_kw: Any) -> DealerAgent:
+        stores = open_stores(f"sqlite:///{tmp_path}/aap-{len(opened)}.db")
+        opened.append(stores)
+        agent = DealerAgent(settings or make_settings(), stores)
+        if listings is not None:
+            stores.inventory.import_listings(listings, **import_kw)
+        return agent
+
+    yield build
+    for stores in opened:
+        stores.close()
+
+
+@pytest.fixture
+def agent(agent_factory) -> DealerAgent:
+    """A dealer agent with default settings and an empty inventory."""
+    return agent_factory()
