@@ -138,7 +138,6 @@ def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
                source: str | None = None,
                progress: Callable[[int], None] | None = None) -> Feed:
     """Validate parsed rows ``(line, offset, listing | None, parse problems)``; see :func:`read_feed`."""
-    from aap.inventory.fastvalid import is_valid
     from aap.spec import validate
 
     collector = _Collector()
@@ -154,8 +153,7 @@ def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
             continue
         if dealer_id is not None and "dealer_id" not in row:
             row["dealer_id"] = dealer_id
-        problems = [] if is_valid(row, "inventory-listing") else [
-            (e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
+        problems = [(e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
         problems += _listing_rules(row)
         problems += rules.check(row)
         problems += seen.check(row, line)

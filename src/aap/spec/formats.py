@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 
 from jsonschema import FormatChecker
 from rfc3339_validator import validate_rfc3339
 from rfc3986_validator import validate_rfc3986
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 # dot-atom local part, a domain of dot-separated labels (RFC 5322 without comments,
 # quoted strings or address literals, which no buyer agent should need)
 _EMAIL = re.compile(
-    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$")
-_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$", re.ASCII)
+    r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
+# all used with fullmatch: `$` would also accept a trailing newline, and so would
+# rfc3339-validator and rfc3986-validator (they end their patterns with `$`)
 
 checker = FormatChecker(formats=())
 
@@ -28,7 +31,7 @@ def is_date_time(value: object) -> bool:
     """RFC 3339 ``date-time``: the time-zone offset (``Z`` or ``±hh:mm``) is mandatory."""
     if not isinstance(value, str):
         return True
-    return bool(validate_rfc3339(value.upper()))
+    return not value.endswith("\n") and bool(validate_rfc3339(value.upper()))
 
 
 @checker.checks("date")
@@ -36,7 +39,7 @@ def is_date(value: object) -> bool:
     """RFC 3339 ``full-date`` (``2026-04-21``), a real calendar day."""
     if not isinstance(value, str):
         return True
-    if not _DATE.match(value):
+    if not _DATE.fullmatch(value):
         return False
     try:
         datetime.date.fromisoformat(value)
@@ -49,7 +52,7 @@ def is_date(value: object) -> bool:
 def is_email(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    return len(value) <= 254 and bool(_EMAIL.match(value))
+    return len(value) <= 254 and bool(_EMAIL.fullmatch(value))
 
 
 @checker.checks("uri")
@@ -57,14 +60,14 @@ def is_uri(value: object) -> bool:
     """An absolute RFC 3986 URI (scheme required)."""
     if not isinstance(value, str):
         return True
-    return bool(validate_rfc3986(value, rule="URI"))
+    return not value.endswith("\n") and bool(validate_rfc3986(value, rule="URI"))
 
 
 @checker.checks("uri-reference")
 def is_uri_reference(value: object) -> bool:
     if not isinstance(value, str):
         return True
-    return bool(validate_rfc3986(value, rule="URI_reference"))
+    return not value.endswith("\n") and bool(validate_rfc3986(value, rule="URI_reference"))
 
 
 @checker.checks("hostname")
@@ -75,4 +78,9 @@ def is_hostname(value: object) -> bool:
     name = value[:-1] if value.endswith(".") else value
     if not name or len(name) > 253:
         return False
-    return all(_LABEL.match(label) for label in name.split("."))
+    return all(_LABEL.fullmatch(label) for label in name.split("."))
+
+
+def functions() -> dict[str, Callable[[object], bool]]:
+    """name -> check, the same functions for jsonschema-rs (its own format checks never run)."""
+    return {name: func for name, (func, _raises) in checker.checkers.items()}

@@ -3,6 +3,7 @@
 Every ``*.schema.json`` under ``schemas/`` is registered twice: under its ``$id``
 (``https://autoagentprotocol.org/v3.1/schemas/vehicle.schema.json``) and under its
 bare file name (``vehicle.schema.json``), so both absolute and relative refs resolve.
+The same resources back the jsonschema-rs registry (:func:`rust_registry`).
 Anything else is refused: the schema URLs are identifiers, and a validator that
 fetched them would make request handling depend on a third-party host.
 """
@@ -13,6 +14,7 @@ import json
 from importlib import resources
 from typing import Any
 
+import jsonschema_rs
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -25,7 +27,7 @@ class SchemaNotBundled(LookupError):
 
 
 def _no_network(uri: str) -> Resource:
-    raise SchemaNotBundled(f"{uri} is not a bundled AAP schema (schemas are never fetched)")
+    no_fetch(uri)
 
 
 def _directory():
@@ -53,11 +55,50 @@ def openapi_bytes() -> bytes:
     return (_directory() / OPENAPI_FILE).read_bytes()
 
 
-@functools.cache
-def registry() -> Registry:
+DRAFT202012_URI = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _referencing(docs: dict[str, dict[str, Any]]) -> Registry:
     pairs = []
-    for stem, contents in documents().items():
+    for stem, contents in docs.items():
         resource = Resource.from_contents(contents, default_specification=DRAFT202012)
         pairs.append((contents["$id"], resource))
         pairs.append((stem + SUFFIX, resource))
     return Registry(retrieve=_no_network).with_resources(pairs).crawl()
+
+
+@functools.cache
+def registry() -> Registry:
+    return _referencing(documents())
+
+
+@functools.cache
+def dialect_free() -> tuple[dict[str, dict[str, Any]], Registry]:
+    """The schemas without ``$schema``, and their registry (2020-12 by default).
+
+    python-jsonschema picks the class of a referenced resource from its ``$schema``,
+    which would swap an extended validator class (aap.spec.validator's) for the
+    stock one behind every cross-file ``$ref``; without the declaration it carries
+    through.  Every bundled schema is 2020-12, so nothing else changes.
+    """
+    stripped = {}
+    for stem, document in documents().items():
+        if document.get("$schema", DRAFT202012_URI) != DRAFT202012_URI:
+            raise ValueError(f"{stem}: only JSON Schema 2020-12 schemas are bundled")
+        stripped[stem] = {k: v for k, v in document.items() if k != "$schema"}
+    return stripped, _referencing(stripped)
+
+
+@functools.cache
+def rust_registry() -> jsonschema_rs.Registry:
+    """The same resources for jsonschema-rs, with the same refusal to fetch anything."""
+    pairs = []
+    for stem, contents in documents().items():
+        pairs.append((contents["$id"], contents))
+        pairs.append((stem + SUFFIX, contents))
+    return jsonschema_rs.Registry(pairs, draft=jsonschema_rs.Draft202012, retriever=no_fetch)
+
+
+def no_fetch(uri: str) -> Any:
+    """jsonschema-rs retriever: never fetch."""
+    raise SchemaNotBundled(f"{uri} is not a bundled AAP schema (schemas are never fetched)")

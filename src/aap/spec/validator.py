@@ -9,18 +9,29 @@ the schema's own words (property names, enum members, limits).
 Combinators are explained by their leaves: a failed ``anyOf``/``oneOf`` reports the
 problems of the branch that came closest, and an ``anyOf`` of ``required`` branches
 (``vin`` or ``stock`` or ``vehicle_id``) becomes one entry naming the alternatives.
+
+Speed: jsonschema-rs (compiled Rust) decides "valid or not" first; only a rejected
+instance walks the python-jsonschema path that explains.  Both must agree on what is
+valid, so the python path is given jsonschema-rs's semantics where they differ:
+ECMA-262 ``pattern`` matching (:mod:`aap.spec.ecma`) and non-finite floats, which
+are no JSON number (and it reads the schemas without ``$schema``, see
+:func:`aap.spec.registry.dialect_free`, so its class reaches across ``$ref``s).  jsonschema-rs is given this package's format checks
+(:mod:`aap.spec.formats`).  Values it cannot take (strings with unpaired
+surrogates) go to the python path whole.
 """
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import jsonschema_rs
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-from aap.spec import registry
+from aap.spec import ecma, formats, registry
 from aap.spec.formats import checker as format_checker
 
 Problem = dict[str, str]
@@ -39,19 +50,89 @@ class UnknownSchema(KeyError):
     """No bundled schema has this name."""
 
 
-@functools.lru_cache(maxsize=None)
-def compiled(name: str) -> Draft202012Validator:
-    """The validator for schema ``name`` (file stem), built once per process."""
+def _pattern(validator: Draft202012Validator, pattern: str, instance: Any,
+             schema: dict) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not ecma.compile(pattern).search(instance):
+        yield ValidationError("does not match the pattern")
+
+
+def _is_number(checker: Any, instance: Any) -> bool:
+    if isinstance(instance, bool):
+        return False
+    if isinstance(instance, float):
+        return math.isfinite(instance)
+    return isinstance(instance, int)
+
+
+AapValidator = validators.extend(
+    Draft202012Validator, validators={"pattern": _pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _is_number))
+
+
+def _schema(name: str) -> dict[str, Any]:
     documents = registry.documents()
     if name not in documents:
         raise UnknownSchema(name)
-    schema = documents[name]
-    return Draft202012Validator(schema, registry=registry.registry(),
-                                format_checker=format_checker)
+    return documents[name]
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name: str) -> Draft202012Validator:
+    """The explaining validator for schema ``name`` (file stem), built once per process."""
+    _schema(name)
+    stripped, resources = registry.dialect_free()
+    return AapValidator(stripped[name], registry=resources, format_checker=format_checker)
+
+
+@functools.lru_cache(maxsize=None)
+def fast(name: str) -> jsonschema_rs.Validator:
+    """The jsonschema-rs validator for schema ``name``: same resources, same formats."""
+    schema = _schema(name)
+    # a format the python path does not check is not checked here either
+    checks: dict[str, Any] = {fmt: _anything for fmt in _all_formats()}
+    checks.update(formats.functions())
+    return jsonschema_rs.validator_for(
+        schema, registry=registry.rust_registry(), retriever=registry.no_fetch,
+        validate_formats=True, ignore_unknown_formats=True, formats=checks)
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+@functools.cache
+def _all_formats() -> frozenset[str]:
+    """Every ``format`` named anywhere in the bundled schemas."""
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                found.add(node["format"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    for document in registry.documents().values():
+        walk(document)
+    return frozenset(found)
+
+
+def is_valid(instance: Any, name: str) -> bool:
+    """Whether ``instance`` is valid against schema ``name`` (jsonschema-rs decides)."""
+    checker = fast(name)
+    try:
+        return checker.is_valid(instance)
+    except (ValueError, TypeError, OverflowError):
+        # not representable for the Rust side (unpaired surrogates): the python path
+        return compiled(name).is_valid(instance)
 
 
 def validate(instance: Any, name: str) -> list[Problem]:
     """Every problem of ``instance`` against schema ``name``; empty when valid."""
+    if is_valid(instance, name):
+        return []
     v = compiled(name)
     errors = list(v.iter_errors(instance))
     if not errors:
@@ -65,10 +146,6 @@ def validate(instance: Any, name: str) -> list[Problem]:
             out.append(problem)
     out.sort(key=_order)
     return out
-
-
-def is_valid(instance: Any, name: str) -> bool:
-    return compiled(name).is_valid(instance)
 
 
 def _order(p: Problem) -> tuple:
