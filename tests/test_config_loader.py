@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import textwrap
 import tomllib
 
@@ -110,6 +112,49 @@ def test_template_loads_as_is_and_documents_every_key():
                 "welcome_message", "legal_name", "website", "notes", "currency", "timezone",
                 "geo", "address", "phones", "emails", "capabilities", "fees", "schedules",
                 "[[dealers]]"):
+        assert key in text, key
+
+
+def _uncommented_examples(text: str) -> str:
+    """The template's commented [leads], [poppy] and [mcp] examples, uncommented."""
+    region = text[text.index("# -- Lead delivery"):]
+    lines = [line[2:] for line in region.splitlines() if line.startswith("# ")]
+    return "\n".join(line for line in lines
+                     if re.match(r"^(\[\[?[a-z_.]+\]\]?$|[A-Za-z_][A-Za-z0-9_]* = )", line))
+
+
+def test_template_shows_loadable_leads_poppy_and_mcp_examples():
+    from aap.bindings.mcp_settings import McpSettings
+    from aap.leads.settings import AdfHttpTarget, LeadSettings, SmtpTarget
+    from aap.poppy.settings import PoppySettings
+
+    text = packaged_toml("template.toml")
+    as_is = parse_settings(tomllib.loads(text), environ=NO_ENV)
+    assert (as_is.leads, as_is.poppy, as_is.mcp) == (LeadSettings(), PoppySettings(), McpSettings())
+
+    examples = _uncommented_examples(text)
+    for header in ("[leads]", "[leads.appointments]", "[leads.delivery]", "[[leads.routes]]",
+                   "[[leads.routes.targets]]", "[poppy]", "[[poppy.excluded_tasks]]", "[mcp]"):
+        assert header in examples.splitlines(), header
+    settings = parse_settings(tomllib.loads(text + "\n" + examples), environ=NO_ENV)
+    (route,) = settings.leads.routes
+    crm, mail = route.targets
+    assert isinstance(crm, AdfHttpTarget) and crm.auth is not None and crm.headers
+    assert isinstance(mail, SmtpTarget) and mail.to and mail.username_env == "SMTP_USER"
+    assert settings.leads.route_for(None, "Example Motors Springfield") is route
+    assert settings.poppy.organization_name == "Example Motors"
+    assert settings.poppy.excluded_tasks[0].alternative is not None
+    assert settings.mcp.allowed_hosts == ("aap.internal:8000",)
+    # Every key of the three sections is shown (organization_* as the organization table,
+    # sub-tables as [leads.appointments] / [[leads.routes]] headers).
+    for section in (settings.leads, settings.leads.appointments, settings.leads.delivery,
+                    settings.poppy, settings.mcp):
+        for f in dataclasses.fields(section):
+            key = "organization" if f.name.startswith("organization_") else f.name
+            assert re.search(rf"^({key} = |\[+(leads|poppy)\.{key}\])", examples, re.M), key
+    for key in ("type", "name", "url", "headers", "auth", "content_type", "host", "port",
+                "starttls", "ssl", "from", "to", "username_env", "password_env", "subject",
+                "rooftop", "dealer_id", "secret_env", "task", "alternative"):
         assert key in text, key
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import tomllib
 
+import pytest
+
+from aap.config.loader import ConfigError, Problems, Table, parse_settings
 from aap.leads.settings import (
     AdfHttpTarget,
     HttpAuth,
@@ -12,9 +15,16 @@ from aap.leads.settings import (
     SmtpTarget,
     WebhookTarget,
     parse_leads_section,
-    parse_leads_table,
 )
 from aap.web.server import _decode, _encode
+
+
+def parse_leads_table(data):
+    """The registered ``[leads]`` parser on a loader Table: (settings, rendered problems)."""
+    problems = Problems()
+    table = Table.absent("leads", problems) if data is None else Table(data, "leads", problems)
+    settings = parse_leads_section(table, problems)
+    return settings, problems.render()
 
 FULL = """
 consent_clock_skew_seconds = 60
@@ -121,7 +131,7 @@ def test_every_problem_is_reported_at_once():
     for expected in (
         "leads.idempotency_retention_hours: must be an integer between 24",
         "leads.consent_clock_skew_seconds: must be an integer between 0",
-        "leads.colour: unknown setting",
+        "leads.colour: unknown key",
         "leads.appointments.slot_minutes: must be an integer between 5",
         "leads.appointments.on_unavailable: must be one of",
         "leads.delivery.max_backoff_seconds: must not be smaller than base_backoff_seconds",
@@ -165,23 +175,27 @@ def test_backoff_is_exponential_and_capped():
     assert policy.backoff(50) == policy.max_backoff_seconds == 3600
 
 
-def test_section_adapter_feeds_the_loader_problem_list():
-    class Table:
-        present = True
-        path = "leads"
-        data = {"idempotency_retention_hours": 1}
-
-    class Problems:
-        def __init__(self):
-            self.items = []
-
-        def add(self, path, message):
-            self.items.append((path, message))
-
+def test_section_feeds_the_loader_problem_list():
     problems = Problems()
-    settings = parse_leads_section(Table(), problems)
+    settings = parse_leads_section(Table({"idempotency_retention_hours": 1}, "leads", problems), problems)
     assert isinstance(settings, LeadSettings)
     assert problems.items == [("leads.idempotency_retention_hours", "must be an integer between 24 and 8760")]
+
+
+def test_the_leads_table_is_a_registered_section_of_the_config_file():
+    doc = {"id": "t", "public_url": "https://dealer.example",
+           "dealer": {"name": "T", "rooftops": [{"name": "T Main"}]}}
+    assert parse_settings(doc, environ={}).leads == LeadSettings()
+    settings = parse_settings({**doc, "leads": tomllib.loads(FULL)}, environ={})
+    assert settings.leads.target("crm").url == "https://crm.example.com/adf"
+    with pytest.raises(ConfigError) as info:
+        parse_settings({**doc, "leads": {"routes": [{"targets": [{"type": "smtp"}]}, 5]}}, environ={})
+    assert info.value.problems == [
+        "leads.routes[0].targets[0].host: is required",
+        "leads.routes[0].targets[0].from: is required",
+        "leads.routes[0].targets[0].to: is required",
+        "leads.routes[1]: must be a table, not an integer",
+    ]
 
 
 def test_settings_survive_the_json_round_trip_to_server_workers():

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from aap.poppy.settings import LOOPBACK_ENV, ExcludedTask, PoppySettings, parse_poppy_table
+from aap.config.loader import Problems, Table
+from aap.poppy.settings import LOOPBACK_ENV, ExcludedTask, PoppySettings, parse_poppy_section
+
+
+def parse_poppy_table(data):
+    """The registered ``[poppy]`` parser on a loader Table: (settings, rendered problems)."""
+    problems = Problems()
+    table = Table.absent("poppy", problems) if data is None else Table(data, "poppy", problems)
+    settings = parse_poppy_section(table, problems)
+    return settings, problems.render()
 
 
 def test_defaults_are_production_safe(monkeypatch):
@@ -59,21 +68,7 @@ def test_every_problem_is_reported_at_once():
     ]
 
 
-def test_the_config_loader_section_adapter():
-    from aap.poppy.settings import parse_poppy_section
-
-    class Table:
-        present = True
-        path = "poppy"
-        data = {"access_token_ttl": 5}
-
-    class Problems:
-        def __init__(self):
-            self.items = []
-
-        def add(self, path, message):
-            self.items.append((path, message))
-
+def test_the_config_loader_section():
     problems = Problems()
-    assert parse_poppy_section(Table(), problems) == PoppySettings()
+    assert parse_poppy_section(Table({"access_token_ttl": 5}, "poppy", problems), problems) == PoppySettings()
     assert problems.items == [("poppy.access_token_ttl", "must be an integer between 60 and 86400")]

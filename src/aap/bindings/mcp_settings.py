@@ -1,7 +1,8 @@
 """Configuration of the MCP binding: the ``[mcp]`` table.
 
-Kept apart from :mod:`aap.bindings.mcp` so that the configuration model can
-import it without loading the MCP SDK.
+Kept apart from :mod:`aap.bindings.mcp` so that the configuration loader can
+import it (it is listed in ``aap.config.loader.SECTION_MODULES``) without
+loading the MCP SDK.
 
 ```toml
 [mcp]
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from aap.config.loader import Problems, Table, register_section
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ def _pattern_problem(value: str, origin: bool) -> str | None:
     return None
 
 
-def parse_mcp_section(table: Any, problems: Any) -> McpSettings:
-    """Parser for ``aap.config.loader.register_section("mcp", ...)`` (a loader ``Table``)."""
+def parse_mcp_section(table: Table, problems: Problems) -> McpSettings:
+    """The ``[mcp]`` table; every problem goes to ``problems`` with its path."""
     base = McpSettings()
     hosts = table.strings("allowed_hosts", base.allowed_hosts, min_items=0)
     origins = table.strings("allowed_origins", base.allowed_origins, min_items=0)
@@ -56,3 +59,6 @@ def parse_mcp_section(table: Any, problems: Any) -> McpSettings:
     ttl = table.integer("tools_cache_ttl_ms", base.tools_cache_ttl_ms, minimum=0)
     table.finish()
     return McpSettings(allowed_hosts=hosts, allowed_origins=origins, tools_cache_ttl_ms=ttl)
+
+
+register_section("mcp", parse_mcp_section)

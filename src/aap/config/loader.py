@@ -4,10 +4,13 @@ Every problem is collected with its TOML path (``dealer.rooftops[1].timezone``)
 and reported at once in one :class:`ConfigError`, so an operator fixes a file in
 one pass instead of one error per restart. Array indexes in paths count from 0.
 
-Each top-level table is read by a parser registered in :data:`SECTIONS`; a new
-section (``[leads]``, ``[poppy]`` ...) is one :func:`register_section` call in
-the module that owns it, listed in :data:`SECTION_MODULES`. Tables and keys
-nobody registered are rejected, so a typo never silently falls back to a default.
+Each top-level table is read by a parser registered in :data:`SECTIONS`. A
+subsystem's section (``[mcp]``, ``[leads]``, ``[poppy]``) lives in that
+subsystem's settings module: its dataclass, a ``parse_<name>_section(table,
+problems)`` built on :class:`Table`, and one module-level
+:func:`register_section` call; the module is listed in :data:`SECTION_MODULES`.
+Tables and keys nobody registered are rejected, so a typo never silently falls
+back to a default.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,6 +52,7 @@ TEMPLATE_CONFIG = "template.toml"
 
 _MISSING = object()
 _FEATURE_CODE = re.compile(r"^[a-z][a-z0-9_]*$")
+_INDEX = re.compile(r"\[\d+\]")
 
 
 class ConfigError(Exception):
@@ -177,13 +181,37 @@ class Table:
         if not isinstance(value, int) or isinstance(value, bool):
             self.problem(key, f"must be an integer, not {_type_name(value)}")
             return default
-        if minimum is not None and value < minimum:
-            self.problem(key, f"must be at least {minimum}")
-            return default
-        if maximum is not None and value > maximum:
-            self.problem(key, f"must be at most {maximum}")
+        if not self._in_range(key, value, "an integer", minimum, maximum):
             return default
         return value
+
+    def number(self, key: str, default: float, *, minimum: float | None = None,
+               maximum: float | None = None) -> float:
+        """An integer or float, returned as a float (seconds, mostly)."""
+        value = self.raw(key)
+        if value is _MISSING:
+            return default
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            self.problem(key, f"must be a number, not {_type_name(value)}")
+            return default
+        if not self._in_range(key, value, "a number", minimum, maximum):
+            return default
+        return float(value)
+
+    def _in_range(self, key: str, value: float, kind: str, minimum: float | None,
+                  maximum: float | None) -> bool:
+        """Report an out-of-range value once, naming both bounds when there are two."""
+        low_ok = minimum is None or value >= minimum
+        high_ok = maximum is None or value <= maximum
+        if low_ok and high_ok:
+            return True
+        if minimum is not None and maximum is not None:
+            self.problem(key, f"must be {kind} between {_num(minimum)} and {_num(maximum)}")
+        elif not low_ok:
+            self.problem(key, f"must be at least {_num(minimum)}")
+        else:
+            self.problem(key, f"must be at most {_num(maximum)}")
+        return False
 
     def boolean(self, key: str, default: bool) -> bool:
         value = self.raw(key)
@@ -194,11 +222,13 @@ class Table:
             return default
         return value
 
-    def strings(self, key: str, default: tuple[str, ...], *,
-                choices: Iterable[str] | None = None, min_items: int = 1) -> tuple[str, ...]:
+    def strings(self, key: str, default: Any, *, required: bool = False,
+                choices: Iterable[str] | None = None, min_items: int = 1) -> Any:
         """An array of distinct strings, each among ``choices`` when given."""
         value = self.raw(key)
         if value is _MISSING:
+            if required:
+                self.problem(key, "is required")
             return default
         if not isinstance(value, list):
             self.problem(key, f"must be an array of strings, not {_type_name(value)}")
@@ -219,16 +249,18 @@ class Table:
             else:
                 seen.add(item)
         if len(value) < min_items:
-            self.problem(key, f"needs at least {min_items} item(s)")
+            self.problem(key, "must be a non-empty array" if min_items == 1
+                         else f"needs at least {min_items} items")
             ok = False
         return tuple(value) if ok else default
 
     def url(self, key: str, default: Any = None, *, required: bool = False,
-            https_only: bool = False) -> Any:
+            https_only: bool = False, query: bool = False) -> Any:
+        """An absolute http(s) URL (see :func:`url_problem`); ``query=True`` admits ``?a=b``."""
         value = self.string(key, _MISSING, required=required)
         if value is _MISSING:
             return default
-        error = url_problem(value, https_only=https_only)
+        error = url_problem(value, https_only=https_only, query=query)
         if error:
             self.problem(key, error)
             return default
@@ -242,28 +274,63 @@ class Table:
             return Table.absent(self.at(key), self.problems)
         return Table(value, self.at(key), self.problems)
 
+    def tables(self, key: str, *, min_items: int = 0) -> Iterator["Table"]:
+        """The items of an array of tables (``[[path.key]]``), in order.
+
+        The array itself is checked at once; an item that is not a table is
+        reported when iteration reaches it (so problems stay in file order)
+        and skipped.
+        """
+        value = self.raw(key)
+        header = f"[[{_INDEX.sub('', self.at(key))}]]"
+        if value is _MISSING:
+            value = []
+        if not isinstance(value, list):
+            self.problem(key, f"must be an array of tables ({header}), not {_type_name(value)}")
+            value = []
+        elif len(value) < min_items:
+            self.problem(key, f"must be a non-empty array of tables ({header})" if min_items == 1
+                         else f"needs at least {min_items} tables ({header})")
+        return self._items(self.at(key), value)
+
+    def _items(self, path: str, items: list[Any]) -> Iterator["Table"]:
+        for i, item in enumerate(items):
+            if isinstance(item, dict):
+                yield Table(item, join(path, i), self.problems)
+            else:
+                self.problems.add(join(path, i), f"must be a table, not {_type_name(item)}")
+
     def finish(self) -> None:
         for key in self.data:
             if key not in self._read:
                 self.problem(key, "unknown key")
 
 
+def _num(value: float | None) -> str:
+    """``86400`` rather than ``86400.0`` or ``1e+06`` in messages."""
+    return str(int(value)) if value is not None and float(value).is_integer() else str(value)
+
+
 def is_loopback_host(host: str | None) -> bool:
+    """``localhost``, ``127.0.0.0/8`` or ``::1`` (bracketed or not)."""
     if not host:
         return False
     if host.lower() == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
 
-def url_problem(value: str, *, https_only: bool = False) -> str | None:
-    """Why ``value`` is not an absolute http(s) URL we may publish, or None.
+def url_problem(value: str, *, https_only: bool = False, query: bool = False) -> str | None:
+    """Why ``value`` is not an absolute http(s) URL we may publish or call, or None.
 
     Plain ``http://`` is accepted only on a loopback host (local development):
-    the AAP discovery documents are HTTPS-only everywhere else.
+    the AAP discovery documents are HTTPS-only everywhere else, and customer
+    data never travels in clear text. A query is refused unless ``query`` (an
+    endpoint we call may need one; a URL we publish must not); credentials and
+    fragments always are (secrets never go in the file).
     """
     try:
         parts = urlsplit(value)
@@ -272,8 +339,9 @@ def url_problem(value: str, *, https_only: bool = False) -> str | None:
         return "is not a valid URL"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be an absolute http(s) URL"
-    if parts.query or parts.fragment or parts.username or parts.password:
-        return "must not carry a query, fragment or credentials"
+    if (parts.query and not query) or parts.fragment or parts.username or parts.password:
+        return ("must not carry a fragment or credentials" if query
+                else "must not carry a query, fragment or credentials")
     if parts.scheme == "http" and (https_only or not is_loopback_host(parts.hostname)):
         return "must use https:// (plain http:// is allowed only on a loopback host)"
     return None
@@ -298,9 +366,10 @@ class Section:
 SECTIONS: dict[str, Section] = {}
 #: Rules that look at several sections at once; they may fill in derived defaults.
 RULES: list[Callable[[Parsed, Problems], None]] = []
-#: Modules that register sections of optional subsystems (imported on first load).
+#: The settings modules of optional subsystems; each registers its section when
+#: imported (on the first load).
 SECTION_MODULES: list[str] = [
-    "aap.bindings.mcp_config",
+    "aap.bindings.mcp_settings",
     "aap.leads.settings",
     "aap.poppy.settings",
 ]
@@ -703,21 +772,10 @@ def parse_settings(doc: dict[str, Any], *, source: str | None = None,
     parsed: Parsed = {}
     _parse_root(root, parsed)
     for section in SECTIONS.values():
-        value = root.raw(section.name)
         if section.array:
-            if value is _MISSING:
-                value = []
-            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-                problems.add(section.name, f"must be an array of tables ([[{section.name}]])")
-                value = []
-            result = section.parse(
-                [Table(v, f"{section.name}[{i}]", problems) for i, v in enumerate(value)],
-                problems,
-            )
+            result = section.parse(list(root.tables(section.name)), problems)
         else:
-            table = (Table.absent(section.name, problems) if value is _MISSING
-                     else Table(value, section.name, problems))
-            result = section.parse(table, problems)
+            result = section.parse(root.table(section.name), problems)
         if len(section.fields) == 1:
             parsed[section.fields[0]] = result
         else:

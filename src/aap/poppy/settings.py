@@ -2,13 +2,17 @@
 
 Every limit that protects the guest issuer from a hostile caller is a named,
 bounded setting here, so an operator can read what the deployment enforces.
+The table is read with the config loader's :class:`Table`, so every problem is
+reported at once with its TOML path (``poppy.excluded_tasks[1].task``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
+
+from aap.config.loader import Problems, Table, pointer_to_path, register_section
 
 LOOPBACK_ENV = "AAP_ALLOW_LOOPBACK_CLIENTS"
 
@@ -67,83 +71,68 @@ class PoppySettings:
         return not self.allowed_clients or client_id in self.allowed_clients
 
 
-_BOUNDS: dict[str, tuple[float, float]] = {
-    "access_token_ttl": (60, 86400),
-    "session_idle_ttl": (300, 30 * 86400),
-    "clock_skew": (0, 300),
-    "dpop_iat_window": (5, 600),
-    "delegation_max_lifetime": (60, 30 * 86400),
-    "metadata_max_bytes": (1024, 1_000_000),
-    "metadata_timeout": (0.5, 30),
-    "metadata_cache_entries": (1, 100_000),
-    "metadata_cache_min_ttl": (0, 86400),
-    "metadata_cache_max_ttl": (60, 7 * 86400),
-    "metadata_failure_ttl": (0, 3600),
-    "jwks_refresh_interval": (0, 3600),
-    "feedback_daily_limit": (0, 1_000_000),
-}
+def parse_poppy_section(table: Table, problems: Problems) -> PoppySettings:
+    """The ``[poppy]`` table (defaults when absent); every problem goes to ``problems``.
 
-
-def parse_poppy_table(table: Any, path: str = "poppy") -> tuple[PoppySettings, list[str]]:
-    """Build :class:`PoppySettings` from a TOML table; returns every problem found at once.
-
-    ``organization = {name, domain}`` and ``[[poppy.excluded_tasks]]`` (``task`` plus an
-    optional ``alternative`` table, a ``PoppyAlternative``) are nested; all else is flat.
+    Bounded limits come first, then switches, ``organization = {name, domain}``,
+    the client lists and ``[[poppy.excluded_tasks]]``, so problems read in that order.
     """
-    problems: list[str] = []
-    if table is None:
-        table = {}
-    if not isinstance(table, dict):
-        return PoppySettings(), [f"{path}: must be a table"]
-    known = {f.name: f for f in fields(PoppySettings)} | {"organization": None}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        where = f"{path}.{key}"
-        if key not in known or key in ("organization_name", "organization_domain"):
-            problems.append(f"{where}: unknown setting")
-            continue
-        if key == "organization":
-            _organization(value, where, values, problems)
-        elif key == "excluded_tasks":
-            values[key] = _excluded_tasks(value, where, problems)
-        elif key in ("allowed_clients", "blocked_clients"):
-            if isinstance(value, list) and all(isinstance(v, str) and v.startswith("https://") for v in value):
-                values[key] = tuple(value)
-            else:
-                problems.append(f"{where}: must be a list of https:// client_id URLs")
-        elif isinstance(PoppySettings.__dataclass_fields__[key].default, bool):
-            if isinstance(value, bool):
-                values[key] = value
-            else:
-                problems.append(f"{where}: must be true or false")
-        else:
-            low, high = _BOUNDS[key]
-            is_float = isinstance(PoppySettings.__dataclass_fields__[key].default, float)
-            ok_type = isinstance(value, (int, float)) if is_float else isinstance(value, int)
-            if not ok_type or isinstance(value, bool) or not low <= value <= high:
-                kind = "a number" if is_float else "an integer"
-                problems.append(f"{where}: must be {kind} between {low:g} and {high:g}")
-            else:
-                values[key] = float(value) if is_float else value
-    settings = PoppySettings(**values)
-    if settings.metadata_cache_min_ttl > settings.metadata_cache_max_ttl:
-        problems.append(f"{path}.metadata_cache_min_ttl: must not exceed metadata_cache_max_ttl")
-    return settings, problems
+    base = PoppySettings()
+    values: dict[str, Any] = {
+        "access_token_ttl": table.integer("access_token_ttl", base.access_token_ttl,
+                                          minimum=60, maximum=86400),
+        "session_idle_ttl": table.integer("session_idle_ttl", base.session_idle_ttl,
+                                          minimum=300, maximum=30 * 86400),
+        "clock_skew": table.integer("clock_skew", base.clock_skew, minimum=0, maximum=300),
+        "dpop_iat_window": table.integer("dpop_iat_window", base.dpop_iat_window,
+                                         minimum=5, maximum=600),
+        "delegation_max_lifetime": table.integer("delegation_max_lifetime",
+                                                 base.delegation_max_lifetime,
+                                                 minimum=60, maximum=30 * 86400),
+        "metadata_max_bytes": table.integer("metadata_max_bytes", base.metadata_max_bytes,
+                                            minimum=1024, maximum=1_000_000),
+        "metadata_timeout": table.number("metadata_timeout", base.metadata_timeout,
+                                         minimum=0.5, maximum=30),
+        "metadata_cache_entries": table.integer("metadata_cache_entries",
+                                                base.metadata_cache_entries,
+                                                minimum=1, maximum=100_000),
+        "metadata_cache_min_ttl": table.integer("metadata_cache_min_ttl",
+                                                base.metadata_cache_min_ttl,
+                                                minimum=0, maximum=86400),
+        "metadata_cache_max_ttl": table.integer("metadata_cache_max_ttl",
+                                                base.metadata_cache_max_ttl,
+                                                minimum=60, maximum=7 * 86400),
+        "metadata_failure_ttl": table.integer("metadata_failure_ttl", base.metadata_failure_ttl,
+                                              minimum=0, maximum=3600),
+        "jwks_refresh_interval": table.integer("jwks_refresh_interval",
+                                               base.jwks_refresh_interval,
+                                               minimum=0, maximum=3600),
+        "feedback_daily_limit": table.integer("feedback_daily_limit", base.feedback_daily_limit,
+                                              minimum=0, maximum=1_000_000),
+    }
+    for switch in ("enabled", "allow_loopback_clients", "accept_poppy_session",
+                   "feedback_enabled"):
+        values[switch] = table.boolean(switch, getattr(base, switch))
+    values.update(_organization(table.table("organization")))
+    for key in ("allowed_clients", "blocked_clients"):
+        values[key] = _client_ids(table, key)
+    values["excluded_tasks"] = _excluded_tasks(table)
+    table.finish()
+    if values["metadata_cache_min_ttl"] > values["metadata_cache_max_ttl"]:
+        table.problem("metadata_cache_min_ttl", "must not exceed metadata_cache_max_ttl")
+    return PoppySettings(**values)
 
 
-def _organization(value: Any, where: str, values: dict[str, Any], problems: list[str]) -> None:
-    if not isinstance(value, dict):
-        problems.append(f"{where}: must be a table with name and domain")
-        return
-    for key, item in value.items():
-        if key not in ("name", "domain"):
-            problems.append(f"{where}.{key}: unknown setting")
-        elif not isinstance(item, str) or not item.strip():
-            problems.append(f"{where}.{key}: must be a non-empty string")
-        elif key == "domain" and not _is_hostname(item):
-            problems.append(f"{where}.domain: must be a bare host name (no scheme, port or path)")
-        else:
-            values[f"organization_{key}"] = item.strip() if key == "name" else item.lower()
+def _organization(table: Table) -> dict[str, str | None]:
+    """``organization = { name, domain }``: who the guest issuer says it is."""
+    name = table.string("name")
+    domain = table.string("domain")
+    if domain is not None and not _is_hostname(domain):
+        table.problem("domain", "must be a bare host name (no scheme, port or path)")
+        domain = None
+    table.finish()
+    return {"organization_name": name.strip() if name else None,
+            "organization_domain": domain.lower() if domain else None}
 
 
 def _is_hostname(value: str) -> bool:
@@ -155,43 +144,34 @@ def _is_hostname(value: str) -> bool:
     )
 
 
-def _excluded_tasks(value: Any, where: str, problems: list[str]) -> tuple[ExcludedTask, ...]:
+def _client_ids(table: Table, key: str) -> tuple[str, ...]:
+    """Exact client_id URLs; all or nothing, so a typo never half-applies a policy."""
+    ids = table.strings(key, (), min_items=0)
+    if any(not client_id.startswith("https://") for client_id in ids):
+        table.problem(key, "must be a list of https:// client_id URLs")
+        return ()
+    return ids
+
+
+def _excluded_tasks(table: Table) -> tuple[ExcludedTask, ...]:
+    """``[[poppy.excluded_tasks]]``: ``task`` plus an optional ``alternative`` (a PoppyAlternative)."""
     from aap.spec import validate
 
-    if not isinstance(value, list):
-        problems.append(f"{where}: must be an array of tables")
-        return ()
     tasks: list[ExcludedTask] = []
-    for index, entry in enumerate(value):
-        at = f"{where}[{index}]"
-        if not isinstance(entry, dict):
-            problems.append(f"{at}: must be a table with task and an optional alternative")
-            continue
-        unknown = set(entry) - {"task", "alternative"}
-        for key in sorted(unknown):
-            problems.append(f"{at}.{key}: unknown setting")
-        task = entry.get("task")
-        if not isinstance(task, str) or not 1 <= len(task) <= 200:
-            problems.append(f"{at}.task: must be a string of 1 to 200 characters")
-            continue
-        alternative = entry.get("alternative")
-        if alternative is not None:
-            errors = validate(alternative, "poppy-alternative")
-            if errors:
-                for error in errors:
-                    problems.append(f"{_toml_path(at + '.alternative', error['instanceLocation'])}: {error['error']}")
-                continue
-        tasks.append(ExcludedTask(task, alternative))
+    for entry in table.tables("excluded_tasks"):
+        task = entry.string("task", required=True)
+        if task is not None and len(task) > 200:
+            entry.problem("task", "must be at most 200 characters")
+            task = None
+        alternative = entry.raw("alternative", None)
+        entry.finish()
+        errors = validate(alternative, "poppy-alternative") if alternative is not None else []
+        for error in errors:
+            path = pointer_to_path(entry.at("alternative"), error.get("instanceLocation", ""))
+            entry.problems.add(path, error.get("error", "is invalid"))
+        if task is not None and not errors:
+            tasks.append(ExcludedTask(task, alternative))
     return tuple(tasks)
-
-
-def _toml_path(base: str, pointer: str) -> str:
-    """``/references/0/url`` below ``base`` as ``base.references[0].url``."""
-    path = base
-    for token in pointer.split("/")[1:] if pointer else []:
-        token = token.replace("~1", "/").replace("~0", "~")
-        path = f"{path}[{token}]" if token.isdigit() else f"{path}.{token}"
-    return path
 
 
 def poppy_settings(agent_settings: Any, override: PoppySettings | None = None) -> PoppySettings:
@@ -201,29 +181,7 @@ def poppy_settings(agent_settings: Any, override: PoppySettings | None = None) -
     return getattr(agent_settings, "poppy", None) or PoppySettings()
 
 
-def parse_poppy_section(table: Any, problems: Any) -> PoppySettings:
-    """Adapter for ``aap.config.loader.register_section("poppy", ...)`` (its ``Table``/``Problems``)."""
-    data = table.data if getattr(table, "present", True) else {}
-    settings, found = parse_poppy_table(data, getattr(table, "path", "poppy") or "poppy")
-    for item in found:
-        where, _, message = item.partition(": ")
-        problems.add(where, message)
-    return settings
+register_section("poppy", parse_poppy_section)
 
 
-def _register_section() -> None:
-    """Declare ``[poppy]`` to the config loader once ``Settings`` has its ``poppy`` field."""
-    import dataclasses
-
-    from aap.config.model import Settings
-
-    if "poppy" in {f.name for f in dataclasses.fields(Settings)}:
-        from aap.config.loader import register_section
-
-        register_section("poppy", parse_poppy_section)
-
-
-__all__ = ["ExcludedTask", "PoppySettings", "parse_poppy_table", "parse_poppy_section", "poppy_settings",
-           "LOOPBACK_ENV"]
-
-_register_section()
+__all__ = ["ExcludedTask", "PoppySettings", "parse_poppy_section", "poppy_settings", "LOOPBACK_ENV"]
