@@ -7,22 +7,21 @@ exactly what was registered here.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 
 def install_default_skills(agent: Any) -> None:
-    """Register the four read skills, and ``lead.submit`` when that module is present."""
-    from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle
+    """Register the four read skills and ``lead.submit`` (which brings its own error classifier)."""
+    from aap.skills import (
+        dealer_information,
+        inventory_facets,
+        inventory_search,
+        inventory_vehicle,
+        lead_submit,
+    )
 
     agent.register("dealer.information", dealer_information.run)
     agent.register("inventory.facets", inventory_facets.run)
     agent.register("inventory.search", inventory_search.run)
     agent.register("inventory.vehicle", inventory_vehicle.run)
-    try:
-        lead_submit = importlib.import_module("aap.skills.lead_submit")
-    except ModuleNotFoundError as exc:
-        if exc.name != "aap.skills.lead_submit":
-            raise
-        return
     lead_submit.install(agent)
