@@ -399,12 +399,9 @@ def register_rule(rule: Callable[[Parsed, Problems], None]) -> None:
 
 
 def _import_section_modules() -> None:
+    """Import the modules whose import registers their section."""
     for module in SECTION_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:  # a subsystem not built into this install
-            if exc.name != module:
-                raise
+        importlib.import_module(module)
 
 
 # -- top-level keys -------------------------------------------------------------
