@@ -1,4 +1,4 @@
-"""Shared fixtures: settings built in code, dealer agents on fresh SQLite databases.
+"""Shared fixtures: settings built in code, dealer agents on fresh databases of both backends.
 
 ``settings_factory`` builds a :class:`~aap.config.model.Settings` directly from
 ``aap.config.model`` (no TOML): three rooftops (two in the San Francisco Bay
@@ -7,6 +7,11 @@ vocabulary. ``agent_factory`` gives a :class:`~aap.service.DealerAgent` on a
 fresh database file, optionally loaded with listings; ``memory_agent`` is the
 same on an in-memory database, as a context manager (usable inside hypothesis
 examples). ``assert_valid`` checks an instance against a bundled AAP schema.
+
+Every fixture that opens storage depends on ``database_url`` (or
+``database_url_factory``), parametrized over ``sqlite`` and ``postgresql``, so
+each storage-touching test runs on both backends. PostgreSQL comes from one
+throwaway cluster per session (:mod:`pg_cluster`), a fresh database per test.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from aap.config.model import (
 from aap.service import CallContext, DealerAgent
 from aap.spec import validate
 from aap.store import Stores, open_stores
+from aap.store.db import Database, open_database
+from pg_cluster import PostgresCluster
 
 SF = {"latitude": 37.7749, "longitude": -122.4194}
 OAKLAND = {"latitude": 37.8044, "longitude": -122.2712}
@@ -118,15 +125,103 @@ def open_memory_agent(settings: Settings | None = None, listings: Iterable[dict]
         stores.close()
 
 
+def _tables(tx, dialect: str) -> list[str]:
+    if dialect == "sqlite":
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    else:
+        sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+    return sorted(r[0] for r in tx.fetchall(sql))
+
+
+def snapshot_database(db: Database) -> dict[str, list[tuple]]:
+    """Every table's rows right after migration (the rows migrations seed, such as counters)."""
+    with db.read() as tx:
+        return {name: tx.fetchall(f'SELECT * FROM "{name}"') for name in _tables(tx, db.dialect)}
+
+
+def reset_database(db: Database, snapshot: dict[str, list[tuple]]) -> None:
+    """Put every table back to ``snapshot``: a fresh database, minus the setup cost."""
+    with db.transaction() as tx:
+        names = _tables(tx, db.dialect)
+        if db.dialect == "sqlite":
+            for name in names:
+                tx.execute(f'DELETE FROM "{name}"')
+        else:
+            tx.execute("TRUNCATE " + ", ".join(f'"{n}"' for n in names) + " RESTART IDENTITY CASCADE")
+        for name, rows in snapshot.items():
+            if rows:
+                marks = ", ".join("?" * len(rows[0]))
+                tx.executemany(f'INSERT INTO "{name}" VALUES ({marks})', rows)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL server for the whole session (started on first use)."""
+    cluster = PostgresCluster().start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def database_url_factory(backend, request, tmp_path) -> Callable[..., str]:
+    """``database_url_factory(name="aap")`` → the URL of this test's database called ``name``.
+
+    The same name gives the same database within one test; each test starts empty.
+    """
+    urls: dict[str, str] = {}
+    cluster = request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
+
+    def url(name: str = "aap") -> str:
+        if name not in urls:
+            if cluster is None:
+                urls[name] = f"sqlite:///{tmp_path}/{name}.db"
+            else:
+                urls[name] = cluster.create_database()
+        return urls[name]
+
+    return url
+
+
+@pytest.fixture
+def database_url(database_url_factory) -> str:
+    return database_url_factory()
+
+
 @pytest.fixture
 def settings_factory() -> Callable[..., Settings]:
     return make_settings
 
 
 @pytest.fixture
-def memory_agent() -> Callable[..., Any]:
-    """``with memory_agent(settings, listings) as agent: ...`` (stateless: hypothesis-safe)."""
-    return open_memory_agent
+def memory_agent(backend, request) -> Iterator[Callable[..., Any]]:
+    """``with memory_agent(settings, listings) as agent: ...`` (stateless: hypothesis-safe).
+
+    SQLite: a fresh in-memory database each time. PostgreSQL: one database per
+    test, emptied on every entry (creating a database per hypothesis example
+    would dominate the run).
+    """
+    if backend == "sqlite":
+        yield open_memory_agent
+        return
+    db = open_database(request.getfixturevalue("database_url"))
+    fresh = snapshot_database(db)
+
+    @contextmanager
+    def opened(settings: Settings | None = None, listings: Iterable[dict] = (),
+               **import_kw: Any) -> Iterator[DealerAgent]:
+        reset_database(db, fresh)
+        stores = Stores(db)
+        agent = DealerAgent(settings or make_settings(), stores)
+        stores.inventory.import_listings(listings, **import_kw)
+        yield agent
+
+    yield opened
+    db.close()
 
 
 @pytest.fixture(name="assert_valid")
@@ -140,13 +235,13 @@ def ctx() -> CallContext:
 
 
 @pytest.fixture
-def agent_factory(tmp_path) -> Iterable[Callable[..., DealerAgent]]:
-    """``agent_factory(settings=None, listings=None, **import_kw)`` → DealerAgent on a temp file."""
+def agent_factory(database_url_factory) -> Iterable[Callable[..., DealerAgent]]:
+    """``agent_factory(settings=None, listings=None, **import_kw)`` → DealerAgent on a fresh database."""
     opened: list[Stores] = []
 
     def build(settings: Settings | None = None, listings: Iterable[dict] | None = None,
               **import_kw: Any) -> DealerAgent:
-        stores = open_stores(f"sqlite:///{tmp_path}/aap-{len(opened)}.db")
+        stores = open_stores(database_url_factory(f"aap-{len(opened)}"))
         opened.append(stores)
         agent = DealerAgent(settings or make_settings(), stores)
         if listings is not None:

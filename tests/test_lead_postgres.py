@@ -19,19 +19,11 @@ from aap.leads.worker import DeliveryWorker
 from aap.service import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import NOW, Receiver, http_route, lead_request, lead_settings
-from pg_cluster import PostgresCluster
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = PostgresCluster().start()
-    yield c
-    c.stop()
 
 
 @pytest.fixture
-def pg_url(cluster):
-    return cluster.create_database()
+def pg_url(pg_cluster):
+    return pg_cluster.create_database()
 
 
 def race(count, target):

@@ -33,11 +33,11 @@ PII = (FIRST, LAST, EMAIL, PHONE, PHONE[2:], "blue one", CONSENT_TEXT[:30])
 
 
 @pytest.fixture
-def make_agent(tmp_path):
+def make_agent(database_url_factory):
     opened = []
 
     def build(settings=None, listings=None, name="leads.db"):
-        stores = open_stores(f"sqlite:///{tmp_path}/{name}")
+        stores = open_stores(database_url_factory(name.removesuffix(".db")))
         opened.append(stores)
         agent = DealerAgent(settings or lead_settings(routes=[http_route("http://127.0.0.1:9/adf")]), stores)
         if listings is not None:

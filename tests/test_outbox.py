@@ -49,11 +49,11 @@ def receiver():
 
 
 @pytest.fixture
-def make_agent(tmp_path):
+def make_agent(database_url):
     opened = []
 
     def build(settings):
-        stores = open_stores(f"sqlite:///{tmp_path}/outbox.db")
+        stores = open_stores(database_url)
         opened.append(stores)
         return DealerAgent(settings, stores)
 

@@ -198,11 +198,11 @@ def test_cursor_from_another_deployment_is_rejected(agent_factory):
     assert err.value.code == "INVALID_CURSOR"
 
 
-def test_cursor_is_shared_by_every_worker(tmp_path, settings_factory):
+def test_cursor_is_shared_by_every_worker(database_url, settings_factory):
     from aap.service import DealerAgent
     from aap.store import open_stores
 
-    url = f"sqlite:///{tmp_path}/shared.db"
+    url = database_url
     first, second = open_stores(url), open_stores(url)
     try:
         first.inventory.import_listings(INVENTORY)

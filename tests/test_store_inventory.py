@@ -26,8 +26,8 @@ CTX = CallContext(binding="test")
 
 
 @pytest.fixture
-def store(tmp_path):
-    stores = open_stores(f"sqlite:///{tmp_path}/inventory.db")
+def store(database_url):
+    stores = open_stores(database_url)
     yield stores.inventory
     stores.close()
 

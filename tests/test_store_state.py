@@ -11,8 +11,8 @@ from aap.store import open_stores
 
 
 @pytest.fixture
-def url(tmp_path):
-    return f"sqlite:///{tmp_path}/state.db"
+def url(database_url):
+    return database_url
 
 
 @pytest.fixture
@@ -118,3 +118,4 @@ def test_values_expire(workers):
     assert two.get_value("ns", "k", now=250.0) == "v2"
     assert two.get_value("ns", "k", now=300.0) is None
     assert two.get_value("ns", "missing") is None
+

@@ -75,6 +75,8 @@ class Database:
     """One database (SQLite by default). Thread-safe: one connection per thread."""
 
     dialect = "sqlite"
+    # What the driver raises for an integer beyond BIGINT (sqlite3 refuses it client-side).
+    overflow_errors: tuple[type[BaseException], ...] = (OverflowError,)
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -176,6 +178,10 @@ class Database:
                         )
                 versions[name] = len(spec.steps)
         return versions
+
+    def maintain(self, tables: Sequence[str]) -> None:
+        """Housekeeping after a large write. SQLite: nothing — its query plans are
+        chosen without statistics (and the stores' SQL is written for that)."""
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's BEGIN IMMEDIATE already does)."""

@@ -40,7 +40,7 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as with_changes
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from itertools import chain
@@ -62,6 +62,9 @@ from aap.inventory.query import (
 from aap.store.db import Database, Tx, register_migrations
 
 TOMBSTONE_RETENTION_SECONDS = 180 * 86_400
+# Listings changed by one import beyond which table statistics (and, on PostgreSQL, the
+# visibility map that index-only counts rely on) are refreshed right away.
+_MAINTAIN_AFTER = 10_000
 MASK_COLUMNS = 4
 BITS_PER_MASK = 63  # bits 0..62 keep every mask a positive signed 64-bit integer
 MASK_CAPACITY = MASK_COLUMNS * BITS_PER_MASK
@@ -757,6 +760,7 @@ class InventoryStore:
         self._facet_cache: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
         self._facet_cache_size = facet_cache_size
         self._vocab: tuple[int, list[tuple[str, str, int | None]]] | None = None
+        self._seller_cache: tuple[tuple[int, str], frozenset[str]] | None = None
         self._lock = threading.Lock()
 
     # -- import ---------------------------------------------------------------
@@ -786,10 +790,13 @@ class InventoryStore:
                 restore = self._grow_cache(tx)
                 try:
                     job = _Import(self, tx, dealer_id, replace, now_us=int(time.time() * 1_000_000))
-                    return job.run(listings, progress)
+                    stats = job.run(listings, progress)
                 finally:
                     if restore is not None:
                         tx.execute(f"PRAGMA cache_size = {int(restore)}")
+            if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
+                self.db.maintain(_LISTING_TABLES)
+            return stats
         finally:
             if collecting:
                 gc.enable()
@@ -827,11 +834,30 @@ class InventoryStore:
         self._vocab = (version, vocab)
         return vocab
 
+    def _sellers(self, tx: Tx, currency: str) -> frozenset[str]:
+        """Dealer keys (``""``: none) holding listings in ``currency``, from the import-time counts."""
+        key = (_version(tx), currency)
+        cached = self._seller_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        sellers = frozenset(r[0] for r in tx.fetchall(
+            "SELECT DISTINCT dealer_key FROM inv_facet_count WHERE currency = ? AND field = 'statuses'",
+            (currency,)))
+        self._seller_cache = (key, sellers)
+        return sellers
+
     def _bits(self, tx: Tx) -> dict[str, int]:
         return {code: bit for code, _label, bit in self._vocabulary(tx) if bit is not None}
 
     def _where(self, tx: Tx, c: Criteria, bits: dict[str, int]) -> tuple[str, list[Any]]:
-        """``where_clause`` with the keyword scan run once, up front, in this snapshot."""
+        """``where_clause`` with the keyword scan run once, up front, in this snapshot.
+
+        On an aggregate endpoint the seller restriction is dropped when every
+        seller holding listings in this currency is a configured one (the usual
+        case): a thousand-id ``IN`` list on every row is then pure cost.
+        """
+        if c.dealer_ids and self._sellers(tx, c.currency) <= set(c.dealer_ids):
+            c = with_changes(c, dealer_ids=None)
         token_ids = None
         if c.tokens:
             sql, params = token_clause(c.tokens)
@@ -1227,7 +1253,7 @@ class _Import:
                     f"VALUES ({', '.join('?' * len(_COLUMNS))})",
                     rows,
                 )
-            except OverflowError:  # a number beyond BIGINT: name the listing (the import rolls back)
+            except self.tx.db.overflow_errors:  # a number beyond BIGINT: name the listing (rolls back)
                 culprit = next(p for p in batch if p.eligible and any(
                     v.__class__ is int and not -_INT64 <= v < _INT64 for v in p.row))
                 raise InventoryImportError(culprit.index, "a number is too large to store") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from aap.store.db import Database, Tx
 
@@ -54,13 +54,39 @@ def translate_ddl(sql: str) -> str:
     return sql
 
 
+def _configure(conn) -> None:
+    """Make results look like SQLite's: ``SUM``/``COUNT`` arithmetic comes back as int/float.
+
+    PostgreSQL widens ``SUM(bigint)`` to ``numeric``, which psycopg loads as
+    :class:`~decimal.Decimal`; the stores (and orjson) expect plain numbers.
+    """
+    from psycopg.adapt import Loader
+
+    class NumberLoader(Loader):
+        def load(self, data) -> int | float:
+            text = bytes(data).decode()
+            try:
+                return int(text)
+            except ValueError:
+                return float(text)
+
+    conn.adapters.register_loader("numeric", NumberLoader)
+
+
 class PostgresDatabase(Database):
     """A pooled PostgreSQL database (psycopg 3)."""
 
     dialect = "postgresql"
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        import psycopg
+        from psycopg.errors import NumericValueOutOfRange
         from psycopg_pool import ConnectionPool
+
+        self.overflow_errors = (OverflowError, NumericValueOutOfRange)
+        # One direct connection first: a wrong URL fails now, with the server's reason,
+        # instead of the pool retrying in the background until its timeout.
+        psycopg.connect(url, connect_timeout=10).close()
 
         self.url = url
         self.path = url
@@ -70,6 +96,7 @@ class PostgresDatabase(Database):
             min_size=min_size,
             max_size=max_size,
             kwargs={"autocommit": True},
+            configure=_configure,
             open=True,
         )
         self.pool.wait(timeout=30.0)
@@ -82,6 +109,13 @@ class PostgresDatabase(Database):
         with self.pool.connection() as conn:
             with conn.transaction():
                 yield Tx(self, conn.cursor())
+
+    def maintain(self, tables: Sequence[str]) -> None:
+        """``VACUUM ANALYZE`` (outside a transaction): statistics, and a visibility map so
+        that counts over an index need not visit the table — without waiting for autovacuum."""
+        with self.pool.connection() as conn:  # autocommit
+            for table in tables:
+                conn.execute(f"VACUUM (ANALYZE) {table}")
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent ``migrate()`` calls from several workers."""

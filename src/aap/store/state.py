@@ -113,16 +113,21 @@ class StateStore:
         with self.db.transaction() as tx:
             if self._due_sweep():
                 tx.execute("DELETE FROM state_bucket WHERE full_at <= ?", (t,))
-            # Create the bucket full if missing, then lock and update the one row.
-            tx.execute(
-                "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (bucket_key) DO NOTHING",
-                (key, float(capacity), t, t),
-            )
-            stored, updated_at = tx.fetchone(
-                "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self._for_update(),
-                (key,),
-            )
+            # Create the bucket full if missing, then lock and update the one row. On
+            # PostgreSQL another worker's sweep may delete the (full) bucket between the
+            # two statements: the row lock then finds nothing, and the insert is redone.
+            row = None
+            while row is None:
+                tx.execute(
+                    "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (bucket_key) DO NOTHING",
+                    (key, float(capacity), t, t),
+                )
+                row = tx.fetchone(
+                    "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self._for_update(),
+                    (key,),
+                )
+            stored, updated_at = row
             tokens = min(float(capacity), stored + max(0.0, t - updated_at) * refill_per_second)
             if tokens >= 1.0:
                 tokens -= 1.0

@@ -1,0 +1,230 @@
+"""Marketplace scale: an aggregate endpoint on PostgreSQL, next to SQLite.
+
+    python bench/bench_postgres.py [--listings 1000000] [--dealers 1000]
+        [--sqlite-listings 100000] [--runs 200] [--requests 2000] [--concurrency 16]
+        [--postgres-url postgresql://...]
+
+Writes an aggregate-scope configuration with ``--dealers`` sellers (one rooftop
+each, spread over the continental US), generates ``--listings`` listings across
+them with the demo generator (deterministic), and on PostgreSQL measures:
+
+* import rate (one transaction, the whole feed);
+* ``inventory.search`` p50/p99 through ``DealerAgent.handle`` (schema validation
+  included) for the benchmark queries: (a) make + price_max, sort price;
+  (b) near 50 mi, sort distance; (c) query tokens; (d) features_all;
+* facets time: unfiltered and filtered, cold (after an import) and cached;
+* HTTP throughput of ``POST /a2a`` (query a) with 1, 2 and 4 ``aap serve`` workers.
+
+Then the same in-process figures on SQLite with ``--sqlite-listings`` listings,
+in the same run. PostgreSQL comes from ``--postgres-url`` (an empty database
+is created next to it) or, by default, a throwaway local cluster started from
+the Debian server binaries (``tests/pg_cluster.py``; fsync off, so import rates
+are an upper bound for a durable server). Client and server share the machine;
+bounded by counts, never by time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster
+sys.path.insert(0, str(ROOT / "bench"))  # bench_http helpers
+
+from bench_http import free_port, percentile, request_body, wait_healthy  # noqa: E402
+
+
+def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None:
+    """An aggregate configuration: the demo's search settings and features, ``dealers`` sellers."""
+    from aap.config.loader import DEMO_CONFIG, packaged_toml
+
+    demo = packaged_toml(DEMO_CONFIG)
+    head = demo[:demo.index("[rate_limit]")]
+    from aap.config.model import ALL_FILTERS
+
+    filters = ", ".join(f'"{f}"' for f in ALL_FILTERS if f != "rooftops")  # ambiguous across sellers
+    head = head.replace('scope = "dealer"', f'scope = "aggregate"\nfilters = [{filters}]')
+    head = head.replace('database = "sqlite:///aap.db"', f'database = "{database}"')
+    rnd = random.Random(seed)
+    lines = [head, "[rate_limit]\nenabled = false\n",
+             '[dealer]\nname = "Bench Marketplace"\n[[dealer.rooftops]]\nname = "Bench Marketplace HQ"\n']
+    for i in range(dealers):
+        lat, lon = rnd.uniform(30.0, 47.0), rnd.uniform(-120.0, -75.0)
+        lines.append(
+            f'[[dealers]]\ndealer_id = "dealer-{i:05d}"\nname = "Dealer {i:05d}"\n'
+            f'[[dealers.rooftops]]\nname = "Dealer {i:05d} Main"\ntimezone = "America/Chicago"\n'
+            f"geo = {{ latitude = {lat:.5f}, longitude = {lon:.5f} }}\n"
+        )
+    path.write_text("\n".join(lines))
+
+
+def timed(fn: Callable[[], Any], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def in_process(label: str, config: Path, count: int, runs: int) -> dict[str, Any]:
+    """Import ``count`` listings and time searches and facets; returns the (a) query's make/price."""
+    from aap.config.loader import load_settings
+    from aap.inventory.demo import generate_listings
+    from aap.service import CallContext, DealerAgent
+    from aap.store import open_stores
+
+    settings = load_settings(str(config), environ={})
+    started = time.perf_counter()
+    feed = list(generate_listings(count, seed=0, settings=settings))
+    print(f"[{label}] generated {count:,} listings across {len(settings.dealers):,} dealers "
+          f"in {time.perf_counter() - started:.1f} s", flush=True)
+    stores = open_stores(settings.database_url)
+    agent = DealerAgent(settings, stores)
+    ctx = CallContext(binding="bench")
+    started = time.perf_counter()
+    stats = stores.inventory.import_listings(feed)
+    elapsed = time.perf_counter() - started
+    print(f"[{label}] import: {stats.total:,} listings in {elapsed:.1f} s = {count / elapsed:,.0f} listings/s",
+          flush=True)
+    one_dealer = [item for item in feed if item.get("dealer_id") == "dealer-00000"]
+    del feed
+    started = time.perf_counter()
+    stores.inventory.import_listings(one_dealer, dealer_id="dealer-00000", replace=True)
+    print(f"[{label}] replace one dealer's inventory ({len(one_dealer)} listings): "
+          f"{(time.perf_counter() - started) * 1000:.0f} ms", flush=True)
+
+    geo = settings.dealers[0].rooftops[0]["geo"]
+    makes = [m["value"] for m in agent.handle({"type": "inventory.facets.request"}, ctx)["data"]["makes"]]
+    codes = [f.code for f in settings.features][:2]
+    searches: dict[str, dict[str, Any]] = {
+        "(a) make + price_max, sort price": {
+            "filters": {"make": [makes[0]], "price_max": 40000},
+            "sort": {"field": "price", "order": "asc"},
+        },
+        "(b) near 50 mi, sort distance": {
+            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
+                                 "radius_mi": 50}},
+            "sort": {"field": "distance_mi", "order": "asc"},
+        },
+        "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
+        "(d) features_all": {"filters": {"features_all": codes}},
+    }
+    for name, body in searches.items():
+        request = {"type": "inventory.search.request", "pagination": {"limit": 20}, **body}
+        result = agent.handle(request, ctx)
+        assert result["type"] == "inventory.search.response", result
+        samples = timed(lambda: agent.handle(request, ctx), runs)
+        print(f"[{label}] search {name}: p50 {percentile(samples, 0.5):.2f} ms, "
+              f"p99 {percentile(samples, 0.99):.2f} ms (total {result['data']['total']:,})", flush=True)
+    for name, facets_request in (
+        ("unfiltered", {"type": "inventory.facets.request"}),
+        (f"make={makes[0]}", {"type": "inventory.facets.request", "filters": {"make": [makes[0]]}}),
+        ("condition=used", {"type": "inventory.facets.request", "filters": {"condition": ["used"]}}),
+    ):
+        cold = []
+        for _ in range(3):
+            stores.inventory.import_listings([])  # bumps the inventory version: cache miss
+            start = time.perf_counter()
+            agent.handle(facets_request, ctx)
+            cold.append((time.perf_counter() - start) * 1000)
+        warm = timed(lambda: agent.handle(facets_request, ctx), min(runs, 50))
+        print(f"[{label}] facets {name}: cold median {statistics.median(cold):.0f} ms "
+              f"(max {max(cold):.0f} ms), cached p50 {percentile(warm, 0.5):.2f} ms", flush=True)
+    stores.close()
+    return {"make": makes[0]}
+
+
+async def drive(base: str, make: str, requests: int, concurrency: int) -> tuple[list[float], float, int]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120,
+                                 headers={"A2A-Version": "1.0"}) as client:
+        for i in range(concurrency):  # warm every worker's pool and caches
+            await client.post("/a2a", json=request_body(make, 40000, -i - 1))
+        latencies: list[float] = []
+        failures = 0
+        pending = iter(range(requests))
+
+        async def worker() -> None:
+            nonlocal failures
+            for i in pending:
+                start = time.perf_counter()
+                response = await client.post("/a2a", json=request_body(make, 40000, i))
+                latencies.append(time.perf_counter() - start)
+                if response.status_code != 200 or "result" not in response.json():
+                    failures += 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies, time.perf_counter() - start, failures
+
+
+def http_throughput(config: Path, make: str, workers: int, requests: int, concurrency: int) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port),
+         "--workers", str(workers)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc)
+        latencies, elapsed, failures = asyncio.run(drive(base, make, requests, concurrency))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    print(f"[postgresql] HTTP /a2a query (a), {workers} worker(s): {requests / elapsed:,.0f} req/s, "
+          f"p50 {percentile(latencies, 0.5) * 1000:.1f} ms, p99 {percentile(latencies, 0.99) * 1000:.1f} ms, "
+          f"{failures} failures ({requests} requests, concurrency {concurrency})", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--listings", type=int, default=1_000_000)
+    parser.add_argument("--dealers", type=int, default=1_000)
+    parser.add_argument("--sqlite-listings", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--workers", default="1,2,4", help="HTTP worker counts to measure")
+    parser.add_argument("--postgres-url", default=None,
+                        help="A server to create the benchmark database on (default: a throwaway cluster)")
+    args = parser.parse_args()
+
+    from pg_cluster import PostgresCluster
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the cluster is stopped on kill
+    work = Path(tempfile.mkdtemp(prefix="aap-bench-pg-"))
+    if args.postgres_url:
+        os.environ["AAP_TEST_POSTGRES_URL"] = args.postgres_url
+    cluster = PostgresCluster().start()
+    try:
+        pg_config = work / "postgres.toml"
+        write_config(pg_config, args.dealers, cluster.create_database())
+        query = in_process("postgresql", pg_config, args.listings, args.runs)
+        for workers in (int(w) for w in args.workers.split(",") if w):
+            http_throughput(pg_config, query["make"], workers, args.requests, args.concurrency)
+        if args.sqlite_listings:
+            sqlite_config = work / "sqlite.toml"
+            write_config(sqlite_config, args.dealers, f"sqlite:///{work}/bench.db")
+            in_process("sqlite", sqlite_config, args.sqlite_listings, args.runs)
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

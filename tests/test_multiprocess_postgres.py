@@ -1,0 +1,179 @@
+"""Two real ``aap serve`` processes on one PostgreSQL database share every piece of state.
+
+Each process has its own memory, pool and caches; anything that must hold
+across workers (idempotency records, cursors, inventory) lives in the
+database, so a client bouncing between workers sees one dealer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from aap.store import open_stores
+from http_helpers import AAP_HEADERS, send_message
+from lead_support import lead_request
+from test_cli_serve import free_port
+
+
+def start_server(url: str, *extra: str, log=subprocess.DEVNULL) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
+    env["AAP_DATABASE_URL"] = url  # the environment variable, as a container would set it
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aap", "serve", "--port", str(port), *extra],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(900):  # bounded by count: seeding the demo feed can be slow on a busy box
+        if process.poll() is not None:
+            raise RuntimeError(f"aap serve exited with {process.returncode}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.TransportError:
+            time.sleep(0.1)
+    stop(process)
+    raise RuntimeError("aap serve did not come up")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    return pg_cluster.create_database()
+
+
+@pytest.fixture
+def two_servers(pg_url, tmp_path):
+    """Worker A seeds the demo inventory; worker B finds it there and serves the same dealer."""
+    logs = [open(tmp_path / name, "wb") for name in ("a.log", "b.log")]
+    first = start_server(pg_url, log=logs[0])
+    try:
+        second = start_server(pg_url, "--workers", "2", log=logs[1])  # itself two uvicorn workers
+    except BaseException:
+        stop(first[0])
+        raise
+    yield pg_url, first[1], second[1]
+    stop(first[0])
+    stop(second[0])
+    for handle in logs:  # shown by pytest when the test failed
+        handle.close()
+        print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
+
+
+def a2a(base: str, data: dict) -> dict:
+    reply = httpx.post(f"{base}/a2a", json=send_message(data), headers=AAP_HEADERS, timeout=60)
+    assert reply.status_code == 200
+    assert "result" in reply.json(), reply.json()
+    return reply.json()["result"]["message"]["parts"][0]["data"]
+
+
+def page(response: dict) -> dict:
+    """A search page without its cursor (a cursor embeds its issue time)."""
+    return {k: v for k, v in response["data"].items() if k != "next_cursor"}
+
+
+def test_workers_serve_one_inventory_and_honour_each_others_cursors(two_servers):
+    _, a, b = two_servers
+    query = {"type": "inventory.search.request", "currency": "USD",
+             "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 5}}
+    first = a2a(a, query)
+    assert first["data"]["total"] > 0
+    assert page(a2a(b, query)) == page(first)
+    cursor = first["data"]["next_cursor"]
+    following = a2a(b, query | {"pagination": {"limit": 5, "cursor": cursor}})  # signed by A
+    assert following["type"] == "inventory.search.response"
+    assert page(a2a(a, query | {"pagination": {"limit": 5, "cursor": cursor}})) == page(following)
+    ids = {v["vehicle_id"] for v in first["data"]["vehicles"]}
+    assert ids.isdisjoint(v["vehicle_id"] for v in following["data"]["vehicles"])
+
+
+def test_identical_lead_submissions_across_workers_make_one_lead(two_servers):
+    url, a, b = two_servers
+    vehicle = a2a(a, {"type": "inventory.search.request", "currency": "USD", "pagination": {"limit": 1}})
+    chosen = vehicle["data"]["vehicles"][0]
+    body = lead_request(vehicle_of_interest={"vin": chosen["vin"]}, idempotency_key=str(uuid.uuid4()))
+    count = 8
+    barrier = threading.Barrier(count)
+    replies: list[dict] = []
+    errors: list[BaseException] = []
+
+    def submit(i: int) -> None:
+        try:
+            barrier.wait()
+            replies.append(a2a(a if i % 2 else b, body))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert {r["type"] for r in replies} == {"lead.submit.response"}, replies
+    assert len({r["data"]["lead_id"] for r in replies}) == 1
+    stores = open_stores(url)
+    try:
+        with stores.db.read() as tx:
+            assert tx.fetchone("SELECT COUNT(*) FROM leads")[0] == 1
+    finally:
+        stores.close()
+
+
+def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
+    """Two ``aap deliver`` processes drain one outbox: every lead reaches the CRM exactly once."""
+    from aap.config.loader import load_settings
+    from aap.service import CallContext, DealerAgent
+    from lead_support import Receiver
+    from test_aggregate import CONFIG, SHELBYVILLE, SPRINGFIELD
+
+    springfield, shelbyville = Receiver(), Receiver()
+    config = tmp_path / "aap.toml"
+    config.write_text(CONFIG.format(database=pg_url, springfield=springfield.url,
+                                    shelbyville=shelbyville.url)
+                      .replace("[leads.delivery]\n", "[leads.delivery]\nin_process = false\nbatch_size = 2\n"))
+    settings = load_settings(str(config), environ={})
+    stores = open_stores(pg_url)
+    processes: list[subprocess.Popen] = []
+    try:
+        stores.inventory.import_listings(SPRINGFIELD + SHELBYVILLE)
+        agent = DealerAgent(settings, stores)
+        vehicles = ["sh-1", "sh-2", "sf-1", "sf-2"]
+        leads = {agent.handle(lead_request(vehicle_of_interest={"vehicle_id": vehicles[i % 4]}),
+                              CallContext(binding="test"))["data"]["lead_id"] for i in range(24)}
+        assert len(leads) == 24
+        env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
+        processes = [subprocess.Popen([sys.executable, "-m", "aap", "deliver", "--config", str(config)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                     for _ in range(2)]
+        for _ in range(600):  # bounded by count
+            if len(springfield.requests) + len(shelbyville.requests) >= len(leads):
+                break
+            time.sleep(0.1)
+        time.sleep(2)  # long enough for a duplicate send to show up, were there one
+        sent = [r["headers"]["X-AAP-Lead-Id"] for r in springfield.requests + shelbyville.requests]
+        assert sorted(sent) == sorted(leads)  # each lead once, none twice
+        assert stores.leads.delivery_counts() == {"delivered": 24}
+    finally:
+        for process in processes:
+            stop(process)
+        stores.close()
+        springfield.close()
+        shelbyville.close()
