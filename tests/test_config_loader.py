@@ -336,6 +336,12 @@ def test_aggregate_scope_loads_sellers():
     assert settings.profile_for("shelbyville-ford").name == "Shelbyville Ford"
 
 
+def test_aggregate_scope_defaults_to_every_filter_but_rooftops():
+    settings = parse(AGGREGATE.replace('filters = ["make", "near"]\n', ""))
+    assert "rooftops" not in settings.search.filters
+    assert set(settings.search.filters) == set(ALL_FILTERS) - {"rooftops"}
+
+
 def test_aggregate_rules():
     duplicate = AGGREGATE.replace('dealer_id = "shelbyville-ford"', 'dealer_id = "springfield-honda"')
     assert "dealers[1].dealer_id" in paths(problems_of(duplicate))

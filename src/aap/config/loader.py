@@ -473,7 +473,10 @@ def parse_search(table: Table, problems: Problems) -> SearchCapabilities:
     max_limit = table.integer("max_limit", base.max_limit, minimum=1, maximum=100)
     offset = table.boolean("offset", base.offset)
     sort_fields = table.strings("sort_fields", base.sort_fields, choices=ALL_SORT_FIELDS)
-    filters = table.strings("filters", base.filters, choices=ALL_FILTERS, min_items=0)
+    # The default honours every filter, except rooftop names on an aggregate endpoint
+    # (ambiguous across sellers, so AAP requires rejecting them there).
+    default_filters = tuple(f for f in base.filters if scope != "aggregate" or f != "rooftops")
+    filters = table.strings("filters", default_filters, choices=ALL_FILTERS, min_items=0)
     default_sort = base.default_sort
     sort = table.table("default_sort")
     if sort.present:
