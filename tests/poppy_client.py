@@ -153,6 +153,9 @@ class HttpsServer:
     def stop(self) -> None:
         if self.server is not None:
             self.server.should_exit = True
+            # Don't wait for clients' idle keep-alive TLS connections to finish
+            # their close_notify exchange (asyncio waits up to 30 s for each).
+            self.server.force_exit = True
         if self.thread is not None:
             self.thread.join(timeout=30)
         self.sock.close()
