@@ -17,10 +17,12 @@ throwaway cluster per session (:mod:`pg_cluster`), a fresh database per test.
 from __future__ import annotations
 
 import dataclasses
+import os
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from aap.config.model import (
     AgentIdentity,
@@ -34,6 +36,12 @@ from aap.spec import validate
 from aap.store import Stores, open_stores
 from aap.store.db import Database, open_database
 from pg_cluster import PostgresCluster
+
+# CI replays the same bounded examples on every run (a red build always means a
+# change broke something); locally hypothesis keeps exploring new examples.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 SF = {"latitude": 37.7749, "longitude": -122.4194}
 OAKLAND = {"latitude": 37.8044, "longitude": -122.2712}
