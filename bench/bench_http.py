@@ -31,6 +31,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import percentile, wait_healthy  # noqa: E402
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -73,19 +76,6 @@ def start_server(database: Path, port: int, workers: int) -> subprocess.Popen:
         """
     )
     return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
-
-
-def wait_healthy(base: str, proc: subprocess.Popen) -> None:
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise SystemExit("server exited during startup")
-        try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit("server did not become healthy")
 
 
 def peak_rss_kib(pid: int) -> dict[int, int]:
@@ -191,11 +181,6 @@ async def drive(base: str, make: str, price_max: int, requests: int, concurrency
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
     return latencies, elapsed, failures, total
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def main() -> None:

@@ -44,6 +44,9 @@ from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import percentile, wait_healthy  # noqa: E402
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -97,11 +100,6 @@ def lead(index: int, appointments: float, now: datetime) -> dict[str, Any]:
                                                  microsecond=0)
         body["appointment"] = {"appointment_type": "test_drive", "appointment_at": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return body
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def report(mode: str, latencies: list[float], elapsed: float, failures: int, stores_url: str) -> None:
@@ -194,19 +192,6 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
         """
     )
     return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
-
-
-def wait_healthy(base: str, proc: subprocess.Popen) -> None:
-    for _ in range(600):
-        if proc.poll() is not None:
-            raise SystemExit("server exited during startup")
-        try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit("server did not become healthy")
 
 
 def envelope(body: dict[str, Any], index: int) -> dict[str, Any]:

@@ -35,7 +35,8 @@ from typing import Any, Awaitable, Callable
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import build_database, free_port, percentile, wait_healthy  # noqa: E402
+from bench_http import build_database, free_port  # noqa: E402
+from common import percentile, wait_healthy  # noqa: E402
 
 MCP_BINDING = "aap.bindings.mcp:build"
 ACCEPT = "application/json, text/event-stream"

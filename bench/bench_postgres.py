@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -44,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster
 sys.path.insert(0, str(ROOT / "bench"))  # bench_http helpers
 
-from bench_http import free_port, percentile, request_body, wait_healthy  # noqa: E402
+from bench_http import free_port, request_body  # noqa: E402
+from common import benchmark_searches, percentile, timed, wait_healthy  # noqa: E402
 
 
 def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None:
@@ -69,15 +70,6 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
             f"geo = {{ latitude = {lat:.5f}, longitude = {lon:.5f} }}\n"
         )
     path.write_text("\n".join(lines))
-
-
-def timed(fn: Callable[[], Any], runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
 
 
 def in_process(label: str, config: Path, count: int, runs: int) -> dict[str, Any]:
@@ -110,24 +102,12 @@ def in_process(label: str, config: Path, count: int, runs: int) -> dict[str, Any
     geo = settings.dealers[0].rooftops[0]["geo"]
     makes = [m["value"] for m in agent.handle({"type": "inventory.facets.request"}, ctx)["data"]["makes"]]
     codes = [f.code for f in settings.features][:2]
-    searches: dict[str, dict[str, Any]] = {
-        "(a) make + price_max, sort price": {
-            "filters": {"make": [makes[0]], "price_max": 40000},
-            "sort": {"field": "price", "order": "asc"},
-        },
-        "(b) near 50 mi, sort distance": {
-            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
-                                 "radius_mi": 50}},
-            "sort": {"field": "distance_mi", "order": "asc"},
-        },
-        "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
-        "(d) features_all": {"filters": {"features_all": codes}},
-    }
+    searches = benchmark_searches(makes, geo, codes)
     for name, body in searches.items():
         request = {"type": "inventory.search.request", "pagination": {"limit": 20}, **body}
         result = agent.handle(request, ctx)
         assert result["type"] == "inventory.search.response", result
-        samples = timed(lambda: agent.handle(request, ctx), runs)
+        samples = timed(lambda: agent.handle(request, ctx), runs, warm=False)
         print(f"[{label}] search {name}: p50 {percentile(samples, 0.5):.2f} ms, "
               f"p99 {percentile(samples, 0.99):.2f} ms (total {result['data']['total']:,})", flush=True)
     for name, facets_request in (
@@ -141,7 +121,7 @@ def in_process(label: str, config: Path, count: int, runs: int) -> dict[str, Any
             start = time.perf_counter()
             agent.handle(facets_request, ctx)
             cold.append((time.perf_counter() - start) * 1000)
-        warm = timed(lambda: agent.handle(facets_request, ctx), min(runs, 50))
+        warm = timed(lambda: agent.handle(facets_request, ctx), min(runs, 50), warm=False)
         print(f"[{label}] facets {name}: cold median {statistics.median(cold):.0f} ms "
               f"(max {max(cold):.0f} ms), cached p50 {percentile(warm, 0.5):.2f} ms", flush=True)
     stores.close()

@@ -19,10 +19,14 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 from aap.service import CallContext, DealerAgent
 from aap.store import open_stores
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import benchmark_searches, percentile, timed  # noqa: E402
 
 
 def demo_settings() -> Any:
@@ -35,22 +39,6 @@ def listings(count: int, settings: Any) -> list[dict[str, Any]]:
     from aap.inventory.demo import generate_listings
 
     return list(generate_listings(count, seed=0, settings=settings))
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def timed(fn: Callable[[], Any], runs: int) -> list[float]:
-    fn()  # warm the page cache and the statement cache
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
 
 
 def main() -> None:
@@ -87,19 +75,7 @@ def main() -> None:
     codes = [f.code for f in settings.features][:2] or [
         code for code, _ in stores.inventory.feature_vocabulary()
     ][:2]
-    searches: dict[str, dict[str, Any]] = {
-        "(a) make + price_max, sort price": {
-            "filters": {"make": [makes[0]], "price_max": 40000},
-            "sort": {"field": "price", "order": "asc"},
-        },
-        "(b) near 50 mi, sort distance": {
-            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
-                                 "radius_mi": 50}},
-            "sort": {"field": "distance_mi", "order": "asc"},
-        },
-        "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
-        "(d) features_all": {"filters": {"features_all": codes}},
-    }
+    searches = benchmark_searches(makes, geo, codes)
     for label, body in searches.items():
         request = {"type": "inventory.search.request", "pagination": {"limit": 20}, **body}
         result = agent.handle(request, ctx)

@@ -1,0 +1,62 @@
+"""Helpers shared by the bench scripts (run them from the repository root).
+
+One percentile rule, one timing loop, one wait-for-/healthz and one set of the
+benchmark search queries, so every script measures the same things the same way.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Any, Callable
+
+import httpx
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def timed(fn: Callable[[], Any], runs: int, *, warm: bool = True) -> list[float]:
+    """Milliseconds of ``runs`` calls of ``fn`` (after one warm-up call by default)."""
+    if warm:
+        fn()  # warm the page cache and the statement cache
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def wait_healthy(base: str, proc: subprocess.Popen) -> None:
+    """Wait (bounded by count) until the server at ``base`` answers ``/healthz``."""
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise SystemExit("server exited during startup")
+        try:
+            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit("server did not become healthy")
+
+
+def benchmark_searches(makes: list[str], geo: dict[str, float], codes: list[str]) -> dict[str, dict[str, Any]]:
+    """The four benchmark queries of the core issue, from the inventory's own facets."""
+    return {
+        "(a) make + price_max, sort price": {
+            "filters": {"make": [makes[0]], "price_max": 40000},
+            "sort": {"field": "price", "order": "asc"},
+        },
+        "(b) near 50 mi, sort distance": {
+            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
+                                 "radius_mi": 50}},
+            "sort": {"field": "distance_mi", "order": "asc"},
+        },
+        "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
+        "(d) features_all": {"filters": {"features_all": codes}},
+    }
