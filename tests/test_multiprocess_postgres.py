@@ -1,7 +1,7 @@
 """Two real ``aap serve`` processes on one PostgreSQL database share every piece of state.
 
 Each process has its own memory, pool and caches; anything that must hold
-across workers (idempotency records, cursors, inventory) lives in the
+across workers (idempotency records, cursors, inventory, spent DPoP jtis) lives in the
 database, so a client bouncing between workers sees one dealer.
 """
 
@@ -21,12 +21,15 @@ import pytest
 from aap.store import open_stores
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import lead_request
+from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 from test_cli_serve import free_port
 
 
-def start_server(url: str, *extra: str, log=subprocess.DEVNULL) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
+def start_server(url: str, *extra: str, log=subprocess.DEVNULL, port: int | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    port = port or free_port()
+    environment = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
+    env = environment | (env or {})
     env["AAP_DATABASE_URL"] = url  # the environment variable, as a container would set it
     process = subprocess.Popen(
         [sys.executable, "-m", "aap", "serve", "--port", str(port), *extra],
@@ -177,3 +180,74 @@ def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
         stores.close()
         springfield.close()
         shelbyville.close()
+
+
+def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp_path, poppy_ca, agent_host):
+    """The DPoP replay cache is in PostgreSQL: a proof jti spent on worker A is spent on worker B.
+
+    Both ``aap serve`` processes publish one public URL (A's address, as workers behind one
+    load balancer would), so a proof's ``htu`` is the same whichever worker receives it.
+    """
+    from poppy_client import PersonalAgent, PoppyClient, new_jti
+
+    port = free_port()
+    public = f"http://127.0.0.1:{port}"
+    env = {"SSL_CERT_FILE": str(poppy_ca.ca_file),  # the agent host's certificate is from the test CA
+           "AAP_ALLOW_LOOPBACK_CLIENTS": "1"}       # its client metadata is served on 127.0.0.1
+    logs = [open(tmp_path / name, "wb") for name in ("a.log", "b.log")]
+    servers: list[subprocess.Popen] = []
+    client = PoppyClient(PersonalAgent(agent_host, name="multiprocess-agent"), public, poppy_ca.context())
+    try:
+        process, a = start_server(pg_url, "--public-url", public, port=port, env=env, log=logs[0])
+        servers.append(process)
+        process, b = start_server(pg_url, "--public-url", public, env=env, log=logs[1])
+        servers.append(process)
+        assert a == public and b != public
+
+        client.discover()
+        token_endpoint = client.issuer_metadata["token_endpoint"]
+        assert token_endpoint == f"{public}/oauth/token"
+        at_b = lambda url: b + url.removeprefix(public)  # noqa: E731 - the same public URL, B's socket
+
+        # The token endpoint: the proof that got a token from A cannot get one from B, even
+        # with fresh assertions (so the refusal is the proof's jti, not a replayed assertion).
+        grant_proof = client.agent.dpop_proof(client.session_key, "POST", token_endpoint)
+        granted = client.http.post(token_endpoint, data=client.grant_form(), headers={"DPoP": grant_proof})
+        assert granted.status_code == 200, granted.text
+        client.token = granted.json()["access_token"]
+        replayed = client.http.post(at_b(token_endpoint), data=client.grant_form(),
+                                    headers={"DPoP": grant_proof})
+        assert replayed.status_code == 400, replayed.text
+        assert replayed.json() == {"error": "invalid_dpop_proof",
+                                   "error_description": "the proof jti was already used"}
+
+        # The API: a proof (jti J) spent on A is refused by B, resent as is or signed anew with J.
+        operation = client.operation_url("dealerInformation")
+        assert operation.startswith(public)
+        body = {"type": "dealer.information.request"}
+        jti = new_jti()
+        headers = client.auth_headers("POST", operation, jti=jti)
+        assert client.http.post(operation, json=body, headers=headers).status_code == 200
+        for proof in (headers, client.auth_headers("POST", operation, jti=jti)):
+            replay = client.http.post(at_b(operation), json=body, headers=proof)
+            assert replay.status_code == 401, replay.text
+            assert replay.json() == {"error": "invalid_dpop_proof",
+                                     "error_description": "the proof jti was already used"}
+            assert replay.headers["www-authenticate"].startswith('DPoP error="invalid_dpop_proof"')
+
+        # B is not refusing everything: a fresh jti with the token A issued is accepted ...
+        fresh = client.auth_headers("POST", operation)
+        accepted = client.http.post(at_b(operation), json=body, headers=fresh)
+        assert accepted.status_code == 200, accepted.text
+        assert accepted.json()["type"] == "dealer.information.response"
+        # ... and then spent on A too: the cache is shared both ways.
+        back = client.http.post(operation, json=body, headers=fresh)
+        assert back.status_code == 401, back.text
+        assert back.json() == {"error": "invalid_dpop_proof", "error_description": "the proof jti was already used"}
+    finally:
+        client.close()
+        for process in servers:
+            stop(process)
+        for handle in logs:  # shown by pytest when the test failed
+            handle.close()
+            print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
