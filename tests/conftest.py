@@ -226,7 +226,10 @@ def memory_agent(backend, request) -> Iterator[Callable[..., Any]]:
         stores = Stores(db)
         agent = DealerAgent(settings or make_settings(), stores)
         stores.inventory.import_listings(listings, **import_kw)
-        yield agent
+        try:
+            yield agent
+        finally:  # a count remembered late must not land in the next example's database
+            stores.inventory.wait_for_background()
 
     yield opened
     db.close()

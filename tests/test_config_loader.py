@@ -108,7 +108,8 @@ def test_template_loads_as_is_and_documents_every_key():
                 "documentation_url", "icon_url", "provider", "scope", "currencies",
                 "default_currency", "default_mileage_unit", "default_limit", "max_limit",
                 "offset", "sort_fields", "default_sort", "filters", "code", "label", "enabled",
-                "per_minute", "burst", "max_body_bytes", "cursor_ttl_seconds", "dealer_id",
+                "per_minute", "burst", "max_body_bytes", "cursor_ttl_seconds", "count_timeout_ms",
+                "dealer_id",
                 "welcome_message", "legal_name", "website", "notes", "currency", "timezone",
                 "geo", "address", "phones", "emails", "capabilities", "fees", "schedules",
                 "[[dealers]]"):
@@ -166,6 +167,7 @@ def test_minimal_file_gets_defaults():
     assert settings.search.default_sort == ("updated_at", "desc")
     assert settings.database_url == "sqlite:///aap.db"
     assert settings.max_body_bytes == 1_048_576 and settings.cursor_ttl_seconds == 86_400
+    assert settings.count_timeout_ms == 0  # exact totals, however long they take
     assert settings.features == ()
 
 
@@ -196,6 +198,7 @@ per_minute = 0
 
 [server]
 max_body_bytes = 10
+count_timeout_ms = -5
 
 [dealer]
 name = "Broken Motors"
@@ -223,7 +226,7 @@ def test_every_problem_is_reported_at_once_with_its_toml_path():
         "search.currencies", "search.default_limit", "search.filters", "search.sort_fields",
         "search.default_sort.field", "search.default_sort.order",
         "features[0].code", "rate_limit.per_minute", "server.max_body_bytes",
-        "dealer.rooftops[0].timezone", "dealer.rooftops[1].name",
+        "server.count_timeout_ms", "dealer.rooftops[0].timezone", "dealer.rooftops[1].name",
         "dealer.rooftops[1].schedules[0].value.monday", "dealers",
     }
     assert expected <= found, expected - found
@@ -405,3 +408,8 @@ def test_registering_a_section_without_a_settings_field_fails_fast():
     with pytest.raises(ValueError):
         register_section("nowhere", lambda table, problems: None)
 
+
+
+def test_count_budget_is_read_from_the_server_section():
+    settings = parse(MINIMAL + "\n[server]\ncount_timeout_ms = 15\n")
+    assert settings.count_timeout_ms == 15

@@ -568,6 +568,7 @@ def parse_server(table: Table, problems: Problems) -> dict[str, int]:
         "max_body_bytes": table.integer("max_body_bytes", 1_048_576, minimum=1024,
                                         maximum=64 * 1024 * 1024),
         "cursor_ttl_seconds": table.integer("cursor_ttl_seconds", 86_400, minimum=60),
+        "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
     }
     table.finish()
     return values
@@ -722,7 +723,7 @@ register_section("agent", parse_agent)
 register_section("search", parse_search)
 register_section("features", parse_features, array=True)
 register_section("rate_limit", parse_rate_limit)
-register_section("server", parse_server, field=("max_body_bytes", "cursor_ttl_seconds"))
+register_section("server", parse_server, field=("max_body_bytes", "cursor_ttl_seconds", "count_timeout_ms"))
 register_section("dealer", parse_dealer)
 register_section("dealers", parse_dealers, array=True)
 register_rule(_agent_defaults)

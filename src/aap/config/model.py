@@ -133,6 +133,7 @@ class Settings:
     database_url: str = "sqlite:///aap.db"
     max_body_bytes: int = 1_048_576
     cursor_ttl_seconds: int = 86_400
+    count_timeout_ms: int = 0  # 0: always count exactly; else total is null past this budget
     tenant: str | None = None
     source_path: str | None = None
     # Sections owned by optional subsystems, filled by their registered parsers

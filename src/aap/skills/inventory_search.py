@@ -26,7 +26,7 @@ def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if cursor is not None:
         query = replace(query, after=codec.decode(cursor, query.digest, ctx.now))
 
-    hits, total = store.search(query)
+    hits, total = store.search(query, count_timeout_ms=settings.count_timeout_ms)
     page = hits[: query.limit]
     next_cursor = None
     if len(hits) > query.limit:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ class DomainMigrations:
 
 
 _MIGRATIONS: dict[str, DomainMigrations] = {}
+
+
+class StatementTimeout(Exception):
+    """A statement run under :meth:`Database.time_limit` ran out of time (the transaction survives)."""
 
 
 def register_migrations(domain: str, steps: Sequence[Migration]) -> None:
@@ -144,6 +149,29 @@ class Database:
         """A read-only snapshot (a deferred transaction)."""
         with self.transaction(write=False) as tx:
             yield tx
+
+    @contextmanager
+    def time_limit(self, tx: Tx, milliseconds: int) -> Iterator[None]:
+        """Abort the statements run inside after ``milliseconds`` (0: no limit).
+
+        Raises :class:`StatementTimeout`; the enclosing transaction stays
+        usable. SQLite: a progress handler checks the clock every thousand
+        virtual-machine steps (interrupting a read never rolls anything back).
+        """
+        if not milliseconds:
+            yield
+            return
+        conn = tx.raw.connection
+        deadline = time.monotonic() + milliseconds / 1000
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+            raise StatementTimeout() from None
+        finally:
+            conn.set_progress_handler(None, 0)
 
     # -- schema -------------------------------------------------------------
     def migrate(self) -> dict[str, int]:

@@ -18,6 +18,12 @@ first — are therefore maintained at import time as per-value counts (per
 currency and seller); filtered facets are counted in one pass over the
 matching rows; both are cached per inventory version.
 
+Counts: ``total`` is always exact or null, never an estimate. A count that
+was slow to make is remembered in ``inv_count`` for its inventory version, so
+the next pages of a search, and every worker, reuse it. With a count budget, a
+count that outruns it answers null and finishes in the background, for the
+requests after it.
+
 Imports are atomic (one transaction). Rewriting the whole inventory on SQLite
 (first load, full replace) drops and rebuilds the secondary indexes instead
 of updating them row by row.
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import re
 import threading
 import time
@@ -59,7 +66,9 @@ from aap.inventory.query import (
     SearchQuery,
     mm_to_unit,
 )
-from aap.store.db import Database, Tx, register_migrations
+from aap.store.db import Database, StatementTimeout, Tx, register_migrations
+
+log = logging.getLogger("aap.inventory")
 
 TOMBSTONE_RETENTION_SECONDS = 180 * 86_400
 # Listings changed by one import beyond which table statistics (and, on PostgreSQL, the
@@ -208,7 +217,44 @@ CREATE TABLE inv_meta (
 INSERT INTO inv_meta (name, num) VALUES ('version', 0)
 """
 
-register_migrations("inventory", [_SCHEMA_V1])
+# Exact totals that were slow to count, per inventory version and matching set.
+_SCHEMA_V2 = """
+CREATE TABLE inv_count (
+    version BIGINT NOT NULL,
+    matching TEXT NOT NULL,
+    total BIGINT NOT NULL,
+    PRIMARY KEY (version, matching)
+)
+"""
+
+
+def _keyword_index(tx: Tx) -> None:
+    """PostgreSQL: a trigram index, so keyword tokens (substring ``LIKE``) need no full scan.
+
+    ``pg_trgm`` ships with PostgreSQL; creating it needs the CREATE privilege on
+    the database (it is a trusted extension). Without it, keyword search still
+    works, by scanning.
+    """
+    if tx.db.dialect != "postgresql":
+        return
+    from psycopg import Error
+
+    tx.execute("SAVEPOINT aap_trgm")
+    try:
+        tx.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    except Error as exc:
+        tx.execute("ROLLBACK TO SAVEPOINT aap_trgm")
+        log.warning("pg_trgm unavailable (%s): keyword search will scan", type(exc).__name__)
+        return
+    tx.execute("RELEASE SAVEPOINT aap_trgm")
+    tx.execute("CREATE INDEX inv_text_trgm ON inv_text USING gin (query gin_trgm_ops)")
+
+
+register_migrations("inventory", [_SCHEMA_V1, _SCHEMA_V2, _keyword_index])
+# A count that took this long is remembered for its inventory version.
+REMEMBER_COUNT_MS = 20.0
+# Background counts (after a count budget ran out) running at once, per process.
+_BACKGROUND_COUNTS = 2
 
 
 class InventoryImportError(ValueError):
@@ -762,6 +808,8 @@ class InventoryStore:
         self._vocab: tuple[int, list[tuple[str, str, int | None]]] | None = None
         self._seller_cache: tuple[tuple[int, str], frozenset[str]] | None = None
         self._lock = threading.Lock()
+        self._background: set[Any] = set()
+        self.remember_count_ms = REMEMBER_COUNT_MS
 
     # -- import ---------------------------------------------------------------
     def import_listings(
@@ -859,26 +907,31 @@ class InventoryStore:
         if c.dealer_ids and self._sellers(tx, c.currency) <= set(c.dealer_ids):
             c = with_changes(c, dealer_ids=None)
         token_ids = None
-        if c.tokens:
+        if c.tokens and self.db.dialect == "sqlite":
+            # SQLite: one keyword scan, its ids reused by the count and the page queries.
+            # PostgreSQL plans the token subquery itself, served by the trigram index.
             sql, params = token_clause(c.tokens)
             token_ids = orjson.dumps([row[0] for row in tx.fetchall(sql, params)]).decode()
         return where_clause(c, bits, token_ids, self.db.dialect)
 
     # -- search ---------------------------------------------------------------
-    def search(self, q: SearchQuery) -> tuple[list[Hit], int]:
+    def search(self, q: SearchQuery, *, count_timeout_ms: int = 0) -> tuple[list[Hit], int | None]:
         """One page of ``q`` (after ``q.after``, or from ``q.skip``) and the exact total.
 
         Returns up to ``q.limit + 1`` hits; a hit beyond ``q.limit`` means the
-        set is not exhausted. Count and page come from one read snapshot.
+        set is not exhausted. Count and page come from one read snapshot. The
+        total is None when counting would take longer than ``count_timeout_ms``
+        (0: never give up); the count then finishes in the background.
         """
         want = q.limit + 1
         places = q.criteria.places
         dist_sql, dist_params = _distance_case(places) if places else ("NULL", [])
+        remember = None
         with self.db.read() as tx:
             where, params = self._where(tx, q.criteria, self._bits(tx))
-            total = tx.fetchone(f"SELECT COUNT(*) FROM inv_listing l WHERE {where}", params)[0]
+            total, remember = self._total(tx, where, params, count_timeout_ms)
             found: list[tuple[str, float | None, tuple[Any, ...] | None]] = []
-            if total == 0 or (q.skip is not None and q.skip >= total):
+            if total == 0 or (q.skip is not None and total is not None and q.skip >= total):
                 pass
             elif q.skip is not None:
                 select, sparams, order, oparams = _full_order(q)
@@ -891,7 +944,9 @@ class InventoryStore:
                     key = tuple(row[2:])
                     found.append((row[0], row[1], None if key[0] is None else key))
             else:
-                scan = total < _WALK_FACTOR * want  # sparse: scan and sort beat an index walk
+                # Sparse: scan and sort beat an index walk. No total: the count outran its budget,
+                # so the set is large.
+                scan = total is not None and total < _WALK_FACTOR * want
                 for seg in _segments(q, scan):
                     cols = "".join(f", l.{c}" for c in seg.columns)
                     rows = tx.fetchall(
@@ -904,7 +959,84 @@ class InventoryStore:
                     if len(found) >= want:
                         break
             docs = _docs(tx, [f[0] for f in found])
+        if remember is not None:
+            self._in_background(remember, self._remember, *remember)
         return [Hit(ident, docs[ident], dist, key) for ident, dist, key in found], total
+
+    # -- counting ---------------------------------------------------------------
+    def _total(self, tx: Tx, where: str, params: list[Any], timeout_ms: int,
+               ) -> tuple[int | None, tuple[int, str, int] | None]:
+        """(exact total or None, a (version, matching, total) worth remembering or None).
+
+        The remembered totals are keyed by the WHERE clause and its parameters
+        themselves, so a configuration change (rooftop coordinates, sellers)
+        can never reuse a total of another matching set.
+        """
+        version = _version(tx)
+        matching = hashlib.sha256(where.encode() + b"\x00" + orjson.dumps(params)).hexdigest()
+        row = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?",
+                          (version, matching))
+        if row is not None:
+            return row[0], None
+        sql = f"SELECT COUNT(*) FROM inv_listing l WHERE {where}"
+        started = time.perf_counter()
+        try:
+            with self.db.time_limit(tx, timeout_ms):
+                total = tx.fetchone(sql, params)[0]
+        except StatementTimeout:
+            self._in_background((version, matching), self._count_later, version, matching, sql, params)
+            return None, None
+        slow = (time.perf_counter() - started) * 1000 >= self.remember_count_ms
+        return total, ((version, matching, total) if slow else None)
+
+    def _remember(self, version: int, matching: str, total: int) -> None:
+        """Store a total, unless an import has moved the inventory past ``version`` since."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO inv_count (version, matching, total) "
+                "SELECT ?, ?, ? FROM inv_meta WHERE name = 'version' AND num = ? "
+                "ON CONFLICT (version, matching) DO NOTHING",
+                (version, matching, total, version),
+            )
+
+    def _count_later(self, version: int, matching: str, sql: str, params: list[Any]) -> None:
+        """Finish a count that ran out of budget, if the inventory is still at ``version``."""
+        with self.db.read() as tx:
+            if _version(tx) != version:
+                return  # an import landed since: that total would be of another inventory
+            total = tx.fetchone(sql, params)[0]
+        self._remember(version, matching, total)
+
+    def _in_background(self, key: Any, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on a daemon thread, once per ``key`` at a time, a few at most.
+
+        Off the request path: remembering writes, and on SQLite a writer may
+        have to wait for an import to commit. Work beyond the cap is dropped —
+        it is only ever a cache fill, which the next request will offer again.
+        """
+        with self._lock:
+            if key in self._background or len(self._background) >= _BACKGROUND_COUNTS:
+                return
+            self._background.add(key)
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception as exc:  # a cache fill must never take a worker down
+                log.warning("background count failed: %s", type(exc).__name__)
+            finally:
+                with self._lock:
+                    self._background.discard(key)
+
+        threading.Thread(target=run, name="aap-count", daemon=True).start()
+
+    def wait_for_background(self, rounds: int = 500) -> None:
+        """Block until background counts are done (tests, orderly shutdown); bounded by count."""
+        for _ in range(rounds):
+            with self._lock:
+                if not self._background:
+                    return
+            time.sleep(0.01)
 
     def find(
         self, vehicle_id: str | None = None, vin: str | None = None, stock: str | None = None
@@ -1298,4 +1430,5 @@ class _Import:
             "DELETE FROM inv_tombstone WHERE removed_us < ?",
             (self.now_us - TOMBSTONE_RETENTION_SECONDS * 1_000_000,),
         )
+        tx.execute("DELETE FROM inv_count")  # every remembered total is of an older version
         tx.execute("UPDATE inv_meta SET num = num + 1 WHERE name = 'version'")

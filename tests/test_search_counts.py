@@ -1,0 +1,146 @@
+"""The exact total of inventory.search: remembered per inventory version, or null past a budget.
+
+A total is never an estimate. A count that was slow is remembered in the
+database (shared by every worker) until the next import; with a count budget a
+count that outruns it answers ``total: null`` and finishes in the background.
+On PostgreSQL the count is made to outrun its budget deterministically: another
+connection holds a lock on the listing table while the search counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import psycopg
+import pytest
+
+from conftest import assert_valid
+from inventory_reference import listing
+
+COLORS = ("Red", "Blue", "Black", "White")
+
+
+def inventory(count: int) -> list[dict]:
+    return [
+        listing(f"v{i:04d}", make="Honda" if i % 3 else "Toyota", model="Civic",
+                exterior_color=COLORS[i % 4], price=20_000 + i * 10, mileage=i,
+                rooftop="Bay Motors Oakland", condition="used")
+        for i in range(count)
+    ]
+
+
+HONDA = {"type": "inventory.search.request", "filters": {"make": ["Honda"]},
+         "pagination": {"limit": 5}}
+HONDAS = sum(1 for i in range(300) if i % 3)
+
+
+def remembered(agent) -> list[tuple]:
+    with agent.stores.db.read() as tx:
+        return tx.fetchall("SELECT version, total FROM inv_count")
+
+
+def search(agent, ctx, request=HONDA) -> dict:
+    response = agent.handle(request, ctx)
+    assert_valid(response, "inventory-search-response")
+    return response["data"]
+
+
+def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
+    agent = agent_factory(listings=inventory(300))
+    store = agent.stores.inventory
+    store.remember_count_ms = 0  # treat every count as slow
+    assert search(agent, ctx)["total"] == HONDAS
+    store.wait_for_background()
+    version = store.inventory_version()
+    assert remembered(agent) == [(version, HONDAS)]
+
+    # The next request reads the remembered total instead of counting again.
+    with agent.stores.db.transaction() as tx:
+        tx.execute("UPDATE inv_count SET total = ?", (HONDAS + 1000,))
+    assert search(agent, ctx)["total"] == HONDAS + 1000
+    other = dict(HONDA, filters={"make": ["Toyota"]})
+    assert search(agent, ctx, other)["total"] == 300 - HONDAS  # another matching set: its own count
+
+    # An import changes the inventory: every remembered total is forgotten.
+    store.import_listings([listing("v9999", make="Honda", model="Civic", price=1)])
+    assert remembered(agent) == []
+    assert search(agent, ctx)["total"] == HONDAS + 1
+
+
+def test_a_total_is_remembered_only_for_the_version_it_counted(agent_factory, ctx):
+    agent = agent_factory(listings=inventory(30))
+    store = agent.stores.inventory
+    stale = store.inventory_version()
+    store.import_listings([listing("late", make="Honda")])
+    store._remember(stale, "any-matching-set", 7)  # a late write from before the import
+    assert remembered(agent) == []
+
+
+@contextmanager
+def counts_outrun_their_budget(agent, backend: str) -> Iterator[None]:
+    """The next count of ``agent`` runs out of its budget, whatever the machine's speed."""
+    if backend == "sqlite":
+        # The progress handler checks the clock every thousand steps: a budget of a
+        # microsecond is over at the first check, and scanning 1,000 rows takes more steps.
+        agent.settings = dataclasses.replace(agent.settings, count_timeout_ms=0.001)
+        yield
+        return
+    agent.settings = dataclasses.replace(agent.settings, count_timeout_ms=50)
+    with psycopg.connect(agent.stores.db.url, autocommit=False) as holder:
+        holder.execute("LOCK TABLE inv_listing IN ACCESS EXCLUSIVE MODE")
+        # The page query waits for the lock too (it has no budget): let go after a while.
+        release = threading.Timer(1.0, holder.rollback)
+        release.start()
+        try:
+            yield
+        finally:
+            release.join()
+
+
+def test_a_count_past_its_budget_answers_null_then_the_exact_total(agent_factory, ctx, backend):
+    agent = agent_factory(listings=inventory(1000))
+    civics = dict(HONDA, filters={"model": ["Civic"]})  # no index: the count scans every row
+    with counts_outrun_their_budget(agent, backend):
+        data = search(agent, ctx, civics)
+    assert data["total"] is None
+    assert len(data["vehicles"]) == 5 and data["next_cursor"]  # the page itself is whole
+
+    agent.stores.inventory.wait_for_background()  # the count finished off the request path
+    again = search(agent, ctx, civics)
+    assert again["total"] == 1000
+    assert [v["vehicle_id"] for v in again["vehicles"]] == [v["vehicle_id"] for v in data["vehicles"]]
+
+    # Paging on with the cursor of the null-total page works and keeps the exact total.
+    follow = search(agent, ctx, dict(civics, pagination={"limit": 5, "cursor": data["next_cursor"]}))
+    assert follow["total"] == 1000
+    assert not {v["vehicle_id"] for v in follow["vehicles"]} & {v["vehicle_id"] for v in data["vehicles"]}
+
+
+def test_without_a_budget_the_count_is_always_exact(agent_factory, ctx):
+    agent = agent_factory(listings=inventory(300))
+    assert agent.settings.count_timeout_ms == 0
+    for colour in COLORS:
+        request = dict(HONDA, filters={"exterior_color": [colour]})
+        assert search(agent, ctx, request)["total"] == 75
+
+
+def test_postgresql_keyword_tokens_have_a_trigram_index(agent_factory, ctx, backend):
+    agent = agent_factory(listings=[
+        listing(f"k{i}", make="Honda" if i % 2 else "Toyota", model="Civic", stock=f"ST{i:03d}")
+        for i in range(40)
+    ])
+    if backend == "postgresql":
+        with agent.stores.db.read() as tx:
+            assert tx.fetchone("SELECT 1 FROM pg_indexes WHERE indexname = 'inv_text_trgm'")
+
+    def total(query: str) -> int:
+        return search(agent, ctx, {"type": "inventory.search.request", "filters": {"query": query}})["total"]
+
+    assert total("civ") == 40                      # substrings, case-insensitive
+    assert total("ONDA civ") == 20                 # every token, each in some field
+    assert total("onda st01") == 5                 # ST010..ST019, the odd ones
+    assert total("1") == len([i for i in range(40) if "1" in f"{i:03d}"])  # short: no trigram
+    assert total("toyota 7") == len([i for i in range(0, 40, 2) if "7" in f"{i:03d}"])
