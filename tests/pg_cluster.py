@@ -53,7 +53,8 @@ class PostgresCluster:
         self._user_prefix: list[str] = []
         self._admin_url: str | None = None
 
-    def start(self) -> "PostgresCluster":
+    def start(self, *, extra_conf: str = "") -> "PostgresCluster":
+        """Start the server; ``extra_conf`` holds more ``postgresql.conf`` lines (benchmarks tune memory)."""
         env_url = os.environ.get("AAP_TEST_POSTGRES_URL")
         if env_url:
             self._admin_url = env_url
@@ -77,6 +78,7 @@ class PostgresCluster:
             conf.write(
                 f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self._dir}'\n"
                 "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n"
+                + extra_conf
             )
         self._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l",
                    os.path.join(self._dir, "log"), "-w", "-t", "60", "start"])
