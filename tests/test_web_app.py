@@ -102,8 +102,15 @@ def test_healthz(http):
 def test_healthz_database_down(tmp_path):
     with Deployment(tmp_path, inventory=0) as dep:
         dep.stores.close()
-        (tmp_path / "aap.db").unlink()
-        (tmp_path / "aap.db").mkdir()  # the path is no longer a database
+        database = tmp_path / "aap.db"
+        for _ in range(100):  # the delivery worker's thread may reopen (recreate) the file meanwhile
+            database.unlink(missing_ok=True)
+            try:
+                database.mkdir()  # the path is no longer a database
+                break
+            except FileExistsError:
+                continue
+        assert database.is_dir()
         response = httpx.get(dep.base_url + "/healthz")
     assert response.status_code == 503
     assert response.json()["status"] == "unavailable"
