@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 from aap.config.model import Settings
 from aap.errors import AapError, problem
+from aap.inventory.geo import Located, RooftopIndex, haversine_mi  # noqa: F401 - haversine_mi re-exported
 
 ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
 
 # Odometers are stored as exact integer millimetres, so mi/km comparisons are integer math.
 MM_PER_UNIT: dict[str, int] = {"mi": 1_609_344, "km": 1_000_000}
-EARTH_RADIUS_MI = 3958.7613
 
 # Free-text term filters (notes §2.3): whole-value equality after trim + casefold.
 TERM_FILTERS: tuple[str, ...] = (
@@ -46,16 +45,6 @@ CURSOR_HINT = "restart without cursor"
 def term_key(value: str) -> str:
     """The comparison form of a free-text term: trimmed, then Unicode-casefolded."""
     return value.strip().casefold()
-
-
-def haversine_mi(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle distance in miles on WGS84 degrees (notes §2.6):
-    ``d = 2R·asin(√(sin²(Δφ/2) + cosφ1·cosφ2·sin²(Δλ/2)))`` with R = 3958.7613 mi."""
-    phi1, phi2 = math.radians(lat1), math.radians(lat2)
-    dphi = phi2 - phi1
-    dlmb = math.radians(lon2) - math.radians(lon1)
-    h = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
-    return 2 * EARTH_RADIUS_MI * math.asin(math.sqrt(min(1.0, h)))
 
 
 def mm_to_unit(mm: int, unit: str) -> int | float:
@@ -219,27 +208,40 @@ def _check_request(
 
 
 def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
+    """The rooftops within the radius, in configuration order, with their exact distances."""
+    found = rooftop_index(settings).within(near["latitude"], near["longitude"], near["radius_mi"])
+    return tuple(
+        Place(dealer_id, name, single, distance) for (dealer_id, name, single), distance in
+        ((located.item, distance) for located, distance in found)
+    )
+
+
+# Rooftop indexes of the last few Settings objects (a deployment has one; tests have many).
+_INDEXES: dict[int, tuple[Settings, RooftopIndex]] = {}
+_INDEXES_KEPT = 8
+
+
+def rooftop_index(settings: Settings) -> RooftopIndex:
+    """Every rooftop with coordinates that can hold listings, as (dealer_id, name, only rooftop)."""
+    entry = _INDEXES.get(id(settings))
+    if entry is not None and entry[0] is settings:
+        return entry[1]
     aggregate = settings.scope == "aggregate"
-    found: list[Place] = []
+    located: list[Located] = []
     for profile in settings.all_profiles():
         if aggregate and profile.dealer_id is None:
             continue
         rooftops = profile.rooftops
         for rooftop in rooftops:
             geo = rooftop.get("geo")
-            if not geo:
-                continue
-            distance = haversine_mi(
-                near["latitude"], near["longitude"], geo["latitude"], geo["longitude"]
-            )
-            if distance <= near["radius_mi"]:
-                found.append(Place(
-                    profile.dealer_id if aggregate else None,
-                    rooftop["name"],
-                    len(rooftops) == 1,
-                    distance,
-                ))
-    return tuple(found)
+            if geo:
+                item = (profile.dealer_id if aggregate else None, rooftop["name"], len(rooftops) == 1)
+                located.append(Located(len(located), geo["latitude"], geo["longitude"], item))
+    index = RooftopIndex(located)
+    if len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[id(settings)] = (settings, index)
+    return index
 
 
 def _dealer_ids(settings: Settings) -> tuple[str, ...] | None:
