@@ -1157,8 +1157,59 @@ class InventoryStore:
 
         SQLite aggregates by sorting; one fetch of the narrow columns and a
         hash count per column is cheaper than a GROUP BY (a sort) per facet.
+        PostgreSQL hash-aggregates every facet in one scan (grouping sets), so
+        there the counting stays in the database.
         """
         where, params = self._where(tx, c, bits)
+        if self.db.dialect == "postgresql":
+            counts, bounds, present = self._aggregated_in_database(tx, where, params, bits, vocabulary)
+        else:
+            counts, bounds, present = self._aggregated_here(tx, where, params, bits, vocabulary)
+        extra = [code for code, _ in vocabulary if code not in bits]
+        if extra:
+            code_sql, code_params = _in("x.code", extra)
+            present.update(tx.fetchall(
+                f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE {code_sql} "
+                f"AND x.id IN (SELECT l.id FROM inv_listing l WHERE {where}) GROUP BY x.code",
+                code_params + params,
+            ))
+        counts[_FEATURE_FIELD] = present
+        return counts, bounds
+
+    @staticmethod
+    def _aggregated_in_database(tx: Tx, where: str, params: list[Any], bits: dict[str, int],
+                                vocabulary: tuple[tuple[str, str], ...]) -> tuple[dict, dict, dict]:
+        columns = [column for _, column in _FACET_FIELDS]
+        # GROUPING(c1, ..., cn) has a bit set for every column a row is not grouped by:
+        # the one clear bit names the facet (a NULL value is a missing one, and skipped).
+        rows = tx.fetchall(
+            f"SELECT GROUPING({', '.join(f'l.{c}' for c in columns)}), "
+            f"{', '.join(f'l.{c}' for c in columns)}, COUNT(*) FROM inv_listing l WHERE {where} "
+            f"GROUP BY GROUPING SETS ({', '.join(f'(l.{c})' for c in columns)})",
+            params,
+        )
+        width = len(columns)
+        counts: dict[str, dict[Any, int]] = {facet: {} for facet, _ in _FACET_FIELDS}
+        for row in rows:
+            position = next(i for i in range(width) if not row[0] >> (width - 1 - i) & 1)
+            value = row[1 + position]
+            if value is not None:
+                counts[_FACET_FIELDS[position][0]][str(value)] = row[-1]
+        coded = [(code, *divmod(bits[code], BITS_PER_MASK)) for code, _ in vocabulary if code in bits]
+        aggregates = [f"MIN(l.{column}), MAX(l.{column})" for _, column in _RANGE_FACETS]
+        aggregates += [f"SUM((l.{_MASKS[mask]} >> {shift}) & 1)" for _code, mask, shift in coded]
+        row = tx.fetchone(f"SELECT {', '.join(aggregates)} FROM inv_listing l WHERE {where}", params)
+        bounds: dict[str, tuple[Any, Any]] = {}
+        for i, (facet, _column) in enumerate(_RANGE_FACETS):
+            if row[2 * i] is not None:
+                bounds[facet] = (row[2 * i], row[2 * i + 1])
+        offset = 2 * len(_RANGE_FACETS)
+        present = {code: row[offset + i] or 0 for i, (code, _mask, _shift) in enumerate(coded)}
+        return counts, bounds, present
+
+    @staticmethod
+    def _aggregated_here(tx: Tx, where: str, params: list[Any], bits: dict[str, int],
+                         vocabulary: tuple[tuple[str, str], ...]) -> tuple[dict, dict, dict]:
         wanted = [column for _, column in _FACET_FIELDS] + [column for _, column in _RANGE_FACETS]
         select = ", ".join(f"l.{column}" for column in wanted + list(_MASKS))
         rows = tx.fetchall(f"SELECT {select} FROM inv_listing l WHERE {where}", params)
@@ -1180,16 +1231,7 @@ class InventoryStore:
             if bit is not None:
                 column, shift = divmod(bit, BITS_PER_MASK)
                 present[code] = sum(n for mask, n in masks[column].items() if mask >> shift & 1)
-        extra = [code for code, _ in vocabulary if code not in bits]
-        if extra:
-            code_sql, code_params = _in("x.code", extra)
-            present.update(tx.fetchall(
-                f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE {code_sql} "
-                f"AND x.id IN (SELECT l.id FROM inv_listing l WHERE {where}) GROUP BY x.code",
-                code_params + params,
-            ))
-        counts[_FEATURE_FIELD] = present
-        return counts, bounds
+        return counts, bounds, present
 
 
 def _version(tx: Tx) -> int:
