@@ -144,3 +144,44 @@ def test_postgresql_keyword_tokens_have_a_trigram_index(agent_factory, ctx, back
     assert total("onda st01") == 5                 # ST010..ST019, the odd ones
     assert total("1") == len([i for i in range(40) if "1" in f"{i:03d}"])  # short: no trigram
     assert total("toyota 7") == len([i for i in range(0, 40, 2) if "7" in f"{i:03d}"])
+
+
+def walk(agent, ctx, request) -> tuple[list[str], set]:
+    """Every vehicle_id of ``request`` page by page, and the totals the pages reported."""
+    ids, totals, cursor = [], set(), None
+    for _ in range(200):  # bounded: ~200 matches in pages of 10
+        page = dict(request, pagination={"limit": 10, **({"cursor": cursor} if cursor else {})})
+        data = search(agent, ctx, page)
+        ids += [v["vehicle_id"] for v in data["vehicles"]]
+        totals.add(data["total"])
+        cursor = data["next_cursor"]
+        if cursor is None:
+            return ids, totals
+    raise AssertionError("the cursor walk did not end")
+
+
+@pytest.mark.parametrize("sort", [{"field": "price", "order": "desc"}, {"field": "updated_at", "order": "desc"}])
+def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, sort):
+    """With its total remembered, a dense keyword search pages through the sort index (SQLite
+    tests each row's own text instead of scanning all of it): same vehicles, same order."""
+    feed = [listing(f"w{i:04d}", make="Honda" if i % 4 else "Toyota", model="Civic", stock=f"S{i}",
+                    price=10_000 + (i * 7919) % 5000, updated_at=f"2026-04-{1 + i % 28:02d}T08:00:00Z")
+            for i in range(1000)]
+    request = {"type": "inventory.search.request", "filters": {"query": "honda 1"}, "sort": sort}
+    expected = sorted(
+        (item for item in feed if item["make"] == "Honda" and "1" in item["stock"]),
+        key=lambda item: (-(item["price"] if sort["field"] == "price" else
+                            int(item["updated_at"][8:10])), item["vehicle_id"]),
+    )
+    counted = agent_factory(listings=feed)
+    counted.stores.inventory.remember_count_ms = float("inf")  # never remembered: scan every time
+    ids, totals = walk(counted, ctx, request)
+    assert ids == [item["vehicle_id"] for item in expected] and totals == {len(expected)}
+    assert len(expected) >= 10 * 11  # dense enough for a sort-index walk (pages of 10)
+
+    remembering = agent_factory(listings=feed)
+    remembering.stores.inventory.remember_count_ms = 0
+    search(remembering, ctx, request)
+    remembering.stores.inventory.wait_for_background()
+    assert remembered(remembering) == [(remembering.stores.inventory.inventory_version(), len(expected))]
+    assert walk(remembering, ctx, request) == (ids, totals)

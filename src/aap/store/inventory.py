@@ -581,12 +581,13 @@ def token_clause(tokens: Sequence[str]) -> tuple[str, list[Any]]:
 
 
 def where_clause(c: Criteria, bits: dict[str, int], token_ids: str | None = None,
-                 dialect: str = "sqlite") -> tuple[str, list[Any]]:
+                 dialect: str = "sqlite", *, correlated: bool = False) -> tuple[str, list[Any]]:
     """SQL condition (on alias ``l``) selecting the matching set of ``c``.
 
     ``token_ids`` is the JSON array of ids matching ``c.tokens``, computed once
     per request (the keyword scan is the costliest filter); without it the
-    token test is an IN-subquery.
+    token test is an IN-subquery, or with ``correlated`` a test of each row's
+    own keyword text (cheap when a sort-index walk visits few rows).
     """
     clauses: list[str] = ["l.currency = ?"]
     params: list[Any] = [c.currency]
@@ -630,6 +631,10 @@ def where_clause(c: Criteria, bits: dict[str, int], token_ids: str | None = None
     if c.tokens and token_ids is not None:
         clauses.append(f"l.id IN ({_JSON_IDS[dialect]})")
         params.append(token_ids)
+    elif c.tokens and correlated:
+        sql, p = token_clause(c.tokens)
+        clauses.append(f"EXISTS ({sql.replace(' WHERE ', ' WHERE t.id = l.id AND ', 1)})")
+        params += p
     elif c.tokens:
         sql, p = token_clause(c.tokens)
         clauses.append(f"l.id IN ({sql})")
@@ -911,15 +916,20 @@ class InventoryStore:
     def _bits(self, tx: Tx) -> dict[str, int]:
         return {code: bit for code, _label, bit in self._vocabulary(tx) if bit is not None}
 
-    def _where(self, tx: Tx, c: Criteria, bits: dict[str, int]) -> tuple[str, list[Any]]:
-        """``where_clause`` with the keyword scan run once, up front, in this snapshot.
+    def _effective(self, tx: Tx, c: Criteria) -> Criteria:
+        """``c`` without a seller restriction that restricts nothing.
 
         On an aggregate endpoint the seller restriction is dropped when every
         seller holding listings in this currency is a configured one (the usual
         case): a thousand-id ``IN`` list on every row is then pure cost.
         """
         if c.dealer_ids and self._sellers(tx, c.currency) <= set(c.dealer_ids):
-            c = with_changes(c, dealer_ids=None)
+            return with_changes(c, dealer_ids=None)
+        return c
+
+    def _where(self, tx: Tx, c: Criteria, bits: dict[str, int]) -> tuple[str, list[Any]]:
+        """``where_clause`` with the keyword scan run once, up front, in this snapshot."""
+        c = self._effective(tx, c)
         token_ids = None
         if c.tokens and self.db.dialect == "sqlite":
             # SQLite: one keyword scan, its ids reused by the count and the page queries.
@@ -942,8 +952,27 @@ class InventoryStore:
         dist_sql, dist_params = _distance_case(places) if places else ("NULL", [])
         later = None
         with self.db.read() as tx:
-            where, params = self._where(tx, q.criteria, self._bits(tx))
-            total, later = self._total(tx, where, params, count_timeout_ms)
+            bits = self._bits(tx)
+            c = self._effective(tx, q.criteria)
+            started = time.perf_counter()
+            # The matching set's canonical form (tokens as a subquery) keys remembered totals.
+            canonical = where_clause(c, bits, None, self.db.dialect)
+            version = _version(tx)
+            matching = hashlib.sha256(canonical[0].encode() + b"\x00" + orjson.dumps(canonical[1])).hexdigest()
+            remembered = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?",
+                                     (version, matching))
+            if remembered is not None and c.tokens and self.db.dialect == "sqlite" \
+                    and q.skip is None and remembered[0] >= _WALK_FACTOR * want:
+                # Dense keyword matches of a known total: walk the sort index and test each
+                # row's own text, instead of scanning every listing's text for the ids.
+                where, params = where_clause(c, bits, None, self.db.dialect, correlated=True)
+                total = remembered[0]
+            else:
+                where, params = self._where(tx, c, bits)
+                if remembered is not None:
+                    total = remembered[0]
+                else:
+                    total, later = self._count(tx, where, params, count_timeout_ms, version, matching, started)
             found: list[tuple[str, float | None, tuple[Any, ...] | None]] = []
             if total == 0 or (q.skip is not None and total is not None and q.skip >= total):
                 pass
@@ -978,24 +1007,17 @@ class InventoryStore:
         return [Hit(ident, docs[ident], dist, key) for ident, dist, key in found], total
 
     # -- counting ---------------------------------------------------------------
-    def _total(self, tx: Tx, where: str, params: list[Any], timeout_ms: int,
-               ) -> tuple[int | None, tuple[Any, ...] | None]:
+    def _count(self, tx: Tx, where: str, params: list[Any], timeout_ms: int, version: int,
+               matching: str, started: float) -> tuple[int | None, tuple[Any, ...] | None]:
         """(exact total or None, background work to start once the page is read, or None).
 
-        The work is remembering a slow count, or finishing one that outran its budget.
-
-        The remembered totals are keyed by the WHERE clause and its parameters
-        themselves, so a configuration change (rooftop coordinates, sellers)
-        can never reuse a total of another matching set.
+        The work is remembering a slow count (``started`` is when the request's
+        counting began, so on SQLite the keyword scan counts too), or finishing
+        one that outran its budget. Remembered totals are keyed by the matching
+        set's SQL and parameters themselves, so a configuration change
+        (rooftop coordinates, sellers) never reuses another set's total.
         """
-        version = _version(tx)
-        matching = hashlib.sha256(where.encode() + b"\x00" + orjson.dumps(params)).hexdigest()
-        row = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?",
-                          (version, matching))
-        if row is not None:
-            return row[0], None
         sql = f"SELECT COUNT(*) FROM inv_listing l WHERE {where}"
-        started = time.perf_counter()
         try:
             with self.db.time_limit(tx, timeout_ms):
                 total = tx.fetchone(sql, params)[0]
