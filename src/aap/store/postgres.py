@@ -10,6 +10,7 @@ so many worker processes can share one database.
 
 from __future__ import annotations
 
+import math
 import re
 from contextlib import contextmanager
 from typing import Iterator, Sequence
@@ -120,7 +121,7 @@ class PostgresDatabase(Database):
         from psycopg.errors import QueryCanceled
 
         tx.execute("SAVEPOINT aap_time_limit")
-        tx.execute(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+        tx.execute(f"SET LOCAL statement_timeout = {max(1, math.ceil(milliseconds))}")  # 0 would mean none
         try:
             yield
         except QueryCanceled:
