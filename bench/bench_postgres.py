@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster
 sys.path.insert(0, str(ROOT / "bench"))  # bench_http helpers
 
 from bench_http import free_port, request_body  # noqa: E402
-from common import benchmark_searches, percentile, timed, wait_healthy  # noqa: E402
+from common import benchmark_searches, forget_counts, percentile, timed, wait_healthy  # noqa: E402
 
 
 def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None:
@@ -75,12 +75,6 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
             f"geo = {{ latitude = {lat:.5f}, longitude = {lon:.5f} }}\n"
         )
     path.write_text("\n".join(lines))
-
-
-def forget_counts(stores) -> None:
-    """Drop every remembered total, so that the next search counts again."""
-    with stores.db.transaction() as tx:
-        tx.execute("DELETE FROM inv_count")
 
 
 def in_process(label: str, config: Path, count: int, runs: int, count_budget_ms: int) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Helpers shared by the bench scripts (run them from the repository root).
 
-One percentile rule, one timing loop, one wait-for-/healthz and one set of the
-benchmark search queries, so every script measures the same things the same way.
+One percentile rule, one timing loop, one way to forget remembered totals, one
+wait-for-/healthz and one set of the benchmark search queries, so every script
+measures the same things the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ def timed(fn: Callable[[], Any], runs: int, *, warm: bool = True) -> list[float]
         fn()
         out.append((time.perf_counter() - start) * 1000)
     return out
+
+
+def forget_counts(stores: Any) -> None:
+    """Drop every remembered search total, so that the next search counts again."""
+    with stores.db.transaction() as tx:
+        tx.execute("DELETE FROM inv_count")
 
 
 def wait_healthy(base: str, proc: subprocess.Popen) -> None:

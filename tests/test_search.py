@@ -14,7 +14,7 @@ import pytest
 
 from aap.config.model import DealerProfile
 from aap.errors import AapError
-from aap.inventory.query import haversine_mi
+from aap.inventory.geo import haversine_mi
 from aap.service import CallContext
 from conftest import DEFAULT_ROOFTOPS, OAKLAND, SF, VANCOUVER, assert_valid
 from inventory_reference import EVIDENCE, INVENTORY, listing

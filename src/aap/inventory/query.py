@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from aap.config.model import Settings
 from aap.errors import AapError, problem
-from aap.inventory.geo import Located, RooftopIndex, haversine_mi  # noqa: F401 - haversine_mi re-exported
+from aap.inventory.geo import Located, RooftopIndex
 
 ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
 
@@ -210,10 +210,7 @@ def _check_request(
 def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
     """The rooftops within the radius, in configuration order, with their exact distances."""
     found = rooftop_index(settings).within(near["latitude"], near["longitude"], near["radius_mi"])
-    return tuple(
-        Place(dealer_id, name, single, distance) for (dealer_id, name, single), distance in
-        ((located.item, distance) for located, distance in found)
-    )
+    return tuple(Place(*located.item, distance) for located, distance in found)
 
 
 # Rooftop indexes of the last few Settings objects (a deployment has one; tests have many).

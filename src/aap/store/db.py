@@ -151,7 +151,7 @@ class Database:
             yield tx
 
     @contextmanager
-    def time_limit(self, tx: Tx, milliseconds: int) -> Iterator[None]:
+    def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
         """Abort the statements run inside after ``milliseconds`` (0: no limit).
 
         Raises :class:`StatementTimeout`; the enclosing transaction stays

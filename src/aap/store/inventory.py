@@ -892,8 +892,8 @@ class InventoryStore:
         with self.db.read() as tx:
             return [(code, label) for code, label, _bit in self._vocabulary(tx)]
 
-    def _vocabulary(self, tx: Tx) -> list[tuple[str, str, int | None]]:
-        version = _version(tx)
+    def _vocabulary(self, tx: Tx, version: int | None = None) -> list[tuple[str, str, int | None]]:
+        version = _version(tx) if version is None else version
         cached = self._vocab
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -901,9 +901,9 @@ class InventoryStore:
         self._vocab = (version, vocab)
         return vocab
 
-    def _sellers(self, tx: Tx, currency: str) -> frozenset[str]:
+    def _sellers(self, tx: Tx, currency: str, version: int | None = None) -> frozenset[str]:
         """Dealer keys (``""``: none) holding listings in ``currency``, from the import-time counts."""
-        key = (_version(tx), currency)
+        key = (_version(tx) if version is None else version, currency)
         cached = self._seller_cache
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -913,33 +913,39 @@ class InventoryStore:
         self._seller_cache = (key, sellers)
         return sellers
 
-    def _bits(self, tx: Tx) -> dict[str, int]:
-        return {code: bit for code, _label, bit in self._vocabulary(tx) if bit is not None}
+    def _bits(self, tx: Tx, version: int | None = None) -> dict[str, int]:
+        return {code: bit for code, _label, bit in self._vocabulary(tx, version) if bit is not None}
 
-    def _effective(self, tx: Tx, c: Criteria) -> Criteria:
+    def _effective(self, tx: Tx, c: Criteria, version: int | None = None) -> Criteria:
         """``c`` without a seller restriction that restricts nothing.
 
         On an aggregate endpoint the seller restriction is dropped when every
         seller holding listings in this currency is a configured one (the usual
         case): a thousand-id ``IN`` list on every row is then pure cost.
         """
-        if c.dealer_ids and self._sellers(tx, c.currency) <= set(c.dealer_ids):
+        if c.dealer_ids and self._sellers(tx, c.currency, version) <= set(c.dealer_ids):
             return with_changes(c, dealer_ids=None)
         return c
 
     def _where(self, tx: Tx, c: Criteria, bits: dict[str, int]) -> tuple[str, list[Any]]:
         """``where_clause`` with the keyword scan run once, up front, in this snapshot."""
         c = self._effective(tx, c)
-        token_ids = None
-        if c.tokens and self.db.dialect == "sqlite":
-            # SQLite: one keyword scan, its ids reused by the count and the page queries.
-            # PostgreSQL plans the token subquery itself, served by the trigram index.
-            sql, params = token_clause(c.tokens)
-            token_ids = orjson.dumps([row[0] for row in tx.fetchall(sql, params)]).decode()
+        if self._scans_tokens(c):
+            return self._scanned_where(tx, c, bits)
+        return where_clause(c, bits, None, self.db.dialect)
+
+    def _scans_tokens(self, c: Criteria) -> bool:
+        """SQLite runs the keyword scan once and reuses its ids in the count and page queries;
+        PostgreSQL plans the token subquery itself, served by the trigram index."""
+        return bool(c.tokens) and self.db.dialect == "sqlite"
+
+    def _scanned_where(self, tx: Tx, c: Criteria, bits: dict[str, int]) -> tuple[str, list[Any]]:
+        sql, params = token_clause(c.tokens)
+        token_ids = orjson.dumps([row[0] for row in tx.fetchall(sql, params)]).decode()
         return where_clause(c, bits, token_ids, self.db.dialect)
 
     # -- search ---------------------------------------------------------------
-    def search(self, q: SearchQuery, *, count_timeout_ms: int = 0) -> tuple[list[Hit], int | None]:
+    def search(self, q: SearchQuery, *, count_timeout_ms: float = 0) -> tuple[list[Hit], int | None]:
         """One page of ``q`` (after ``q.after``, or from ``q.skip``) and the exact total.
 
         Returns up to ``q.limit + 1`` hits; a hit beyond ``q.limit`` means the
@@ -952,27 +958,26 @@ class InventoryStore:
         dist_sql, dist_params = _distance_case(places) if places else ("NULL", [])
         later = None
         with self.db.read() as tx:
-            bits = self._bits(tx)
-            c = self._effective(tx, q.criteria)
-            started = time.perf_counter()
-            # The matching set's canonical form (tokens as a subquery) keys remembered totals.
-            canonical = where_clause(c, bits, None, self.db.dialect)
             version = _version(tx)
-            matching = hashlib.sha256(canonical[0].encode() + b"\x00" + orjson.dumps(canonical[1])).hexdigest()
-            remembered = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?",
-                                     (version, matching))
-            if remembered is not None and c.tokens and self.db.dialect == "sqlite" \
-                    and q.skip is None and remembered[0] >= _WALK_FACTOR * want:
-                # Dense keyword matches of a known total: walk the sort index and test each
-                # row's own text, instead of scanning every listing's text for the ids.
-                where, params = where_clause(c, bits, None, self.db.dialect, correlated=True)
-                total = remembered[0]
-            else:
-                where, params = self._where(tx, c, bits)
-                if remembered is not None:
-                    total = remembered[0]
+            bits = self._bits(tx, version)
+            c = self._effective(tx, q.criteria, version)
+            started = time.perf_counter()
+            # The canonical form (tokens as a subquery) keys remembered totals; it is also
+            # what runs, unless SQLite has keyword tokens to resolve.
+            where, params = where_clause(c, bits, None, self.db.dialect)
+            matching = _matching_key(where, params)
+            row = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?",
+                              (version, matching))
+            total = None if row is None else row[0]
+            if self._scans_tokens(c):
+                if total is not None and q.skip is None and total >= _WALK_FACTOR * want:
+                    # Dense keyword matches of a known total: walk the sort index and test each
+                    # row's own text, instead of scanning every listing's text for the ids.
+                    where, params = where_clause(c, bits, None, self.db.dialect, correlated=True)
                 else:
-                    total, later = self._count(tx, where, params, count_timeout_ms, version, matching, started)
+                    where, params = self._scanned_where(tx, c, bits)
+            if row is None:
+                total, later = self._count(tx, where, params, count_timeout_ms, version, matching, started)
             found: list[tuple[str, float | None, tuple[Any, ...] | None]] = []
             if total == 0 or (q.skip is not None and total is not None and q.skip >= total):
                 pass
@@ -1007,15 +1012,13 @@ class InventoryStore:
         return [Hit(ident, docs[ident], dist, key) for ident, dist, key in found], total
 
     # -- counting ---------------------------------------------------------------
-    def _count(self, tx: Tx, where: str, params: list[Any], timeout_ms: int, version: int,
+    def _count(self, tx: Tx, where: str, params: list[Any], timeout_ms: float, version: int,
                matching: str, started: float) -> tuple[int | None, tuple[Any, ...] | None]:
         """(exact total or None, background work to start once the page is read, or None).
 
         The work is remembering a slow count (``started`` is when the request's
         counting began, so on SQLite the keyword scan counts too), or finishing
-        one that outran its budget. Remembered totals are keyed by the matching
-        set's SQL and parameters themselves, so a configuration change
-        (rooftop coordinates, sellers) never reuses another set's total.
+        one that outran its budget.
         """
         sql = f"SELECT COUNT(*) FROM inv_listing l WHERE {where}"
         try:
@@ -1254,6 +1257,12 @@ class InventoryStore:
                 column, shift = divmod(bit, BITS_PER_MASK)
                 present[code] = sum(n for mask, n in masks[column].items() if mask >> shift & 1)
         return counts, bounds, present
+
+
+def _matching_key(where: str, params: list[Any]) -> str:
+    """A remembered total's key: the matching set's SQL and parameters themselves, so a
+    configuration change (rooftop coordinates, sellers) never reuses another set's total."""
+    return hashlib.sha256(where.encode() + b"\x00" + orjson.dumps(params)).hexdigest()
 
 
 def _version(tx: Tx) -> int:

@@ -112,7 +112,7 @@ class PostgresDatabase(Database):
                 yield Tx(self, conn.cursor())
 
     @contextmanager
-    def time_limit(self, tx: Tx, milliseconds: int) -> Iterator[None]:
+    def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
         """``statement_timeout`` inside a savepoint, so a cancelled statement leaves the
         transaction usable (PostgreSQL aborts the whole transaction otherwise)."""
         if not milliseconds:
