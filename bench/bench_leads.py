@@ -123,7 +123,7 @@ def report(mode: str, latencies: list[float], elapsed: float, failures: int, sto
 
 def run_inprocess(database_url: str, leads: int, concurrency: int, appointments: float, warmup: int,
                   synchronous: str) -> None:
-    from aap.service import CallContext, DealerAgent
+    from aap.agent import CallContext, DealerAgent
     from aap.store import open_stores
 
     settings = bench_settings(database_url)

@@ -81,7 +81,7 @@ def in_process(label: str, config: Path, count: int, runs: int, count_budget_ms:
     """Import ``count`` listings and time searches and facets; returns the (a) query's make/price."""
     from aap.config.loader import load_settings
     from aap.inventory.demo import generate_listings
-    from aap.service import CallContext, DealerAgent
+    from aap.agent import CallContext, DealerAgent
     from aap.store import open_stores
 
     settings = load_settings(str(config), environ={})

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

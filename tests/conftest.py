@@ -3,7 +3,7 @@
 ``settings_factory`` builds a :class:`~aap.config.model.Settings` directly from
 ``aap.config.model`` (no TOML): three rooftops (two in the San Francisco Bay
 Area, one in Vancouver with CAD fees and its own timezone) and a feature
-vocabulary. ``agent_factory`` gives a :class:`~aap.service.DealerAgent` on a
+vocabulary. ``agent_factory`` gives a :class:`~aap.agent.DealerAgent` on a
 fresh database file, optionally loaded with listings; ``memory_agent`` is the
 same on an in-memory database, as a context manager (usable inside hypothesis
 examples). ``assert_valid`` checks an instance against a bundled AAP schema.
@@ -31,7 +31,7 @@ from aap.config.model import (
     SearchCapabilities,
     Settings,
 )
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.spec import validate
 from aap.store import Stores, open_stores
 from aap.store.db import Database, open_database

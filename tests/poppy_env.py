@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from aap.poppy import build
 from aap.poppy.settings import ExcludedTask, PoppySettings
-from aap.service import DealerAgent
+from aap.agent import DealerAgent
 from aap.store import open_stores
 from aap.web.agent_card import build_agent_card
 from conftest import make_settings as code_settings

@@ -6,7 +6,7 @@ import pytest
 
 from aap.config.model import DealerProfile
 from aap.errors import AapError
-from aap.service import CallContext
+from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS, assert_valid
 
 CTX = CallContext(binding="test")

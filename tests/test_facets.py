@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from aap.errors import AapError
-from aap.service import CallContext
+from aap.agent import CallContext
 from conftest import assert_valid
 from inventory_reference import EVIDENCE, INVENTORY, filters, listing, listings, normalise_facets, reference_facets
 

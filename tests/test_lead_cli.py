@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from aap.cli import leads as cli
 from aap.leads.settings import DeliverySettings
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, Receiver, http_route, lead_request, \
     lead_settings

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import Receiver, free_port, lead_request, lead_settings, http_route
 

@@ -16,7 +16,7 @@ import pytest
 
 from aap.leads.settings import DeliverySettings
 from aap.leads.worker import DeliveryWorker
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import NOW, Receiver, http_route, lead_request, lead_settings
 

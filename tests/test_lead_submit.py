@@ -12,7 +12,7 @@ import pytest
 from aap.errors import AapError
 from aap.leads.settings import AppointmentSettings
 from aap.leads.timefmt import to_utc_z
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.spec import validate
 from aap.store import open_stores
 from lead_support import (

@@ -143,7 +143,7 @@ def test_identical_lead_submissions_across_workers_make_one_lead(two_servers):
 def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
     """Two ``aap deliver`` processes drain one outbox: every lead reaches the CRM exactly once."""
     from aap.config.loader import load_settings
-    from aap.service import CallContext, DealerAgent
+    from aap.agent import CallContext, DealerAgent
     from lead_support import Receiver
     from test_aggregate import CONFIG, SHELBYVILLE, SPRINGFIELD
 

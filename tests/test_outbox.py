@@ -20,7 +20,7 @@ from aiosmtpd.controller import Controller
 from aap.leads.settings import DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import (
     CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, Receiver, free_port, http_route, lead_request,

@@ -15,7 +15,7 @@ import pytest
 from aap.config.model import DealerProfile
 from aap.errors import AapError
 from aap.inventory.geo import haversine_mi
-from aap.service import CallContext
+from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS, OAKLAND, SF, VANCOUVER, assert_valid
 from inventory_reference import EVIDENCE, INVENTORY, listing
 
@@ -199,7 +199,7 @@ def test_cursor_from_another_deployment_is_rejected(agent_factory):
 
 
 def test_cursor_is_shared_by_every_worker(database_url, settings_factory):
-    from aap.service import DealerAgent
+    from aap.agent import DealerAgent
     from aap.store import open_stores
 
     url = database_url

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from aap.config.model import ALL_SORT_FIELDS
 from aap.errors import AapError
 from aap.store import inventory as store_module
-from aap.service import CallContext
+from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS
 from inventory_reference import filters, listings, reference_search
 

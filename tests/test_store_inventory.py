@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from aap.config.model import Feature
-from aap.service import CallContext
+from aap.agent import CallContext
 from aap.store import open_stores
 from aap.store.inventory import InventoryImportError, epoch_us, synthesized_id
 from conftest import assert_valid

@@ -8,7 +8,7 @@ import pytest
 
 from aap.config.model import DealerProfile
 from aap.errors import AapError
-from aap.service import CallContext
+from aap.agent import CallContext
 from aap.store.inventory import synthesized_id
 from conftest import DEFAULT_ROOFTOPS, assert_valid
 from inventory_reference import listing

@@ -50,7 +50,7 @@ from aap import EXTENSION_URI
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
 from aap.errors import AapError, internal_error
-from aap.service import CallContext
+from aap.agent import CallContext
 from aap.skills.registry import SkillInfo
 from aap.web.accesslog import annotate
 from aap.web.parts import BindingParts
@@ -141,7 +141,7 @@ def _where(exc: BaseException) -> str:
 
 
 class A2ABinding:
-    """The ``/a2a`` endpoint of one :class:`~aap.service.DealerAgent`."""
+    """The ``/a2a`` endpoint of one :class:`~aap.agent.DealerAgent`."""
 
     def __init__(self, agent: Any, limiter: RateLimiter | None = None) -> None:
         self.agent = agent

@@ -9,8 +9,8 @@ backoff, and never after the customer's consent has expired.
 Modules, one concept each: :mod:`settings` (the ``[leads]`` table),
 :mod:`timefmt` (RFC 3339 parsing), :mod:`consent` (validation and error codes),
 :mod:`vehicles` (linking to a listing), :mod:`appointments` (schedules and
-slots), :mod:`idempotency` (canonical payload hash), :mod:`repository`
-(tables and SQL), :mod:`service` (the submit transaction), :mod:`adf` (the XML
+slots), :mod:`idempotency` (canonical payload hash), :mod:`aap.store.leads`
+(tables and SQL), :mod:`submit` (the submit transaction), :mod:`adf` (the XML
 document), :mod:`transports` (HTTP, SMTP, webhook), :mod:`worker` (the
 outbox loop).
 """

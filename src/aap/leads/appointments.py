@@ -8,7 +8,7 @@ opening time, as long as the whole appointment ends by closing time. Each grid
 slot holds ``capacity_per_slot`` appointments per department; an appointment
 longer than one slot takes a seat in each slot it covers. Seats are rows with
 a unique key, so two leads can never take the same last seat (see
-:meth:`aap.leads.repository.LeadStore.take_seats`).
+:meth:`aap.store.leads.LeadStore.take_seats`).
 
 Outcomes (notes §6.4): no requested time, or no schedule/timezone to judge it
 → ``requested`` (staff schedule by hand); a free grid slot inside the bookable

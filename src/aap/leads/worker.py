@@ -26,7 +26,7 @@ import httpx
 
 from aap import AAP_VERSION
 from aap.leads import adf, transports
-from aap.leads.repository import Delivery, LeadStore
+from aap.store.leads import Delivery, LeadStore
 from aap.leads.settings import LeadSettings, lead_settings
 
 log = logging.getLogger("aap.leads.delivery")

@@ -22,7 +22,7 @@ from aap.poppy.authn import Caller, authenticate, consume
 from aap.poppy.context import PoppyContext
 from aap.poppy.oauth import NO_STORE, OAuthError, log_failure, server_error
 from aap.poppy.schemas import bundle
-from aap.service import CallContext
+from aap.agent import CallContext
 from aap.skills.registry import SkillInfo
 from aap.web.ratelimit import retry_after_seconds
 

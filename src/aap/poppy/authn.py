@@ -18,7 +18,7 @@ from aap.poppy import tokens
 from aap.poppy.context import PoppyContext, caller_identity
 from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.oauth import OAuthError, resource_error
-from aap.poppy.repository import Replayed
+from aap.store.poppy import Replayed
 from aap.poppy.session_header import SessionProblem, verify_session_header
 
 TOUCH_EVERY = 60.0

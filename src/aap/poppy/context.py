@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from aap.discovery.urls import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
-from aap.poppy.repository import PoppyStore
+from aap.store.poppy import PoppyStore
 from aap.poppy.settings import PoppySettings
 from aap.web.ratelimit import RateLimiter
 
@@ -31,7 +31,7 @@ PURGE_EVERY = 300.0
 
 @dataclass
 class PoppyContext:
-    agent: Any                 # aap.service.DealerAgent
+    agent: Any                 # aap.agent.DealerAgent
     settings: PoppySettings
     store: PoppyStore
     ssl_context: ssl.SSLContext | None = None

@@ -14,7 +14,7 @@ from typing import Any
 
 from joserfc.jwk import ECKey
 
-from aap.poppy.repository import PoppyStore
+from aap.store.poppy import PoppyStore
 
 RELOAD_SECONDS = 30.0
 

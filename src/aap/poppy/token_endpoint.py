@@ -36,7 +36,7 @@ from aap.poppy.oauth import (
     server_error,
     token_endpoint_dpop_error,
 )
-from aap.poppy.repository import Replayed, SessionConflict
+from aap.store.poppy import Replayed, SessionConflict
 from aap.web.ratelimit import anonymous_caller_key, retry_after_seconds
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"

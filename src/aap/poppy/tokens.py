@@ -15,7 +15,7 @@ from typing import Any
 from aap.poppy.context import PoppyContext
 from aap.poppy.jose import CompactJws, JoseProblem, sign
 from aap.poppy.oauth import resource_error
-from aap.poppy.repository import TokenRecord
+from aap.store.poppy import TokenRecord
 
 MAX_TOKEN_LENGTH = 4096
 TOKEN_TYP = "at+jwt"

@@ -1,7 +1,7 @@
 """The AAP skills: one module per skill, each exposing ``run(agent, request, ctx)``.
 
 :func:`install_default_skills` declares the skills this build implements on a
-:class:`~aap.service.DealerAgent`; the agent card and every binding list
+:class:`~aap.agent.DealerAgent`; the agent card and every binding list
 exactly what was registered here.
 """
 

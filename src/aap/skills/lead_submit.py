@@ -1,9 +1,9 @@
 """The ``lead.submit`` skill: registration, error classification and the handler.
 
 Transport-free like every skill: it receives the schema-checked request and a
-:class:`~aap.service.CallContext` and returns the ``lead.submit.response``
+:class:`~aap.agent.CallContext` and returns the ``lead.submit.response``
 object or raises :class:`~aap.errors.AapError`. The work itself lives in
-:mod:`aap.leads.service`.
+:mod:`aap.leads.submit`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from aap.errors import AapError
 from aap.leads import consent
-from aap.leads.service import submit
+from aap.leads.submit import submit
 from aap.leads.settings import lead_settings
 
 SKILL_ID = "lead.submit"

@@ -31,14 +31,14 @@ class Stores:
         return StateStore(self.db)
 
     @cached_property
-    def leads(self):  # -> aap.leads.repository.LeadStore
-        from aap.leads.repository import LeadStore
+    def leads(self):  # -> aap.store.leads.LeadStore
+        from aap.store.leads import LeadStore
 
         return LeadStore(self.db)
 
     @cached_property
-    def poppy(self):  # -> aap.poppy.repository.PoppyStore
-        from aap.poppy.repository import PoppyStore
+    def poppy(self):  # -> aap.store.poppy.PoppyStore
+        from aap.store.poppy import PoppyStore
 
         return PoppyStore(self.db)
 

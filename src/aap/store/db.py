@@ -262,8 +262,8 @@ def _import_domains() -> None:
 DOMAIN_MODULES: list[str] = [
     "aap.store.state",
     "aap.store.inventory",
-    "aap.leads.repository",
-    "aap.poppy.repository",
+    "aap.store.leads",
+    "aap.store.poppy",
 ]
 
 

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aap.config.model import Settings
-from aap.service import DealerAgent
+from aap.agent import DealerAgent
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.agent_card import AgentCardCache, agent_card_endpoint
 from aap.web.bodylimit import BodyLimitMiddleware

@@ -3,7 +3,7 @@
 Built on the official SDK's low-level :class:`mcp.server.Server`, which owns
 the JSON-RPC surface of both protocol eras (envelope checks, the ``initialize``
 handshake, result shaping per revision). This module supplies only what is
-AAP-specific: the tool list, the call path into :class:`~aap.service.DealerAgent`
+AAP-specific: the tool list, the call path into :class:`~aap.agent.DealerAgent`
 and a ``server/discover`` answer that lists every revision served (the SDK's
 default names only the modern one).
 """
@@ -24,7 +24,7 @@ from aap import __version__
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.bindings.mcp.tools import ToolSpec
 from aap.errors import AapError, internal_error, problem
-from aap.service import CallContext, DealerAgent
+from aap.agent import CallContext, DealerAgent
 from aap.spec import validate
 from aap.web.accesslog import annotate
 from aap.web.ratelimit import RateLimiter, anonymous_caller_key

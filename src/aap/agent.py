@@ -18,7 +18,7 @@ from aap.errors import AapError, problem
 from aap.skills.registry import BY_REQUEST_TYPE, SKILLS, SkillInfo
 from aap.spec import validate
 
-log = logging.getLogger("aap.service")
+log = logging.getLogger("aap.agent")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from aap.errors import AapError
 from aap.leads import appointments
 from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
-from aap.leads.repository import NewLead
+from aap.store.leads import NewLead
 from aap.leads.settings import LeadSettings, lead_settings
 from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
