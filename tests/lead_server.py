@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from aap.leads.settings import DeliverySettings  # noqa: E402
+from aap.config.leads import DeliverySettings  # noqa: E402
 from aap.web import app as web_app  # noqa: E402
 from aap.web.server import run  # noqa: E402
 from lead_support import http_route, lead_settings  # noqa: E402

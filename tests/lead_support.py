@@ -1,14 +1,8 @@
-"""Helpers for the lead tests: settings with a ``[leads]`` part, requests, receivers.
-
-``Settings`` has no ``leads`` field until the integrator adds it, so tests use
-:class:`LeadTestSettings`, a subclass that carries one (the skill reads it with
-``getattr(settings, "leads", None)``, exactly as it will read the real field).
-"""
+"""Helpers for the lead tests: settings with a ``[leads]`` part, requests, receivers."""
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import socket
 import threading
 import uuid
@@ -17,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable
 
 from aap.config.model import AgentIdentity, DealerProfile, Settings
-from aap.leads.settings import (
+from aap.config.leads import (
     AdfHttpTarget,
     AppointmentSettings,
     DeliverySettings,
@@ -67,21 +61,14 @@ VANCOUVER_ROOFTOP = {
 ROOFTOPS = (SF_ROOFTOP, OAKLAND_ROOFTOP, VANCOUVER_ROOFTOP)
 
 
-@dataclasses.dataclass(frozen=True)
-class LeadTestSettings(Settings):
-    """Settings plus the ``leads`` field the integrator adds to the real class."""
-
-    leads: LeadSettings = dataclasses.field(default_factory=LeadSettings)
-
-
 def lead_settings(*, routes: Iterable[Route] = (), rooftops: Iterable[dict[str, Any]] = ROOFTOPS,
                   appointments: AppointmentSettings | None = None,
                   delivery: DeliverySettings | None = None, database_url: str = "sqlite:///aap.db",
-                  dealer_id: str | None = "bay-motors", **leads: Any) -> LeadTestSettings:
+                  dealer_id: str | None = "bay-motors", **leads: Any) -> Settings:
     info: dict[str, Any] = {"name": "Bay Motors Group", "rooftops": copy.deepcopy(list(rooftops))}
     if dealer_id:
         info["dealer_id"] = dealer_id
-    return LeadTestSettings(
+    return Settings(
         deployment_id="lead-test",
         public_url="https://dealer.example",
         agent=AgentIdentity(name="Bay Motors agent", description="Lead tests."),

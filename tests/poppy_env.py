@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aap.poppy import build
-from aap.poppy.settings import ExcludedTask, PoppySettings
+from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.agent import DealerAgent
 from aap.store import open_stores
 from aap.web.agent_card import build_agent_card

@@ -12,10 +12,10 @@ import pytest
 from aap.config import loader
 from aap.config.loader import (
     ConfigError,
+    Section,
     load_settings,
     packaged_toml,
     parse_settings,
-    register_section,
 )
 from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS
 from aap.spec import validate
@@ -125,9 +125,9 @@ def _uncommented_examples(text: str) -> str:
 
 
 def test_template_shows_loadable_leads_poppy_and_mcp_examples():
-    from aap.bindings.mcp_settings import McpSettings
-    from aap.leads.settings import AdfHttpTarget, LeadSettings, SmtpTarget
-    from aap.poppy.settings import PoppySettings
+    from aap.config.mcp import McpSettings
+    from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget
+    from aap.config.poppy import PoppySettings
 
     text = packaged_toml("template.toml")
     as_is = parse_settings(tomllib.loads(text), environ=NO_ENV)
@@ -388,15 +388,14 @@ def test_explicit_overrides_beat_environment_and_are_validated():
 # -- extension ---------------------------------------------------------------------------
 
 
-def test_a_new_section_is_one_registration(monkeypatch):
-    monkeypatch.setattr(loader, "SECTIONS", dict(loader.SECTIONS))
-
+def test_a_new_section_is_one_line_in_sections(monkeypatch):
     def parse_widgets(table, problems):
         size = table.integer("size", 10, minimum=1)
         table.finish()
         return {"size": size}
 
-    register_section("widgets", parse_widgets, field="poppy")
+    monkeypatch.setattr(loader, "SECTIONS",
+                        (*loader.SECTIONS, Section("widgets", parse_widgets, fields=("poppy",))))
     settings = parse(MINIMAL + "\n[widgets]\nsize = 3\n")
     assert settings.poppy == {"size": 3}
     assert parse(MINIMAL).poppy == {"size": 10}
@@ -404,10 +403,9 @@ def test_a_new_section_is_one_registration(monkeypatch):
     assert {"widgets.size", "widgets.colour"} <= paths(problems)
 
 
-def test_registering_a_section_without_a_settings_field_fails_fast():
+def test_a_section_without_a_settings_field_fails_fast():
     with pytest.raises(ValueError):
-        register_section("nowhere", lambda table, problems: None)
-
+        Section("nowhere", lambda table, problems: None)
 
 
 def test_count_budget_is_read_from_the_server_section():

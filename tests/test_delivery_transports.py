@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from aap.leads import transports
-from aap.leads.settings import AdfHttpTarget, HttpAuth, SmtpTarget, WebhookTarget
+from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, WebhookTarget
 from lead_support import Receiver, free_port
 
 ADF = '<?xml version="1.0" encoding="UTF-8"?>\n<?adf version="1.0"?>\n<adf><prospect status="new">' \

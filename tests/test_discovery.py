@@ -151,7 +151,7 @@ def test_api_catalog_head_matches_get(client):
 
 
 def test_without_poppy_no_document_links_it(agent_factory):
-    from aap.poppy.settings import PoppySettings
+    from aap.config.poppy import PoppySettings
 
     settings = dataclasses.replace(make_settings(), poppy=PoppySettings(enabled=False))
     client = TestClient(app_for(agent_factory(settings)), base_url="https://dealer.example")

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from aap.leads import appointments as ap
-from aap.leads.settings import AppointmentSettings
+from aap.config.leads import AppointmentSettings
 from lead_support import NOW, OAKLAND_ROOFTOP, ROOFTOPS, SF_ROOFTOP, VANCOUVER_ROOFTOP
 
 LA = ZoneInfo("America/Los_Angeles")

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from aap.cli import leads as cli
-from aap.leads.settings import DeliverySettings
+from aap.config.leads import DeliverySettings
 from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, Receiver, http_route, lead_request, \

@@ -14,7 +14,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from aap.leads.settings import DeliverySettings
+from aap.config.leads import DeliverySettings
 from aap.leads.worker import DeliveryWorker
 from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores

@@ -6,8 +6,8 @@ import tomllib
 
 import pytest
 
-from aap.config.loader import ConfigError, Problems, Table, parse_settings
-from aap.leads.settings import (
+from aap.config.loader import ConfigError, parse_settings
+from aap.config.leads import (
     AdfHttpTarget,
     HttpAuth,
     LeadSettings,
@@ -16,11 +16,12 @@ from aap.leads.settings import (
     WebhookTarget,
     parse_leads_section,
 )
+from aap.config.table import Problems, Table
 from aap.web.server import _decode, _encode
 
 
 def parse_leads_table(data):
-    """The registered ``[leads]`` parser on a loader Table: (settings, rendered problems)."""
+    """The ``[leads]`` parser on a Table: (settings, rendered problems)."""
     problems = Problems()
     table = Table.absent("leads", problems) if data is None else Table(data, "leads", problems)
     settings = parse_leads_section(table, problems)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from aap.errors import AapError
-from aap.leads.settings import AppointmentSettings
+from aap.config.leads import AppointmentSettings
 from aap.leads.timefmt import to_utc_z
 from aap.agent import CallContext, DealerAgent
 from aap.spec import validate

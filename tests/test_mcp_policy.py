@@ -68,8 +68,9 @@ def test_configured_values_add_to_the_defaults(
 
 
 def test_the_mcp_config_table_is_parsed_and_checked() -> None:
-    from aap.bindings.mcp_settings import McpSettings, mcp_settings, parse_mcp_section
-    from aap.config.loader import Problems, Table
+    from aap.config.mcp import McpSettings, parse_mcp_section
+    from aap.config.model import AgentIdentity, DealerProfile, Settings
+    from aap.config.table import Problems, Table
 
     problems = Problems()
     table = Table(
@@ -90,4 +91,8 @@ def test_the_mcp_config_table_is_parsed_and_checked() -> None:
     empty = Problems()
     assert parse_mcp_section(Table({}, "mcp", empty), empty) == McpSettings()
     assert empty.items == []
-    assert mcp_settings(object()) == McpSettings()
+    # Settings built in code without an [mcp] section get its defaults.
+    built = Settings(deployment_id="t", public_url="https://dealer.example",
+                     agent=AgentIdentity("Test agent", "Test."),
+                     dealer=DealerProfile({"name": "Test Motors", "rooftops": [{"name": "Main"}]}))
+    assert built.mcp == McpSettings()

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from aiosmtpd.controller import Controller
 
-from aap.leads.settings import DeliverySettings, Route, SmtpTarget, WebhookTarget
+from aap.config.leads import DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
 from aap.agent import CallContext, DealerAgent

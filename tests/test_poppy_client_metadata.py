@@ -9,7 +9,7 @@ import ipaddress
 import pytest
 
 from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry, address_allowed, cache_ttl
-from aap.poppy.settings import LOOPBACK_ENV, PoppySettings
+from aap.config.poppy import LOOPBACK_ENV, PoppySettings
 from poppy_client import PersonalAgent
 from poppy_env import agent_host, poppy_ca  # noqa: F401
 

@@ -11,7 +11,7 @@ import httpx
 
 from aap import EXTENSION_URI
 from aap.poppy import rotate_signing_key
-from aap.poppy.settings import PoppySettings
+from aap.config.poppy import PoppySettings
 from aap.spec import validate
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import TEST_POPPY, PoppyDeployment, agent_host, client, dealer, personal_agent, poppy_ca  # noqa: F401

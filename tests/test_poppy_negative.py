@@ -172,7 +172,7 @@ def test_private_address_client_id_is_refused(dealer, client: PoppyClient, clien
 
 
 def test_blocked_and_unlisted_clients_are_refused(tmp_path, poppy_ca, agent_host):
-    from aap.poppy.settings import PoppySettings
+    from aap.config.poppy import PoppySettings
     from poppy_env import PoppyDeployment
 
     agent = PersonalAgent(agent_host, name="blocked")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from aap.config.loader import Problems, Table
-from aap.poppy.settings import LOOPBACK_ENV, ExcludedTask, PoppySettings, parse_poppy_section
+from aap.config.poppy import LOOPBACK_ENV, ExcludedTask, PoppySettings, parse_poppy_section
+from aap.config.table import Problems, Table
 
 
 def parse_poppy_table(data):
-    """The registered ``[poppy]`` parser on a loader Table: (settings, rendered problems)."""
+    """The ``[poppy]`` parser on a Table: (settings, rendered problems)."""
     problems = Problems()
     table = Table.absent("poppy", problems) if data is None else Table(data, "poppy", problems)
     settings = parse_poppy_section(table, problems)

@@ -182,12 +182,11 @@ def deliver(config: str | None, database: str | None, once: bool) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
     import httpx
 
-    from aap.leads.settings import lead_settings
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.store import open_stores
 
     settings = load_or_fail(config, {"database": database} if database else None)
-    if not lead_settings(settings).routes:
+    if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.",
                            style="yellow"))
     stores = open_stores(settings.database_url)

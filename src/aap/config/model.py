@@ -1,15 +1,22 @@
-"""Typed dealer configuration.
+"""Typed dealer configuration: :class:`Settings` and the core sections' classes.
 
 A deployment is described by one TOML file (see ``aap init``). Its ``[dealer]``
 table mirrors the AAP ``DealerInformation`` object key for key, so the
 ``dealer.information`` answer is the configuration itself, validated once at
 load time. TOML has no ``null``: a closed day is written ``"closed"``.
+
+The subsystems' sections have their classes next to their parsers
+(:mod:`aap.config.mcp`, :mod:`aap.config.leads`, :mod:`aap.config.poppy`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from aap.config.leads import LeadSettings
+from aap.config.mcp import McpSettings
+from aap.config.poppy import PoppySettings
 
 ALL_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
@@ -120,7 +127,11 @@ class RateLimit:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything a deployment is configured with."""
+    """Everything a deployment is configured with.
+
+    Every optional section has its defaults, so a ``Settings`` built in code
+    (tests, tools) names only what it needs.
+    """
 
     deployment_id: str
     public_url: str
@@ -136,11 +147,9 @@ class Settings:
     count_timeout_ms: int = 0  # 0: always count exactly; else total is null past this budget
     tenant: str | None = None
     source_path: str | None = None
-    # Sections owned by optional subsystems, filled by their registered parsers
-    # (aap.config.loader.register_section); None means "that section's defaults".
-    mcp: Any = None     # aap.bindings.mcp_settings.McpSettings
-    leads: Any = None   # aap.leads.settings.LeadSettings
-    poppy: Any = None   # aap.poppy.settings.PoppySettings
+    mcp: McpSettings = field(default_factory=McpSettings)
+    leads: LeadSettings = field(default_factory=LeadSettings)
+    poppy: PoppySettings = field(default_factory=PoppySettings)
 
     @property
     def scope(self) -> str:

@@ -28,7 +28,7 @@ SCHEMAS_PREFIX = "/schemas/"
 
 def poppy_enabled(settings: Settings) -> bool:
     """Whether the Poppy binding is served (``[poppy] enabled``; on by default)."""
-    return bool(getattr(settings.poppy, "enabled", True))
+    return settings.poppy.enabled
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Callable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from aap.leads.settings import AppointmentSettings
+from aap.config.leads import AppointmentSettings
 from aap.leads.timefmt import parse_rfc3339, to_local, to_utc_z
 
 #: Which department's schedule an appointment type uses.

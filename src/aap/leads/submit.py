@@ -30,7 +30,7 @@ from aap.leads import appointments
 from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
 from aap.store.leads import NewLead
-from aap.leads.settings import LeadSettings, lead_settings
+from aap.config.leads import LeadSettings
 from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
 
@@ -75,7 +75,7 @@ def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | N
 def submit(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """Run ``lead.submit`` for a schema-valid ``request``; returns the response object."""
     settings = agent.settings
-    ls: LeadSettings = lead_settings(settings)
+    ls: LeadSettings = settings.leads
     store = agent.stores.leads
     now: datetime = ctx.now
 

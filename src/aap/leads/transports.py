@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import orjson
 
-from aap.leads.settings import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
+from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
 
 USER_AGENT = "aap-lead-delivery/1"
 _RETRYABLE_STATUS = {408, 425, 429}

@@ -27,7 +27,7 @@ import httpx
 from aap import AAP_VERSION
 from aap.leads import adf, transports
 from aap.store.leads import Delivery, LeadStore
-from aap.leads.settings import LeadSettings, lead_settings
+from aap.config.leads import LeadSettings
 
 log = logging.getLogger("aap.leads.delivery")
 
@@ -54,7 +54,7 @@ class DeliveryWorker:
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = settings
-        self.leads: LeadSettings = lead_settings(settings)
+        self.leads: LeadSettings = settings.leads
         self.clock = clock
 
     def now_ms(self) -> int:
@@ -202,7 +202,7 @@ async def delivery_lifespan(app: Any) -> AsyncIterator[None]:
     come from a separate ``aap deliver`` process).
     """
     settings = app.state.settings
-    if not lead_settings(settings).delivery.in_process:
+    if not settings.leads.delivery.in_process:
         yield
         return
     stop = asyncio.Event()
@@ -212,6 +212,6 @@ async def delivery_lifespan(app: Any) -> AsyncIterator[None]:
     finally:
         stop.set()
         try:
-            await asyncio.wait_for(task, timeout=lead_settings(settings).delivery.timeout_seconds + 5)
+            await asyncio.wait_for(task, timeout=settings.leads.delivery.timeout_seconds + 5)
         except asyncio.TimeoutError:
             task.cancel()

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from aap.config.poppy import PoppySettings
 from aap.discovery.http import StaticDocument
 from aap.discovery.urls import OAUTH_METADATA_PATH, POPPY_OPENAPI_PATH, POPPY_PATH, TOKEN_PATH
 from aap.poppy import discovery, feedback, token_endpoint
@@ -33,7 +34,6 @@ from aap.poppy.context import (
     PoppyContext,
 )
 from aap.poppy.oauth import OAuthError, log_failure, server_error
-from aap.poppy.settings import PoppySettings, poppy_settings
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "PoppySettings", "PoppyContext", "rotate_signing_key"]
@@ -65,7 +65,7 @@ def build(agent: Any, *, settings: PoppySettings | None = None,
           ssl_context: ssl.SSLContext | None = None) -> BindingParts:
     """All Poppy routes for ``agent``. ``settings`` overrides ``agent.settings.poppy`` (tests);
     ``ssl_context`` overrides the trust store used to fetch client metadata."""
-    options = poppy_settings(agent.settings, settings)
+    options = settings if settings is not None else agent.settings.poppy
     if not options.enabled:
         return BindingParts()
     ctx = PoppyContext(agent, options, agent.stores.poppy, ssl_context)
@@ -126,5 +126,5 @@ def rotate_signing_key(stores: Any, settings: Any = None) -> str:
     """Operator action (e.g. ``aap poppy rotate-keys``): a new active signing key; returns its kid."""
     from aap.poppy.keys import SigningKeys
 
-    options = poppy_settings(settings)
+    options = settings.poppy if settings is not None else PoppySettings()
     return SigningKeys(stores.poppy, options.access_token_ttl).rotate()

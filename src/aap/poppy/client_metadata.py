@@ -29,7 +29,7 @@ import httpx
 import orjson
 
 from aap.poppy.jose import JoseProblem, public_p256_key
-from aap.poppy.settings import PoppySettings
+from aap.config.poppy import PoppySettings
 
 MAX_KEYS = 20
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)

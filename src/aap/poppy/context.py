@@ -18,7 +18,7 @@ from aap.discovery.urls import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
 from aap.store.poppy import PoppyStore
-from aap.poppy.settings import PoppySettings
+from aap.config.poppy import PoppySettings
 from aap.web.ratelimit import RateLimiter
 
 FEEDBACK_PATH = "/poppy/feedback"

@@ -14,7 +14,6 @@ from typing import Any, Callable
 from aap.errors import AapError
 from aap.leads import consent
 from aap.leads.submit import submit
-from aap.leads.settings import lead_settings
 
 SKILL_ID = "lead.submit"
 
@@ -28,7 +27,7 @@ def make_classifier(settings: Any) -> Callable[[Any, list[dict[str, str]]], AapE
     """``classify(payload, problems)`` using the deployment's consent clock skew."""
 
     def classify(payload: Any, problems: list[dict[str, str]]) -> AapError:
-        skew = lead_settings(settings).consent_clock_skew_seconds
+        skew = settings.leads.consent_clock_skew_seconds
         error = consent.classify(payload, problems, datetime.now(timezone.utc), skew)
         # Only reached with schema problems, so there is always an error to return.
         return error or AapError("SCHEMA_VALIDATION_FAILED", errors=problems)

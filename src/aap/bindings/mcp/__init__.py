@@ -19,9 +19,9 @@ from starlette.routing import Route
 from aap.bindings.mcp.auth import BearerAuth, load_verifier
 from aap.bindings.mcp.http import McpHttpEndpoint
 from aap.bindings.mcp.policy import OriginPolicy
-from aap.bindings.mcp_settings import McpSettings, mcp_settings
 from aap.bindings.mcp.server import PROTOCOL_VERSIONS, make_server
 from aap.bindings.mcp.tools import build_tools
+from aap.config.mcp import McpSettings
 from aap.discovery.urls import MCP_PATH as PATH, DeploymentUrls
 from aap.web.parts import BindingParts
 from aap.web.ratelimit import RateLimiter
@@ -46,7 +46,7 @@ def endpoint_descriptor(settings: Any) -> dict[str, Any]:
 def build(agent: Any) -> BindingParts:
     """Routes and lifespan of the MCP endpoint for ``agent`` (a DealerAgent)."""
     settings = agent.settings
-    options = mcp_settings(settings)
+    options = settings.mcp
     tools = build_tools(agent.skills, settings.search.to_json())
     limiter = RateLimiter(agent.stores.state, settings.rate_limit)
     server = make_server(agent, tools, limiter, ttl_ms=options.tools_cache_ttl_ms)

@@ -12,7 +12,7 @@ correctly configured dealer needs no extra setting:
   itself is loopback (local development). A request without ``Origin``
   (every non-browser client) is always allowed.
 
-``[mcp] allowed_hosts`` / ``allowed_origins`` (:mod:`aap.bindings.mcp_settings`) *add* to those defaults
+``[mcp] allowed_hosts`` / ``allowed_origins`` (:mod:`aap.config.mcp`) *add* to those defaults
 (an internal host name behind a proxy, a browser app's origin); ``"*"``
 allows everything. Patterns are exact values, or ``name:*`` for any port.
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from aap.bindings.mcp_settings import mcp_settings
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -70,7 +69,7 @@ class OriginPolicy:
 
     @classmethod
     def for_settings(cls, settings: Any) -> "OriginPolicy":
-        mcp = mcp_settings(settings)
+        mcp = settings.mcp
         return cls(settings.public_url, mcp.allowed_hosts, mcp.allowed_origins)
 
     def host_allowed(self, host: str | None) -> bool:

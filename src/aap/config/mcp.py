@@ -1,8 +1,6 @@
-"""Configuration of the MCP binding: the ``[mcp]`` table.
+"""The ``[mcp]`` table: what the MCP binding (:mod:`aap.bindings.mcp`) is configured with.
 
-Kept apart from :mod:`aap.bindings.mcp` so that the configuration loader can
-import it (it is listed in ``aap.config.loader.SECTION_MODULES``) without
-loading the MCP SDK.
+Part of the configuration package, so reading a file never loads the MCP SDK.
 
 ```toml
 [mcp]
@@ -15,9 +13,8 @@ tools_cache_ttl_ms = 300000                     # ttlMs of tools/list and server
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from aap.config.loader import Problems, Table, register_section
+from aap.config.table import Problems, Table
 
 
 @dataclass(frozen=True)
@@ -27,11 +24,6 @@ class McpSettings:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     tools_cache_ttl_ms: int = 300_000
-
-
-def mcp_settings(settings: Any) -> McpSettings:
-    """The deployment's MCP settings (``Settings.mcp``), or the defaults."""
-    return getattr(settings, "mcp", None) or McpSettings()
 
 
 def _pattern_problem(value: str, origin: bool) -> str | None:
@@ -59,6 +51,3 @@ def parse_mcp_section(table: Table, problems: Problems) -> McpSettings:
     ttl = table.integer("tools_cache_ttl_ms", base.tools_cache_ttl_ms, minimum=0)
     table.finish()
     return McpSettings(allowed_hosts=hosts, allowed_origins=origins, tools_cache_ttl_ms=ttl)
-
-
-register_section("mcp", parse_mcp_section)

@@ -1,10 +1,9 @@
 """The ``[leads]`` configuration table: delivery routes, appointments, retries.
 
 Secrets never live in the file: a target names the *environment variables*
-that hold its password, token or signing secret, and the worker reads them
-when it sends. The table is read with the config loader's :class:`Table`, so
-every problem is reported at once with its TOML path
-(``leads.routes[0].targets[1].to``).
+that hold its password, token or signing secret, and the delivery worker
+(:mod:`aap.leads.worker`) reads them when it sends. Every problem is reported
+at once with its TOML path (``leads.routes[0].targets[1].to``).
 
 Example::
 
@@ -39,9 +38,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Union
 
-from aap.config.loader import Problems, Table, is_loopback_host, register_section
+from aap.config.table import Problems, Table
+from aap.loopback import is_loopback_host
 
 DEFAULT_ADF_CONTENT_TYPE = "application/x-adf+xml; charset=utf-8"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -181,11 +181,6 @@ class LeadSettings:
         return None
 
 
-def lead_settings(settings: Any) -> LeadSettings:
-    """The deployment's lead settings (``Settings.leads``), or the defaults."""
-    return getattr(settings, "leads", None) or LeadSettings()
-
-
 # -- parsing ------------------------------------------------------------------------
 
 
@@ -283,12 +278,12 @@ def _target(table: Table, default_name: str) -> Target | None:
     name = table.string("name", default_name)
     target: Target | None
     if kind == "adf_http":
-        url = table.url("url", required=True, query=True)
+        url = table.url("url", required=True, endpoint=True)
         target = AdfHttpTarget(name, url, _headers(table.table("headers")),
                                _auth(table.table("auth")),
                                table.string("content_type", DEFAULT_ADF_CONTENT_TYPE))
     elif kind == "webhook":
-        url = table.url("url", required=True, query=True)
+        url = table.url("url", required=True, endpoint=True)
         target = WebhookTarget(name, url, _env_name(table, "secret_env"),
                                _headers(table.table("headers")))
     else:
@@ -374,13 +369,3 @@ def _auth(table: Table) -> HttpAuth | None:
             table.problem("token_env", "is required for bearer auth")
     table.finish()
     return auth
-
-
-register_section("leads", parse_leads_section)
-
-
-__all__ = [
-    "AdfHttpTarget", "AppointmentSettings", "DeliverySettings", "HttpAuth", "LeadSettings",
-    "Route", "SmtpTarget", "Target", "WebhookTarget", "lead_settings", "parse_leads_section",
-    "DEFAULT_ADF_CONTENT_TYPE",
-]

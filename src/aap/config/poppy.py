@@ -1,9 +1,9 @@
 """Poppy (Personal Agent Protocol 0.3) configuration: the ``[poppy]`` table.
 
-Every limit that protects the guest issuer from a hostile caller is a named,
-bounded setting here, so an operator can read what the deployment enforces.
-The table is read with the config loader's :class:`Table`, so every problem is
-reported at once with its TOML path (``poppy.excluded_tasks[1].task``).
+Every limit that protects the guest issuer (:mod:`aap.poppy`) from a hostile
+caller is a named, bounded setting here, so an operator can read what the
+deployment enforces. Every problem is reported at once with its TOML path
+(``poppy.excluded_tasks[1].task``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from aap.config.loader import Problems, Table, pointer_to_path, register_section
+from aap.config.table import Problems, Table, schema_check
 
 LOOPBACK_ENV = "AAP_ALLOW_LOOPBACK_CLIENTS"
 
@@ -41,7 +41,7 @@ class PoppySettings:
     allow_loopback_clients: bool = False
     organization_name: str | None = None    # default: the dealer's name
     organization_domain: str | None = None  # default: the public URL's host
-    access_token_ttl: int = 3600            # seconds; "hours, not days"
+    access_token_ttl: int = 3600            # seconds; 60 ... 86400 (a day at most)
     session_idle_ttl: int = 7 * 86400       # a Session unused this long is over
     clock_skew: int = 30                    # seconds tolerated on assertion iat/exp
     dpop_iat_window: int = 60               # |now - proof iat| must stay within this
@@ -154,9 +154,7 @@ def _client_ids(table: Table, key: str) -> tuple[str, ...]:
 
 
 def _excluded_tasks(table: Table) -> tuple[ExcludedTask, ...]:
-    """``[[poppy.excluded_tasks]]``: ``task`` plus an optional ``alternative`` (a PoppyAlternative)."""
-    from aap.spec import validate
-
+    """``[[poppy.excluded_tasks]]``: ``task`` plus an optional ``alternative`` (a PoppyAlternative, seed 000)."""
     tasks: list[ExcludedTask] = []
     for entry in table.tables("excluded_tasks"):
         task = entry.string("task", required=True)
@@ -165,23 +163,8 @@ def _excluded_tasks(table: Table) -> tuple[ExcludedTask, ...]:
             task = None
         alternative = entry.raw("alternative", None)
         entry.finish()
-        errors = validate(alternative, "poppy-alternative") if alternative is not None else []
-        for error in errors:
-            path = pointer_to_path(entry.at("alternative"), error.get("instanceLocation", ""))
-            entry.problems.add(path, error.get("error", "is invalid"))
-        if task is not None and not errors:
+        valid = alternative is None or schema_check(alternative, "poppy-alternative",
+                                                    entry.at("alternative"), entry.problems)
+        if task is not None and valid:
             tasks.append(ExcludedTask(task, alternative))
     return tuple(tasks)
-
-
-def poppy_settings(agent_settings: Any, override: PoppySettings | None = None) -> PoppySettings:
-    """The deployment's Poppy settings (``Settings.poppy``), or the defaults."""
-    if override is not None:
-        return override
-    return getattr(agent_settings, "poppy", None) or PoppySettings()
-
-
-register_section("poppy", parse_poppy_section)
-
-
-__all__ = ["ExcludedTask", "PoppySettings", "parse_poppy_section", "poppy_settings", "LOOPBACK_ENV"]

@@ -1,0 +1,186 @@
+"""The core sections: top-level keys, ``[agent]``, ``[search]``, ``[[features]]``,
+``[rate_limit]`` and ``[server]``, plus the rule that names the agent after the dealer.
+
+Each parser takes its :class:`~aap.config.table.Table` (an empty,
+``present=False`` one when the file omits the section, so defaults live in one
+place) and returns the value of its Settings field(s).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aap.config.model import (
+    ALL_FILTERS,
+    ALL_SORT_FIELDS,
+    AgentIdentity,
+    Feature,
+    RateLimit,
+    SearchCapabilities,
+)
+from aap.config.table import Problems, Table, schema_check
+
+_FEATURE_CODE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+# -- top-level keys -------------------------------------------------------------
+
+
+def parse_root(root: Table) -> dict[str, Any]:
+    """``id``, ``public_url``, ``database`` and ``tenant``."""
+    deployment_id = root.string("id", required=True)
+    if deployment_id is not None and len(deployment_id) > 200:
+        root.problem("id", "must be at most 200 characters")
+    public_url = root.url("public_url", required=True)
+    database = root.string("database", "sqlite:///aap.db")
+    if not database.startswith(("sqlite://", "postgresql://", "postgres://")):
+        root.problem("database", "must be a sqlite:///path or postgresql:// URL")
+    return {"deployment_id": deployment_id, "public_url": public_url,
+            "database_url": database, "tenant": root.string("tenant")}
+
+
+# -- [agent] ----------------------------------------------------------------------
+
+
+def parse_agent(table: Table, problems: Problems) -> dict[str, Any]:
+    """The agent's self-description; name and description default from the dealer (see rules)."""
+    values: dict[str, Any] = {
+        "name": table.string("name"),
+        "description": table.string("description"),
+        "version": table.string("version", "1.0.0"),
+        "documentation_url": table.url("documentation_url"),
+        "icon_url": table.url("icon_url"),
+    }
+    provider = table.table("provider")
+    if provider.present:
+        values["provider_organization"] = provider.string("organization", required=True)
+        values["provider_url"] = provider.url("url", required=True)
+        provider.finish()
+    table.finish()
+    return values
+
+
+def agent_defaults(parsed: dict[str, Any], problems: Problems) -> None:
+    """Rule: the agent is named and described after the dealer unless ``[agent]`` says otherwise."""
+    values = parsed.get("agent") or {}
+    dealer = parsed.get("dealer")
+    dealer_name = dealer.name if dealer is not None else "AAP dealer"
+    parsed["agent"] = AgentIdentity(
+        name=values.get("name") or dealer_name,
+        description=values.get("description") or (
+            f"Auto Agent Protocol 3.1 agent of {dealer_name}: live vehicle inventory search, "
+            "vehicle details and dealership information."
+        ),
+        version=values.get("version") or "1.0.0",
+        provider_organization=values.get("provider_organization"),
+        provider_url=values.get("provider_url"),
+        documentation_url=values.get("documentation_url"),
+        icon_url=values.get("icon_url"),
+    )
+
+
+# -- [search] ---------------------------------------------------------------------
+
+
+def parse_search(table: Table, problems: Problems) -> SearchCapabilities:
+    base = SearchCapabilities()
+    scope = table.string("scope", base.scope, choices=("dealer", "aggregate"))
+    currencies = table.strings("currencies", base.currencies, choices=("USD", "CAD"))
+    default_currency = table.string("default_currency", base.default_currency,
+                                    choices=("USD", "CAD"))
+    unit = table.string("default_mileage_unit", base.default_mileage_unit, choices=("mi", "km"))
+    default_limit = table.integer("default_limit", base.default_limit, minimum=1, maximum=100)
+    max_limit = table.integer("max_limit", base.max_limit, minimum=1, maximum=100)
+    offset = table.boolean("offset", base.offset)
+    sort_fields = table.strings("sort_fields", base.sort_fields, choices=ALL_SORT_FIELDS)
+    # The default honours every filter, except rooftop names on an aggregate endpoint:
+    # "Aggregate endpoints do not accept ambiguous rooftop-name filters"
+    # (seed 004, ``InventoryCapabilities.scope``).
+    default_filters = tuple(f for f in base.filters if scope != "aggregate" or f != "rooftops")
+    filters = table.strings("filters", default_filters, choices=ALL_FILTERS, min_items=0)
+    default_sort = base.default_sort
+    sort = table.table("default_sort")
+    if sort.present:
+        default_sort = (
+            sort.string("field", base.default_sort[0], required=True, choices=ALL_SORT_FIELDS),
+            sort.string("order", base.default_sort[1], required=True, choices=("asc", "desc")),
+        )
+        sort.finish()
+    table.finish()
+
+    if default_limit > max_limit:
+        table.problem("default_limit", f"must not exceed max_limit ({max_limit})")
+    if default_currency not in currencies:
+        table.problem("default_currency", "must be one of search.currencies")
+    if scope == "aggregate" and "rooftops" in filters:
+        table.problem("filters", "'rooftops' is not allowed with scope = \"aggregate\" "
+                                 "(rooftop names are ambiguous across dealers)")
+    if "distance_mi" in sort_fields and "near" not in filters:
+        table.problem("sort_fields", "'distance_mi' needs the 'near' filter in search.filters")
+    if default_sort[0] == "distance_mi":
+        table.problem("default_sort.field", "must not be 'distance_mi' "
+                                            "(an unfiltered search has no origin)")
+    elif default_sort[0] not in sort_fields:
+        table.problem("default_sort.field", "must be one of search.sort_fields")
+
+    capabilities = SearchCapabilities(
+        scope=scope, filters=filters, sort_fields=sort_fields, default_sort=default_sort,
+        default_limit=default_limit, max_limit=max_limit, offset=offset,
+        currencies=currencies, default_currency=default_currency, default_mileage_unit=unit,
+    )
+    schema_check(capabilities.to_json(), "inventory-capabilities", "search", problems)
+    return capabilities
+
+
+
+# -- [[features]] -----------------------------------------------------------------
+
+
+def parse_features(tables: list[Table], problems: Problems) -> tuple[Feature, ...]:
+    features: list[Feature] = []
+    seen: dict[str, int] = {}
+    for i, table in enumerate(tables):
+        code = table.string("code", required=True)
+        label = table.string("label", required=True)
+        table.finish()
+        if code is not None:
+            if len(code) > 80 or not _FEATURE_CODE.match(code):
+                table.problem("code", "must match ^[a-z][a-z0-9_]*$ (at most 80 characters)")
+                code = None
+            elif code in seen:
+                table.problem("code", f"duplicates features[{seen[code]}].code")
+                code = None
+            else:
+                seen[code] = i
+        if label is not None and len(label) > 200:
+            table.problem("label", "must be at most 200 characters")
+            label = None
+        if code is not None and label is not None:
+            features.append(Feature(code, label))
+    return tuple(features)
+
+
+# -- [rate_limit] and [server] ----------------------------------------------------
+
+
+def parse_rate_limit(table: Table, problems: Problems) -> RateLimit:
+    base = RateLimit()
+    limit = RateLimit(
+        enabled=table.boolean("enabled", base.enabled),
+        per_minute=table.integer("per_minute", base.per_minute, minimum=1),
+        burst=table.integer("burst", base.burst, minimum=1),
+    )
+    table.finish()
+    return limit
+
+
+def parse_server(table: Table, problems: Problems) -> dict[str, int]:
+    values = {
+        "max_body_bytes": table.integer("max_body_bytes", 1_048_576, minimum=1024,
+                                        maximum=64 * 1024 * 1024),
+        "cursor_ttl_seconds": table.integer("cursor_ttl_seconds", 86_400, minimum=60),
+        "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
+    }
+    table.finish()
+    return values
