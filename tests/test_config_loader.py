@@ -18,6 +18,7 @@ from aap.config.loader import (
     parse_settings,
 )
 from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS
+from aap.config.urls import public_url_problem
 from aap.spec import validate
 
 NO_ENV: dict[str, str] = {}
@@ -300,6 +301,38 @@ def test_loopback_http_is_allowed_but_other_http_is_not():
     for url in ("http://dealer.example", "ftp://dealer.example", "https://dealer.example/?a=1",
                 "https://user:pw@dealer.example", "dealer.example"):
         assert "public_url" in paths(problems_of(MINIMAL.replace("https://dealer.example", url)))
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2", "http://127.1.2.3:8000",
+                                 "http://[::ffff:127.0.0.1]"])
+def test_loopback_is_only_what_the_agent_card_admits_and_start_up_agrees(url):
+    """127.0.0.2 is loopback to the OS but not to the agent card (seed 001,
+    ``AgentCard.url``): the file check refuses it with start-up's own message."""
+    from aap.web.app import PublicUrlError, check_public_url
+
+    (problem,) = problems_of(MINIMAL.replace("https://dealer.example", url))
+    path, message = problem.split(": ", 1)
+    assert path == "public_url"
+    assert message == public_url_problem(url)
+    assert message.startswith("must use https://")
+    with pytest.raises(PublicUrlError) as info:
+        check_public_url(url)
+    assert str(info.value) == f"public_url {url!r}: {message}"
+
+
+def test_smtp_in_clear_text_is_refused_beyond_the_loopback_names():
+    target = """
+[[leads.routes]]
+[[leads.routes.targets]]
+type = "smtp"
+host = "{host}"
+starttls = false
+from = "aap@dealer.example"
+to = ["leads@dealer.example"]
+"""
+    assert parse(MINIMAL + target.format(host="localhost")).leads.routes[0].targets[0].host == "localhost"
+    problems = problems_of(MINIMAL + target.format(host="127.0.0.2"))
+    assert paths(problems) == {"leads.routes[0].targets[0].starttls"}
 
 
 # -- aggregate scope --------------------------------------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, AsyncIterator, Callable
-from urllib.parse import urlsplit
 
 import orjson
 from starlette.applications import Starlette
@@ -27,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aap.config.model import Settings
+from aap.config.urls import public_url_problem
 from aap.agent import DealerAgent
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.agent_card import AgentCardCache, agent_card_endpoint
@@ -50,7 +50,6 @@ STARTUP_HOOKS: list[str] = [
 ]
 
 AGENT_CARD_PATH = "/.well-known/agent-card.json"
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class PublicUrlError(ValueError):
@@ -58,26 +57,10 @@ class PublicUrlError(ValueError):
 
 
 def check_public_url(url: str) -> None:
-    """Refuse a base URL the agent card may not carry (HTTPS, or loopback http in development).
-
-    Loopback means exactly ``localhost``, ``127.0.0.1`` or ``[::1]``: the hosts the
-    seed's agent-card schema admits over plain http.
-    """
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (raises on a malformed port)
-    except ValueError:
-        raise PublicUrlError(f"public URL {url!r} is not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PublicUrlError(f"public URL {url!r} must be an absolute https:// URL")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise PublicUrlError(f"public URL {url!r} must not carry a query, fragment or credentials")
-    if parts.scheme == "http" and parts.hostname.lower() not in LOOPBACK_HOSTS:
-        raise PublicUrlError(
-            f"public URL {url!r}: HTTPS is required. AAP discovery documents (agent card, "
-            "poppy.json, llms.txt) must use https:// URLs; plain http:// is allowed only for "
-            "localhost, 127.0.0.1 or [::1] during local development."
-        )
+    """Refuse a base URL the discovery documents may not carry: the configuration's own check."""
+    problem = public_url_problem(url)
+    if problem:
+        raise PublicUrlError(f"public_url {url!r}: {problem}")
 
 
 def _resolve(target: str) -> Callable[..., Any]:
