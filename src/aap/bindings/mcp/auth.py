@@ -9,10 +9,12 @@ not valid is refused the way MCP authorization prescribes: ``401`` with
 ``WWW-Authenticate: Bearer error="invalid_token", resource_metadata=...``,
 never silently downgraded to an anonymous call.
 
-Verification belongs to the Poppy package: ``aap.poppy.bearer.verify_mcp_bearer
-(stores, settings, authorization_header, resource_url)`` returns the verified
-identity (an object with ``caller_id`` and ``client_id``) or ``None``. Without
-that module no token can be valid.
+Verification is a :data:`Verifier` handed to :func:`aap.bindings.mcp.build`:
+``verifier(stores, settings, authorization_header, resource_url)`` returns
+the verified identity (an object with ``caller_id`` and ``client_id``) or
+``None``. The Poppy issuer does not mint MCP-bound tokens (it implements no
+RFC 8693 exchange; docs/poppy.md), so the composition root passes none and no
+token can be valid.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from typing import Any, Callable, Protocol
 
 import anyio
 import orjson
+from starlette.requests import Request
 from starlette.responses import Response
+
+from aap.agent import DealerAgent
+from aap.config.model import Settings
+from aap.store import Stores
 
 CALLER_STATE_KEY = "aap.mcp.caller"
 
@@ -31,19 +38,10 @@ class VerifiedCaller(Protocol):
     client_id: str | None
 
 
-Verifier = Callable[[Any, Any, str, str], "VerifiedCaller | None"]
+Verifier = Callable[[Stores, Settings, str, str], "VerifiedCaller | None"]
 
 
-def load_verifier() -> Verifier | None:
-    """The Poppy package's Bearer verifier, when that package provides one."""
-    try:
-        from aap.poppy.bearer import verify_mcp_bearer
-    except ImportError:
-        return None
-    return verify_mcp_bearer
-
-
-def caller_of(request: Any) -> VerifiedCaller | None:
+def caller_of(request: Request | None) -> VerifiedCaller | None:
     """The verified caller the HTTP front stored on this request, if any."""
     if request is None:
         return None
@@ -57,7 +55,7 @@ def remember_caller(scope: dict[str, Any], caller: VerifiedCaller) -> None:
 class BearerAuth:
     """Checks an ``Authorization`` header against the Poppy issuer."""
 
-    def __init__(self, agent: Any, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
+    def __init__(self, agent: DealerAgent, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
         self.agent = agent
         self.resource_url = resource_url
         self.metadata_url = metadata_url
