@@ -235,3 +235,15 @@ def test_every_document_names_the_card_urls(agent_factory, public_url):
         assert url in llms
     for url in (params["mcp"]["url"], card_url, params["llms_txt"], card["supportedInterfaces"][0]["url"]):
         assert url in catalog
+
+
+def test_the_discovery_documents_load_no_protocol_sdk():
+    """The card and llms.txt name the MCP revisions from aap.protocols, never from the MCP binding."""
+    import subprocess
+    import sys
+
+    code = ("import sys, aap.discovery.agent_card, aap.discovery.llms_txt; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'a2a') "
+            "or m.startswith('aap.bindings'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []

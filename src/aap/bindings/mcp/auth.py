@@ -2,19 +2,18 @@
 
 AAP's MCP endpoint is ``public_read``: no call needs a token, and
 ``lead.submit`` carries its consent in the payload. A caller *may* present a
-Bearer token issued by this deployment's Poppy issuer (RFC 8693 exchange,
-resource-bound to the MCP URL); its verified identity then scopes lead
-idempotency exactly as on the other bindings. A token that is presented but
-not valid is refused the way MCP authorization prescribes: ``401`` with
+Bearer token resource-bound to the MCP URL; a verified identity then scopes
+lead idempotency exactly as on the other bindings. A token that is presented
+but not valid is refused the way MCP authorization prescribes: ``401`` with
 ``WWW-Authenticate: Bearer error="invalid_token", resource_metadata=...``,
 never silently downgraded to an anonymous call.
 
 Verification is a :data:`Verifier` handed to :func:`aap.bindings.mcp.build`:
 ``verifier(stores, settings, authorization_header, resource_url)`` returns
 the verified identity (an object with ``caller_id`` and ``client_id``) or
-``None``. The Poppy issuer does not mint MCP-bound tokens (it implements no
-RFC 8693 exchange; docs/poppy.md), so the composition root passes none and no
-token can be valid.
+``None``. This deployment's Poppy issuer mints no MCP-bound tokens (no RFC
+8693 exchange; docs/poppy.md, "Native MCP and token exchange"), so the
+composition root passes no verifier and no token can be valid.
 """
 
 from __future__ import annotations
