@@ -1,7 +1,7 @@
 """HTTP throughput of ``inventory.search`` through ``POST /a2a`` on loopback.
 
 Builds (or reuses) a SQLite database with a generated inventory, starts
-``aap.web.server.run`` as a subprocess on 127.0.0.1, sends a fixed number of
+``aap.server.runner.run`` as a subprocess on 127.0.0.1, sends a fixed number of
 identical-shape search requests (make + price_max + sort by price) from a
 concurrent httpx client, and prints requests/s, p50/p99 latency and the server's
 peak resident memory (VmHWM from /proc) while serving that inventory.
@@ -65,14 +65,13 @@ def build_database(path: Path, listings: int, seed: int) -> tuple[float, str]:
 def start_server(database: Path, port: int, workers: int) -> subprocess.Popen:
     script = textwrap.dedent(
         f"""
-        from aap.config.loader import load_settings
-        from aap.web.server import run
-        settings = load_settings(None, overrides={{
+        from aap.server.runner import SettingsSource, run
+        source = SettingsSource(None, {{
             "public_url": "http://127.0.0.1:{port}",
             "database": "sqlite:///{database}",
             "rate_limit.enabled": False,
         }}, environ={{}})
-        run(settings, host="127.0.0.1", port={port}, workers={workers}, log_level="warning")
+        run(source, host="127.0.0.1", port={port}, workers={workers}, log_level="warning")
         """
     )
     return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)

@@ -5,7 +5,7 @@ record, appointment seat when confirmed, outbox row) before its answer:
 
 * ``inprocess``: ``DealerAgent.handle`` from ``--concurrency`` threads on one
   SQLite file (each thread has its own connection);
-* ``a2a``: ``POST /a2a`` against ``aap.web.server.run`` started as a subprocess on
+* ``a2a``: ``POST /a2a`` against ``aap.server.runner.run`` started as a subprocess on
   127.0.0.1, from a concurrent httpx client.
 
 Each lead is distinct (its own idempotency key, name and e-mail) and valid; a
@@ -183,10 +183,7 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
         import sys
         sys.path.insert(0, {str(here)!r})
         from bench_leads import bench_settings
-        from aap.web import app as web_app
-        from aap.web.server import run
-        hook = "aap.leads.worker:delivery_lifespan"
-        web_app.STARTUP_HOOKS[:] = [h for h in web_app.STARTUP_HOOKS if h != hook] + [hook]
+        from aap.server.runner import run
         run(bench_settings({database_url!r}, "http://127.0.0.1:{port}"), host="127.0.0.1", port={port},
             log_level="warning")
         """

@@ -1,7 +1,7 @@
 """Throughput of the ``inventory.search`` tool over ``POST /mcp`` next to the same request over ``POST /a2a``.
 
 Builds a SQLite database with a generated inventory, starts the server
-(``aap.web.server.run``) as a subprocess on 127.0.0.1, and sends a fixed number of
+(``aap.server.runner.run``) as a subprocess on 127.0.0.1, and sends a fixed number of
 identical search requests (price_max, optionally the most common make; sorted by price,
 limit 20: a full page of listings) in four ways:
 
@@ -38,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import build_database, free_port  # noqa: E402
 from common import percentile, wait_healthy  # noqa: E402
 
-MCP_BINDING = "aap.bindings.mcp:build"
 ACCEPT = "application/json, text/event-stream"
 
 
@@ -46,10 +45,7 @@ def start_server(database: Path, port: int) -> subprocess.Popen:
     script = textwrap.dedent(
         f"""
         from aap.config.loader import load_settings
-        from aap.web import app
-        from aap.web.server import run
-        if {MCP_BINDING!r} not in app.BINDINGS:  # until the binding is wired into the app
-            app.BINDINGS.append({MCP_BINDING!r})
+        from aap.server.runner import run
         settings = load_settings(None, overrides={{
             "public_url": "http://127.0.0.1:{port}",
             "database": "sqlite:///{database}",

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 
 BASE = "http://localhost:8765"
 STRUCT = "type.googleapis.com/google.protobuf.Struct"

@@ -21,7 +21,7 @@ from aap.client import PoppyIdentity
 from aap.client.poppy_auth import generate_es256_key
 from aap.config.poppy import PoppySettings
 from aap.store import open_stores
-from aap.web.app import create_app
+from aap.server.app import create_app
 from http_helpers import LiveServer, load_demo_inventory, make_settings
 from poppy_client import AgentHost, HttpsServer, TestCA
 

@@ -15,7 +15,7 @@ import uvicorn
 from aap import EXTENSION_URI
 from aap.config.loader import load_settings
 from aap.config.model import Settings
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
 
 STRUCT = "type.googleapis.com/google.protobuf.Struct"
@@ -164,7 +164,7 @@ class Deployment:
 
     def __init__(self, directory: Any, *, inventory: int = 60, public_url: str | None = None, **replace: Any) -> None:
         from aap.store import open_stores
-        from aap.web.app import create_app
+        from aap.server.app import create_app
 
         self.server = LiveServer()
         self.settings = make_settings(

@@ -1,6 +1,6 @@
 """A dealer server process for the crash tests: ``python lead_server.py CONFIG.json``.
 
-It runs the real web server (``aap.web.server.run``, what ``aap serve`` calls)
+It runs the real web server (``aap.server.runner.run``, what ``aap serve`` calls)
 with the lead delivery worker in its lifespan, on a SQLite file, delivering to
 the CRM URL named in the config. The tests kill it with SIGKILL.
 """
@@ -15,11 +15,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from aap.config.leads import DeliverySettings  # noqa: E402
-from aap.web import app as web_app  # noqa: E402
-from aap.web.server import run  # noqa: E402
+from aap.server.runner import run  # noqa: E402
 from lead_support import http_route, lead_settings  # noqa: E402
-
-HOOK = "aap.leads.worker:delivery_lifespan"
 
 
 def main() -> None:
@@ -32,8 +29,6 @@ def main() -> None:
     settings = lead_settings(routes=[http_route(config["crm_url"])], database_url=config["database_url"],
                              delivery=delivery)
     settings = dataclasses.replace(settings, public_url=f"http://127.0.0.1:{config['port']}")
-    # Until the integrator lists the hook in aap.web.app.STARTUP_HOOKS, add it here (once).
-    web_app.STARTUP_HOOKS[:] = [h for h in web_app.STARTUP_HOOKS if h != HOOK] + [HOOK]
     run(settings, host="127.0.0.1", port=config["port"], log_level="warning")
 
 

@@ -4,6 +4,7 @@ and builders for raw MCP requests of both eras."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -11,24 +12,15 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from aap.bindings import mcp
 from aap.inventory.demo import generate_listings
+from aap.server.app import SURFACES, create_app
 from aap.store import Stores, open_stores
-from aap.web import app as web_app
 from http_helpers import LiveServer, make_settings
 
-MCP_BINDING = "aap.bindings.mcp:build"
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 ACCEPT = "application/json, text/event-stream"
-
-
-def create_app(settings: Any, stores: Stores) -> Any:
-    """``aap.web.app.create_app`` with the MCP binding among its bindings."""
-    if MCP_BINDING in web_app.BINDINGS:
-        return web_app.create_app(settings, stores)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(web_app, "BINDINGS", [*web_app.BINDINGS, MCP_BINDING])
-        return web_app.create_app(settings, stores)
 
 
 @dataclass
@@ -66,10 +58,10 @@ def live_dealer(
     stores = open_stores(settings.database_url)
     listings = list(generate_listings(count, seed=7, settings=settings))
     stores.inventory.import_listings(listings, replace=True)
-    with pytest.MonkeyPatch.context() as patch:
-        if verifier is not None:
-            patch.setattr("aap.bindings.mcp.load_verifier", lambda: verifier)
-        app = create_app(settings, stores)
+    surfaces = SURFACES
+    if verifier is not None:  # the MCP binding with this Bearer verifier instead of none
+        surfaces = tuple(functools.partial(mcp.build, verifier=verifier) if s is mcp.build else s for s in SURFACES)
+    app = create_app(settings, stores, surfaces=surfaces)
     server.start(app)
     try:
         yield Dealer(server, settings, stores, app, listings)

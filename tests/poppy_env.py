@@ -27,7 +27,7 @@ from aap.poppy import build
 from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.agent import DealerAgent
 from aap.store import open_stores
-from aap.web.agent_card import build_agent_card
+from aap.discovery.agent_card import build_agent_card
 from conftest import make_settings as code_settings
 from http_helpers import load_demo_inventory
 from poppy_client import AgentHost, HttpsServer, PersonalAgent, PoppyClient, TestCA

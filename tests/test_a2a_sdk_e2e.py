@@ -16,7 +16,7 @@ from google.protobuf.json_format import MessageToDict
 
 from aap import EXTENSION_URI
 from aap.config.model import RateLimit
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from http_helpers import Deployment, aap_error_of, assert_valid_response
 

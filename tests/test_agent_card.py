@@ -8,11 +8,11 @@ import dataclasses
 import httpx
 import pytest
 
-from aap.bindings.mcp import PROTOCOL_VERSIONS as MCP_PROTOCOL_VERSIONS
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import AgentIdentity
+from aap.protocols import MCP_PROTOCOL_VERSIONS
+from aap.server.app import PublicUrlError, create_app
 from aap.spec import validate
-from aap.web.app import PublicUrlError, create_app
 from http_helpers import Deployment, make_settings
 
 CARD = "/.well-known/agent-card.json"

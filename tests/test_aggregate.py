@@ -21,11 +21,10 @@ from aap.cli.main import main
 from aap.config.loader import load_settings
 from aap.spec import validate
 from aap.store import open_stores
-from aap.web import app as web_app
+from aap.server.app import create_app
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 
-HOOK = "aap.leads.worker:delivery_lifespan"
 SHARED_VIN = "1HGCV1F34PA000001"
 
 CONFIG = """
@@ -106,8 +105,7 @@ def run_cli(*args: str):
 
 
 @pytest.fixture
-def marketplace(tmp_path, database_url, monkeypatch):
-    monkeypatch.setattr(web_app, "STARTUP_HOOKS", [h for h in web_app.STARTUP_HOOKS if h != HOOK] + [HOOK])
+def marketplace(tmp_path, database_url):
     springfield, shelbyville = Receiver(), Receiver()
     server = LiveServer()
     config = tmp_path / "aap.toml"
@@ -120,7 +118,7 @@ def marketplace(tmp_path, database_url, monkeypatch):
             "--dealer-id", "shelbyville-ford")
     settings = load_settings(str(config), environ={})
     stores = open_stores(settings.database_url)
-    server.start(web_app.create_app(settings, stores))
+    server.start(create_app(settings, stores))
     yield server, config, stores, {"springfield-honda": springfield, "shelbyville-ford": shelbyville}
     server.stop()
     stores.close()

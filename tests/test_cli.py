@@ -217,10 +217,15 @@ def test_aggregate_import_per_dealer_and_store_conflicts_with_line(runner, tmp_p
 
 @pytest.fixture
 def fake_run(monkeypatch):
+    """``aap serve``'s call of the runner: (the settings its source loads, the options)."""
     calls = []
-    import aap.web.server
+    import aap.server.runner
 
-    monkeypatch.setattr(aap.web.server, "run", lambda settings, **kw: calls.append((settings, kw)))
+    def run(source, **kw):
+        assert isinstance(source, aap.server.runner.SettingsSource)  # what workers can load again
+        calls.append((source.load(), kw))
+
+    monkeypatch.setattr(aap.server.runner, "run", run)
     return calls
 
 

@@ -308,7 +308,7 @@ def test_loopback_http_is_allowed_but_other_http_is_not():
 def test_loopback_is_only_what_the_agent_card_admits_and_start_up_agrees(url):
     """127.0.0.2 is loopback to the OS but not to the agent card (seed 001,
     ``AgentCard.url``): the file check refuses it with start-up's own message."""
-    from aap.web.app import PublicUrlError, check_public_url
+    from aap.server.app import PublicUrlError, check_public_url
 
     (problem,) = problems_of(MINIMAL.replace("https://dealer.example", url))
     path, message = problem.split(": ", 1)

@@ -8,15 +8,14 @@ import re
 import orjson
 import pytest
 from starlette.applications import Starlette
-from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import AgentIdentity, DealerProfile
 from aap.discovery import build
-from aap.discovery.urls import DeploymentUrls
+from aap.discovery.agent_card import build_agent_card
+from aap.paths import DeploymentUrls
 from aap.spec import openapi_document, schema_bytes, schema_names, validate
-from aap.web.agent_card import agent_card_endpoint, AgentCardCache, build_agent_card
 
 from conftest import make_settings
 
@@ -24,9 +23,7 @@ LINKSET = 'application/linkset+json; profile="https://www.rfc-editor.org/info/rf
 
 
 def app_for(agent) -> Starlette:
-    app = Starlette(routes=[Route("/.well-known/agent-card.json", agent_card_endpoint), *build(agent).routes])
-    app.state.agent_card = AgentCardCache(agent.settings, agent)
-    return app
+    return Starlette(routes=build(agent).routes)
 
 
 @pytest.fixture
@@ -44,7 +41,7 @@ def test_llms_txt_describes_dealer_skills_and_bindings(agent, client):
     assert lines[0] == "# Bay Motors agent"
     assert lines[2].startswith("> Test dealer agent. Bay Motors Group (3 rooftops) on the Auto Agent Protocol (AAP) "
                                "3.1.0. Skills: dealer.information, inventory.facets, inventory.search")
-    urls = DeploymentUrls(agent.settings)
+    urls = DeploymentUrls(agent.settings.public_url)
     for url in (urls.agent_card, urls.a2a, urls.a2a_openapi, urls.mcp, urls.poppy, urls.poppy_openapi,
                 urls.api_catalog, urls.schemas):
         assert url in text, url
@@ -115,7 +112,7 @@ def test_api_catalog_is_an_rfc9727_linkset(agent, client):
     response = client.get("/.well-known/api-catalog")
     assert response.status_code == 200
     assert response.headers["content-type"] == LINKSET
-    urls = DeploymentUrls(agent.settings)
+    urls = DeploymentUrls(agent.settings.public_url)
     assert response.headers["link"] == f'<{urls.api_catalog}>; rel="api-catalog"'
     linkset = response.json()["linkset"]
     anchors = [entry["anchor"] for entry in linkset]
@@ -238,3 +235,15 @@ def test_every_document_names_the_card_urls(agent_factory, public_url):
         assert url in llms
     for url in (params["mcp"]["url"], card_url, params["llms_txt"], card["supportedInterfaces"][0]["url"]):
         assert url in catalog
+
+
+def test_the_discovery_documents_load_no_protocol_sdk():
+    """The card and llms.txt name the MCP revisions from aap.protocols, never from the MCP binding."""
+    import subprocess
+    import sys
+
+    code = ("import sys, aap.discovery.agent_card, aap.discovery.llms_txt; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'a2a') "
+            "or m.startswith('aap.bindings'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []

@@ -9,17 +9,14 @@ import httpx
 import pytest
 
 from aap.store import open_stores
-from aap.web import app as web_app
+from aap.server.app import create_app
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, assert_valid_response, send_message
 from aap.spec import validate
 from lead_support import EMAIL, FIRST, Receiver, http_route, lead_request, lead_settings
 
-HOOK = "aap.leads.worker:delivery_lifespan"
-
 
 @pytest.fixture
-def deployment(tmp_path, monkeypatch):
-    monkeypatch.setattr(web_app, "STARTUP_HOOKS", [h for h in web_app.STARTUP_HOOKS if h != HOOK] + [HOOK])
+def deployment(tmp_path):
     receiver = Receiver()
     server = LiveServer()
     settings = dataclasses.replace(
@@ -27,7 +24,7 @@ def deployment(tmp_path, monkeypatch):
         public_url=server.base_url,
     )
     stores = open_stores(settings.database_url)
-    server.start(web_app.create_app(settings, stores))
+    server.start(create_app(settings, stores))
     yield server, receiver, stores
     server.stop()
     stores.close()

@@ -1,6 +1,6 @@
 """Crash safety: a real server process killed with SIGKILL around delivery.
 
-The server (``aap.web.server.run`` with the delivery worker in its lifespan)
+The server (``aap.server.runner.run`` with the delivery worker in its lifespan)
 runs in its own process on a SQLite file; the lead goes in over ``/a2a`` and
 the CRM is an HTTP receiver in this process.
 """

@@ -17,7 +17,7 @@ from aap.config.leads import (
     parse_leads_section,
 )
 from aap.config.table import Problems, Table
-from aap.web.server import _decode, _encode
+from aap.server.runner import SettingsSource
 
 
 def parse_leads_table(data):
@@ -200,10 +200,10 @@ def test_the_leads_table_is_a_registered_section_of_the_config_file():
 
 
 def test_settings_survive_the_json_round_trip_to_server_workers():
+    """Server workers load their settings from a SettingsSource sent as JSON: [leads] included."""
     settings, _ = parse_leads_table(tomllib.loads(FULL))
-    import orjson
-
-    rebuilt = _decode(orjson.loads(orjson.dumps(_encode(settings))))
+    source = SettingsSource(None, {"leads": tomllib.loads(FULL), "public_url": "https://dealer.example"}, environ={})
+    rebuilt = SettingsSource.from_json(source.to_json()).load().leads
     assert rebuilt == settings
     assert isinstance(rebuilt.routes[0], Route)
     assert isinstance(rebuilt.routes[0].targets[1], SmtpTarget)

@@ -13,10 +13,11 @@ import orjson
 import pytest
 from mcp import Client
 
-from aap.bindings.mcp import PROTOCOL_VERSIONS, endpoint_descriptor
+from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
+from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.bindings.mcp.schemas import bundled
 from aap.bindings.mcp.tools import CAPABILITIES_META_KEY
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from mcp_helpers import LEGACY, MODERN, Dealer, lead_request, live_dealer
 
@@ -193,8 +194,11 @@ async def test_an_unexpected_failure_is_internal_error_without_detail(
     error = structured(result, "error")
     assert error["code"] == "INTERNAL_ERROR" and error["retryable"] is True
     assert "jane" not in result.content[0].text and "10.0.0.7" not in result.content[0].text
-    logged = [r.getMessage() for r in caplog.records if r.name == "aap.mcp"]
-    assert any("RuntimeError" in line and error["error_id"] in line for line in logged), logged
+    logged = [f"{r.getMessage()} {r.fields}" for r in caplog.records if r.name == "aap.mcp"]
+    assert any(
+        r.fields["error_type"] == "RuntimeError" and r.fields["error_id"] == error["error_id"]
+        for r in caplog.records if r.name == "aap.mcp"
+    ), logged
     assert not any("jane" in line or "10.0.0.7" in line for line in logged)
     assert all(r.exc_info is None for r in caplog.records if r.name == "aap.mcp")
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from aap.skills.registry import BY_REQUEST_TYPE
+from aap.skills.catalog import BY_REQUEST_TYPE
 from aap.spec import validate
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from mcp_helpers import MODERN, Dealer, lead_request, live_dealer

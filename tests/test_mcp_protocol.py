@@ -8,8 +8,8 @@ import httpx
 import orjson
 import pytest
 
-from aap.bindings.mcp import PROTOCOL_VERSIONS
-from aap.skills.registry import SKILLS
+from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from mcp_helpers import (
     ACCEPT,

@@ -10,7 +10,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from aap.bindings.mcp.schemas import DIALECT, bundle, bundled
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
 
 BASE = "https://autoagentprotocol.org/v3.1/schemas/"

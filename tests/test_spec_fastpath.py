@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import aap.spec as spec
 from aap.config.loader import load_settings
 from aap.inventory.demo import generate_listings
-from aap.spec import ecma, registry
+from aap.spec import ecma, schema_files
 from aap.spec.validator import compiled, fast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,8 +84,8 @@ def test_every_bundled_schema_compiles_offline():
 def test_unbundled_refs_are_never_fetched():
     with pytest.raises(jsonschema_rs.ValidationError, match="never fetched"):
         jsonschema_rs.validator_for({"$ref": "https://example.com/elsewhere.schema.json"},
-                                    registry=registry.rust_registry(),
-                                    retriever=registry.no_fetch)
+                                    registry=schema_files.rust_registry(),
+                                    retriever=schema_files.no_fetch)
 
 
 def test_unknown_schema():

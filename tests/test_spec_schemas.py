@@ -16,7 +16,7 @@ import schema_split  # noqa: E402
 
 import aap.spec as spec  # noqa: E402
 from aap import SCHEMA_BASE_URL  # noqa: E402
-from aap.spec import registry  # noqa: E402
+from aap.spec import schema_files  # noqa: E402
 
 SCHEMAS = ROOT / "src" / "aap" / "spec" / "schemas"
 SEEDS = ROOT / "tools" / "seeds"
@@ -125,7 +125,7 @@ def _refs(node):
 
 
 def test_every_ref_resolves_locally():
-    reg = registry.registry()
+    reg = schema_files.registry()
     count = 0
     for stem in spec.schema_names():
         doc = spec.schema(stem)
@@ -137,7 +137,7 @@ def test_every_ref_resolves_locally():
 
 
 def test_registry_knows_ids_and_file_names():
-    reg = registry.registry()
+    reg = schema_files.registry()
     by_id = reg.resolver().lookup(SCHEMA_BASE_URL + "vehicle.schema.json").contents
     by_name = reg.resolver().lookup("vehicle.schema.json").contents
     assert by_id is by_name
@@ -146,9 +146,9 @@ def test_registry_knows_ids_and_file_names():
 
 def test_registry_never_fetches():
     with pytest.raises(Unresolvable):
-        registry.registry().resolver().lookup("https://autoagentprotocol.org/v3.1/schemas/x.json")
+        schema_files.registry().resolver().lookup("https://autoagentprotocol.org/v3.1/schemas/x.json")
     validator = Draft202012Validator({"$ref": "https://example.com/remote.schema.json"},
-                                     registry=registry.registry())
+                                     registry=schema_files.registry())
     with pytest.raises(Unresolvable):
         validator.validate({})
 
@@ -179,7 +179,7 @@ def test_component_examples_validate_through_the_split_files():
             if not pointer:
                 continue
             v = Draft202012Validator({"$ref": doc["$id"] + "#" + pointer},
-                                     registry=registry.registry(),
+                                     registry=schema_files.registry(),
                                      format_checker=Draft202012Validator.FORMAT_CHECKER)
             for example in sub["examples"]:
                 assert not list(v.iter_errors(example)), (stem, pointer)

@@ -1,24 +1,26 @@
 """The transport-free dealer agent: typed request in, typed response out.
 
-Every binding (A2A, MCP, Poppy) calls :meth:`DealerAgent.handle` with the AAP
-request object and a :class:`CallContext`; it gets back the typed response
+Every binding (A2A, MCP, Poppy) resolves the skill of a request once — A2A
+from ``data.type`` with :meth:`DealerAgent.skill_for`, MCP from the tool name,
+Poppy from the operation path — and calls :meth:`DealerAgent.run` with it, the
+AAP request object and a :class:`CallContext`; it gets back the typed response
 object (``{"type": "<skill>.response", "data": ..., "message"?}``) or an
-:class:`~aap.errors.AapError`. Nothing here knows about HTTP or JSON-RPC.
+:class:`~aap.errors.AapError`. :meth:`DealerAgent.handle` does both steps for
+callers that hold only the payload. Nothing here knows about HTTP or JSON-RPC.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from aap.config.model import Settings
 from aap.errors import AapError, problem
-from aap.skills.registry import BY_REQUEST_TYPE, SKILLS, SkillInfo
+from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
+from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
 from aap.spec import validate
-
-log = logging.getLogger("aap.agent")
+from aap.store import Stores
 
 
 @dataclass
@@ -32,6 +34,7 @@ class CallContext:
 
 
 SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, Any]]
+Classifier = Callable[[Any, list[dict[str, str]]], AapError]
 
 
 def normalize_numbers(value: Any) -> Any:
@@ -50,24 +53,31 @@ def schema_error(problems: list[dict[str, str]]) -> AapError:
     return AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 
 
+def _require_object(payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise schema_error([problem("", "type", "The AAP request must be a JSON object.")])
+
+
 class DealerAgent:
-    """The core: settings + stores + the skill handlers."""
+    """The core: settings + stores + the skill handlers (the five AAP skills by default)."""
 
-    def __init__(self, settings: Settings, stores: Any) -> None:
+    def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
-        self.stores = stores  # aap.store.Stores: .inventory, .state, .leads, .poppy
+        self.stores = stores
         self._handlers: dict[str, SkillHandler] = {}
-        self._classifiers: dict[str, Callable[[Any, list[dict[str, str]]], AapError]] = {}
-        from aap.skills import install_default_skills
-
-        install_default_skills(self)
+        self._classifiers: dict[str, Classifier] = {}
+        self.register("dealer.information", dealer_information.run)
+        self.register("inventory.facets", inventory_facets.run)
+        self.register("inventory.search", inventory_search.run)
+        self.register("inventory.vehicle", inventory_vehicle.run)
+        lead_submit.install(self)  # brings its own error classifier
 
     # -- registration -------------------------------------------------------
     def register(
         self,
         skill_id: str,
         handler: SkillHandler,
-        classify: Callable[[Any, list[dict[str, str]]], AapError] | None = None,
+        classify: Classifier | None = None,
     ) -> None:
         """Declare a skill as implemented. ``classify`` maps schema problems to an AapError."""
         self._handlers[skill_id] = handler
@@ -76,31 +86,40 @@ class DealerAgent:
 
     @property
     def skills(self) -> list[SkillInfo]:
-        """Implemented skills, in registry order (what the agent card declares)."""
+        """Implemented skills, in catalog order (what the agent card declares)."""
         return [s for s in SKILLS.values() if s.id in self._handlers]
 
     def implements(self, skill_id: str) -> bool:
         return skill_id in self._handlers
 
+    def _unsupported(self) -> AapError:
+        return AapError("UNSUPPORTED_SKILL", hint="Use one of: " + ", ".join(s.request_type for s in self.skills))
+
     # -- dispatch -----------------------------------------------------------
     def skill_for(self, payload: Any) -> SkillInfo:
         """Resolve the skill from ``payload.type``; ``UNSUPPORTED_SKILL`` otherwise."""
-        if not isinstance(payload, dict):
-            raise schema_error([problem("", "type", "The AAP request must be a JSON object.")])
+        _require_object(payload)
         kind = payload.get("type")
         if not isinstance(kind, str):
             raise schema_error([problem("", "required", "The AAP request needs a string 'type'.")])
         skill = BY_REQUEST_TYPE.get(kind)
         if skill is None or skill.id not in self._handlers:
-            raise AapError(
-                "UNSUPPORTED_SKILL",
-                hint="Use one of: " + ", ".join(s.request_type for s in self.skills),
-            )
+            raise self._unsupported()
         return skill
 
     def handle(self, payload: Any, ctx: CallContext) -> dict[str, Any]:
-        """Validate ``payload`` against its request schema and run the skill."""
-        skill = self.skill_for(payload)
+        """Resolve the skill from ``payload.type``, then :meth:`run` it."""
+        return self.run(self.skill_for(payload), payload, ctx)
+
+    def run(self, skill: SkillInfo, payload: Any, ctx: CallContext) -> dict[str, Any]:
+        """Validate ``payload`` against ``skill``'s request schema and run the skill.
+
+        The caller has resolved ``skill`` already (and checked that ``payload``
+        claims it: a ``type`` naming another skill fails the schema's ``const``).
+        """
+        if skill.id not in self._handlers:
+            raise self._unsupported()
+        _require_object(payload)
         problems = validate(payload, skill.request_schema)
         if problems:
             classify = self._classifiers.get(skill.id)

@@ -2,8 +2,10 @@
 
 Skills raise :class:`AapError`; every binding turns it into its own wire shape
 (a JSON-RPC error on A2A, ``isError`` structured content on MCP, an HTTP error
-body on Poppy). Messages are written here, once, so that no binding can leak a
-customer value or a stack trace into a response.
+body on Poppy; seed 004 ``Error``). Messages are written here, once, so that no
+binding can leak a customer value or a stack trace into a response. An
+unexpected exception becomes ``INTERNAL_ERROR`` in one place,
+:func:`aap.web.errors.unexpected`.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ class ErrorCode:
     default_message: str
 
 
-# One table for every binding. JSON-RPC numbers follow the notes (§7.2 and the
-# A2A notes §4.3): the validation family is -32602 so that stock A2A SDK clients
-# keep ErrorInfo metadata; business failures are -32000.
+# One table for every binding. The seed fixes no JSON-RPC numbers; the project's
+# choice is written down in docs/a2a.md ("Errors"): the validation family is
+# -32602 so that stock A2A SDK clients keep ErrorInfo metadata; business failures
+# are -32000.
 _CODES = [
     ErrorCode("UNSUPPORTED_SKILL", -32004, 400, False, "This agent does not implement the requested skill."),
     ErrorCode("UNSUPPORTED_FILTER", -32602, 400, False, "The request uses a filter this deployment does not support."),
@@ -115,8 +118,3 @@ class AapError(Exception):
         if self.details:
             body["details"] = self.details
         return body
-
-
-def internal_error() -> AapError:
-    """The one error a binding sends for an unexpected exception (never its text)."""
-    return AapError("INTERNAL_ERROR")

@@ -2,38 +2,22 @@
 
 A thin adapter: it checks the JSON-RPC envelope, the A2A service parameters
 (``A2A-Version``, ``A2A-Extensions``), the method and the ``SendMessage``
-params, then hands the DataPart's ``data`` to :meth:`DealerAgent.handle` and
-wraps the typed response in ``result.message``. Checks run in the order of the
-A2A notes §5: parse (-32700), envelope (-32600), version (-32009), extensions
-(-32008), rate limit, method (-32601 and the capability errors), params
-(-32602, -32001, -32003, -32005), then the skill.
+params, then hands the DataPart's ``data`` to the
+:class:`~aap.agent.DealerAgent` and wraps the typed response in
+``result.message``. Checks run in this order (docs/a2a.md, "Order of checks"):
+parse (-32700), envelope (-32600), version (-32009), extensions (-32008),
+rate limit, method (-32601 and the capability errors), params (-32602,
+-32001, -32003, -32005), then the skill.
 
 Every answer is HTTP 200 with a JSON-RPC body (the A2A SDK client discards the
 body of any other status). An unexpected exception becomes ``INTERNAL_ERROR``
-with an ``error_id`` that is logged with the exception type and location only.
-
-Project decisions where the sources are silent (tested in tests/test_a2a_*.py):
-
-- ``ListTasks`` answers -32004 (unsupported operation), not an empty list: this
-  agent never creates tasks, and a task-list ``result`` is not a valid AAP
-  ``JsonRpcResponse`` (which requires ``result.message``).
-- ``A2A-Version`` accepts ``1.0`` and ``1.0.<patch>`` (patch numbers do not count
-  in A2A negotiation); anything else, including an explicit empty value, is -32009.
-- An accepted output mode is usable when it is the skill's response media type,
-  ``*/*``, ``application/*`` or ``application/json`` (the response type carries
-  the ``+json`` structured-syntax suffix, RFC 6839). One usable entry is enough.
-- A ``params.tenant`` must equal the tenant the card declares; with no tenant
-  declared, a non-empty ``params.tenant`` is rejected (it routes to another agent).
-- Snake_case ProtoJSON field names (``message_id``...) are accepted on input;
-  output uses lowerCamelCase only.
-- A part without ``data`` (text, raw bytes, url) is -32005: only AAP DataParts
-  are a supported content type.
+through :func:`aap.web.errors.unexpected`. Where the sources are silent the
+binding decides; each decision is written down in docs/a2a.md and pinned in
+tests/test_a2a_*.py.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -47,21 +31,23 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from aap import EXTENSION_URI
+from aap.agent import CallContext, DealerAgent
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
-from aap.errors import AapError, internal_error
-from aap.agent import CallContext
-from aap.skills.registry import SkillInfo
+from aap.errors import AapError
+from aap.paths import A2A_PATH
+from aap.protocols import A2A_PROTOCOL_VERSION
+from aap.ratelimit import RateLimiter, retry_after_seconds
+from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
+from aap.web.callers import anonymous_caller
+from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
-from aap.web.ratelimit import RateLimiter, anonymous_caller_key, retry_after_seconds
 
-log = logging.getLogger("aap.a2a")
-
-PATH = "/a2a"
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
-_VERSION_RE = re.compile(r"1\.0(\.\d+)?")
+# A2A-Version "1.0" or "1.0.<patch>": patch numbers do not count in A2A negotiation (A2A §3.2.6).
+_VERSION_RE = re.compile(re.escape(A2A_PROTOCOL_VERSION) + r"(\.\d+)?")
 
 STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
 PUSH_METHODS = frozenset(
@@ -129,21 +115,10 @@ def _echo_id(message: Any) -> Any:
     return None
 
 
-def _where(exc: BaseException) -> str:
-    """``module.py:function:line`` of the innermost frame: enough to find the bug, no values."""
-    tb = exc.__traceback__
-    if tb is None:
-        return "unknown"
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return f"{os.path.basename(code.co_filename)}:{code.co_name}:{tb.tb_lineno}"
-
-
 class A2ABinding:
     """The ``/a2a`` endpoint of one :class:`~aap.agent.DealerAgent`."""
 
-    def __init__(self, agent: Any, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, agent: DealerAgent, limiter: RateLimiter | None = None) -> None:
         self.agent = agent
         self.settings = agent.settings
         self.limiter = limiter or RateLimiter(agent.stores.state, agent.settings.rate_limit)
@@ -151,7 +126,7 @@ class A2ABinding:
     # -- HTTP --------------------------------------------------------------
     async def endpoint(self, request: Request) -> Response:
         body = await request.body()
-        caller = anonymous_caller_key(request.client.host if request.client else None)
+        caller = anonymous_caller(request)
         outcome = await run_in_threadpool(self.process, body, request.headers, caller)
         annotate(
             request.scope,
@@ -198,7 +173,7 @@ class A2ABinding:
             self._check_request_media_type(call)
             skill = self.agent.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
             self._check_media_for_skill(call, skill)
-            response = self.agent.handle(call.data, CallContext(binding="a2a", caller_id=None))
+            response = self.agent.run(skill, call.data, CallContext(binding="a2a", caller_id=None))
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),
@@ -235,19 +210,7 @@ class A2ABinding:
             return outcome
 
     def _internal(self, request_id: Any, exc: BaseException, skill: str | None) -> Outcome:
-        err = internal_error()
-        log.error(
-            "internal error",
-            extra={
-                "fields": {
-                    "binding": "a2a",
-                    "skill": skill,
-                    "error_id": err.error_id,
-                    "error_type": type(exc).__name__,
-                    "where": _where(exc),
-                }
-            },
-        )
+        err = unexpected(exc, binding="a2a", skill=skill)
         error = rpc.aap_error(err, DATA_FIELD)
         return Outcome(
             rpc.failure(request_id, error),
@@ -285,31 +248,26 @@ class A2ABinding:
         if "params" in message and not isinstance(message["params"], (dict, list)):
             violations.append(("params", "must be an object"))
         if violations:
-            raise RpcError(
-                rpc.INVALID_REQUEST,
-                "Invalid request: " + "; ".join(f"{f} {d}" for f, d in violations) + ".",
-                reason="INVALID_REQUEST",
-                violations=violations,
-            )
+            raise RpcError.listing(rpc.INVALID_REQUEST, "Invalid request", "INVALID_REQUEST", violations)
 
     @staticmethod
     def _check_version(headers: Headers) -> None:
         value = _header(headers, VERSION_HEADER)
-        if value is None:  # AAP compatibility ingress: omitted selects the 1.0 interface
+        if value is None:  # AAP compatibility ingress (seed 004): omitted selects the 1.0 interface
             return
         if not _VERSION_RE.fullmatch(value.strip()):
             raise RpcError(
                 rpc.VERSION_NOT_SUPPORTED,
-                "The requested A2A version is not supported: this interface serves A2A 1.0 "
-                "(send 'A2A-Version: 1.0' or omit the header).",
+                f"The requested A2A version is not supported: this interface serves A2A {A2A_PROTOCOL_VERSION} "
+                f"(send 'A2A-Version: {A2A_PROTOCOL_VERSION}' or omit the header).",
                 reason="VERSION_NOT_SUPPORTED",
-                metadata={"supportedVersions": "1.0"},
+                metadata={"supportedVersions": A2A_PROTOCOL_VERSION},
             )
 
     @staticmethod
     def _check_extensions(headers: Headers) -> None:
         value = _header(headers, EXTENSIONS_HEADER)
-        if value is None:  # AAP compatibility ingress: omitted activates the AAP extension
+        if value is None:  # AAP compatibility ingress (seed 004): omitted activates the AAP extension
             return
         if EXTENSION_URI in (member.strip() for member in value.split(",")):
             return
@@ -442,12 +400,7 @@ class A2ABinding:
                 push_config = _get(configuration, "taskPushNotificationConfig")
 
         if violations:
-            raise RpcError(
-                rpc.INVALID_PARAMS,
-                "Invalid params: " + "; ".join(f"{f} {d}" for f, d in violations) + ".",
-                reason="INVALID_PARAMS",
-                violations=violations,
-            )
+            raise RpcError.listing(rpc.INVALID_PARAMS, "Invalid params", "INVALID_PARAMS", violations)
         if task_id:
             raise RpcError(
                 rpc.TASK_NOT_FOUND,
@@ -506,8 +459,11 @@ class A2ABinding:
             )
 
 
-def build(agent: Any) -> BindingParts:
-    """The A2A binding's contribution to the app: ``POST /a2a``."""
+def build(agent: DealerAgent) -> BindingParts:
+    """The A2A binding's contribution to the app: ``POST /a2a``, answering errors in JSON-RPC."""
     binding = A2ABinding(agent)
-    return BindingParts(routes=[Route(PATH, binding.endpoint, methods=["POST"], name="a2a")])
+    return BindingParts(
+        routes=[Route(A2A_PATH, binding.endpoint, methods=["POST"], name="a2a")],
+        error_shapes={A2A_PATH: rpc.error_shape},
+    )
 

@@ -2,15 +2,20 @@
 
 A2A carries error details as an array of ``@type``-tagged objects
 (``google.rpc.ErrorInfo``, ``google.rpc.BadRequest``, a ``google.protobuf.Struct``
-wrapping the ``aap.error``). Building them here, once, keeps every JSON-RPC
-binding (A2A now, MCP's JSON-RPC framing too if it wants) on the same shapes.
+wrapping the ``aap.error``; A2A §3.3.2, §9.5). Building them here, once, keeps
+both JSON-RPC bindings (A2A, and the error bodies MCP's HTTP front writes) on
+the same shapes. The layout of an AAP error is explained in docs/a2a.md.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
+
+import orjson
+from starlette.responses import Response
 
 from aap.errors import AapError
+from aap.protocols import BAD_REQUEST_TYPE, ERROR_INFO_TYPE, STRUCT_TYPE
 
 # JSON-RPC 2.0 and A2A 1.0 error codes (A2A §5.4, §9.5).
 PARSE_ERROR = -32700
@@ -25,9 +30,6 @@ CONTENT_TYPE_NOT_SUPPORTED = -32005
 EXTENSION_SUPPORT_REQUIRED = -32008
 VERSION_NOT_SUPPORTED = -32009
 
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
-BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
-STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
 A2A_DOMAIN = "a2a-protocol.org"
 AAP_DOMAIN = "autoagentprotocol.org"
 
@@ -71,6 +73,12 @@ class RpcError(Exception):
         if violations:
             self.data.append(bad_request(violations))
 
+    @classmethod
+    def listing(cls, code: int, what: str, reason: str, violations: list[tuple[str, str]]) -> "RpcError":
+        """One error naming every ``(field, problem)`` at once, in the message and a BadRequest."""
+        message = f"{what}: " + "; ".join(f"{f} {d}" for f, d in violations) + "."
+        return cls(code, message, reason=reason, violations=violations)
+
     def to_error(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data:
@@ -90,7 +98,7 @@ def pointer_to_field(pointer: str, prefix: str) -> str:
 
 
 def aap_error(err: AapError, field_prefix: str = "") -> dict[str, Any]:
-    """The JSON-RPC ``error`` object for an AAP skill failure (notes §7.3).
+    """The JSON-RPC ``error`` object for an AAP skill failure (docs/a2a.md, "Errors").
 
     ``data`` leads with an ErrorInfo whose string metadata is all a stock A2A SDK
     client keeps, then a BadRequest when there are field problems, then the
@@ -123,3 +131,33 @@ def success(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 def failure(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def error_response(
+    status: int,
+    code: int,
+    message: str,
+    request_id: Any = None,
+    *,
+    data: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A JSON-RPC error body with an HTTP status (``id`` null when the request's is unknown)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return Response(orjson.dumps(failure(request_id, error)), status_code=status,
+                    media_type="application/json", headers=headers)
+
+
+def error_shape(status: int, error: AapError) -> Response:
+    """The error shape of a JSON-RPC path (:data:`aap.web.errors.ErrorShape`).
+
+    A request the binding never saw (a body over the limit) is an invalid
+    request (-32600); an unexpected failure is ``INTERNAL_ERROR`` with its
+    ``aap.error`` detail. ``id`` is null: the request was not read.
+    """
+    if status >= 500:
+        return Response(orjson.dumps(failure(None, aap_error(error))), status_code=status,
+                        media_type="application/json")
+    return error_response(status, INVALID_REQUEST, error.message)

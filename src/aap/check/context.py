@@ -23,10 +23,13 @@ from aap.client.mcp import MODERN, McpTransport
 from aap.client.poppy import PoppyTransport
 from aap.client.poppy_auth import PoppyIdentity
 from aap.client.transport import CallOutcome, json_body
-from aap.skills.registry import SKILLS, SkillInfo
+from aap.loopback import is_loopback_host
+from aap.skills.catalog import SKILLS, SkillInfo
+from aap.spec import validate
 
-LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 ALL_BINDINGS = ("a2a", "mcp", "poppy")
+#: The client transport of one binding (rules reach for binding-specific probes on them).
+BindingTransport = A2ATransport | McpTransport | PoppyTransport
 MAX_PROBLEMS = 8
 
 
@@ -40,24 +43,28 @@ class CheckOptions:
 
 
 def is_loopback_http(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme == "http" and (parts.hostname or "").lower() in LOOPBACK
+    """A plain ``http://`` URL on a loopback host (:mod:`aap.loopback`): a development server."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme == "http" and is_loopback_host(parts.hostname)
+    except ValueError:
+        return False
 
 
-def devify(value: Any) -> Any:
-    """Loopback ``http://`` URLs read as ``https://`` — the development allowance.
+def loopback_as_https(value: Any) -> Any:
+    """``value`` with every loopback ``http://`` URL read as ``https://`` — the development allowance.
 
-    The seed admits plain http only for loopback development; documents of a
-    loopback dev server are validated as if they had been published over TLS
-    so that every other constraint is still checked.
+    The seed admits plain http only for loopback development (seed 001,
+    ``AgentCard.url``); documents of a loopback dev server are validated as if
+    they had been published over TLS so that every other constraint is still
+    checked.
     """
     if isinstance(value, str):
-        return "https://" + value[len("http://"):] if value.startswith("http://") and is_loopback_http(value) \
-            else value
+        return "https://" + value[len("http://"):] if is_loopback_http(value) else value
     if isinstance(value, dict):
-        return {k: devify(v) for k, v in value.items()}
+        return {k: loopback_as_https(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [devify(v) for v in value]
+        return [loopback_as_https(v) for v in value]
     return value
 
 
@@ -108,7 +115,7 @@ class CheckContext:
     def __post_init__(self) -> None:
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self._memos: dict[str, _Memo] = {}
-        self._transports: dict[str, Any] = {}
+        self._transports: dict[str, BindingTransport] = {}
         self.card_url: str | None = None
         self.card_response: httpx.Response | None = None
         self.card_raw: Any = None
@@ -121,9 +128,7 @@ class CheckContext:
         return is_loopback_http(self.card_url or (self.target if "://" in self.target else ""))
 
     def validate(self, instance: Any, schema: str) -> list[dict[str, str]]:
-        from aap.spec import validate
-
-        return validate(devify(instance) if self.loopback_dev else instance, schema)
+        return validate(loopback_as_https(instance) if self.loopback_dev else instance, schema)
 
     def require_valid(self, instance: Any, schema: str, what: str) -> None:
         problems = self.validate(instance, schema)
@@ -198,7 +203,7 @@ class CheckContext:
             return found.mcp_url is not None
         return found.poppy_url is not None
 
-    async def transport(self, binding: str, *, mcp_version: str = MODERN) -> Any:
+    async def transport(self, binding: str, *, mcp_version: str = MODERN) -> BindingTransport:
         """The binding's client transport, or Skip when it is not advertised / not selected."""
         if binding not in self.options.bindings:
             raise Skip(f"binding {binding} not selected (--binding)")
@@ -207,7 +212,7 @@ class CheckContext:
         if key in self._transports:
             return self._transports[key]
         if binding == "a2a":
-            transport: Any = A2ATransport(self.http, found.a2a_url, tenant=found.tenant)
+            transport: BindingTransport = A2ATransport(self.http, found.a2a_url, tenant=found.tenant)
         elif binding == "mcp":
             if not found.mcp_url:
                 raise Skip("the card advertises no MCP endpoint")

@@ -5,15 +5,20 @@ It passes by returning (optionally a short note), fails by raising
 :class:`Fail`, and skips by raising :class:`Skip` (something it needs is not
 advertised or not available). ``level="should"`` rules report a failure as a
 warning, which does not change the exit code. Adding a rule is one decorated
-function in ``aap/check/rules/``.
+function in ``aap/check/rules/``; :func:`aap.check.rules.all_rules` lists them
+in run order. "Registry" is the right word here: the decorator records each
+rule as its module is imported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
-RuleFunc = Callable[[Any], Awaitable[str | None]]
+if TYPE_CHECKING:  # the context imports Fail and Skip from here
+    from aap.check.context import CheckContext
+
+RuleFunc = Callable[["CheckContext"], Awaitable[str | None]]
 
 
 class Fail(Exception):
@@ -59,9 +64,3 @@ def rule(rule_id: str, title: str, spec: str, *, level: str = "must") -> Callabl
 
     return decorate
 
-
-def all_rules() -> list[Rule]:
-    """Every registered rule, in run order (importing the rule modules registers them)."""
-    import aap.check.rules  # noqa: F401
-
-    return list(RULES.values())

@@ -12,7 +12,8 @@ import httpx
 
 from aap import AAP_VERSION, __version__
 from aap.check.context import CheckContext, CheckOptions
-from aap.check.registry import Fail, Rule, Skip, all_rules
+from aap.check.registry import Fail, Rule, Skip
+from aap.check.rules import all_rules
 
 STATUSES = ("pass", "fail", "warn", "skip", "error")
 

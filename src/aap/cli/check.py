@@ -48,6 +48,7 @@ def check_command(url, allow_writes, as_json, bindings, rules, poppy_client_id, 
 
     Exits 0 when no rule fails, 1 when any rule fails, 2 on bad usage.
     """
+    # The checker, httpx and JOSE: loaded only when the command runs.
     from aap.check import CheckOptions, run_checks
     from aap.check.report import render_json, render_table
     from aap.client.poppy_auth import PoppyIdentity

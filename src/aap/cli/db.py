@@ -7,6 +7,8 @@ schema is at before any traffic arrives. Works on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 import click
 from rich.text import Text
 
@@ -24,7 +26,7 @@ def group() -> None:
 def upgrade(config: str | None, database: str | None) -> None:
     """Apply pending migrations and print each domain's schema version."""
     settings = load_or_fail(config, {"database": database})
-    from aap.store.db import open_database
+    from aap.store.db import open_database  # the store: loaded only when a command needs it
 
     try:
         db = open_database(settings.database_url)  # opening migrates
@@ -42,8 +44,6 @@ def upgrade(config: str | None, database: str | None) -> None:
 
 def _redacted(url: str) -> str:
     """The URL without its password (it may be printed to a deploy log)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     if parts.password is None:
         return url

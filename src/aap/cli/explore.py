@@ -46,7 +46,7 @@ def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str |
                 poppy_client_key: str | None = None, poppy_key_id: str | None = None,
                 ca_file: str | None = None, insecure: bool = False) -> Any:
     """An unopened :class:`AapClient` for the connection options of :func:`client_options`."""
-    from aap.client import AapClient, PoppyIdentity
+    from aap.client import AapClient, PoppyIdentity  # httpx and JOSE: loaded only when a command runs
 
     identity = None
     if binding == "poppy":
@@ -62,7 +62,7 @@ def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str |
 
 def run(coro: Awaitable[Any]) -> Any:
     """Run a client coroutine; AAP and protocol errors become a readable message and exit code 1."""
-    from aap.client import AapClientError, AapRemoteError
+    from aap.client import AapClientError, AapRemoteError  # loaded only when a command runs
 
     try:
         return asyncio.run(coro)

@@ -29,7 +29,7 @@ def command(file: str, replace: bool, dealer_id: str | None, fmt: str | None,
     Every row is checked first; any problem rejects the whole feed (each problem
     is listed with its line number) and the stored inventory stays as it was.
     """
-    from aap.store import open_stores
+    from aap.store import open_stores  # the store: loaded only when a command needs it
     from aap.store.inventory import InventoryImportError
 
     settings = load_or_fail(config, {"database": database})

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 import click
 import orjson
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -23,7 +25,7 @@ DELIVERY_STATES = ("pending", "delivering", "delivered", "dead", "expired_consen
 
 def _stores(config: str | None, database: str | None) -> Any:
     """The stores of the configured database (the configuration is only read without --database)."""
-    from aap.store import open_stores
+    from aap.store import open_stores  # the store: loaded only when a command needs it
 
     url = database or load_or_fail(config).database_url
     return open_stores(url)
@@ -78,8 +80,6 @@ def list_command(config: str | None, database: str | None, status: str | None, d
 
 
 def _render(table: Table) -> str:
-    from rich.console import Console
-
     capture = Console(width=200, highlight=False, force_terminal=False, color_system=None)
     with capture.capture() as out:
         capture.print(table)
@@ -153,7 +153,7 @@ def show_command(lead_id: str, config: str | None, database: str | None, as_json
 @click.option("--all", "include_delivered", is_flag=True, help="Also re-send deliveries that succeeded.")
 def retry_command(lead_id: str, config: str | None, database: str | None, include_delivered: bool) -> None:
     """Make a lead's dead (or waiting) deliveries due now; the worker sends them on its next pass."""
-    import time
+    from aap.leads.timefmt import parse_rfc3339  # the leads package: loaded only when a command needs it
 
     stores = _stores(config, database)
     try:
@@ -161,8 +161,6 @@ def retry_command(lead_id: str, config: str | None, database: str | None, includ
         if lead is None:
             fail(f"No lead {lead_id}.")
         consent = lead["consent"] or {}
-        from aap.leads.timefmt import parse_rfc3339
-
         expires = parse_rfc3339(consent.get("expires_at"))
         if expires is not None and expires <= datetime.now(timezone.utc):
             fail(f"Lead {lead_id} cannot be re-sent: the customer's consent expired at {consent['expires_at']}.")
@@ -180,6 +178,7 @@ def retry_command(lead_id: str, config: str | None, database: str | None, includ
 @click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or tests).")
 def deliver(config: str | None, database: str | None, once: bool) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
+    # httpx, the worker and the store: loaded only when this command runs.
     import httpx
 
     from aap.leads.worker import DeliveryWorker, run_delivery_worker

@@ -33,16 +33,18 @@ def command(config: str | None, database: str | None, host: str, port: int,
         raise click.UsageError("--ssl-certfile and --ssl-keyfile go together.")
     if config is None and public_url is None:
         public_url = own_url(host, port, tls=bool(ssl_certfile))
-    settings = load_or_fail(config, {"database": database, "public_url": public_url})
+    overrides = {key: value for key, value in (("database", database), ("public_url", public_url)) if value}
+    settings = load_or_fail(config, overrides)
     if config is None:
         seed_demo_inventory(settings)
 
-    from aap.web.server import run
+    from aap.server.runner import SettingsSource, run  # the web stack: loaded only to serve
 
     console.print(Text(f"Serving {settings.agent.name} at {settings.base_url} "
                        f"(database {settings.database_url})"))
-    run(settings, host=host, port=port, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
-        workers=workers)
+    # Each worker process loads the settings again from the same source (see aap.server.runner).
+    run(SettingsSource(config, overrides), host=host, port=port, ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile, workers=workers)
 
 
 def own_url(host: str, port: int, *, tls: bool) -> str:
@@ -56,7 +58,7 @@ def own_url(host: str, port: int, *, tls: bool) -> str:
 
 def seed_demo_inventory(settings: Settings, count: int = DEMO_LISTINGS) -> int:
     """Load the demo feed into an empty database; returns the listings added (0 if not empty)."""
-    from aap.inventory.demo import generate_listings
+    from aap.inventory.demo import generate_listings  # loaded only when the demo is served
     from aap.store import open_stores
 
     stores = open_stores(settings.database_url)

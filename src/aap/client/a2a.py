@@ -2,7 +2,7 @@
 
 Raw JSON-RPC over httpx rather than the a2a-sdk client: the SDK keeps only the
 first ErrorInfo's metadata of an error and drops the ``aap.error`` Struct
-(notes/a2a-jsonrpc.md §4.4), and it sends every number as a double. Here the
+(docs/client.md, "Why raw A2A rather than a2a-sdk"), and it sends every number as a double. Here the
 Struct detail is found by ``@type`` and ``value.type`` (never by position) and
 integers stay integers.
 """
@@ -17,11 +17,10 @@ import orjson
 
 from aap import EXTENSION_URI
 from aap.client.errors import ProtocolError, remote_error
-from aap.client.transport import CallOutcome, http_failure, json_body, network_failure, retry_after_ms
-from aap.skills.registry import SkillInfo
+from aap.client.transport import CallOutcome, http_failure, json_body, retry_after_ms
+from aap.protocols import A2A_PROTOCOL_VERSION, STRUCT_TYPE
+from aap.skills.catalog import SkillInfo
 
-STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
-A2A_VERSION = "1.0"
 RETRYABLE_RPC = {-32603}
 
 
@@ -48,7 +47,7 @@ def default_headers() -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "Accept": "application/json",
-        "A2A-Version": A2A_VERSION,
+        "A2A-Version": A2A_PROTOCOL_VERSION,
         "A2A-Extensions": EXTENSION_URI,
     }
 
@@ -103,15 +102,11 @@ class A2ATransport:
     async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome:
         request = envelope(skill, payload, tenant=self.tenant)
         outcome = CallOutcome(self.name, skill, request=request)
-        try:
-            response = await self.post(request)
-        except httpx.HTTPError as exc:
-            outcome.error = network_failure(self.name, exc, "A2A request failed")
+        response = await outcome.attempt(self.post(request), "A2A request failed")
+        if response is None:
             return outcome
-        outcome.http_status = response.status_code
-        outcome.headers = response.headers
         body = json_body(response)
-        outcome.body = body
+        outcome.record(response, body)
         self.interpret(outcome, response, body)
         return outcome
 

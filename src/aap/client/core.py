@@ -31,7 +31,7 @@ from aap.client.models import DealerInfo, Facets, LeadResult, Listing, SearchPag
 from aap.client.poppy import PoppyTransport
 from aap.client.poppy_auth import PoppyIdentity
 from aap.client.transport import CallOutcome, Transport
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 
 BINDINGS = ("a2a", "mcp", "poppy")
 USER_AGENT = f"aap-client/{__version__}"

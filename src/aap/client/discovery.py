@@ -11,21 +11,20 @@ import httpx
 from aap import EXTENSION_URI
 from aap.client.errors import DiscoveryError
 from aap.client.transport import json_body
-
-CARD_PATH = "/.well-known/agent-card.json"
-LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
-
-
-def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+from aap.loopback import is_loopback_url
+from aap.paths import DeploymentUrls
+from aap.protocols import A2A_PROTOCOL_VERSION
 
 
 def card_urls(target: str) -> list[str]:
-    """Candidate agent-card URLs for a domain, origin, path or card URL (most specific first)."""
+    """Candidate agent-card URLs for a domain, origin, path or card URL (most specific first).
+
+    A bare domain is reached over https, except a loopback host (:mod:`aap.loopback`),
+    which a development server serves over plain http.
+    """
     target = target.strip()
     if "://" not in target:
-        scheme = "http" if is_loopback("http://" + target) else "https"
+        scheme = "http" if is_loopback_url("http://" + target) else "https"
         target = f"{scheme}://{target}"
     parts = urlsplit(target)
     if not parts.scheme or not parts.netloc:
@@ -36,8 +35,8 @@ def card_urls(target: str) -> list[str]:
     urls = []
     path = parts.path.rstrip("/")
     if path:
-        urls.append(origin + path + CARD_PATH)
-    urls.append(origin + CARD_PATH)
+        urls.append(DeploymentUrls(origin + path).agent_card)
+    urls.append(DeploymentUrls(origin).agent_card)
     return urls
 
 
@@ -102,7 +101,7 @@ def jsonrpc_interface(card: dict[str, Any]) -> dict[str, Any] | None:
     interfaces = [i for i in card.get("supportedInterfaces") or []
                   if isinstance(i, dict) and i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)]
     for interface in interfaces:
-        if interface.get("protocolVersion") == "1.0":
+        if interface.get("protocolVersion") == A2A_PROTOCOL_VERSION:
             return interface
     return interfaces[0] if interfaces else None
 

@@ -27,10 +27,11 @@ import orjson
 from aap import __version__
 from aap.client.errors import ProtocolError, remote_error
 from aap.client.transport import CallOutcome, http_failure, network_failure, retry_after_ms
-from aap.skills.registry import SkillInfo
+from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION
+from aap.skills.catalog import SkillInfo
 
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
+MODERN = MCP_MODERN_VERSION
+LEGACY = MCP_HANDSHAKE_VERSION
 SUPPORTED = (MODERN, LEGACY)
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -199,17 +200,11 @@ class McpTransport:
     async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome:
         params = {"name": skill.tool_name, "arguments": payload}
         outcome = CallOutcome(self.name, skill, request=params)
-        try:
-            response, message = await self.request("tools/call", params)
-        except httpx.HTTPError as exc:
-            outcome.error = network_failure(self.name, exc, "MCP tools/call failed")
+        answer = await outcome.attempt(self.request("tools/call", params), "MCP tools/call failed")
+        if answer is None:
             return outcome
-        except ProtocolError as exc:
-            outcome.error = exc
-            return outcome
-        outcome.http_status = response.status_code
-        outcome.headers = response.headers
-        outcome.body = message
+        response, message = answer
+        outcome.record(response, message)
         self.interpret(outcome, response, message)
         return outcome
 

@@ -24,16 +24,9 @@ import httpx
 from aap.client.errors import AuthError, DiscoveryError, ProtocolError, remote_error
 from aap.client.poppy_auth import CLIENT_ASSERTION_TYPE, JWT_BEARER, DpopKey, PoppyIdentity
 from aap.client.transport import CallOutcome, http_failure, json_body, network_failure, retry_after_ms
-from aap.skills.registry import SKILLS, SkillInfo
+from aap.paths import OAUTH_METADATA_PATH
+from aap.skills.catalog import SKILLS, SkillInfo
 
-AAP_EXTENSION = "autoagentprotocol.org/aap"
-OPERATION_IDS = {
-    "dealer.information": "dealerInformation",
-    "inventory.facets": "inventoryFacets",
-    "inventory.search": "inventorySearch",
-    "inventory.vehicle": "inventoryVehicle",
-    "lead.submit": "leadSubmit",
-}
 RENEW_MARGIN_S = 30
 
 
@@ -41,7 +34,7 @@ def issuer_metadata_url(issuer: str) -> str:
     """RFC 8414 §3: the well-known segment goes between the host and the issuer's path."""
     parts = urlsplit(issuer)
     path = parts.path.rstrip("/")
-    return urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-authorization-server" + path, "", ""))
+    return urlunsplit((parts.scheme, parts.netloc, OAUTH_METADATA_PATH + path, "", ""))
 
 
 def _resolve(document: dict[str, Any], schema: Any, depth: int = 0) -> Any:
@@ -88,7 +81,7 @@ def operation_map(document: dict[str, Any], base_url: str) -> dict[str, str]:
                 rank = 0
             elif body_type == skill.request_type:
                 rank = 1
-            elif operation.get("operationId") == OPERATION_IDS[skill.id]:
+            elif operation.get("operationId") == skill.operation_id:
                 rank = 2
             elif path.rstrip("/").endswith("/" + skill.id):
                 rank = 3
@@ -235,23 +228,20 @@ class PoppyTransport:
     # -- AAP ------------------------------------------------------------------
     async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome:
         outcome = CallOutcome(self.name, skill, request=payload)
-        try:
+
+        async def post() -> httpx.Response:
             await self.open()
             url = self.operations.get(skill.id)
             if url is None:
                 raise DiscoveryError(f"the Poppy OpenAPI document has no operation for {skill.id}",
                                      binding=self.name)
-            response = await self.authorized_post(url, payload)
-        except httpx.HTTPError as exc:
-            outcome.error = network_failure(self.name, exc, "Poppy request failed")
+            return await self.authorized_post(url, payload)
+
+        response = await outcome.attempt(post(), "Poppy request failed")
+        if response is None:
             return outcome
-        except ProtocolError as exc:
-            outcome.error = exc
-            return outcome
-        outcome.http_status = response.status_code
-        outcome.headers = response.headers
         body = json_body(response)
-        outcome.body = body
+        outcome.record(response, body)
         if isinstance(body, dict) and body.get("type") == "aap.error":
             outcome.error = remote_error(body, binding=self.name, http_status=response.status_code,
                                          header_retry_after_ms=retry_after_ms(response.headers))

@@ -6,13 +6,16 @@ metadata's ``jwks_uri``. Everything per-session is made here: a separate
 ES256 DPoP key (never published; it identifies the Session in 0.3), the
 client assertion, the session assertion naming an opaque User ID, and one
 fresh DPoP proof per HTTP request (``ath`` on API calls, never on the token
-request). Recipe: notes/poppy.md §13.
+request; RFC 9449 §4.2). The exchange is the one docs/poppy.md ("Getting a
+guest token") describes from the dealer's side and docs/client.md ("Poppy:
+guest session with DPoP") from the agent's.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -84,8 +87,6 @@ class PoppyIdentity:
             raw = fh.read()
         source: Any = raw
         if raw.lstrip().startswith(b"{"):
-            import json
-
             source = json.loads(raw)
         return cls(client_id, load_private_key(source, kid), **kwargs)
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Awaitable, Protocol, TypeVar
 
 import httpx
 
 from aap.client.errors import AapClientError, ProtocolError
-from aap.skills.registry import SkillInfo
+from aap.skills.catalog import SkillInfo
 
 RETRYABLE_HTTP = {408, 425, 429, 500, 502, 503, 504}
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,6 +37,22 @@ class CallOutcome:
             raise self.error
         assert self.response is not None
         return self.response
+
+    async def attempt(self, exchange: Awaitable[T], what: str) -> T | None:
+        """Await one exchange; a network or protocol failure becomes this outcome's error (None)."""
+        try:
+            return await exchange
+        except httpx.HTTPError as exc:
+            self.error = network_failure(self.binding, exc, what)
+        except ProtocolError as exc:
+            self.error = exc
+        return None
+
+    def record(self, response: httpx.Response, body: Any) -> None:
+        """Keep the wire evidence of the answer (for the checker)."""
+        self.http_status = response.status_code
+        self.headers = response.headers
+        self.body = body
 
 
 class Transport(Protocol):

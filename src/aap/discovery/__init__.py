@@ -1,31 +1,32 @@
-"""Discovery documents that agree with each other: llms.txt, api-catalog, schemas, A2A OpenAPI.
+"""Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, schemas, A2A OpenAPI.
 
-``build(agent)`` renders every document once from the deployment settings
-(so each ETag is a hash of exactly what is served) and returns the routes as
-:class:`~aap.web.parts.BindingParts`. The agent card and poppy.json are served
-by their own bindings from the same :class:`~aap.discovery.urls.DeploymentUrls`.
+``build(agent)`` renders every document from the deployment settings (so each
+ETag is a hash of exactly what is served) and returns the routes as
+:class:`~aap.web.parts.BindingParts`. poppy.json is served by the Poppy
+binding; every document takes its URLs from :class:`~aap.paths.DeploymentUrls`.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from aap.agent import DealerAgent
 from aap.discovery import a2a_openapi, api_catalog, llms_txt, schemas_route
-from aap.discovery.http import StaticDocument
-from aap.discovery.urls import (
+from aap.discovery.agent_card import AgentCard
+from aap.paths import (
     A2A_OPENAPI_PATH,
+    AGENT_CARD_PATH,
     API_CATALOG_PATH,
     LLMS_TXT_PATH,
     SCHEMAS_PREFIX,
     DeploymentUrls,
 )
+from aap.web.documents import StaticDocument
 from aap.web.parts import BindingParts
 
-__all__ = ["build", "DeploymentUrls"]
+__all__ = ["build"]
 
 
 def _static_route(path: str, document: StaticDocument, extra_headers: dict[str, str] | None = None) -> Route:
@@ -38,10 +39,11 @@ def _static_route(path: str, document: StaticDocument, extra_headers: dict[str, 
     return Route(path, endpoint, methods=["GET", "HEAD"])
 
 
-def build(agent: Any) -> BindingParts:
-    """Routes for ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
+def build(agent: DealerAgent) -> BindingParts:
+    """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
     settings = agent.settings
-    urls = DeploymentUrls(settings)
+    urls = DeploymentUrls(settings.public_url)
+    card = AgentCard(agent)
     llms = StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)
     catalog = StaticDocument(api_catalog.render(settings), api_catalog.MEDIA_TYPE)
     openapi = StaticDocument(a2a_openapi.render(settings), a2a_openapi.MEDIA_TYPE)
@@ -59,6 +61,7 @@ def build(agent: Any) -> BindingParts:
 
     catalog_link = {"Link": f'<{urls.api_catalog}>; rel="api-catalog"'}
     routes = [
+        Route(AGENT_CARD_PATH, card.endpoint, methods=["GET"], name="agent_card"),
         _static_route(LLMS_TXT_PATH, llms),
         _static_route(API_CATALOG_PATH, catalog, catalog_link),
         _static_route(A2A_OPENAPI_PATH, openapi),

@@ -13,17 +13,16 @@ from typing import Any
 import orjson
 
 from aap.config.model import Settings
-from aap.discovery.urls import DeploymentUrls
+from aap.paths import DeploymentUrls
+from aap.spec import openapi_document
 
 MEDIA_TYPE = "application/vnd.oai.openapi+json"
 
 
 def build_document(settings: Settings) -> dict[str, Any]:
-    from aap.spec import openapi_document
-
     document = copy.deepcopy(openapi_document())
     document["servers"] = [
-        {"url": DeploymentUrls(settings).a2a, "description": f"{settings.agent.name}: AAP over A2A JSON-RPC 2.0"}
+        {"url": DeploymentUrls(settings.public_url).a2a, "description": f"{settings.agent.name}: AAP over A2A JSON-RPC 2.0"}
     ]
     return document
 

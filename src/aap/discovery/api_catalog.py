@@ -4,7 +4,7 @@ The first linkset entry is anchored at the catalog itself and lists each API
 with ``item``; then one entry per API (A2A JSON-RPC, MCP, Poppy native API)
 anchors its description (``service-desc``), documentation (``service-doc``)
 and metadata (``service-meta``: the agent card or poppy.json). Same URLs as
-every other discovery document, from :class:`~aap.discovery.urls.DeploymentUrls`.
+every other discovery document, from :class:`~aap.paths.DeploymentUrls`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from aap.config.model import Settings
-from aap.discovery.urls import POPPY_API_PREFIX, DeploymentUrls, poppy_enabled
+from aap.paths import DeploymentUrls
 
 PROFILE = "https://www.rfc-editor.org/info/rfc9727"
 MEDIA_TYPE = f'application/linkset+json; profile="{PROFILE}"'
@@ -30,8 +30,8 @@ def _link(href: str, media_type: str, title: str | None = None) -> dict[str, str
 
 def build_linkset(settings: Settings) -> dict[str, Any]:
     """The linkset object of this deployment."""
-    urls = DeploymentUrls(settings)
-    poppy_api = settings.url(POPPY_API_PREFIX.rstrip("/"))
+    urls = DeploymentUrls(settings.public_url)
+    poppy = settings.poppy.enabled
     docs = [_link(urls.llms_txt, "text/markdown", "llms.txt: the dealer agent and how to call it")]
     if settings.agent.documentation_url:
         docs.append(_link(settings.agent.documentation_url, "text/html", "Documentation"))
@@ -40,8 +40,8 @@ def build_linkset(settings: Settings) -> dict[str, Any]:
         {"href": urls.a2a, "title": "AAP over A2A JSON-RPC 2.0"},
         {"href": urls.mcp, "title": "AAP over MCP (streamable HTTP)"},
     ]
-    if poppy_enabled(settings):
-        items.append({"href": poppy_api, "title": "AAP native API (Poppy / PAP 0.3)"})
+    if poppy:
+        items.append({"href": urls.poppy_api, "title": "AAP native API (Poppy / PAP 0.3)"})
     linkset: list[dict[str, Any]] = [
         {"anchor": urls.api_catalog, "item": items},
         {
@@ -52,9 +52,9 @@ def build_linkset(settings: Settings) -> dict[str, Any]:
         },
         {"anchor": urls.mcp, "service-doc": docs, "service-meta": [card]},
     ]
-    if poppy_enabled(settings):
+    if poppy:
         linkset.append({
-            "anchor": poppy_api,
+            "anchor": urls.poppy_api,
             "service-desc": [_link(urls.poppy_openapi, OPENAPI_JSON, "OpenAPI of the native API")],
             "service-doc": docs,
             "service-meta": [_link(urls.poppy, "application/json", "Poppy discovery document")],

@@ -1,10 +1,12 @@
 """``GET /llms.txt``: the dealer and its AAP skills, for people and language models.
 
-Layout follows llmstxt.org (notes §10.5): an H1 with the agent name, a ``>``
-summary, then ``##`` sections of ``- [title](url): note`` links. It carries
-only public dealer facts (name, rooftops, welcome message), never inventory
-or customer data, and every URL comes from :class:`~aap.discovery.urls.DeploymentUrls`
-so it agrees with the agent card and poppy.json.
+Layout follows the llmstxt.org proposal (the file ``AapExtensionParams.llms_txt``
+points at, seed 004): an H1 with the agent name, a ``>`` summary, then ``##``
+sections of ``- [title](url): note`` links, the secondary ones under
+``## Optional``. It carries only public dealer facts (name, rooftops, welcome
+message), never inventory or customer data, and every URL comes from
+:class:`~aap.paths.DeploymentUrls` so it agrees with the agent card and
+poppy.json.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any, Iterable
 
 from aap import AAP_VERSION, EXTENSION_URI
 from aap.config.model import Settings
-from aap.bindings.mcp.server import PROTOCOL_VERSIONS
-from aap.discovery.urls import DeploymentUrls, poppy_enabled
-from aap.skills.registry import SkillInfo
+from aap.paths import DeploymentUrls
+from aap.protocols import A2A_PROTOCOL_VERSION, MCP_PROTOCOL_VERSIONS, POPPY_PROTOCOL_VERSION, STRUCT_TYPE
+from aap.skills.catalog import SkillInfo
 
 MEDIA_TYPE = "text/markdown; charset=utf-8"
 
@@ -80,7 +82,7 @@ def _summary(settings: Settings, skills: list[SkillInfo], urls: DeploymentUrls) 
     skill_ids = ", ".join(s.id for s in skills)
     scope = "a marketplace of independent dealers" if settings.scope == "aggregate" else _one_line(dealer.name)
     bindings = f"as A2A SendMessage over JSON-RPC 2.0 at {urls.a2a}, as MCP tools at {urls.mcp}"
-    bindings += ", or through the Poppy (PAP 0.3) OpenAPI API" if poppy_enabled(settings) else ""
+    bindings += f", or through the Poppy (PAP {POPPY_PROTOCOL_VERSION}) OpenAPI API" if settings.poppy.enabled else ""
     return (
         f"> {_one_line(settings.agent.description)} {scope} ({rooftops}) on the Auto Agent Protocol "
         f"(AAP) {AAP_VERSION}. Skills: {skill_ids}. Call them {bindings}. "
@@ -119,7 +121,7 @@ def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | No
     return [
         "## Calling over A2A (JSON-RPC 2.0)",
         "",
-        f"`POST {urls.a2a}` with `Content-Type: application/json`, `A2A-Version: 1.0` and "
+        f"`POST {urls.a2a}` with `Content-Type: application/json`, `A2A-Version: {A2A_PROTOCOL_VERSION}` and "
         f"`A2A-Extensions: {EXTENSION_URI}`. Put the AAP request object in the `data` of one part, with "
         "the skill's request media type, and list the response media type in `acceptedOutputModes`:",
         "",
@@ -129,7 +131,7 @@ def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | No
         "",
         "The answer is `result.message.parts[0].data` = `{\"type\":\"<skill>.response\",\"data\":{...}}`. "
         "A skill failure is a JSON-RPC error whose `data[]` holds a "
-        "`type.googleapis.com/google.protobuf.Struct` detail with `value.type == \"aap.error\"` "
+        f"`{STRUCT_TYPE}` detail with `value.type == \"aap.error\"` "
         "(`code`, `message`, `retryable`, `details.errors[]`).",
     ]
 
@@ -138,7 +140,7 @@ def _mcp_section(urls: DeploymentUrls) -> list[str]:
     return [
         "## Calling over MCP",
         "",
-        f"Streamable HTTP endpoint `{urls.mcp}`, revisions {', '.join(PROTOCOL_VERSIONS)}; reads need no token. "
+        f"Streamable HTTP endpoint `{urls.mcp}`, revisions {', '.join(MCP_PROTOCOL_VERSIONS)}; reads need no token. "
         "`tools/call` arguments are exactly the AAP request object (with its `type`); results come back as "
         "`structuredContent` holding the AAP response, and skill failures as `isError: true` with the "
         "`aap.error` object.",
@@ -147,7 +149,7 @@ def _mcp_section(urls: DeploymentUrls) -> list[str]:
 
 def _poppy_section(urls: DeploymentUrls) -> list[str]:
     return [
-        "## Calling over Poppy (Personal Agent Protocol 0.3)",
+        f"## Calling over Poppy (Personal Agent Protocol {POPPY_PROTOCOL_VERSION})",
         "",
         f"Discovery document `{urls.poppy}`; native OpenAPI API described at `{urls.poppy_openapi}`. "
         "A personal agent obtains a guest (signed-out) DPoP-bound session token from the issuer named in "
@@ -183,7 +185,7 @@ def _artifacts_section(settings: Settings, urls: DeploymentUrls) -> list[str]:
         f"- [A2A OpenAPI]({urls.a2a_openapi}): the AAP JSON-RPC binding with this deployment's server URL",
         f"- [MCP endpoint]({urls.mcp}): streamable HTTP, tools aap_<skill>",
     ]
-    if poppy_enabled(settings):
+    if settings.poppy.enabled:
         lines += [
             f"- [poppy.json]({urls.poppy}): Personal Agent Protocol discovery (guest issuer, native API)",
             f"- [Poppy OpenAPI]({urls.poppy_openapi}): the native API",
@@ -211,7 +213,7 @@ def render(settings: Settings, skills: Iterable[SkillInfo]) -> str:
     skills = list(skills)
     if not skills:
         raise ValueError("llms.txt needs at least one implemented skill")
-    urls = DeploymentUrls(settings)
+    urls = DeploymentUrls(settings.public_url)
     dealer = settings.dealer
     lines = [f"# {_one_line(settings.agent.name)}", "", _summary(settings, skills, urls), ""]
     welcome = dealer.info.get("welcome_message")
@@ -220,7 +222,7 @@ def render(settings: Settings, skills: Iterable[SkillInfo]) -> str:
     lines += [f"## Dealer: {_one_line(dealer.name)}", ""]
     lines += [_rooftop_line(r) for r in dealer.rooftops]
     lines.append("")
-    poppy = poppy_enabled(settings)
+    poppy = settings.poppy.enabled
     for section in (
         _skills_section(skills, urls, poppy),
         _a2a_section(skills, urls, settings.tenant),

@@ -13,10 +13,10 @@ from typing import Iterable
 
 import orjson
 
-from aap import SCHEMA_BASE_URL
+from aap import SCHEMA_BASE_URL, spec
 from aap.config.model import Settings
-from aap.discovery.http import StaticDocument
-from aap.discovery.urls import DeploymentUrls
+from aap.paths import DeploymentUrls
+from aap.web.documents import StaticDocument
 
 MEDIA_TYPE = "application/schema+json"
 SUFFIX = ".schema.json"
@@ -26,8 +26,6 @@ MAX_AGE = 86_400
 
 def schema_documents(names: Iterable[str] | None = None) -> dict[str, StaticDocument]:
     """``<name>.schema.json`` → document, for every schema the package carries."""
-    from aap import spec
-
     if names is None:
         names = spec.schema_names()
     return {
@@ -38,7 +36,7 @@ def schema_documents(names: Iterable[str] | None = None) -> dict[str, StaticDocu
 
 def index_document(settings: Settings, documents: dict[str, StaticDocument]) -> StaticDocument:
     """``GET /schemas/``: each file's local URL and its canonical ``$id`` (when it has one)."""
-    urls = DeploymentUrls(settings)
+    urls = DeploymentUrls(settings.public_url)
     entries = []
     for filename in sorted(documents):
         entry = {"name": filename, "url": urls.schema(filename)}

@@ -14,26 +14,38 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 import orjson
+from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from aap.agent import DealerAgent
+from aap.config.model import Settings
 from aap.config.poppy import PoppySettings
-from aap.discovery.http import StaticDocument
-from aap.discovery.urls import OAUTH_METADATA_PATH, POPPY_OPENAPI_PATH, POPPY_PATH, TOKEN_PATH
-from aap.poppy import discovery, feedback, token_endpoint
-from aap.poppy.api import API_BASE_PATH, SkillEndpoint, openapi_document
-from aap.poppy.authn import authenticate
-from aap.poppy.context import (
-    EXCLUDED_TASKS_PATH,
-    FEEDBACK_PATH,
+from aap.paths import (
     JWKS_PATH,
+    OAUTH_METADATA_PATH,
+    OAUTH_PREFIX,
+    POPPY_API_PREFIX,
+    POPPY_EXCLUDED_TASKS_PATH,
+    POPPY_FEEDBACK_PATH,
+    POPPY_OPENAPI_PATH,
+    POPPY_PATH,
     PROTECTED_RESOURCE_PATH,
     REVOKE_PATH,
-    PoppyContext,
+    TOKEN_PATH,
 )
-from aap.poppy.oauth import OAuthError, log_failure, server_error
+from aap.poppy import discovery, feedback, token_endpoint
+from aap.poppy.api import SkillEndpoint, aap_error_shape, openapi_document
+from aap.poppy.authn import authenticate
+from aap.poppy.context import PoppyContext
+from aap.poppy.keys import SigningKeys
+from aap.poppy.oauth import OAuthError, oauth_error_shape, server_error
+from aap.store import Stores
+from aap.web.body import BodyTooLarge, read_request_body
+from aap.web.documents import StaticDocument
+from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "PoppySettings", "PoppyContext", "rotate_signing_key"]
@@ -61,7 +73,7 @@ def _cached(render: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]
     return cached
 
 
-def build(agent: Any, *, settings: PoppySettings | None = None,
+def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
           ssl_context: ssl.SSLContext | None = None) -> BindingParts:
     """All Poppy routes for ``agent``. ``settings`` overrides ``agent.settings.poppy`` (tests);
     ``ssl_context`` overrides the trust store used to fetch client metadata."""
@@ -72,17 +84,16 @@ def build(agent: Any, *, settings: PoppySettings | None = None,
 
     async def feedback_endpoint(request: Request) -> Response:
         try:
-            caller = await authenticate(ctx, request, ctx.url(FEEDBACK_PATH))
-            raw = bytearray()
-            async for chunk in request.stream():
-                raw.extend(chunk)
-                if len(raw) > feedback.MAX_BODY:
-                    raise OAuthError("invalid_request", "the feedback report is too large", 400)
-            return await feedback.receive(ctx, caller, bytes(raw))
+            caller = await authenticate(ctx, request, ctx.urls.poppy_feedback)
+            try:
+                raw = await read_request_body(request, feedback.MAX_BODY)
+            except BodyTooLarge:
+                raise OAuthError("invalid_request", "the feedback report is too large", 400) from None
+            return await feedback.receive(ctx, caller, raw)
         except OAuthError as exc:
             return exc.response()
         except Exception as exc:
-            log_failure("feedback", exc)
+            unexpected(exc, binding="poppy", endpoint="feedback")
             return server_error().response()
 
     async def token(request: Request) -> Response:
@@ -97,7 +108,7 @@ def build(agent: Any, *, settings: PoppySettings | None = None,
               name="poppy_issuer_metadata"),
         Route(PROTECTED_RESOURCE_PATH, _document(lambda: discovery.protected_resource_metadata(ctx)),
               methods=["GET", "HEAD"], name="poppy_protected_resource"),
-        Route(EXCLUDED_TASKS_PATH, _document(lambda: discovery.excluded_tasks_document(ctx)),
+        Route(POPPY_EXCLUDED_TASKS_PATH, _document(lambda: discovery.excluded_tasks_document(ctx)),
               methods=["GET", "HEAD"], name="poppy_excluded_tasks"),
         Route(POPPY_OPENAPI_PATH, _document(_cached(lambda: openapi_document(ctx))), methods=["GET", "HEAD"],
               name="poppy_openapi"),
@@ -106,25 +117,25 @@ def build(agent: Any, *, settings: PoppySettings | None = None,
         Route(REVOKE_PATH, revoke, methods=["POST"], name="poppy_revoke"),
     ]
     if options.feedback_enabled:
-        routes.append(Route(FEEDBACK_PATH, feedback_endpoint, methods=["POST"], name="poppy_feedback"))
+        routes.append(Route(POPPY_FEEDBACK_PATH, feedback_endpoint, methods=["POST"], name="poppy_feedback"))
     for skill in agent.skills:
-        routes.append(Route(f"{API_BASE_PATH}/{skill.id}", SkillEndpoint(ctx, skill).handle, methods=["POST"],
+        routes.append(Route(POPPY_API_PREFIX + skill.id, SkillEndpoint(ctx, skill).handle, methods=["POST"],
                             name=f"poppy_{skill.id}"))
 
     @asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Signing keys are generated on first start (and shared through the database).
         await run_in_threadpool(ctx.keys.active)
         await run_in_threadpool(ctx.store.purge_expired, options.session_idle_ttl)
         app.state.poppy = ctx
         yield
 
-    return BindingParts(routes=routes, lifespans=[lifespan])
+    shapes = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
+              POPPY_API_PREFIX: aap_error_shape}
+    return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes)
 
 
-def rotate_signing_key(stores: Any, settings: Any = None) -> str:
+def rotate_signing_key(stores: Stores, settings: Settings | None = None) -> str:
     """Operator action (e.g. ``aap poppy rotate-keys``): a new active signing key; returns its kid."""
-    from aap.poppy.keys import SigningKeys
-
     options = settings.poppy if settings is not None else PoppySettings()
     return SigningKeys(stores.poppy, options.access_token_ttl).rotate()

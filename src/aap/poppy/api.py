@@ -2,7 +2,8 @@
 
 Bodies are the AAP typed messages shared with A2A and MCP; a skill failure is
 the ``aap.error`` object with the code's HTTP status (``Retry-After`` on 429),
-an authentication failure keeps its OAuth/DPoP shape. The document bundles
+an authentication failure keeps its OAuth/DPoP shape. Operation ids are the
+``operation_id`` column of the skill catalog. The document bundles
 the AAP JSON Schemas under ``components/schemas`` so a client (or
 schemathesis) needs nothing from the network.
 """
@@ -17,49 +18,44 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from aap import AAP_VERSION
-from aap.errors import CODES, AapError, internal_error, problem
+from aap.agent import CallContext
+from aap.errors import AapError, problem
 from aap.poppy.authn import Caller, authenticate, consume
 from aap.poppy.context import PoppyContext
-from aap.poppy.oauth import NO_STORE, OAuthError, log_failure, server_error
+from aap.poppy.oauth import NO_STORE, OAuthError, server_error
 from aap.poppy.schemas import bundle
-from aap.agent import CallContext
-from aap.skills.registry import SkillInfo
-from aap.web.ratelimit import retry_after_seconds
-
-API_BASE_PATH = "/poppy/v1"
-OPERATION_IDS = {
-    "dealer.information": "dealerInformation",
-    "inventory.facets": "inventoryFacets",
-    "inventory.search": "inventorySearch",
-    "inventory.vehicle": "inventoryVehicle",
-    "lead.submit": "leadSubmit",
-}
+from aap.ratelimit import retry_after_seconds
+from aap.skills.catalog import SkillInfo
+from aap.web.errors import unexpected
 
 
-def aap_error_response(error: AapError) -> Response:
+def aap_error_response(error: AapError, status: int | None = None) -> Response:
     """``aap.error`` as the HTTP body, with the code's status and ``Retry-After`` when rate limited."""
     headers = dict(NO_STORE)
     retry_after = retry_after_seconds(error)
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
-    return JSONResponse(error.to_dict(), status_code=CODES[error.code].http_status, headers=headers)
+    return JSONResponse(error.to_dict(), status_code=status or error.spec.http_status, headers=headers)
 
 
-async def read_json(request: Request, limit: int, skill: SkillInfo) -> Any:
-    """The JSON request body, or ``SCHEMA_VALIDATION_FAILED`` (never a 5xx)."""
+def aap_error_shape(status: int, error: AapError) -> Response:
+    """The error shape of the native API's paths (:data:`aap.web.errors.ErrorShape`)."""
+    return aap_error_response(error, status)
+
+
+async def read_json(request: Request, skill: SkillInfo) -> Any:
+    """The JSON request body, or ``SCHEMA_VALIDATION_FAILED`` (never a 5xx).
+
+    The app's body limit (:mod:`aap.web.body`) has refused an oversized body already.
+    """
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     accepted = ("application/json", skill.request_media_type)
     if media_type not in accepted:
         raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
             "", "contentMediaType", "Send the request body as " + " or ".join(accepted) + ".")])
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
-                "", "maxLength", f"The request body exceeds {limit} bytes.")])
+    body = await request.body()
     try:
-        return orjson.loads(bytes(body))
+        return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
             "", "type", "The request body is not valid JSON.")]) from exc
@@ -79,19 +75,17 @@ class SkillEndpoint:
         except OAuthError as exc:
             return exc.response()
         except Exception as exc:
-            log_failure(self.skill.id, exc)
+            unexpected(exc, binding="poppy", skill=self.skill.id, endpoint="authentication")
             return server_error().response()
         try:
-            payload = await read_json(request, ctx.agent.settings.max_body_bytes, self.skill)
+            payload = await read_json(request, self.skill)
             return await run_in_threadpool(self._run, payload, caller)
         except OAuthError as exc:
             return exc.response()
         except AapError as exc:
             return aap_error_response(exc)
         except Exception as exc:
-            error = internal_error()
-            log_failure(self.skill.id, exc, error.error_id)
-            return aap_error_response(error)
+            return aap_error_response(unexpected(exc, binding="poppy", skill=self.skill.id))
 
     def _run(self, payload: Any, caller: Caller) -> Response:
         if isinstance(payload, dict) and payload.get("type") != self.skill.request_type:
@@ -100,7 +94,7 @@ class SkillEndpoint:
         consume(self.ctx, caller)
         self.ctx.limiter.check("poppy:" + caller.caller_id)
         context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
-        result = self.ctx.agent.handle(payload, context)
+        result = self.ctx.agent.run(self.skill, payload, context)
         return JSONResponse(result, headers=NO_STORE)
 
 
@@ -150,6 +144,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             },
             "401": unauthorized,
             "404": aap_error,
+            "413": {**aap_error, "description": "The request body is larger than this endpoint accepts (aap.error)."},
             "429": {**aap_error, "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
             "500": {
                 "description": "Unexpected failure (aap.error INTERNAL_ERROR, or OAuth server_error).",
@@ -160,7 +155,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             responses["409"] = aap_error
         paths[f"/{skill.id}"] = {
             "post": {
-                "operationId": OPERATION_IDS[skill.id],
+                "operationId": skill.operation_id,
                 "summary": skill.name,
                 "description": f"{skill.description} Request and response are the AAP typed messages "
                                f"'{skill.request_type}' and '{skill.response_type}'.",
@@ -184,7 +179,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
                 "jti, ath) in the 'DPoP' header; or sign the call with an AAP 3.2 'Poppy-Session' header."
             ),
         },
-        "servers": [{"url": ctx.url(API_BASE_PATH)}],
+        "servers": [{"url": ctx.urls.poppy_api}],
         "security": [{"poppyDPoP": []}],
         "paths": paths,
         "components": {

@@ -30,6 +30,7 @@ import orjson
 
 from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.config.poppy import PoppySettings
+from aap.spec import validate
 
 MAX_KEYS = 20
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
@@ -209,8 +210,6 @@ class ClientRegistry:
             cache.popitem(last=False)
 
     async def _load(self, client_id: str, now: float) -> ClientInfo:
-        from aap.spec import validate
-
         host, _ = check_https_url(client_id, "client_id")
         metadata, ttl = await self.fetch_json(client_id, "client_id")
         problems = validate(metadata, "poppy-client-metadata")

@@ -11,27 +11,22 @@ import hashlib
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
-from aap.discovery.urls import DeploymentUrls
+from aap.agent import DealerAgent
+from aap.paths import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
-from aap.store.poppy import PoppyStore
 from aap.config.poppy import PoppySettings
-from aap.web.ratelimit import RateLimiter
+from aap.ratelimit import RateLimiter
+from aap.store.poppy import PoppyStore
 
-FEEDBACK_PATH = "/poppy/feedback"
-EXCLUDED_TASKS_PATH = "/poppy/excluded-tasks.json"
-REVOKE_PATH = "/oauth/revoke"
-JWKS_PATH = "/oauth/jwks.json"
-PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource"
 PURGE_EVERY = 300.0
 
 
 @dataclass
 class PoppyContext:
-    agent: Any                 # aap.agent.DealerAgent
+    agent: DealerAgent
     settings: PoppySettings
     store: PoppyStore
     ssl_context: ssl.SSLContext | None = None
@@ -48,10 +43,7 @@ class PoppyContext:
 
     @property
     def urls(self) -> DeploymentUrls:
-        return DeploymentUrls(self.agent.settings)
-
-    def url(self, path: str) -> str:
-        return self.agent.settings.url(path)
+        return DeploymentUrls(self.agent.settings.public_url)
 
     @property
     def issuer(self) -> str:

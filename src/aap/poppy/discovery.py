@@ -1,9 +1,8 @@
 """The public Poppy documents: poppy.json, issuer and protected-resource metadata, excluded tasks.
 
-All URLs come from :class:`aap.discovery.urls.DeploymentUrls`, the same table
-the agent card, llms.txt and the api-catalog are built from, so the AAP
-bridge in poppy.json names exactly the card, MCP endpoint and llms.txt the
-card names.
+All URLs come from :class:`aap.paths.DeploymentUrls`, the same table the
+agent card, llms.txt and the api-catalog are built from, so the AAP bridge in
+poppy.json names exactly the card, MCP endpoint and llms.txt the card names.
 """
 
 from __future__ import annotations
@@ -12,17 +11,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aap import AAP_VERSION
-from aap.discovery.urls import TOKEN_PATH
-from aap.poppy.context import (
-    EXCLUDED_TASKS_PATH,
-    FEEDBACK_PATH,
-    JWKS_PATH,
-    REVOKE_PATH,
-    PoppyContext,
-)
+from aap.poppy.context import PoppyContext
 from aap.poppy.token_endpoint import JWT_BEARER
-
-AAP_EXTENSION = "autoagentprotocol.org/aap"
+from aap.protocols import POPPY_AAP_EXTENSION, POPPY_PROTOCOL_VERSION
 
 
 def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
@@ -42,7 +33,7 @@ def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
     if documentation and documentation.lower().startswith("https://"):
         bridge["documentation"] = documentation
     document: dict[str, Any] = {
-        "protocol_version": "0.3",
+        "protocol_version": POPPY_PROTOCOL_VERSION,
         "organization": {"name": ctx.organization_name, "domain": ctx.organization_domain},
         "auth": {"issuer": ctx.issuer},
         "apis": [
@@ -52,21 +43,22 @@ def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
                 "description": f"AAP {AAP_VERSION} dealer skills over HTTPS with a DPoP-bound guest token: {skills}.",
             }
         ],
-        "excluded_tasks": {"url": ctx.url(EXCLUDED_TASKS_PATH)},
-        "extensions": {AAP_EXTENSION: bridge},
+        "excluded_tasks": {"url": urls.poppy_excluded_tasks},
+        "extensions": {POPPY_AAP_EXTENSION: bridge},
     }
     if ctx.settings.feedback_enabled:
-        document["feedback"] = {"endpoint": ctx.url(FEEDBACK_PATH)}
+        document["feedback"] = {"endpoint": urls.poppy_feedback}
     return document
 
 
 def issuer_metadata(ctx: PoppyContext) -> dict[str, Any]:
     """RFC 8414 metadata of the guest issuer (``PoppyOauthMetadata``)."""
+    urls = ctx.urls
     return {
         "issuer": ctx.issuer,
-        "token_endpoint": ctx.url(TOKEN_PATH),
-        "revocation_endpoint": ctx.url(REVOKE_PATH),
-        "jwks_uri": ctx.url(JWKS_PATH),
+        "token_endpoint": urls.token_endpoint,
+        "revocation_endpoint": urls.revocation_endpoint,
+        "jwks_uri": urls.jwks,
         # refresh_token is required by the schema; a refresh grant is answered invalid_grant.
         "grant_types_supported": [JWT_BEARER, "refresh_token"],
         "token_endpoint_auth_methods_supported": ["private_key_jwt"],

@@ -8,11 +8,9 @@ any other caller-supplied value.
 
 from __future__ import annotations
 
-import logging
+from starlette.responses import JSONResponse, Response
 
-from starlette.responses import JSONResponse
-
-log = logging.getLogger("aap.poppy")
+from aap.errors import AapError
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 DPOP_ALGS = 'algs="ES256"'
@@ -64,17 +62,16 @@ def resource_error(error: str, description: str) -> OAuthError:
     return OAuthError(error, description, 401, challenge=True)
 
 
-def log_failure(endpoint: str, exc: BaseException, error_id: str | None = None) -> None:
-    """One structured line for an unexpected failure: where and what type, never a traceback
-    or the exception text (either could quote a caller's value)."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb else None
-    log.error("poppy internal error", extra={"fields": {
-        "binding": "poppy", "endpoint": endpoint, "error_id": error_id,
-        "error_type": type(exc).__name__, "where": where}})
-
-
 def server_error() -> OAuthError:
     return OAuthError("server_error", "the dealer agent hit an unexpected error", 500)
+
+
+def oauth_error_shape(status: int, error: AapError) -> Response:
+    """The error shape of the OAuth paths (:data:`aap.web.errors.ErrorShape`).
+
+    A request refused before the endpoint read it is ``invalid_request``
+    (RFC 6749 §5.2); an unexpected failure is ``server_error``.
+    """
+    if status >= 500:
+        return server_error().response()
+    return OAuthError("invalid_request", error.message, status).response()

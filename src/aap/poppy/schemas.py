@@ -15,16 +15,16 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
-from aap.spec import registry
+from aap.spec import schema_files
 
-SUFFIX = registry.SUFFIX
+SUFFIX = schema_files.SUFFIX
 
 
 @lru_cache(maxsize=1)
 def _ids() -> dict[str, str]:
     """``$id`` (and the file-name URL next to it) -> schema stem."""
     ids: dict[str, str] = {}
-    for stem, document in registry.documents().items():
+    for stem, document in schema_files.documents().items():
         ids[urldefrag(document["$id"])[0]] = stem
         ids.setdefault(urljoin(document["$id"], stem + SUFFIX), stem)
     return ids
@@ -36,7 +36,7 @@ def _camel(stem: str) -> str:
 
 def bundle(names: dict[str, str]) -> dict[str, Any]:
     """``{schema stem: component name}`` → components (plus every schema they reference)."""
-    docs, ids = registry.documents(), _ids()
+    docs, ids = schema_files.documents(), _ids()
     wanted = dict(names)
     out: dict[str, Any] = {}
     pending = list(wanted)

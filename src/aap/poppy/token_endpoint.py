@@ -18,7 +18,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aap.discovery.urls import TOKEN_PATH
 from aap.errors import AapError
 from aap.poppy import assertions, tokens
 from aap.poppy.assertions import Assertion, AssertionProblem
@@ -32,12 +31,14 @@ from aap.poppy.oauth import (
     invalid_client,
     invalid_grant,
     invalid_request,
-    log_failure,
     server_error,
     token_endpoint_dpop_error,
 )
+from aap.ratelimit import retry_after_seconds
 from aap.store.poppy import Replayed, SessionConflict
-from aap.web.ratelimit import anonymous_caller_key, retry_after_seconds
+from aap.web.body import BodyTooLarge, read_request_body
+from aap.web.callers import anonymous_caller
+from aap.web.errors import unexpected
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -50,11 +51,10 @@ async def read_form(request: Request) -> dict[str, str]:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != FORM_TYPE:
         raise invalid_request(f"send the parameters as {FORM_TYPE}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > MAX_FORM_BYTES:
-            raise invalid_request("the request body is too large")
+    try:
+        body = await read_request_body(request, MAX_FORM_BYTES)
+    except BodyTooLarge:
+        raise invalid_request("the request body is too large") from None
     try:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError) as exc:
@@ -106,7 +106,7 @@ async def authenticate_client(ctx: PoppyContext, form: dict[str, str], now: floa
 
 async def limit_network(ctx: PoppyContext, request: Request) -> None:
     """Unauthenticated endpoints are rate-limited per network address (database buckets)."""
-    key = "poppy-issuer:" + anonymous_caller_key(request.client.host if request.client else None)
+    key = "poppy-issuer:" + anonymous_caller(request)
     try:
         await run_in_threadpool(ctx.limiter.check, key)
     except AapError as exc:
@@ -122,7 +122,7 @@ async def token(ctx: PoppyContext, request: Request) -> Response:
     except OAuthError as exc:
         return exc.response()
     except Exception as exc:  # never a stack trace on the wire or in the log
-        log_failure("token", exc)
+        unexpected(exc, binding="poppy", endpoint="token")
         return server_error().response()
 
 
@@ -158,7 +158,7 @@ async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]
     if resource is not None and resource not in ctx.protected_resources:
         raise OAuthError("invalid_target", "resource is not a protected resource of this issuer", 400)
     try:
-        proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.url(TOKEN_PATH),
+        proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.urls.token_endpoint,
                              now=now, window=settings.dpop_iat_window, access_token=None)
     except DpopProblem as exc:
         raise token_endpoint_dpop_error(str(exc)) from exc
@@ -207,5 +207,5 @@ async def revoke(ctx: PoppyContext, request: Request) -> Response:
     except OAuthError as exc:
         return exc.response()
     except Exception as exc:
-        log_failure("revoke", exc)
+        unexpected(exc, binding="poppy", endpoint="revoke")
         return server_error().response()

@@ -3,7 +3,7 @@
 Schemas are named by file stem: ``"inventory-search-request"`` is
 ``schemas/inventory-search-request.schema.json``, i.e. the seed OpenAPI component
 ``InventorySearchRequest`` in kebab case.  They resolve their ``$ref``s through a
-local registry only (see :mod:`aap.spec.registry`); nothing is fetched.
+local registry only (see :mod:`aap.spec.schema_files`); nothing is fetched.
 
 ``validate()`` returns every problem at once, ready for ``details.errors[]``, and
 never quotes the instance (request values are customer data).
@@ -14,7 +14,7 @@ import copy
 import json
 from typing import Any
 
-from aap.spec import registry
+from aap.spec import schema_files
 from aap.spec.validator import UnknownSchema, compiled, is_valid, validate
 
 __all__ = [
@@ -25,33 +25,33 @@ __all__ = [
 
 def schema_names() -> list[str]:
     """Every bundled schema stem, sorted."""
-    return list(registry.documents())
+    return list(schema_files.documents())
 
 
 def _known(name: str) -> None:
-    if name not in registry.documents():
+    if name not in schema_files.documents():
         raise UnknownSchema(name)
 
 
 def schema(name: str) -> dict[str, Any]:
     """A copy of schema ``name`` as a dict."""
     _known(name)
-    return copy.deepcopy(registry.documents()[name])
+    return copy.deepcopy(schema_files.documents()[name])
 
 
 def schema_url(name: str) -> str:
     """The schema's ``$id``: ``https://autoagentprotocol.org/v3.1/schemas/<name>.schema.json``
     for AAP 3.1 schemas; the older/newer standalone seeds keep their own ``$id``."""
     _known(name)
-    return registry.documents()[name]["$id"]
+    return schema_files.documents()[name]["$id"]
 
 
 def schema_bytes(name: str) -> bytes:
     """The exact file contents, for serving under ``/schemas/<name>.schema.json``."""
     _known(name)
-    return registry.raw_files()[name]
+    return schema_files.raw_files()[name]
 
 
 def openapi_document() -> dict[str, Any]:
     """A fresh copy of the seed OpenAPI document (AAP 3.1 A2A JSON-RPC binding) as JSON."""
-    return json.loads(registry.openapi_bytes())
+    return json.loads(schema_files.openapi_bytes())

@@ -15,7 +15,7 @@ instance walks the python-jsonschema path that explains.  Both must agree on wha
 valid, so the python path is given jsonschema-rs's semantics where they differ:
 ECMA-262 ``pattern`` matching (:mod:`aap.spec.ecma`) and non-finite floats, which
 are no JSON number (and it reads the schemas without ``$schema``, see
-:func:`aap.spec.registry.dialect_free`, so its class reaches across ``$ref``s).  jsonschema-rs is given this package's format checks
+:func:`aap.spec.schema_files.dialect_free`, so its class reaches across ``$ref``s).  jsonschema-rs is given this package's format checks
 (:mod:`aap.spec.formats`).  Values it cannot take (strings with unpaired
 surrogates) go to the python path whole.
 """
@@ -31,7 +31,7 @@ import jsonschema_rs
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-from aap.spec import ecma, formats, registry
+from aap.spec import ecma, formats, schema_files
 from aap.spec.formats import checker as format_checker
 
 Problem = dict[str, str]
@@ -70,7 +70,7 @@ AapValidator = validators.extend(
 
 
 def _schema(name: str) -> dict[str, Any]:
-    documents = registry.documents()
+    documents = schema_files.documents()
     if name not in documents:
         raise UnknownSchema(name)
     return documents[name]
@@ -80,7 +80,7 @@ def _schema(name: str) -> dict[str, Any]:
 def compiled(name: str) -> Draft202012Validator:
     """The explaining validator for schema ``name`` (file stem), built once per process."""
     _schema(name)
-    stripped, resources = registry.dialect_free()
+    stripped, resources = schema_files.dialect_free()
     return AapValidator(stripped[name], registry=resources, format_checker=format_checker)
 
 
@@ -92,7 +92,7 @@ def fast(name: str) -> jsonschema_rs.Validator:
     checks: dict[str, Any] = {fmt: _anything for fmt in _all_formats()}
     checks.update(formats.functions())
     return jsonschema_rs.validator_for(
-        schema, registry=registry.rust_registry(), retriever=registry.no_fetch,
+        schema, registry=schema_files.rust_registry(), retriever=schema_files.no_fetch,
         validate_formats=True, ignore_unknown_formats=True, formats=checks)
 
 
@@ -114,7 +114,7 @@ def _all_formats() -> frozenset[str]:
         elif isinstance(node, list):
             for v in node:
                 walk(v)
-    for document in registry.documents().values():
+    for document in schema_files.documents().values():
         walk(document)
     return frozenset(found)
 

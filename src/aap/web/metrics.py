@@ -1,7 +1,8 @@
 """Request metrics in the Prometheus text exposition format (version 0.0.4).
 
 A deliberately small registry: three series families fed by the access-log
-middleware, rendered at ``GET /metrics``. Counters live in process memory, so
+middleware (:mod:`aap.web.accesslog`), rendered at ``GET /metrics`` (served by
+:mod:`aap.server.operations`). Counters live in process memory, so
 with several uvicorn workers each worker reports its own numbers and a scrape
 reaches whichever worker the load balancer picks. Run one worker per scrape
 target (or sum across targets) when exact totals matter; no customer state
@@ -12,9 +13,6 @@ from __future__ import annotations
 
 import threading
 from typing import Iterable
-
-from starlette.requests import Request
-from starlette.responses import Response
 
 import aap
 
@@ -103,9 +101,3 @@ class Metrics:
             out.append(f"aap_request_duration_seconds_count{_labels(names, values)} {_number(series[-1])}")
         return "\n".join(out) + "\n"
 
-
-async def metrics_endpoint(request: Request) -> Response:
-    from aap.web.accesslog import annotate
-
-    annotate(request.scope, binding="metrics")
-    return Response(request.app.state.metrics.render(), media_type=None, headers={"Content-Type": CONTENT_TYPE})

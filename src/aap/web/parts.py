@@ -1,23 +1,34 @@
-"""What a binding contributes to the ASGI app: routes and lifespan hooks.
+"""What a surface contributes to the ASGI app: routes, lifespan hooks and its error shapes.
 
-Each binding module exposes ``build(agent) -> BindingParts``; ``create_app``
-collects them, so adding a binding never means editing another one.
+Each surface module (``aap.bindings.a2a``, ``aap.bindings.mcp``,
+``aap.discovery``, ``aap.poppy``) exposes ``build(agent) -> BindingParts``;
+:func:`aap.server.create_app` collects them, so adding a surface never means
+editing another one.
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
+from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
+from aap.web.errors import ErrorShape
+
+#: Entered when the app starts (in order), left when it stops (in reverse order).
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
 @dataclass
 class BindingParts:
-    """Routes to mount and lifespan context managers (entered at startup, in order)."""
+    """Routes to mount, lifespans to enter, and the error shape of each of the surface's paths.
+
+    ``error_shapes`` keys are exact paths, or prefixes ending in ``/``
+    (see :class:`~aap.web.errors.ErrorShapes`).
+    """
 
     routes: list[BaseRoute] = field(default_factory=list)
     lifespans: list[Lifespan] = field(default_factory=list)
+    error_shapes: dict[str, ErrorShape] = field(default_factory=dict)

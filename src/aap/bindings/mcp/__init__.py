@@ -10,41 +10,31 @@ the AAP tools (:mod:`.tools`), the call path into the transport-free core
 
 from __future__ import annotations
 
-from typing import Any
-
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
-from aap.bindings.mcp.auth import BearerAuth, load_verifier
+from aap.agent import DealerAgent
+from aap.bindings import jsonrpc
+from aap.bindings.mcp.auth import BearerAuth, Verifier
 from aap.bindings.mcp.http import McpHttpEndpoint
 from aap.bindings.mcp.policy import OriginPolicy
-from aap.bindings.mcp.server import PROTOCOL_VERSIONS, make_server
+from aap.bindings.mcp.server import make_server
 from aap.bindings.mcp.tools import build_tools
-from aap.config.mcp import McpSettings
-from aap.discovery.urls import MCP_PATH as PATH, DeploymentUrls
+from aap.paths import MCP_PATH, DeploymentUrls
+from aap.protocols import MCP_PROTOCOL_VERSIONS
+from aap.ratelimit import RateLimiter
 from aap.web.parts import BindingParts
-from aap.web.ratelimit import RateLimiter
 
-__all__ = ["PATH", "PROTOCOL_VERSIONS", "McpSettings", "build", "endpoint_descriptor"]
-
-
-def endpoint_url(settings: Any) -> str:
-    return DeploymentUrls(settings).mcp
+__all__ = ["build"]
 
 
-def endpoint_descriptor(settings: Any) -> dict[str, Any]:
-    """The ``McpEndpoint`` object for the agent card's ``params.mcp``."""
-    return {
-        "url": endpoint_url(settings),
-        "transport": "streamable-http",
-        "protocol_versions": list(PROTOCOL_VERSIONS),
-        "public_read": True,
-    }
+def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingParts:
+    """Routes and lifespan of the MCP endpoint for ``agent``.
 
-
-def build(agent: Any) -> BindingParts:
-    """Routes and lifespan of the MCP endpoint for ``agent`` (a DealerAgent)."""
+    ``verifier`` checks a presented Bearer token (see :mod:`.auth`); without
+    one, no token is valid and a call that presents one is refused.
+    """
     settings = agent.settings
     options = settings.mcp
     tools = build_tools(agent.skills, settings.search.to_json())
@@ -58,18 +48,17 @@ def build(agent: Any) -> BindingParts:
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_body_bytes,
     )
-    url = endpoint_url(settings)
-    auth = BearerAuth(
-        agent,
-        resource_url=url,
-        metadata_url=settings.url("/.well-known/oauth-protected-resource" + PATH),
-        verifier=load_verifier(),
-    )
+    urls = DeploymentUrls(settings.public_url)
+    auth = BearerAuth(agent, resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
     endpoint = McpHttpEndpoint(
         manager,
         OriginPolicy.for_settings(settings),
         auth,
         max_body_bytes=settings.max_body_bytes,
-        protocol_versions=PROTOCOL_VERSIONS,
+        protocol_versions=MCP_PROTOCOL_VERSIONS,
     )
-    return BindingParts(routes=[Route(PATH, endpoint=endpoint)], lifespans=[lambda app: manager.run()])
+    return BindingParts(
+        routes=[Route(MCP_PATH, endpoint=endpoint)],
+        lifespans=[lambda app: manager.run()],
+        error_shapes={MCP_PATH: jsonrpc.error_shape},
+    )

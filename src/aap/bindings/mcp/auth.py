@@ -2,17 +2,18 @@
 
 AAP's MCP endpoint is ``public_read``: no call needs a token, and
 ``lead.submit`` carries its consent in the payload. A caller *may* present a
-Bearer token issued by this deployment's Poppy issuer (RFC 8693 exchange,
-resource-bound to the MCP URL); its verified identity then scopes lead
-idempotency exactly as on the other bindings. A token that is presented but
-not valid is refused the way MCP authorization prescribes: ``401`` with
+Bearer token resource-bound to the MCP URL; a verified identity then scopes
+lead idempotency exactly as on the other bindings. A token that is presented
+but not valid is refused the way MCP authorization prescribes: ``401`` with
 ``WWW-Authenticate: Bearer error="invalid_token", resource_metadata=...``,
 never silently downgraded to an anonymous call.
 
-Verification belongs to the Poppy package: ``aap.poppy.bearer.verify_mcp_bearer
-(stores, settings, authorization_header, resource_url)`` returns the verified
-identity (an object with ``caller_id`` and ``client_id``) or ``None``. Without
-that module no token can be valid.
+Verification is a :data:`Verifier` handed to :func:`aap.bindings.mcp.build`:
+``verifier(stores, settings, authorization_header, resource_url)`` returns
+the verified identity (an object with ``caller_id`` and ``client_id``) or
+``None``. This deployment's Poppy issuer mints no MCP-bound tokens (no RFC
+8693 exchange; docs/poppy.md, "Native MCP and token exchange"), so the
+composition root passes no verifier and no token can be valid.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from typing import Any, Callable, Protocol
 
 import anyio
 import orjson
+from starlette.requests import Request
 from starlette.responses import Response
+
+from aap.agent import DealerAgent
+from aap.config.model import Settings
+from aap.store import Stores
 
 CALLER_STATE_KEY = "aap.mcp.caller"
 
@@ -31,19 +37,10 @@ class VerifiedCaller(Protocol):
     client_id: str | None
 
 
-Verifier = Callable[[Any, Any, str, str], "VerifiedCaller | None"]
+Verifier = Callable[[Stores, Settings, str, str], "VerifiedCaller | None"]
 
 
-def load_verifier() -> Verifier | None:
-    """The Poppy package's Bearer verifier, when that package provides one."""
-    try:
-        from aap.poppy.bearer import verify_mcp_bearer
-    except ImportError:
-        return None
-    return verify_mcp_bearer
-
-
-def caller_of(request: Any) -> VerifiedCaller | None:
+def caller_of(request: Request | None) -> VerifiedCaller | None:
     """The verified caller the HTTP front stored on this request, if any."""
     if request is None:
         return None
@@ -57,7 +54,7 @@ def remember_caller(scope: dict[str, Any], caller: VerifiedCaller) -> None:
 class BearerAuth:
     """Checks an ``Authorization`` header against the Poppy issuer."""
 
-    def __init__(self, agent: Any, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
+    def __init__(self, agent: DealerAgent, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
         self.agent = agent
         self.resource_url = resource_url
         self.metadata_url = metadata_url

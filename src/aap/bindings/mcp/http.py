@@ -9,7 +9,8 @@ In front of it this module adds, in order:
 2. ``405`` (``Allow: POST``) for anything but POST: there is nothing to push
    on a GET stream and no session to DELETE, in either era;
 3. optional Bearer authentication (:mod:`aap.bindings.mcp.auth`);
-4. the body size limit (413);
+4. the body, read once with the shared bounded reader (:mod:`aap.web.body`;
+   the app's middleware has already refused anything over the limit);
 5. body-primary era check: a request whose ``params._meta`` carries the
    2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
    names a handshake revision is a modern request with a header mismatch
@@ -21,76 +22,23 @@ In front of it this module adds, in order:
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
 import orjson
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, error_response, error_shape
 from aap.bindings.mcp.auth import BearerAuth, remember_caller
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.web.accesslog import annotate
-
-log = logging.getLogger("aap.mcp")
+from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
+from aap.web.errors import unexpected
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
-
-
-def jsonrpc_error(
-    status: int,
-    code: int,
-    message: str,
-    request_id: Any = None,
-    *,
-    data: Any = None,
-    headers: dict[str, str] | None = None,
-) -> Response:
-    """A JSON-RPC error body with an HTTP status (``id`` null when the request's is unknown)."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def read_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that yields the already-read body once, then defers to the client."""
-    sent = False
-
-    async def wrapped() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return wrapped
 
 
 def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) -> Response | None:
@@ -116,10 +64,10 @@ def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) 
     requested = meta[PROTOCOL_VERSION_META_KEY]
     if version is None or version != requested:
         message_text = f"{PROTOCOL_VERSION_HEADER} header does not match the request envelope's protocol version"
-        return jsonrpc_error(400, HEADER_MISMATCH, message_text, request_id)
+        return error_response(400, HEADER_MISMATCH, message_text, request_id)
     data = {"supported": list(versions), "requested": requested}
     message_text = "Unsupported protocol version: handshake revisions are served through initialize, not per request"
-    return jsonrpc_error(400, UNSUPPORTED_PROTOCOL_VERSION, message_text, request_id, data=data)
+    return error_response(400, UNSUPPORTED_PROTOCOL_VERSION, message_text, request_id, data=data)
 
 
 def listing_supported_versions(send: Send, versions: tuple[str, ...]) -> Send:
@@ -186,7 +134,9 @@ class McpHttpEndpoint:
         try:
             body = await read_body(receive, self.max_body_bytes)
         except BodyTooLarge:
-            await jsonrpc_error(413, -32600, "Request body too large")(scope, receive, send)
+            await error_shape(413, too_large_error(self.max_body_bytes))(scope, receive, send)
+            return
+        except ClientDisconnect:
             return
         mismatch = envelope_mismatch(body, headers, self.protocol_versions)
         if mismatch is not None:
@@ -200,9 +150,9 @@ class McpHttpEndpoint:
         """Host, Origin, method and credentials: answered before the body is read."""
         headers = Headers(scope=scope)
         if not self.policy.host_allowed(headers.get("host")):
-            return jsonrpc_error(421, -32600, "Host not allowed for this MCP endpoint")
+            return error_response(421, INVALID_REQUEST, "Host not allowed for this MCP endpoint")
         if not self.policy.origin_allowed(headers.get("origin")):
-            return jsonrpc_error(403, -32600, "Origin not allowed for this MCP endpoint")
+            return error_response(403, INVALID_REQUEST, "Origin not allowed for this MCP endpoint")
         if scope["method"] != "POST":
             return Response(status_code=405, headers={"Allow": "POST"})
         authorization = headers.get("authorization")
@@ -210,9 +160,9 @@ class McpHttpEndpoint:
             try:
                 caller = await self.auth.verify(authorization)
             except Exception as exc:  # a verifier fault is ours, not the caller's: retryable, no detail
-                log.error("bearer verification failed: %s", type(exc).__name__)
+                unexpected(exc, binding="mcp", endpoint="bearer verification")
                 message = "Credentials could not be checked; retry later"
-                return jsonrpc_error(503, -32603, message, headers={"Retry-After": "1"})
+                return error_response(503, INTERNAL_ERROR, message, headers={"Retry-After": "1"})
             if caller is None:
                 return self.auth.challenge()
             remember_caller(scope, caller)

@@ -7,7 +7,8 @@ side. The safe default is derived from the deployment's public URL, so a
 correctly configured dealer needs no extra setting:
 
 * hosts: the public host (with and without its port) plus the loopback names
-  on any port (a rebinding page can never make a browser send those);
+  of :mod:`aap.loopback` on any port (a rebinding page can never make a
+  browser send those);
 * origins: the public origin, plus the loopback origins when the public URL
   itself is loopback (local development). A request without ``Origin``
   (every non-browser client) is always allowed.
@@ -19,11 +20,13 @@ allows everything. Patterns are exact values, or ``name:*`` for any port.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
+from aap.config.model import Settings
+from aap.loopback import LOOPBACK_HOSTS, is_loopback_host
 
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# As they appear in a Host header or an origin (an IPv6 literal in brackets).
+_LOOPBACK_NAMES = tuple(sorted(f"[{host}]" if ":" in host else host for host in LOOPBACK_HOSTS))
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -33,10 +36,6 @@ def _split_public(public_url: str) -> tuple[str, str, int | None]:
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     return parts.scheme.lower(), host, parts.port
-
-
-def _is_loopback(host: str) -> bool:
-    return host in _LOOPBACK_NAMES or host.startswith("127.")
 
 
 def _matches(value: str, patterns: frozenset[str]) -> bool:
@@ -61,14 +60,14 @@ class OriginPolicy:
                 origins = {f"{scheme}://{host}:{port}"}
         for name in _LOOPBACK_NAMES:
             hosts.update({name, f"{name}:*"})
-        if _is_loopback(host):
+        if is_loopback_host(host):
             for name in _LOOPBACK_NAMES:
                 origins.update({f"http://{name}", f"http://{name}:*", f"https://{name}", f"https://{name}:*"})
         self.allowed_hosts = frozenset(h.lower() for h in (*hosts, *extra_hosts))
         self.allowed_origins = frozenset(o.lower().rstrip("/") for o in (*origins, *extra_origins))
 
     @classmethod
-    def for_settings(cls, settings: Any) -> "OriginPolicy":
+    def for_settings(cls, settings: Settings) -> "OriginPolicy":
         mcp = settings.mcp
         return cls(settings.public_url, mcp.allowed_hosts, mcp.allowed_origins)
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from urllib.parse import urldefrag, urljoin
 
 from aap import SCHEMA_BASE_URL
+from aap.spec import schema
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -40,8 +41,6 @@ def _name_of(url: str) -> str:
 
 
 def _load_from_spec(url: str) -> dict[str, Any]:
-    from aap.spec import schema
-
     return schema(_name_of(url))
 
 
@@ -117,5 +116,5 @@ def bundle(name: str, load: Loader = _load_from_spec) -> dict[str, Any]:
 
 @lru_cache(maxsize=None)
 def bundled(name: str) -> dict[str, Any]:
-    """Cached :func:`bundle` from the package's schema registry (treat as read-only)."""
+    """Cached :func:`bundle` of a packaged AAP schema (treat as read-only)."""
     return bundle(name)

@@ -10,7 +10,6 @@ default names only the modern one).
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import anyio
@@ -20,22 +19,19 @@ from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from starlette.requests import Request
+
 from aap import __version__
+from aap.agent import CallContext, DealerAgent
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.bindings.mcp.tools import ToolSpec
-from aap.errors import AapError, internal_error, problem
-from aap.agent import CallContext, DealerAgent
+from aap.errors import AapError, problem
+from aap.protocols import MCP_PROTOCOL_VERSIONS
+from aap.ratelimit import RateLimiter
 from aap.spec import validate
 from aap.web.accesslog import annotate
-from aap.web.ratelimit import RateLimiter, anonymous_caller_key
-
-log = logging.getLogger("aap.mcp")
-
-# Every revision this endpoint serves, newest first: the modern stateless
-# revision and the initialize-handshake revisions the SDK negotiates. AAP 3.1
-# requires 2026-07-28 and 2025-11-25; the older handshake revisions cost
-# nothing extra and are exercised by the tests as well.
-PROTOCOL_VERSIONS: tuple[str, ...] = ("2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+from aap.web.callers import anonymous_caller
+from aap.web.errors import unexpected
 
 
 def _result(value: dict[str, Any], is_error: bool) -> dict[str, Any]:
@@ -62,15 +58,14 @@ def error_result(error: AapError) -> dict[str, Any]:
     return _result(error.to_dict(), True)
 
 
-def caller_key(caller: VerifiedCaller | None, request: Any) -> str:
+def caller_key(caller: VerifiedCaller | None, request: Request | None) -> str:
     """Rate-limit bucket: the verified caller when there is one, else the client address.
 
     A verified caller is a Poppy caller; its bucket is the one the Poppy API uses too.
     """
     if caller is not None:
         return "poppy:" + caller.caller_id
-    client = getattr(request, "client", None)
-    return anonymous_caller_key(client.host if client else None)
+    return anonymous_caller(request)
 
 
 class ToolRunner:
@@ -106,7 +101,7 @@ class ToolRunner:
     def run(self, spec: ToolSpec, arguments: dict[str, Any] | None, context: CallContext, key: str) -> dict[str, Any]:
         """Rate limit, argument check, skill. Blocking (database work): run in a worker thread."""
         self.limiter.check(key)
-        return self.agent.handle(self.payload(spec, arguments), context)
+        return self.agent.run(spec.skill, self.payload(spec, arguments), context)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         spec = self.tools.get(params.name)
@@ -128,8 +123,7 @@ class ToolRunner:
             annotate(scope, skill=spec.skill.id, aap_code=exc.code, error_id=exc.error_id)
             return error_result(exc)
         except Exception as exc:  # never a stack trace or customer data on the wire or in the log
-            error = internal_error()
-            log.error("tool %s failed: %s (error_id=%s)", spec.name, type(exc).__name__, error.error_id)
+            error = unexpected(exc, binding="mcp", skill=spec.skill.id)
             annotate(scope, skill=spec.skill.id, aap_code=error.code, error_id=error.error_id)
             return error_result(error)
         annotate(scope, skill=spec.skill.id)
@@ -170,7 +164,7 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], limiter: RateLim
 
     async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> types.DiscoverResult:
         return types.DiscoverResult(
-            supported_versions=list(PROTOCOL_VERSIONS),
+            supported_versions=list(MCP_PROTOCOL_VERSIONS),
             capabilities=server.get_capabilities(protocol_version=ctx.protocol_version),
             instructions=server.instructions,
         )

@@ -3,10 +3,11 @@
 A tool's arguments are exactly the skill's AAP request object, ``type``
 included, so a payload is byte-for-byte the same on MCP, A2A and Poppy; its
 structured result is the typed AAP response. The schemas are the AAP ones,
-bundled (see :mod:`aap.bindings.mcp.schemas`). Annotations follow the notes:
-reads are read-only and closed-world; ``lead.submit`` is additive, idempotent
-by ``idempotency_key`` and reaches the dealership (open world). AAP metadata
-that MCP annotations have no hint for goes into the tool's ``_meta`` under the
+bundled (see :mod:`aap.bindings.mcp.schemas`). Names and annotations are the
+project's choices, written down in docs/mcp.md ("Tools"): reads are read-only
+and closed-world; ``lead.submit`` is additive, idempotent by
+``idempotency_key`` and reaches the dealership (open world). AAP metadata that
+MCP annotations have no hint for goes into the tool's ``_meta`` under the
 vendor prefix ``org.autoagentprotocol/``.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import mcp_types as types
 
 from aap.bindings.mcp.schemas import bundled
-from aap.skills.registry import SkillInfo
+from aap.skills.catalog import SkillInfo
 
 META_PREFIX = "org.autoagentprotocol/"
 CAPABILITIES_META_KEY = META_PREFIX + "capabilities"
@@ -84,5 +85,5 @@ def tool_for(skill: SkillInfo, search_capabilities: dict[str, Any]) -> ToolSpec:
 
 
 def build_tools(skills: list[SkillInfo], search_capabilities: dict[str, Any]) -> dict[str, ToolSpec]:
-    """Tools by name, in skill-registry order (``tools/list`` order is deterministic)."""
+    """Tools by name, in skill-catalog order (``tools/list`` order is deterministic)."""
     return {spec.name: spec for spec in (tool_for(s, search_capabilities) for s in skills)}

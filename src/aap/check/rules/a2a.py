@@ -10,7 +10,7 @@ from aap.check.context import CheckContext, problems_text
 from aap.check.registry import Fail, rule
 from aap.client.a2a import envelope
 from aap.client.transport import json_body
-from aap.skills.registry import SKILLS, SkillInfo
+from aap.skills.catalog import SKILLS, SkillInfo
 
 VERSION_NOT_SUPPORTED = -32009
 EXTENSION_REQUIRED = -32008
@@ -62,7 +62,7 @@ def outcome_text(status: int, body: Any) -> str:
 
 
 @rule("a2a.version_header", "A2A-Version: omitted → 1.0; explicit empty or unsupported → -32009",
-      "SendMessage A2A-Version parameter (seed 004); notes/a2a-jsonrpc.md §5")
+      "SendMessage A2A-Version parameter (seed 004); A2A §3.2.6")
 async def version_header(ctx: CheckContext) -> str | None:
     cases = [("omitted", None, True), ("1.0", "1.0", True), ("explicitly empty", "", False),
              ("0.3", "0.3", False), ("2.0", "2.0", False)]
@@ -80,7 +80,7 @@ async def version_header(ctx: CheckContext) -> str | None:
 
 @rule("a2a.extensions_header",
       "A2A-Extensions: omitted → AAP activated; a supplied list must contain the v3.1 URI, else -32008",
-      "SendMessage A2A-Extensions parameter (seed 004); A2A §3.3.4; notes/a2a-jsonrpc.md §5")
+      "SendMessage A2A-Extensions parameter (seed 004); A2A §3.3.4")
 async def extensions_header(ctx: CheckContext) -> str | None:
     other = "https://example.com/extensions/other/v1"
     cases = [
@@ -110,7 +110,7 @@ async def extensions_header(ctx: CheckContext) -> str | None:
 
 
 @rule("a2a.envelope", "SendMessage answers result.message: ROLE_AGENT, new messageId, contextId kept or minted",
-      "JsonRpcResponse, A2aMessage (seed 004); notes §1; notes/a2a-jsonrpc.md §3")
+      "JsonRpcResponse, A2aMessage (seed 004); A2A §5.5")
 async def a2a_envelope(ctx: CheckContext) -> str | None:
     problems = []
     transport, skill, _ = await probe(ctx)
@@ -152,7 +152,7 @@ async def a2a_envelope(ctx: CheckContext) -> str | None:
 
 
 @rule("a2a.protocol_errors", "JSON-RPC protocol errors: -32700 (id null), -32601, -32602/-32600, -32004",
-      "JsonRpcResponse (seed 004); A2A §5.4, §9.5; notes/a2a-jsonrpc.md §1–2")
+      "JsonRpcResponse (seed 004); A2A §5.4, §9.5")
 async def protocol_errors(ctx: CheckContext) -> str | None:
     transport, skill, payload = await probe(ctx)
     problems = []

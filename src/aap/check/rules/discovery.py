@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.check.context import CheckContext, is_loopback_http
 from aap.check.registry import Fail, Skip, rule
-from aap.skills.registry import SKILLS
+from aap.protocols import A2A_PROTOCOL_VERSION
+from aap.skills.catalog import SKILLS
 
 AAP_EXTENSION_PREFIX = "https://autoagentprotocol.org/extensions/aap/"
 URL_RE = re.compile(r"https?://[^\s<>()\[\]`\"']+")
@@ -43,7 +44,7 @@ async def card_schema(ctx: CheckContext) -> str | None:
 
 
 @rule("card.extension", "The card declares exactly one AAP extension: the v3.1 URI, required, with params",
-      "AgentCard.capabilities.extensions (seed 001); notes §10.1")
+      "AgentCard.capabilities.extensions (seed 001)")
 async def card_extension(ctx: CheckContext) -> str | None:
     _, card, _ = await ctx.card_fetch()
     if not isinstance(card, dict):
@@ -71,13 +72,13 @@ async def card_extension(ctx: CheckContext) -> str | None:
 
 
 @rule("card.interface", "The card has a JSONRPC interface with protocolVersion 1.0 on an HTTPS URL",
-      "AgentCard.supportedInterfaces (seed 001); A2A §8.3; notes/a2a-jsonrpc.md §6")
+      "AgentCard.supportedInterfaces (seed 001); A2A §8.3")
 async def card_interface(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     interfaces = [i for i in found.card.get("supportedInterfaces") or [] if isinstance(i, dict)]
     problems = []
     jsonrpc = [i for i in interfaces if i.get("protocolBinding") == "JSONRPC"]
-    if not any(i.get("protocolVersion") == "1.0" for i in jsonrpc):
+    if not any(i.get("protocolVersion") == A2A_PROTOCOL_VERSION for i in jsonrpc):
         problems.append("no JSONRPC interface with protocolVersion 1.0")
     scheme = urlsplit(found.a2a_url).scheme
     if scheme != "https" and not is_loopback_http(found.a2a_url):
@@ -88,7 +89,7 @@ async def card_interface(ctx: CheckContext) -> str | None:
 
 
 @rule("card.params", "The AAP params describe the declared skills with the v3.1 schema URLs and capabilities",
-      "AapExtensionParams; InventoryCapabilities (seed 004); notes §10.2–10.3")
+      "AapExtensionParams; InventoryCapabilities (seed 004)")
 async def card_params(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     params = found.params
@@ -136,7 +137,7 @@ async def card_params(ctx: CheckContext) -> str | None:
 
 
 @rule("card.recommended", "JSONRPC listed first, no streaming claim, AAP media types pinned per skill",
-      "AgentCard (seed 001); notes §10.1, §11; notes/a2a-jsonrpc.md §2, §9", level="should")
+      "AgentCard (seed 001); A2A §3.1.2; docs/a2a.md (agent card)", level="should")
 async def card_recommended(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -188,7 +189,7 @@ def _advertised_urls(found: Any, poppy: dict[str, Any] | None) -> dict[str, str]
 
 
 @rule("discovery.https", "Every advertised URL is HTTPS without query or fragment",
-      "AapExtensionParams; McpEndpoint; PoppyAapExtension (seed 004); notes §10.2")
+      "AapExtensionParams; McpEndpoint; PoppyAapExtension (seed 004)")
 async def discovery_https(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     try:
@@ -208,7 +209,7 @@ async def discovery_https(ctx: CheckContext) -> str | None:
 
 
 @rule("llms_txt.available", "llms.txt is served as Markdown or text with an H1 and a summary",
-      "AapExtensionParams.llms_txt; llmstxt.org; notes §10.5")
+      "AapExtensionParams.llms_txt (seed 004); llmstxt.org")
 async def llms_txt_available(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.llms_txt_url:
@@ -235,7 +236,7 @@ async def llms_txt_available(ctx: CheckContext) -> str | None:
 
 
 @rule("llms_txt.links", "llms.txt links the agent card, the MCP endpoint and poppy.json",
-      "notes §10.5 (machine-readable artifacts section)", level="should")
+      "AapExtensionParams.llms_txt (seed 004); llmstxt.org; docs/check.md", level="should")
 async def llms_txt_links(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.llms_txt_url:
@@ -256,7 +257,7 @@ async def llms_txt_response(ctx: CheckContext, url: str) -> Any:
 
 
 @rule("discovery.consistent", "Agent card, poppy.json and llms.txt name the very same URLs",
-      "PoppyAapExtension (seed 004); notes §10.4; poppy.md §1 cross-links")
+      "PoppyAapExtension, AapExtensionParams (seed 004)")
 async def discovery_consistent(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -301,7 +302,7 @@ async def discovery_consistent(ctx: CheckContext) -> str | None:
 
 
 @rule("discovery.cache", "Discovery documents carry Cache-Control and ETag and revalidate with 304",
-      "A2A §8.6; notes/a2a-jsonrpc.md §6", level="should")
+      "A2A §8.6; RFC 9110 §13.1.2", level="should")
 async def discovery_cache(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     urls = [found.card_url] + [u for u in (found.llms_txt_url, found.poppy_url) if u]
@@ -325,7 +326,7 @@ async def discovery_cache(ctx: CheckContext) -> str | None:
 
 
 @rule("discovery.api_catalog", "/.well-known/api-catalog is an RFC 9727 linkset (GET and HEAD)",
-      "RFC 9727 §3–4; RFC 9264; notes §10.6", level="should")
+      "RFC 9727 §3–4; RFC 9264", level="should")
 async def api_catalog(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     parts = urlsplit(found.card_url)

@@ -6,10 +6,11 @@ from typing import Any
 
 from aap.check.context import CheckContext, describe, problems_text
 from aap.check.registry import Fail, Skip, rule
-from aap.client.a2a import STRUCT_TYPE, envelope, find_aap_error
+from aap.client.a2a import envelope, find_aap_error
 from aap.client.errors import AapRemoteError
 from aap.client.transport import json_body
-from aap.skills.registry import SKILLS
+from aap.protocols import STRUCT_TYPE
+from aap.skills.catalog import SKILLS
 
 FORBIDDEN_TYPE = "https://autoagentprotocol.org/extensions/aap/error"
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -63,7 +64,7 @@ def struct_problems(body: Any) -> list[str]:
 
 
 @rule("errors.a2a", "A2A skill errors carry the aap.error in a Struct detail, never the old @type",
-      "JsonRpcError, Error (seed 004); notes/a2a-jsonrpc.md §4.2–4.3; notes §13 #5")
+      "JsonRpcError, Error (seed 004); A2A §3.3.2")
 async def errors_a2a(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("a2a")
     problems = []
@@ -87,7 +88,7 @@ async def errors_a2a(ctx: CheckContext) -> str | None:
 
 
 @rule("errors.all_problems", "A schema failure lists every problem at once in details.errors[]",
-      "Error.details.errors (seed 004); notes §2.1")
+      "Error.details.errors (seed 004)")
 async def errors_all_problems(ctx: CheckContext) -> str | None:
     await ctx.implements("inventory.search")
     payload = {"type": "inventory.search.request", "filters": {"make": [], "year_min": 1800},
@@ -103,7 +104,7 @@ async def errors_all_problems(ctx: CheckContext) -> str | None:
 
 
 @rule("errors.unsupported_skill", "An unknown AAP request type gets UNSUPPORTED_SKILL (or a media-type error)",
-      "Error.code (seed 004); notes/a2a-jsonrpc.md §1–4")
+      "Error.code (seed 004); A2A §5.4")
 async def errors_unsupported_skill(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("a2a")
     skill = SKILLS["dealer.information"]
@@ -123,7 +124,7 @@ async def errors_unsupported_skill(ctx: CheckContext) -> str | None:
 
 
 @rule("errors.mcp", "MCP skill failures are isError results whose structuredContent is a valid aap.error",
-      "Error (seed 004); notes/mcp.md §1, §5")
+      "Error (seed 004); MCP tools (isError results)")
 async def errors_mcp(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("mcp")
     problems = []
@@ -153,7 +154,7 @@ async def errors_mcp(ctx: CheckContext) -> str | None:
 
 
 @rule("errors.poppy", "Poppy API failures are aap.error bodies with a fitting HTTP status",
-      "Error (seed 004); notes/poppy.md §1, §6")
+      "Error, Poppy publication profile (seed 004)")
 async def errors_poppy(ctx: CheckContext) -> str | None:
     await ctx.transport("poppy")
     problems = []

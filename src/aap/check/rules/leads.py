@@ -53,7 +53,7 @@ async def submitted(ctx: CheckContext) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @rule("lead.replay", "Resending a lead with the same idempotency_key replays the original result",
-      "LeadSubmitRequest.idempotency_key, LeadSubmitResponse.replayed (seed 004); notes §6.5, §13 #1–2")
+      "LeadSubmitRequest.idempotency_key, LeadSubmitResponse.replayed (seed 004)")
 async def lead_replay(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request, original = await submitted(ctx)
@@ -81,7 +81,7 @@ async def lead_replay(ctx: CheckContext) -> str | None:
 
 
 @rule("lead.conflict", "Reusing an idempotency_key with a changed payload gives IDEMPOTENCY_CONFLICT",
-      "LeadSubmitRequest.idempotency_key (seed 004); notes §6.5")
+      "LeadSubmitRequest.idempotency_key (seed 004)")
 async def lead_conflict(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request, _ = await submitted(ctx)
@@ -93,7 +93,7 @@ async def lead_conflict(ctx: CheckContext) -> str | None:
 
 
 @rule("lead.consent", "A lead without consent is refused with CONTACT_CONSENT_REQUIRED",
-      "ConsentGrant (seed 004); notes §6.1, §13 #3")
+      "ConsentGrant, Error.code (seed 004)")
 async def lead_consent(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request = test_lead("aap-check-" + uuid.uuid4().hex)

@@ -8,7 +8,7 @@ from aap.check.context import CheckContext, describe
 from aap.check.registry import Fail, Skip, rule
 from aap.client.errors import AapClientError
 from aap.client.mcp import LEGACY, MODERN
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 
 
 async def tools(ctx: CheckContext, version: str) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def find_capabilities(meta: Any, depth: int = 0) -> dict[str, Any] | None:
 
 
 @rule("mcp.endpoint", "The MCP endpoint serves 2026-07-28 (server/discover) and 2025-11-25 (initialize)",
-      "McpEndpoint.protocol_versions (seed 004); notes/mcp.md §2–3")
+      "McpEndpoint.protocol_versions (seed 004); docs/mcp.md")
 async def mcp_endpoint(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if found.mcp is None:
@@ -70,7 +70,7 @@ async def mcp_endpoint(ctx: CheckContext) -> str | None:
 
 
 @rule("mcp.tools", "tools/list offers aap_<skill> for every declared skill, with object input schemas",
-      "notes/mcp.md §4–5 (tool naming DECISION notes §10.7)")
+      "MCP tools (inputSchema root type object); tool names: docs/mcp.md (Tools)")
 async def mcp_tools(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -104,7 +104,7 @@ async def mcp_tools(ctx: CheckContext) -> str | None:
 
 
 @rule("mcp.capabilities", "The search tool's metadata carries the card's inventory.search capabilities",
-      "InventoryCapabilities (seed 004: 'publish in … the MCP search tool metadata'); notes §10.3")
+      "InventoryCapabilities (seed 004: 'publish in … the MCP search tool metadata')")
 async def mcp_capabilities(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []

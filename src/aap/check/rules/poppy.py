@@ -16,7 +16,7 @@ from aap.check.registry import Fail, Skip, rule
 from aap.client.errors import AapClientError, DiscoveryError
 from aap.client.poppy import issuer_metadata_url, operation_map
 from aap.client.transport import json_body
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 
 FORBIDDEN_TOKEN_MEMBERS = ("scope", "refresh_token", "refresh_token_expires_in", "issued_token_type",
                            "session_id", "signed_in")
@@ -27,7 +27,7 @@ def _https(url: Any) -> bool:
 
 
 @rule("poppy.document", "poppy.json follows the AAP publication profile and names its own domain",
-      "Poppy (AAPPoppyDiscovery, seed 004); notes/poppy.md §1–2")
+      "Poppy (AAPPoppyDiscovery, seed 004)")
 async def poppy_document(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.poppy_url:
@@ -59,7 +59,7 @@ async def issuer_metadata(ctx: CheckContext) -> tuple[str, dict[str, Any]]:
 
 
 @rule("poppy.issuer", "The guest issuer publishes RFC 8414 metadata that matches poppy.json",
-      "PoppyOauthMetadata (seed 004); RFC 8414 §3; notes/poppy.md §2–3")
+      "PoppyOauthMetadata (seed 004); RFC 8414 §3")
 async def poppy_issuer(ctx: CheckContext) -> str | None:
     document, _ = await ctx.poppy_document()
     try:
@@ -99,7 +99,7 @@ async def poppy_operations(ctx: CheckContext) -> dict[str, str]:
 
 
 @rule("poppy.openapi", "The native API's OpenAPI document has an absolute HTTPS server and one operation per skill",
-      "Poppy.apis (seed 004); notes/poppy.md §2")
+      "Poppy.apis (seed 004); docs/poppy.md")
 async def poppy_openapi(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     document, _ = await ctx.poppy_document()
@@ -130,7 +130,7 @@ async def poppy_openapi(ctx: CheckContext) -> str | None:
 
 
 @rule("poppy.auth_required", "The native API refuses calls without a DPoP-bound token (401 + WWW-Authenticate)",
-      "Poppy publication profile (seed 004); RFC 9449 §7.1; notes/poppy.md §6")
+      "Poppy publication profile (seed 004); RFC 9449 §7.1")
 async def poppy_auth_required(ctx: CheckContext) -> str | None:
     if "poppy" not in ctx.options.bindings:
         raise Skip("binding poppy not selected (--binding)")
@@ -153,7 +153,7 @@ async def poppy_auth_required(ctx: CheckContext) -> str | None:
 
 
 @rule("poppy.token", "A guest JWT-bearer grant with DPoP yields a DPoP token with no forbidden members",
-      "PoppyGuestTokenResponse (seed 004); notes/poppy.md §5")
+      "PoppyGuestTokenResponse, PoppySessionRequest (seed 004); RFC 7523; RFC 9449 §5")
 async def poppy_token(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("poppy")
     try:
@@ -168,7 +168,7 @@ async def poppy_token(ctx: CheckContext) -> str | None:
 
 
 @rule("poppy.dpop_replay", "A replayed DPoP proof is refused on the native API",
-      "RFC 9449 §11.1; notes/poppy.md §5.5, §6")
+      "RFC 9449 §4.3, §11.1")
 async def poppy_dpop_replay(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("poppy")
     operations = await poppy_operations(ctx)

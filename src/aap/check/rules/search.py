@@ -121,7 +121,7 @@ async def walk_target(ctx: CheckContext) -> tuple[dict[str, Any] | None, int]:
 
 
 @rule("search.limit", "limit is echoed, defaults to default_limit, and above max_limit is rejected (never clamped)",
-      "InventorySearchRequest.pagination, InventoryCapabilities.max_limit (seed 004); notes §2.1, §2.9")
+      "InventorySearchRequest.pagination, InventoryCapabilities.max_limit (seed 004)")
 async def search_limit(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []
@@ -148,7 +148,7 @@ async def search_limit(ctx: CheckContext) -> str | None:
 
 
 @rule("search.pagination", "Walking next_cursor visits every match exactly once and total is exact",
-      "InventorySearchResponse.next_cursor/total (seed 004); notes §2.8–2.9")
+      "InventorySearchResponse.next_cursor/total (seed 004)")
 async def search_pagination(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     filters, expected = await walk_target(ctx)
@@ -174,7 +174,7 @@ async def search_pagination(ctx: CheckContext) -> str | None:
 
 
 @rule("search.cursor_binding", "A cursor is bound to its query: changed filters, sort or limit → INVALID_CURSOR",
-      "InventorySearchRequest.pagination.cursor (seed 004); notes §2.9")
+      "InventorySearchRequest.pagination.cursor (seed 004)")
 async def search_cursor_binding(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     first = await search(ctx, pagination={"limit": 1})
@@ -235,7 +235,7 @@ def _field_matches(filter_key: str, listing_value: Any, wanted: Any) -> bool:
 
 
 @rule("search.filters", "Filtering by values from the dealer's own facets returns exactly the facet counts",
-      "InventorySearchRequest filters, Facets (seed 004); notes §2.2–2.3, §3")
+      "InventorySearchRequest filters, Facets (seed 004)")
 async def search_filters(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     facets = await ctx.facets()
@@ -327,7 +327,7 @@ def _order_problems_by(listings: list[dict[str, Any]], field: str, order: str, *
 
 
 @rule("search.sort", "Results follow the requested sort, with missing values last",
-      "InventorySearchRequest.sort (seed 004); notes §2.8")
+      "InventorySearchRequest.sort (seed 004)")
 async def search_sort(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     fields = [f for f in ("price", "year", "mileage", "make") if f in caps.get("sort_fields", [])]
@@ -351,7 +351,7 @@ async def search_sort(ctx: CheckContext) -> str | None:
 
 
 @rule("search.unsupported", "A filter or sort the card does not advertise is rejected, never ignored",
-      "InventoryCapabilities.filters/sort_fields (seed 004); notes §2.1")
+      "InventoryCapabilities.filters/sort_fields (seed 004)")
 async def search_unsupported(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []
@@ -382,7 +382,7 @@ async def search_unsupported(ctx: CheckContext) -> str | None:
 
 
 @rule("search.skip", "pagination.skip works only when capabilities.offset is true",
-      "InventoryCapabilities.offset (seed 004); notes §2.9")
+      "InventoryCapabilities.offset (seed 004)")
 async def search_skip(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     outcome = await ctx.call("a2a", {"type": "inventory.search.request", "pagination": {"limit": 1, "skip": 1}})
@@ -404,7 +404,7 @@ async def search_skip(ctx: CheckContext) -> str | None:
 
 
 @rule("vehicle.lookup", "inventory.vehicle finds a listing by each of its identifiers; unknown VIN → not found",
-      "VehicleDetailRequest/Response (seed 004); notes §4")
+      "VehicleDetailRequest/Response (seed 004)")
 async def vehicle_lookup(ctx: CheckContext) -> str | None:
     await ctx.implements("inventory.vehicle")
     listing = await ctx.sample_listing()

@@ -8,7 +8,7 @@ from aap.check.context import CheckContext, describe, problems_text
 from aap.check.registry import Fail, Skip, rule
 from aap.client.errors import AapClientError
 from aap.client.mcp import LEGACY, MODERN
-from aap.skills.registry import SKILLS
+from aap.skills.catalog import SKILLS
 
 READ_SKILLS = ("dealer.information", "inventory.facets", "inventory.search", "inventory.vehicle")
 
@@ -71,7 +71,7 @@ async def run_skills(ctx: CheckContext, binding: str, *, mcp_version: str | None
 
 
 @rule("skills.a2a", "Every declared read skill answers over A2A with a schema-valid response",
-      "AAP skills (seed 004 request/response schemas); notes §1, §11")
+      "AAP skills (seed 004 request/response schemas)")
 async def skills_a2a(ctx: CheckContext) -> str | None:
     problems = await run_skills(ctx, "a2a")
     if problems:
@@ -80,7 +80,7 @@ async def skills_a2a(ctx: CheckContext) -> str | None:
 
 
 @rule("skills.mcp", "Every declared read skill answers as an MCP tool on 2026-07-28 and 2025-11-25",
-      "McpEndpoint (seed 004); notes/mcp.md §1, §5")
+      "McpEndpoint (seed 004); docs/mcp.md (Tools)")
 async def skills_mcp(ctx: CheckContext) -> str | None:
     problems = []
     for version in (MODERN, LEGACY):
@@ -94,7 +94,7 @@ async def skills_mcp(ctx: CheckContext) -> str | None:
 
 
 @rule("skills.poppy", "Every declared read skill answers over the Poppy native API with a guest DPoP token",
-      "Poppy publication profile (seed 004); notes/poppy.md §5–6")
+      "Poppy publication profile (seed 004); RFC 9449")
 async def skills_poppy(ctx: CheckContext) -> str | None:
     problems = await run_skills(ctx, "poppy")
     if problems:
@@ -111,7 +111,7 @@ def comparable(response: dict[str, Any]) -> Any:
 
 
 @rule("bindings.equivalent", "The same request gives the same data on every advertised binding",
-      "AgentCard description (A2A §5.1 equivalence); notes §1 (shared payloads)")
+      "InventorySearchResponse, LeadSubmitResponse (seed 004: shared by MCP, A2A and PAP)")
 async def bindings_equivalent(ctx: CheckContext) -> str | None:
     bindings = await ctx.bindings()
     if len(bindings) < 2:

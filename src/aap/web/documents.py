@@ -1,7 +1,8 @@
 """Serving static-per-deployment documents: content type, ETag, Cache-Control, HEAD.
 
-Every discovery document is rendered once from the settings when the app is
-built, so its ETag is a hash of the exact bytes sent. Clients that revalidate
+Every discovery document (the agent card, llms.txt, poppy.json, ...) is
+rendered from the settings when the app is built, so its ETag is a hash of the
+exact bytes sent. Clients that revalidate
 with ``If-None-Match`` get a body-less 304; ``HEAD`` gets the headers of the
 ``GET`` (RFC 9727 asks for both on the api-catalog).
 """

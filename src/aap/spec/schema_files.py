@@ -1,4 +1,4 @@
-"""The bundled AAP schemas and a ``referencing`` registry that never leaves the package.
+"""The schema files packaged with aap, and a ``referencing`` registry over them that never leaves the package.
 
 Every ``*.schema.json`` under ``schemas/`` is registered twice: under its ``$id``
 (``https://autoagentprotocol.org/v3.1/schemas/vehicle.schema.json``) and under its

@@ -1,6 +1,6 @@
-"""aap.web.server.run(): several uvicorn workers from one Settings object, and TLS
-served directly so https://localhost:PORT deployments work. Each test starts the
-server as a subprocess on 127.0.0.1 and stops it by its own pid."""
+"""aap.server.runner.run(): several uvicorn workers loading their settings from one
+SettingsSource, and TLS served directly so https://localhost:PORT deployments work.
+Each live test starts the server as a subprocess on 127.0.0.1 and stops it by its own pid."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aap.config.model import RateLimit
+from aap.discovery.agent_card import build_agent_card
+from aap.server import runner as server
+from aap.server.runner import SettingsSource
+from aap.skills.catalog import SKILLS
 from aap.spec import validate
-from aap.web import server
 from http_helpers import assert_valid_response, make_settings, send_message
 
 
@@ -31,33 +33,64 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-# -- settings travel to workers intact ------------------------------------------------------------
-def test_settings_json_round_trip(tmp_path):
-    settings = make_settings("https://dealer.example", f"sqlite:///{tmp_path}/a.db")
-    variants = [
-        settings,
-        dataclasses.replace(settings, tenant="t-1", rate_limit=RateLimit(enabled=False, per_minute=5, burst=1)),
-        dataclasses.replace(settings, search=dataclasses.replace(settings.search, filters=("make", "near"))),
+# -- settings travel to workers as their source ---------------------------------------------------
+def sources(tmp_path) -> list[SettingsSource]:
+    config = tmp_path / "aap.toml"
+    config.write_text(textwrap.dedent("""
+        id = "round-trip"
+        public_url = "https://dealer.example"
+        tenant = "t-1"
+        [rate_limit]
+        enabled = false
+        per_minute = 5
+        burst = 1
+        [search]
+        filters = ["make", "near"]
+        [agent]
+        name = "Round trip"
+        description = "A dealer whose settings are loaded twice."
+        [dealer]
+        name = "Round Trip Motors"
+        [[dealer.rooftops]]
+        name = "Round Trip Motors"
+        """))
+    database = {"database": f"sqlite:///{tmp_path}/a.db"}
+    return [
+        SettingsSource(None, {**database, "public_url": "https://dealer.example"}, environ={}),
+        SettingsSource(None, {**database, "public_url": "http://127.0.0.1:8000", "rate_limit.enabled": False}),
+        SettingsSource(str(config), database, environ={"AAP_PUBLIC_URL": "https://other.example"}),
     ]
-    for original in variants:
-        copy = server.settings_from_json(server.settings_to_json(original))
-        assert copy == original
-        assert isinstance(copy.search.filters, tuple) and isinstance(copy.search.default_sort, tuple)
-        assert type(copy.dealer) is type(original.dealer)
 
 
-def test_settings_json_refuses_foreign_classes():
-    with pytest.raises(ValueError, match="refusing"):
-        server.settings_from_json(b'{"__dataclass__": "subprocess:Popen", "args": "true"}')
+def test_settings_source_json_round_trip(tmp_path):
+    """What a worker receives loads to the very settings the parent loaded."""
+    for source in sources(tmp_path):
+        copy = SettingsSource.from_json(source.to_json())
+        assert copy == source
+        original, loaded = source.load(), copy.load()
+        assert loaded == original
+        assert isinstance(loaded.search.filters, tuple) and isinstance(loaded.search.default_sort, tuple)
+        assert type(loaded.dealer) is type(original.dealer)
+    from_file = sources(tmp_path)[2].load()
+    assert from_file.tenant == "t-1" and from_file.search.filters == ("make", "near")
+    assert from_file.public_url == "https://other.example"  # the environment given, not the process's
+
+
+def test_settings_source_refuses_anything_else():
+    for data in (b'{"__dataclass__": "subprocess:Popen", "args": "true"}', b"[]",
+                 b'{"config": 1, "overrides": {}, "environ": null}',
+                 b'{"config": null, "overrides": {}, "environ": {"A": 1}}'):
+        with pytest.raises(ValueError, match="not a serialised SettingsSource"):
+            SettingsSource.from_json(data)
 
 
 def test_app_from_env(tmp_path, monkeypatch):
-    settings = make_settings("https://dealer.example", f"sqlite:///{tmp_path}/a.db", tenant="x")
-    path = tmp_path / "settings.json"
-    path.write_bytes(server.settings_to_json(settings))
-    monkeypatch.setenv(server.SETTINGS_ENV, str(path))
+    source = SettingsSource(None, {"database": f"sqlite:///{tmp_path}/a.db", "public_url": "https://dealer.example",
+                                   "tenant": "x"}, environ={})
+    monkeypatch.setenv(server.SOURCE_ENV, source.to_json().decode())
     app = server.app_from_env()
-    assert app.state.settings == settings
+    assert app.state.settings == source.load()
+    assert app.state.settings.tenant == "x"
     app.state.stores.close()
 
 
@@ -65,6 +98,9 @@ def test_run_refuses_bad_input(tmp_path):
     settings = make_settings("https://dealer.example", "sqlite:///:memory:")
     with pytest.raises(ValueError, match="in-memory"):
         server.run(settings, workers=2)
+    on_file = dataclasses.replace(settings, database_url=f"sqlite:///{tmp_path}/a.db")
+    with pytest.raises(ValueError, match="SettingsSource"):
+        server.run(on_file, workers=2)  # a Settings object cannot reach worker processes
     with pytest.raises(ValueError, match="both"):
         server.run(settings, ssl_certfile="cert.pem")
     with pytest.raises(ValueError, match="HTTPS"):
@@ -76,13 +112,13 @@ class ServerProcess:
     """``run(...)`` in a child process; waits for /healthz, stops with SIGINT by pid."""
 
     def __init__(self, tmp_path: Path, public_url: str, port: int, **run_kwargs) -> None:
+        self.source = SettingsSource(None, {"public_url": public_url, "database": f"sqlite:///{tmp_path}/aap.db"},
+                                     environ={})
         script = textwrap.dedent(
             f"""
-            from aap.config.loader import load_settings
-            from aap.web.server import run
-            settings = load_settings(None, overrides={{"public_url": {public_url!r},
-                "database": "sqlite:///{tmp_path}/aap.db"}}, environ={{}})
-            run(settings, host="127.0.0.1", port={port}, log_level="warning", **{run_kwargs!r})
+            from aap.server.runner import SettingsSource, run
+            source = SettingsSource.from_json({self.source.to_json()!r})
+            run(source, host="127.0.0.1", port={port}, log_level="warning", **{run_kwargs!r})
             """
         )
         self.log = open(tmp_path / "server.log", "wb")
@@ -142,15 +178,20 @@ def test_two_workers(tmp_path):
         with httpx.Client(base_url=base) as http:
             answers = [http.post("/a2a", json=send_message({"type": "dealer.information.request"})) for _ in range(6)]
             card = http.get("/.well-known/agent-card.json").json()
+        # One connection each, so the kernel may hand them to either worker: every one serves the card
+        # the parent's settings describe.
+        cards = [httpx.get(base + "/.well-known/agent-card.json").json() for _ in range(6)]
         for answer in answers:
             assert answer.status_code == 200
             assert_valid_response(answer.json())
             assert "result" in answer.json()
         assert card["supportedInterfaces"][0]["url"] == base + "/a2a"
+        expected = build_agent_card(proc.source.load(), SKILLS.values())
+        assert all(served == expected for served in [card, *cards])
     finally:
         proc.stop()
     assert proc.proc.returncode is not None
-    assert _settings_files() - before == set()  # the settings file is removed on exit
+    assert _settings_files() - before == set()  # no settings file is ever written
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:

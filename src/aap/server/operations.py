@@ -1,8 +1,9 @@
-"""``GET /healthz``: is this worker able to reach its database?
+"""The operator endpoints: ``GET /healthz`` and ``GET /metrics``.
 
-A load balancer needs one cheap yes/no per worker. The check runs one trivial
-query in a worker thread; a failure answers 503 without the exception text
-(which may name hosts or credentials).
+A load balancer needs one cheap yes/no per worker: the health check runs one
+trivial query in a worker thread; a failure answers 503 without the exception
+text (which may name hosts or credentials). ``/metrics`` renders this worker's
+:class:`~aap.web.metrics.Metrics` in the Prometheus text format.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import aap
+from aap.store import Stores
 from aap.web.accesslog import annotate
+from aap.web.metrics import CONTENT_TYPE
 
 log = logging.getLogger("aap.health")
 
 
-def database_ok(stores) -> bool:
+def database_ok(stores: Stores) -> bool:
     try:
         with stores.db.read() as tx:
             return tx.fetchone("SELECT 1") is not None
@@ -43,3 +46,8 @@ async def healthz_endpoint(request: Request) -> Response:
         media_type="application/json",
         headers={"Cache-Control": "no-store"},
     )
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    annotate(request.scope, binding="metrics")
+    return Response(request.app.state.metrics.render(), media_type=None, headers={"Content-Type": CONTENT_TYPE})

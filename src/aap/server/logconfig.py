@@ -39,7 +39,7 @@ def log_config(level: str = "info") -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "aap.web.logconfig.JsonFormatter"}},
+        "formatters": {"json": {"()": JsonFormatter}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
         "loggers": {
             "aap": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},

@@ -1,10 +1,11 @@
 """The A2A agent card with the AAP 3.1 extension (seed 001), at ``/.well-known/agent-card.json``.
 
-The card is rendered once per app from the settings and the skills the agent
-really implements, so what it declares is what ``/a2a`` serves: the same skill
-list, the same media types, the same ``inventory.search`` capabilities. Every
-URL comes from :class:`~aap.discovery.urls.DeploymentUrls`, shared with the
-other discovery documents.
+The card is rendered from the settings and the skills the agent really
+implements, so what it declares is what ``/a2a`` serves: the same skill list,
+the same media types, the same ``inventory.search`` capabilities. Every URL
+comes from :class:`~aap.paths.DeploymentUrls` and every protocol version from
+:mod:`aap.protocols`, shared with the other discovery documents and the
+bindings themselves.
 """
 
 from __future__ import annotations
@@ -16,21 +17,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
+from aap.agent import DealerAgent
 from aap.config.model import Settings
-from aap.discovery.http import StaticDocument
-from aap.bindings.mcp import endpoint_descriptor as mcp_endpoint_descriptor
-from aap.discovery.urls import DeploymentUrls
-from aap.skills.registry import SkillInfo
+from aap.paths import DeploymentUrls
+from aap.protocols import A2A_PROTOCOL_VERSION, MCP_PROTOCOL_VERSIONS, MCP_TRANSPORT
+from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
+from aap.web.documents import StaticDocument
 
-A2A_PROTOCOL_VERSION = "1.0"
 MEDIA_TYPE = "application/json"
 MAX_AGE = 300
 
 
+def mcp_endpoint(settings: Settings) -> dict[str, Any]:
+    """The ``McpEndpoint`` object of ``params.mcp`` (seed 004): where and how ``/mcp`` is served."""
+    return {
+        "url": DeploymentUrls(settings.public_url).mcp,
+        "transport": MCP_TRANSPORT,
+        "protocol_versions": list(MCP_PROTOCOL_VERSIONS),
+        "public_read": True,  # no tool needs a token (docs/mcp.md, "Authentication")
+    }
+
+
 def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
     """``AapExtensionParams``: deployment id, binding links and the per-skill schema map."""
-    urls = DeploymentUrls(settings)
+    urls = DeploymentUrls(settings.public_url)
     skill_map: dict[str, Any] = {}
     for skill in skills:
         entry: dict[str, Any] = {
@@ -44,7 +55,7 @@ def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
         "id": settings.deployment_id,
         "version": AAP_VERSION,
         "schema_base_url": SCHEMA_BASE_URL,
-        "mcp": mcp_endpoint_descriptor(settings),
+        "mcp": mcp_endpoint(settings),
         "poppy": urls.poppy,
         "llms_txt": urls.llms_txt,
         "skills": skill_map,
@@ -54,7 +65,7 @@ def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
 def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
     """The card as a JSON object (camelCase ProtoJSON field names)."""
     skills = list(skills)
-    urls = DeploymentUrls(settings)
+    urls = DeploymentUrls(settings.public_url)
     agent = settings.agent
     interface: dict[str, Any] = {
         "url": urls.a2a,
@@ -77,7 +88,7 @@ def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
         card["iconUrl"] = agent.icon_url
     card["capabilities"] = {
         # Never claim a surface that is not served: the A2A SDK client switches
-        # to SendStreamingMessage when streaming is true (A2A notes §2).
+        # to SendStreamingMessage when streaming is true (docs/a2a.md, "Agent card").
         "streaming": False,
         "pushNotifications": False,
         "extensions": [
@@ -111,11 +122,10 @@ def card_document(settings: Settings, skills: Iterable[SkillInfo]) -> StaticDocu
     return StaticDocument(body, MEDIA_TYPE, MAX_AGE)
 
 
-class AgentCardCache:
-    """The rendered card of one app, re-rendered only if the implemented skills change."""
+class AgentCard:
+    """The card of one agent, re-rendered only if the implemented skills change."""
 
-    def __init__(self, settings: Settings, agent: Any) -> None:
-        self.settings = settings
+    def __init__(self, agent: DealerAgent) -> None:
         self.agent = agent
         self._key: tuple[str, ...] | None = None
         self._doc: StaticDocument | None = None
@@ -124,10 +134,10 @@ class AgentCardCache:
         skills = self.agent.skills
         key = tuple(s.id for s in skills)
         if self._doc is None or key != self._key:
-            self._doc, self._key = card_document(self.settings, skills), key
+            self._doc, self._key = card_document(self.agent.settings, skills), key
         return self._doc
 
-
-async def agent_card_endpoint(request: Request) -> Response:
-    annotate(request.scope, binding="discovery")
-    return request.app.state.agent_card.document().respond(request)
+    async def endpoint(self, request: Request) -> Response:
+        """``GET /.well-known/agent-card.json``."""
+        annotate(request.scope, binding="discovery")
+        return self.document().respond(request)

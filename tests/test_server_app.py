@@ -11,8 +11,11 @@ import math
 import httpx
 import pytest
 
+from aap.bindings import a2a
 from aap.config.model import RateLimit
-from aap.web import app as app_module
+from aap.server import app as app_module
+from aap.server.logconfig import JsonFormatter
+from aap.spec import validate
 from http_helpers import Deployment, aap_error_of, assert_valid_response, detail_of, send_message, ERROR_INFO
 
 DEALER = {"type": "dealer.information.request"}
@@ -39,21 +42,18 @@ def test_app_state(deployment):
     assert state.settings is deployment.settings
     assert state.stores is deployment.stores
     assert state.agent.settings is deployment.settings
-    assert "aap.bindings.a2a:build" in app_module.BINDINGS
+    assert a2a.build in app_module.SURFACES
 
 
-def test_binding_lifespans_and_startup_hooks_run(tmp_path, monkeypatch):
-    """Lifespans of bindings run first, startup hooks after; both are left in reverse order."""
+def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
+    """Lifespans of surfaces run first, services after; both are left in reverse order."""
     import contextlib
-    import sys
-    import types
+
+    from aap.web.parts import BindingParts
 
     events: list[str] = []
-    fake = types.ModuleType("aap_test_fake_binding")
 
     def build(agent):
-        from aap.web.parts import BindingParts
-
         @contextlib.asynccontextmanager
         async def lifespan(app):
             events.append("binding up:" + type(app.state.agent).__name__)
@@ -68,15 +68,35 @@ def test_binding_lifespans_and_startup_hooks_run(tmp_path, monkeypatch):
         yield
         events.append("hook down")
 
-    fake.build, fake.hook = build, hook
-    monkeypatch.setitem(sys.modules, "aap_test_fake_binding", fake)
-    monkeypatch.setattr(app_module, "BINDINGS", [*app_module.BINDINGS, "aap_test_fake_binding:build"])
-    monkeypatch.setattr(app_module, "STARTUP_HOOKS", ["aap_test_fake_binding:hook"])
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    monkeypatch.setattr(app_module, "SERVICES", (hook,))
     with Deployment(tmp_path, inventory=0) as dep:
         assert httpx.get(dep.base_url + "/healthz").status_code == 200
         assert events == ["binding up:DealerAgent", "hook up"]
     assert events == ["binding up:DealerAgent", "hook up", "hook down", "binding down"]
 
+
+def test_every_path_of_the_table_is_served(deployment):
+    """aap.paths is the one table of routes: everything it names is mounted at that path."""
+    from aap import paths
+
+    served = {route.path for route in deployment.app.routes}
+    named = {name: value for name, value in vars(paths).items() if name.endswith("_PATH")}
+    # The MCP 401 challenge names RFC 9728 metadata for /mcp that is not published (docs/mcp.md).
+    assert named.pop("MCP_PROTECTED_RESOURCE_PATH") not in served
+    assert {name for name, value in named.items() if value not in served} == set()
+    assert paths.SCHEMAS_PREFIX in served
+    assert {paths.POPPY_API_PREFIX + skill.id for skill in deployment.app.state.agent.skills} <= served
+
+
+def test_deployment_urls_follow_the_public_base_url():
+    from aap.paths import DeploymentUrls
+
+    urls = DeploymentUrls("https://platform.example/dealers/42/")
+    assert urls.agent_card == "https://platform.example/dealers/42/.well-known/agent-card.json"
+    assert urls.poppy_operation("inventory.search") == "https://platform.example/dealers/42/poppy/v1/inventory.search"
+    assert urls.poppy_api == "https://platform.example/dealers/42/poppy/v1"
+    assert urls.mcp_protected_resource == "https://platform.example/dealers/42/.well-known/oauth-protected-resource/mcp"
 
 def test_unknown_path_json_404(http):
     response = http.get("/no-such-thing")
@@ -143,6 +163,62 @@ def test_body_under_limit_served(http):
     assert response.status_code == 200 and "result" in response.json()
 
 
+OVERSIZED = b'{"padding": "' + b"x" * 5000 + b'"}'
+
+
+def test_body_limit_answers_mcp_in_json_rpc(http):
+    response = http.post("/mcp", content=OVERSIZED, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413 and response.headers["connection"] == "close"
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None
+    assert body["error"]["code"] == -32600 and "4096" in body["error"]["message"]
+
+
+def test_body_limit_answers_oauth_in_oauth_error_json(http):
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path in ("/oauth/token", "/oauth/revoke"):
+        response = http.post(path, content=b"grant_type=" + b"x" * 5000, headers=form)
+        assert response.status_code == 413
+        body = response.json()
+        assert set(body) == {"error", "error_description"} and body["error"] == "invalid_request"
+        assert "4096" in body["error_description"]
+        assert response.headers["cache-control"] == "no-store"
+
+
+def test_body_limit_answers_the_poppy_api_in_aap_error(http):
+    response = http.post("/poppy/v1/inventory.search", content=OVERSIZED, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    error = response.json()
+    assert validate(error, "error") == []
+    assert error["code"] == "SCHEMA_VALIDATION_FAILED" and "4096" in error["message"]
+    assert error["details"]["errors"] == [
+        {"instanceLocation": "", "keyword": "maxLength", "error": "The request body exceeds 4096 bytes."}]
+
+
+def test_body_limit_answers_other_paths_in_the_plain_shape(http):
+    for path in ("/llms.txt", "/no-such-thing"):
+        response = http.post(path, content=OVERSIZED, headers={"Content-Type": "application/json"})
+        assert response.status_code == 413
+        assert response.json() == {"error": {"status": 413, "message": (
+            "The request body is larger than this endpoint accepts (4096 bytes).")}}
+
+
+def test_error_shapes_pick_exact_paths_and_the_longest_prefix():
+    from aap.errors import AapError
+    from aap.web.errors import ErrorShapes, plain_error
+
+    def a(status, error): ...
+    def b(status, error): ...
+    def c(status, error): ...
+
+    shapes = ErrorShapes({"/a2a": a, "/poppy/": b, "/poppy/v1/": c})
+    assert shapes.for_path("/a2a") is a
+    assert shapes.for_path("/a2a/openapi.json") is plain_error  # an exact path is not a prefix
+    assert shapes.for_path("/poppy/feedback") is b
+    assert shapes.for_path("/poppy/v1/lead.submit") is c
+    assert shapes.for_path("/healthz") is plain_error
+    assert plain_error(500, AapError("INTERNAL_ERROR")).status_code == 500
+
 # -- metrics ------------------------------------------------------------------------------------
 def test_metrics(http):
     http.post("/a2a", json=send_message(DEALER))
@@ -169,8 +245,6 @@ def test_metrics(http):
 
 # -- access log --------------------------------------------------------------------------------
 def test_access_log_has_no_customer_values(http, caplog):
-    from aap.web.logconfig import JsonFormatter
-
     formatter = JsonFormatter()
     caplog.set_level(logging.INFO, logger="aap")
     payloads = [
@@ -204,8 +278,6 @@ def test_access_log_has_no_customer_values(http, caplog):
 
 
 def test_access_log_success_fields(http, caplog):
-    from aap.web.logconfig import JsonFormatter
-
     caplog.set_level(logging.INFO, logger="aap")
     http.post("/a2a", json=send_message(DEALER))
     record = [r for r in caplog.records if r.name == "aap.access"][-1]
@@ -235,8 +307,6 @@ def test_unexpected_exception_is_internal_error(tmp_path, caplog):
     logged = [r for r in caplog.records if r.name == "aap.a2a"]
     assert logged and logged[-1].fields["error_id"] == err["error_id"]
     assert logged[-1].fields["error_type"] == "RuntimeError"
-    from aap.web.logconfig import JsonFormatter
-
     for record in caplog.records:
         assert "zq-secret" not in JsonFormatter().format(record)
 
@@ -252,6 +322,61 @@ def test_unserialisable_result_is_internal_error(tmp_path):
     assert aap_error_of(response.json())["code"] == "INTERNAL_ERROR"
 
 
+def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_path, monkeypatch, caplog):
+    """One handler, one log line (error id, type, place; never the text), the body in the surface's shape."""
+    from starlette.routing import Route
+
+    from aap.web.parts import BindingParts
+
+    async def crash(request):
+        raise RuntimeError("database said: " + SECRET)
+
+    def build(agent):
+        return BindingParts(routes=[Route("/poppy/v1/crash", crash, methods=["POST"]),
+                                    Route("/crash", crash, methods=["GET"])])
+
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    caplog.set_level(logging.INFO, logger="aap")
+    with Deployment(tmp_path, inventory=0) as dep:
+        api = httpx.post(dep.base_url + "/poppy/v1/crash", json={})
+        plain = httpx.get(dep.base_url + "/crash")
+    assert api.status_code == 500 and plain.status_code == 500
+    error = api.json()
+    assert validate(error, "error") == [] and error["code"] == "INTERNAL_ERROR"
+    assert plain.json() == {"error": {"status": 500, "message": "The dealer agent hit an unexpected error."}}
+    logged = [r for r in caplog.records if r.getMessage() == "internal error"]
+    assert [r.fields["endpoint"] for r in logged] == ["/poppy/v1/crash", "/crash"]
+    assert logged[0].fields["error_id"] == error["error_id"]
+    assert all(r.fields["error_type"] == "RuntimeError" and r.fields["where"].startswith("test_server_app.py:crash:")
+               for r in logged)
+    for record in caplog.records:
+        assert "zq-secret" not in JsonFormatter().format(record)
+    assert "zq-secret" not in api.text + plain.text
+
+
+def test_each_binding_resolves_the_skill_once(deployment, http):
+    """A2A resolves it from data.type (once); MCP from the tool and Poppy from the path (never again)."""
+    from mcp_helpers import modern_call
+
+    agent = deployment.app.state.agent
+    resolved: list[str] = []
+    original = agent.skill_for
+
+    def counting(payload):
+        resolved.append(payload.get("type"))
+        return original(payload)
+
+    agent.skill_for = counting
+    try:
+        assert "result" in http.post("/a2a", json=send_message(DEALER)).json()
+        assert resolved == ["dealer.information.request"]
+        body, headers = modern_call("tools/call", {"name": "aap_dealer_information", "arguments": DEALER})
+        answer = http.post("/mcp", json=body, headers=headers).json()
+        assert answer["result"]["isError"] is False
+        assert resolved == ["dealer.information.request"]
+    finally:
+        del agent.skill_for
+
 # -- rate limiting ------------------------------------------------------------------------------
 def test_rate_limited_per_caller(tmp_path):
     with Deployment(tmp_path, inventory=0, rate_limit=RateLimit(enabled=True, per_minute=6, burst=2)) as dep:
@@ -259,7 +384,7 @@ def test_rate_limited_per_caller(tmp_path):
             ok = [http.post("/a2a", json=send_message(DEALER)) for _ in range(2)]
             limited = http.post("/a2a", json=send_message(DEALER, request_id="r3"))
             # The bucket lives in the database: another app on the same database shares it.
-            from aap.web.ratelimit import RateLimiter, anonymous_caller_key
+            from aap.ratelimit import RateLimiter, anonymous_caller_key
             from aap.errors import AapError
 
             shared = RateLimiter(dep.stores.state, dep.settings.rate_limit)

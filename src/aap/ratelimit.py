@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
 
 from aap.config.model import RateLimit
 from aap.errors import AapError
+from aap.store.state import StateStore
 
 
 def anonymous_caller_key(client_ip: str | None) -> str:
@@ -34,8 +34,8 @@ def retry_after_seconds(err: AapError) -> int | None:
 class RateLimiter:
     """Token bucket per caller key: ``burst`` tokens, refilled at ``per_minute``."""
 
-    def __init__(self, state: Any, rule: RateLimit) -> None:
-        self.state = state  # aap.store.state.StateStore
+    def __init__(self, state: StateStore, rule: RateLimit) -> None:
+        self.state = state
         self.rule = rule
 
     @property

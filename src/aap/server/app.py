@@ -1,0 +1,114 @@
+"""The composition root: one :class:`~aap.agent.DealerAgent`, every surface, shared middleware.
+
+:func:`create_app` builds the agent and wires, with plain imports, the
+surfaces (:data:`SURFACES`: each a ``build(agent) -> BindingParts``), the
+background services (:data:`SERVICES`: lifespans started after the
+surfaces' and stopped before them) and the operator endpoints. Adding a
+surface is one function in :data:`SURFACES` and never an edit to another
+surface; tests pass their own lists.
+
+Middleware, outermost first: the access log (one line and one metrics
+observation per request), the body limit (413 in the shape of the path's
+surface). Exception handlers answer 404/405 as plain JSON and an uncaught
+exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
+
+``app.state`` carries ``agent``, ``settings``, ``stores`` and ``metrics``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import AsyncIterator, Callable, Sequence
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import BaseRoute, Route
+
+import aap.discovery
+import aap.poppy
+from aap.agent import DealerAgent
+from aap.bindings import a2a, mcp
+from aap.config.model import Settings
+from aap.leads.worker import delivery_lifespan
+from aap.config.urls import public_url_problem
+from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.server.operations import healthz_endpoint, metrics_endpoint
+from aap.store import Stores
+from aap.web.accesslog import AccessLogMiddleware
+from aap.web.body import BodyLimitMiddleware
+from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
+from aap.web.metrics import Metrics
+from aap.web.parts import BindingParts, Lifespan
+
+Surface = Callable[[DealerAgent], BindingParts]
+
+#: The protocol doors, in mounting order.
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build)
+
+#: Background services: entered after the surfaces' lifespans, left before them.
+SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
+
+
+class PublicUrlError(ValueError):
+    """The public base URL cannot be published in the AAP discovery documents."""
+
+
+def check_public_url(url: str) -> None:
+    """Refuse a base URL the discovery documents may not carry: the configuration's own check."""
+    problem = public_url_problem(url)
+    if problem:
+        raise PublicUrlError(f"public_url {url!r}: {problem}")
+
+
+def _lifespan(lifespans: Sequence[Lifespan]) -> Callable[[Starlette], AsyncIterator[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for factory in lifespans:
+                await stack.enter_async_context(factory(app))
+            yield
+
+    return lifespan
+
+
+def create_app(
+    settings: Settings,
+    stores: Stores,
+    *,
+    surfaces: Sequence[Surface] | None = None,
+    services: Sequence[Lifespan] | None = None,
+) -> Starlette:
+    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`)."""
+    check_public_url(settings.public_url)
+    agent = DealerAgent(settings, stores)
+    metrics = Metrics()
+
+    routes: list[BaseRoute] = [
+        Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(METRICS_PATH, metrics_endpoint, methods=["GET"], name="metrics"),
+    ]
+    lifespans: list[Lifespan] = []
+    shapes: dict[str, ErrorShape] = {}
+    for build in SURFACES if surfaces is None else surfaces:
+        parts = build(agent)
+        routes.extend(parts.routes)
+        lifespans.extend(parts.lifespans)
+        shapes.update(parts.error_shapes)
+    lifespans.extend(SERVICES if services is None else services)
+    error_shapes = ErrorShapes(shapes)
+
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(AccessLogMiddleware, metrics=metrics),
+            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
+        ],
+        exception_handlers={HTTPException: http_exception_handler, Exception: server_error_handler(error_shapes)},
+        lifespan=_lifespan(lifespans),
+    )
+    app.state.agent = agent
+    app.state.settings = settings
+    app.state.stores = stores
+    app.state.metrics = metrics
+    return app

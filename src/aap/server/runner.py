@@ -1,0 +1,147 @@
+"""Running the app under uvicorn: one process, or several workers on one database.
+
+``run()`` is all the CLI calls. With one worker it serves an app built in this
+process. With several, uvicorn starts each worker as a fresh process that
+imports an app factory (:func:`app_from_env`), so each worker has to make its
+own :class:`Settings`. It makes them the way the parent did: from a
+:class:`SettingsSource` — the configuration file (or the packaged demo), the
+command-line overrides and the ``AAP_*`` environment — loaded by the one
+configuration loader. The source is a handful of strings, passed as JSON in
+``AAP_SETTINGS_SOURCE``.
+
+Why the source and not the parent's ``Settings`` object: shipping the object
+needs a serialisation of every settings class and, to rebuild it, decoding
+classes by name — a second way of making settings, kept in step with the
+loader by hand and able to produce objects the loader never would. Loading
+the same source again is the only way settings are ever made, so every worker
+serves the same agent card as the parent checked (tests/test_server_runner.py
+starts two workers and compares). It costs one TOML parse per worker at
+start-up; the configuration file must not be edited while the server starts.
+
+Workers share nothing but the database, which is where every piece of shared
+state lives. TLS is served directly when a certificate and key are given, so
+``https://localhost:PORT`` deployments work for local tests of the HTTPS-only
+discovery documents.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+
+from aap.config.loader import load_settings
+from aap.config.model import Settings
+from aap.server.app import check_public_url, create_app
+from aap.server.logconfig import log_config
+from aap.store import open_stores
+from aap.store.db import sqlite_path
+
+SOURCE_ENV = "AAP_SETTINGS_SOURCE"
+APP_FACTORY = "aap.server.runner:app_from_env"
+
+
+@dataclass(frozen=True)
+class SettingsSource:
+    """Where a deployment's settings come from, in a form another process can load again.
+
+    ``config`` is a TOML file (None: the packaged demo dealer group);
+    ``overrides`` maps dotted keys to JSON values, as
+    :func:`~aap.config.loader.load_settings` takes them; ``environ`` replaces
+    the process environment for the ``AAP_*`` variables (None: each process
+    reads its own, which workers inherit from the parent).
+    """
+
+    config: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    environ: Mapping[str, str] | None = None
+
+    def load(self) -> Settings:
+        return load_settings(self.config, overrides=self.overrides, environ=self.environ)
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"config": self.config, "overrides": dict(self.overrides), "environ": self.environ})
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> "SettingsSource":
+        value = orjson.loads(data)
+        if not isinstance(value, dict) or set(value) != {"config", "overrides", "environ"}:
+            raise ValueError("not a serialised SettingsSource")
+        config, overrides, environ = value["config"], value["overrides"], value["environ"]
+        if not (config is None or isinstance(config, str)) or not isinstance(overrides, dict):
+            raise ValueError("not a serialised SettingsSource")
+        if environ is not None and not (isinstance(environ, dict) and all(isinstance(v, str) for v in environ.values())):
+            raise ValueError("not a serialised SettingsSource")
+        return cls(config, overrides, environ)
+
+
+def app_from_env() -> Starlette:
+    """uvicorn app factory for worker processes: settings loaded from ``AAP_SETTINGS_SOURCE``."""
+    data = os.environ.get(SOURCE_ENV)
+    if not data:
+        raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
+    settings = SettingsSource.from_json(data).load()
+    return create_app(settings, open_stores(settings.database_url))
+
+
+def run(
+    source: Settings | SettingsSource,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+    workers: int = 1,
+    log_level: str = "info",
+) -> None:
+    """Serve the deployment until interrupted.
+
+    ``source`` is the :class:`Settings` to serve in this process, or a
+    :class:`SettingsSource`, which several workers can each load (as uvicorn
+    itself serves several workers only from an import string, never from an
+    app object).
+    """
+    settings = source.load() if isinstance(source, SettingsSource) else source
+    check_public_url(settings.public_url)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        raise ValueError("TLS needs both ssl_certfile and ssl_keyfile")
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if workers > 1 and settings.database_url.startswith("sqlite") and sqlite_path(settings.database_url) == ":memory:":
+        raise ValueError("several workers cannot share an in-memory SQLite database; use a file or PostgreSQL")
+    if workers > 1 and not isinstance(source, SettingsSource):
+        raise ValueError("several workers load their settings themselves: pass a SettingsSource, not Settings")
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "ssl_certfile": ssl_certfile,
+        "ssl_keyfile": ssl_keyfile,
+        "log_config": log_config(log_level),
+        "log_level": log_level,
+        "access_log": False,  # ours is aap.access; uvicorn's would log query strings
+        "server_header": False,
+        "timeout_graceful_shutdown": 10,
+    }
+    stores = open_stores(settings.database_url)  # migrates once, before any worker starts
+    if workers == 1:
+        try:
+            uvicorn.run(create_app(settings, stores), **options)
+        finally:
+            stores.close()
+        return
+
+    stores.close()
+    assert isinstance(source, SettingsSource)
+    previous = os.environ.get(SOURCE_ENV)
+    os.environ[SOURCE_ENV] = source.to_json().decode()
+    try:
+        uvicorn.run(APP_FACTORY, factory=True, workers=workers, **options)
+    finally:
+        if previous is None:
+            os.environ.pop(SOURCE_ENV, None)
+        else:
+            os.environ[SOURCE_ENV] = previous
