@@ -24,7 +24,7 @@ def group() -> None:
 def upgrade(config: str | None, database: str | None) -> None:
     """Apply pending migrations and print each domain's schema version."""
     settings = load_or_fail(config, {"database": database})
-    from aap.store.db import open_database
+    from aap.store import open_database
 
     try:
         db = open_database(settings.database_url)  # opening migrates
