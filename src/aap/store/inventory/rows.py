@@ -90,11 +90,6 @@ def _whole(value: Any) -> int | None:
     return None
 
 
-def _key(value: Any) -> str | None:
-    """The term key of a text value; blank (or not text) counts as missing."""
-    return (term_key(value) or None) if value.__class__ is str else None
-
-
 class PreparedListing:
     """One feed listing as the store writes it (everything but its feature masks)."""
 
@@ -137,47 +132,52 @@ class PreparedListing:
             raise InventoryImportError(index, "mileage_unit must be mi or km")
         mileage = _whole(get("mileage"))
         terms = [get(name) for name in TERM_FILTERS]  # in TERM_FILTERS order
-        keys = [_key(value) for value in terms]
+        keys = [term_key(v) or None if v.__class__ is str else None for v in terms]  # blank: missing
         make_k, model_k, trim_k, transmission_k, fuel_k, driveline_k, body_k, exterior_k, interior_k, port_k = keys
         rooftop = get("rooftop")
-        dc_fast_charge = get("dc_fast_charge")
+        rooftop = rooftop if rooftop.__class__ is str else None
+        charge = get("dc_fast_charge")
+        charge = (1 if charge else 0) if charge.__class__ is bool else None
         electric_range = get("electric_range_mi")
+        electric_range = float(electric_range) if electric_range.__class__ in (int, float) else None
+        odometer_mm = mileage * MM_PER_UNIT[unit] if mileage is not None else None
 
         self.index = index
         self.term_values = terms
         self.term_keys = keys
+        # Positional, in field order: a keyword call costs a microsecond per listing.
         self.row = ListingRow(
-            id=ident,
-            dealer_id=dealer_id,
-            status=status,
-            condition=get("condition"),
-            vehicle_type=get("vehicle_type") or "car",
-            currency=get("currency") or "USD",
-            vin=vin,
-            stock=stock,
-            stock_k=_key(stock),
-            make=terms[0] if make_k is not None else None,
-            make_k=make_k,
-            model=terms[1] if model_k is not None else None,
-            model_k=model_k,
-            trim_k=trim_k,
-            transmission_k=transmission_k,
-            fuel_k=fuel_k,
-            driveline_k=driveline_k,
-            body_k=body_k,
-            exterior_color_k=exterior_k,
-            interior_color_k=interior_k,
-            charge_port_k=port_k,
-            rooftop=rooftop if rooftop.__class__ is str else None,
-            year=_whole(get("year")),
-            price=_whole(get("price")),
-            list_price=_whole(get("list_price")),
-            msrp=_whole(get("msrp")),
-            odometer_mm=mileage * MM_PER_UNIT[unit] if mileage is not None else None,
-            updated_us=updated_us,
-            electric_range_mi=float(electric_range) if electric_range.__class__ in (int, float) else None,
-            dc_fast_charge=(1 if dc_fast_charge else 0) if dc_fast_charge.__class__ is bool else None,
-            displacement_cc=_whole(get("displacement_cc")),
+            ident,                                          # id
+            dealer_id,                                      # dealer_id
+            status,                                         # status
+            get("condition"),                               # condition
+            get("vehicle_type") or "car",                   # vehicle_type
+            get("currency") or "USD",                       # currency
+            vin,                                            # vin
+            stock,                                          # stock
+            term_key(stock) or None if stock else None,     # stock_k
+            terms[0] if make_k is not None else None,       # make
+            make_k,                                         # make_k
+            terms[1] if model_k is not None else None,      # model
+            model_k,                                        # model_k
+            trim_k,                                         # trim_k
+            transmission_k,                                 # transmission_k
+            fuel_k,                                         # fuel_k
+            driveline_k,                                    # driveline_k
+            body_k,                                         # body_k
+            exterior_k,                                     # exterior_color_k
+            interior_k,                                     # interior_color_k
+            port_k,                                         # charge_port_k
+            rooftop,                                        # rooftop
+            _whole(get("year")),                            # year
+            _whole(get("price")),                           # price
+            _whole(get("list_price")),                      # list_price
+            _whole(get("msrp")),                            # msrp
+            odometer_mm,                                    # odometer_mm
+            updated_us,                                     # updated_us
+            electric_range,                                 # electric_range_mi
+            charge,                                         # dc_fast_charge
+            _whole(get("displacement_cc")),                 # displacement_cc
         )
         # Keyword text: the fields a query token may match (InventorySearchRequest
         # filters.query, seed 004), casefolded; "\n" keeps fields apart.
