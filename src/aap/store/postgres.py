@@ -65,8 +65,16 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+        """A transaction; a read (``write=False``) is one snapshot for all its statements.
+
+        PostgreSQL's default, READ COMMITTED, takes a new snapshot per statement, so
+        a search's count and page could see different imports; a REPEATABLE READ,
+        READ ONLY transaction sees one (and, read-only, never fails to serialise).
+        """
         with self.pool.connection() as conn:
             with conn.transaction():
+                if not write:
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield Tx(self, conn.cursor())
 
     def maintain(self, tables: Sequence[str]) -> None:
