@@ -15,7 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from aap.config.model import Settings
 from aap.errors import AapError, problem
@@ -354,8 +354,14 @@ def build_search_query(
     )
 
 
-def feature_vocabulary(settings: Settings, store: Any) -> list[tuple[str, str]]:
+class FeatureSource(Protocol):
+    """What carries the inventory's own feature vocabulary (an inventory snapshot or store)."""
+
+    def feature_vocabulary(self) -> list[tuple[str, str]]: ...
+
+
+def feature_vocabulary(settings: Settings, inventory: FeatureSource) -> list[tuple[str, str]]:
     """The advertised feature codes: configured ones, else those the inventory carries."""
     if settings.features:
         return [(f.code, f.label) for f in settings.features]
-    return store.feature_vocabulary()
+    return inventory.feature_vocabulary()

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aap.store.inventory import InventoryStore
+
 
 @dataclass(frozen=True)
 class VehicleLink:
@@ -41,7 +43,7 @@ def _ident(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def link_vehicle(inventory: Any, vehicle: Any) -> VehicleLink:
+def link_vehicle(inventory: InventoryStore, vehicle: Any) -> VehicleLink:
     """Resolve ``vehicle_of_interest`` against ``inventory.find`` (listings and tombstones)."""
     if not isinstance(vehicle, dict):
         return NONE
