@@ -1,4 +1,4 @@
-"""inventory.search: error paths in the notes' order, and the labelled semantics.
+"""inventory.search: error paths in the order of docs/search.md, and the labelled semantics.
 
 Every successful response is validated against ``inventory-search-response``
 and every error against ``error``.

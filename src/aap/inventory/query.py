@@ -2,11 +2,12 @@
 
 A request leaves schema validation with optional fields everywhere; the engine
 needs one normalised object instead: the effective currency and mileage unit,
-filters normalised per the notes (§2.3: term values trimmed and casefolded),
-rooftop distances for ``near``, the effective sort and limit, and a digest of
-all of that so that a cursor can be bound to exactly this query. Building it
-also runs the post-schema checks in the order the notes fix (§2.1): semantic
-problems, then capability problems; cursor checks come last, in the skill.
+normalised filters (term values compared by :func:`term_key`), rooftop
+distances for ``near``, the effective sort and limit, and a digest of all of
+that so that a cursor can be bound to exactly this query. Building it also runs
+the post-schema checks in the order of docs/search.md, "Validation order":
+semantic problems, then capability problems; cursor checks come last, in the
+skill.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
 # Odometers are stored as exact integer millimetres, so mi/km comparisons are integer math.
 MM_PER_UNIT: dict[str, int] = {"mi": 1_609_344, "km": 1_000_000}
 
-# Free-text term filters (notes §2.3): whole-value equality after trim + casefold.
+# Free-text term filters: whole-value equality of their term keys (docs/search.md, "Term filters").
 TERM_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "transmission", "fuel", "driveline", "body",
     "exterior_color", "interior_color", "charge_port",
@@ -43,7 +44,11 @@ CURSOR_HINT = "restart without cursor"
 
 
 def term_key(value: str) -> str:
-    """The comparison form of a free-text term: trimmed, then Unicode-casefolded."""
+    """The comparison form of a free-text term: trimmed, then Unicode-casefolded.
+
+    The one definition: requests are normalised with it here, and imports store
+    it (``aap.store.inventory.rows``) for the SQL to compare.
+    """
     return value.strip().casefold()
 
 
@@ -59,7 +64,7 @@ class Place:
 
     ``dealer_id`` is None on a dealer-scoped endpoint (every listing belongs to
     the one dealer); ``match_null`` is set when that dealer has exactly one
-    rooftop, so a listing with a null ``rooftop`` sits here (notes §2.6 DECISION).
+    rooftop, so a listing with a null ``rooftop`` sits here (docs/search.md, "near").
     """
 
     dealer_id: str | None
@@ -115,7 +120,7 @@ class _Checks:
     sort: list[dict[str, str]] = field(default_factory=list)
 
     def raise_first(self) -> None:
-        """Raise in the notes' order: schema-level semantics, then capabilities."""
+        """Raise the first stage with problems: semantics, then capabilities, then sort."""
         if self.semantic:
             raise AapError("SCHEMA_VALIDATION_FAILED", errors=self.semantic)
         if self.capability:

@@ -6,14 +6,16 @@ Order of work, and why:
    the selling dealer, and the dealer is part of the idempotency scope.
 2. In one write transaction: claim (dealer, caller, key). A live record with the
    same payload hash is replayed verbatim with ``replayed: true`` (consent is not
-   re-checked at replay, notes §6.5); a different hash is ``IDEMPOTENCY_CONFLICT``.
+   re-checked at replay, ``LeadSubmitRequest.idempotency_key``, seed 004); a
+   different hash is ``IDEMPOTENCY_CONFLICT``.
 3. Only a new claim is validated further (consent time rules), books or proposes
    the appointment, and stores the lead, its consent record, one outbox row per
    delivery target and the result for replays, then commits.
 
 Any error raised in 2–3 rolls the whole transaction back: a failed submission
 stores nothing (not even the key), so the caller may fix it and resend under
-the same key (DECISION §6.5). The answer is sent only after the commit.
+the same key (a project decision, docs/leads.md §1). The answer is sent only
+after the commit.
 """
 
 from __future__ import annotations

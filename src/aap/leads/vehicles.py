@@ -2,7 +2,8 @@
 
 A vehicle of interest is a partial description and is always accepted as
 given; linking only adds what the dealer already knows. Identifiers are tried
-in the project's precedence (``vehicle_id`` > ``vin`` > ``stock``, notes §4):
+in the project's precedence (``vehicle_id`` > ``vin`` > ``stock``, docs/search.md,
+"inventory.vehicle"):
 
 ``none``         no identifier given: nothing to link
 ``linked``       exactly one live listing matches and no other identifier

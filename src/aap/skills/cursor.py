@@ -1,10 +1,11 @@
-"""Opaque, tamper-evident search cursors (notes §2.9).
+"""Opaque, tamper-evident search cursors (``InventorySearchRequest.pagination.cursor``, seed 004).
 
 A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(payload))`` where the
 payload names the effective-query digest, the keyset position (last sort key
 and tie-break id) and the issue time. The HMAC key is a database-held secret,
 so every worker accepts every other worker's cursors. Anything wrong —
-malformed, forged, bound to another query, expired — is ``INVALID_CURSOR``.
+malformed, forged, bound to another query, expired — is ``INVALID_CURSOR``
+(docs/search.md, "Cursors").
 
 Sort keys are dealer data of any length; when a cursor would exceed the
 4096-character limit, the position is parked in the shared state store for the

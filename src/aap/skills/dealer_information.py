@@ -1,4 +1,4 @@
-"""``dealer.information``: the endpoint's profile, or one seller's by ``dealer_id`` (notes §5)."""
+"""``dealer.information``: the endpoint's profile, or one seller's by ``dealer_id`` (``DealerInformationRequest``, seed 004)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``inventory.vehicle``: one listing by ``vehicle_id``, ``vin`` or ``stock`` (notes §4).
+"""``inventory.vehicle``: one listing by ``vehicle_id``, ``vin`` or ``stock``.
 
-Every identifier sent must point at the same listing; the most specific one
+The rules (docs/search.md, "inventory.vehicle"): every identifier sent must point at the same listing; the most specific one
 (``vehicle_id`` > ``vin`` > ``stock``) never overrides a contradicting other.
 A VIN or stock number shared by several available listings is ambiguous: we do
 not guess. A listing that is known but gone (sold, removed by a feed) is
