@@ -15,7 +15,7 @@ import threading
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 from urllib.parse import unquote, urlparse
 
 from aap.store.dialect import SQLITE, Dialect
@@ -35,10 +35,21 @@ class Migrations:
     steps: tuple[Migration, ...]
 
 
+class Cursor(Protocol):
+    """The driver's cursor a :class:`Tx` wraps (``sqlite3.Cursor`` or ``psycopg.Cursor``)."""
+
+    @property
+    def connection(self) -> Any: ...
+    @property
+    def rowcount(self) -> int: ...
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> Any: ...
+
+
 class Tx:
     """A cursor inside one transaction, with portable ``?`` placeholders."""
 
-    def __init__(self, db: Database, raw: Any) -> None:
+    def __init__(self, db: Database, raw: Cursor) -> None:
         self.db = db
         self.raw = raw
         self._sql = db.dialect.sql
@@ -46,7 +57,7 @@ class Tx:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.raw.execute(self._sql(sql), tuple(params))
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Any) -> Any:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         return self.raw.executemany(self._sql(sql), rows)
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
