@@ -2,7 +2,7 @@
 
 A request leaves schema validation with optional fields everywhere; the engine
 needs one normalised object instead: the effective currency and mileage unit,
-normalised filters (term values compared by :func:`term_key`), rooftop
+normalised filters (term values compared by :func:`term_keys`), rooftop
 distances for ``near``, the effective sort and limit, and a digest of all of
 that so that a cursor can be bound to exactly this query. Building it also runs
 the post-schema checks in the order of docs/search.md, "Validation order":
@@ -43,13 +43,15 @@ FEATURE_FILTERS: tuple[str, ...] = ("features_all", "features_any")
 CURSOR_HINT = "restart without cursor"
 
 
-def term_key(value: str) -> str:
-    """The comparison form of a free-text term: trimmed, then Unicode-casefolded.
+def term_keys(values: Iterable[Any]) -> list[str | None]:
+    """The comparison form of free-text terms: each trimmed, then Unicode-casefolded;
+    None for a value that is blank or not text.
 
     The one definition: requests are normalised with it here, and imports store
-    it (``aap.store.inventory.rows``) for the SQL to compare.
+    the keys (``aap.store.inventory.rows``) for the SQL to compare. It takes a
+    batch because an import calls it once per listing, for every term field.
     """
-    return value.strip().casefold()
+    return [value.strip().casefold() or None if value.__class__ is str else None for value in values]
 
 
 def mm_to_unit(mm: int, unit: str) -> int | float:
@@ -267,8 +269,7 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
         if key in TERM_FILTERS:
             shown: list[str] = []
             keys: list[str] = []
-            for item in value:
-                k = term_key(item)
+            for item, k in zip(value, term_keys(value)):  # every value is non-blank by now
                 if k not in keys:
                     keys.append(k)
                     shown.append(item.strip())

@@ -184,12 +184,12 @@ class ImportJob:
             tx.executemany("DELETE FROM inv_tombstone WHERE id = ?", revived)
             self.tombstoned.difference_update(row[0] for row in revived)
         rows, docs, texts, beyond_masks, presents, gone = [], [], [], [], [], []
-        bits = self.bits
+        bits, reloaded, codes_seen = self.bits, self.reloaded, self.codes_seen
         for p in batch:
             row = p.row
-            was_available = row.id in rewritten or self.reloaded.pop(row.id, None) is not None
+            was_available = p.id in rewritten or reloaded.pop(p.id, None) is not None
             if not p.eligible:
-                gone.append((row.id, row.dealer_id, row.vin, row.stock, self.now_us))
+                gone.append((p.id, row.dealer_id, row.vin, row.stock, self.now_us))
                 self.removed += was_available
                 continue
             if was_available:
@@ -202,21 +202,22 @@ class ImportJob:
                 bit = bits.get(code)
                 if bit is None:
                     bit = self._bit_for(code, label)
-                self.codes_seen.add(code)
+                codes_seen.add(code)
                 if is_present:
                     present.append(code)
                     if bit is None:
-                        beyond_masks.append((row.id, code))
+                        beyond_masks.append((p.id, code))
                     else:
                         masked.append(code)
             rows.append(row + tuple(feature_masks(masked, bits)))
-            docs.append((row.id, p.doc))
-            texts.append((row.id, p.keywords))
+            docs.append((p.id, p.doc))
+            texts.append((p.id, p.keywords))
             presents.append(present)
+            # The display spelling of each new term key (zip stops before stock's).
             for displays, key, value in zip(self.term_displays, p.term_keys, p.term_values):
                 if key is not None and key not in displays:
                     displays[key] = value.strip()
-            self.owner_of[row.id] = row.dealer_id
+            self.owner_of[p.id] = row.dealer_id
         if gone:
             tx.executemany(_INSERT_TOMBSTONE, gone)
             self.tombstoned.update(row[0] for row in gone)

@@ -21,10 +21,13 @@ from typing import Any
 
 import orjson
 
-from aap.inventory.query import ELIGIBLE_STATUSES, MM_PER_UNIT, TERM_FILTERS, term_key
+from aap.inventory.query import ELIGIBLE_STATUSES, MM_PER_UNIT, TERM_FILTERS, term_keys
 from aap.store.inventory.schema import ListingRow
 
 _ELIGIBLE = frozenset(ELIGIBLE_STATUSES)
+# The fields stored with a term key: the term filters', then stock's (for the stock sort).
+_KEYED_FIELDS = TERM_FILTERS + ("stock",)
+_new_tuple = tuple.__new__
 
 
 class InventoryImportError(ValueError):
@@ -93,7 +96,7 @@ def _whole(value: Any) -> int | None:
 class PreparedListing:
     """One feed listing as the store writes it (everything but its feature masks)."""
 
-    __slots__ = ("index", "row", "doc", "keywords", "evidence", "term_values", "term_keys")
+    __slots__ = ("index", "id", "row", "doc", "keywords", "evidence", "term_values", "term_keys")
 
     def __init__(self, listing: dict[str, Any], index: int, scope_dealer: str | None) -> None:
         if listing.__class__ is not dict:
@@ -131,9 +134,10 @@ class PreparedListing:
         if unit not in MM_PER_UNIT:
             raise InventoryImportError(index, "mileage_unit must be mi or km")
         mileage = _whole(get("mileage"))
-        terms = [get(name) for name in TERM_FILTERS]  # in TERM_FILTERS order
-        keys = [term_key(v) or None if v.__class__ is str else None for v in terms]  # blank: missing
-        make_k, model_k, trim_k, transmission_k, fuel_k, driveline_k, body_k, exterior_k, interior_k, port_k = keys
+        terms = [get(name) for name in _KEYED_FIELDS]
+        keys = term_keys(terms)  # blank: no key
+        make_k, model_k, trim_k, transmission_k, fuel_k, driveline_k, body_k, exterior_k, interior_k, port_k, \
+            stock_k = keys
         rooftop = get("rooftop")
         rooftop = rooftop if rooftop.__class__ is str else None
         charge = get("dc_fast_charge")
@@ -143,10 +147,13 @@ class PreparedListing:
         odometer_mm = mileage * MM_PER_UNIT[unit] if mileage is not None else None
 
         self.index = index
-        self.term_values = terms
+        self.id = ident
+        self.term_values = terms  # the term filters' values, then stock's
         self.term_keys = keys
-        # Positional, in field order: a keyword call costs a microsecond per listing.
-        self.row = ListingRow(
+        # Built from a tuple in field order: a keyword call of the NamedTuple costs a
+        # microsecond per listing, its positional __new__ a third of one.
+        # tests/test_store_inventory.py checks the row field by field.
+        self.row: ListingRow = _new_tuple(ListingRow, (
             ident,                                          # id
             dealer_id,                                      # dealer_id
             status,                                         # status
@@ -155,7 +162,7 @@ class PreparedListing:
             get("currency") or "USD",                       # currency
             vin,                                            # vin
             stock,                                          # stock
-            term_key(stock) or None if stock else None,     # stock_k
+            stock_k,                                        # stock_k
             terms[0] if make_k is not None else None,       # make
             make_k,                                         # make_k
             terms[1] if model_k is not None else None,      # model
@@ -178,7 +185,7 @@ class PreparedListing:
             electric_range,                                 # electric_range_mi
             charge,                                         # dc_fast_charge
             _whole(get("displacement_cc")),                 # displacement_cc
-        )
+        ))
         # Keyword text: the fields a query token may match (InventorySearchRequest
         # filters.query, seed 004), casefolded; "\n" keeps fields apart.
         parts = [terms[0], terms[1], terms[2], vin, stock]
@@ -206,10 +213,6 @@ class PreparedListing:
                 )
             if len({e[0] for e in self.evidence}) != len(self.evidence):
                 raise InventoryImportError(index, "feature_evidence lists a code twice")
-
-    @property
-    def id(self) -> str:
-        return self.row.id
 
     @property
     def eligible(self) -> bool:
