@@ -116,7 +116,7 @@ class FacetCache:
                 self._entries.popitem(last=False)
 
 
-def facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: Vocabulary) -> dict[str, Any]:
+def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: Vocabulary) -> dict[str, Any]:
     """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
     tx = snapshot.tx
     bits = snapshot.bits()

@@ -62,8 +62,8 @@ def documents(tx: Tx, ids: list[str]) -> dict[str, dict[str, Any]]:
     return {row[0]: orjson.loads(row[1]) for row in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE {sql}", params)}
 
 
-def search(snapshot: InventorySnapshot, query: SearchQuery,
-           count_budget_ms: float) -> tuple[list[Hit], int | None, BackgroundWork | None]:
+def search_page(snapshot: InventorySnapshot, query: SearchQuery,
+                count_budget_ms: float) -> tuple[list[Hit], int | None, BackgroundWork | None]:
     """Up to ``query.limit + 1`` hits, the exact total (None past the budget), and
     background work to start once the snapshot has closed."""
     tx = snapshot.tx

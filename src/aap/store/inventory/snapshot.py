@@ -16,12 +16,10 @@ import orjson
 
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
-from aap.store.inventory import facets as facets_module
-from aap.store.inventory import search as search_module
 from aap.store.inventory.counts import BackgroundWork, Totals
-from aap.store.inventory.facets import FacetCache
+from aap.store.inventory.facets import FacetCache, compute_facets, copied
 from aap.store.inventory.schema import read_version
-from aap.store.inventory.search import Hit
+from aap.store.inventory.search import Hit, search_page
 from aap.store.inventory.sql import Clause, keyword_scan, keywords_in_ids, where_clause
 
 
@@ -120,7 +118,7 @@ class InventorySnapshot:
         longer than ``count_timeout_ms`` (0: never give up); the count then
         finishes in the background once the snapshot closes.
         """
-        hits, total, later = search_module.search(self, query, count_timeout_ms)
+        hits, total, later = search_page(self, query, count_timeout_ms)
         if later is not None:
             self.deferred.append(later)
         return hits, total
@@ -131,6 +129,6 @@ class InventorySnapshot:
         key = (self.version, criteria.digest, vocabulary)
         cached = self._caches.facets.get(key)
         if cached is None:
-            cached = facets_module.facets(self, criteria, vocabulary)
+            cached = compute_facets(self, criteria, vocabulary)
             self._caches.facets.put(key, cached)
-        return facets_module.copied(cached)
+        return copied(cached)
