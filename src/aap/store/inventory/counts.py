@@ -58,6 +58,7 @@ class Totals:
 
     @staticmethod
     def remembered(tx: Tx, version: int, matching: str) -> int | None:
+        """The total remembered for this version and matching set, if any."""
         row = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?", (version, matching))
         return None if row is None else row[0]
 
