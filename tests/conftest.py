@@ -33,8 +33,8 @@ from aap.config.model import (
 )
 from aap.agent import CallContext, DealerAgent
 from aap.spec import validate
-from aap.store import Stores, open_stores
-from aap.store.db import Database, open_database
+from aap.store import Stores, open_database, open_stores
+from aap.store.db import Database
 from pg_cluster import PostgresCluster
 
 # CI replays the same bounded examples on every run (a red build always means a
@@ -144,14 +144,14 @@ def _tables(tx, dialect: str) -> list[str]:
 def snapshot_database(db: Database) -> dict[str, list[tuple]]:
     """Every table's rows right after migration (the rows migrations seed, such as counters)."""
     with db.read() as tx:
-        return {name: tx.fetchall(f'SELECT * FROM "{name}"') for name in _tables(tx, db.dialect)}
+        return {name: tx.fetchall(f'SELECT * FROM "{name}"') for name in _tables(tx, db.dialect.name)}
 
 
 def reset_database(db: Database, snapshot: dict[str, list[tuple]]) -> None:
     """Put every table back to ``snapshot``: a fresh database, minus the setup cost."""
     with db.transaction() as tx:
-        names = _tables(tx, db.dialect)
-        if db.dialect == "sqlite":
+        names = _tables(tx, db.dialect.name)
+        if db.dialect.name == "sqlite":
             for name in names:
                 tx.execute(f'DELETE FROM "{name}"')
         else:

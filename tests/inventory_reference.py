@@ -1,6 +1,6 @@
 """A plain-Python reading of the AAP 3.1 search/facets rules, for property tests.
 
-Written from the notes (§2–§3), independently of ``aap.store``: a list of
+Written from docs/search.md and the seed's descriptions, independently of ``aap.store``: a list of
 listings in, the ordered matching list (or the facet counts) out. Also the
 hypothesis strategies that generate small, collision-prone inventories and
 valid requests against the settings built by ``conftest.make_settings``.

@@ -8,14 +8,13 @@ from click.testing import CliRunner
 
 from aap.cli.main import main
 from aap.store import open_stores
-from aap.store.db import _MIGRATIONS, _import_domains
-from aap.store.postgres import translate_ddl, translate_placeholders
+from aap.store.dialect import translate_ddl, translate_placeholders
+from aap.store.migrations import DOMAINS
 from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 
 
 def expected_versions() -> dict[str, int]:
-    _import_domains()
-    return {name: len(spec.steps) for name, spec in _MIGRATIONS.items()}
+    return {domain.domain: len(domain.steps) for domain in DOMAINS}
 
 
 def upgrade(*args: str, env: dict[str, str] | None = None):
@@ -96,7 +95,7 @@ def test_a_dpop_proof_used_on_one_worker_is_refused_by_another_on_postgres(
     b = poppy_env.PoppyDeployment(tmp_path / "b", ca, inventory=0, public_url=a.url)
     c = PoppyClient(PersonalAgent(host, name="pg-worker-agent"), a.url, ca.context())
     try:
-        assert a.stores.db.dialect == b.stores.db.dialect == "postgresql"
+        assert a.stores.db.dialect.name == b.stores.db.dialect.name == "postgresql"
         c.discover()
         c.start_session()
         operation = c.operation_url("dealerInformation")

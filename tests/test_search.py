@@ -1,4 +1,4 @@
-"""inventory.search: error paths in the notes' order, and the labelled semantics.
+"""inventory.search: error paths in the order of docs/search.md, and the labelled semantics.
 
 Every successful response is validated against ``inventory-search-response``
 and every error against ``error``.
@@ -413,6 +413,39 @@ def test_features_match_only_present_evidence(agent_factory):
     assert data["vehicles"][0]["feature_evidence"] == [EVIDENCE["present"]]
     assert ids(search(agent, filters={"features_any": ["sunroof", "apple_carplay"]})) == ["yes"]
     assert search(agent, filters={"features_all": ["sunroof", "apple_carplay"]})["total"] == 0
+
+
+@pytest.mark.parametrize("skill", ["search", "facets"])
+def test_a_request_reads_one_inventory_version(agent_factory, settings_factory, monkeypatch, skill):
+    """An import committing between the feature-code check and the answer changes neither."""
+    import aap.skills.inventory_facets as facets_skill
+    import aap.skills.inventory_search as search_skill
+    from aap.store import open_stores
+
+    module = search_skill if skill == "search" else facets_skill
+    before = [listing(f"s{i}", feature_evidence=[EVIDENCE["present"]]) for i in range(3)]
+    agent = agent_factory(settings_factory(features=()), before)
+    other = open_stores(agent.stores.db.url)  # its own connections, like another worker
+    checked = module.feature_vocabulary
+
+    def check_then_import(settings, inventory):
+        codes = checked(settings, inventory)
+        other.inventory.import_listings([listing("later")], replace=True)  # no sunroof any more
+        return codes
+
+    monkeypatch.setattr(module, "feature_vocabulary", check_then_import)
+    try:
+        request = {"type": f"inventory.{skill}.request", "filters": {"features_all": ["sunroof"]}}
+        response = agent.handle(request, NOW_CTX)
+        if skill == "search":
+            data = assert_valid(response, "inventory-search-response")["data"]
+            assert data["total"] == 3 and sorted(ids(data)) == ["s0", "s1", "s2"]
+        else:
+            data = assert_valid(response, "inventory-facets-response")["data"]
+            assert data["features"] == [{"code": "sunroof", "label": "Sunroof", "count": 3}]
+        assert other.inventory.count() == 1  # the import did land, after the snapshot began
+    finally:
+        other.close()
 
 
 def test_query_tokens_are_case_insensitive_substrings(shop):

@@ -51,7 +51,7 @@ def search(agent, ctx, request=HONDA) -> dict:
 def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
     agent = agent_factory(listings=inventory(300))
     store = agent.stores.inventory
-    store.remember_count_ms = 0  # treat every count as slow
+    store.totals.remember_count_ms = 0  # treat every count as slow
     assert search(agent, ctx)["total"] == HONDAS
     store.wait_for_background()
     version = store.inventory_version()
@@ -75,7 +75,7 @@ def test_a_total_is_remembered_only_for_the_version_it_counted(agent_factory, ct
     store = agent.stores.inventory
     stale = store.inventory_version()
     store.import_listings([listing("late", make="Honda")])
-    store._remember(stale, "any-matching-set", 7)  # a late write from before the import
+    store.totals.remember(stale, "any-matching-set", 7)  # a late write from before the import
     assert remembered(agent) == []
 
 
@@ -174,13 +174,13 @@ def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, s
                             int(item["updated_at"][8:10])), item["vehicle_id"]),
     )
     counted = agent_factory(listings=feed)
-    counted.stores.inventory.remember_count_ms = float("inf")  # never remembered: scan every time
+    counted.stores.inventory.totals.remember_count_ms = float("inf")  # never remembered: scan every time
     ids, totals = walk(counted, ctx, request)
     assert ids == [item["vehicle_id"] for item in expected] and totals == {len(expected)}
     assert len(expected) >= 10 * 11  # dense enough for a sort-index walk (pages of 10)
 
     remembering = agent_factory(listings=feed)
-    remembering.stores.inventory.remember_count_ms = 0
+    remembering.stores.inventory.totals.remember_count_ms = 0
     search(remembering, ctx, request)
     remembering.stores.inventory.wait_for_background()
     assert remembered(remembering) == [(remembering.stores.inventory.inventory_version(), len(expected))]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from aap.config.model import ALL_SORT_FIELDS
 from aap.errors import AapError
-from aap.store import inventory as store_module
+from aap.store.inventory import search as search_module
 from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS
 from inventory_reference import filters, listings, reference_search
@@ -90,7 +90,7 @@ def test_cursor_walk_equals_reference(inventory, request, configured, rooftops, 
     """``rooftops=1``: a null Vehicle.rooftop then sits at the one rooftop (near)."""
     kw = {} if configured else {"features": ()}
     settings_ = settings_factory(rooftops=DEFAULT_ROOFTOPS[:rooftops], **kw)
-    with memory_agent(settings_, inventory) as agent, patch.object(store_module, "_WALK_FACTOR", plan):
+    with memory_agent(settings_, inventory) as agent, patch.object(search_module, "WALK_FACTOR", plan):
         if not configured and _vocabulary_gap(inventory, request):
             with pytest.raises(AapError) as err:
                 agent.handle(request, CTX)
@@ -111,7 +111,7 @@ def test_every_sort_visits_each_match_once(field, order, data, settings_factory,
     inventory = data.draw(listings(max_size=16))
     request = data.draw(requests(sort_field=field, sort_order=order))
     settings_ = settings_factory()
-    with memory_agent(settings_, inventory) as agent, patch.object(store_module, "_WALK_FACTOR", data.draw(PLANS)):
+    with memory_agent(settings_, inventory) as agent, patch.object(search_module, "WALK_FACTOR", data.draw(PLANS)):
         ids, totals = walk(agent, request, assert_valid)
     expected = reference_search(inventory, request, settings_)
     assert ids == expected

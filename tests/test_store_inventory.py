@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from aap.config.model import Feature
 from aap.agent import CallContext
 from aap.store import open_stores
-from aap.store.inventory import InventoryImportError, epoch_us, synthesized_id
+from aap.store.inventory import InventoryImportError, ListingRow, epoch_us, synthesized_id
+from aap.store.inventory.rows import PreparedListing
 from conftest import assert_valid
 from inventory_reference import (
     EVIDENCE,
@@ -40,6 +41,31 @@ def test_import_counts(store):
     stats = store.import_listings([listing("a")], replace=True)
     assert (stats.inserted, stats.updated, stats.removed, stats.total) == (0, 1, 2, 1)
     assert store.count() == 1
+
+
+def test_a_listing_row_holds_each_field_in_its_column():
+    feed_listing = listing(
+        "v1", dealer_id="d1", status="pending", condition="used", currency="CAD", vin="1HGCV1F30NA123456",
+        stock=" St-9 ", make=" Honda ", model="CR-V", trim="EX-L", transmission="Automatic", fuel="Gas",
+        driveline="AWD", body="SUV", exterior_color="Crystal Black", interior_color="Gray", charge_port="NACS",
+        rooftop="Bay Motors Oakland", year=2024, price=35500, list_price=36000.0, msrp=37000, mileage=12,
+        mileage_unit="km", updated_at="2026-04-30T08:00:00.5+02:00", electric_range_mi=40,
+        dc_fast_charge=True, displacement_cc=1998,
+    )
+    row = PreparedListing(feed_listing, 0, None).row
+    assert isinstance(row, ListingRow)
+    assert row._asdict() == {
+        "id": "v1", "dealer_id": "d1", "status": "pending", "condition": "used", "vehicle_type": "car",
+        "currency": "CAD", "vin": "1HGCV1F30NA123456", "stock": " St-9 ", "stock_k": "st-9",
+        "make": " Honda ", "make_k": "honda", "model": "CR-V", "model_k": "cr-v", "trim_k": "ex-l",
+        "transmission_k": "automatic", "fuel_k": "gas", "driveline_k": "awd", "body_k": "suv",
+        "exterior_color_k": "crystal black", "interior_color_k": "gray", "charge_port_k": "nacs",
+        "rooftop": "Bay Motors Oakland", "year": 2024, "price": 35500, "list_price": 36000, "msrp": 37000,
+        "odometer_mm": 12_000_000, "updated_us": epoch_us("2026-04-30T06:00:00.5Z"),
+        "electric_range_mi": 40.0, "dc_fast_charge": 1, "displacement_cc": 1998,
+    }
+    bare = PreparedListing(listing("v2", make="  "), 1, None).row
+    assert (bare.make, bare.make_k, bare.vehicle_type, bare.currency, bare.dc_fast_charge) == (None, None, "car", "USD", None)
 
 
 def test_import_is_atomic(store):

@@ -26,7 +26,7 @@ def group() -> None:
 def upgrade(config: str | None, database: str | None) -> None:
     """Apply pending migrations and print each domain's schema version."""
     settings = load_or_fail(config, {"database": database})
-    from aap.store.db import open_database  # the store: loaded only when a command needs it
+    from aap.store import open_database  # the store: loaded only when a command needs it
 
     try:
         db = open_database(settings.database_url)  # opening migrates

@@ -22,7 +22,7 @@ _MARGIN_DEG = 1e-6  # ~10 cm: covers floating-point rounding in the box bounds
 
 
 def haversine_mi(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
-    """Great-circle distance in miles on WGS84 degrees (notes §2.6):
+    """Great-circle distance in miles on WGS84 degrees (``Vehicle.distance_mi``, seed 004):
     ``d = 2R·asin(√(sin²(Δφ/2) + cosφ1·cosφ2·sin²(Δλ/2)))`` with R = 3958.7613 mi."""
     phi1, phi2 = math.radians(lat1), math.radians(lat2)
     dphi = phi2 - phi1

@@ -2,11 +2,12 @@
 
 A request leaves schema validation with optional fields everywhere; the engine
 needs one normalised object instead: the effective currency and mileage unit,
-filters normalised per the notes (§2.3: term values trimmed and casefolded),
-rooftop distances for ``near``, the effective sort and limit, and a digest of
-all of that so that a cursor can be bound to exactly this query. Building it
-also runs the post-schema checks in the order the notes fix (§2.1): semantic
-problems, then capability problems; cursor checks come last, in the skill.
+normalised filters (term values compared by :func:`term_keys`), rooftop
+distances for ``near``, the effective sort and limit, and a digest of all of
+that so that a cursor can be bound to exactly this query. Building it also runs
+the post-schema checks in the order of docs/search.md, "Validation order":
+semantic problems, then capability problems; cursor checks come last, in the
+skill.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from aap.config.model import Settings
 from aap.errors import AapError, problem
@@ -26,7 +27,7 @@ ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
 # Odometers are stored as exact integer millimetres, so mi/km comparisons are integer math.
 MM_PER_UNIT: dict[str, int] = {"mi": 1_609_344, "km": 1_000_000}
 
-# Free-text term filters (notes §2.3): whole-value equality after trim + casefold.
+# Free-text term filters: whole-value equality of their term keys (docs/search.md, "Term filters").
 TERM_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "transmission", "fuel", "driveline", "body",
     "exterior_color", "interior_color", "charge_port",
@@ -42,9 +43,15 @@ FEATURE_FILTERS: tuple[str, ...] = ("features_all", "features_any")
 CURSOR_HINT = "restart without cursor"
 
 
-def term_key(value: str) -> str:
-    """The comparison form of a free-text term: trimmed, then Unicode-casefolded."""
-    return value.strip().casefold()
+def term_keys(values: Iterable[Any]) -> list[str | None]:
+    """The comparison form of free-text terms: each trimmed, then Unicode-casefolded;
+    None for a value that is blank or not text.
+
+    The one definition: requests are normalised with it here, and imports store
+    the keys (``aap.store.inventory.rows``) for the SQL to compare. It takes a
+    batch because an import calls it once per listing, for every term field.
+    """
+    return [value.strip().casefold() or None if value.__class__ is str else None for value in values]
 
 
 def mm_to_unit(mm: int, unit: str) -> int | float:
@@ -59,7 +66,7 @@ class Place:
 
     ``dealer_id`` is None on a dealer-scoped endpoint (every listing belongs to
     the one dealer); ``match_null`` is set when that dealer has exactly one
-    rooftop, so a listing with a null ``rooftop`` sits here (notes §2.6 DECISION).
+    rooftop, so a listing with a null ``rooftop`` sits here (docs/search.md, "near").
     """
 
     dealer_id: str | None
@@ -115,7 +122,7 @@ class _Checks:
     sort: list[dict[str, str]] = field(default_factory=list)
 
     def raise_first(self) -> None:
-        """Raise in the notes' order: schema-level semantics, then capabilities."""
+        """Raise the first stage with problems: semantics, then capabilities, then sort."""
         if self.semantic:
             raise AapError("SCHEMA_VALIDATION_FAILED", errors=self.semantic)
         if self.capability:
@@ -262,8 +269,7 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
         if key in TERM_FILTERS:
             shown: list[str] = []
             keys: list[str] = []
-            for item in value:
-                k = term_key(item)
+            for item, k in zip(value, term_keys(value)):  # every value is non-blank by now
                 if k not in keys:
                     keys.append(k)
                     shown.append(item.strip())
@@ -354,8 +360,14 @@ def build_search_query(
     )
 
 
-def feature_vocabulary(settings: Settings, store: Any) -> list[tuple[str, str]]:
+class FeatureSource(Protocol):
+    """What carries the inventory's own feature vocabulary (an inventory snapshot or store)."""
+
+    def feature_vocabulary(self) -> list[tuple[str, str]]: ...
+
+
+def feature_vocabulary(settings: Settings, inventory: FeatureSource) -> list[tuple[str, str]]:
     """The advertised feature codes: configured ones, else those the inventory carries."""
     if settings.features:
         return [(f.code, f.label) for f in settings.features]
-    return store.feature_vocabulary()
+    return inventory.feature_vocabulary()

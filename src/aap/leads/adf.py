@@ -1,4 +1,4 @@
-"""The ADF/XML 1.0 document a dealer CRM receives for one accepted lead (notes §9).
+"""The ADF/XML 1.0 document a dealer CRM receives for one accepted lead (docs/leads.md, §8).
 
 Built with ElementTree, so every text and attribute value is escaped; the
 characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates) are

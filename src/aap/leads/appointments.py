@@ -10,7 +10,8 @@ longer than one slot takes a seat in each slot it covers. Seats are rows with
 a unique key, so two leads can never take the same last seat (see
 :meth:`aap.store.leads.LeadStore.take_seats`).
 
-Outcomes (notes §6.4): no requested time, or no schedule/timezone to judge it
+Outcomes (``LeadSubmitResponse.data.appointment.status``, seed 004; docs/leads.md
+§6): no requested time, or no schedule/timezone to judge it
 → ``requested`` (staff schedule by hand); a free grid slot inside the bookable
 window → ``confirmed``; otherwise the next free slots → ``proposed``; the
 department is not offered, the test-drive vehicle is gone, or nothing is free

@@ -2,11 +2,12 @@
 
 The schema catches shapes; this module adds the rules it cannot express
 (consent time against the dealer's clock, offsets on every timestamp) and picks
-the code by class of problem (notes §6.1, DECISION pinned in tests):
+the code by class of problem (docs/leads.md §2, pinned in tests/test_lead_submit.py):
 
 1. ``consent`` absent (or null) → ``CONTACT_CONSENT_REQUIRED``
 2. anything wrong with the grant, including channels that do not cover the
-   contact data or ``preferred_contact`` (notes §6.2 DECISION) → ``INVALID_CONSENT``
+   contact data or ``preferred_contact`` (an inapplicable grant, ``ConsentGrant``
+   seed 004) → ``INVALID_CONSENT``
 3. a condition from the wrong vocabulary → ``INVALID_CONDITION``
 4. exactly one problem and it is a missing required field → ``MISSING_REQUIRED_FIELD``
 5. anything else → ``SCHEMA_VALIDATION_FAILED``

@@ -1,12 +1,12 @@
 """Who a submission belongs to, and whether a retry is "the same payload".
 
-Scope (notes §6.5): the selling dealer, the *verified* caller identity the
+Scope (``LeadSubmitRequest.idempotency_key``, seed 004): the selling dealer, the *verified* caller identity the
 binding passes in ``CallContext.caller_id`` ("anonymous" for an anonymous A2A
 caller), and the client's ``idempotency_key``. The self-declared
 ``source_agent`` never takes part. The key space is shared by all bindings,
 because every binding calls the same skill with the same context.
 
-Sameness (DECISION): the SHA-256 of the canonical JSON of the whole request
+Sameness (a project decision, docs/leads.md §5): the SHA-256 of the canonical JSON of the whole request
 object (the DataPart ``data``) with sorted keys and no insignificant
 whitespace; envelope fields such as ``messageId`` never reach the skill, so they
 never count. Integral floats were already folded to integers by the service

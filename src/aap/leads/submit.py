@@ -6,14 +6,16 @@ Order of work, and why:
    the selling dealer, and the dealer is part of the idempotency scope.
 2. In one write transaction: claim (dealer, caller, key). A live record with the
    same payload hash is replayed verbatim with ``replayed: true`` (consent is not
-   re-checked at replay, notes §6.5); a different hash is ``IDEMPOTENCY_CONFLICT``.
+   re-checked at replay, ``LeadSubmitRequest.idempotency_key``, seed 004); a
+   different hash is ``IDEMPOTENCY_CONFLICT``.
 3. Only a new claim is validated further (consent time rules), books or proposes
    the appointment, and stores the lead, its consent record, one outbox row per
    delivery target and the result for replays, then commits.
 
 Any error raised in 2–3 rolls the whole transaction back: a failed submission
 stores nothing (not even the key), so the caller may fix it and resend under
-the same key (DECISION §6.5). The answer is sent only after the commit.
+the same key (a project decision, docs/leads.md §1). The answer is sent only
+after the commit.
 """
 
 from __future__ import annotations
@@ -23,16 +25,22 @@ import logging
 import re
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aap.config.model import DealerProfile, Settings
 from aap.errors import AapError
 from aap.leads import appointments
 from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
-from aap.store.leads import NewLead
 from aap.config.leads import LeadSettings
+from aap.store.leads import NewLead
 from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
+from aap.store.db import Tx
+from aap.store.leads import LeadStore, NewLead
+
+if TYPE_CHECKING:
+    from aap.agent import CallContext, DealerAgent
 
 log = logging.getLogger("aap.leads")
 
@@ -43,7 +51,7 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def dealer_contact(profile: Any, rooftop: dict[str, Any] | None, department: str) -> dict[str, str]:
+def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, department: str) -> dict[str, str]:
     """``data.dealer``: the rooftop (or seller) name and an E.164 phone, the department's first."""
     contact = {"name": (rooftop or {}).get("name") or profile.name}
     phones = [p for p in (rooftop or {}).get("phones") or [] if isinstance(p, dict)
@@ -72,7 +80,7 @@ def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | N
     return " ".join(parts)[:2000]
 
 
-def submit(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Run ``lead.submit`` for a schema-valid ``request``; returns the response object."""
     settings = agent.settings
     ls: LeadSettings = settings.leads
@@ -114,8 +122,9 @@ def submit(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return response
 
 
-def _accept(request: dict[str, Any], ctx: Any, ls: LeadSettings, settings: Any, profile: Any,
-            dealer_id: str, link: VehicleLink, now: datetime, store: Any, tx: Any):
+def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, settings: Settings,
+            profile: DealerProfile, dealer_id: str, link: VehicleLink, now: datetime, store: LeadStore,
+            tx: Tx) -> tuple[dict[str, Any], NewLead, list[tuple[str, str]]]:
     """Decide the outcome of a new submission inside the transaction (no writes but seats)."""
     lead_id = _new_id("lead")
     listing_rooftop = profile.rooftop(link.rooftop_name) if link.state == "linked" else None
@@ -188,7 +197,7 @@ def _accept(request: dict[str, Any], ctx: Any, ls: LeadSettings, settings: Any, 
     return response, lead, targets
 
 
-def _book(plan: appointments.Plan, now: datetime, ls: LeadSettings, store: Any, tx: Any,
+def _book(plan: appointments.Plan, now: datetime, ls: LeadSettings, store: LeadStore, tx: Tx,
           dealer_id: str, appointment_id: str, lead_id: str) -> appointments.Outcome:
     rooftop = plan.rooftop_name or ""
     outcome = appointments.decide(

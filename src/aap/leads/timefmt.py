@@ -44,6 +44,3 @@ def to_local(moment: datetime, tz) -> str:
 def epoch_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
-
-def from_epoch_ms(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1000, tz=timezone.utc)

@@ -2,7 +2,8 @@
 
 A vehicle of interest is a partial description and is always accepted as
 given; linking only adds what the dealer already knows. Identifiers are tried
-in the project's precedence (``vehicle_id`` > ``vin`` > ``stock``, notes §4):
+in the project's precedence (``vehicle_id`` > ``vin`` > ``stock``, docs/search.md,
+"inventory.vehicle"):
 
 ``none``         no identifier given: nothing to link
 ``linked``       exactly one live listing matches and no other identifier
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from aap.store.inventory import InventoryStore
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ def _ident(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def link_vehicle(inventory: Any, vehicle: Any) -> VehicleLink:
+def link_vehicle(inventory: InventoryStore, vehicle: Any) -> VehicleLink:
     """Resolve ``vehicle_of_interest`` against ``inventory.find`` (listings and tombstones)."""
     if not isinstance(vehicle, dict):
         return NONE

@@ -20,14 +20,19 @@ import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
 
 from aap import AAP_VERSION
+from aap.config.model import Settings
 from aap.leads import adf, transports
-from aap.store.leads import Delivery, LeadStore
 from aap.config.leads import LeadSettings
+from aap.store import Stores
+from aap.store.leads import Delivery, LeadStore
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 log = logging.getLogger("aap.leads.delivery")
 
@@ -50,7 +55,7 @@ def filtered_request(request: dict[str, Any]) -> dict[str, Any]:
 class DeliveryWorker:
     """One worker's view of the outbox (stateless apart from its settings)."""
 
-    def __init__(self, store: LeadStore, settings: Any, *,
+    def __init__(self, store: LeadStore, settings: Settings, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = settings
@@ -173,7 +178,7 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
-async def run_delivery_worker(stores: Any, settings: Any, stop: asyncio.Event) -> None:
+async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.Event) -> None:
     """Deliver until ``stop`` is set: a pass, then sleep ``poll_seconds`` when idle."""
     worker = DeliveryWorker(stores.leads, settings)
     policy = worker.leads.delivery
@@ -195,7 +200,7 @@ async def run_delivery_worker(stores: Any, settings: Any, stop: asyncio.Event) -
 
 
 @asynccontextmanager
-async def delivery_lifespan(app: Any) -> AsyncIterator[None]:
+async def delivery_lifespan(app: Starlette) -> AsyncIterator[None]:
     """Run the worker for the app's lifetime (``app.state.stores`` / ``app.state.settings``).
 
     Does nothing when ``[leads.delivery] in_process = false`` (deliveries then

@@ -1,10 +1,11 @@
-"""Opaque, tamper-evident search cursors (notes §2.9).
+"""Opaque, tamper-evident search cursors (``InventorySearchRequest.pagination.cursor``, seed 004).
 
 A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(payload))`` where the
 payload names the effective-query digest, the keyset position (last sort key
 and tie-break id) and the issue time. The HMAC key is a database-held secret,
 so every worker accepts every other worker's cursors. Anything wrong —
-malformed, forged, bound to another query, expired — is ``INVALID_CURSOR``.
+malformed, forged, bound to another query, expired — is ``INVALID_CURSOR``
+(docs/search.md, "Cursors").
 
 Sort keys are dealer data of any length; when a cursor would exceed the
 4096-character limit, the position is parked in the shared state store for the
@@ -18,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,11 +27,14 @@ import orjson
 
 from aap.errors import AapError
 from aap.inventory.query import CURSOR_HINT, Position
+from aap.store.state import StateStore
 
 MAX_CURSOR_CHARS = 4096
 _VERSION = 1
 _SECRET_NAME = "cursor-hmac"
 _PARKED = "cursor-position"
+_MALFORMED = "The pagination cursor is malformed."
+_EXPIRED = "The pagination cursor has expired."
 
 
 def _b64(data: bytes) -> str:
@@ -45,9 +50,9 @@ def invalid(reason: str) -> AapError:
 
 
 class CursorCodec:
-    """Issues and checks cursors for one deployment (``state``: the StateStore)."""
+    """Issues and checks cursors for one deployment."""
 
-    def __init__(self, state: Any, ttl_seconds: int) -> None:
+    def __init__(self, state: StateStore, ttl_seconds: int) -> None:
         self.state = state
         self.ttl = ttl_seconds
 
@@ -70,39 +75,68 @@ class CursorCodec:
         )
         return self._sign([_VERSION, digest, issued, {"ref": ref}])
 
-    def decode(self, token: str, digest: str, now: datetime) -> Position:
-        """The position a cursor continues from, or ``INVALID_CURSOR``."""
+    def read(self, token: str, now: datetime) -> ReadCursor:
+        """Check ``token`` as far as it can be without its query.
+
+        Reading needs the state store (the HMAC secret, a parked position), so a
+        search reads its cursor before opening its inventory snapshot; the
+        problems are raised later, by :meth:`ReadCursor.continue_from`, after the
+        request's own checks.
+        """
         try:
             encoded_payload, encoded_mac = token.split(".")
             payload = _unb64(encoded_payload)
             mac = _unb64(encoded_mac)
         except (ValueError, binascii.Error):
-            raise invalid("The pagination cursor is malformed.") from None
+            return ReadCursor(None, invalid(_MALFORMED))
         if not hmac.compare_digest(mac, self._mac(payload)):
-            raise invalid("The pagination cursor was not issued by this agent or was altered.")
+            return ReadCursor(None, invalid("The pagination cursor was not issued by this agent or was altered."))
         try:
             body = orjson.loads(payload)
             version, bound, issued = body[0], body[1], body[2]
         except (orjson.JSONDecodeError, TypeError, IndexError, KeyError):
-            raise invalid("The pagination cursor is malformed.") from None
-        if version != _VERSION or not isinstance(issued, int):
-            raise invalid("The pagination cursor is malformed.")
-        if bound != digest:
-            raise invalid(
-                "The pagination cursor belongs to a different query; resend the same currency, "
-                "mileage_unit, filters, sort and limit."
-            )
+            return ReadCursor(None, invalid(_MALFORMED))
+        if version != _VERSION or not isinstance(issued, int) or not isinstance(bound, str):
+            return ReadCursor(None, invalid(_MALFORMED))
         if now.timestamp() > issued + self.ttl:
-            raise invalid("The pagination cursor has expired.")
+            return ReadCursor(bound, invalid(_EXPIRED))
+        return ReadCursor(bound, self._position(body, now))
+
+    def _position(self, body: list[Any], now: datetime) -> Position | AapError:
         if len(body) == 4 and isinstance(body[3], dict):
             parked = self.state.get_value(_PARKED, str(body[3].get("ref")), now=now)
             if parked is None:
-                raise invalid("The pagination cursor has expired.")
+                return invalid(_EXPIRED)
             key, last_id = orjson.loads(parked)
         elif len(body) == 5:
             key, last_id = body[3], body[4]
         else:
-            raise invalid("The pagination cursor is malformed.")
+            return invalid(_MALFORMED)
         if not isinstance(last_id, str) or not (key is None or isinstance(key, list)):
-            raise invalid("The pagination cursor is malformed.")
+            return invalid(_MALFORMED)
         return Position(tuple(key) if key is not None else None, last_id)
+
+    def decode(self, token: str, digest: str, now: datetime) -> Position:
+        """The position a cursor of the query ``digest`` continues from, or ``INVALID_CURSOR``."""
+        return self.read(token, now).continue_from(digest)
+
+
+@dataclass(frozen=True)
+class ReadCursor:
+    """A cursor as read: the query digest it is bound to (None: unreadable) and where it
+    continues from, or the problem to report."""
+
+    bound_to: str | None
+    outcome: Position | AapError
+
+    def continue_from(self, digest: str) -> Position:
+        """The position, or ``INVALID_CURSOR``: malformed or forged first, then bound to
+        another query, then expired or malformed position."""
+        if self.bound_to is not None and self.bound_to != digest:
+            raise invalid(
+                "The pagination cursor belongs to a different query; resend the same currency, "
+                "mileage_unit, filters, sort and limit."
+            )
+        if isinstance(self.outcome, AapError):
+            raise self.outcome
+        return self.outcome

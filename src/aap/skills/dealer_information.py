@@ -1,14 +1,17 @@
-"""``dealer.information``: the endpoint's profile, or one seller's by ``dealer_id`` (notes §5)."""
+"""``dealer.information``: the endpoint's profile, or one seller's by ``dealer_id`` (``DealerInformationRequest``, seed 004)."""
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aap.errors import AapError
 
+if TYPE_CHECKING:
+    from aap.agent import CallContext, DealerAgent
 
-def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+
+def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     dealer_id = request.get("dealer_id")
     profile = agent.settings.profile_for(dealer_id)
     if profile is None:

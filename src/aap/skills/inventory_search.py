@@ -1,32 +1,41 @@
-"""``inventory.search``: filters, keyword tokens, sort and cursor paging (notes §2).
+"""``inventory.search``: filters, keyword tokens, sort and cursor paging.
 
-Checks run in the notes' order (§2.1): the request schema (done by the
-agent), then semantic and capability checks (building the effective query),
-then the cursor. The store returns ``limit + 1`` hits so that ``next_cursor``
-is null exactly when the matching set is exhausted.
+Checks run in the order of docs/search.md, "Validation order": the request
+schema (done by the agent), then semantic and capability checks (building the
+effective query), then the cursor. Everything the search reads of the
+inventory — the feature vocabulary the capability checks use, the total and
+the page — comes from one snapshot, so an import landing midway cannot make
+them disagree. The store returns ``limit + 1`` hits so that ``next_cursor`` is
+null exactly when the matching set is exhausted.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aap.inventory.query import build_search_query, feature_vocabulary
 from aap.skills.cursor import CursorCodec
 
+if TYPE_CHECKING:
+    from aap.agent import CallContext, DealerAgent
 
-def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+
+def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     settings = agent.settings
-    store = agent.stores.inventory
-    query = build_search_query(
-        request, settings, lambda: [code for code, _ in feature_vocabulary(settings, store)]
-    )
     codec = CursorCodec(agent.stores.state, settings.cursor_ttl_seconds)
-    cursor = (request.get("pagination") or {}).get("cursor")
-    if cursor is not None:
-        query = replace(query, after=codec.decode(cursor, query.digest, ctx.now))
+    token = (request.get("pagination") or {}).get("cursor")
+    # Read before the snapshot: reading a cursor may need the state store.
+    cursor = codec.read(token, ctx.now) if token is not None else None
 
-    hits, total = store.search(query, count_timeout_ms=settings.count_timeout_ms)
+    with agent.stores.inventory.snapshot() as inventory:
+        query = build_search_query(
+            request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
+        )
+        if cursor is not None:
+            query = replace(query, after=cursor.continue_from(query.digest))
+        hits, total = inventory.search(query, count_timeout_ms=settings.count_timeout_ms)
+
     page = hits[: query.limit]
     next_cursor = None
     if len(hits) > query.limit:

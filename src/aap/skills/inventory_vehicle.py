@@ -1,6 +1,6 @@
-"""``inventory.vehicle``: one listing by ``vehicle_id``, ``vin`` or ``stock`` (notes §4).
+"""``inventory.vehicle``: one listing by ``vehicle_id``, ``vin`` or ``stock``.
 
-Every identifier sent must point at the same listing; the most specific one
+The rules (docs/search.md, "inventory.vehicle"): every identifier sent must point at the same listing; the most specific one
 (``vehicle_id`` > ``vin`` > ``stock``) never overrides a contradicting other.
 A VIN or stock number shared by several available listings is ambiguous: we do
 not guess. A listing that is known but gone (sold, removed by a feed) is
@@ -9,15 +9,19 @@ VEHICLE_UNAVAILABLE; one never known is VEHICLE_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aap.config.model import Settings
 from aap.errors import AapError
 from aap.inventory.query import unpaired_surrogates
+
+if TYPE_CHECKING:
+    from aap.agent import CallContext, DealerAgent
 
 _IDENTIFIERS = (("vehicle_id", "id"), ("vin", "vin"), ("stock", "stock"))
 
 
-def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     sent = {name: request[name] for name, _ in _IDENTIFIERS if name in request}
     problems = unpaired_surrogates(sent, "")
     if problems:
@@ -57,7 +61,7 @@ def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"type": "inventory.vehicle.response", "data": available[0].listing}
 
 
-def _sellers(settings: Any) -> set[str] | None:
+def _sellers(settings: Settings) -> set[str] | None:
     """On an aggregate endpoint only configured sellers' listings are reachable."""
     if settings.scope != "aggregate":
         return None

@@ -9,21 +9,25 @@ object or raises :class:`~aap.errors.AapError`. The work itself lives in
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from aap.config.model import Settings
 from aap.errors import AapError
 from aap.leads import consent
 from aap.leads.submit import submit
 
+if TYPE_CHECKING:
+    from aap.agent import CallContext, DealerAgent
+
 SKILL_ID = "lead.submit"
 
 
-def run(agent: Any, request: dict[str, Any], ctx: Any) -> dict[str, Any]:
+def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Handle one schema-valid lead (semantic checks, booking, storage, outbox)."""
     return submit(agent, request, ctx)
 
 
-def make_classifier(settings: Any) -> Callable[[Any, list[dict[str, str]]], AapError]:
+def make_classifier(settings: Settings) -> Callable[[Any, list[dict[str, str]]], AapError]:
     """``classify(payload, problems)`` using the deployment's consent clock skew."""
 
     def classify(payload: Any, problems: list[dict[str, str]]) -> AapError:
@@ -35,10 +39,7 @@ def make_classifier(settings: Any) -> Callable[[Any, list[dict[str, str]]], AapE
     return classify
 
 
-#: The classifier with default lead settings (120 s clock skew).
-classify = make_classifier(None)
 
-
-def install(agent: Any) -> None:
+def install(agent: DealerAgent) -> None:
     """Declare ``lead.submit`` on ``agent`` (and so on its agent card and every binding)."""
     agent.register(SKILL_ID, run, classify=make_classifier(agent.settings))

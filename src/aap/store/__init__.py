@@ -1,15 +1,22 @@
 """Storage: one database, one store object per domain.
 
-:func:`open_stores` opens (and migrates) the database; each domain's store is
-built lazily from the same :class:`~aap.store.db.Database`, so a deployment
-only pays for the domains it uses and every worker process shares one truth.
+:func:`open_stores` opens (and migrates) the database and builds every
+domain's store on it, so that every worker process shares one truth. The
+modules: :mod:`~aap.store.db` (connections, transactions),
+:mod:`~aap.store.dialect` (what differs between SQLite and PostgreSQL),
+:mod:`~aap.store.migrations` (every domain's schema steps), and the domain
+stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
+:mod:`~aap.store.leads` and :mod:`~aap.store.poppy`.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-
-from aap.store.db import Database, open_database
+from aap.store.db import Database, connect
+from aap.store.inventory import InventoryStore
+from aap.store.leads import LeadStore
+from aap.store.migrations import migrate
+from aap.store.poppy import PoppyStore
+from aap.store.state import StateStore
 
 
 class Stores:
@@ -17,35 +24,22 @@ class Stores:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-
-    @cached_property
-    def inventory(self):  # -> aap.store.inventory.InventoryStore
-        from aap.store.inventory import InventoryStore
-
-        return InventoryStore(self.db)
-
-    @cached_property
-    def state(self):  # -> aap.store.state.StateStore
-        from aap.store.state import StateStore
-
-        return StateStore(self.db)
-
-    @cached_property
-    def leads(self):  # -> aap.store.leads.LeadStore
-        from aap.store.leads import LeadStore
-
-        return LeadStore(self.db)
-
-    @cached_property
-    def poppy(self):  # -> aap.store.poppy.PoppyStore
-        from aap.store.poppy import PoppyStore
-
-        return PoppyStore(self.db)
+        self.inventory = InventoryStore(db)
+        self.state = StateStore(db)
+        self.leads = LeadStore(db)
+        self.poppy = PoppyStore(db)
 
     def close(self) -> None:
         self.db.close()
 
 
+def open_database(url: str) -> Database:
+    """Open (and migrate) the database at ``url`` (``sqlite:///file.db`` or ``postgresql://...``)."""
+    db = connect(url)
+    migrate(db)
+    return db
+
+
 def open_stores(url: str) -> Stores:
-    """Open the database at ``url`` (``sqlite:///file.db`` or ``postgresql://...``)."""
+    """Open (and migrate) the database at ``url`` and every store on it."""
     return Stores(open_database(url))

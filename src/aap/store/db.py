@@ -1,56 +1,64 @@
-"""Database access shared by every store: connections, transactions, migrations.
+"""Database access shared by every store: connections, transactions, migration steps.
 
 SQL in this project is written once, portable, with ``?`` placeholders; the
-:class:`Database` rewrites them for the backend in use. Each domain (inventory,
-leads, poppy, shared state) keeps its own tables and its own numbered
-migrations, registered with :func:`register_migrations`, so that adding a
-domain never means editing another's schema.
+database's :class:`~aap.store.dialect.Dialect` rewrites it for the backend in
+use and answers what differs between backends. Each domain (inventory, leads,
+poppy, shared state) keeps its own tables and declares its own numbered
+:class:`Migrations`, so that adding a domain never means editing another's
+schema; :mod:`aap.store.migrations` lists the domains and applies them.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 from urllib.parse import unquote, urlparse
 
+from aap.store.dialect import SQLITE, Dialect
+
+#: One schema step: DDL (``;``-separated statements) or a function of the migrating transaction.
 Migration = Callable[["Tx"], None] | str
 
 
 @dataclass(frozen=True)
-class DomainMigrations:
+class Migrations:
+    """The ordered schema steps of one domain: step i brings it to version i + 1.
+
+    ``domain`` names the row in ``schema_migrations``; steps are only ever appended.
+    """
+
     domain: str
-    steps: tuple[Migration, ...]  # step i brings the domain to version i + 1
+    steps: tuple[Migration, ...]
 
 
-_MIGRATIONS: dict[str, DomainMigrations] = {}
+class Cursor(Protocol):
+    """The driver's cursor a :class:`Tx` wraps (``sqlite3.Cursor`` or ``psycopg.Cursor``)."""
 
-
-class StatementTimeout(Exception):
-    """A statement run under :meth:`Database.time_limit` ran out of time (the transaction survives)."""
-
-
-def register_migrations(domain: str, steps: Sequence[Migration]) -> None:
-    """Declare the ordered schema steps of one domain (idempotent by domain name)."""
-    _MIGRATIONS[domain] = DomainMigrations(domain, tuple(steps))
+    @property
+    def connection(self) -> Any: ...
+    @property
+    def rowcount(self) -> int: ...
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> Any: ...
 
 
 class Tx:
     """A cursor inside one transaction, with portable ``?`` placeholders."""
 
-    def __init__(self, db: "Database", raw: Any) -> None:
+    def __init__(self, db: Database, raw: Cursor) -> None:
         self.db = db
         self.raw = raw
+        self._sql = db.dialect.sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self.raw.execute(self.db.sql(sql), tuple(params))
+        return self.raw.execute(self._sql(sql), tuple(params))
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]] | Any) -> Any:
-        return self.raw.executemany(self.db.sql(sql), rows)
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        return self.raw.executemany(self._sql(sql), rows)
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
         return self.execute(sql, params).fetchone()
@@ -79,7 +87,7 @@ def sqlite_path(url: str) -> str:
 class Database:
     """One database (SQLite by default). Thread-safe: one connection per thread."""
 
-    dialect = "sqlite"
+    dialect: Dialect = SQLITE
     # What the driver raises for an integer beyond BIGINT (sqlite3 refuses it client-side).
     overflow_errors: tuple[type[BaseException], ...] = (OverflowError,)
 
@@ -116,10 +124,6 @@ class Database:
                 self._holders.add(holder)
         return holder
 
-    def sql(self, text: str) -> str:
-        """Placeholders are already ``?`` for SQLite."""
-        return text
-
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (``BEGIN IMMEDIATE``)."""
@@ -150,69 +154,9 @@ class Database:
         with self.transaction(write=False) as tx:
             yield tx
 
-    @contextmanager
-    def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
-        """Abort the statements run inside after ``milliseconds`` (0: no limit).
-
-        Raises :class:`StatementTimeout`; the enclosing transaction stays
-        usable. SQLite: a progress handler checks the clock every thousand
-        virtual-machine steps (interrupting a read never rolls anything back).
-        """
-        if not milliseconds:
-            yield
-            return
-        conn = tx.raw.connection
-        deadline = time.monotonic() + milliseconds / 1000
-        conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if "interrupt" not in str(exc):
-                raise
-            raise StatementTimeout() from None
-        finally:
-            conn.set_progress_handler(None, 0)
-
-    # -- schema -------------------------------------------------------------
-    def migrate(self) -> dict[str, int]:
-        """Bring every registered domain to its newest version; returns versions."""
-        _import_domains()
-        versions: dict[str, int] = {}
-        with self.transaction() as tx:
-            self.lock_migrations(tx)
-            tx.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " domain TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            for name in sorted(_MIGRATIONS):
-                spec = _MIGRATIONS[name]
-                row = tx.fetchone("SELECT version FROM schema_migrations WHERE domain = ?", (name,))
-                current = row[0] if row else 0
-                for step in spec.steps[current:]:
-                    if callable(step):
-                        step(tx)
-                    else:
-                        tx.script(step)
-                if len(spec.steps) != current:
-                    if row:
-                        tx.execute(
-                            "UPDATE schema_migrations SET version = ? WHERE domain = ?",
-                            (len(spec.steps), name),
-                        )
-                    else:
-                        tx.execute(
-                            "INSERT INTO schema_migrations (domain, version) VALUES (?, ?)",
-                            (name, len(spec.steps)),
-                        )
-                versions[name] = len(spec.steps)
-        return versions
-
     def maintain(self, tables: Sequence[str]) -> None:
         """Housekeeping after a large write. SQLite: nothing — its query plans are
         chosen without statistics (and the stores' SQL is written for that)."""
-
-    def lock_migrations(self, tx: Tx) -> None:
-        """Serialise concurrent migrations (SQLite's BEGIN IMMEDIATE already does)."""
 
     def close(self) -> None:
         """Close every thread's connection (waiting for its transaction in flight).
@@ -246,34 +190,11 @@ class _Holder:
         self.lock = threading.RLock()
 
 
-def _import_domains() -> None:
-    """Import the modules that register migrations (kept in one list, here)."""
-    import importlib
-
-    for module in DOMAIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:  # a domain not built into this install
-            if exc.name is None or not module.startswith(exc.name):
-                raise
-
-
-# Modules that call register_migrations(); each owns its tables.
-DOMAIN_MODULES: list[str] = [
-    "aap.store.state",
-    "aap.store.inventory",
-    "aap.store.leads",
-    "aap.store.poppy",
-]
-
-
-def open_database(url: str) -> Database:
-    """Open (and migrate) the database named by ``url``."""
+def connect(url: str) -> Database:
+    """The database named by ``url`` (``sqlite:///file.db`` or ``postgresql://...``), unmigrated."""
     if url.startswith(("postgresql://", "postgres://")):
+        # Imported only here: psycopg (and its pool) load only for a PostgreSQL URL.
         from aap.store.postgres import PostgresDatabase
 
-        db: Database = PostgresDatabase(url)
-    else:
-        db = Database(url)
-    db.migrate()
-    return db
+        return PostgresDatabase(url)
+    return Database(url)

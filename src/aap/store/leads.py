@@ -25,9 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import orjson
 
-from aap.store.db import Database, Tx, register_migrations
-
-DELIVERY_STATUSES = ("pending", "delivering", "delivered", "dead", "expired_consent")
+from aap.store.db import Database, Migrations, Tx
 
 _V1 = """
 CREATE TABLE leads (
@@ -104,7 +102,7 @@ CREATE INDEX lead_deliveries_due ON lead_deliveries (status, next_attempt_ms);
 CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
 """
 
-register_migrations("leads", [_V1])
+MIGRATIONS = Migrations("leads", (_V1,))
 
 
 def dumps(value: Any) -> str:
@@ -457,12 +455,3 @@ class LeadStore:
         with self.db.read() as tx:
             rows = tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")
         return {row[0]: int(row[1]) for row in rows}
-
-    def next_due_ms(self) -> int | None:
-        """When the earliest pending row (or lapsed claim) becomes due."""
-        with self.db.read() as tx:
-            row = tx.fetchone(
-                "SELECT MIN(t) FROM (SELECT MIN(next_attempt_ms) AS t FROM lead_deliveries WHERE status = 'pending'"
-                " UNION ALL SELECT MIN(claimed_until_ms) AS t FROM lead_deliveries WHERE status = 'delivering') u"
-            )
-        return int(row[0]) if row and row[0] is not None else None

@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Tx, register_migrations
+from aap.store.db import Database, Migrations, Tx
 
-register_migrations(
+MIGRATIONS = Migrations(
     "poppy",
-    [
+    (
         """
         CREATE TABLE poppy_signing_keys (
             kid TEXT PRIMARY KEY,
@@ -70,7 +70,7 @@ register_migrations(
         );
         CREATE INDEX poppy_feedback_caller ON poppy_feedback (client_id, sub, received_at)
         """,
-    ],
+    ),
 )
 
 

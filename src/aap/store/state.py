@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import datetime
 
-from aap.store.db import Database, register_migrations
+from aap.store.db import Database, Migrations
 
 _SCHEMA_V1 = """
 CREATE TABLE state_secret (
@@ -46,7 +46,7 @@ CREATE TABLE state_value (
 CREATE INDEX state_value_expiry ON state_value (expires_at)
 """
 
-register_migrations("state", [_SCHEMA_V1])
+MIGRATIONS = Migrations("state", (_SCHEMA_V1,))
 
 _SWEEP_EVERY = 256  # sweep full buckets / expired values once per this many calls
 
@@ -67,10 +67,6 @@ class StateStore:
         self._secrets: dict[str, bytes] = {}
         self._calls = 0
         self._lock = threading.Lock()
-
-    def _for_update(self) -> str:
-        """Row lock suffix where the backend needs one (SQLite locks the database instead)."""
-        return "" if self.db.dialect == "sqlite" else " FOR UPDATE"
 
     def _due_sweep(self) -> bool:
         with self._lock:
@@ -124,7 +120,7 @@ class StateStore:
                     (key, float(capacity), t, t),
                 )
                 row = tx.fetchone(
-                    "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self._for_update(),
+                    "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self.db.dialect.row_lock,
                     (key,),
                 )
             stored, updated_at = row

@@ -1,0 +1,233 @@
+"""What differs between SQLite and PostgreSQL, answered by one object per backend.
+
+Stores write their SQL once, portable: ``?`` placeholders, SQLite-flavoured DDL,
+``INSERT ... ON CONFLICT``. Where the two backends really differ — in spelling
+(placeholders, column types, a JSON array as rows) or in what is fast (how a
+keyword scan, a bulk load or a facet count is best done) — a store asks its
+database's :class:`Dialect` instead of comparing backend names. A new question
+is a new attribute or method here, answered by both dialects.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sqlite3
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from aap.store.db import Tx
+
+log = logging.getLogger("aap.store")
+
+
+class StatementTimeout(Exception):
+    """A statement run under :meth:`Dialect.time_limit` ran out of time (the transaction survives)."""
+
+
+class Dialect:
+    """The SQLite dialect; :class:`PostgresDialect` overrides what PostgreSQL does otherwise."""
+
+    name = "sqlite"
+    #: Suffix of a ``SELECT`` that reads a row in order to rewrite it. SQLite's write
+    #: transaction already locks the whole database.
+    row_lock = ""
+    #: A JSON array parameter as a one-column row set (no portable spelling exists).
+    json_array_values = "SELECT value FROM json_each(?)"
+    #: Run a search's keyword scan once, up front, and reuse the matching ids in the count
+    #: and page queries. SQLite has no index for substring ``LIKE``, so the scan reads every
+    #: listing's text; doing it twice per request would double the cost.
+    scans_keywords_first = True
+    #: Rewrite a whole inventory by emptying the tables, dropping their secondary indexes,
+    #: appending the feed and rebuilding each index once (a sort per index instead of a
+    #: B-tree insert per row).
+    reloads_in_bulk = True
+    #: Count every facet in the database in one pass (grouping sets). SQLite aggregates by
+    #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
+    #: Python is cheaper there.
+    counts_facets_in_database = False
+
+    def sql(self, text: str) -> str:
+        """``text`` as this backend runs it (SQLite runs the portable form as written)."""
+        return text
+
+    @contextmanager
+    def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
+        """Abort the statements run inside after ``milliseconds`` (0: no limit).
+
+        Raises :class:`StatementTimeout`; the enclosing transaction stays usable.
+        SQLite: a progress handler checks the clock every thousand virtual-machine
+        steps (interrupting a read never rolls anything back).
+        """
+        if not milliseconds:
+            yield
+            return
+        conn = tx.raw.connection
+        deadline = time.monotonic() + milliseconds / 1000
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "interrupt" not in str(exc):
+                raise
+            raise StatementTimeout() from None
+        finally:
+            conn.set_progress_handler(None, 0)
+
+    def lock_migrations(self, tx: Tx) -> None:
+        """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
+
+    def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
+        """An index serving ``column LIKE '%token%'``. SQLite has none: keyword search scans."""
+
+    def vacuum_eagerly(self, tx: Tx, tables: Sequence[str]) -> None:
+        """Keep ``tables``' statistics fresh under many small writes (SQLite keeps none)."""
+
+    @contextmanager
+    def large_write(self, tx: Tx) -> Iterator[None]:
+        """Settings for one large write transaction: SQLite gets a 128 MiB page cache for the
+        index inserts, and its previous size back afterwards."""
+        previous = tx.fetchone("PRAGMA cache_size")[0]
+        tx.execute("PRAGMA cache_size = -131072")
+        try:
+            yield
+        finally:
+            tx.execute(f"PRAGMA cache_size = {int(previous)}")
+
+    def drop_indexes(self, tx: Tx, tables: Sequence[str]) -> list[str]:
+        """Drop the secondary indexes of ``tables``; returns the statements that recreate them.
+
+        Only used where :attr:`reloads_in_bulk` is set.
+        """
+        marks = ", ".join("?" * len(tables))
+        found = tx.fetchall(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+            f"AND tbl_name IN ({marks})", tables)
+        for name, _create in found:
+            tx.execute(f"DROP INDEX {name}")
+        return [create for _name, create in found]
+
+
+_DDL_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b"), "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+    (re.compile(r"\bTEXT\b(?! COLLATE)"), 'TEXT COLLATE "C"'),
+]
+
+# One advisory lock key for "schema migration in progress" (any constant works).
+_MIGRATION_LOCK = 0x4141505F  # "AAP_"
+
+
+def translate_placeholders(sql: str) -> str:
+    """``?`` → ``%s`` outside string literals; a literal ``%`` is doubled for psycopg."""
+    out: list[str] = []
+    in_string = False
+    for ch in sql:
+        if ch == "'":
+            in_string = not in_string
+            out.append(ch)
+        elif ch == "%":
+            out.append("%%")
+        elif ch == "?" and not in_string:
+            out.append("%s")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def translate_ddl(sql: str) -> str:
+    """SQLite-flavoured DDL → PostgreSQL DDL (only statements that create things).
+
+    Integer columns become 64-bit, ``REAL`` double precision, ``BLOB`` ``BYTEA``, and
+    text compares byte-wise (``COLLATE "C"``) so that sort order is the same
+    code-point order as SQLite and Python.
+    """
+    if not re.match(r"\s*(CREATE|ALTER)\b", sql, re.IGNORECASE):
+        return sql
+    for pattern, replacement in _DDL_RULES:
+        sql = pattern.sub(replacement, sql)
+    return sql
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL (psycopg 3): ``%s`` placeholders, row locks, trigram and hash aggregation."""
+
+    name = "postgresql"
+    row_lock = " FOR UPDATE"
+    json_array_values = "SELECT json_array_elements_text(CAST(? AS json))"
+    # The planner runs the keyword subquery itself, served by the trigram index.
+    scans_keywords_first = False
+    reloads_in_bulk = False
+    # Grouping sets hash-aggregate every facet in one scan.
+    counts_facets_in_database = True
+
+    def sql(self, text: str) -> str:
+        return translate_placeholders(translate_ddl(text))
+
+    @contextmanager
+    def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
+        """``statement_timeout`` inside a savepoint, so a cancelled statement leaves the
+        transaction usable (PostgreSQL aborts the whole transaction otherwise)."""
+        if not milliseconds:
+            yield
+            return
+        from psycopg.errors import QueryCanceled  # the driver is imported only with PostgreSQL
+
+        tx.execute("SAVEPOINT aap_time_limit")
+        tx.execute(f"SET LOCAL statement_timeout = {max(1, math.ceil(milliseconds))}")  # 0 would mean none
+        try:
+            yield
+        except QueryCanceled:
+            tx.execute("ROLLBACK TO SAVEPOINT aap_time_limit")  # also undoes the SET LOCAL
+            raise StatementTimeout() from None
+        tx.execute("SET LOCAL statement_timeout TO DEFAULT")
+        tx.execute("RELEASE SAVEPOINT aap_time_limit")
+
+    def lock_migrations(self, tx: Tx) -> None:
+        """Serialise concurrent migrations from several workers (an advisory lock)."""
+        tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+
+    def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
+        """A trigram index, so substring ``LIKE`` needs no full scan.
+
+        ``pg_trgm`` ships with PostgreSQL; creating it needs the CREATE privilege on
+        the database (it is a trusted extension). Without it, keyword search still
+        works, by scanning.
+        """
+        from psycopg import Error
+
+        tx.execute("SAVEPOINT aap_trgm")
+        try:
+            tx.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        except Error as exc:
+            tx.execute("ROLLBACK TO SAVEPOINT aap_trgm")
+            log.warning("pg_trgm unavailable (%s): keyword search will scan", type(exc).__name__)
+            return
+        tx.execute("RELEASE SAVEPOINT aap_trgm")
+        tx.execute(f"CREATE INDEX {name} ON {table} USING gin ({column} gin_trgm_ops)")
+
+    def vacuum_eagerly(self, tx: Tx, tables: Sequence[str]) -> None:
+        """Autovacuum ``tables`` after 1 % of their rows changed, not 20 %.
+
+        Counts are index-only scans only on pages the visibility map marks
+        all-visible; a marketplace's many small per-dealer imports would otherwise
+        leave pages unmarked (and counts visiting the table) until a fifth of the
+        table changed.
+        """
+        for table in tables:
+            tx.execute(f"ALTER TABLE {table} SET (autovacuum_vacuum_scale_factor = 0.01, "
+                       "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.01)")
+
+    @contextmanager
+    def large_write(self, tx: Tx) -> Iterator[None]:
+        """Nothing to tune: the server's buffer cache is shared and sized by its operator."""
+        yield
+
+
+SQLITE = Dialect()
+POSTGRESQL = PostgresDialect()

@@ -1,0 +1,34 @@
+"""The inventory store, one module per concern.
+
+=================  ==========================================================
+``schema``         tables, migrations, the listing row (:class:`ListingRow`)
+``rows``           a feed listing prepared for the store (ids, keys, JSON)
+``sql``            the matching set and the ordering as portable SQL
+``snapshot``       one read transaction: vocabulary, sellers, search, facets
+``search``         one page and its total
+``counts``         remembered totals, count budget, background counts
+``facets``         the Facets object, maintained and counted
+``importer``       one import transaction
+``store``          :class:`InventoryStore`, tying them together
+=================  ==========================================================
+"""
+
+from aap.store.inventory.importer import ImportStats
+from aap.store.inventory.rows import InventoryImportError, epoch_us, synthesized_id
+from aap.store.inventory.schema import MIGRATIONS, ListingRow
+from aap.store.inventory.search import Hit
+from aap.store.inventory.snapshot import InventorySnapshot
+from aap.store.inventory.store import InventoryStore, ListingRecord
+
+__all__ = [
+    "Hit",
+    "ImportStats",
+    "InventoryImportError",
+    "InventorySnapshot",
+    "InventoryStore",
+    "ListingRecord",
+    "ListingRow",
+    "MIGRATIONS",
+    "epoch_us",
+    "synthesized_id",
+]

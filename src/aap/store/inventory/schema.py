@@ -1,0 +1,195 @@
+"""The inventory tables, their migrations, and the listing row as a named type.
+
+Listings are narrow, denormalised rows (``inv_listing``) prepared at import
+time so that every filter and sort runs in SQL on plain columns: casefolded
+term columns (``*_k``), exact integer odometers in millimetres (mi/km
+comparisons never round), ``updated_at`` as epoch microseconds, the currency
+with its USD default, ``vehicle_type`` with its ``car`` default. The listing
+JSON sits in its own table (``inv_doc``), read only for the page returned, and
+the keyword text in another (``inv_text``), so that scans stay on narrow rows.
+
+Features: each code of the vocabulary gets a bit, and a listing's *present*
+codes are bits in four integer columns, so ``features_all``/``features_any``
+and feature facet counts are arithmetic on the row, not joins. Codes beyond the
+252 bits (an unusually large vocabulary) fall back to ``inv_feature_extra``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from aap.store.db import Migrations, Tx
+
+MASK_COLUMNS = 4
+BITS_PER_MASK = 63  # bits 0..62 keep every mask a positive signed 64-bit integer
+MASK_CAPACITY = MASK_COLUMNS * BITS_PER_MASK
+FEATURE_MASKS: tuple[str, ...] = tuple(f"feat{i}" for i in range(MASK_COLUMNS))
+INT64 = 2**63  # SQL BIGINT holds -2**63 .. 2**63 - 1
+# The tables holding one row per available listing.
+LISTING_TABLES = ("inv_listing", "inv_doc", "inv_text", "inv_feature_extra")
+
+
+class ListingRow(NamedTuple):
+    """One ``inv_listing`` row, feature masks aside (they are known only once the import
+    has given every code a bit): the insert statement appends them."""
+
+    id: str
+    dealer_id: str | None
+    status: str
+    condition: str | None
+    vehicle_type: str            # "car" when the listing has none
+    currency: str                # "USD" when the listing has none
+    vin: str | None
+    stock: str | None
+    stock_k: str | None          # term key of stock, for the stock sort
+    make: str | None             # as listed, for the make sort's tie-break
+    make_k: str | None
+    model: str | None
+    model_k: str | None
+    trim_k: str | None
+    transmission_k: str | None
+    fuel_k: str | None
+    driveline_k: str | None
+    body_k: str | None
+    exterior_color_k: str | None
+    interior_color_k: str | None
+    charge_port_k: str | None
+    rooftop: str | None
+    year: int | None
+    price: int | None
+    list_price: int | None
+    msrp: int | None
+    odometer_mm: int | None      # exact: mileage times MM_PER_UNIT of its unit
+    updated_us: int              # updated_at as epoch microseconds
+    electric_range_mi: float | None
+    dc_fast_charge: int | None   # 1, 0 or NULL
+    displacement_cc: int | None
+
+
+#: Every ``inv_listing`` column, in insert order: the row's fields, then the masks.
+LISTING_COLUMNS: tuple[str, ...] = ListingRow._fields + FEATURE_MASKS
+COLUMN_INDEX = {name: i for i, name in enumerate(LISTING_COLUMNS)}
+
+_SCHEMA_V1 = f"""
+CREATE TABLE inv_listing (
+    id TEXT NOT NULL,
+    dealer_id TEXT,
+    status TEXT NOT NULL,
+    condition TEXT,
+    vehicle_type TEXT NOT NULL,
+    currency TEXT NOT NULL,
+    vin TEXT,
+    stock TEXT,
+    stock_k TEXT,
+    make TEXT,
+    make_k TEXT,
+    model TEXT,
+    model_k TEXT,
+    trim_k TEXT,
+    transmission_k TEXT,
+    fuel_k TEXT,
+    driveline_k TEXT,
+    body_k TEXT,
+    exterior_color_k TEXT,
+    interior_color_k TEXT,
+    charge_port_k TEXT,
+    rooftop TEXT,
+    year INTEGER,
+    price BIGINT,
+    list_price BIGINT,
+    msrp BIGINT,
+    odometer_mm BIGINT,
+    updated_us BIGINT NOT NULL,
+    electric_range_mi DOUBLE PRECISION,
+    dc_fast_charge INTEGER,
+    displacement_cc BIGINT,
+    {", ".join(f"{m} BIGINT NOT NULL DEFAULT 0" for m in FEATURE_MASKS)}
+);
+CREATE UNIQUE INDEX inv_listing_id ON inv_listing (id);
+CREATE INDEX inv_listing_make ON inv_listing (make_k, currency, price);
+CREATE INDEX inv_listing_price ON inv_listing (price, currency);
+CREATE INDEX inv_listing_updated ON inv_listing (updated_us, currency);
+CREATE INDEX inv_listing_odometer ON inv_listing (odometer_mm, currency);
+CREATE INDEX inv_listing_year ON inv_listing (year, currency);
+CREATE INDEX inv_listing_rooftop ON inv_listing (rooftop, currency, id);
+CREATE INDEX inv_listing_vin ON inv_listing (vin);
+CREATE INDEX inv_listing_stock ON inv_listing (stock);
+CREATE TABLE inv_text (
+    id TEXT NOT NULL,
+    query TEXT NOT NULL
+);
+CREATE UNIQUE INDEX inv_text_id ON inv_text (id);
+CREATE TABLE inv_doc (
+    id TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX inv_doc_id ON inv_doc (id);
+CREATE TABLE inv_feature_extra (
+    id TEXT NOT NULL,
+    code TEXT NOT NULL,
+    PRIMARY KEY (id, code)
+);
+CREATE INDEX inv_feature_extra_code ON inv_feature_extra (code, id);
+CREATE TABLE inv_tombstone (
+    id TEXT PRIMARY KEY,
+    dealer_id TEXT,
+    vin TEXT,
+    stock TEXT,
+    removed_us BIGINT NOT NULL
+);
+CREATE INDEX inv_tombstone_vin ON inv_tombstone (vin);
+CREATE INDEX inv_tombstone_stock ON inv_tombstone (stock);
+CREATE INDEX inv_tombstone_removed ON inv_tombstone (removed_us);
+CREATE TABLE inv_term (
+    field TEXT NOT NULL,
+    term TEXT NOT NULL,
+    display TEXT NOT NULL,
+    PRIMARY KEY (field, term)
+);
+CREATE TABLE inv_vocab (
+    code TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    bit INTEGER
+);
+CREATE TABLE inv_facet_count (
+    currency TEXT NOT NULL,
+    dealer_key TEXT NOT NULL,
+    field TEXT NOT NULL,
+    value TEXT NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (currency, dealer_key, field, value)
+);
+CREATE TABLE inv_meta (
+    name TEXT PRIMARY KEY,
+    num BIGINT NOT NULL
+);
+INSERT INTO inv_meta (name, num) VALUES ('version', 0)
+"""
+
+# Exact totals that were slow to count, per inventory version and matching set.
+_SCHEMA_V2 = """
+CREATE TABLE inv_count (
+    version BIGINT NOT NULL,
+    matching TEXT NOT NULL,
+    total BIGINT NOT NULL,
+    PRIMARY KEY (version, matching)
+)
+"""
+
+
+def _keyword_index(tx: Tx) -> None:
+    """Keyword tokens are substrings: an index that serves them, where the backend has one."""
+    tx.db.dialect.create_substring_index(tx, "inv_text_trgm", "inv_text", "query")
+
+
+def _vacuum_often(tx: Tx) -> None:
+    """Listing tables change in many small imports: keep their statistics fresh."""
+    tx.db.dialect.vacuum_eagerly(tx, LISTING_TABLES)
+
+
+MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often))
+
+
+def read_version(tx: Tx) -> int:
+    """The inventory version: bumped by every import, it keys every derived cache and total."""
+    return tx.fetchone("SELECT num FROM inv_meta WHERE name = 'version'")[0]

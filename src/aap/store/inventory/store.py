@@ -1,0 +1,142 @@
+"""The inventory store: imports write, snapshots read.
+
+Reads go through :meth:`InventoryStore.snapshot` (one read transaction, one
+inventory version); the one-call methods (:meth:`~InventoryStore.search`,
+:meth:`~InventoryStore.facets`, ...) each open a snapshot of their own.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from aap.inventory.query import Criteria, SearchQuery
+from aap.store.db import Database
+from aap.store.inventory.counts import Totals
+from aap.store.inventory.importer import ImportJob, ImportStats
+from aap.store.inventory.schema import LISTING_TABLES
+from aap.store.inventory.search import Hit, documents
+from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
+
+# Listings changed by one import beyond which table statistics (and, on PostgreSQL, the
+# visibility map that index-only counts rely on) are refreshed right away.
+_MAINTAIN_AFTER = 10_000
+
+
+@dataclass(frozen=True)
+class ListingRecord:
+    """A listing known to the store; ``listing`` is None for a tombstone."""
+
+    id: str
+    dealer_id: str | None
+    vin: str | None
+    stock: str | None
+    available: bool
+    listing: dict[str, Any] | None
+
+
+class InventoryStore:
+    """Listings of one deployment (every seller's, on an aggregate endpoint)."""
+
+    def __init__(self, db: Database, *, facet_cache_size: int = 256) -> None:
+        self.db = db
+        self.totals = Totals(db)
+        self._caches = VersionCaches(facet_cache_size)
+
+    # -- import -----------------------------------------------------------------
+    def import_listings(
+        self,
+        listings: Iterable[dict[str, Any]],
+        *,
+        dealer_id: str | None = None,
+        replace: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportStats:
+        """Load feed listings in one transaction: all of them, or (on any error) none.
+
+        Upsert by listing id; with ``replace=True`` every available listing of
+        the scope (``dealer_id``'s listings, or the whole inventory) missing
+        from the feed becomes a tombstone. A listing whose status is outside
+        available/intransit/pending becomes a tombstone too. ``progress`` is
+        called with the number of listings processed so far. Raises
+        :class:`~aap.store.inventory.rows.InventoryImportError` for a listing the
+        store cannot hold (duplicate id in the feed, id owned by another dealer,
+        ...); the feed reader is expected to have validated listings already.
+        """
+        collecting = gc.isenabled()
+        gc.disable()  # a bulk load allocates millions of acyclic objects; skip the GC passes
+        try:
+            with self.db.transaction() as tx, self.db.dialect.large_write(tx):
+                job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000))
+                stats = job.run(listings, progress)
+            if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
+                self.db.maintain(LISTING_TABLES)
+            return stats
+        finally:
+            if collecting:
+                gc.enable()
+
+    # -- reads --------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[InventorySnapshot]:
+        """A read snapshot: everything read through it is of one inventory version.
+
+        Background counts a search asked for start once the snapshot has closed.
+        """
+        with self.db.read() as tx:
+            snapshot = InventorySnapshot(tx, self._caches, self.totals)
+            yield snapshot
+        for work in snapshot.deferred:
+            self.totals.start(work)
+
+    def search(self, query: SearchQuery, *, count_timeout_ms: float = 0) -> tuple[list[Hit], int | None]:
+        """:meth:`InventorySnapshot.search` in a snapshot of its own."""
+        with self.snapshot() as snapshot:
+            return snapshot.search(query, count_timeout_ms=count_timeout_ms)
+
+    def facets(self, criteria: Criteria, vocabulary: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """:meth:`InventorySnapshot.facets` in a snapshot of its own."""
+        with self.snapshot() as snapshot:
+            return snapshot.facets(criteria, vocabulary)
+
+    def feature_vocabulary(self) -> list[tuple[str, str]]:
+        """(code, label) of every evidence code the inventory carries, by code."""
+        with self.snapshot() as snapshot:
+            return snapshot.feature_vocabulary()
+
+    def inventory_version(self) -> int:
+        """Bumped by every import; derived data (facet caches, remembered totals) is keyed by it."""
+        with self.snapshot() as snapshot:
+            return snapshot.version
+
+    def count(self) -> int:
+        """Available listings (tombstones excluded)."""
+        with self.db.read() as tx:
+            return tx.fetchone("SELECT COUNT(*) FROM inv_listing")[0]
+
+    def find(
+        self, vehicle_id: str | None = None, vin: str | None = None, stock: str | None = None
+    ) -> list[ListingRecord]:
+        """Every listing or tombstone matching at least one of the given identifiers."""
+        conditions, params = [], []
+        for column, value in (("id", vehicle_id), ("vin", vin), ("stock", stock)):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                params.append(value)
+        if not conditions:
+            return []
+        where = " OR ".join(conditions)
+        with self.db.read() as tx:
+            available = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_listing WHERE {where}", params)
+            gone = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {where}", params)
+            docs = documents(tx, [r[0] for r in available])
+        records = [ListingRecord(r[0], r[1], r[2], r[3], True, docs[r[0]]) for r in available]
+        records += [ListingRecord(r[0], r[1], r[2], r[3], False, None) for r in gone]
+        return records
+
+    def wait_for_background(self, rounds: int = 500) -> None:
+        """Block until background counts are done (tests, orderly shutdown); bounded by count."""
+        self.totals.wait(rounds)
