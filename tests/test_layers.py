@@ -1,0 +1,171 @@
+"""The import rule of docs/architecture.md, checked on the source.
+
+Every module of ``src/aap`` belongs to one layer; a module may import from
+its own layer or a lower one, never a higher one, and no two packages may
+import each other (directly or through others). Imports that exist only for
+annotations (under ``if TYPE_CHECKING:``) are not runtime dependencies and are
+left out. Function-level imports count like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+#: Low to high. The name is the second component of the module path
+#: (``aap.store.db`` → ``store``; ``aap.errors`` → ``errors``).
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("foundation", frozenset({"errors", "loopback", "paths", "protocols", "spec"})),
+    ("config", frozenset({"config"})),
+    ("inventory", frozenset({"inventory"})),
+    ("store", frozenset({"store"})),
+    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit"})),
+    ("http plumbing", frozenset({"web"})),
+    ("surfaces", frozenset({"bindings", "discovery", "poppy"})),
+    ("composition root", frozenset({"server"})),
+    ("the other side", frozenset({"client", "check"})),
+    ("command line", frozenset({"cli", "__main__"})),
+)
+LAYER_OF = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
+
+
+def module_name(path: Path, root: Path = SRC) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def runtime_imports(path: Path, root: Path = SRC) -> list[tuple[int, str]]:
+    """``(line, imported module)`` for every ``aap`` import outside TYPE_CHECKING blocks."""
+    module = module_name(path, root)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _type_checking_block(child):
+                for other in getattr(child, "orelse", []):
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, alias.name) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[: len(package) - child.level + 1]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                found.append((child.lineno, target))
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return [(line, target) for line, target in found if target == "aap" or target.startswith("aap.")]
+
+
+def component(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+SOURCES = sorted((SRC / "aap").rglob("*.py"))
+
+
+def test_every_package_has_a_layer() -> None:
+    unplaced = {component(module_name(p)) for p in SOURCES} - set(LAYER_OF) - {""}
+    assert not unplaced, f"give these a layer in tests/test_layers.py: {sorted(unplaced)}"
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    offences = []
+    for path in SOURCES:
+        source = component(module_name(path))
+        if source not in LAYER_OF:
+            continue
+        for line, target in runtime_imports(path):
+            dest = component(target)
+            if dest and LAYER_OF.get(dest, -1) > LAYER_OF[source]:
+                offences.append(
+                    f"{path.relative_to(SRC)}:{line} ({LAYERS[LAYER_OF[source]][0]}) imports "
+                    f"{target} ({LAYERS[LAYER_OF[dest]][0]})"
+                )
+    assert not offences, "lower layers must not import higher ones:\n" + "\n".join(offences)
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in SOURCES:
+        source = component(module_name(path))
+        for _line, target in runtime_imports(path):
+            dest = component(target)
+            if dest and dest != source:
+                graph.setdefault(source, set()).add(dest)
+    cycles = [scc for scc in _strongly_connected(graph) if len(scc) > 1]
+    assert not cycles, f"packages that import each other: {cycles}"
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm (the graph is a few dozen nodes)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                strong(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            scc = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                scc.append(top)
+                if top == node:
+                    break
+            out.append(sorted(scc))
+
+    for node in sorted(graph):
+        if node not in index:
+            strong(node)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from aap.server.app import create_app\n", ["aap.server.app"]),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aap.server import x\n", []),
+        ("def f():\n    import aap.cli.main\n", ["aap.cli.main"]),
+    ],
+)
+def test_the_import_reader(tmp_path: Path, source: str, expected: list[str]) -> None:
+    """The checker itself sees function-level imports and skips annotation-only ones."""
+    pkg = tmp_path / "aap" / "store"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text(source)
+    assert [t for _l, t in runtime_imports(pkg / "x.py", tmp_path)] == expected
+
+
+def test_the_cycle_finder() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert [scc for scc in _strongly_connected(graph) if len(scc) > 1] == [["a", "b", "c"]]
