@@ -15,7 +15,7 @@ import random
 from functools import lru_cache
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from aap.config.model import Settings
@@ -28,16 +28,19 @@ CAD_PER_USD = 1.37
 # -- catalogue ------------------------------------------------------------------------
 # Combustion powertrain: (fuel, engine, displacement_cc, city_mpg, highway_mpg, transmission)
 # Electric powertrain:   ("bev", electric_range_mi, battery_kwh, motor_power_hp, charge_port, dc_fast_charge)
+# A catalogue row: fields by position, as the comment above each table says.
+Entry = tuple[Any, ...]
+T = TypeVar("T")
 
 
-def _ev(range_mi: float, kwh: float, hp: float, port: str, dcfc: bool) -> tuple:
+def _ev(range_mi: float, kwh: float, hp: float, port: str, dcfc: bool) -> Entry:
     return ("bev", range_mi, kwh, hp, port, dcfc)
 
 
 A8, A10, CVT, ECVT = "8-speed automatic", "10-speed automatic", "cvt", "e-cvt"
 
 # (make, model, body, base_msrp, trims, powertrains, drivelines, wmi)
-CARS: tuple[tuple, ...] = (
+CARS: tuple[Entry, ...] = (
     ("Toyota", "Corolla", "sedan", 22500, ("LE", "SE", "XSE"),
      (("gas", "2.0L I4", 1987, 32, 41, CVT), ("hybrid", "1.8L I4 Hybrid", 1798, 53, 46, ECVT)), ("fwd",), "JTD"),
     ("Toyota", "Camry", "sedan", 28400, ("LE", "SE", "XLE", "XSE"),
@@ -151,7 +154,7 @@ CARS: tuple[tuple, ...] = (
 
 # (make, model, body, msrp, powertrain, wmi, final_drive, wheel_count)
 # Combustion motorcycle powertrain: ("gas", engine, displacement_cc, transmission)
-MOTORCYCLES: tuple[tuple, ...] = (
+MOTORCYCLES: tuple[Entry, ...] = (
     ("Harley-Davidson", "Street Glide", "touring", 28999, ("gas", "1923cc Milwaukee-Eight 117 V-twin", 1923, "6-speed manual"), "1HD", "belt", 2),
     ("Harley-Davidson", "Sportster S", "cruiser", 16499, ("gas", "1252cc Revolution Max 1250T V-twin", 1252, "6-speed manual"), "1HD", "belt", 2),
     ("Harley-Davidson", "Fat Boy 114", "cruiser", 21999, ("gas", "1868cc Milwaukee-Eight 114 V-twin", 1868, "6-speed manual"), "1HD", "belt", 2),
@@ -183,7 +186,7 @@ MOTORCYCLES: tuple[tuple, ...] = (
 )
 
 # (make, model, body, msrp, length_ft, dry_weight_lbs, sleeps, axles, hitch, wmi)
-TRAILERS: tuple[tuple, ...] = (
+TRAILERS: tuple[Entry, ...] = (
     ("Airstream", "Bambi 16RB", "travel_trailer", 67900, 16, 3000, 2, 1, "bumper pull", "1ST"),
     ("Airstream", "Flying Cloud 25FB", "travel_trailer", 112900, 25, 5700, 6, 2, "bumper pull", "1ST"),
     ("Jayco", "Jay Flight 264BH", "travel_trailer", 36900, 30, 5800, 8, 2, "bumper pull", "1UJ"),
@@ -194,7 +197,7 @@ TRAILERS: tuple[tuple, ...] = (
 )
 
 # (make, model, body, msrp, engine, displacement_cc, fuel, transmission, length_ft, sleeps, chassis, wmi)
-RVS: tuple[tuple, ...] = (
+RVS: tuple[Entry, ...] = (
     ("Winnebago", "View 24D", "class_c", 189000, "3.0L V6 Turbo Diesel", 2987, "diesel", "9-speed automatic", 25, 4, "Mercedes-Benz Sprinter", "W1X"),
     ("Thor", "Four Winds 28A", "class_c", 139000, "7.3L V8", 7300, "gas", "10-speed automatic", 30, 8, "Ford E-450", "1FD"),
     ("Tiffin", "Allegro Open Road 34PA", "class_a", 199000, "7.3L V8", 7300, "gas", "6-speed automatic", 35, 6, "Ford F-53", "1F6"),
@@ -204,7 +207,7 @@ RVS: tuple[tuple, ...] = (
 )
 
 # (make, model, body, msrp, engine, displacement_cc, wmi)
-OTHERS: tuple[tuple, ...] = (
+OTHERS: tuple[Entry, ...] = (
     ("Polaris", "RZR XP 1000", "side_by_side", 22999, "999cc parallel twin", 999, "4XA"),
     ("Can-Am", "Maverick X3", "side_by_side", 27999, "900cc turbo triple", 900, "3JB"),
     ("Polaris", "Sportsman 570", "atv", 8999, "567cc single", 567, "4XA"),
@@ -257,12 +260,12 @@ BODY_ONLY: dict[str, frozenset[str]] = {
 # -- small, fast helpers (the generator must make 100k listings in seconds) ----------
 
 
-def pick(rnd: Callable[[], float], seq: Any) -> Any:
+def pick(rnd: Callable[[], float], seq: Sequence[T]) -> T:
     """One element of ``seq``; much cheaper than ``Random.choice``."""
     return seq[int(rnd() * len(seq))]
 
 
-def sample(rnd: Callable[[], float], seq: Any, k: int) -> list:
+def sample(rnd: Callable[[], float], seq: Iterable[T], k: int) -> list[T]:
     """``k`` distinct elements of ``seq`` (partial Fisher-Yates)."""
     pool = list(seq)
     n = len(pool)
@@ -419,7 +422,7 @@ def _default_settings() -> Settings:
 # -- the generator ------------------------------------------------------------------------
 
 
-def generate_listings(count: int, seed: int = 0, *, settings: Settings | None = None) -> Iterator[dict]:
+def generate_listings(count: int, seed: int = 0, *, settings: Settings | None = None) -> Iterator[dict[str, Any]]:
     """Yield ``count`` InventoryListing dicts for ``settings`` (default: the demo dealer group)."""
     settings = settings or _default_settings()
     rooftops = rooftops_for(settings)

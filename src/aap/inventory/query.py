@@ -221,17 +221,19 @@ def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
 
 
 # Rooftop indexes of the last few Settings objects (a deployment has one; tests have many).
-_INDEXES: dict[int, tuple[Settings, RooftopIndex]] = {}
+#: A located rooftop: (dealer_id on an aggregate endpoint, rooftop name, the dealer's only rooftop).
+RooftopKey = tuple[str | None, str, bool]
+_INDEXES: dict[int, tuple[Settings, RooftopIndex[RooftopKey]]] = {}
 _INDEXES_KEPT = 8
 
 
-def rooftop_index(settings: Settings) -> RooftopIndex:
+def rooftop_index(settings: Settings) -> RooftopIndex[RooftopKey]:
     """Every rooftop with coordinates that can hold listings, as (dealer_id, name, only rooftop)."""
     entry = _INDEXES.get(id(settings))
     if entry is not None and entry[0] is settings:
         return entry[1]
     aggregate = settings.scope == "aggregate"
-    located: list[Located] = []
+    located: list[Located[RooftopKey]] = []
     for profile in settings.all_profiles():
         if aggregate and profile.dealer_id is None:
             continue
@@ -239,7 +241,8 @@ def rooftop_index(settings: Settings) -> RooftopIndex:
         for rooftop in rooftops:
             geo = rooftop.get("geo")
             if geo:
-                item = (profile.dealer_id if aggregate else None, rooftop["name"], len(rooftops) == 1)
+                item: RooftopKey = (profile.dealer_id if aggregate else None, rooftop["name"],
+                                    len(rooftops) == 1)
                 located.append(Located(len(located), geo["latitude"], geo["longitude"], item))
     index = RooftopIndex(located)
     if len(_INDEXES) >= _INDEXES_KEPT:
@@ -270,7 +273,7 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
             shown: list[str] = []
             keys: list[str] = []
             for item, k in zip(value, term_keys(value)):  # every value is non-blank by now
-                if k not in keys:
+                if k is not None and k not in keys:
                     keys.append(k)
                     shown.append(item.strip())
             applied[key] = shown

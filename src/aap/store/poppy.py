@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations, Tx
+from aap.store.db import Database, Migrations, Row, Tx
 
 MIGRATIONS = Migrations(
     "poppy",
@@ -120,7 +120,7 @@ class TokenRecord:
 _SESSION_COLUMNS = "s.id, s.jkt, s.client_id, s.sub, s.agent_id, s.created_at, s.last_used_at, s.ended_at"
 
 
-def _session(row: tuple) -> SessionRecord:
+def _session(row: Row) -> SessionRecord:
     return SessionRecord(*row)
 
 
@@ -232,7 +232,9 @@ class PoppyStore:
             )
         if row is None:
             return None
-        return TokenRecord(*row[:6], session=_session(row[6:]))
+        hashed, token_type, resource, issued_at, expires_at, revoked_at = row[:6]
+        return TokenRecord(hashed, token_type, resource, issued_at, expires_at, revoked_at,
+                           _session(row[6:]))
 
     def use_session(
         self,
@@ -306,7 +308,7 @@ class PoppyStore:
         """Store one report; None (and nothing written) when the caller's daily quota is used."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            (count,) = tx.fetchone(
+            (count,) = tx.one(
                 "SELECT COUNT(*) FROM poppy_feedback WHERE client_id = ? AND sub = ? AND received_at > ?",
                 (client_id, sub, now - 86400),
             )

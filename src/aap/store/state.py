@@ -84,7 +84,7 @@ class StateStore:
                 "INSERT INTO state_secret (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
                 (name, _secrets.token_hex(32)),
             )
-            value = bytes.fromhex(tx.fetchone("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
+            value = bytes.fromhex(tx.one("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
         self._secrets[name] = value
         return value
 
@@ -185,5 +185,6 @@ class StateStore:
             )
         if row is None or row[1] <= t:
             return None
-        return row[0]
+        value: str = row[0]
+        return value
 

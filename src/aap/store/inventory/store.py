@@ -115,7 +115,8 @@ class InventoryStore:
     def count(self) -> int:
         """Available listings (tombstones excluded)."""
         with self.db.read() as tx:
-            return tx.fetchone("SELECT COUNT(*) FROM inv_listing")[0]
+            count: int = tx.one("SELECT COUNT(*) FROM inv_listing")[0]
+        return count
 
     def find(
         self, vehicle_id: str | None = None, vin: str | None = None, stock: str | None = None
