@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from aap.config.model import Settings
-from aap.errors import AapError, problem
+from aap.errors import AapError, Problem, problem
 from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
 from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
 from aap.spec import validate
@@ -34,7 +34,7 @@ class CallContext:
 
 
 SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, Any]]
-Classifier = Callable[[Any, list[dict[str, str]]], AapError]
+Classifier = Callable[[Any, list[Problem]], AapError]
 
 
 def normalize_numbers(value: Any) -> Any:
@@ -48,7 +48,7 @@ def normalize_numbers(value: Any) -> Any:
     return value
 
 
-def schema_error(problems: list[dict[str, str]]) -> AapError:
+def schema_error(problems: list[Problem]) -> AapError:
     """``SCHEMA_VALIDATION_FAILED`` carrying every problem found."""
     return AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import ssl
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -106,7 +107,7 @@ async def run_checks(
     *,
     rules: Iterable[str] | None = None,
     http: httpx.AsyncClient | None = None,
-    verify: Any = True,
+    verify: ssl.SSLContext | str | bool = True,
     timeout: float = 30.0,
 ) -> Report:
     """Check ``target`` (a domain, base URL or agent-card URL) and return the report."""

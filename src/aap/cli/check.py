@@ -12,7 +12,7 @@ from rich.console import Console
 BINDING_CHOICES = ("a2a", "mcp", "poppy")
 
 
-def verify_option(ca_file: str | None, insecure: bool) -> object:
+def verify_option(ca_file: str | None, insecure: bool) -> ssl.SSLContext | bool:
     """httpx ``verify``: a CA bundle (self-signed test deployments), off, or the system store."""
     if insecure:
         return False

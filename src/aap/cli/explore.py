@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, Callable
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 import orjson
@@ -17,6 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from aap.cli.check import BINDING_CHOICES, verify_option
+
+if TYPE_CHECKING:
+    from aap.client import AapClient
+    from aap.client.discovery import Discovery
+    from aap.client.models import DealerInfo, SearchPage, VehicleDetail
+
+T = TypeVar("T")
 
 CONDITIONS = ("new", "used", "cpo")
 
@@ -44,7 +52,7 @@ def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str | None = None,
                 poppy_client_key: str | None = None, poppy_key_id: str | None = None,
-                ca_file: str | None = None, insecure: bool = False) -> Any:
+                ca_file: str | None = None, insecure: bool = False) -> AapClient:
     """An unopened :class:`AapClient` for the connection options of :func:`client_options`."""
     from aap.client import AapClient, PoppyIdentity  # httpx and JOSE: loaded only when a command runs
 
@@ -56,11 +64,17 @@ def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str |
             identity = PoppyIdentity.from_key_file(poppy_client_id, poppy_client_key, poppy_key_id)
         except (ValueError, TypeError) as exc:
             raise click.UsageError(f"cannot use --poppy-client-key: {exc}") from None
-    return AapClient.discover(url, binding=binding, mcp_protocol_version=mcp_version, poppy_identity=identity,
-                              verify=verify_option(ca_file, insecure))
+    return AapClient(url, binding=binding, mcp_protocol_version=mcp_version, poppy_identity=identity,
+                     verify=verify_option(ca_file, insecure))
 
 
-def run(coro: Awaitable[Any]) -> Any:
+def opened(client: AapClient) -> Discovery:
+    """What the client discovered when it opened (``async with`` opens it)."""
+    assert client.discovery is not None
+    return client.discovery
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a client coroutine; AAP and protocol errors become a readable message and exit code 1."""
     from aap.client import AapClientError, AapRemoteError  # loaded only when a command runs
 
@@ -139,11 +153,11 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
     if walk_all and cursor:
         raise click.UsageError("--all starts from the first page; drop --cursor")
 
-    async def go() -> tuple[list[Any], Any]:
+    async def go() -> tuple[list[SearchPage], Discovery]:
         async with make_client(**conn) as client:
             if not walk_all:
                 page = await client.search(filters, cursor=cursor, **kwargs)
-                return [page], client.discovery
+                return [page], opened(client)
             pages = []
             seen = 0
             async for page in client.iter_pages(filters, **kwargs):
@@ -151,7 +165,7 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
                 seen += len(page.vehicles)
                 if seen >= max_results:
                     break
-            return pages, client.discovery
+            return pages, opened(client)
 
     pages, found = run(go())
     if as_json:
@@ -184,7 +198,7 @@ def vehicle_command(as_json, vin, stock, vehicle_id, **conn) -> None:
     if not (vin or stock or vehicle_id):
         raise click.UsageError("give --vin, --stock or --vehicle-id")
 
-    async def go() -> Any:
+    async def go() -> VehicleDetail:
         async with make_client(**conn) as client:
             return await client.vehicle(vin=vin, stock=stock, vehicle_id=vehicle_id)
 
@@ -211,9 +225,9 @@ def vehicle_command(as_json, vin, stock, vehicle_id, **conn) -> None:
 def dealer_command(as_json, dealer_id, **conn) -> None:
     """Show the dealer's public profile and rooftops."""
 
-    async def go() -> Any:
+    async def go() -> tuple[DealerInfo, Discovery]:
         async with make_client(**conn) as client:
-            return await client.dealer_information(dealer_id), client.discovery
+            return await client.dealer_information(dealer_id), opened(client)
 
     info, found = run(go())
     if as_json:

@@ -10,7 +10,7 @@ import asyncio
 import signal
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -20,10 +20,13 @@ from rich.text import Text
 
 from aap.cli.common import config_option, console, database_option, fail, load_or_fail
 
+if TYPE_CHECKING:
+    from aap.store import Stores
+
 DELIVERY_STATES = ("pending", "delivering", "delivered", "dead", "expired_consent")
 
 
-def _stores(config: str | None, database: str | None) -> Any:
+def _stores(config: str | None, database: str | None) -> Stores:
     """The stores of the configured database (the configuration is only read without --database)."""
     from aap.store import open_stores  # the store: loaded only when a command needs it
 

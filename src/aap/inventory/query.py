@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Protocol
 
 from aap.config.model import Settings
-from aap.errors import AapError, problem
+from aap.errors import AapError, Problem, problem
 from aap.inventory.geo import Located, RooftopIndex
 
 ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
@@ -117,9 +117,9 @@ class SearchQuery:
 
 @dataclass
 class _Checks:
-    semantic: list[dict[str, str]] = field(default_factory=list)
-    capability: list[dict[str, str]] = field(default_factory=list)
-    sort: list[dict[str, str]] = field(default_factory=list)
+    semantic: list[Problem] = field(default_factory=list)
+    capability: list[Problem] = field(default_factory=list)
+    sort: list[Problem] = field(default_factory=list)
 
     def raise_first(self) -> None:
         """Raise the first stage with problems: semantics, then capabilities, then sort."""
@@ -140,7 +140,7 @@ class _Checks:
             )
 
 
-def unpaired_surrogates(value: Any, location: str) -> list[dict[str, str]]:
+def unpaired_surrogates(value: Any, location: str) -> list[Problem]:
     """A problem for every string that is not valid Unicode (JSON allows lone surrogates).
 
     Such text can equal no stored value, and no database driver accepts it.

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 import httpx
 
 from aap import AAP_VERSION
-from aap.config.model import Settings
+from aap.config.model import DealerProfile, Settings
 from aap.leads import adf, transports
 from aap.config.leads import LeadSettings
 from aap.store import Stores
@@ -66,7 +66,7 @@ class DeliveryWorker:
         return int(self.clock() * 1000)
 
     # -- what is sent ----------------------------------------------------------------
-    def _profile(self, dealer_id: str) -> Any:
+    def _profile(self, dealer_id: str) -> DealerProfile:
         return self.settings.profile_for(dealer_id) or self.settings.dealer
 
     def view(self, d: Delivery) -> adf.LeadView:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import ssl
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from aap.agent import DealerAgent
 from aap.config.model import Settings
@@ -45,13 +45,14 @@ from aap.poppy.oauth import OAuthError, oauth_error_shape, server_error
 from aap.store import Stores
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.documents import StaticDocument
-from aap.web.errors import unexpected
+from aap.web.errors import ErrorShape, unexpected
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "PoppySettings", "PoppyContext", "rotate_signing_key"]
 
 
-def _document(render: Callable[[], dict[str, Any]], max_age: int = 300, *, blocking: bool = False):
+def _document(render: Callable[[], dict[str, Any]], max_age: int = 300, *,
+              blocking: bool = False) -> Callable[[Request], Awaitable[Response]]:
     """A JSON document route; ``blocking`` renders in a worker thread (it reads the database)."""
     async def endpoint(request: Request) -> Response:
         document = await run_in_threadpool(render) if blocking else render()
@@ -102,7 +103,7 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
     async def revoke(request: Request) -> Response:
         return await token_endpoint.revoke(ctx, request)
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route(POPPY_PATH, _document(lambda: discovery.poppy_document(ctx)), methods=["GET", "HEAD"], name="poppy"),
         Route(OAUTH_METADATA_PATH, _document(lambda: discovery.issuer_metadata(ctx)), methods=["GET", "HEAD"],
               name="poppy_issuer_metadata"),
@@ -130,7 +131,7 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
         app.state.poppy = ctx
         yield
 
-    shapes = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
+    shapes: dict[str, ErrorShape] = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
               POPPY_API_PREFIX: aap_error_shape}
     return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes)
 

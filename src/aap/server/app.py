@@ -61,7 +61,7 @@ def check_public_url(url: str) -> None:
         raise PublicUrlError(f"public_url {url!r}: {problem}")
 
 
-def _lifespan(lifespans: Sequence[Lifespan]) -> Callable[[Starlette], AsyncIterator[None]]:
+def _lifespan(lifespans: Sequence[Lifespan]) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:

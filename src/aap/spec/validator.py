@@ -32,10 +32,10 @@ from jsonschema import Draft202012Validator, TypeChecker, validators
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
+from aap.errors import Problem
 from aap.spec import ecma, formats, schema_files
 from aap.spec.formats import checker as format_checker
 
-Problem = dict[str, str]
 
 _FORMAT_NAMES = {
     "date-time": "an RFC 3339 date-time with a time-zone offset",
@@ -265,7 +265,7 @@ def _closest_item(e: ValidationError, loc: str, root: Validator) -> Iterator[Pro
             return  # some item matches: the count is the problem, not an item
         best: list[Problem] | None = None
         for i, item in enumerate(items):
-            probs = [dict(p, instanceLocation=f"{loc}/{i}{p['instanceLocation']}")
+            probs = [_problem(f"{loc}/{i}{p['instanceLocation']}", p["keyword"], p["error"])
                      for p in _explain_all(checker.iter_errors(item), checker)]
             if best is None or len(probs) < len(best):
                 best = probs

@@ -238,18 +238,18 @@ class PoppyStore:
 
     def use_session(
         self,
-        session_id: str,
+        session_id: str | None,
         consumed: list[tuple[str, str, float]],
         *,
         touch: bool,
         now: float | None = None,
     ) -> None:
-        """Consume an API call's single-use values; optionally mark the Session as used now."""
+        """Consume an API call's single-use values; optionally mark the Session (if any) as used now."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
             for scope, entry, exp in consumed:
                 self.consume(tx, scope, entry, exp, now)
-            if touch:
+            if touch and session_id is not None:
                 tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
 
     def revoke(self, token: str, client_id: str, consumed: list[tuple[str, str, float]],

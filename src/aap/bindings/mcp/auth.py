@@ -24,6 +24,7 @@ import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from aap.agent import DealerAgent
 from aap.config.model import Settings
@@ -47,7 +48,7 @@ def caller_of(request: Request | None) -> VerifiedCaller | None:
     return request.scope.get("state", {}).get(CALLER_STATE_KEY)
 
 
-def remember_caller(scope: dict[str, Any], caller: VerifiedCaller) -> None:
+def remember_caller(scope: Scope, caller: VerifiedCaller) -> None:
     scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
 
 

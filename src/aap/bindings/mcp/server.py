@@ -159,7 +159,9 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], limiter: RateLim
         cache_hints={"tools/list": hint, "server/discover": hint},
         get_tool_input_schema=lambda name: None,  # no x-mcp-header in AAP schemas: nothing to mirror
         on_list_tools=list_tools,
-        on_call_tool=ToolRunner(agent, tools, limiter),
+        # A handler may return a dict (mcp.server.context.HandlerResult); this keyword's hint
+        # names only the result models, and _result() says why the dict is built directly.
+        on_call_tool=ToolRunner(agent, tools, limiter),  # type: ignore[arg-type]
     )
 
     async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> types.DiscoverResult:
