@@ -16,6 +16,7 @@ from typing import Any, Final, Iterable, Iterator, Mapping, TypeVar, overload
 from aap.config.urls import endpoint_url_problem, public_url_problem
 from aap.spec import validate
 
+
 class _Missing(enum.Enum):
     MISSING = enum.auto()
 

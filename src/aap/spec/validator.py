@@ -36,7 +36,6 @@ from aap.errors import Problem
 from aap.spec import ecma, formats, schema_files
 from aap.spec.formats import checker as format_checker
 
-
 _FORMAT_NAMES = {
     "date-time": "an RFC 3339 date-time with a time-zone offset",
     "date": "an RFC 3339 full-date (YYYY-MM-DD)",
