@@ -90,6 +90,8 @@ def test_deliver_once_then_retry_a_dead_delivery(runner, deployment, receiver, m
     receiver.status = 200
     assert runner.invoke(cli.deliver, ["--once"]).exit_code == 0
     assert deployment.stores.leads.get_lead(lead_id)["deliveries"][0]["status"] == "delivered"
+    shown = runner.invoke(cli.leads, ["show", lead_id, "--database", url])
+    assert "delivered  attempts 2" in shown.output  # tried twice: the retry keeps the count
     nothing = runner.invoke(cli.leads, ["retry", lead_id, "--database", url])
     assert nothing.exit_code == 1 and "--all" in nothing.output
     again = runner.invoke(cli.leads, ["retry", lead_id, "--all", "--database", url])
