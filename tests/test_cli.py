@@ -13,7 +13,7 @@ from aap.store import open_stores
 
 @pytest.fixture
 def runner(monkeypatch):
-    for name in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL"):
+    for name in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL", "AAP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     return CliRunner()
 
