@@ -367,3 +367,18 @@ def test_shell_completion_is_served_by_click(runner, monkeypatch):
     result = runner.invoke(main, [], prog_name="aap")
     assert result.exit_code == 0
     assert "_AAP_COMPLETE=bash_complete" in result.output
+
+
+def test_an_import_logs_its_counts_as_fields(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="aap.import")
+    stores = open_stores(f"sqlite:///{tmp_path}/i.db")
+    try:
+        from aap.inventory.demo import generate_listings
+
+        stores.inventory.import_listings(generate_listings(1, settings=load_settings(environ={})), replace=True)
+    finally:
+        stores.close()
+    (rec,) = [r for r in caplog.records if r.name == "aap.import"]
+    assert rec.getMessage() == "inventory imported"
+    assert {k: rec.fields[k] for k in ("inserted", "updated", "removed", "total", "replace")} == {
+        "inserted": 1, "updated": 0, "removed": 0, "total": 1, "replace": True}
