@@ -140,6 +140,27 @@ def test_demo_data_never_reaches_a_real_configuration(runner, fake_run, tmp_path
         assert "holds the demo dealer group" in refused.output
     assert len(fake_run) == 1  # the refused serve never reached the runner
 
+    # The other way round: the demo never serves inventory it did not load as its own.
+    refused = runner.invoke(main, ["serve", "--port", "0", "--database", "sqlite:///aap.db"])
+    assert refused.exit_code == 1
+    assert "holds inventory the demo dealer group did not load" in refused.output
+    assert len(fake_run) == 1
+    stores = open_stores("sqlite:///aap.db")
+    try:
+        assert stores.state.mark(DEMO_MARK) is None  # and leaves it unmarked: mine.toml still opens it
+    finally:
+        stores.close()
+    assert runner.invoke(main, ["leads", "list", "--config", str(mine)]).exit_code == 0
+
+
+def test_a_feed_imported_as_the_demos_is_served_by_the_demo(runner, fake_run, tmp_path):
+    feed = tmp_path / "demo.jsonl"
+    assert runner.invoke(main, ["demo-inventory", "-n", "5", "-o", str(feed)]).exit_code == 0
+    assert runner.invoke(main, ["import", str(feed)]).exit_code == 0  # into ./aap-demo.db, marked
+    served = runner.invoke(main, ["serve", "--port", "0"])
+    assert served.exit_code == 0, served.output
+    assert "demo listings" not in served.output  # not seeded over the imported feed
+
 
 # -- what aap serve publishes, and when it says so -----------------------------------------------
 

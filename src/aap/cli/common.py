@@ -4,9 +4,10 @@ Every command that reads a deployment finds its configuration the same way
 (:func:`find_config`): ``--config FILE``, else the file ``AAP_CONFIG`` names,
 else ``./aap.toml``, else the built-in demo dealer group, and says on stderr
 which one it uses. The demo keeps its data in its own database file
-(``aap-demo.db``) and marks the database it seeds; a real configuration
-refuses a database so marked (:func:`open_stores_or_fail`), so demo listings
-and rooftops never end up in a real deployment (docs/configuration.md).
+(``aap-demo.db``) and marks the database it loads (:func:`claim_for_demo`);
+a real configuration refuses a database so marked (:func:`open_stores_or_fail`),
+and the demo refuses to serve inventory it did not load, so demo listings and
+rooftops never mix with a real deployment's (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -156,6 +157,20 @@ def open_stores_or_fail(settings: Settings) -> Stores:
              ["set `database` in the configuration (or --database) to another database, "
               "or delete this one"])
     return stores
+
+
+def claim_for_demo(stores: Stores, settings: Settings) -> bool:
+    """Mark the database as the demo's if it is, or may become, the demo's (no inventory yet).
+
+    False: it holds inventory the demo did not load (someone's real data, reached with
+    ``--database``), which the demo must never serve as its own.
+    """
+    if stores.state.mark(DEMO_MARK) is not None:
+        return True
+    if stores.inventory.count():
+        return False
+    stores.state.set_mark(DEMO_MARK, settings.deployment_id)
+    return True
 
 
 def redacted(url: str) -> str:

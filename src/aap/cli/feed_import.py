@@ -6,7 +6,16 @@ import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from aap.cli.common import config_option, console, database_option, fail, load_or_fail, open_stores_or_fail
+from aap.cli.common import (
+    claim_for_demo,
+    config_option,
+    console,
+    database_option,
+    fail,
+    is_demo,
+    load_or_fail,
+    open_stores_or_fail,
+)
 from aap.inventory.feed import FeedError, feed_format, read_feed
 
 
@@ -50,6 +59,8 @@ def command(file: str, replace: bool, dealer_id: str | None, fmt: str | None,
             fail(f"Cannot read {file}: {exc}")
         importing = bar.add_task("Importing", total=len(feed))
         stores = open_stores_or_fail(settings)
+        if is_demo(settings):
+            claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
         try:
             stats = stores.inventory.import_listings(
                 feed.listings, dealer_id=dealer_id, replace=replace,

@@ -15,7 +15,7 @@ import click
 from rich.text import Text
 
 from aap.cli.common import (
-    DEMO_MARK,
+    claim_for_demo,
     config_option,
     console,
     database_option,
@@ -93,6 +93,10 @@ def command(config: str | None, database: str | None, host: str, port: int,
     stores = open_stores_or_fail(settings)
     try:
         if is_demo(settings):
+            if not claim_for_demo(stores, settings):
+                fail(f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
+                     "group did not load; the demo never serves it as its own.",
+                     ["serve it with its configuration (--config), or give the demo another database"])
             seed_demo_inventory(settings, stores)
     finally:
         stores.close()
@@ -106,10 +110,9 @@ def command(config: str | None, database: str | None, host: str, port: int,
 
 
 def seed_demo_inventory(settings: Settings, stores: Stores, count: int = DEMO_LISTINGS) -> int:
-    """Load the demo feed into an empty database and mark it as the demo's; returns the listings added."""
+    """Load the demo feed into an empty database; returns the listings added (0 if not empty)."""
     from aap.inventory.demo import generate_listings  # loaded only when the demo is served
 
-    stores.state.set_mark(DEMO_MARK, settings.deployment_id)
     if stores.inventory.count():
         return 0
     console.print(Text(f"Empty database: loading {count} demo listings ..."))
