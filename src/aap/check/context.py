@@ -18,7 +18,7 @@ import httpx
 from aap.check.registry import Fail, Skip
 from aap.client.a2a import A2ATransport, find_aap_error
 from aap.client.discovery import Discovery, fetch_card, parse_card
-from aap.client.errors import AapClientError, AapRemoteError, DiscoveryError
+from aap.client.errors import AapClientError, AapRemoteError, DiscoveryError, UnreachableError
 from aap.client.mcp import MODERN, McpTransport
 from aap.client.poppy import PoppyTransport
 from aap.client.poppy_auth import PoppyIdentity
@@ -121,6 +121,8 @@ class CheckContext:
         self.card_response: httpx.Response | None = None
         self.card_raw: Any = None
         self.card_error: str | None = None
+        #: Why nothing answered at the target at all (then no rule can say anything more).
+        self.unreachable: str | None = None
 
     # -- helpers ------------------------------------------------------------------
     @property
@@ -154,6 +156,8 @@ class CheckContext:
                 url, card, response = await fetch_card(self.http, self.target)
             except DiscoveryError as exc:
                 self.card_error = exc.message
+                if isinstance(exc, UnreachableError):
+                    self.unreachable = exc.message
                 raise Skip(f"no agent card: {exc.message}") from exc
             self.card_url, self.card_raw, self.card_response = url, card, response
             return url, card, response

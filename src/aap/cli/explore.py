@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 import orjson
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -140,7 +141,11 @@ def parse_filters(text: str | None) -> dict[str, Any]:
 def search_command(as_json, make, model, body, condition, year_min, year_max, price_min, price_max, mileage_max,
                    query, filters_json, sort, limit, cursor, currency, mileage_unit, walk_all, max_results,
                    **conn) -> None:
-    """Search a dealer's inventory."""
+    """Search a dealer's inventory.
+
+    --json prints the dealer's response object; with --all, a JSON array of
+    them, one per page (even when there is only one).
+    """
     filters = parse_filters(filters_json)
     for key, value in (("make", make), ("model", model), ("body", body), ("condition", condition)):
         if value:
@@ -168,24 +173,30 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
             return pages, opened(client)
 
     pages, found = run(go())
-    if as_json:
-        echo_json(pages[0].raw if len(pages) == 1 else [p.raw for p in pages])
+    if as_json:  # one page: the dealer's response object; --all: always a list of them
+        echo_json([p.raw for p in pages] if walk_all else pages[0].raw)
         return
     first, last = pages[0], pages[-1]
-    table = Table(title=f"{found.name}: {first.total if first.total is not None else '?'} matching")
-    for column in ("Year", "Make", "Model", "Trim", "Price", "Mileage", "Status", "Rooftop", "VIN / stock"):
-        table.add_column(column, overflow="fold")
+    table = Table(title=f"{found.name}: {first.total if first.total is not None else '?'} matching",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("Vehicle", overflow="fold")
+    for column in ("Price", "Mileage", "Status"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("Rooftop", overflow="fold")
+    # Identifiers are pasted back into commands: never wrapped or cut, whatever the width.
+    table.add_column("VIN / stock", no_wrap=True, min_width=17)
     for page in pages:
         for car in page.vehicles:
-            table.add_row(str(car.year or "—"), car.make or "—", car.model or "—", car.trim or "—",
-                          money(car.price, car.currency), distance(car.mileage, car.mileage_unit),
+            name = " ".join(str(v) for v in (car.year, car.make, car.model, car.trim) if v) or "—"
+            table.add_row(name, money(car.price, car.currency), distance(car.mileage, car.mileage_unit),
                           car.status or "—", car.rooftop or "—", car.vin or car.stock or car.vehicle_id or "—")
     console = Console()
     console.print(table)
     sort_used = first.sort or {}
     console.print(f"sorted by {sort_used.get('field')} {sort_used.get('order')}; page size {first.limit}")
     if last.next_cursor:
-        console.print(f"next page: --cursor {last.next_cursor}")
+        console.print("next page: --cursor CURSOR, with CURSOR:")
+        click.echo(last.next_cursor)  # alone on its line, unwrapped, so it can be pasted back
 
 
 @click.command("vehicle")

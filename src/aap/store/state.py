@@ -46,7 +46,15 @@ CREATE TABLE state_value (
 CREATE INDEX state_value_expiry ON state_value (expires_at)
 """
 
-MIGRATIONS = Migrations("state", (_SCHEMA_V1,))
+# Facts about the database itself (e.g. that the demo dealer group seeded it).
+_SCHEMA_V2 = """
+CREATE TABLE state_mark (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)
+"""
+
+MIGRATIONS = Migrations("state", (_SCHEMA_V1, _SCHEMA_V2))
 
 _SWEEP_EVERY = 256  # sweep full buckets / expired values once per this many calls
 
@@ -72,6 +80,19 @@ class StateStore:
         with self._lock:
             self._calls += 1
             return self._calls % _SWEEP_EVERY == 1
+
+    # -- marks ----------------------------------------------------------------
+    def mark(self, name: str) -> str | None:
+        """The value of the mark ``name`` this database carries, or None."""
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT value FROM state_mark WHERE name = ?", (name,))
+        return None if row is None else str(row[0])
+
+    def set_mark(self, name: str, value: str) -> None:
+        """Mark the database (idempotent; the first value stays)."""
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO state_mark (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                       (name, value))
 
     # -- secrets --------------------------------------------------------------
     def secret(self, name: str) -> bytes:
