@@ -43,8 +43,14 @@ from aap.web.parts import BindingParts, Lifespan
 
 Surface = Callable[[DealerAgent], BindingParts]
 
+
+def mcp_surface(agent: DealerAgent) -> BindingParts:
+    """The MCP binding, verifying the Bearer tokens the Poppy issuer exchanges for it (docs/mcp.md)."""
+    return mcp.build(agent, verifier=aap.poppy.mcp_verifier(agent))
+
+
 #: The protocol doors, in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build)
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build)
 
 #: Background services: entered after the surfaces' lifespans, left before them.
 SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
