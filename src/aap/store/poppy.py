@@ -151,6 +151,12 @@ class PoppyStore:
         if cursor.rowcount != 1:
             raise Replayed(scope, entry)
 
+    @classmethod
+    def consume_all(cls, tx: Tx, consumed: list[tuple[str, str, float]], now: float) -> None:
+        """:meth:`consume` each ``(scope, entry, expires_at)``; the first replay raises."""
+        for scope, entry, expires_at in consumed:
+            cls.consume(tx, scope, entry, expires_at, now)
+
     def purge_expired(self, idle_ttl: float, now: float | None = None) -> None:
         """Drop what can no longer matter: used jtis past their window, expired tokens,
         Sessions idle longer than ``idle_ttl`` (with their tokens). Correctness never depends on it."""
@@ -189,8 +195,7 @@ class PoppyStore:
         """
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             row = tx.fetchone(
                 f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,)
             )
@@ -251,8 +256,7 @@ class PoppyStore:
         """Consume an API call's single-use values; optionally mark the Session (if any) as used now."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             if touch and session_id is not None:
                 tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
 
@@ -267,8 +271,7 @@ class PoppyStore:
         """
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             row = tx.fetchone(
                 "SELECT t.session_id FROM poppy_tokens t JOIN poppy_sessions s ON s.id = t.session_id "
                 "WHERE t.token_hash = ? AND t.token_type = 'DPoP' AND t.revoked_at IS NULL "
@@ -294,8 +297,7 @@ class PoppyStore:
         """
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             cursor = tx.execute(
                 "UPDATE poppy_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL "
                 "AND session_id IN (SELECT id FROM poppy_sessions WHERE client_id = ?)",
