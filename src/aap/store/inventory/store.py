@@ -17,6 +17,7 @@ from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Database
 from aap.store.inventory.counts import Totals
 from aap.store.inventory.importer import ImportJob, ImportStats
+from aap.store.inventory.rows import synthesized_id
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
@@ -38,6 +39,38 @@ class ListingRecord:
     listing: dict[str, Any] | None
 
 
+class ShrinkRefused(Exception):
+    """A replace that would remove more of the inventory than allowed; nothing was changed."""
+
+    def __init__(self, stats: ImportStats, share: float) -> None:
+        self.stats = stats
+        self.share = share
+        super().__init__(f"the import would remove {stats.omitted} of {stats.before} listings "
+                         f"(more than {share:.0%})")
+
+
+class _RolledBack(Exception):
+    """Carries a dry run's counts out of its transaction (which it rolls back)."""
+
+    def __init__(self, stats: ImportStats) -> None:
+        self.stats = stats
+
+
+def _identities(listings: Iterable[dict[str, Any]], dealer_id: str | None) -> Iterator[str]:
+    """The stored ids of (possibly invalid) feed rows: vehicle_id, else the synthesized one."""
+    for listing in listings:
+        ident = listing.get("vehicle_id")
+        if isinstance(ident, str) and ident:
+            yield ident
+            continue
+        vin, stock = listing.get("vin"), listing.get("stock")
+        vin = vin if isinstance(vin, str) and vin else None
+        stock = stock if isinstance(stock, str) and stock else None
+        if vin or stock:
+            owner = listing.get("dealer_id")
+            yield synthesized_id(dealer_id or (owner if isinstance(owner, str) else None), vin, stock)
+
+
 class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
@@ -54,6 +87,9 @@ class InventoryStore:
         dealer_id: str | None = None,
         replace: bool = False,
         progress: Callable[[int], None] | None = None,
+        keep: Iterable[dict[str, Any]] = (),
+        max_removed_share: float | None = None,
+        dry_run: bool = False,
     ) -> ImportStats:
         """Load feed listings in one transaction: all of them, or (on any error) none.
 
@@ -65,13 +101,30 @@ class InventoryStore:
         :class:`~aap.store.inventory.rows.InventoryImportError` for a listing the
         store cannot hold (duplicate id in the feed, id owned by another dealer,
         ...); the feed reader is expected to have validated listings already.
+
+        Safety of a replace: ``keep`` names listings (rows a partial import
+        rejected) whose stored version stays although the feed lacks them; with
+        ``max_removed_share`` a replace that would drop more than that share of
+        the scope's listings for missing from the feed raises
+        :class:`ShrinkRefused` and changes nothing. ``dry_run`` runs the whole
+        import and rolls it back: the returned counts are what it would do.
         """
+        keep_ids = frozenset(_identities(keep, dealer_id))
         collecting = gc.isenabled()
         gc.disable()  # a bulk load allocates millions of acyclic objects; skip the GC passes
         try:
-            with self.db.transaction() as tx, self.db.dialect.large_write(tx):
-                job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000))
-                stats = job.run(listings, progress)
+            try:
+                with self.db.transaction() as tx, self.db.dialect.large_write(tx):
+                    job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000),
+                                    keep=keep_ids)
+                    stats = job.run(listings, progress)
+                    if (max_removed_share is not None and stats.before
+                            and stats.omitted > max_removed_share * stats.before):
+                        raise ShrinkRefused(stats, max_removed_share)
+                    if dry_run:
+                        raise _RolledBack(stats)
+            except _RolledBack as rolled_back:
+                return rolled_back.stats
             if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
                 self.db.maintain(LISTING_TABLES)
             return stats
