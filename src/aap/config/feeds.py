@@ -143,7 +143,7 @@ def parse_schedule(text: str, zone: str = "UTC") -> Schedule | str:
 
 
 def _env(table: Table, key: str) -> str | None:
-    value = table.string(key, None)
+    value: str | None = table.string(key, None)
     if value is not None and not _ENV_NAME.match(value):
         table.problem(key, "must be the name of an environment variable (letters, digits, _)")
         return None
@@ -221,7 +221,7 @@ def parse_feeds_section(tables: list[Table], problems: Problems) -> tuple[FeedSe
 
 def retry_delay(feed: FeedSettings, failures: int, moment: float) -> float:
     """Seconds before retrying after ``failures`` failed runs: doubling, capped by the schedule."""
-    delay = feed.retry_seconds * (2 ** min(max(failures - 1, 0), 30))
+    delay: float = feed.retry_seconds * (2 ** min(max(failures - 1, 0), 30))
     return min(delay, feed.schedule.period(moment))
 
 

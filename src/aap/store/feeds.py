@@ -181,12 +181,13 @@ class FeedStore:
             tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (run.started_ms - RETENTION_MS,))
         return run.run_id
 
-    def runs(self, *, limit: int = 50, feed: str | None = None) -> list[FeedRun]:
-        """Newest first; ``feed`` limits them to one scheduled feed."""
+    def runs(self, *, limit: int = 50, feed: str | None = None, oldest: bool = False) -> list[FeedRun]:
+        """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed."""
         where, params = ("WHERE feed = ?", [feed]) if feed is not None else ("", [])
+        order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
             rows = tx.fetchall(f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} "
-                               "ORDER BY started_ms DESC, run_id DESC LIMIT ?", [*params, limit])
+                               f"ORDER BY started_ms {order}, run_id {order} LIMIT ?", [*params, limit])
         return [_run(row) for row in rows]
 
     def run(self, run_id: str) -> FeedRun | None:
