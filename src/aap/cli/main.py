@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from aap import AAP_VERSION, __version__
-from aap.cli import check, db, demo_inventory, explore, feed_import, init, leads, serve
+from aap.cli import check, db, demo_inventory, explore, feed_import, feeds, init, leads, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,3 +28,4 @@ for _command in explore.COMMANDS:
 main.add_command(leads.leads)
 main.add_command(leads.deliver)
 main.add_command(db.command)
+main.add_command(feeds.feeds)
