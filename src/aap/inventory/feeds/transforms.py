@@ -269,11 +269,22 @@ def status(value: str, o: Options, row: Row) -> str | None:
 
 
 def rooftop(value: str, o: Options, row: Row) -> str | None:
-    """A rooftop name as configured, matched without regard to case."""
+    """A rooftop name as configured (any case), or a store code a mapping's ``[rooftops]`` names.
+
+    A value that is neither leaves the listing without a rooftop, with a
+    warning (a store code the mapping does not know yet must not reject the feed).
+    """
     stripped = value.strip()
     if not stripped:
         return None
-    return row.rooftops.get(stripped.casefold(), stripped)
+    found = row.rooftops.get(stripped.casefold())
+    if found is not None:
+        return found
+    if row.rooftops:
+        row.warn("is not a configured rooftop or store code; the listing has no rooftop "
+                 "(name store codes in a mapping file's [rooftops])")
+        return None
+    return stripped
 
 
 def fulfillment(value: str, o: Options, row: Row) -> str | None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from aap.inventory.query import Criteria, SearchQuery
-from aap.store.db import Database
+from aap.store.db import Database, Tx
 from aap.store.inventory.counts import Totals
 from aap.store.inventory.importer import ImportJob, ImportStats
-from aap.store.inventory.rows import synthesized_id
+from aap.store.inventory.sql import in_list
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
@@ -56,19 +56,27 @@ class _RolledBack(Exception):
         self.stats = stats
 
 
-def _identities(listings: Iterable[dict[str, Any]], dealer_id: str | None) -> Iterator[str]:
-    """The stored ids of (possibly invalid) feed rows: vehicle_id, else the synthesized one."""
+def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None) -> frozenset[str]:
+    """The stored ids a replace keeps for (possibly invalid) feed rows: by listing id, VIN or stock.
+
+    A row whose VIN could not be read is still found by its stock number, so its
+    stored listing survives the replace; only the import's dealer's listings count.
+    """
+    ids: set[str] = set()
+    vins: set[str] = set()
+    stocks: set[str] = set()
     for listing in listings:
-        ident = listing.get("vehicle_id")
-        if isinstance(ident, str) and ident:
-            yield ident
-            continue
-        vin, stock = listing.get("vin"), listing.get("stock")
-        vin = vin if isinstance(vin, str) and vin else None
-        stock = stock if isinstance(stock, str) and stock else None
-        if vin or stock:
-            owner = listing.get("dealer_id")
-            yield synthesized_id(dealer_id or (owner if isinstance(owner, str) else None), vin, stock)
+        for key, found in (("vehicle_id", ids), ("vin", vins), ("stock", stocks)):
+            value = listing.get(key)
+            if isinstance(value, str) and value:
+                found.add(value.strip().upper() if key == "vin" else value)
+    for column, values in (("vin", sorted(vins)), ("stock", sorted(stocks))):
+        for start in range(0, len(values), 500):
+            sql, params = in_list(column, values[start:start + 500])
+            if dealer_id is not None:
+                sql, params = f"{sql} AND dealer_id = ?", [*params, dealer_id]
+            ids.update(row[0] for row in tx.fetchall(f"SELECT id FROM inv_listing WHERE {sql}", params))
+    return frozenset(ids)
 
 
 class InventoryStore:
@@ -109,14 +117,15 @@ class InventoryStore:
         :class:`ShrinkRefused` and changes nothing. ``dry_run`` runs the whole
         import and rolls it back: the returned counts are what it would do.
         """
-        keep_ids = frozenset(_identities(keep, dealer_id))
+        keep = list(keep)
         collecting = gc.isenabled()
         gc.disable()  # a bulk load allocates millions of acyclic objects; skip the GC passes
         try:
             try:
                 with self.db.transaction() as tx, self.db.dialect.large_write(tx):
+                    kept = _kept_ids(tx, keep, dealer_id) if keep and replace else frozenset()
                     job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000),
-                                    keep=keep_ids)
+                                    keep=kept)
                     stats = job.run(listings, progress)
                     if (max_removed_share is not None and stats.before
                             and stats.omitted > max_removed_share * stats.before):
