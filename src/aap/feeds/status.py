@@ -77,7 +77,7 @@ def render_metrics(statuses: list[FeedStatus]) -> str:
     ]
     for s in statuses:
         out.append(f'aap_feed_last_success_timestamp_seconds{{feed="{_label(s.name)}"}} '
-                   f"{(s.last_success_ms or 0) / 1000:g}")
+                   f"{(s.last_success_ms or 0) / 1000:.3f}")
     out += ["# HELP aap_feed_last_outcome The outcome of each feed's last run (1 for that outcome).",
             "# TYPE aap_feed_last_outcome gauge"]
     for s in statuses:

@@ -216,6 +216,9 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
     report = FeedReport(source=name, kind=kind, encoding=text.encoding, archive=text.archive,
                         member=text.name if text.archive == "zip" else None,
                         file_time=options.file_time or _now())
+    if not text.text.strip():  # an empty file: no listings, whatever its format (the caller refuses it)
+        report.format = fmt.name if fmt else (options.format or "unknown")
+        return report
     collector = _Collector(report, options)
     xml: records.XmlRecords | None = None
     table: records.Delimited | None = None
