@@ -349,13 +349,15 @@ def _parse_cell(kind: str, cell: str) -> Any:
         raise ValueError(f"expected a JSON value ({exc.msg})") from None
 
 
+_INTEGER_FIELDS = tuple(name for name, kind in COLUMNS.items() if kind == INTEGER)
+
+
 def normalize(row: dict[str, Any]) -> dict[str, Any]:
     """Integral floats in integer fields (``25000.0``) become ints, as stored and served."""
-    for name, kind in COLUMNS.items():
-        if kind == INTEGER:
-            value = row.get(name)
-            if isinstance(value, float):
-                row[name] = int(value)
+    for name in _INTEGER_FIELDS:
+        value = row.get(name)
+        if value.__class__ is float:
+            row[name] = int(value)
     fees = row.get("fees")
     if isinstance(fees, list):
         for fee in fees:

@@ -167,11 +167,14 @@ class Converter:
                 continue
             for target in targets:
                 name = target.field
-                if not target.is_list and name in listing:
+                if name in listing and not target.is_list:
                     continue  # a column listed earlier gave this field already
-                row.column, row.cell, row.field = column, cell, name
+                row.column = column
+                row.cell = cell
+                row.field = name
+                options = target.options
                 try:
-                    value = target.transform(target.options.replace(cell), target.options, row)
+                    value = target.transform(options.replace(cell) if target.maps_values else cell, options, row)
                 except TransformError as exc:
                     out.problems.append(("/" + name, str(exc), column, cell))
                     out.failed.add(name)

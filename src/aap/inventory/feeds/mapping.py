@@ -80,10 +80,12 @@ class Target:
     transform_name: str
     options: Options
     rank: int
+    is_list: bool = False      # photos, features: every column's items are kept
+    maps_values: bool = False  # the options carry a ``values`` table
 
-    @property
-    def is_list(self) -> bool:
-        return self.field in LIST_FIELDS
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_list", self.field in LIST_FIELDS)
+        object.__setattr__(self, "maps_values", bool(self.options.values))
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def money(value: str, o: Options, row: Row) -> int | None:
     stripped = value.strip()
     if not stripped:
         return None
-    if _squash(stripped) in _NO_PRICE:
+    if not stripped[0].isdigit() and _squash(stripped) in _NO_PRICE:
         return None
     code = _CURRENCY_CODE.search(stripped)
     if code:
@@ -239,7 +239,9 @@ def unit(value: str, o: Options, row: Row) -> str | None:
 
 def boolean(value: str, o: Options, row: Row) -> bool | None:
     """``Yes/No``, ``Y/N``, ``1/0``, ``true/false``, ``Certified``; an empty cell is no value."""
-    squashed = _squash(value)
+    squashed = value.strip().casefold()
+    if squashed not in _TRUE and squashed not in _FALSE:
+        squashed = _squash(value)
     if not squashed:
         return None
     if squashed in _TRUE:
@@ -251,6 +253,9 @@ def boolean(value: str, o: Options, row: Row) -> bool | None:
 
 def condition(value: str, o: Options, row: Row) -> str | None:
     """The sale condition: ``New``, ``Used``, ``CPO``, ``Certified Pre-Owned``, ``n``, ``u``."""
+    found = _CONDITIONS.get(value.strip().casefold())
+    if found is not None:
+        return found
     squashed = _squash(value)
     if not squashed:
         return None
