@@ -184,7 +184,7 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
     run = result.run
     report = result.report
     if report is not None:
-        how = "detected from the " + ("document" if report.kind == "xml" else "header") \
+        how = "detected from the " + {"xml": "document", "jsonl": "content"}.get(report.kind, "header") \
             if report.detected else "as given"
         details = [f"format {report.format} ({how})", f"encoding {report.encoding}"]
         if report.delimiter:

@@ -179,7 +179,7 @@ def money(value: str, o: Options, row: Row) -> int | None:
     stripped = value.strip()
     if not stripped:
         return None
-    if not stripped[0].isdigit() and _squash(stripped) in _NO_PRICE:
+    if stripped[0].isalpha() and _squash(stripped) in _NO_PRICE:
         return None
     code = _CURRENCY_CODE.search(stripped)
     if code:
