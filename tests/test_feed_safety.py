@@ -155,3 +155,47 @@ def test_history_records_cli_imports(tmp_path, db, loaded):
     assert run["trigger"] == "cli" and run["outcome"] == "imported" and run["inserted"] == COUNT
     assert run["format"] == "dealer-csv" and run["details"]["encoding"] == "cp1252"
     assert run["details"]["defaults"] == {"status": COUNT, "updated_at": COUNT}
+
+
+# -- the pipelined path (a large feed read in a child process) ------------------------------
+
+
+@pytest.fixture
+def pipelined(monkeypatch):
+    import aap.feeds.pipeline
+
+    monkeypatch.setattr(aap.feeds.pipeline, "PIPELINE_MIN_BYTES", 0)  # every feed counts as large
+
+
+def test_pipelined_import_keeps_every_rule(tmp_path, db, pipelined):
+    items = samples.vehicles(COUNT, seed=9)
+    good = tmp_path / "good.csv"
+    good.write_bytes(samples.dealer_csv(items))
+    result = invoke(str(good), "--database", db, "--json")
+    assert result.exit_code == 0, result.output
+    summary = orjson.loads(result.stdout)
+    assert (summary["outcome"], summary["inserted"], summary["warnings"]) == ("imported", COUNT, 2 * COUNT)
+    # A bad row rejects the whole feed: the transaction rolls back.
+    rows = samples.dealer_rows(samples.vehicles(COUNT + 10, seed=10))
+    rows[25][9] = "-5"
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(samples._delimited(rows, ";").encode("cp1252"))
+    result = invoke(str(bad), "--database", db, "--json")
+    assert result.exit_code == 1
+    summary = orjson.loads(result.stdout)
+    assert summary["outcome"] == "rejected" and summary["problems"][0]["line"] == 2 + 2 * 24
+    assert stored(db)[0] == COUNT
+    # Too many removals, and an empty feed: refused, nothing changes.
+    few = tmp_path / "few.csv"
+    few.write_bytes(samples.dealer_csv(items[:4]))
+    assert "would remove 16 of 20" in invoke(str(few), "--replace", "--database", db).output
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(";".join(samples.DEALER_HEADER).encode() + b"\r\n")
+    result = invoke(str(empty), "--replace", "--allow-shrink", "--format", "dealer-csv", "--database", db)
+    assert result.exit_code == 1 and "has no listings" in result.output
+    assert stored(db)[0] == COUNT
+    # A partial import (not a replace) goes through the pipeline too.
+    result = invoke(str(bad), "--skip-invalid", "--rejects", str(tmp_path / "r.csv"), "--database", db, "--json")
+    summary = orjson.loads(result.stdout)
+    assert (summary["outcome"], summary["skipped"]) == ("imported", 1)
+    assert stored(db)[0] == COUNT + 29

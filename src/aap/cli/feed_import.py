@@ -224,7 +224,7 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
     skipped = f"; {_count(run.skipped, 'row')} skipped" + (f" (see {rejects})" if rejects else "") \
         if run.skipped else ""
     console.print(Text(
-        f"{verb} {_count(len(report.listings), 'listing')} from {run.source}: {stats.inserted} new, "
+        f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
         f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
         + (" Dry run: nothing was written." if run.dry_run else "")
     ))

@@ -19,11 +19,13 @@ with its counts, outcome, first problems and the lines of rejected rows.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aap.config.model import Settings
+from aap.feeds import pipeline
 from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
 from aap.inventory.feed import FeedError, FeedProblem
 from aap.inventory.feeds import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
@@ -101,17 +103,60 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
     result.fetched = fetched
     if fetched.data is None:
         return _finish(stores, result, "unchanged", "the source has not changed since the last import")
-    import asyncio
-
+    options = read_options(request, settings, fetched.file_time)
+    import_kwargs: dict[str, Any] = {
+        "dealer_id": request.dealer_id, "replace": request.replace, "dry_run": request.dry_run,
+        "max_removed_share": request.max_removed_share if request.replace else None,
+    }
+    importing = (lambda n: progress("importing", n)) if progress else None
+    if _pipelined(request, fetched.data):
+        outcome = await asyncio.to_thread(pipeline.read_and_import, stores, fetched.data, fetched.name,
+                                          options, import_kwargs, importing)
+        if outcome.file_error is not None:
+            return _file_rejected(stores, result, outcome.file_error)
+        assert outcome.report is not None
+        result.report = report = outcome.report
+        _describe(run, report)
+        error = outcome.error
+        if isinstance(error, pipeline.Rejected) or (report.rejected and not request.partial):
+            return _rejected(stores, result, report)
+        run.skipped = len(report.rejected)
+        if isinstance(error, pipeline.Empty) or not report.accepted:
+            return _empty(stores, result, report)
+        if error is not None:
+            return _store_error(stores, result, error, outcome.lines or [])
+        assert outcome.stats is not None
+        return _imported(stores, result, outcome.stats, request)
     try:
         report = await asyncio.to_thread(
-            read_feed_bytes, fetched.data, fetched.name, read_options(request, settings, fetched.file_time),
+            read_feed_bytes, fetched.data, fetched.name, options,
             progress=(lambda n: progress("reading", n)) if progress else None)
     except FeedError as exc:
-        result.file_problems = list(exc.problems)
-        run.problems = [_problem_json(p) for p in exc.problems[:FIRST_PROBLEMS]]
-        return _finish(stores, result, "rejected", str(exc.problems[0]) if exc.problems else "unreadable")
+        return _file_rejected(stores, result, exc)
     result.report = report
+    _describe(run, report)
+    if report.rejected and not request.partial:
+        return _rejected(stores, result, report)
+    run.skipped = len(report.rejected)
+    if not report.listings:
+        return _empty(stores, result, report)
+    try:
+        stats = await asyncio.to_thread(
+            stores.inventory.import_listings, report.listings,
+            keep=[r.listing for r in report.rejected] if request.replace else (), progress=importing,
+            **import_kwargs)
+    except (ShrinkRefused, InventoryImportError) as exc:
+        return _store_error(stores, result, exc, report.lines)
+    return _imported(stores, result, stats, request)
+
+
+def _pipelined(request: ImportRequest, data: bytes) -> bool:
+    """Large feeds are read in a child process, unless a partial replace needs every rejected row first."""
+    return (len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available()
+            and not (request.partial and request.replace))
+
+
+def _describe(run: FeedRun, report: FeedReport) -> None:
     run.format = report.format
     run.rows = report.rows
     run.warnings = report.warning_total
@@ -122,32 +167,42 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
         "detected": report.detected, "defaults": report.defaults, "columns": report.columns,
         "file_time": report.file_time, "problem_total": report.problem_total,
     }
-    if report.rejected and not request.partial:
-        return _finish(stores, result, "rejected",
-                       f"{report.problem_total} problem(s) in {len(report.rejected)} row(s); nothing was imported")
-    run.skipped = len(report.rejected)
-    if not report.listings:
-        why = ("the feed has no listings (an empty or header-only file, as a truncated transfer gives)"
-               if not report.rows else "no row of the feed is valid")
-        return _finish(stores, result, "refused", f"{why}; nothing was imported")
-    try:
-        stats = await asyncio.to_thread(
-            stores.inventory.import_listings, report.listings, dealer_id=request.dealer_id,
-            replace=request.replace, keep=[r.listing for r in report.rejected] if request.replace else (),
-            max_removed_share=request.max_removed_share if request.replace else None,
-            dry_run=request.dry_run,
-            progress=(lambda n: progress("importing", n)) if progress else None)
-    except ShrinkRefused as exc:
+
+
+def _file_rejected(stores: Stores, result: ImportResult, exc: FeedError) -> ImportResult:
+    result.file_problems = list(exc.problems)
+    result.run.problems = [_problem_json(p) for p in exc.problems[:FIRST_PROBLEMS]]
+    return _finish(stores, result, "rejected", str(exc.problems[0]) if exc.problems else "unreadable")
+
+
+def _rejected(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
+    return _finish(stores, result, "rejected", f"{report.problem_total} problem(s) in "
+                   f"{len(report.rejected)} row(s); nothing was imported")
+
+
+def _empty(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
+    why = ("the feed has no listings (an empty or header-only file, as a truncated transfer gives)"
+           if not report.rows else "no row of the feed is valid")
+    return _finish(stores, result, "refused", f"{why}; nothing was imported")
+
+
+def _store_error(stores: Stores, result: ImportResult, exc: BaseException, lines: list[int]) -> ImportResult:
+    if isinstance(exc, ShrinkRefused):
         result.stats = exc.stats
         return _finish(stores, result, "refused",
                        f"the replace would remove {exc.stats.omitted} of {exc.stats.before} listings, more "
                        f"than {exc.share:.0%}; nothing was imported (--allow-shrink to accept it)")
-    except InventoryImportError as exc:
-        line = report.lines[exc.index] if 0 <= exc.index < len(report.lines) else 0
+    if isinstance(exc, InventoryImportError):
+        line = lines[exc.index] if 0 <= exc.index < len(lines) else 0
         problem = FeedProblem(line, "", exc.reason)
-        run.problems = [_problem_json(problem)]
+        result.run.problems = [_problem_json(problem)]
         result.file_problems = [problem]
         return _finish(stores, result, "rejected", f"line {line}: {exc.reason}; nothing was imported")
+    raise exc
+
+
+def _imported(stores: Stores, result: ImportResult, stats: ImportStats, request: ImportRequest) -> ImportResult:
+    run = result.run
     result.stats = stats
     run.inserted, run.updated, run.removed, run.total = stats.inserted, stats.updated, stats.removed, stats.total
     return _finish(stores, result, "checked" if request.dry_run else "imported", None)

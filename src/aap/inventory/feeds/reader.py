@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from aap.config.model import Settings
 from aap.inventory.feed import (
@@ -35,7 +35,15 @@ from aap.inventory.feeds.mapping import BUILT_IN, FeedFormat, builtin_format, sq
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
 _IDENTITY = frozenset({"vin", "stock", "vehicle_id"})
+SINK_BATCH = 2000
 Progress = Callable[[int], None]  # rows read so far
+
+
+class Sink(Protocol):
+    """Takes accepted listings as they are read (a pipelined import), instead of the report."""
+
+    def batch(self, listings: list[dict[str, Any]], lines: list[int]) -> None: ...
+    def reject(self) -> None: ...  # an all-or-nothing read found its first bad row
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,7 @@ class FeedReport:
     archive: str | None = None
     member: str | None = None
     rows: int = 0
+    accepted: int = 0
     listings: list[dict[str, Any]] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
     rejected: list[RejectedRow] = field(default_factory=list)
@@ -143,8 +152,9 @@ def detect(kind: str, header: Iterable[str] = (), xml: records.XmlRecords | None
 class _Collector:
     """Files each checked row into the report: accepted, or rejected with located problems."""
 
-    def __init__(self, report: FeedReport, options: ReadOptions) -> None:
+    def __init__(self, report: FeedReport, options: ReadOptions, sink: Sink | None = None) -> None:
         self.report = report
+        self.sink = sink
         self.partial = options.partial
         self.checker = ListingChecker(options.settings, options.dealer_id,
                                       remember_rejected=not options.partial)
@@ -190,10 +200,23 @@ class _Collector:
         if problems:
             for problem in problems:
                 report.problem(problem)
+            if self.sink is not None and not self.partial and not report.rejected:
+                self.sink.reject()
             report.rejected.append(RejectedRow(line, problems, listing if self.partial else {}))
         elif self.partial or not report.rejected:
+            report.accepted += 1
             report.listings.append(normalize(listing))
             report.lines.append(line)
+            if self.sink is not None and len(report.listings) >= SINK_BATCH:
+                self.flush()
+
+    def flush(self) -> None:
+        """Hand the listings read so far to the sink."""
+        report = self.report
+        if self.sink is not None and report.listings and (self.partial or not report.rejected):
+            self.sink.batch(report.listings, report.lines)
+        if self.sink is not None:
+            report.listings, report.lines = [], []
 
 
 def _every(rows: Iterator[Any], progress: Progress | None) -> Iterator[Any]:
@@ -204,8 +227,18 @@ def _every(rows: Iterator[Any], progress: Progress | None) -> Iterator[Any]:
 
 
 def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions(), *,
-                    progress: Progress | None = None) -> FeedReport:
-    """Read a whole feed; a :class:`FeedError` when the file itself cannot be read."""
+                    progress: Progress | None = None, sink: Sink | None = None) -> FeedReport:
+    """Read a whole feed; a :class:`FeedError` when the file itself cannot be read.
+
+    With a ``sink``, accepted listings go to it in batches as they are read and
+    ``report.listings`` ends empty (``report.accepted`` counts them).
+    """
+    report = _read(data, name, options, progress, sink)
+    return report
+
+
+def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | None,
+          sink: Sink | None) -> FeedReport:
     fmt = options.mapping
     encoding = options.encoding or (fmt.encoding if fmt else None)
     try:
@@ -219,7 +252,7 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
     if not text.text.strip():  # an empty file: no listings, whatever its format (the caller refuses it)
         report.format = fmt.name if fmt else (options.format or "unknown")
         return report
-    collector = _Collector(report, options)
+    collector = _Collector(report, options, sink)
     xml: records.XmlRecords | None = None
     table: records.Delimited | None = None
     chosen = "mapping" if fmt else options.format
@@ -249,6 +282,7 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
         if kind == "xml":
             raise _fail(name, "the aap format is JSON Lines or CSV, not XML")
         _read_plain(text.text, kind, report.delimiter or ",", collector, progress)
+        collector.flush()
         return report
     if fmt is None:
         fmt = builtin_format(chosen)
@@ -265,6 +299,7 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
             raise _fail(name, f"JSON Lines feeds are in the aap format, not {fmt.name}")
     except records.RecordError as exc:
         collector.reject(exc.line, [FeedProblem(exc.line, "", f"the file {exc}")])
+    collector.flush()
     report.defaults = dict(converter.defaults_used)
     report.columns = dict(converter.unknown_columns)
     return report
