@@ -109,9 +109,14 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
         "max_removed_share": request.max_removed_share if request.replace else None,
     }
     importing = (lambda n: progress("importing", n)) if progress else None
+    outcome = None
     if _pipelined(request, fetched.data):
-        outcome = await asyncio.to_thread(pipeline.read_and_import, stores, fetched.data, fetched.name,
-                                          options, import_kwargs, importing)
+        try:
+            outcome = await asyncio.to_thread(pipeline.read_and_import, stores, fetched.data, fetched.name,
+                                              options, import_kwargs, importing)
+        except pipeline.Unavailable:
+            outcome = None  # read here instead
+    if outcome is not None:
         if outcome.file_error is not None:
             return _file_rejected(stores, result, outcome.file_error)
         assert outcome.report is not None

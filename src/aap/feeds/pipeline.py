@@ -37,6 +37,10 @@ class Rejected(Exception):
     """The child found a bad row in an all-or-nothing import (the import rolls back)."""
 
 
+class Unavailable(Exception):
+    """The reading process could not be started (the caller reads in this process instead)."""
+
+
 class Empty(Exception):
     """The feed gave no listing (the import rolls back)."""
 
@@ -88,7 +92,12 @@ def read_and_import(stores: Stores, data: bytes, name: str, options: ReadOptions
     context.set_forkserver_preload(["aap.feeds.pipeline"])
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(data, name, options, sender), daemon=True)
-    process.start()
+    try:
+        process.start()
+    except (OSError, EOFError) as exc:
+        receiver.close()
+        sender.close()
+        raise Unavailable(type(exc).__name__) from None
     sender.close()
     lines: list[int] = []
     final: list[tuple[str, Any]] = []

@@ -16,64 +16,74 @@ or refused, as the table says); the table's ``[defaults]`` fill absent fields;
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import orjson
 
-from aap.inventory.feeds.mapping import CERTIFIED, OTHER, FeedFormat, Target, attribute_key, squash
+from aap.inventory.feeds.mapping import (
+    FLAG,
+    LIST,
+    OTHER,
+    SCALAR,
+    FeedFormat,
+    Target,
+    attribute_key,
+    squash,
+)
 from aap.inventory.feeds.transforms import TransformError, show
 
 Problem = tuple[str, str, str | None, str | None]  # (JSON pointer, message, column, value)
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:")
+_NO_ROOFTOPS: dict[str, str] = {}
 
 
-@dataclass
 class Converted:
-    """A record turned into a listing (still to be checked against the AAP rules)."""
+    """A record turned into a listing (still to be checked against the AAP rules).
 
-    line: int
-    listing: dict[str, Any]
-    origin: dict[str, tuple[str, str]]        # field (or "photos/2") -> (column, cell)
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-    failed: set[str] = field(default_factory=set)   # fields whose cell could not be read
-    defaulted: list[str] = field(default_factory=list)
+    It is also what a transform writes to besides its value (the ``Row``
+    protocol of :mod:`.transforms`): warnings, and side values such as the
+    currency of ``33995 USD``. ``origin`` maps a field (or ``photos/2``) to the
+    source column and cell it came from.
+    """
 
+    __slots__ = ("line", "listing", "origin", "problems", "warnings", "failed", "defaulted",
+                 "strict", "rooftops", "column", "cell", "field")
 
-class _Builder:
-    """The per-record state a transform writes to (the ``Row`` protocol of transforms)."""
-
-    __slots__ = ("strict", "rooftops", "out", "column", "cell", "field")
-
-    def __init__(self, out: Converted, strict: bool, rooftops: Mapping[str, str]) -> None:
-        self.out = out
+    def __init__(self, line: int, strict: bool = False, rooftops: Mapping[str, str] = _NO_ROOFTOPS) -> None:
+        self.line = line
+        self.listing: dict[str, Any] = {}
+        self.origin: dict[str, tuple[str, str]] = {}
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+        self.failed: set[str] = set()        # fields whose cell could not be read
+        self.defaulted: list[str] = []
         self.strict = strict
         self.rooftops = rooftops
-        self.column = ""
+        self.column = ""                     # the cell being transformed, for warnings
         self.cell = ""
         self.field = ""
 
     def warn(self, message: str) -> None:
-        self.out.warnings.append(("/" + self.field, message, self.column, self.cell))
+        self.warnings.append(("/" + self.field, message, self.column, self.cell))
 
     def side(self, name: str, value: Any) -> None:
-        listing = self.out.listing
+        listing = self.listing
         existing = listing.get(name)
         if existing is None:
             listing[name] = value
-            self.out.origin[name] = (self.column, self.cell)
+            self.origin[name] = (self.column, self.cell)
         elif existing != value:
-            other = self.out.origin.get(name, ("", ""))[0]
-            self.out.problems.append(("/" + name, f"gives {name} {value}, but column \"{other}\" "
-                                                  f"gives {existing}", self.column, self.cell))
+            other = self.origin.get(name, ("", ""))[0]
+            self.problems.append(("/" + name, f"gives {name} {value}, but column \"{other}\" "
+                                              f"gives {existing}", self.column, self.cell))
 
 
 @dataclass(frozen=True)
 class _Plan:
     """For one column layout: (position, column, targets) in rank order, and what is unknown."""
 
-    entries: tuple[tuple[int, str, tuple[Target, ...]], ...]
+    entries: tuple[tuple[int, str, Target], ...]          # one per (column, target), in rank order
     unknown: tuple[tuple[int, str, str], ...]        # (position, column, other_attributes key)
     refused: tuple[str, ...]                          # unknown columns when the table says "error"
 
@@ -133,7 +143,8 @@ class Converter:
             elif targets:
                 entries.append((min(t.rank for t in targets), position, column, targets))
         entries.sort(key=lambda e: (e[0], e[1]))
-        plan = _Plan(tuple((p, c, t) for _, p, c, t in entries), tuple(unknown), tuple(refused))
+        flat = tuple((p, c, target) for _, p, c, targets in entries for target in targets)
+        plan = _Plan(flat, tuple(unknown), tuple(refused))
         self._plans[key] = plan
         return plan
 
@@ -156,46 +167,45 @@ class Converter:
 
     def convert(self, plan: _Plan, cells: Sequence[str], line: int) -> Converted:
         """One record (cells in the plan's column order) as a listing."""
-        out = Converted(line, {}, {})
+        out = Converted(line, self.strict, self.rooftops)
         listing = out.listing
         origin = out.origin
-        row = _Builder(out, self.strict, self.rooftops)
-        certified: bool | None = None
-        for position, column, targets in plan.entries:
+        certified = False
+        for position, column, target in plan.entries:
             cell = cells[position]
             if not cell or cell.isspace():
                 continue
-            for target in targets:
-                name = target.field
-                if name in listing and not target.is_list:
-                    continue  # a column listed earlier gave this field already
-                row.column = column
-                row.cell = cell
-                row.field = name
-                options = target.options
-                try:
-                    value = target.transform(options.replace(cell) if target.maps_values else cell, options, row)
-                except TransformError as exc:
-                    out.problems.append(("/" + name, str(exc), column, cell))
-                    out.failed.add(name)
-                    continue
-                if value is None:
-                    continue
-                if name == CERTIFIED:
-                    certified = certified or bool(value)
-                elif target.is_list:
-                    items = listing.setdefault(name, [])
-                    for item in value:
-                        if item not in items:
-                            origin[f"{name}/{len(items)}"] = (column, cell)
-                            items.append(item)
-                    origin.setdefault(name, (column, cell))
-                elif name.startswith(OTHER):
-                    listing.setdefault("other_attributes", {})[name[len(OTHER):]] = value
-                    origin.setdefault("other_attributes", (column, cell))
-                else:
-                    listing[name] = value
-                    origin[name] = (column, cell)
+            name = target.field
+            kind = target.kind
+            if kind == SCALAR and name in listing:
+                continue  # a column listed earlier gave this field already
+            out.column = column
+            out.cell = cell
+            out.field = name
+            options = target.options
+            try:
+                value = target.transform(options.replace(cell) if target.maps_values else cell, options, out)
+            except TransformError as exc:
+                out.problems.append(("/" + name, str(exc), column, cell))
+                out.failed.add(name)
+                continue
+            if value is None:
+                continue
+            if kind == SCALAR:
+                listing[name] = value
+                origin[name] = (column, cell)
+            elif kind == LIST:
+                items = listing.setdefault(name, [])
+                for item in value:
+                    if item not in items:
+                        origin[f"{name}/{len(items)}"] = (column, cell)
+                        items.append(item)
+                origin.setdefault(name, (column, cell))
+            elif kind == FLAG:
+                certified = certified or bool(value)
+            else:
+                listing.setdefault("other_attributes", {})[name[len(OTHER):]] = value
+                origin.setdefault("other_attributes", (column, cell))
         if certified and listing.get("condition", "used") == "used":
             listing["condition"] = "cpo"
         for position, column, key in plan.unknown:

@@ -38,6 +38,7 @@ BUILT_IN: tuple[str, ...] = ("google-vehicle", "meta-vehicle", "dealer-csv")
 CERTIFIED = "certified"            # yes/no: a used vehicle becomes ``cpo``
 OTHER = "other_attributes."        # prefix: ``other_attributes.final_drive``
 LIST_FIELDS = frozenset({"photos", "features"})
+SCALAR, LIST, FLAG, ATTRIBUTE = 0, 1, 2, 3  # what a target does with its value
 
 #: The transform a field gets when the table names none.
 DEFAULT_TRANSFORMS: dict[str, str] = {
@@ -82,10 +83,14 @@ class Target:
     rank: int
     is_list: bool = False      # photos, features: every column's items are kept
     maps_values: bool = False  # the options carry a ``values`` table
+    kind: int = 0              # SCALAR, LIST, FLAG (certified) or ATTRIBUTE (other_attributes.<key>)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_list", self.field in LIST_FIELDS)
         object.__setattr__(self, "maps_values", bool(self.options.values))
+        kind = (LIST if self.field in LIST_FIELDS else FLAG if self.field == CERTIFIED
+                else ATTRIBUTE if self.field.startswith(OTHER) else SCALAR)
+        object.__setattr__(self, "kind", kind)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ empty when the feed can be imported whole.
 
 from __future__ import annotations
 
+import gc
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -179,7 +180,9 @@ class _Collector:
             column, value = where if where else (None, None)
             problems.append(FeedProblem(line, location, message, column, value))
         for location, message, column, value in converted.warnings:
-            report.warning(FeedProblem(line, location, message, column, value))
+            report.warning_total += 1
+            if len(report.warnings) < MAX_REPORTED:
+                report.warnings.append(FeedProblem(line, location, message, column, value))
         self._file(line, listing, problems)
 
     def add_plain(self, line: int, listing: Any, parse_problems: list[tuple[str, str]]) -> None:
@@ -233,8 +236,13 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
     With a ``sink``, accepted listings go to it in batches as they are read and
     ``report.listings`` ends empty (``report.accepted`` counts them).
     """
-    report = _read(data, name, options, progress, sink)
-    return report
+    collecting = gc.isenabled()
+    gc.disable()  # reading allocates a listing per row, all acyclic: skip the collector's passes
+    try:
+        return _read(data, name, options, progress, sink)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | None,
