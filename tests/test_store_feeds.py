@@ -44,6 +44,12 @@ def test_history_and_lease(stores):
     feeds.record(run)
     (back,) = feeds.runs()
     assert back.to_json() == run.to_json()
+    later = FeedRun(trigger="schedule", source="x.csv", started_ms=5000, finished_ms=5100, outcome="unchanged",
+                    feed="nightly")
+    feeds.record(later)
+    assert [r.run_id for r in feeds.runs()] == [later.run_id, run.run_id]
+    assert [r.run_id for r in feeds.runs(before_ms=5000)] == [run.run_id]     # the next page
+    assert [r.run_id for r in feeds.runs(feed="nightly")] == [later.run_id]
     feeds.ensure(["nightly"], now_ms=1000)
     token = feeds.claim("nightly", 1000, 60_000)
     assert token and feeds.claim("nightly", 1000, 60_000) is None      # held

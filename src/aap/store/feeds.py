@@ -181,9 +181,19 @@ class FeedStore:
             tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (run.started_ms - RETENTION_MS,))
         return run.run_id
 
-    def runs(self, *, limit: int = 50, feed: str | None = None, oldest: bool = False) -> list[FeedRun]:
-        """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed."""
-        where, params = ("WHERE feed = ?", [feed]) if feed is not None else ("", [])
+    def runs(self, *, limit: int = 50, feed: str | None = None, oldest: bool = False,
+             before_ms: int | None = None) -> list[FeedRun]:
+        """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed;
+        ``before_ms`` pages back (runs started before it, for a console's next page)."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        if feed is not None:
+            conditions.append("feed = ?")
+            params.append(feed)
+        if before_ms is not None:
+            conditions.append("started_ms < ?")
+            params.append(before_ms)
+        where = "WHERE " + " AND ".join(conditions) if conditions else ""
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
             rows = tx.fetchall(f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} "
