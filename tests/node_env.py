@@ -50,4 +50,5 @@ def run_plan(plan: dict[str, Any], directory: Path, *, ca_file: Path | None = No
 
 
 def installed_sdk_version() -> str:
+    node_ready()  # installs the pinned packages on a first run
     return json.loads(SDK.read_text())["version"]

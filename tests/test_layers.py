@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),
-    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit"})),
+    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit", "feeds"})),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy"})),
     ("composition root", frozenset({"server"})),

@@ -30,6 +30,7 @@ import aap.poppy
 from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
+from aap.feeds.scheduler import feeds_lifespan
 from aap.leads.worker import delivery_lifespan
 from aap.config.urls import public_url_problem
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
@@ -53,7 +54,7 @@ def mcp_surface(agent: DealerAgent) -> BindingParts:
 SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build)
 
 #: Background services: entered after the surfaces' lifespans, left before them.
-SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
+SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan)
 
 
 class PublicUrlError(ValueError):

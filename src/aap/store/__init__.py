@@ -6,12 +6,13 @@ modules: :mod:`~aap.store.db` (connections, transactions),
 :mod:`~aap.store.dialect` (what differs between SQLite and PostgreSQL),
 :mod:`~aap.store.migrations` (every domain's schema steps), and the domain
 stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
-:mod:`~aap.store.leads` and :mod:`~aap.store.poppy`.
+:mod:`~aap.store.leads`, :mod:`~aap.store.poppy` and :mod:`~aap.store.feeds`.
 """
 
 from __future__ import annotations
 
 from aap.store.db import Database, connect
+from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
 from aap.store.leads import LeadStore
 from aap.store.migrations import migrate
@@ -28,6 +29,7 @@ class Stores:
         self.state = StateStore(db)
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)
+        self.feeds = FeedStore(db)
 
     def close(self) -> None:
         self.db.close()
