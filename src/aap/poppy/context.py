@@ -38,8 +38,8 @@ class PoppyContext:
     def __post_init__(self) -> None:
         self.keys = SigningKeys(self.store, self.settings.access_token_ttl)
         self.clients = ClientRegistry(self.settings, self.ssl_context)
-        # Buckets live in the database (stores.state), shared by every worker.
-        self.limiter = RateLimiter(self.agent.stores.state, self.agent.settings.rate_limit)
+        # The agent's limiter: buckets in the database, leases shared with the other bindings.
+        self.limiter = self.agent.limiter
 
     @property
     def urls(self) -> DeploymentUrls:

@@ -23,7 +23,6 @@ from aap.bindings.mcp.server import make_server
 from aap.bindings.mcp.tools import build_tools
 from aap.paths import MCP_PATH, DeploymentUrls
 from aap.protocols import MCP_PROTOCOL_VERSIONS
-from aap.ratelimit import RateLimiter
 from aap.web.parts import BindingParts
 
 __all__ = ["build"]
@@ -38,8 +37,7 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
     settings = agent.settings
     options = settings.mcp
     tools = build_tools(agent.skills, settings.search.to_json())
-    limiter = RateLimiter(agent.stores.state, settings.rate_limit)
-    server = make_server(agent, tools, limiter, ttl_ms=options.tools_cache_ttl_ms)
+    server = make_server(agent, tools, agent.limiter, ttl_ms=options.tools_cache_ttl_ms)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,

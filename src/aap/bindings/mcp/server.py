@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import mcp_types as types
 import orjson
 from mcp.server import CacheHint, Server, ServerRequestContext
@@ -32,6 +31,7 @@ from aap.spec import validate
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
+from aap.web.work import work_for
 
 
 def _result(value: dict[str, Any], is_error: bool) -> dict[str, Any]:
@@ -98,10 +98,15 @@ class ToolRunner:
             )
         return payload
 
-    def run(self, spec: ToolSpec, arguments: dict[str, Any] | None, context: CallContext, key: str) -> dict[str, Any]:
-        """Rate limit, argument check, skill. Blocking (database work): run in a worker thread."""
-        self.limiter.check(key)
-        return self.agent.run(spec.skill, self.payload(spec, arguments), context)
+    async def run(self, spec: ToolSpec, arguments: dict[str, Any] | None, context: CallContext,
+                  key: str) -> dict[str, Any]:
+        """Rate limit, argument check, skill; the blocking parts where :mod:`aap.web.work` places them."""
+        work = work_for(self.agent)
+        if not self.limiter.check_local(key):
+            await work.blocking(self.limiter.check, key)
+        payload = self.payload(spec, arguments)
+        return await work.run(self.agent.work_shape(spec.skill, payload), self.agent.run, spec.skill, payload,
+                              context)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         spec = self.tools.get(params.name)
@@ -115,9 +120,7 @@ class ToolRunner:
             client_id=caller.client_id if caller else None,
         )
         try:
-            response = await anyio.to_thread.run_sync(
-                self.run, spec, params.arguments, context, caller_key(caller, ctx.request)
-            )
+            response = await self.run(spec, params.arguments, context, caller_key(caller, ctx.request))
             result = success_result(response)
         except AapError as exc:
             annotate(scope, skill=spec.skill.id, aap_code=exc.code, error_id=exc.error_id)
