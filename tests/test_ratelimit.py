@@ -186,3 +186,21 @@ def test_disabled_limiter_admits_everything_without_the_database(processes):
         assert rl.check_local("k") is True
         rl.check("k")
     assert counter.writes == 0
+
+
+def test_over_a2a_a_busy_caller_costs_at_most_one_write_per_twenty_requests(tmp_path):
+    """The default configuration's limiter, high enough never to refuse, over real HTTP."""
+    import httpx
+
+    from http_helpers import Deployment, send_message
+
+    DEALER = {"type": "dealer.information.request"}
+
+    rule = RateLimit(enabled=True, per_minute=6_000_000, burst=100_000)
+    with Deployment(tmp_path, inventory=0, rate_limit=rule) as dep:
+        with httpx.Client(base_url=dep.base_url) as http:
+            assert "result" in http.post("/a2a", json=send_message(DEALER)).json()
+            counter = WriteCounter(dep.stores.db)
+            answers = [http.post("/a2a", json=send_message(DEALER)).json() for _ in range(200)]
+    assert all("result" in answer for answer in answers)
+    assert counter.writes <= 200 // 20
