@@ -26,6 +26,7 @@ discovery documents.
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -85,7 +86,20 @@ def app_from_env() -> Starlette:
     if not data:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
-    return create_app(settings, open_stores(settings.database_url))
+    return settled(create_app(settings, open_stores(settings.database_url)))
+
+
+def settled(app: Starlette) -> Starlette:
+    """Move everything built so far out of the garbage collector's way, once, before serving.
+
+    The modules and the app are ~100k objects that live as long as the process; a
+    full collection walks them all (~70 ms on the benchmark machine), stalling every
+    request in flight. Frozen, they are never walked again (``gc.freeze``); only
+    what requests allocate is.
+    """
+    gc.collect()
+    gc.freeze()
+    return app
 
 
 def run(
@@ -129,7 +143,7 @@ def run(
     stores = open_stores(settings.database_url)  # migrates once, before any worker starts
     if workers == 1:
         try:
-            uvicorn.run(create_app(settings, stores), **options)
+            uvicorn.run(settled(create_app(settings, stores)), **options)
         finally:
             stores.close()
         return

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Hashable, TypeVar
@@ -54,21 +53,25 @@ class Work:
         self.inline = inline
         self.budget = budget
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="aap-work")
-        self._cost: OrderedDict[Hashable, float] = OrderedDict()
+        self._cost: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
     def short(self, shape: Hashable | None) -> bool:
         """True when ``shape`` runs on the event loop."""
         if not self.inline or shape is None:
             return False
-        with self._lock:
-            cost = self._cost.get(shape)
+        cost = self._cost.get(shape)  # one dict read: atomic, no lock needed
         return cost is not None and cost <= self.budget
 
     async def run(self, shape: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``: inline when ``shape`` is short, else on the executor; its cost is noted."""
         if self.short(shape):
-            return self._timed(shape, fn, args)
+            assert shape is not None
+            started = time.perf_counter()  # on the loop, the time it was held
+            try:
+                return fn(*args)
+            finally:
+                self.note(shape, time.perf_counter() - started)
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, shape, fn, args)
 
     async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -87,10 +90,10 @@ class Work:
     def note(self, shape: Hashable, seconds: float) -> None:
         """Record one run of ``shape``: a slow run counts at once, a fast one halves the way down."""
         with self._lock:
-            cost = self._cost.pop(shape, None)
+            cost = self._cost.pop(shape, None)  # re-inserted last: the dict keeps use order
             self._cost[shape] = seconds if cost is None or seconds >= cost else (cost + seconds) / 2
             if len(self._cost) > SHAPES:
-                self._cost.popitem(last=False)
+                del self._cost[next(iter(self._cost))]
 
 
 _WORK: WeakKeyDictionary[DealerAgent, Work] = WeakKeyDictionary()
