@@ -2,8 +2,9 @@
 
 A load balancer needs one cheap yes/no per worker: the health check runs one
 trivial query in a worker thread; a failure answers 503 without the exception
-text (which may name hosts or credentials). ``/metrics`` renders this worker's
-:class:`~aap.web.metrics.Metrics` in the Prometheus text format.
+text (which may name hosts or credentials). ``/metrics`` renders the
+:class:`~aap.web.metrics.Metrics` in the Prometheus text format: every worker's
+series when several workers share a multi-process directory.
 """
 
 from __future__ import annotations

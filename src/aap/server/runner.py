@@ -41,6 +41,7 @@ from aap.server.app import check_public_url, create_app
 from aap.server.logconfig import log_config
 from aap.store import open_stores
 from aap.store.db import sqlite_path
+from aap.web.metrics import shared_metrics_directory
 
 SOURCE_ENV = "AAP_SETTINGS_SOURCE"
 APP_FACTORY = "aap.server.runner:app_from_env"
@@ -153,7 +154,8 @@ def run(
     previous = os.environ.get(SOURCE_ENV)
     os.environ[SOURCE_ENV] = source.to_json().decode()
     try:
-        uvicorn.run(APP_FACTORY, factory=True, workers=workers, **options)
+        with shared_metrics_directory():  # one scrape sees every worker (aap.web.metrics)
+            uvicorn.run(APP_FACTORY, factory=True, workers=workers, **options)
     finally:
         if previous is None:
             os.environ.pop(SOURCE_ENV, None)

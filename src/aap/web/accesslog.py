@@ -1,4 +1,4 @@
-"""One structured JSON access-log line and one metrics observation per request.
+"""One structured access-log line and one metrics observation per request.
 
 Bindings tell the middleware what a request was with :func:`annotate` (binding,
 skill, AAP code, error id); the middleware adds method, path, status and
@@ -64,10 +64,12 @@ class AccessLogMiddleware:
             skill = info.get("skill", "")
             code = info.get("aap_code") or (str(info["rpc_code"]) if "rpc_code" in info else None)
             self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
-            access_log.info(
-                "request",
-                extra={
-                    "fields": {
+            if access_log.isEnabledFor(logging.INFO):
+                # The record is made directly: Logger.info would also walk the stack for a
+                # caller's file and line, which no access-log line shows.
+                access_log.handle(access_log.makeRecord(
+                    access_log.name, logging.INFO, "", 0, "request", (), None,
+                    extra={"fields": {
                         "method": scope.get("method", ""),
                         "path": scope.get("path", ""),
                         "status": status,
@@ -77,6 +79,5 @@ class AccessLogMiddleware:
                         "rpc_code": info.get("rpc_code"),
                         "duration_ms": round(seconds * 1000, 3),
                         "error_id": info.get("error_id"),
-                    }
-                },
-            )
+                    }},
+                ))
