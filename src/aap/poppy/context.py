@@ -11,6 +11,7 @@ import hashlib
 import ssl
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from aap.agent import DealerAgent
@@ -33,6 +34,8 @@ class PoppyContext:
     keys: SigningKeys = field(init=False)
     clients: ClientRegistry = field(init=False)
     limiter: RateLimiter = field(init=False)
+    #: token -> (kid, claims) of tokens whose signature was checked (aap.poppy.tokens).
+    verified_tokens: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
     _purged_at: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
