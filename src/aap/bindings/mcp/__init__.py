@@ -17,9 +17,10 @@ from starlette.routing import Route
 from aap.agent import DealerAgent
 from aap.bindings import jsonrpc
 from aap.bindings.mcp.auth import BearerAuth, Verifier
+from aap.bindings.mcp.fastpath import FastToolCalls
 from aap.bindings.mcp.http import McpHttpEndpoint
 from aap.bindings.mcp.policy import OriginPolicy
-from aap.bindings.mcp.server import make_server
+from aap.bindings.mcp.server import ToolRunner, make_server
 from aap.bindings.mcp.tools import build_tools
 from aap.paths import MCP_PATH, DeploymentUrls
 from aap.protocols import MCP_PROTOCOL_VERSIONS
@@ -37,7 +38,8 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
     settings = agent.settings
     options = settings.mcp
     tools = build_tools(agent.skills, settings.search.to_json())
-    server = make_server(agent, tools, agent.limiter, ttl_ms=options.tools_cache_ttl_ms)
+    runner = ToolRunner(agent, tools, agent.limiter)
+    server = make_server(agent, tools, agent.limiter, ttl_ms=options.tools_cache_ttl_ms, runner=runner)
     manager = StreamableHTTPSessionManager(
         app=server,
         json_response=True,
@@ -54,6 +56,7 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
         auth,
         max_body_bytes=settings.max_body_bytes,
         protocol_versions=MCP_PROTOCOL_VERSIONS,
+        fast=FastToolCalls(runner, server.server_info_stamp),
     )
     return BindingParts(
         routes=[Route(MCP_PATH, endpoint=endpoint)],

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 
 import anyio
 import orjson
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
 from aap.agent import DealerAgent
@@ -40,7 +40,7 @@ class VerifiedCaller(Protocol):
 Verifier = Callable[[Stores, Settings, str, str], "VerifiedCaller | None"]
 
 
-def caller_of(request: Request | None) -> VerifiedCaller | None:
+def caller_of(request: HTTPConnection | None) -> VerifiedCaller | None:
     """The verified caller the HTTP front stored on this request, if any."""
     if request is None:
         return None

@@ -10,7 +10,8 @@ In front of it this module adds, in order:
    on a GET stream and no session to DELETE, in either era;
 3. optional Bearer authentication (:mod:`aap.bindings.mcp.auth`);
 4. the body, read once with the shared bounded reader (:mod:`aap.web.body`;
-   the app's middleware has already refused anything over the limit);
+   the app's middleware has already refused anything over the limit); a plain
+   ``tools/call`` is then answered directly (:mod:`aap.bindings.mcp.fastpath`);
 5. body-primary era check: a request whose ``params._meta`` carries the
    2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
    names a handshake revision is a modern request with a header mismatch
@@ -33,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, error_response, error_shape
 from aap.bindings.mcp.auth import BearerAuth, remember_caller
+from aap.bindings.mcp.fastpath import FastToolCalls
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
@@ -117,12 +119,15 @@ class McpHttpEndpoint:
         *,
         max_body_bytes: int,
         protocol_versions: tuple[str, ...],
+        fast: FastToolCalls | None = None,
     ) -> None:
         self.manager = manager
         self.policy = policy
         self.auth = auth
         self.max_body_bytes = max_body_bytes
         self.protocol_versions = protocol_versions
+        #: Answers plain ``tools/call`` requests itself (:mod:`.fastpath`); None: the SDK answers all.
+        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         annotate(scope, binding="mcp")
@@ -138,6 +143,11 @@ class McpHttpEndpoint:
             return
         except ClientDisconnect:
             return
+        if self.fast is not None:
+            answer = await self.fast.answer(scope, body)
+            if answer is not None:
+                await answer(scope, receive, send)
+                return
         mismatch = envelope_mismatch(body, headers, self.protocol_versions)
         if mismatch is not None:
             await mismatch(scope, receive, send)

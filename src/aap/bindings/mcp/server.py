@@ -18,7 +18,7 @@ from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from aap import __version__
 from aap.agent import CallContext, DealerAgent
@@ -58,7 +58,7 @@ def error_result(error: AapError) -> dict[str, Any]:
     return _result(error.to_dict(), True)
 
 
-def caller_key(caller: VerifiedCaller | None, request: Request | None) -> str:
+def caller_key(caller: VerifiedCaller | None, request: HTTPConnection | None) -> str:
     """Rate-limit bucket: the verified caller when there is one, else the client address.
 
     A verified caller is a Poppy caller; its bucket is the one the Poppy API uses too.
@@ -112,15 +112,20 @@ class ToolRunner:
         spec = self.tools.get(params.name)
         if spec is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
-        scope = ctx.request.scope if ctx.request is not None else {}
-        caller = caller_of(ctx.request)
+        return await self.call(spec, params.arguments, ctx.request)
+
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any] | None,
+                   request: HTTPConnection | None) -> dict[str, Any]:
+        """The ``CallToolResult`` (wire form) of one call of ``spec`` (also :mod:`.fastpath`'s)."""
+        scope = request.scope if request is not None else {}
+        caller = caller_of(request)
         context = CallContext(
             binding="mcp",
             caller_id=caller.caller_id if caller else None,
             client_id=caller.client_id if caller else None,
         )
         try:
-            response = await self.run(spec, params.arguments, context, caller_key(caller, ctx.request))
+            response = await self.run(spec, arguments, context, caller_key(caller, request))
             result = success_result(response)
         except AapError as exc:
             annotate(scope, skill=spec.skill.id, aap_code=exc.code, error_id=exc.error_id)
@@ -143,7 +148,8 @@ def instructions_for(agent: DealerAgent) -> str:
     )
 
 
-def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], limiter: RateLimiter, *, ttl_ms: int) -> Server[Any]:
+def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], limiter: RateLimiter, *, ttl_ms: int,
+                runner: ToolRunner | None = None) -> Server[Any]:
     """The low-level SDK server for ``tools`` (stateless: no per-connection state)."""
     listing = types.ListToolsResult(tools=[spec.tool for spec in tools.values()])
 
@@ -162,7 +168,7 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], limiter: RateLim
         cache_hints={"tools/list": hint, "server/discover": hint},
         get_tool_input_schema=lambda name: None,  # no x-mcp-header in AAP schemas: nothing to mirror
         on_list_tools=list_tools,
-        on_call_tool=ToolRunner(agent, tools, limiter),
+        on_call_tool=runner or ToolRunner(agent, tools, limiter),
     )
 
     async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> types.DiscoverResult:
