@@ -6,6 +6,7 @@ the fast path must leave alone are answered as before."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -58,9 +59,11 @@ def tool_call(name: str, arguments: Any, *, version: str = MODERN, request_id: A
 
 
 def without_error_ids(value: Any) -> Any:
-    """The answer with every ``error_id`` and ``created_at`` (per call) blanked, also in the text block."""
+    """The answer with what differs per call (``error_id``, ``created_at``, a cursor's issue time)
+    blanked, also in the text block."""
     if isinstance(value, dict):
-        return {k: ("*" if k in ("error_id", "created_at") else without_error_ids(v)) for k, v in value.items()}
+        return {k: ("*" if k in ("error_id", "created_at", "next_cursor") else without_error_ids(v))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [without_error_ids(v) for v in value]
     if isinstance(value, str) and value.startswith("{"):
@@ -147,3 +150,50 @@ def test_fast_answers_are_logged_and_counted_like_the_sdks(dealer, endpoint):
     line = next(l for l in text.splitlines() if l.startswith("aap_errors_total") and 'binding="mcp"' in l
                 and "VEHICLE_NOT_FOUND" in l)
     assert float(line.rsplit(" ", 1)[1]) >= 1 and before <= 1
+
+
+def test_the_fronts_protocol_constants_are_the_sdks():
+    import mcp_types
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from aap.bindings.mcp import fastpath
+
+    assert fastpath.HEADER_MISMATCH == mcp_types.HEADER_MISMATCH
+    assert fastpath.UNSUPPORTED_PROTOCOL_VERSION == mcp_types.UNSUPPORTED_PROTOCOL_VERSION
+    assert fastpath.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
+    assert fastpath.CLIENT_CAPABILITIES_META_KEY == mcp_types.CLIENT_CAPABILITIES_META_KEY
+    assert fastpath.CLIENT_INFO_META_KEY == mcp_types.CLIENT_INFO_META_KEY
+    assert fastpath.SERVER_INFO_META_KEY == mcp_types.SERVER_INFO_META_KEY
+    assert set(fastpath.HANDSHAKE_VERSIONS) == set(HANDSHAKE_PROTOCOL_VERSIONS)
+
+
+def test_a2a_and_plain_tool_calls_never_load_the_sdk(tmp_path):
+    """The SDK (and pydantic) load on the first request that needs them, not before."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from starlette.testclient import TestClient
+        from aap.server.app import create_app
+        from aap.store import open_stores
+        from http_helpers import make_settings, send_message
+        from mcp_helpers import modern_call
+        settings = make_settings("http://127.0.0.1:8000", "sqlite:///{tmp_path}/aap.db")
+        app = create_app(settings, open_stores(settings.database_url))
+        loaded = lambda: sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types", "pydantic"))
+        with TestClient(app, base_url="http://127.0.0.1:8000") as http:
+            assert "result" in http.post("/a2a", json=send_message({{"type": "dealer.information.request"}})).json()
+            body, headers = modern_call("tools/call", {{"name": "aap_dealer_information",
+                                                        "arguments": {{"type": "dealer.information.request"}}}})
+            assert http.post("/mcp", json=body, headers=headers).json()["result"]["isError"] is False
+            assert loaded() == [], loaded()
+            body, headers = modern_call("tools/list")
+            assert len(http.post("/mcp", json=body, headers=headers).json()["result"]["tools"]) == 5
+            assert "mcp" in loaded()
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-3000:]

@@ -28,13 +28,19 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import Scope
 
-from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION
+from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION, MCP_PROTOCOL_VERSIONS
 
 if TYPE_CHECKING:
-    from aap.bindings.mcp.server import ToolRunner
+    from aap.bindings.mcp.calls import ToolRunner
 
-# The per-request envelope keys of the stateless revision (MCP 2026-07-28, "Per-request
-# protocol fields"): protocol version and client capabilities required, client info optional.
+# What the front of /mcp needs of the protocol without loading the SDK (tests/test_mcp_fastpath.py
+# checks each against the SDK's own constant). The per-request envelope keys of the stateless
+# revision (MCP 2026-07-28, "Per-request protocol fields"): protocol version and client
+# capabilities required, client info optional; results carry the server's identity.
+HEADER_MISMATCH = -32020
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+#: The ``initialize``-handshake revisions served (the SDK's legacy era), newest first.
+HANDSHAKE_VERSIONS: tuple[str, ...] = tuple(v for v in MCP_PROTOCOL_VERSIONS if v != MCP_MODERN_VERSION)
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
@@ -77,7 +83,7 @@ class FastToolCalls:
         call = plain_tool_call(scope["headers"], body, self.tool_names)
         if call is None:
             return None
-        result = await self.runner.call(self.runner.tools[call.name], call.arguments, HTTPConnection(scope))
+        result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope))
         return Response(call.response_body(result, self.server_info), media_type="application/json")
 
 

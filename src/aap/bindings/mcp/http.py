@@ -24,9 +24,6 @@ In front of it this module adds, in order:
 from __future__ import annotations
 
 import orjson
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -34,7 +31,14 @@ from starlette.types import Message, Receive, Scope, Send
 
 from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, error_response, error_shape
 from aap.bindings.mcp.auth import BearerAuth, remember_caller
-from aap.bindings.mcp.fastpath import FastToolCalls
+from aap.bindings.mcp.fastpath import (
+    HANDSHAKE_VERSIONS,
+    HEADER_MISMATCH,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    FastToolCalls,
+)
+from aap.bindings.mcp.sdk import LazySdk
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
@@ -50,7 +54,7 @@ def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) 
     equal to it (a handshake revision inside a modern envelope): ``-32022``.
     """
     version = headers.get(PROTOCOL_VERSION_HEADER)
-    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+    if version is not None and version not in HANDSHAKE_VERSIONS:
         return None  # routed to the SDK's modern ladder, which checks header against envelope
     try:
         message = orjson.loads(body)
@@ -113,7 +117,7 @@ class McpHttpEndpoint:
 
     def __init__(
         self,
-        manager: StreamableHTTPSessionManager,
+        manager: LazySdk,
         policy: OriginPolicy,
         auth: BearerAuth,
         *,
