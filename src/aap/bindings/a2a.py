@@ -36,13 +36,13 @@ from aap.bindings.jsonrpc import RpcError
 from aap.errors import AapError
 from aap.paths import A2A_PATH
 from aap.protocols import A2A_PROTOCOL_VERSION
-from aap.ratelimit import RateLimiter, retry_after_seconds
+from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
-from aap.web.work import work_for
+from aap.web.work import admit, work_for
 
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
@@ -118,10 +118,9 @@ def _echo_id(message: Any) -> Any:
 class A2ABinding:
     """The ``/a2a`` endpoint of one :class:`~aap.agent.DealerAgent`."""
 
-    def __init__(self, agent: DealerAgent, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, agent: DealerAgent) -> None:
         self.agent = agent
         self.settings = agent.settings
-        self.limiter = limiter or agent.limiter
         self.work = work_for(agent)
 
     # -- HTTP --------------------------------------------------------------
@@ -168,8 +167,7 @@ class A2ABinding:
             self._check_version(headers)
             self._check_extensions(headers)
             echo = {EXTENSIONS_HEADER: EXTENSION_URI}
-            if not self.limiter.check_local(caller_key):
-                await self.work.blocking(self.limiter.check, caller_key)
+            await admit(self.agent, caller_key)
             self._check_method(message["method"])
             call = self._send_message_params(message.get("params"))
             self._check_request_media_type(call)

@@ -20,6 +20,7 @@ back down by halves, so a shape that is sometimes slow mostly stays off the loop
 
 One :class:`Work` per agent (:func:`work_for`), so the surfaces of one app share
 its threads (each with its own database connection) and what it learned.
+:func:`admit` is the rate-limit check of every binding, on the same terms.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Work:
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="aap-work")
         self._cost: dict[Hashable, float] = {}
         self._lock = threading.Lock()
+        self._flights: dict[Hashable, asyncio.Future[None]] = {}  # on the event loop only
 
     def short(self, shape: Hashable | None) -> bool:
         """True when ``shape`` runs on the event loop."""
@@ -67,17 +69,34 @@ class Work:
         """``fn(*args)``: inline when ``shape`` is short, else on the executor; its cost is noted."""
         if self.short(shape):
             assert shape is not None
-            started = time.perf_counter()  # on the loop, the time it was held
+            started = time.thread_time()  # CPU: a busy machine's preemptions do not count
             try:
                 return fn(*args)
             finally:
-                self.note(shape, time.perf_counter() - started)
+                self.note(shape, time.thread_time() - started)
         return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, shape, fn, args)
 
     async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the executor, always (a write, a wait)."""
         call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
         return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    async def single_flight(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> bool:
+        """``fn(*args)`` on the executor, unless a call with ``key`` is already running: then
+        wait for that one instead. True when this call ran ``fn`` (its exception propagates),
+        False when it waited for another's."""
+        running = self._flights.get(key)
+        if running is not None:
+            await asyncio.wait([running])  # its outcome is its caller's; only the wait is ours
+            return False
+        flight: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flights[key] = flight
+        try:
+            await self.blocking(fn, *args)
+            return True
+        finally:
+            del self._flights[key]
+            flight.set_result(None)
 
     def _timed(self, shape: Hashable | None, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         started = time.thread_time()  # this thread's CPU: not inflated by waiting for the GIL
@@ -107,3 +126,18 @@ def work_for(agent: DealerAgent) -> Work:
         if work is None:
             work = _WORK[agent] = Work(inline=agent.stores.db.in_process)
         return work
+
+
+async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
+    """Spend ``cost`` rate-limit tokens of ``caller_key`` (``RATE_LIMITED`` when refused).
+
+    From this process's lease when it covers the request (no I/O); else one
+    lease from the shared bucket on the executor. Requests of one caller that
+    find the lease empty together wait for a single lease rather than each
+    taking one (with 16 in flight, every lease would otherwise cost 16 hops).
+    """
+    limiter = agent.limiter
+    work = work_for(agent)
+    while not limiter.check_local(caller_key, cost):
+        if await work.single_flight(("lease", caller_key), limiter.check, caller_key, cost):
+            return  # this request's own lease admitted it

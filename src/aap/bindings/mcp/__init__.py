@@ -36,7 +36,7 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
     one, no token is valid and a call that presents one is refused.
     """
     settings = agent.settings
-    runner = ToolRunner(agent, agent.limiter)
+    runner = ToolRunner(agent)
     sdk = LazySdk(agent, runner)  # the SDK itself loads on the first request that needs it
     urls = DeploymentUrls(settings.public_url)
     auth = BearerAuth(agent, resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)

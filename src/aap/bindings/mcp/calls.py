@@ -19,13 +19,12 @@ from aap import __version__
 from aap.agent import CallContext, DealerAgent
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.errors import AapError, problem
-from aap.ratelimit import RateLimiter
 from aap.skills.catalog import SkillInfo
 from aap.spec import validate
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
-from aap.web.work import work_for
+from aap.web.work import admit, work_for
 
 SERVER_NAME = "aap"
 
@@ -74,9 +73,8 @@ def caller_key(caller: VerifiedCaller | None, request: HTTPConnection | None) ->
 class ToolRunner:
     """Turns a ``tools/call`` into ``DealerAgent.run`` and its outcome into a result."""
 
-    def __init__(self, agent: DealerAgent, limiter: RateLimiter) -> None:
+    def __init__(self, agent: DealerAgent) -> None:
         self.agent = agent
-        self.limiter = limiter
         #: The skill of each tool, by tool name, in skill-catalog order.
         self.tools: dict[str, SkillInfo] = {skill.tool_name: skill for skill in agent.skills}
 
@@ -106,8 +104,7 @@ class ToolRunner:
                   key: str) -> dict[str, Any]:
         """Rate limit, argument check, skill; the blocking parts where :mod:`aap.web.work` places them."""
         work = work_for(self.agent)
-        if not self.limiter.check_local(key):
-            await work.blocking(self.limiter.check, key)
+        await admit(self.agent, key)
         payload = self.payload(name, skill, arguments)
         return await work.run(self.agent.work_shape(skill, payload), self.agent.run, skill, payload, context)
 
