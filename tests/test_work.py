@@ -3,11 +3,13 @@ has been seen short on an in-process database, on the executor otherwise."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 
 from aap.agent import DealerAgent
+from aap.config.model import RateLimit
 from aap.skills.catalog import SKILLS
 from aap.web.work import INLINE_BUDGET, SHAPES, Work, work_for
 
@@ -91,3 +93,24 @@ def test_work_shape_keeps_names_not_values(agent_factory):
     shape = agent.work_shape(search, hostile)
     assert shape is not None and len(shape) < 50 and all(len(part) <= 40 for part in shape)
     assert agent.work_shape(search, [1, 2]) == ("inventory.search",)
+
+
+async def test_callers_waiting_on_an_empty_lease_share_one_lease(agent_factory):
+    """16 requests of one caller arriving together: a few lease writes, not one each."""
+    import asyncio
+
+    from aap.errors import AapError
+    from aap.web.work import admit
+    from test_ratelimit import WriteCounter
+
+    agent: DealerAgent = agent_factory()
+    counter = WriteCounter(agent.stores.db)
+    await asyncio.gather(*(admit(agent, "busy") for _ in range(16)))
+    assert 1 <= counter.writes <= 4  # leases of 1, 4 and 16 tokens at most
+    # A refusal reaches every waiting request, and each is refused without a write of its own.
+    limited = agent_factory(settings=dataclasses.replace(agent.settings, rate_limit=RateLimit(per_minute=1, burst=2)))
+    counter = WriteCounter(limited.stores.db)
+    outcomes = await asyncio.gather(*(admit(limited, "busy") for _ in range(8)), return_exceptions=True)
+    refused = [o for o in outcomes if isinstance(o, AapError)]
+    assert len(refused) == 6 and all(o.code == "RATE_LIMITED" for o in refused)
+    assert counter.writes <= 3

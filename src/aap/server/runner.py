@@ -139,6 +139,7 @@ def run(
         "log_level": log_level,
         "access_log": False,  # ours is aap.access; uvicorn's would log query strings
         "server_header": False,
+        "ws": "none",  # no surface speaks WebSocket: never load a WebSocket library
         "timeout_graceful_shutdown": 10,
     }
     stores = open_stores(settings.database_url)  # migrates once, before any worker starts
