@@ -61,13 +61,14 @@ def check(ctx: PoppyContext, token: str, *, now: float, token_type: str = "DPoP"
                 raise refused
             kid = jwt.header.get("kid")
             key = ctx.keys.verification_key(kid)
-            if key is None:
+            if key is None or not isinstance(kid, str):
                 raise refused
             jwt.verify(key)
         except JoseProblem as exc:
             raise refused from exc
-        verified = (kid, jwt.claims)
-        remember_verified(ctx.verified_tokens, token, verified)
+        checked = (kid, jwt.claims)
+        remember_verified(ctx.verified_tokens, token, checked)
+        verified = checked
     if verified[1].get("iss") != ctx.issuer:
         raise refused
     record = ctx.store.find_token(token)

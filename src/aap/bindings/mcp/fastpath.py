@@ -96,16 +96,16 @@ def plain_tool_call(headers: list[tuple[bytes, bytes]], body: bytes, tools: froz
     seen: dict[bytes, str] = {}
     content_type = accept = None
     for raw_name, raw_value in headers:
-        name = raw_name.lower()
-        if name in _ROUTING:
-            if name in seen:
+        header = raw_name.lower()
+        if header in _ROUTING:
+            if header in seen:
                 return None  # repeated: the SDK refuses it
-            seen[name] = raw_value.decode("latin-1")
-        elif name == b"content-type":
+            seen[header] = raw_value.decode("latin-1")
+        elif header == b"content-type":
             content_type = raw_value.decode("latin-1")
-        elif name == b"accept":
+        elif header == b"accept":
             accept = raw_value.decode("latin-1")
-        elif name.startswith(b"mcp-param-") or name in (b"mcp-session-id", b"last-event-id"):
+        elif header.startswith(b"mcp-param-") or header in (b"mcp-session-id", b"last-event-id"):
             return None
     if content_type is None or _media_types(content_type) != {"application/json"}:
         return None
