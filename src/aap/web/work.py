@@ -40,9 +40,12 @@ T = TypeVar("T")
 
 #: CPU seconds a run may take and still be run on the event loop next time.
 INLINE_BUDGET = 0.001
-#: Threads of a worker's executor: enough to overlap long work and database waits,
-#: few enough that requests do not fight over the GIL.
-THREADS = 4
+#: Threads of a worker's executor on SQLite, where only long work and writes go there:
+#: enough to overlap them, few enough that requests do not fight over the GIL.
+THREADS = 8
+#: On a database across the network every query goes there and mostly waits for the
+#: server: as many threads as the connection pool has connections (store/postgres.py).
+NETWORK_THREADS = 10
 #: Shapes remembered (least recently used forgotten first).
 SHAPES = 1024
 
@@ -50,9 +53,10 @@ SHAPES = 1024
 class Work:
     """Runs blocking calls inline or on a small executor, by what their shape has cost."""
 
-    def __init__(self, *, inline: bool, threads: int = THREADS, budget: float = INLINE_BUDGET) -> None:
+    def __init__(self, *, inline: bool, threads: int | None = None, budget: float = INLINE_BUDGET) -> None:
         self.inline = inline
         self.budget = budget
+        threads = threads or (THREADS if inline else NETWORK_THREADS)
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="aap-work")
         self._cost: dict[Hashable, float] = {}
         self._lock = threading.Lock()
