@@ -13,7 +13,7 @@ from aap.store import open_stores
 
 @pytest.fixture
 def runner(monkeypatch):
-    for name in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL"):
+    for name in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL", "AAP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     return CliRunner()
 
@@ -223,6 +223,9 @@ def fake_run(monkeypatch):
 
     def run(source, **kw):
         assert isinstance(source, aap.server.runner.SettingsSource)  # what workers can load again
+        sock = kw.pop("sock")  # bound by `aap serve` before its banner
+        assert sock.getsockname()[1] == kw["port"]
+        sock.close()
         calls.append((source.load(), kw))
 
     monkeypatch.setattr(aap.server.runner, "run", run)
@@ -231,18 +234,20 @@ def fake_run(monkeypatch):
 
 def test_serve_demo_seeds_an_empty_database_once(runner, tmp_path, fake_run):
     db = f"sqlite:///{tmp_path}/demo.db"
-    result = runner.invoke(main, ["serve", "--database", db, "--port", "8123"])
+    result = runner.invoke(main, ["serve", "--database", db, "--port", "0"])
     assert result.exit_code == 0, result.output
     (settings, kw), = fake_run
+    port = kw["port"]
     assert settings.database_url == db
-    assert settings.public_url == "http://127.0.0.1:8123"
-    assert kw == {"host": "127.0.0.1", "port": 8123, "ssl_certfile": None, "ssl_keyfile": None, "workers": 1}
+    assert settings.public_url == f"http://127.0.0.1:{port}"  # the port the system chose
+    assert kw == {"host": "127.0.0.1", "port": port, "ssl_certfile": None, "ssl_keyfile": None, "workers": 1,
+                  "log_level": "info", "log_format": "json"}
     stores = open_stores(db)
     try:
         assert stores.inventory.count() == 2000
     finally:
         stores.close()
-    result = runner.invoke(main, ["serve", "--database", db])
+    result = runner.invoke(main, ["serve", "--database", db, "--port", "0"])
     assert result.exit_code == 0
     assert "demo listings" not in result.output  # already stocked: not seeded again
 
@@ -256,15 +261,15 @@ def test_serve_with_config_does_not_seed_and_passes_options(runner, tmp_path, fa
     db = f"sqlite:///{tmp_path}/mine.db"
     monkeypatch.setenv("AAP_DATABASE_URL", db)
     result = runner.invoke(main, [
-        "serve", "--config", str(config), "--host", "0.0.0.0", "--port", "8443",
+        "serve", "--config", str(config), "--host", "127.0.0.1", "--port", "0",
         "--public-url", "https://localhost:8443", "--ssl-certfile", str(cert),
-        "--ssl-keyfile", str(key), "--workers", "2"])
+        "--ssl-keyfile", str(key), "--workers", "2", "--log-level", "warning", "--log-format", "text"])
     assert result.exit_code == 0, result.output
     (settings, kw), = fake_run
-    assert settings.public_url == "https://localhost:8443"
+    assert settings.public_url == "https://localhost:8443"  # given on the command line: as given
     assert settings.database_url == db
-    assert kw == {"host": "0.0.0.0", "port": 8443, "ssl_certfile": str(cert),
-                  "ssl_keyfile": str(key), "workers": 2}
+    assert kw == {"host": "127.0.0.1", "port": kw["port"], "ssl_certfile": str(cert),
+                  "ssl_keyfile": str(key), "workers": 2, "log_level": "warning", "log_format": "text"}
     stores = open_stores(db)
     try:
         assert stores.inventory.count() == 0
@@ -277,9 +282,10 @@ def test_serve_demo_with_tls_publishes_https(runner, tmp_path, fake_run):
     cert.write_text("cert")
     key.write_text("key")
     result = runner.invoke(main, ["serve", "--database", f"sqlite:///{tmp_path}/d.db", "--host", "localhost",
-                                  "--port", "9443", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)])
+                                  "--port", "0", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)])
     assert result.exit_code == 0, result.output
-    assert fake_run[0][0].public_url == "https://localhost:9443"
+    (settings, kw), = fake_run
+    assert settings.public_url == f"https://localhost:{kw['port']}"
 
 
 def test_serve_needs_both_tls_files(runner, tmp_path, fake_run):

@@ -106,3 +106,27 @@ def test_commands_against_our_dealer_over_each_binding(own_dealer, binding):
     vin = next(v["vin"] for v in page["vehicles"] if v.get("vin"))
     result = invoke(vehicle_command, own_dealer.url, "--binding", binding, "--vin", vin, *extra)
     assert result.exit_code == 0 and vin in result.output
+
+
+def test_search_all_json_is_a_list_of_pages_even_for_one_page(fake_url):
+    url, fake = fake_url
+    result = invoke(search_command, url, "--all", "--limit", 25, "--filters", '{"body": ["suv"]}', "--json")
+    pages = json.loads(result.stdout)
+    assert isinstance(pages, list) and len(pages) == 1
+    assert pages[0]["type"] == "inventory.search.response"
+    single = json.loads(invoke(search_command, url, "--limit", 25, "--filters", '{"body": ["suv"]}', "--json").stdout)
+    assert isinstance(single, dict) and single["data"] == pages[0]["data"]
+
+
+def test_search_table_at_80_columns_never_wraps_identifiers_or_the_cursor(fake_url):
+    url, fake = fake_url
+    result = CliRunner().invoke(search_command, [url, "--limit", "5", "--sort", "price:asc"],
+                                catch_exceptions=False, terminal_width=80, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    page = json.loads(invoke(search_command, url, "--limit", 5, "--sort", "price:asc", "--json").stdout)
+    for vehicle in page["data"]["vehicles"]:
+        identifier = vehicle.get("vin") or vehicle.get("stock") or vehicle["vehicle_id"]
+        assert any(identifier in line for line in lines), identifier  # whole, on one line
+    cursor = page["data"]["next_cursor"]
+    assert cursor in lines  # alone on its line: paste it back as it is

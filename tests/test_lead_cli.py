@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from datetime import timedelta
 import orjson
 import pytest
@@ -19,7 +20,13 @@ from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, 
 @pytest.fixture
 def runner(monkeypatch):
     monkeypatch.delenv("AAP_DATABASE_URL", raising=False)
-    return CliRunner()
+    monkeypatch.delenv("AAP_CONFIG", raising=False)
+    # `aap deliver` configures this process's logging, as a command does; give the
+    # other tests (caplog) theirs back.
+    logger = logging.getLogger("aap")
+    saved = (logger.handlers[:], logger.propagate, logger.level)
+    yield CliRunner()
+    logger.handlers[:], logger.propagate, logger.level = saved[0], saved[1], saved[2]
 
 
 @pytest.fixture
@@ -54,7 +61,7 @@ def test_list_shows_ids_and_states_but_no_customer_data(runner, deployment):
     for value in (FIRST, LAST, EMAIL, PHONE, MESSAGE[:10]):
         assert value not in result.output
     rows = orjson.loads(runner.invoke(cli.leads, ["list", "--json", "--database",
-                                                  deployment.settings.database_url]).output)
+                                                  deployment.settings.database_url]).stdout)
     assert [r["lead_id"] for r in rows] == [second, first]  # newest first
     assert rows[0]["deliveries"] == {"pending": 1}
 
@@ -66,14 +73,14 @@ def test_show_is_where_the_customer_data_is(runner, deployment):
     for value in (FIRST, LAST, EMAIL, PHONE, CONSENT_TEXT, MESSAGE):
         assert value in result.output
     record = orjson.loads(runner.invoke(cli.leads, ["show", lead_id, "--json", "--database",
-                                                    deployment.settings.database_url]).output)
+                                                    deployment.settings.database_url]).stdout)
     assert record["consent"]["consent_text"] == CONSENT_TEXT
     missing = runner.invoke(cli.leads, ["show", "lead_nope", "--database", deployment.settings.database_url])
     assert missing.exit_code == 1 and "No lead lead_nope" in missing.output
 
 
 def test_deliver_once_then_retry_a_dead_delivery(runner, deployment, receiver, monkeypatch):
-    monkeypatch.setattr(cli, "load_or_fail", lambda config, overrides=None: deployment.settings)
+    monkeypatch.setattr(cli, "load_or_fail", lambda config, overrides=None, **kw: deployment.settings)
     lead_id = submit(deployment)
     url = deployment.settings.database_url
     receiver.status = 503
@@ -82,7 +89,7 @@ def test_deliver_once_then_retry_a_dead_delivery(runner, deployment, receiver, m
     assert "1 delivery(ies) processed" in result.output
     assert deployment.stores.leads.get_lead(lead_id)["deliveries"][0]["status"] == "dead"  # max_attempts = 1
     dead = runner.invoke(cli.leads, ["list", "--delivery", "dead", "--json", "--database", url])
-    assert [r["lead_id"] for r in orjson.loads(dead.output)] == [lead_id]
+    assert [r["lead_id"] for r in orjson.loads(dead.stdout)] == [lead_id]
 
     result = runner.invoke(cli.leads, ["retry", lead_id, "--database", url])
     assert result.exit_code == 0, result.output
@@ -90,6 +97,8 @@ def test_deliver_once_then_retry_a_dead_delivery(runner, deployment, receiver, m
     receiver.status = 200
     assert runner.invoke(cli.deliver, ["--once"]).exit_code == 0
     assert deployment.stores.leads.get_lead(lead_id)["deliveries"][0]["status"] == "delivered"
+    shown = runner.invoke(cli.leads, ["show", lead_id, "--database", url])
+    assert "delivered  attempts 2" in shown.output  # tried twice: the retry keeps the count
     nothing = runner.invoke(cli.leads, ["retry", lead_id, "--database", url])
     assert nothing.exit_code == 1 and "--all" in nothing.output
     again = runner.invoke(cli.leads, ["retry", lead_id, "--all", "--database", url])

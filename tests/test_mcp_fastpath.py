@@ -156,15 +156,43 @@ def test_the_fronts_protocol_constants_are_the_sdks():
     import mcp_types
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-    from aap.bindings.mcp import fastpath
+    from aap.bindings.mcp import envelope
 
-    assert fastpath.HEADER_MISMATCH == mcp_types.HEADER_MISMATCH
-    assert fastpath.UNSUPPORTED_PROTOCOL_VERSION == mcp_types.UNSUPPORTED_PROTOCOL_VERSION
-    assert fastpath.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
-    assert fastpath.CLIENT_CAPABILITIES_META_KEY == mcp_types.CLIENT_CAPABILITIES_META_KEY
-    assert fastpath.CLIENT_INFO_META_KEY == mcp_types.CLIENT_INFO_META_KEY
-    assert fastpath.SERVER_INFO_META_KEY == mcp_types.SERVER_INFO_META_KEY
-    assert set(fastpath.HANDSHAKE_VERSIONS) == set(HANDSHAKE_PROTOCOL_VERSIONS)
+    assert envelope.HEADER_MISMATCH == mcp_types.HEADER_MISMATCH
+    assert envelope.UNSUPPORTED_PROTOCOL_VERSION == mcp_types.UNSUPPORTED_PROTOCOL_VERSION
+    assert envelope.PROTOCOL_VERSION_META_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
+    assert envelope.CLIENT_CAPABILITIES_META_KEY == mcp_types.CLIENT_CAPABILITIES_META_KEY
+    assert envelope.CLIENT_INFO_META_KEY == mcp_types.CLIENT_INFO_META_KEY
+    assert envelope.SERVER_INFO_META_KEY == mcp_types.SERVER_INFO_META_KEY
+    assert set(envelope.HANDSHAKE_VERSIONS) == set(HANDSHAKE_PROTOCOL_VERSIONS)
+
+
+@pytest.mark.parametrize("version", [MODERN, LEGACY])
+def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, version):
+    from aap.config.model import RateLimit
+
+    with live_dealer(tmp_path, count=5, rate_limit=RateLimit(enabled=True, per_minute=1, burst=1)) as limited:
+        (route,) = [r for r in limited.app.routes if getattr(r, "path", None) == "/mcp"]
+        endpoint = route.endpoint
+        body, headers = tool_call("aap_dealer_information", {"type": "dealer.information.request"}, version=version)
+        fast_calls, answers = endpoint.fast, []
+        for fast in (True, True, False):  # admitted, then refused by the fast path, then by the SDK path
+            endpoint.fast = fast_calls if fast else None
+            response = httpx.post(limited.mcp_url, content=orjson.dumps(body),
+                                  headers={"Content-Type": "application/json", **headers}, timeout=30)
+            answers.append((response.status_code, response.headers.get("retry-after"), response.json()))
+        endpoint.fast = fast_calls
+    assert answers[0][2]["result"]["isError"] is False and answers[0][1] is None
+    for status, retry_after, answer in answers[1:]:
+        error = answer["result"]["structuredContent"]
+        assert status == 200 and error["code"] == "RATE_LIMITED"
+        assert int(retry_after) == -(-error["details"]["retry_after_ms"] // 1000)  # whole seconds, rounded up
+
+    refused_fast, refused_sdk = answers[1][2], answers[2][2]
+    for answer in (refused_fast, refused_sdk):  # the wait shrinks between the two refusals
+        answer["result"]["content"] = "*"  # the same object as text
+        answer["result"]["structuredContent"]["details"].update(retry_after_ms="*", hint="*")
+    assert without_error_ids(refused_fast) == without_error_ids(refused_sdk)
 
 
 def test_a2a_and_plain_tool_calls_never_load_the_sdk(tmp_path):

@@ -129,9 +129,18 @@ async def test_dead_letter_after_max_attempts_and_operator_retry(make_agent, rec
     (row,) = deliveries(agent, lead_id)
     assert row["status"] == "dead" and row["attempts"] == 3 and len(receiver.requests) == 3
     assert agent.stores.leads.retry(lead_id, int(clock() * 1000)) == 1
+    (row,) = deliveries(agent, lead_id)
+    assert (row["status"], row["attempts"]) == ("pending", 3)  # re-queued; its history kept
+    for _ in range(5):  # the retry policy starts again: three more tries, then dead
+        await once(worker)
+        clock.advance(2)
+    (row,) = deliveries(agent, lead_id)
+    assert row["status"] == "dead" and row["attempts"] == 6 and len(receiver.requests) == 6
+    assert agent.stores.leads.retry(lead_id, int(clock() * 1000)) == 1
     receiver.status = 200
     assert await once(worker) == 1
-    assert deliveries(agent, lead_id)[0]["status"] == "delivered"
+    (row,) = deliveries(agent, lead_id)
+    assert (row["status"], row["attempts"]) == ("delivered", 7)
 
 
 async def test_a_permanent_refusal_goes_straight_to_dead(make_agent, receiver):
@@ -316,7 +325,10 @@ async def test_delivery_logs_carry_no_customer_value(make_agent, receiver, caplo
     for _ in range(3):
         await once(worker)
         clock.advance(5)
-    text = "\n".join(r.getMessage() for r in caplog.records)
-    assert "dead after 2 attempt(s)" in text and "consent expired" in text
+    text = "\n".join(f"{r.getMessage()} {getattr(r, 'fields', '')}" for r in caplog.records)
+    dead = [r for r in caplog.records if r.getMessage() == "delivery dead"]
+    assert dead and dead[0].fields["attempt"] == 2 and dead[0].fields["lead_id"].startswith("lead_")
+    assert dead[0].fields["lead_id"] not in dead[0].getMessage()  # ids are fields, not words
+    assert "consent expired" in text
     for value in PII:
         assert value not in text

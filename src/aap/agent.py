@@ -11,12 +11,13 @@ callers that hold only the payload. Nothing here knows about HTTP or JSON-RPC.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from aap.config.model import Settings
-from aap.errors import AapError, problem
+from aap.errors import AapError, Problem, problem
 from aap.ratelimit import RateLimiter
 from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
 from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
@@ -37,13 +38,30 @@ class CallContext:
 _NAME, _NAMES = 40, 40  # a shape keeps at most this many names of at most this length
 
 SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, Any]]
-Classifier = Callable[[Any, list[dict[str, str]]], AapError]
+Classifier = Callable[[Any, list[Problem]], AapError]
+
+
+INT64_MIN, INT64_END = -(2**63), 2**63
 
 
 def normalize_numbers(value: Any) -> Any:
-    """Turn integral floats (``25.0`` from protobuf-Value clients) into ints, recursively."""
-    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**63:
+    """One number model for every binding's JSON reader, recursively.
+
+    Integral floats (``25.0`` from protobuf-Value clients) within 64 bits become
+    ints. Integers beyond 64 bits become the nearest double, which is what the
+    A2A and Poppy readers (orjson) already hand over, while the MCP SDK's reader
+    keeps them as Python ints: a ``price_max`` of ``1e30`` written as an integer
+    then means the same on every binding (docs/architecture.md, "The request
+    path"). One beyond the double range becomes an infinity, which no schema
+    accepts as a number.
+    """
+    if isinstance(value, float) and value.is_integer() and INT64_MIN <= value < INT64_END:
         return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value < INT64_END:
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, dict):
         return {k: normalize_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -51,7 +69,7 @@ def normalize_numbers(value: Any) -> Any:
     return value
 
 
-def schema_error(problems: list[dict[str, str]]) -> AapError:
+def schema_error(problems: list[Problem]) -> AapError:
     """``SCHEMA_VALIDATION_FAILED`` carrying every problem found."""
     return AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 
@@ -146,9 +164,9 @@ class DealerAgent:
         if skill.id not in self._handlers:
             raise self._unsupported()
         _require_object(payload)
-        problems = validate(payload, skill.request_schema)
+        request = normalize_numbers(payload)
+        problems = validate(request, skill.request_schema)
         if problems:
             classify = self._classifiers.get(skill.id)
-            raise classify(payload, problems) if classify else schema_error(problems)
-        request = normalize_numbers(payload)
+            raise classify(request, problems) if classify else schema_error(problems)
         return self._handlers[skill.id](self, request, ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,16 @@ def now_rfc3339() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def problem(instance_location: str, keyword: str, error: str) -> dict[str, str]:
+class Problem(TypedDict):
+    """One ``details.errors[]`` entry (seed 004 ``Error.details.errors[]``); ``error`` never quotes
+    a customer value."""
+
+    instanceLocation: str   # JSON Pointer to the field, "" for the whole request
+    keyword: str
+    error: str
+
+
+def problem(instance_location: str, keyword: str, error: str) -> Problem:
     """One ``details.errors[]`` entry. ``error`` must never quote a customer value."""
     return {"instanceLocation": instance_location, "keyword": keyword, "error": error}
 
@@ -71,7 +80,7 @@ class AapError(Exception):
         code: str,
         message: str | None = None,
         *,
-        errors: list[dict[str, str]] | None = None,
+        errors: list[Problem] | None = None,
         hint: str | None = None,
         retry_after_ms: int | None = None,
         retryable: bool | None = None,
@@ -102,7 +111,7 @@ class AapError(Exception):
         return CODES[self.code]
 
     @property
-    def errors(self) -> list[dict[str, str]]:
+    def errors(self) -> list[Problem]:
         return list(self.details.get("errors", []))
 
     def to_dict(self) -> dict[str, Any]:

@@ -192,14 +192,14 @@ class A2ABinding:
                 rpc_code=exc.code,
             )
         except AapError as exc:
-            headers = dict(echo)
+            answer_headers = dict(echo)
             retry_after = retry_after_seconds(exc)
             if retry_after is not None:
-                headers["Retry-After"] = str(retry_after)
+                answer_headers["Retry-After"] = str(retry_after)
             error = rpc.aap_error(exc, DATA_FIELD)
             return Outcome(
                 rpc.failure(request_id, error),
-                headers,
+                answer_headers,
                 skill=skill.id if skill else None,
                 aap_code=exc.code,
                 rpc_code=error["code"],

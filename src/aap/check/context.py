@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Generic, Literal, TypeVar, overload
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,11 +18,12 @@ import httpx
 from aap.check.registry import Fail, Skip
 from aap.client.a2a import A2ATransport, find_aap_error
 from aap.client.discovery import Discovery, fetch_card, parse_card
-from aap.client.errors import AapClientError, AapRemoteError, DiscoveryError
+from aap.client.errors import AapClientError, AapRemoteError, DiscoveryError, UnreachableError
 from aap.client.mcp import MODERN, McpTransport
 from aap.client.poppy import PoppyTransport
 from aap.client.poppy_auth import PoppyIdentity
 from aap.client.transport import CallOutcome, json_body
+from aap.errors import Problem
 from aap.loopback import is_loopback_host
 from aap.skills.catalog import SKILLS, SkillInfo
 from aap.spec import validate
@@ -31,6 +32,7 @@ ALL_BINDINGS = ("a2a", "mcp", "poppy")
 #: The client transport of one binding (rules reach for binding-specific probes on them).
 BindingTransport = A2ATransport | McpTransport | PoppyTransport
 MAX_PROBLEMS = 8
+T = TypeVar("T")
 
 
 @dataclass
@@ -68,7 +70,7 @@ def loopback_as_https(value: Any) -> Any:
     return value
 
 
-def problems_text(problems: list[dict[str, str]]) -> list[str]:
+def problems_text(problems: list[Problem]) -> list[str]:
     out = [f"{p.get('instanceLocation') or '/'}: {p.get('error')} ({p.get('keyword')})" for p in problems]
     if len(out) > MAX_PROBLEMS:
         out = out[:MAX_PROBLEMS] + [f"... and {len(out) - MAX_PROBLEMS} more"]
@@ -85,25 +87,24 @@ def is_rate_limited(error: BaseException | None) -> bool:
     return getattr(error, "http_status", None) in (429, 503)
 
 
-class _Memo:
+class _Memo(Generic[T]):
     """An async value computed once; a Skip/Fail raised while computing is replayed to every asker."""
 
-    def __init__(self, compute: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, compute: Callable[[], Awaitable[T]]) -> None:
         self.compute = compute
-        self.done = False
-        self.value: Any = None
-        self.error: BaseException | None = None
+        self.result: tuple[T] | None = None     # (value,) once computed
+        self.error: Skip | Fail | None = None
 
-    async def get(self) -> Any:
-        if not self.done:
-            try:
-                self.value = await self.compute()
-            except (Skip, Fail) as exc:
-                self.error = exc
-            self.done = True
-        if self.error is not None:
-            raise Skip(getattr(self.error, "reason", None) or getattr(self.error, "message", str(self.error)))
-        return self.value
+    async def get(self) -> T:
+        if self.result is None:
+            if self.error is None:
+                try:
+                    self.result = (await self.compute(),)
+                    return self.result[0]
+                except (Skip, Fail) as exc:
+                    self.error = exc
+            raise Skip(self.error.reason if isinstance(self.error, Skip) else self.error.message)
+        return self.result[0]
 
 
 @dataclass
@@ -114,12 +115,14 @@ class CheckContext:
 
     def __post_init__(self) -> None:
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-        self._memos: dict[str, _Memo] = {}
+        self._memos: dict[str, _Memo[Any]] = {}   # each key is always asked with one type
         self._transports: dict[str, BindingTransport] = {}
         self.card_url: str | None = None
         self.card_response: httpx.Response | None = None
         self.card_raw: Any = None
         self.card_error: str | None = None
+        #: Why nothing answered at the target at all (then no rule can say anything more).
+        self.unreachable: str | None = None
 
     # -- helpers ------------------------------------------------------------------
     @property
@@ -127,7 +130,7 @@ class CheckContext:
         """True when checking a plain-http loopback development server."""
         return is_loopback_http(self.card_url or (self.target if "://" in self.target else ""))
 
-    def validate(self, instance: Any, schema: str) -> list[dict[str, str]]:
+    def validate(self, instance: Any, schema: str) -> list[Problem]:
         return validate(loopback_as_https(instance) if self.loopback_dev else instance, schema)
 
     def require_valid(self, instance: Any, schema: str, what: str) -> None:
@@ -135,7 +138,7 @@ class CheckContext:
         if problems:
             raise Fail(f"{what} does not validate against {schema}", problems_text(problems))
 
-    def memo(self, key: str, compute: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+    def memo(self, key: str, compute: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         if key not in self._memos:
             self._memos[key] = _Memo(compute)
         return self._memos[key].get()
@@ -153,6 +156,8 @@ class CheckContext:
                 url, card, response = await fetch_card(self.http, self.target)
             except DiscoveryError as exc:
                 self.card_error = exc.message
+                if isinstance(exc, UnreachableError):
+                    self.unreachable = exc.message
                 raise Skip(f"no agent card: {exc.message}") from exc
             self.card_url, self.card_raw, self.card_response = url, card, response
             return url, card, response
@@ -203,6 +208,15 @@ class CheckContext:
             return found.mcp_url is not None
         return found.poppy_url is not None
 
+    @overload
+    async def transport(self, binding: Literal["a2a"]) -> A2ATransport: ...
+    @overload
+    async def transport(self, binding: Literal["mcp"], *, mcp_version: str = MODERN) -> McpTransport: ...
+    @overload
+    async def transport(self, binding: Literal["poppy"]) -> PoppyTransport: ...
+    @overload
+    async def transport(self, binding: str, *, mcp_version: str = MODERN) -> BindingTransport: ...
+
     async def transport(self, binding: str, *, mcp_version: str = MODERN) -> BindingTransport:
         """The binding's client transport, or Skip when it is not advertised / not selected."""
         if binding not in self.options.bindings:
@@ -243,9 +257,10 @@ class CheckContext:
         skill = next(s for s in SKILLS.values() if s.request_type == payload["type"])
         for attempt in range(RATE_LIMIT_ATTEMPTS):
             outcome = await transport.call(skill, payload)
-            if not is_rate_limited(outcome.error) or attempt == RATE_LIMIT_ATTEMPTS - 1:
+            error = outcome.error
+            if error is None or not is_rate_limited(error) or attempt == RATE_LIMIT_ATTEMPTS - 1:
                 return outcome
-            await self.wait(outcome.error.retry_after_ms)
+            await self.wait(error.retry_after_ms)
         raise AssertionError("unreachable")
 
     async def post_a2a(self, body: Any, headers: dict[str, Any] | None = None) -> httpx.Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import ssl
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,6 +46,8 @@ class Report:
     started_at: str
     results: list[RuleResult] = field(default_factory=list)
     card_url: str | None = None
+    #: Why nothing answered at the target; then no rule ran (one failure, not one per rule).
+    unreachable: str | None = None
 
     def counts(self) -> dict[str, int]:
         counts = {s: 0 for s in STATUSES}
@@ -54,8 +57,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """No failed and no crashed rule (warnings and skips do not fail a run)."""
-        return not any(r.status in ("fail", "error") for r in self.results)
+        """Reached, and no failed and no crashed rule (warnings and skips do not fail a run)."""
+        return self.unreachable is None and not any(r.status in ("fail", "error") for r in self.results)
 
     def result(self, rule_id: str) -> RuleResult:
         return next(r for r in self.results if r.rule.id == rule_id)
@@ -68,9 +71,16 @@ class Report:
             "checker": f"aap {__version__}",
             "started_at": self.started_at,
             "ok": self.ok,
+            "unreachable": self.unreachable,
             "summary": self.counts(),
             "results": [r.to_json() for r in self.results],
         }
+
+
+def unmatched_patterns(patterns: Iterable[str]) -> list[str]:
+    """The ``--rule`` patterns that select no rule (a typo would otherwise check nothing and pass)."""
+    ids = [r.id for r in all_rules()]
+    return [p for p in patterns if not any(fnmatch.fnmatchcase(i, p) for i in ids)]
 
 
 def select_rules(patterns: Iterable[str] | None = None) -> list[Rule]:
@@ -106,7 +116,7 @@ async def run_checks(
     *,
     rules: Iterable[str] | None = None,
     http: httpx.AsyncClient | None = None,
-    verify: Any = True,
+    verify: ssl.SSLContext | str | bool = True,
     timeout: float = 30.0,
 ) -> Report:
     """Check ``target`` (a domain, base URL or agent-card URL) and return the report."""
@@ -116,7 +126,13 @@ async def run_checks(
     ctx = CheckContext(target, http, options or CheckOptions())
     report = Report(target, datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
     try:
-        for rule in select_rules(rules):
+        selected = select_rules(rules)
+        try:
+            await ctx.card_fetch()  # every rule starts from the card; fetched once, remembered
+        except Skip:
+            pass  # the card rule reports why; other rules skip with the reason
+        report.unreachable = ctx.unreachable
+        for rule in selected if report.unreachable is None else []:
             report.results.append(await run_rule(ctx, rule))
     finally:
         await ctx.close()

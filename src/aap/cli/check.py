@@ -12,7 +12,7 @@ from rich.console import Console
 BINDING_CHOICES = ("a2a", "mcp", "poppy")
 
 
-def verify_option(ca_file: str | None, insecure: bool) -> object:
+def verify_option(ca_file: str | None, insecure: bool) -> ssl.SSLContext | bool:
     """httpx ``verify``: a CA bundle (self-signed test deployments), off, or the system store."""
     if insecure:
         return False
@@ -46,12 +46,20 @@ def check_command(url, allow_writes, as_json, bindings, rules, poppy_client_id, 
                   max_walk, ca_file, insecure, timeout, verbose) -> None:
     """Check the AAP endpoint at URL (domain, base URL or agent-card URL) for conformance.
 
-    Exits 0 when no rule fails, 1 when any rule fails, 2 on bad usage.
+    Exits 0 when no rule fails, 1 when any rule fails or nothing answers at URL,
+    2 on bad usage (including a --rule that matches no rule id).
     """
     # The checker, httpx and JOSE: loaded only when the command runs.
     from aap.check import CheckOptions, run_checks
     from aap.check.report import render_json, render_table
+    from aap.check.rules import all_rules
+    from aap.check.runner import unmatched_patterns
     from aap.client.poppy_auth import PoppyIdentity
+
+    unmatched = unmatched_patterns(rules)
+    if unmatched:
+        ids = "\n".join(f"  {rule.id}" for rule in all_rules())
+        raise click.UsageError(f"--rule {', '.join(map(repr, unmatched))} matches no rule; the rule ids are:\n{ids}")
 
     if bool(poppy_client_id) != bool(poppy_client_key):
         raise click.UsageError("--poppy-client-id and --poppy-client-key go together")

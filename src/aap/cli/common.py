@@ -1,8 +1,20 @@
-"""Options and error reporting shared by the ``aap`` subcommands."""
+"""Options, configuration discovery and error reporting shared by the ``aap`` subcommands.
+
+Every command that reads a deployment finds its configuration the same way
+(:func:`find_config`): ``--config FILE``, else the file ``AAP_CONFIG`` names,
+else ``./aap.toml``, else the built-in demo dealer group, and says on stderr
+which one it uses. The demo keeps its data in its own database file
+(``aap-demo.db``) and marks the database it loads (:func:`claim_for_demo`);
+a real configuration refuses a database so marked (:func:`open_stores_or_fail`),
+and the demo refuses to serve inventory it did not load, so demo listings and
+rooftops never mix with a real deployment's (docs/configuration.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NoReturn
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NoReturn
 
 import click
 from rich.console import Console
@@ -11,18 +23,76 @@ from rich.text import Text
 from aap.config.loader import ConfigError, load_settings
 from aap.config.model import Settings
 
+if TYPE_CHECKING:
+    from aap.store import Stores
+
 #: Messages and progress go to stderr, so stdout stays clean for data.
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
+CONFIG_ENV = "AAP_CONFIG"
+DEFAULT_CONFIG = "aap.toml"
+#: The state-store mark a database seeded with the demo dealer group carries.
+DEMO_MARK = "demo-dealer"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("json", "text")
+
 config_option = click.option(
     "--config", "config", type=click.Path(dir_okay=False), default=None,
-    help="Deployment TOML file (see `aap init`). Default: the built-in demo dealer group.",
+    help=f"Deployment TOML file (see `aap init`). Default: ${CONFIG_ENV}, else ./{DEFAULT_CONFIG} "
+         "if it exists, else the built-in demo dealer group.",
 )
 database_option = click.option(
     "--database", "database", envvar="AAP_DATABASE_URL", default=None, metavar="URL",
     help="Database URL, e.g. sqlite:///aap.db (also AAP_DATABASE_URL). "
-         "Default: the configuration's `database`, else sqlite:///aap.db.",
+         "Default: the configuration's `database`.",
 )
+
+
+def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--log-level`` and ``--log-format`` (also ``AAP_LOG_LEVEL`` / ``AAP_LOG_FORMAT``).
+
+    The choices are :mod:`aap.server.logconfig`'s, repeated here because
+    importing ``aap.server`` loads the whole web stack.
+    """
+    func = click.option("--log-format", type=click.Choice(LOG_FORMATS), default="json", show_default=True,
+                        envvar="AAP_LOG_FORMAT",
+                        help="Log lines as JSON objects (for a collector) or key=value text "
+                             "(also AAP_LOG_FORMAT).")(func)
+    func = click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True,
+                        envvar="AAP_LOG_LEVEL", help="Least severe level logged (also AAP_LOG_LEVEL).")(func)
+    return func
+
+
+@dataclass(frozen=True)
+class ConfigChoice:
+    """Which configuration a command uses, and why."""
+
+    path: str | None  # None: the built-in demo dealer group
+    reason: str
+
+    def describe(self) -> str:
+        if self.path is None:
+            return (f"Configuration: the built-in demo dealer group (no --config, no {CONFIG_ENV}, "
+                    f"no ./{DEFAULT_CONFIG})")
+        return f"Configuration: {self.path} ({self.reason})"
+
+
+def find_config(option: str | None, environ: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> ConfigChoice:
+    """``--config``, else ``$AAP_CONFIG``, else ``./aap.toml`` when it exists, else the demo.
+
+    A file named by the option or the variable is used even if it does not
+    exist (loading then says so): an explicit choice never falls back to demo data.
+    """
+    env = os.environ if environ is None else environ
+    if option:
+        return ConfigChoice(option, "--config")
+    if env.get(CONFIG_ENV):
+        return ConfigChoice(env[CONFIG_ENV], CONFIG_ENV)
+    local = os.path.join(cwd or os.getcwd(), DEFAULT_CONFIG)
+    if os.path.isfile(local):
+        return ConfigChoice(DEFAULT_CONFIG if cwd is None else local, "found in the current directory")
+    return ConfigChoice(None, "demo")
 
 
 def fail(title: str, problems: Iterable[str] = (), *, more: int = 0, code: int = 1) -> NoReturn:
@@ -35,10 +105,80 @@ def fail(title: str, problems: Iterable[str] = (), *, more: int = 0, code: int =
     raise SystemExit(code)
 
 
-def load_or_fail(config: str | None, overrides: dict[str, Any] | None = None) -> Settings:
-    """Settings from ``config`` (or the demo), or exit listing every configuration problem."""
+def fail_config(exc: ConfigError) -> NoReturn:
+    where = f" in {exc.source}" if exc.source else ""
+    fail(f"Configuration rejected{where}: {len(exc.problems)} problem(s)", exc.problems)
+
+
+def load_or_fail(config: str | None, overrides: dict[str, Any] | None = None, *,
+                 announce: bool = True, require_secrets: bool = False) -> Settings:
+    """The settings :func:`find_config` picks, or exit listing every configuration problem.
+
+    ``announce`` prints which configuration is used (on stderr);
+    ``require_secrets`` is the start-up check of the commands that deliver
+    leads (``aap serve``, ``aap deliver``, ``aap config check``): every secret
+    variable the file names must be set.
+    """
+    choice = find_config(config)
+    if announce:
+        console.print(Text(choice.describe(), style="dim"))
     try:
-        return load_settings(config, overrides=overrides)
+        return load_settings(choice.path, overrides=overrides, require_secrets=require_secrets)
     except ConfigError as exc:
-        where = f" in {exc.source}" if exc.source else ""
-        fail(f"Configuration rejected{where}: {len(exc.problems)} problem(s)", exc.problems)
+        fail_config(exc)
+
+
+def reload_or_fail(settings: Settings, overrides: dict[str, Any]) -> Settings:
+    """The same configuration as ``settings`` (file or demo) loaded again with ``overrides``."""
+    try:
+        return load_settings(settings.source_path, overrides=overrides)
+    except ConfigError as exc:
+        fail_config(exc)
+
+
+def is_demo(settings: Settings) -> bool:
+    return settings.source_path is None
+
+
+def open_stores_or_fail(settings: Settings) -> Stores:
+    """The deployment's stores; a real configuration never opens a database the demo seeded."""
+    from aap.store import open_stores  # the store: loaded only when a command needs it
+
+    try:
+        stores = open_stores(settings.database_url)
+    except Exception as exc:  # noqa: BLE001 - a driver error: one line, not a traceback
+        fail(f"Cannot open the database {redacted(settings.database_url)}",
+             [f"{type(exc).__name__}: {exc}"])
+    if not is_demo(settings) and stores.state.mark(DEMO_MARK) is not None:
+        stores.close()
+        fail(f"The database {redacted(settings.database_url)} holds the demo dealer group "
+             f"(seeded by aap serve without a configuration); {settings.source_path} never "
+             "serves demo data.",
+             ["set `database` in the configuration (or --database) to another database, "
+              "or delete this one"])
+    return stores
+
+
+def claim_for_demo(stores: Stores, settings: Settings) -> bool:
+    """Mark the database as the demo's if it is, or may become, the demo's (no inventory yet).
+
+    False: it holds inventory the demo did not load (someone's real data, reached with
+    ``--database``), which the demo must never serve as its own.
+    """
+    if stores.state.mark(DEMO_MARK) is not None:
+        return True
+    if stores.inventory.count():
+        return False
+    stores.state.set_mark(DEMO_MARK, settings.deployment_id)
+    return True
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (it may be printed to a deploy log)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -9,14 +9,23 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, Callable
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import click
 import orjson
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from aap.cli.check import BINDING_CHOICES, verify_option
+
+if TYPE_CHECKING:
+    from aap.client import AapClient
+    from aap.client.discovery import Discovery
+    from aap.client.models import DealerInfo, SearchPage, VehicleDetail
+
+T = TypeVar("T")
 
 CONDITIONS = ("new", "used", "cpo")
 
@@ -44,7 +53,7 @@ def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str | None = None,
                 poppy_client_key: str | None = None, poppy_key_id: str | None = None,
-                ca_file: str | None = None, insecure: bool = False) -> Any:
+                ca_file: str | None = None, insecure: bool = False) -> AapClient:
     """An unopened :class:`AapClient` for the connection options of :func:`client_options`."""
     from aap.client import AapClient, PoppyIdentity  # httpx and JOSE: loaded only when a command runs
 
@@ -56,11 +65,17 @@ def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str |
             identity = PoppyIdentity.from_key_file(poppy_client_id, poppy_client_key, poppy_key_id)
         except (ValueError, TypeError) as exc:
             raise click.UsageError(f"cannot use --poppy-client-key: {exc}") from None
-    return AapClient.discover(url, binding=binding, mcp_protocol_version=mcp_version, poppy_identity=identity,
-                              verify=verify_option(ca_file, insecure))
+    return AapClient(url, binding=binding, mcp_protocol_version=mcp_version, poppy_identity=identity,
+                     verify=verify_option(ca_file, insecure))
 
 
-def run(coro: Awaitable[Any]) -> Any:
+def opened(client: AapClient) -> Discovery:
+    """What the client discovered when it opened (``async with`` opens it)."""
+    assert client.discovery is not None
+    return client.discovery
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a client coroutine; AAP and protocol errors become a readable message and exit code 1."""
     from aap.client import AapClientError, AapRemoteError  # loaded only when a command runs
 
@@ -126,7 +141,11 @@ def parse_filters(text: str | None) -> dict[str, Any]:
 def search_command(as_json, make, model, body, condition, year_min, year_max, price_min, price_max, mileage_max,
                    query, filters_json, sort, limit, cursor, currency, mileage_unit, walk_all, max_results,
                    **conn) -> None:
-    """Search a dealer's inventory."""
+    """Search a dealer's inventory.
+
+    --json prints the dealer's response object; with --all, a JSON array of
+    them, one per page (even when there is only one).
+    """
     filters = parse_filters(filters_json)
     for key, value in (("make", make), ("model", model), ("body", body), ("condition", condition)):
         if value:
@@ -139,11 +158,11 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
     if walk_all and cursor:
         raise click.UsageError("--all starts from the first page; drop --cursor")
 
-    async def go() -> tuple[list[Any], Any]:
+    async def go() -> tuple[list[SearchPage], Discovery]:
         async with make_client(**conn) as client:
             if not walk_all:
                 page = await client.search(filters, cursor=cursor, **kwargs)
-                return [page], client.discovery
+                return [page], opened(client)
             pages = []
             seen = 0
             async for page in client.iter_pages(filters, **kwargs):
@@ -151,27 +170,33 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
                 seen += len(page.vehicles)
                 if seen >= max_results:
                     break
-            return pages, client.discovery
+            return pages, opened(client)
 
     pages, found = run(go())
-    if as_json:
-        echo_json(pages[0].raw if len(pages) == 1 else [p.raw for p in pages])
+    if as_json:  # one page: the dealer's response object; --all: always a list of them
+        echo_json([p.raw for p in pages] if walk_all else pages[0].raw)
         return
     first, last = pages[0], pages[-1]
-    table = Table(title=f"{found.name}: {first.total if first.total is not None else '?'} matching")
-    for column in ("Year", "Make", "Model", "Trim", "Price", "Mileage", "Status", "Rooftop", "VIN / stock"):
-        table.add_column(column, overflow="fold")
+    table = Table(title=f"{found.name}: {first.total if first.total is not None else '?'} matching",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("Vehicle", overflow="fold")
+    for column in ("Price", "Mileage", "Status"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("Rooftop", overflow="fold")
+    # Identifiers are pasted back into commands: never wrapped or cut, whatever the width.
+    table.add_column("VIN / stock", no_wrap=True, min_width=17)
     for page in pages:
         for car in page.vehicles:
-            table.add_row(str(car.year or "—"), car.make or "—", car.model or "—", car.trim or "—",
-                          money(car.price, car.currency), distance(car.mileage, car.mileage_unit),
+            name = " ".join(str(v) for v in (car.year, car.make, car.model, car.trim) if v) or "—"
+            table.add_row(name, money(car.price, car.currency), distance(car.mileage, car.mileage_unit),
                           car.status or "—", car.rooftop or "—", car.vin or car.stock or car.vehicle_id or "—")
     console = Console()
     console.print(table)
     sort_used = first.sort or {}
     console.print(f"sorted by {sort_used.get('field')} {sort_used.get('order')}; page size {first.limit}")
     if last.next_cursor:
-        console.print(f"next page: --cursor {last.next_cursor}")
+        console.print("next page: --cursor CURSOR, with CURSOR:")
+        click.echo(last.next_cursor)  # alone on its line, unwrapped, so it can be pasted back
 
 
 @click.command("vehicle")
@@ -184,7 +209,7 @@ def vehicle_command(as_json, vin, stock, vehicle_id, **conn) -> None:
     if not (vin or stock or vehicle_id):
         raise click.UsageError("give --vin, --stock or --vehicle-id")
 
-    async def go() -> Any:
+    async def go() -> VehicleDetail:
         async with make_client(**conn) as client:
             return await client.vehicle(vin=vin, stock=stock, vehicle_id=vehicle_id)
 
@@ -211,9 +236,9 @@ def vehicle_command(as_json, vin, stock, vehicle_id, **conn) -> None:
 def dealer_command(as_json, dealer_id, **conn) -> None:
     """Show the dealer's public profile and rooftops."""
 
-    async def go() -> Any:
+    async def go() -> tuple[DealerInfo, Discovery]:
         async with make_client(**conn) as client:
-            return await client.dealer_information(dealer_id), client.discovery
+            return await client.dealer_information(dealer_id), opened(client)
 
     info, found = run(go())
     if as_json:

@@ -6,7 +6,16 @@ import click
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from aap.cli.common import config_option, console, database_option, fail, load_or_fail
+from aap.cli.common import (
+    claim_for_demo,
+    config_option,
+    console,
+    database_option,
+    fail,
+    is_demo,
+    load_or_fail,
+    open_stores_or_fail,
+)
 from aap.inventory.feed import FeedError, feed_format, read_feed
 
 
@@ -29,8 +38,7 @@ def command(file: str, replace: bool, dealer_id: str | None, fmt: str | None,
     Every row is checked first; any problem rejects the whole feed (each problem
     is listed with its line number) and the stored inventory stays as it was.
     """
-    from aap.store import open_stores  # the store: loaded only when a command needs it
-    from aap.store.inventory import InventoryImportError
+    from aap.store.inventory import InventoryImportError  # the store: loaded only when needed
 
     settings = load_or_fail(config, {"database": database})
     columns = (TextColumn("{task.description:<10}"), BarColumn(), TaskProgressColumn(),
@@ -50,7 +58,9 @@ def command(file: str, replace: bool, dealer_id: str | None, fmt: str | None,
             bar.stop()
             fail(f"Cannot read {file}: {exc}")
         importing = bar.add_task("Importing", total=len(feed))
-        stores = open_stores(settings.database_url)
+        stores = open_stores_or_fail(settings)
+        if is_demo(settings):
+            claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
         try:
             stats = stores.inventory.import_listings(
                 feed.listings, dealer_id=dealer_id, replace=replace,

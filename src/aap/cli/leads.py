@@ -10,7 +10,7 @@ import asyncio
 import signal
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -18,17 +18,25 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aap.cli.common import config_option, console, database_option, fail, load_or_fail
+from aap.cli.common import (
+    config_option,
+    console,
+    database_option,
+    fail,
+    load_or_fail,
+    log_options,
+    open_stores_or_fail,
+)
+
+if TYPE_CHECKING:
+    from aap.store import Stores
 
 DELIVERY_STATES = ("pending", "delivering", "delivered", "dead", "expired_consent")
 
 
-def _stores(config: str | None, database: str | None) -> Any:
-    """The stores of the configured database (the configuration is only read without --database)."""
-    from aap.store import open_stores  # the store: loaded only when a command needs it
-
-    url = database or load_or_fail(config).database_url
-    return open_stores(url)
+def _stores(config: str | None, database: str | None) -> Stores:
+    """The stores of the configured database (--database wins over the configuration's)."""
+    return open_stores_or_fail(load_or_fail(config, {"database": database} if database else None))
 
 
 def _stamp(ms: int | None) -> str:
@@ -176,19 +184,21 @@ def retry_command(lead_id: str, config: str | None, database: str | None, includ
 @config_option
 @database_option
 @click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or tests).")
-def deliver(config: str | None, database: str | None, once: bool) -> None:
+@log_options
+def deliver(config: str | None, database: str | None, once: bool, log_level: str, log_format: str) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
     # httpx, the worker and the store: loaded only when this command runs.
     import httpx
 
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
-    from aap.store import open_stores
+    from aap.server.logconfig import configure_logging
 
-    settings = load_or_fail(config, {"database": database} if database else None)
+    settings = load_or_fail(config, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.",
                            style="yellow"))
-    stores = open_stores(settings.database_url)
+    configure_logging(log_level, log_format)
+    stores = open_stores_or_fail(settings)
 
     async def main() -> int:
         if once:

@@ -10,6 +10,7 @@ import click
 
 from aap import AAP_VERSION, __version__
 from aap.cli import check, db, demo_inventory, explore, feed_import, init, leads, serve
+from aap.cli import config as config_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,3 +29,4 @@ for _command in explore.COMMANDS:
 main.add_command(leads.leads)
 main.add_command(leads.deliver)
 main.add_command(db.command)
+main.add_command(config_cli.command)

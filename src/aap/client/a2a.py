@@ -25,7 +25,7 @@ RETRYABLE_RPC = {-32603}
 
 
 def envelope(skill: SkillInfo, payload: dict[str, Any], *, tenant: str | None = None,
-             request_id: str | None = None, context_id: str | None = None) -> dict[str, Any]:
+             request_id: str | int | None = None, context_id: str | None = None) -> dict[str, Any]:
     """The JSON-RPC ``SendMessage`` request carrying ``payload`` as the single DataPart."""
     message: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),

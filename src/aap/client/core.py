@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import ssl
 import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Mapping
@@ -110,7 +111,7 @@ class AapClient:
         poppy_identity: PoppyIdentity | None = None,
         mcp_protocol_version: str = MODERN,
         timeout: float = 30.0,
-        verify: Any = True,
+        verify: ssl.SSLContext | str | bool = True,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if binding not in BINDINGS:

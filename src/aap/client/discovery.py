@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from aap import EXTENSION_URI
-from aap.client.errors import DiscoveryError
+from aap.client.errors import DiscoveryError, UnreachableError
 from aap.client.transport import json_body
 from aap.loopback import is_loopback_url
 from aap.paths import DeploymentUrls
@@ -131,12 +131,15 @@ async def fetch_card(http: httpx.AsyncClient, target: str) -> tuple[str, Any, ht
     from HTTPS to plain HTTP: the card's URL is the one it finally came from.
     """
     last: str = ""
+    answered = False
     for url in card_urls(target):
         try:
             response = await http.get(url, headers={"Accept": "application/json"}, follow_redirects=True)
         except httpx.HTTPError as exc:
-            last = f"{type(exc).__name__} fetching {url}"
+            answered = answered or not isinstance(exc, httpx.TransportError)
+            last = f"{type(exc).__name__} fetching {url}" + (f" ({exc})" if str(exc) else "")
             continue
+        answered = True
         final = str(response.url)
         if any(hop.url.scheme == "https" for hop in response.history) and response.url.scheme != "https":
             raise DiscoveryError(f"{url} redirects from HTTPS to {final}")
@@ -146,6 +149,8 @@ async def fetch_card(http: httpx.AsyncClient, target: str) -> tuple[str, Any, ht
                 raise DiscoveryError(f"{final} did not return JSON")
             return final, body, response
         last = f"HTTP {response.status_code} from {final}"
+    if not answered:
+        raise UnreachableError(f"nothing answers at {target}: {last}")
     raise DiscoveryError(f"no agent card found for {target}: {last}")
 
 

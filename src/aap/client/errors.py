@@ -176,6 +176,10 @@ class DiscoveryError(ProtocolError):
     """The dealer's discovery documents could not be read or do not describe an AAP 3.1 agent."""
 
 
+class UnreachableError(DiscoveryError):
+    """Nothing answered at any agent-card URL of the target (connection refused, DNS, timeout)."""
+
+
 class AuthError(ProtocolError):
     """An OAuth / DPoP failure on the Poppy binding (``error`` is the OAuth error code)."""
 

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from joserfc import jwt
-from joserfc.jwk import ECKey
+from joserfc.jwk import ECKey, KeyParameters
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -51,7 +51,7 @@ def htu(url: str) -> str:
 
 
 def generate_es256_key(kid: str | None = None) -> ECKey:
-    parameters: dict[str, Any] = {"alg": "ES256", "use": "sig"}
+    parameters: KeyParameters = {"alg": "ES256", "use": "sig"}
     if kid:
         parameters["kid"] = kid
     return ECKey.generate_key("P-256", parameters=parameters, private=True)

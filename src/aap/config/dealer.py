@@ -3,7 +3,7 @@
 A profile is the AAP ``DealerInformation`` object (seed 004) written in TOML:
 it is checked against the bundled schema, then for what the schema cannot
 say (unique rooftop, fee and schedule names; IANA time zones; opening before
-closing).
+closing; phone numbers, rewritten to E.164 by :mod:`aap.config.phones`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aap.config.model import WEEKDAYS, DealerProfile, SearchCapabilities
+from aap.config.phones import normalise_phones
 from aap.config.table import Problems, Table, join, schema_check
 
 
@@ -75,6 +76,7 @@ def _check_rooftops(info: dict[str, Any], path: str, problems: Problems) -> None
                                                "(listings refer to rooftops by name)")
             else:
                 names[name] = i
+        normalise_phones(rooftop, at, problems)
         tz = rooftop.get("timezone")
         if isinstance(tz, str) and not _valid_timezone(tz):
             problems.add(join(at, "timezone"), "unknown IANA timezone")

@@ -150,7 +150,7 @@ class DeliverySettings:
         exponent = max(0, attempts - 1)
         if exponent > 60:
             return self.max_backoff_seconds
-        return min(self.max_backoff_seconds, self.base_backoff_seconds * (2 ** exponent))
+        return min(self.max_backoff_seconds, self.base_backoff_seconds * (1 << exponent))
 
 
 @dataclass(frozen=True)
@@ -279,20 +279,23 @@ def _target(table: Table, default_name: str) -> Target | None:
     target: Target | None
     if kind == "adf_http":
         url = table.url("url", required=True, endpoint=True)
-        target = AdfHttpTarget(name, url, _headers(table.table("headers")),
-                               _auth(table.table("auth")),
-                               table.string("content_type", DEFAULT_ADF_CONTENT_TYPE))
+        headers = _headers(table.table("headers"))
+        auth = _auth(table.table("auth"))
+        content_type = table.string("content_type", DEFAULT_ADF_CONTENT_TYPE)
+        target = None if url is None else AdfHttpTarget(name, url, headers, auth, content_type)
     elif kind == "webhook":
         url = table.url("url", required=True, endpoint=True)
-        target = WebhookTarget(name, url, _env_name(table, "secret_env"),
-                               _headers(table.table("headers")))
+        secret_env = _env_name(table, "secret_env")
+        headers = _headers(table.table("headers"))
+        target = None if url is None else WebhookTarget(name, url, secret_env, headers)
     else:
         target = _smtp(table, name)
     table.finish()
     return target if len(table.problems) == before else None
 
 
-def _smtp(table: Table, name: str) -> SmtpTarget:
+def _smtp(table: Table, name: str) -> SmtpTarget | None:
+    """The SMTP target; None when ``host`` or ``from`` is missing (already reported)."""
     host = table.string("host", required=True)
     ssl = table.boolean("ssl", False)
     starttls = table.boolean("starttls", not ssl)
@@ -316,6 +319,8 @@ def _smtp(table: Table, name: str) -> SmtpTarget:
     subject = table.string("subject", "New AAP lead")
     if "\n" in subject or "\r" in subject:
         table.problem("subject", "must be a single line")
+    if host is None or sender is None:
+        return None
     return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env,
                       subject)
 

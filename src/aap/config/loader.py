@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any, Callable, Mapping
 
 from aap.config.dealer import parse_dealer, parse_dealers, scope_rules
+from aap.config.environment import missing_variables
 from aap.config.leads import parse_leads_section
 from aap.config.mcp import parse_mcp_section
 from aap.config.model import Settings
@@ -118,12 +119,15 @@ def _apply_override(doc: dict[str, Any], dotted: str, value: Any) -> None:
 
 def parse_settings(doc: dict[str, Any], *, source: str | None = None,
                    overrides: Mapping[str, Any] | None = None,
-                   environ: Mapping[str, str] | None = None) -> Settings:
+                   environ: Mapping[str, str] | None = None,
+                   require_secrets: bool = False) -> Settings:
     """Validate a parsed TOML document (plus env and explicit overrides) into Settings.
 
     ``overrides`` maps dotted TOML keys (``"database"``, ``"public_url"``,
     ``"search.max_limit"``) to values; they win over the environment, which wins
-    over the file. ``None`` values are ignored.
+    over the file. ``None`` values are ignored. ``require_secrets`` also
+    reports every environment variable the file names for a secret that
+    ``environ`` does not set (:mod:`aap.config.environment`).
     """
     doc = copy.deepcopy(doc)
     origins: dict[str, str] = {}
@@ -153,6 +157,9 @@ def parse_settings(doc: dict[str, Any], *, source: str | None = None,
     root.finish()
     for rule in RULES:
         rule(parsed, problems)
+    if require_secrets:
+        for path, message in missing_variables(parsed["leads"], env):
+            problems.add(path, message)
     if problems:
         raise ConfigError(problems.render(), source)
     return Settings(**parsed, source_path=source)
@@ -177,10 +184,12 @@ def packaged_toml(name: str) -> str:
 
 
 def load_settings(path: str | None = None, *, overrides: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None) -> Settings:
+                  environ: Mapping[str, str] | None = None, require_secrets: bool = False) -> Settings:
     """Load ``path``, or the built-in demo dealer group when ``path`` is None."""
     if path is None:
         doc = tomllib.loads(packaged_toml(DEMO_CONFIG))
-        return parse_settings(doc, source=None, overrides=overrides, environ=environ)
+        return parse_settings(doc, source=None, overrides=overrides, environ=environ,
+                              require_secrets=require_secrets)
     doc = read_toml(path)
-    return parse_settings(doc, source=str(path), overrides=overrides, environ=environ)
+    return parse_settings(doc, source=str(path), overrides=overrides, environ=environ,
+                          require_secrets=require_secrets)

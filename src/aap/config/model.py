@@ -87,11 +87,13 @@ class DealerProfile:
 
     @property
     def name(self) -> str:
-        return self.info["name"]
+        name: str = self.info["name"]
+        return name
 
     @property
     def rooftops(self) -> list[dict[str, Any]]:
-        return self.info["rooftops"]
+        rooftops: list[dict[str, Any]] = self.info["rooftops"]
+        return rooftops
 
     def rooftop(self, name: str | None) -> dict[str, Any] | None:
         """Resolve a listing's ``rooftop`` value; null resolves only for a single rooftop."""

@@ -9,13 +9,20 @@ nobody read, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import enum
 import re
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Final, Iterable, Iterator, Mapping, TypeVar, overload
 
 from aap.config.urls import endpoint_url_problem, public_url_problem
 from aap.spec import validate
 
-_MISSING = object()
+
+class _Missing(enum.Enum):
+    MISSING = enum.auto()
+
+
+_MISSING: Final = _Missing.MISSING   # a key absent from the table (None is a default)
+_T = TypeVar("_T")
 _INDEX = re.compile(r"\[\d+\]")
 
 
@@ -105,8 +112,16 @@ class Table:
     def has(self, key: str) -> bool:
         return key in self.data
 
-    def string(self, key: str, default: Any = None, *, required: bool = False,
-               choices: Iterable[str] | None = None) -> Any:
+    @overload
+    def string(self, key: str, *, required: bool = False,
+               choices: Iterable[str] | None = None) -> str | None: ...
+
+    @overload
+    def string(self, key: str, default: _T, *, required: bool = False,
+               choices: Iterable[str] | None = None) -> str | _T: ...
+
+    def string(self, key: str, default: object = None, *, required: bool = False,
+               choices: Iterable[str] | None = None) -> object:
         value = self.raw(key)
         if value is _MISSING:
             if required:
@@ -172,8 +187,8 @@ class Table:
             return default
         return value
 
-    def strings(self, key: str, default: Any, *, required: bool = False,
-                choices: Iterable[str] | None = None, min_items: int = 1) -> Any:
+    def strings(self, key: str, default: _T, *, required: bool = False,
+                choices: Iterable[str] | None = None, min_items: int = 1) -> tuple[str, ...] | _T:
         """An array of distinct strings, each among ``choices`` when given."""
         value = self.raw(key)
         if value is _MISSING:
@@ -204,8 +219,15 @@ class Table:
             ok = False
         return tuple(value) if ok else default
 
-    def url(self, key: str, default: Any = None, *, required: bool = False,
-            endpoint: bool = False) -> Any:
+    @overload
+    def url(self, key: str, *, required: bool = False, endpoint: bool = False) -> str | None: ...
+
+    @overload
+    def url(self, key: str, default: _T, *, required: bool = False,
+            endpoint: bool = False) -> str | _T: ...
+
+    def url(self, key: str, default: object = None, *, required: bool = False,
+            endpoint: bool = False) -> object:
         """A URL the deployment publishes, or with ``endpoint=True`` one it calls
         (which may carry a query); see :mod:`aap.config.urls`."""
         value = self.string(key, _MISSING, required=required)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from aap.agent import DealerAgent
 from aap.discovery import a2a_openapi, api_catalog, llms_txt, schemas_route
@@ -60,7 +60,7 @@ def build(agent: DealerAgent) -> BindingParts:
         return document.respond(request)
 
     catalog_link = {"Link": f'<{urls.api_catalog}>; rel="api-catalog"'}
-    routes = [
+    routes: list[BaseRoute] = [
         Route(AGENT_CARD_PATH, card.endpoint, methods=["GET"], name="agent_card"),
         _static_route(LLMS_TXT_PATH, llms),
         _static_route(API_CATALOG_PATH, catalog, catalog_link),

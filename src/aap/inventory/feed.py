@@ -347,13 +347,13 @@ def _listing_rules(row: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(fees, list):
         names: dict[str, int] = {}
         for i, fee in enumerate(fees):
-            name = fee.get("name") if isinstance(fee, dict) else None
-            if isinstance(name, str):
-                if name in names:
-                    problems.append((f"/fees/{i}/name", f"duplicates fees/{names[name]} "
+            fee_name = fee.get("name") if isinstance(fee, dict) else None
+            if isinstance(fee_name, str):
+                if fee_name in names:
+                    problems.append((f"/fees/{i}/name", f"duplicates fees/{names[fee_name]} "
                                                         "(fee names are unique within a listing)"))
                 else:
-                    names[name] = i
+                    names[fee_name] = i
     return problems
 
 
@@ -419,20 +419,17 @@ class _Duplicates:
         self.stocks: dict[tuple[Any, str], int] = {}
 
     def check(self, row: dict[str, Any], line: int) -> list[tuple[str, str]]:
-        problems = []
         dealer = row.get("dealer_id")
-        for field, seen, key in (
-            ("vehicle_id", self.vehicle_ids, row.get("vehicle_id")),
-            ("vin", self.vins, (dealer, row.get("vin"))),
-            ("stock", self.stocks, (dealer, row.get("stock"))),
-        ):
-            value = key[1] if isinstance(key, tuple) else key
-            if not isinstance(value, str):
-                continue
-            first = seen.setdefault(key, line)
-            if first != line:
-                problems.append((f"/{field}", f"duplicates the {field} of line {first}"))
-        return problems
+        vehicle_id, vin, stock = row.get("vehicle_id"), row.get("vin"), row.get("stock")
+        first: list[tuple[str, int]] = []   # (field, line that first had the value)
+        if isinstance(vehicle_id, str):
+            first.append(("vehicle_id", self.vehicle_ids.setdefault(vehicle_id, line)))
+        if isinstance(vin, str):
+            first.append(("vin", self.vins.setdefault((dealer, vin), line)))
+        if isinstance(stock, str):
+            first.append(("stock", self.stocks.setdefault((dealer, stock), line)))
+        return [(f"/{field}", f"duplicates the {field} of line {earlier}")
+                for field, earlier in first if earlier != line]
 
 
 # -- writing -----------------------------------------------------------------------

@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Generic, Sequence, TypeVar
 
 EARTH_RADIUS_MI = 3958.7613
 _MARGIN_DEG = 1e-6  # ~10 cm: covers floating-point rounding in the box bounds
+
+T = TypeVar("T")
 
 
 def haversine_mi(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -32,33 +34,33 @@ def haversine_mi(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
 
 
 @dataclass(frozen=True)
-class Located:
+class Located(Generic[T]):
     """A rooftop with coordinates; ``order`` is its position in the configuration."""
 
     order: int
     latitude: float
     longitude: float
-    item: Any
+    item: T
 
 
-class RooftopIndex:
+class RooftopIndex(Generic[T]):
     """Located items sorted by latitude, for radius queries."""
 
-    def __init__(self, items: Sequence[Located]) -> None:
+    def __init__(self, items: Sequence[Located[T]]) -> None:
         self._items = sorted(items, key=lambda x: (x.latitude, x.order))
         self._latitudes = [x.latitude for x in self._items]
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def within(self, latitude: float, longitude: float, radius_mi: float) -> list[tuple[Located, float]]:
+    def within(self, latitude: float, longitude: float, radius_mi: float) -> list[tuple[Located[T], float]]:
         """(item, exact distance) of every item within ``radius_mi`` (inclusive), in configuration order."""
         angle = radius_mi / EARTH_RADIUS_MI  # the radius as an angle on the sphere, radians
         band = math.degrees(angle) + _MARGIN_DEG
         low = bisect_left(self._latitudes, latitude - band)
         high = bisect_right(self._latitudes, latitude + band)
         window = _longitude_window(latitude, angle)
-        found: list[tuple[Located, float]] = []
+        found: list[tuple[Located[T], float]] = []
         for item in self._items[low:high]:
             if window is not None:
                 offset = abs((item.longitude - longitude + 180.0) % 360.0 - 180.0)

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Protocol
 
 from aap.config.model import Settings
-from aap.errors import AapError, problem
+from aap.errors import AapError, Problem, problem
 from aap.inventory.geo import Located, RooftopIndex
 
 ELIGIBLE_STATUSES: tuple[str, ...] = ("available", "intransit", "pending")
@@ -117,9 +117,9 @@ class SearchQuery:
 
 @dataclass
 class _Checks:
-    semantic: list[dict[str, str]] = field(default_factory=list)
-    capability: list[dict[str, str]] = field(default_factory=list)
-    sort: list[dict[str, str]] = field(default_factory=list)
+    semantic: list[Problem] = field(default_factory=list)
+    capability: list[Problem] = field(default_factory=list)
+    sort: list[Problem] = field(default_factory=list)
 
     def raise_first(self) -> None:
         """Raise the first stage with problems: semantics, then capabilities, then sort."""
@@ -140,7 +140,7 @@ class _Checks:
             )
 
 
-def unpaired_surrogates(value: Any, location: str) -> list[dict[str, str]]:
+def unpaired_surrogates(value: Any, location: str) -> list[Problem]:
     """A problem for every string that is not valid Unicode (JSON allows lone surrogates).
 
     Such text can equal no stored value, and no database driver accepts it.
@@ -221,17 +221,19 @@ def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
 
 
 # Rooftop indexes of the last few Settings objects (a deployment has one; tests have many).
-_INDEXES: dict[int, tuple[Settings, RooftopIndex]] = {}
+#: A located rooftop: (dealer_id on an aggregate endpoint, rooftop name, the dealer's only rooftop).
+RooftopKey = tuple[str | None, str, bool]
+_INDEXES: dict[int, tuple[Settings, RooftopIndex[RooftopKey]]] = {}
 _INDEXES_KEPT = 8
 
 
-def rooftop_index(settings: Settings) -> RooftopIndex:
+def rooftop_index(settings: Settings) -> RooftopIndex[RooftopKey]:
     """Every rooftop with coordinates that can hold listings, as (dealer_id, name, only rooftop)."""
     entry = _INDEXES.get(id(settings))
     if entry is not None and entry[0] is settings:
         return entry[1]
     aggregate = settings.scope == "aggregate"
-    located: list[Located] = []
+    located: list[Located[RooftopKey]] = []
     for profile in settings.all_profiles():
         if aggregate and profile.dealer_id is None:
             continue
@@ -239,7 +241,8 @@ def rooftop_index(settings: Settings) -> RooftopIndex:
         for rooftop in rooftops:
             geo = rooftop.get("geo")
             if geo:
-                item = (profile.dealer_id if aggregate else None, rooftop["name"], len(rooftops) == 1)
+                item: RooftopKey = (profile.dealer_id if aggregate else None, rooftop["name"],
+                                    len(rooftops) == 1)
                 located.append(Located(len(located), geo["latitude"], geo["longitude"], item))
     index = RooftopIndex(located)
     if len(_INDEXES) >= _INDEXES_KEPT:
@@ -270,7 +273,7 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
             shown: list[str] = []
             keys: list[str] = []
             for item, k in zip(value, term_keys(value)):  # every value is non-blank by now
-                if k not in keys:
+                if k is not None and k not in keys:
                     keys.append(k)
                     shown.append(item.strip())
             applied[key] = shown

@@ -221,7 +221,8 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
         return Outcome("rejected", reason="vehicle_unavailable")
     if p.requested_at is None:
         return Outcome("requested", reason="no_time")
-    if p.tz is None or p.week is None:
+    tz, week = p.tz, p.week
+    if tz is None or week is None:
         return Outcome("requested", reason="no_schedule")
     if p.duration_minutes > MAX_BOOKABLE_MINUTES:
         # Longer than any opening day: no slot can hold it, so staff decide.
@@ -230,8 +231,8 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
     slot = settings.slot_minutes
     earliest = now + timedelta(minutes=settings.min_lead_minutes)
     horizon = now + timedelta(days=settings.horizon_days)
-    first_day = earliest.astimezone(p.tz).date()
-    last_day = horizon.astimezone(p.tz).date()
+    first_day = earliest.astimezone(tz).date()
+    last_day = horizon.astimezone(tz).date()
     taken = usage(to_utc_z(earliest), to_utc_z(horizon + timedelta(minutes=p.duration_minutes + slot)))
 
     def free(start: datetime) -> bool:
@@ -242,17 +243,17 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
         return earliest <= start <= horizon
 
     wanted = p.requested_at.astimezone(timezone.utc)
-    grid = day_slots(wanted.astimezone(p.tz).date(), p.week, p.tz, slot, p.duration_minutes)
+    grid = day_slots(wanted.astimezone(tz).date(), week, tz, slot, p.duration_minutes)
     if wanted in grid and bookable(wanted) and free(wanted):
         seats = [to_utc_z(s) for s in seats_for(wanted, p.duration_minutes, slot)]
         if take(seats):
-            return Outcome("confirmed", confirmed_at=to_local(wanted, p.tz), seats=seats)
+            return Outcome("confirmed", confirmed_at=to_local(wanted, tz), seats=seats)
         taken.update({s: settings.capacity_per_slot for s in seats})  # lost the race: full now
 
     def alternatives(after: datetime) -> list[datetime]:
         found: list[datetime] = []
-        for day in _days(max(first_day, after.astimezone(p.tz).date()), last_day):
-            for start in day_slots(day, p.week, p.tz, slot, p.duration_minutes):
+        for day in _days(max(first_day, after.astimezone(tz).date()), last_day):
+            for start in day_slots(day, week, tz, slot, p.duration_minutes):
                 if start >= after and bookable(start) and free(start) and start != wanted:
                     found.append(start)
                     if len(found) == settings.proposal_count:
@@ -263,7 +264,7 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
     if not proposals:
         proposals = alternatives(earliest)
     if proposals:
-        return Outcome("proposed", proposed_times=[to_local(s, p.tz) for s in proposals],
+        return Outcome("proposed", proposed_times=[to_local(s, tz) for s in proposals],
                        reason="alternatives")
     return Outcome("rejected", reason="no_availability")
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from aap.errors import AapError, problem
+from aap.errors import AapError, Problem, problem
 from aap.leads.timefmt import parse_rfc3339
 
 SALE_CONDITIONS = ("new", "used", "cpo")
@@ -46,7 +46,7 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def coupling_problems(payload: dict[str, Any]) -> list[dict[str, str]]:
+def coupling_problems(payload: dict[str, Any]) -> list[Problem]:
     """Channels the grant names without the contact data, and an unconsented preferred channel."""
     customer = payload.get("customer")
     consent = _dict(payload.get("consent"))
@@ -72,7 +72,7 @@ def coupling_problems(payload: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-def timestamp_problems(payload: dict[str, Any]) -> list[dict[str, str]]:
+def timestamp_problems(payload: dict[str, Any]) -> list[Problem]:
     """Every lead timestamp must be RFC 3339 with an offset."""
     found = []
     consent = _dict(payload.get("consent"))
@@ -89,7 +89,7 @@ def timestamp_problems(payload: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-def consent_time_problems(payload: dict[str, Any], now: datetime, skew_seconds: int) -> list[dict[str, str]]:
+def consent_time_problems(payload: dict[str, Any], now: datetime, skew_seconds: int) -> list[Problem]:
     """Not granted in the future (beyond the skew), not expired, expiry after the grant."""
     consent = _dict(payload.get("consent"))
     granted = parse_rfc3339(consent.get("granted_at"))
@@ -108,7 +108,7 @@ def consent_time_problems(payload: dict[str, Any], now: datetime, skew_seconds: 
     return found
 
 
-def _already(problems: list[dict[str, str]], candidate: dict[str, str]) -> bool:
+def _already(problems: list[Problem], candidate: Problem) -> bool:
     """Is ``candidate`` already reported (same place, same keyword)?"""
     return any(
         (p.get("instanceLocation"), p.get("keyword")) == (candidate["instanceLocation"], candidate["keyword"])
@@ -117,10 +117,10 @@ def _already(problems: list[dict[str, str]], candidate: dict[str, str]) -> bool:
 
 
 def semantic_problems(
-    payload: dict[str, Any], schema_problems: list[dict[str, str]], now: datetime, skew_seconds: int
-) -> list[dict[str, str]]:
+    payload: dict[str, Any], schema_problems: list[Problem], now: datetime, skew_seconds: int
+) -> list[Problem]:
     """The problems only this module sees, minus those the schema already reported."""
-    found: list[dict[str, str]] = []
+    found: list[Problem] = []
     for candidate in timestamp_problems(payload) + consent_time_problems(payload, now, skew_seconds) \
             + coupling_problems(payload):
         if not _already(schema_problems + found, candidate):
@@ -137,7 +137,7 @@ def _condition_problem(payload: dict[str, Any]) -> bool:
 
 
 def classify(
-    payload: Any, schema_problems: list[dict[str, str]], now: datetime, skew_seconds: int
+    payload: Any, schema_problems: list[Problem], now: datetime, skew_seconds: int
 ) -> AapError | None:
     """The AapError for everything wrong with ``payload``, or None when nothing is."""
     if not isinstance(payload, dict):

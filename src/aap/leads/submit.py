@@ -104,7 +104,7 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
                                                             "submission; resend the original payload to replay.")
             replay = copy.deepcopy(record.response)
             replay["data"]["replayed"] = True
-            log.info("lead.submit replayed lead=%s dealer=%s", record.lead_id, dealer_id)
+            log.info("lead replayed", extra={"fields": {"lead_id": record.lead_id, "dealer_id": dealer_id}})
             return replay
 
         problem = classify(request, [], now, ls.consent_clock_skew_seconds)
@@ -115,10 +115,10 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
         store.insert_lead(tx, lead, request["consent"], targets, now_ms)
         store.complete_key(tx, dealer_id, caller, key, lead.lead_id, response)
 
-    log.info(
-        "lead.submit received lead=%s dealer=%s rooftop=%s status=%s appointment=%s vehicle=%s deliveries=%d",
-        lead.lead_id, dealer_id, lead.rooftop, lead.status, lead.appointment_status, link.state, len(targets),
-    )
+    log.info("lead received", extra={"fields": {
+        "lead_id": lead.lead_id, "dealer_id": dealer_id, "rooftop": lead.rooftop, "status": lead.status,
+        "appointment": lead.appointment_status, "vehicle": link.state, "deliveries": len(targets),
+    }})
     return response
 
 
@@ -176,8 +176,8 @@ def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, setting
     if status == "received":
         route = ls.route_for(profile.dealer_id, rooftop_name)
         if route is None:
-            log.warning("lead %s has no delivery route (dealer=%s rooftop=%s); stored only",
-                        lead_id, dealer_id, rooftop_name)
+            log.warning("lead has no delivery route; stored only", extra={"fields": {
+                "lead_id": lead_id, "dealer_id": dealer_id, "rooftop": rooftop_name}})
         else:
             targets = [(t.name, t.kind) for t in route.targets]
 

@@ -8,7 +8,7 @@ is checked first.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 
 _RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$"
@@ -36,7 +36,7 @@ def to_utc_z(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def to_local(moment: datetime, tz) -> str:
+def to_local(moment: datetime, tz: tzinfo) -> str:
     """RFC 3339 in ``tz`` with its numeric offset, e.g. ``2026-05-03T11:00:00-07:00``."""
     return moment.astimezone(tz).replace(microsecond=0).isoformat()
 

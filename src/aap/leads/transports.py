@@ -22,6 +22,7 @@ import ssl
 import time
 from email.message import EmailMessage
 from email.utils import formatdate
+from collections.abc import Generator
 from typing import Any
 
 import httpx
@@ -62,7 +63,7 @@ class _Bearer(httpx.Auth):
     def __init__(self, token: str) -> None:
         self.token = token
 
-    def auth_flow(self, request: httpx.Request):
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers["Authorization"] = f"Bearer {self.token}"
         yield request
 
@@ -75,7 +76,9 @@ def lead_headers(lead_id: str, delivery_id: str) -> dict[str, str]:
 async def _post(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str],
                 auth: httpx.Auth | None, timeout: float) -> None:
     try:
-        response = await client.post(url, content=body, headers=headers, auth=auth, timeout=timeout)
+        response = await client.post(
+            url, content=body, headers=headers, timeout=timeout,
+            auth=httpx.USE_CLIENT_DEFAULT if auth is None else auth)  # the worker's client has none
     except httpx.HTTPError as exc:
         raise SendError(f"{type(exc).__name__} while posting") from None
     if 200 <= response.status_code < 300:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 import httpx
 
 from aap import AAP_VERSION
-from aap.config.model import Settings
+from aap.config.model import DealerProfile, Settings
 from aap.leads import adf, transports
 from aap.config.leads import LeadSettings
 from aap.store import Stores
@@ -66,7 +66,7 @@ class DeliveryWorker:
         return int(self.clock() * 1000)
 
     # -- what is sent ----------------------------------------------------------------
-    def _profile(self, dealer_id: str) -> Any:
+    def _profile(self, dealer_id: str) -> DealerProfile:
         return self.settings.profile_for(dealer_id) or self.settings.dealer
 
     def view(self, d: Delivery) -> adf.LeadView:
@@ -119,15 +119,13 @@ class DeliveryWorker:
         policy = self.leads.delivery
         if d.consent_expires_ms is not None and d.consent_expires_ms <= self.now_ms():
             await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms())
-            log.warning("delivery %s of lead %s to %s not sent: consent expired", d.delivery_id,
-                        d.lead_id, d.target)
+            log.warning("delivery not sent: consent expired", extra=_fields(d))
             return "expired_consent"
         target = self.leads.target(d.target)
         if target is None:
             await asyncio.to_thread(self.store.mark_dead, d, self.now_ms(),
                                     f"target {d.target} is no longer configured")
-            log.error("delivery %s of lead %s: target %s is no longer configured; dead",
-                      d.delivery_id, d.lead_id, d.target)
+            log.error("delivery dead: target no longer configured", extra=_fields(d))
             return "dead"
         try:
             view = self.view(d)
@@ -142,33 +140,35 @@ class DeliveryWorker:
             return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False)
         held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms())
         if held:
-            log.info("delivery %s of lead %s to %s delivered (attempt %d)", d.delivery_id, d.lead_id,
-                     d.target, d.attempts)
+            log.info("delivery delivered", extra=_fields(d))
         else:
-            log.warning("delivery %s of lead %s to %s sent after its claim lapsed; another worker may "
-                        "resend it (the CRM can drop the duplicate by lead id)", d.delivery_id, d.lead_id,
-                        d.target)
+            log.warning("delivery sent after its claim lapsed; another worker may resend it "
+                        "(the CRM can drop the duplicate by lead id)", extra=_fields(d))
         return "delivered"
 
     async def _failed(self, d: Delivery, error: str, permanent: bool) -> str:
         policy = self.leads.delivery
         now = self.now_ms()
-        if permanent or d.attempts >= policy.max_attempts:
+        if permanent or d.tries >= policy.max_attempts:
             await asyncio.to_thread(self.store.mark_dead, d, now, error)
-            log.error("delivery %s of lead %s to %s dead after %d attempt(s): %s", d.delivery_id,
-                      d.lead_id, d.target, d.attempts, error)
+            log.error("delivery dead", extra=_fields(d, error=error))
             return "dead"
-        delay = policy.backoff(d.attempts)
+        delay = policy.backoff(d.tries)
         await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error)
-        log.warning("delivery %s of lead %s to %s failed (attempt %d): %s; retry in %.1fs",
-                    d.delivery_id, d.lead_id, d.target, d.attempts, error, delay)
+        log.warning("delivery failed; will retry", extra=_fields(d, error=error, retry_in_s=round(delay, 1)))
         return "pending"
 
     async def sweep(self) -> int:
         removed = await asyncio.to_thread(self.store.sweep_idempotency, self.now_ms())
         if removed:
-            log.info("forgot %d expired idempotency key(s)", removed)
+            log.info("expired idempotency keys forgotten", extra={"fields": {"count": removed}})
         return removed
+
+
+def _fields(d: Delivery, **more: object) -> dict[str, Any]:
+    """The log fields of a delivery: ids and routing as values, never inside the message."""
+    return {"fields": {"delivery_id": d.delivery_id, "lead_id": d.lead_id, "target": d.target,
+                       "kind": d.kind, "attempt": d.attempts, **more}}
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
@@ -192,7 +192,7 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
                     next_sweep = time.monotonic() + SWEEP_INTERVAL_SECONDS
                 count = await worker.run_once(client)
             except Exception as exc:  # the database may be briefly unavailable; keep going
-                log.error("lead delivery pass failed: %s", type(exc).__name__)
+                log.error("lead delivery pass failed", extra={"fields": {"error_type": type(exc).__name__}})
                 count = 0
             if count < policy.batch_size:
                 await _wait(stop, policy.poll_seconds)

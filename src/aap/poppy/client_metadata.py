@@ -20,7 +20,8 @@ import ssl
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
@@ -31,6 +32,8 @@ import orjson
 from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.config.poppy import PoppySettings
 from aap.spec import validate
+
+V = TypeVar("V")
 
 MAX_KEYS = 20
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
@@ -84,7 +87,8 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         self._allow_loopback = allow_loopback
 
     async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Any = None):
+                          local_address: str | None = None,
+                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.AsyncNetworkStream:
         try:
             infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
@@ -101,7 +105,9 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
                 failure = exc
         raise httpcore.ConnectError("could not connect") from failure
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None):
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
+                                  ) -> httpcore.AsyncNetworkStream:
         raise _RefusedAddress()
 
     async def sleep(self, seconds: float) -> None:
@@ -203,7 +209,7 @@ class ClientRegistry:
         self._remember(self._cache, info.client_id, fresh)
         return fresh
 
-    def _remember(self, cache: OrderedDict, key: str, value: Any) -> None:
+    def _remember(self, cache: OrderedDict[str, V], key: str, value: V) -> None:
         cache[key] = value
         cache.move_to_end(key)
         while len(cache) > self.settings.metadata_cache_entries:

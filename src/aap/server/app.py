@@ -44,8 +44,14 @@ from aap.web.parts import BindingParts, Lifespan
 
 Surface = Callable[[DealerAgent], BindingParts]
 
+
+def mcp_surface(agent: DealerAgent) -> BindingParts:
+    """The MCP binding, verifying the Bearer tokens the Poppy issuer exchanges for it (docs/mcp.md)."""
+    return mcp.build(agent, verifier=aap.poppy.mcp_verifier(agent))
+
+
 #: The protocol doors, in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build)
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build)
 
 #: Background services: entered after the surfaces' lifespans, left before them.
 SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
@@ -62,7 +68,7 @@ def check_public_url(url: str) -> None:
         raise PublicUrlError(f"public_url {url!r}: {problem}")
 
 
-def _lifespan(lifespans: Sequence[Lifespan]) -> Callable[[Starlette], AsyncIterator[None]]:
+def _lifespan(lifespans: Sequence[Lifespan]) -> Lifespan:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:

@@ -28,16 +28,20 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import orjson
 import uvicorn
 from starlette.applications import Starlette
+from uvicorn.supervisors import Multiprocess
 
-from aap.config.loader import load_settings
+from aap.config.environment import environment_problems
+from aap.config.loader import ConfigError, load_settings
 from aap.config.model import Settings
 from aap.server.app import check_public_url, create_app
+from aap.server.listen import bind
 from aap.server.logconfig import log_config
 from aap.store import open_stores
 from aap.store.db import sqlite_path
@@ -108,20 +112,32 @@ def run(
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
+    sock: socket.socket | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
     workers: int = 1,
     log_level: str = "info",
+    log_format: str = "json",
 ) -> None:
     """Serve the deployment until interrupted.
 
     ``source`` is the :class:`Settings` to serve in this process, or a
     :class:`SettingsSource`, which several workers can each load (as uvicorn
     itself serves several workers only from an import string, never from an
-    app object).
+    app object). ``sock`` is a socket already bound by
+    :func:`aap.server.listen.bind` (``aap serve`` binds before it prints
+    anything); without one, ``host:port`` is bound here and a
+    :class:`~aap.server.listen.ListenError` says why it could not be.
+
+    Before anything is bound the settings get the start-up check ``aap config
+    check`` runs: a lead target whose secret variable is unset is a
+    :class:`~aap.config.loader.ConfigError` now, not at the first delivery.
     """
     settings = source.load() if isinstance(source, SettingsSource) else source
     check_public_url(settings.public_url)
+    problems = environment_problems(settings, os.environ)  # where the transports read them
+    if problems:
+        raise ConfigError(problems, settings.source_path)
     if (ssl_certfile is None) != (ssl_keyfile is None):
         raise ValueError("TLS needs both ssl_certfile and ssl_keyfile")
     if workers < 1:
@@ -135,19 +151,22 @@ def run(
         "port": port,
         "ssl_certfile": ssl_certfile,
         "ssl_keyfile": ssl_keyfile,
-        "log_config": log_config(log_level),
+        "log_config": log_config(log_level, log_format),
         "log_level": log_level,
         "access_log": False,  # ours is aap.access; uvicorn's would log query strings
         "server_header": False,
         "ws": "none",  # no surface speaks WebSocket: never load a WebSocket library
         "timeout_graceful_shutdown": 10,
     }
+    if sock is None:
+        sock = bind(host, port)
     stores = open_stores(settings.database_url)  # migrates once, before any worker starts
     if workers == 1:
         try:
-            uvicorn.run(settled(create_app(settings, stores)), **options)
+            _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sock)
         finally:
             stores.close()
+            sock.close()
         return
 
     stores.close()
@@ -156,9 +175,30 @@ def run(
     os.environ[SOURCE_ENV] = source.to_json().decode()
     try:
         with shared_metrics_directory():  # one scrape sees every worker (aap.web.metrics)
-            uvicorn.run(APP_FACTORY, factory=True, workers=workers, **options)
+            _serve(uvicorn.Config(APP_FACTORY, factory=True, workers=workers, **options), sock)
     finally:
+        sock.close()
         if previous is None:
             os.environ.pop(SOURCE_ENV, None)
         else:
             os.environ[SOURCE_ENV] = previous
+
+
+def _serve(config: uvicorn.Config, sock: socket.socket) -> None:
+    """What ``uvicorn.run`` does, on our already-bound socket.
+
+    One worker: a :class:`uvicorn.Server` in this process. Several: uvicorn's
+    own :class:`~uvicorn.supervisors.Multiprocess` supervisor, whose workers
+    inherit the socket. A server that could not start (its lifespan failed)
+    exits with status 3, as ``uvicorn.run`` would.
+    """
+    server = uvicorn.Server(config)
+    try:
+        if config.workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    if config.workers == 1 and not server.started:
+        raise SystemExit(3)

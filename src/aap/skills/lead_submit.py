@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from aap.config.model import Settings
-from aap.errors import AapError
+from aap.errors import AapError, Problem
 from aap.leads import consent
 from aap.leads.submit import submit
 
@@ -27,10 +27,10 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     return submit(agent, request, ctx)
 
 
-def make_classifier(settings: Settings) -> Callable[[Any, list[dict[str, str]]], AapError]:
+def make_classifier(settings: Settings) -> Callable[[Any, list[Problem]], AapError]:
     """``classify(payload, problems)`` using the deployment's consent clock skew."""
 
-    def classify(payload: Any, problems: list[dict[str, str]]) -> AapError:
+    def classify(payload: Any, problems: list[Problem]) -> AapError:
         skew = settings.leads.consent_clock_skew_seconds
         error = consent.classify(payload, problems, datetime.now(timezone.utc), skew)
         # Only reached with schema problems, so there is always an error to return.

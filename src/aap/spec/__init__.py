@@ -43,7 +43,8 @@ def schema_url(name: str) -> str:
     """The schema's ``$id``: ``https://autoagentprotocol.org/v3.1/schemas/<name>.schema.json``
     for AAP 3.1 schemas; the older/newer standalone seeds keep their own ``$id``."""
     _known(name)
-    return schema_files.documents()[name]["$id"]
+    url: str = schema_files.documents()[name]["$id"]
+    return url
 
 
 def schema_bytes(name: str) -> bytes:
@@ -54,4 +55,5 @@ def schema_bytes(name: str) -> bytes:
 
 def openapi_document() -> dict[str, Any]:
     """A fresh copy of the seed OpenAPI document (AAP 3.1 A2A JSON-RPC binding) as JSON."""
-    return json.loads(schema_files.openapi_bytes())
+    document: dict[str, Any] = json.loads(schema_files.openapi_bytes())
+    return document

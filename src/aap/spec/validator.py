@@ -24,17 +24,17 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft202012Validator, TypeChecker, validators
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
+from aap.errors import Problem
 from aap.spec import ecma, formats, schema_files
 from aap.spec.formats import checker as format_checker
-
-Problem = dict[str, str]
 
 _FORMAT_NAMES = {
     "date-time": "an RFC 3339 date-time with a time-zone offset",
@@ -50,13 +50,13 @@ class UnknownSchema(KeyError):
     """No bundled schema has this name."""
 
 
-def _pattern(validator: Draft202012Validator, pattern: str, instance: Any,
-             schema: dict) -> Iterator[ValidationError]:
+def _pattern(validator: Validator, pattern: str, instance: Any,
+             schema: Mapping[str, Any]) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not ecma.compile(pattern).search(instance):
         yield ValidationError("does not match the pattern")
 
 
-def _is_number(checker: Any, instance: Any) -> bool:
+def _is_number(checker: TypeChecker, instance: object) -> bool:
     if isinstance(instance, bool):
         return False
     if isinstance(instance, float):
@@ -64,7 +64,8 @@ def _is_number(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int)
 
 
-AapValidator = validators.extend(
+# types-jsonschema declares extend() without annotations; what it returns is a validator class.
+AapValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator, validators={"pattern": _pattern},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _is_number))
 
@@ -77,7 +78,7 @@ def _schema(name: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(name: str) -> Draft202012Validator:
+def compiled(name: str) -> Validator:
     """The explaining validator for schema ``name`` (file stem), built once per process."""
     _schema(name)
     stripped, resources = schema_files.dialect_free()
@@ -89,14 +90,14 @@ def fast(name: str) -> jsonschema_rs.Validator:
     """The jsonschema-rs validator for schema ``name``: same resources, same formats."""
     schema = _schema(name)
     # a format the python path does not check is not checked here either
-    checks: dict[str, Any] = {fmt: _anything for fmt in _all_formats()}
+    checks: dict[str, Callable[[object], bool]] = {fmt: _anything for fmt in _all_formats()}
     checks.update(formats.functions())
     return jsonschema_rs.validator_for(
         schema, registry=schema_files.rust_registry(), retriever=schema_files.no_fetch,
         validate_formats=True, ignore_unknown_formats=True, formats=checks)
 
 
-def _anything(value: Any) -> bool:
+def _anything(value: object) -> bool:
     return True
 
 
@@ -148,7 +149,7 @@ def validate(instance: Any, name: str) -> list[Problem]:
     return out
 
 
-def _order(p: Problem) -> tuple:
+def _order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, str]:
     parts = p["instanceLocation"].split("/")
     # numeric segments in numeric order, so /items/10 follows /items/9
     return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), \
@@ -194,16 +195,16 @@ def _type_words(t: Any) -> str:
 
 # ---------------------------------------------------------------- explanation
 
-def _explain_all(errors: Iterable[ValidationError],
-                 root: Draft202012Validator) -> Iterator[Problem]:
+def _explain_all(errors: Iterable[ValidationError], root: Validator) -> Iterator[Problem]:
     for error in errors:
         yield from _explain(error, root)
 
 
-def _explain(e: ValidationError, root: Draft202012Validator) -> Iterator[Problem]:
+def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
     loc = _pointer(e.absolute_path)
-    kw = e.validator
-    value = e.validator_value
+    # a `false` subschema has no keyword (jsonschema leaves it None, its stubs say unset)
+    kw = e.validator if isinstance(e.validator, str) else None
+    value: Any = e.validator_value          # the keyword's value: any JSON from the schema
     instance = e.instance
     schema = e.schema if isinstance(e.schema, dict) else {}
 
@@ -249,8 +250,7 @@ def _explain(e: ValidationError, root: Draft202012Validator) -> Iterator[Problem
     yield _problem(loc, kw, _message(kw, value, schema))
 
 
-def _closest_item(e: ValidationError, loc: str,
-                  root: Draft202012Validator) -> Iterator[Problem]:
+def _closest_item(e: ValidationError, loc: str, root: Validator) -> Iterator[Problem]:
     """When no item satisfies ``contains``, why the closest one does not."""
     sub = e.schema.get("contains") if isinstance(e.schema, dict) else None
     items = e.instance
@@ -264,7 +264,7 @@ def _closest_item(e: ValidationError, loc: str,
             return  # some item matches: the count is the problem, not an item
         best: list[Problem] | None = None
         for i, item in enumerate(items):
-            probs = [dict(p, instanceLocation=f"{loc}/{i}{p['instanceLocation']}")
+            probs = [_problem(f"{loc}/{i}{p['instanceLocation']}", p["keyword"], p["error"])
                      for p in _explain_all(checker.iter_errors(item), checker)]
             if best is None or len(probs) < len(best):
                 best = probs
@@ -273,13 +273,14 @@ def _closest_item(e: ValidationError, loc: str,
     yield from best or []
 
 
-def _explain_branches(e: ValidationError, loc: str,
-                      root: Draft202012Validator) -> Iterator[Problem]:
+def _explain_branches(e: ValidationError, loc: str, root: Validator) -> Iterator[Problem]:
     kw = e.validator
-    branches: dict[int, list[ValidationError]] = {}
+    alternatives = e.validator_value if isinstance(e.validator_value, list) else []
+    # keyed by the branch's index in the anyOf/oneOf list
+    branches: dict[str | int, list[ValidationError]] = {}
     for sub in e.context or ():
         branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-    n = len(e.validator_value)
+    n = len(alternatives)
     if kw == "oneOf" and len(branches) < n:
         yield _problem(loc, "oneOf", "matches more than one of the allowed alternatives; "
                                      "it must match exactly one")
@@ -308,7 +309,7 @@ def _explain_branches(e: ValidationError, loc: str,
     all_type = all_const = True
     for i in range(n):
         top = [p for p in explained.get(i, []) if p["instanceLocation"] == loc]
-        sub_schema = e.validator_value[i] if isinstance(e.validator_value[i], dict) else {}
+        sub_schema = alternatives[i] if isinstance(alternatives[i], dict) else {}
         if not any(p["keyword"] == "type" for p in top):
             all_type = False
         else:
@@ -330,7 +331,7 @@ def _explain_branches(e: ValidationError, loc: str,
         return
     # otherwise: the problems of the closest branch (fewest problems, no type
     # mismatch at this location if possible; ties go to the first branch)
-    def score(i: int) -> tuple:
+    def score(i: int) -> tuple[bool, int, int]:
         probs = explained.get(i, [])
         wrong_type = any(p["keyword"] == "type" and p["instanceLocation"] == loc for p in probs)
         return (wrong_type, len(probs), i)
@@ -352,7 +353,7 @@ def _not_message(value: Any) -> str:
     return "matches a shape that is not allowed here"
 
 
-def _contains_message(schema: dict) -> str:
+def _contains_message(schema: Mapping[str, Any]) -> str:
     sub = schema.get("contains")
     low = schema.get("minContains", 1)
     high = schema.get("maxContains")
@@ -371,7 +372,7 @@ def _contains_message(schema: dict) -> str:
     return f"must contain at least {low} {what}" + ("" if low == 1 else "s")
 
 
-def _message(kw: str, value: Any, schema: dict) -> str:
+def _message(kw: str, value: Any, schema: Mapping[str, Any]) -> str:
     if kw == "type":
         return f"must be {_type_words(value)}"
     if kw == "enum":

@@ -35,15 +35,19 @@ class Migrations:
     steps: tuple[Migration, ...]
 
 
+#: One result row: SQL values (``int``, ``float``, ``str``, ``bytes``, ``None``) by position.
+Row = tuple[Any, ...]
+
+
 class Cursor(Protocol):
     """The driver's cursor a :class:`Tx` wraps (``sqlite3.Cursor`` or ``psycopg.Cursor``)."""
 
     @property
-    def connection(self) -> Any: ...
-    @property
     def rowcount(self) -> int: ...
-    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> Any: ...
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Cursor: ...
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> object: ...
+    def fetchone(self) -> Row | None: ...
+    def fetchall(self) -> list[Row]: ...
 
 
 class Tx:
@@ -54,16 +58,23 @@ class Tx:
         self.raw = raw
         self._sql = db.dialect.sql
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self.raw.execute(self._sql(sql), tuple(params))
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        return self.raw.executemany(self._sql(sql), rows)
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.raw.executemany(self._sql(sql), rows)
 
-    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.execute(sql, params).fetchone()
 
-    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row:
+        """The row of a query that always has one (an aggregate, a row this transaction wrote)."""
+        row = self.execute(sql, params).fetchone()
+        if row is None:
+            raise LookupError(f"no row for: {sql}")
+        return row
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(self.execute(sql, params).fetchall())
 
     def script(self, sql: str) -> None:
@@ -137,6 +148,8 @@ class Database:
             lock = holder.lock  # close() takes it too: never closes a connection mid-statement
         with lock:
             if holder is None:
+                if self._memory_conn is None:   # closed while this thread waited for the lock
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
                 conn = self._memory_conn
             else:
                 if holder.conn is None:  # first use in this thread, or closed since

@@ -16,7 +16,7 @@ import re
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence, cast
 
 if TYPE_CHECKING:
     from aap.store.db import Tx
@@ -65,7 +65,7 @@ class Dialect:
         if not milliseconds:
             yield
             return
-        conn = tx.raw.connection
+        conn = cast(sqlite3.Cursor, tx.raw).connection   # this dialect runs on sqlite3 only
         deadline = time.monotonic() + milliseconds / 1000
         conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
         try:
@@ -90,7 +90,7 @@ class Dialect:
     def large_write(self, tx: Tx) -> Iterator[None]:
         """Settings for one large write transaction: SQLite gets a 128 MiB page cache for the
         index inserts, and its previous size back afterwards."""
-        previous = tx.fetchone("PRAGMA cache_size")[0]
+        previous = tx.one("PRAGMA cache_size")[0]
         tx.execute("PRAGMA cache_size = -131072")
         try:
             yield

@@ -102,7 +102,12 @@ CREATE INDEX lead_deliveries_due ON lead_deliveries (status, next_attempt_ms);
 CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
 """
 
-MIGRATIONS = Migrations("leads", (_V1,))
+# ``attempts`` counts every try, for ever; ``retry_base`` is its value when an
+# operator last re-queued the row (``aap leads retry``), so the retry policy
+# (max_attempts, backoff) starts again while the count stays true.
+_V2 = "ALTER TABLE lead_deliveries ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0"
+
+MIGRATIONS = Migrations("leads", (_V1, _V2))
 
 
 def dumps(value: Any) -> str:
@@ -166,6 +171,12 @@ class Delivery:
     consent_expires_ms: int | None
     vehicle_link: str = "none"
     vehicle_id: str | None = None
+    retry_base: int = 0
+
+    @property
+    def tries(self) -> int:
+        """Attempts since the row was last re-queued by an operator (what the policy limits)."""
+        return self.attempts - self.retry_base
 
 
 _LEAD_COLUMNS = (
@@ -388,14 +399,14 @@ class LeadStore:
             rows = tx.fetchall(
                 "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
                 " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
-                " c.expires_ms, l.vehicle_link, l.vehicle_id FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
+                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
                 " JOIN lead_consents c ON c.lead_id = d.lead_id WHERE d.claim_token = ?"
                 " ORDER BY d.next_attempt_ms",
                 (token,),
             )
         return [
             Delivery(r[0], r[1], r[2], r[3], int(r[4]), token, r[5], r[6], loads(r[7]), loads(r[8]),
-                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14])
+                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14], int(r[15]))
             for r in rows
         ]
 
@@ -440,12 +451,16 @@ class LeadStore:
         )
 
     def retry(self, lead_id: str, now_ms: int, *, include_delivered: bool = False) -> int:
-        """Make a lead's dead (and pending) rows due now; ``include_delivered`` re-sends the rest."""
+        """Make a lead's dead (and pending) rows due now; ``include_delivered`` re-sends the rest.
+
+        The attempt count is kept (it is the row's history); the retry policy
+        counts from here (``retry_base``).
+        """
         states = ["dead", "pending"] + (["delivered"] if include_delivered else [])
         marks = ", ".join("?" for _ in states)
         with self.db.transaction() as tx:
             return tx.execute(
-                "UPDATE lead_deliveries SET status = 'pending', attempts = 0, next_attempt_ms = ?,"
+                "UPDATE lead_deliveries SET status = 'pending', retry_base = attempts, next_attempt_ms = ?,"
                 " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL"
                 f" WHERE lead_id = ? AND status IN ({marks})",
                 (now_ms, now_ms, lead_id, *states),

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 import psycopg
+from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.errors import NumericValueOutOfRange
 from psycopg_pool import ConnectionPool
@@ -27,7 +28,7 @@ class _NumberLoader(Loader):
     :class:`~decimal.Decimal`; the stores (and orjson) expect plain numbers.
     """
 
-    def load(self, data) -> int | float:
+    def load(self, data: Buffer) -> int | float:
         text = bytes(data).decode()
         try:
             return int(text)

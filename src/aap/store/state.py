@@ -46,7 +46,15 @@ CREATE TABLE state_value (
 CREATE INDEX state_value_expiry ON state_value (expires_at)
 """
 
-MIGRATIONS = Migrations("state", (_SCHEMA_V1,))
+# Facts about the database itself (e.g. that the demo dealer group seeded it).
+_SCHEMA_V2 = """
+CREATE TABLE state_mark (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)
+"""
+
+MIGRATIONS = Migrations("state", (_SCHEMA_V1, _SCHEMA_V2))
 
 _SWEEP_EVERY = 256  # sweep full buckets / expired values once per this many calls
 
@@ -73,6 +81,19 @@ class StateStore:
             self._calls += 1
             return self._calls % _SWEEP_EVERY == 1
 
+    # -- marks ----------------------------------------------------------------
+    def mark(self, name: str) -> str | None:
+        """The value of the mark ``name`` this database carries, or None."""
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT value FROM state_mark WHERE name = ?", (name,))
+        return None if row is None else str(row[0])
+
+    def set_mark(self, name: str, value: str) -> None:
+        """Mark the database (idempotent; the first value stays)."""
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO state_mark (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                       (name, value))
+
     # -- secrets --------------------------------------------------------------
     def secret(self, name: str) -> bytes:
         """32 random bytes named ``name``: created once, then the same for every worker."""
@@ -84,7 +105,7 @@ class StateStore:
                 "INSERT INTO state_secret (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
                 (name, _secrets.token_hex(32)),
             )
-            value = bytes.fromhex(tx.fetchone("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
+            value = bytes.fromhex(tx.one("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
         self._secrets[name] = value
         return value
 
@@ -241,5 +262,6 @@ class StateStore:
             )
         if row is None or row[1] <= t:
             return None
-        return row[0]
+        value: str = row[0]
+        return value
 

@@ -33,13 +33,14 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
     """Routes and lifespan of the MCP endpoint for ``agent``.
 
     ``verifier`` checks a presented Bearer token (see :mod:`.auth`); without
-    one, no token is valid and a call that presents one is refused.
+    one, no token is valid and a call that presents one is refused. The
+    composition root passes the Poppy issuer's (:func:`aap.poppy.mcp_verifier`).
     """
     settings = agent.settings
     runner = ToolRunner(agent)
     sdk = LazySdk(agent, runner)  # the SDK itself loads on the first request that needs it
     urls = DeploymentUrls(settings.public_url)
-    auth = BearerAuth(agent, resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
+    auth = BearerAuth(resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
     endpoint = McpHttpEndpoint(
         sdk,
         OriginPolicy.for_settings(settings),

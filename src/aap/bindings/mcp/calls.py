@@ -17,8 +17,10 @@ from starlette.requests import HTTPConnection
 
 from aap import __version__
 from aap.agent import CallContext, DealerAgent
+from aap.bindings.mcp.answers import remember_retry_after
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.errors import AapError, problem
+from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.spec import validate
 from aap.web.accesslog import annotate
@@ -27,6 +29,7 @@ from aap.web.errors import unexpected
 from aap.web.work import admit, work_for
 
 SERVER_NAME = "aap"
+UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
 
 
 def server_identity(agent: DealerAgent) -> dict[str, Any]:
@@ -124,6 +127,9 @@ class ToolRunner:
             result = success_result(response)
         except AapError as exc:
             annotate(scope, skill=skill.id, aap_code=exc.code, error_id=exc.error_id)
+            retry_after = retry_after_seconds(exc)
+            if retry_after is not None:
+                remember_retry_after(scope, retry_after)
             return error_result(exc)
         except Exception as exc:  # never a stack trace or customer data on the wire or in the log
             error = unexpected(exc, binding="mcp", skill=skill.id)

@@ -28,23 +28,18 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import Scope
 
-from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION, MCP_PROTOCOL_VERSIONS
+from aap.bindings.mcp.answers import RETRY_AFTER_KEY
+from aap.bindings.mcp.envelope import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION
 
 if TYPE_CHECKING:
     from aap.bindings.mcp.calls import ToolRunner
 
-# What the front of /mcp needs of the protocol without loading the SDK (tests/test_mcp_fastpath.py
-# checks each against the SDK's own constant). The per-request envelope keys of the stateless
-# revision (MCP 2026-07-28, "Per-request protocol fields"): protocol version and client
-# capabilities required, client info optional; results carry the server's identity.
-HEADER_MISMATCH = -32020
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-#: The ``initialize``-handshake revisions served (the SDK's legacy era), newest first.
-HANDSHAKE_VERSIONS: tuple[str, ...] = tuple(v for v in MCP_PROTOCOL_VERSIONS if v != MCP_MODERN_VERSION)
-PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
-CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
-CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
-SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
 _ENVELOPE = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY})
 _ROUTING = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
@@ -78,21 +73,25 @@ class FastToolCalls:
         self.server_info = server_info  # the SDK server's own identity stamp
         self.tool_names = frozenset(runner.tools)
 
-    async def answer(self, scope: Scope, body: bytes) -> Response | None:
-        """The answer to a plain ``tools/call`` in ``body``; None for the SDK to answer."""
-        call = plain_tool_call(scope["headers"], body, self.tool_names)
+    async def answer(self, scope: Scope, message: dict[str, Any]) -> Response | None:
+        """The answer to ``message`` if it is a plain ``tools/call``; None for the SDK to answer."""
+        call = plain_tool_call(scope["headers"], message, self.tool_names)
         if call is None:
             return None
         result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope))
-        return Response(call.response_body(result, self.server_info), media_type="application/json")
+        retry_after = scope.get("state", {}).get(RETRY_AFTER_KEY)  # RATE_LIMITED, as the SDK path says it
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return Response(call.response_body(result, self.server_info), media_type="application/json", headers=headers)
 
 
 def _media_types(value: str) -> set[str]:
     return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
 
 
-def plain_tool_call(headers: list[tuple[bytes, bytes]], body: bytes, tools: frozenset[str]) -> PlainToolCall | None:
-    """The call in ``body`` when it is a plain ``tools/call`` of one of ``tools``; else None."""
+def plain_tool_call(headers: list[tuple[bytes, bytes]], message: dict[str, Any],
+                    tools: frozenset[str]) -> PlainToolCall | None:
+    """``message`` (a JSON-RPC message the front accepted, :func:`~.envelope.read_message`) when
+    it is a plain ``tools/call`` of one of ``tools``; else None."""
     seen: dict[bytes, str] = {}
     content_type = accept = None
     for raw_name, raw_value in headers:
@@ -114,11 +113,7 @@ def plain_tool_call(headers: list[tuple[bytes, bytes]], body: bytes, tools: froz
     version = seen.get(b"mcp-protocol-version")
     if version not in (MCP_MODERN_VERSION, MCP_HANDSHAKE_VERSION):
         return None
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict) or set(message) != _REQUEST_MEMBERS:
+    if set(message) != _REQUEST_MEMBERS:
         return None
     request_id = message["id"]
     if message["jsonrpc"] != "2.0" or message["method"] != "tools/call" or isinstance(request_id, bool) \

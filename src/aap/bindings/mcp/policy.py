@@ -72,7 +72,9 @@ class OriginPolicy:
         return cls(settings.public_url, mcp.allowed_hosts, mcp.allowed_origins)
 
     def host_allowed(self, host: str | None) -> bool:
-        return bool(host) and _matches(host.lower(), self.allowed_hosts)
+        if not host:
+            return False
+        return _matches(host.lower(), self.allowed_hosts)
 
     def origin_allowed(self, origin: str | None) -> bool:
         """An absent ``Origin`` is a non-browser client: allowed."""

@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from aap.agent import DealerAgent
-from aap.bindings.mcp.calls import SERVER_NAME, ToolRunner, server_identity
+from aap.bindings.mcp.calls import SERVER_NAME, UNKNOWN_TOOL_MESSAGE, ToolRunner, server_identity
 from aap.bindings.mcp.tools import ToolSpec
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 
@@ -45,7 +45,8 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], runner: ToolRunn
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         if params.name not in runner.tools:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+            # a fixed text: the name is the caller's (tools/list names the real ones)
+            raise MCPError(INVALID_PARAMS, UNKNOWN_TOOL_MESSAGE)
         return await runner.call(params.name, params.arguments, ctx.request)
 
     identity = server_identity(agent)
@@ -59,7 +60,9 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], runner: ToolRunn
         cache_hints={"tools/list": hint, "server/discover": hint},
         get_tool_input_schema=lambda name: None,  # no x-mcp-header in AAP schemas: nothing to mirror
         on_list_tools=list_tools,
-        on_call_tool=call_tool,  # type: ignore[arg-type]  # the SDK shapes a wire-form dict itself
+        # A handler may return a dict (mcp.server.context.HandlerResult); this keyword's hint
+        # names only the result models, and calls._result() says why the dict is built directly.
+        on_call_tool=call_tool,  # type: ignore[arg-type]
     )
 
     async def discover(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> types.DiscoverResult:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+import httpx
 from urllib.parse import urlsplit
 
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.check.context import CheckContext, is_loopback_http
+from aap.client.discovery import Discovery
 from aap.check.registry import Fail, Skip, rule
 from aap.protocols import A2A_PROTOCOL_VERSION
 from aap.skills.catalog import SKILLS
@@ -97,7 +100,7 @@ async def card_params(ctx: CheckContext) -> str | None:
     problems = []
     if params.get("schema_base_url") != SCHEMA_BASE_URL:
         problems.append(f"schema_base_url is not {SCHEMA_BASE_URL}")
-    card_skills = [s.get("id") for s in found.card.get("skills") or [] if isinstance(s, dict)]
+    card_skills = [str(s.get("id")) for s in found.card.get("skills") or [] if isinstance(s, dict)]
     param_skills = list(found.skills)
     if sorted(card_skills) != sorted(param_skills):
         problems.append(f"params.skills {sorted(param_skills)} differ from the card's skills {sorted(card_skills)}")
@@ -152,7 +155,8 @@ async def card_recommended(ctx: CheckContext) -> str | None:
         if not modes or any(not str(m).startswith("application/vnd.autoagent.") for m in modes):
             problems.append(f"{key} should list only application/vnd.autoagent.* media types")
     for skill in found.card.get("skills") or []:
-        info = SKILLS.get(skill.get("id")) if isinstance(skill, dict) else None
+        skill_id = skill.get("id") if isinstance(skill, dict) else None
+        info = SKILLS.get(skill_id) if isinstance(skill_id, str) else None
         if info is None:
             continue
         if skill.get("inputModes") != [info.request_media_type]:
@@ -166,7 +170,7 @@ async def card_recommended(ctx: CheckContext) -> str | None:
     return None
 
 
-def _advertised_urls(found: Any, poppy: dict[str, Any] | None) -> dict[str, str]:
+def _advertised_urls(found: Discovery, poppy: dict[str, Any] | None) -> dict[str, str]:
     urls = {"supportedInterfaces[0].url": found.a2a_url}
     if found.mcp_url:
         urls["params.mcp.url"] = found.mcp_url
@@ -251,7 +255,7 @@ async def llms_txt_links(ctx: CheckContext) -> str | None:
     return None
 
 
-async def llms_txt_response(ctx: CheckContext, url: str) -> Any:
+async def llms_txt_response(ctx: CheckContext, url: str) -> httpx.Response:
     """GET llms.txt once per run (whatever the status)."""
     return await ctx.memo("llms.txt", lambda: ctx.get(url))
 

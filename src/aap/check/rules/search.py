@@ -38,7 +38,11 @@ SAMPLE_FILTERS: dict[str, Any] = {
 }
 
 
-def listing_key(vehicle: dict[str, Any]) -> tuple:
+#: (dealer_id, vehicle_id, vin, stock): what tells two listings apart across pages.
+ListingKey = tuple[Any, Any, Any, Any]
+
+
+def listing_key(vehicle: dict[str, Any]) -> ListingKey:
     return (vehicle.get("dealer_id"), vehicle.get("vehicle_id"), vehicle.get("vin"), vehicle.get("stock"))
 
 
@@ -81,7 +85,7 @@ async def walk(ctx: CheckContext, filters: dict[str, Any] | None, limit: int, so
 
 def check_traversal(listings: list[dict[str, Any]], pages: list[dict[str, Any]], complete: bool) -> list[str]:
     problems = []
-    seen: dict[tuple, int] = {}
+    seen: dict[ListingKey, int] = {}
     for index, vehicle in enumerate(listings):
         key = listing_key(vehicle)
         if key in seen:

@@ -117,7 +117,7 @@ async def bindings_equivalent(ctx: CheckContext) -> str | None:
     if len(bindings) < 2:
         raise Skip("only one binding can be exercised")
     found = await ctx.discovery()
-    requests = []
+    requests: list[dict[str, Any]] = []
     if found.supports("dealer.information"):
         requests.append({"type": "dealer.information.request"})
     if found.supports("inventory.search"):

@@ -74,7 +74,7 @@ class Totals:
         params = where[1]
         try:
             with self.db.dialect.time_limit(tx, budget_ms):
-                total = tx.fetchone(sql, params)[0]
+                total = tx.one(sql, params)[0]
         except StatementTimeout:
             return None, BackgroundWork((version, matching), partial(self._count_later, version, matching, sql, params))
         if (time.perf_counter() - started) * 1000 < self.remember_count_ms:
@@ -96,7 +96,7 @@ class Totals:
         with self.db.read() as tx:
             if read_version(tx) != version:
                 return  # an import landed since: that total would be of another inventory
-            total = tx.fetchone(sql, params)[0]
+            total = tx.one(sql, params)[0]
         self.remember(version, matching, total)
 
     def start(self, work: BackgroundWork) -> None:

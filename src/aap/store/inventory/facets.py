@@ -60,6 +60,8 @@ _CURRENCY, _DEALER = COLUMN_INDEX["currency"], COLUMN_INDEX["dealer_id"]
 Counts = dict[str, dict[Any, int]]
 Bounds = dict[str, tuple[Any, Any]]
 Vocabulary = tuple[tuple[str, str], ...]
+#: (inventory version, criteria digest, vocabulary): what a Facets object depends on.
+FacetKey = tuple[int, str, Vocabulary]
 
 
 class FacetCountChanges:
@@ -99,17 +101,17 @@ class FacetCache:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[FacetKey, dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple) -> dict[str, Any] | None:
+    def get(self, key: FacetKey) -> dict[str, Any] | None:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
             return found
 
-    def put(self, key: tuple, facets: dict[str, Any]) -> None:
+    def put(self, key: FacetKey, facets: dict[str, Any]) -> None:
         with self._lock:
             self._entries[key] = facets
             while len(self._entries) > self._size:
@@ -149,7 +151,8 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
 
 def copied(facets_object: dict[str, Any]) -> dict[str, Any]:
     """A deep copy (cached objects are shared; callers may change theirs)."""
-    return orjson.loads(orjson.dumps(facets_object))
+    copy: dict[str, Any] = orjson.loads(orjson.dumps(facets_object))
+    return copy
 
 
 def _plain(value: float) -> int | float:
@@ -206,7 +209,7 @@ def _probed(snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str, int
                  f"AND l.{column} IS NOT NULL ORDER BY l.{column} {{}} LIMIT 1")
         low = snapshot.tx.fetchone(probe.format("ASC"), params)
         if low is not None:
-            bounds[facet] = (low[0], snapshot.tx.fetchone(probe.format("DESC"), params)[0])
+            bounds[facet] = (low[0], snapshot.tx.one(probe.format("DESC"), params)[0])
     return bounds
 
 
@@ -251,7 +254,7 @@ def _counted_in_database(tx: Tx, where: Clause, bits: dict[str, int],
     coded = [(code, *divmod(bits[code], BITS_PER_MASK)) for code, _ in vocabulary if code in bits]
     aggregates = [f"MIN(l.{column}), MAX(l.{column})" for _, column in RANGE_FACETS]
     aggregates += [f"SUM((l.{FEATURE_MASKS[mask]} >> {shift}) & 1)" for _code, mask, shift in coded]
-    row = tx.fetchone(f"SELECT {', '.join(aggregates)} FROM inv_listing l WHERE {where_sql}", params)
+    row = tx.one(f"SELECT {', '.join(aggregates)} FROM inv_listing l WHERE {where_sql}", params)
     bounds: Bounds = {}
     for i, (facet, _column) in enumerate(RANGE_FACETS):
         if row[2 * i] is not None:
@@ -283,6 +286,6 @@ def _counted_here(tx: Tx, where: Clause, bits: dict[str, int],
     for code, _label in vocabulary:
         bit = bits.get(code)
         if bit is not None:
-            column, shift = divmod(bit, BITS_PER_MASK)
-            present[code] = sum(n for mask, n in masks[column].items() if mask >> shift & 1)
+            which, shift = divmod(bit, BITS_PER_MASK)
+            present[code] = sum(n for mask, n in masks[which].items() if mask >> shift & 1)
     return counts, bounds, present

@@ -11,7 +11,7 @@ forgets the remembered totals of the old one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from aap.inventory.query import TERM_FILTERS
 from aap.store.db import Tx
@@ -86,7 +86,7 @@ class ImportJob:
         self.owner_of = {}
         self.index_statements = tx.db.dialect.drop_indexes(tx, ("inv_listing", "inv_doc", "inv_text"))
 
-    def run(self, listings: Iterable[dict], progress: Callable[[int], None] | None) -> ImportStats:
+    def run(self, listings: Iterable[dict[str, Any]], progress: Callable[[int], None] | None) -> ImportStats:
         seen: set[str] = set()
         batch: list[PreparedListing] = []
         count = 0
@@ -127,7 +127,7 @@ class ImportJob:
         self._finish(full_replace=self.replace and self.dealer_id is None)
         if progress:
             progress(count)
-        total = self.tx.fetchone("SELECT COUNT(*) FROM inv_listing")[0]
+        total = self.tx.one("SELECT COUNT(*) FROM inv_listing")[0]
         return ImportStats(self.inserted, self.updated, self.removed, total)
 
     def _entomb(self, identities: list[Identity]) -> None:

@@ -83,12 +83,11 @@ def synthesized_id(dealer_id: str | None, vin: str | None, stock: str | None) ->
     return "veh_" + digest[:24]
 
 
-def _whole(value: Any) -> int | None:
+def _whole(value: object) -> int | None:
     """An integer, or an integral float as one; anything else is no value."""
-    cls = value.__class__
-    if cls is int:
+    if type(value) is int:
         return value
-    if cls is float and value.is_integer():
+    if type(value) is float and value.is_integer():
         return int(value)
     return None
 
@@ -125,7 +124,7 @@ class PreparedListing:
         if status.__class__ is not str:
             raise InventoryImportError(index, "status is required")
         try:
-            updated_us = epoch_us(get("updated_at"))
+            updated_us = epoch_us(get("updated_at", ""))
         except (TypeError, ValueError):
             raise InventoryImportError(
                 index, "updated_at must be an RFC 3339 date-time with offset"
@@ -134,7 +133,7 @@ class PreparedListing:
         if unit not in MM_PER_UNIT:
             raise InventoryImportError(index, "mileage_unit must be mi or km")
         mileage = _whole(get("mileage"))
-        terms = [get(name) for name in _KEYED_FIELDS]
+        terms: list[Any] = [get(name) for name in _KEYED_FIELDS]
         keys = term_keys(terms)  # blank: no key
         make_k, model_k, trim_k, transmission_k, fuel_k, driveline_k, body_k, exterior_k, interior_k, port_k, \
             stock_k = keys

@@ -192,4 +192,5 @@ MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _v
 
 def read_version(tx: Tx) -> int:
     """The inventory version: bumped by every import, it keys every derived cache and total."""
-    return tx.fetchone("SELECT num FROM inv_meta WHERE name = 'version'")[0]
+    version: int = tx.one("SELECT num FROM inv_meta WHERE name = 'version'")[0]
+    return version

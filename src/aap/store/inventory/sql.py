@@ -266,7 +266,7 @@ def segments(query: SearchQuery, defeat_index: bool = False) -> list[Segment]:
     if after is None or after.key is not None:
         where = f"{lead} IS NOT NULL"
         params: list[Any] = []
-        if after is not None:
+        if after is not None and after.key is not None:
             sql, params = _after(columns, after.key, descending, after.id, defeat_index)
             where += " AND " + sql
         order = ", ".join(f"{sort_ref(c, defeat_index)} {direction}" for c in columns) + f", {ident} ASC"
@@ -284,15 +284,15 @@ def _distance_segments(query: SearchQuery, descending: bool) -> list[Segment]:
     for place in query.criteria.places or ():
         by_distance.setdefault(place.distance_mi, []).append(place)
     after = query.after
-    last = after.key[0] if after is not None and after.key is not None else None
+    resume = (after.key[0], after.id) if after is not None and after.key is not None else None
     found: list[Segment] = []
     for distance in sorted(by_distance, reverse=descending):
-        if last is not None and (distance > last if descending else distance < last):
+        if resume is not None and (distance > resume[0] if descending else distance < resume[0]):
             continue  # already walked
         where, params = at_any_place(by_distance[distance])
-        if last is not None and distance == last:
+        if resume is not None and distance == resume[0]:
             where += " AND l.id > ?"
-            params.append(after.id)
+            params.append(resume[1])
         found.append(Segment(where, params, "l.id ASC", (), (distance,)))
     return found
 

@@ -8,6 +8,7 @@ inventory version); the one-call methods (:meth:`~InventoryStore.search`,
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from aap.store.inventory.importer import ImportJob, ImportStats
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
+
+log = logging.getLogger("aap.import")
 
 # Listings changed by one import beyond which table statistics (and, on PostgreSQL, the
 # visibility map that index-only counts rely on) are refreshed right away.
@@ -66,6 +69,7 @@ class InventoryStore:
         store cannot hold (duplicate id in the feed, id owned by another dealer,
         ...); the feed reader is expected to have validated listings already.
         """
+        started = time.perf_counter()
         collecting = gc.isenabled()
         gc.disable()  # a bulk load allocates millions of acyclic objects; skip the GC passes
         try:
@@ -74,6 +78,10 @@ class InventoryStore:
                 stats = job.run(listings, progress)
             if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
                 self.db.maintain(LISTING_TABLES)
+            log.info("inventory imported", extra={"fields": {
+                "dealer_id": dealer_id, "replace": replace, "inserted": stats.inserted,
+                "updated": stats.updated, "removed": stats.removed, "total": stats.total,
+                "duration_ms": int((time.perf_counter() - started) * 1000)}})
             return stats
         finally:
             if collecting:
@@ -115,7 +123,8 @@ class InventoryStore:
     def count(self) -> int:
         """Available listings (tombstones excluded)."""
         with self.db.read() as tx:
-            return tx.fetchone("SELECT COUNT(*) FROM inv_listing")[0]
+            count: int = tx.one("SELECT COUNT(*) FROM inv_listing")[0]
+        return count
 
     def find(
         self, vehicle_id: str | None = None, vin: str | None = None, stock: str | None = None

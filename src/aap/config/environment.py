@@ -1,0 +1,47 @@
+"""What a loaded configuration needs from the environment it runs in.
+
+Secrets never live in the TOML file: a lead target names the environment
+variables holding its token, password or signing secret (docs/leads.md). The
+loader cannot check them (the file is valid wherever it is read; ``aap import``
+needs no CRM password), so :func:`missing_variables` does, for the commands
+that will use them (``load_settings(..., require_secrets=True)``): ``aap config
+check``, ``aap serve`` and ``aap deliver`` refuse to start when one is unset,
+instead of a delivery failing hours later.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
+from aap.config.model import Settings
+
+
+def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
+    """``(TOML path, variable name)`` for every environment variable the configuration names."""
+    for i, route in enumerate(leads.routes):
+        for j, target in enumerate(route.targets):
+            at = f"leads.routes[{i}].targets[{j}]"
+            if isinstance(target, AdfHttpTarget) and target.auth is not None:
+                for key in ("username_env", "password_env", "token_env"):
+                    name = getattr(target.auth, key)
+                    if name:
+                        yield f"{at}.auth.{key}", name
+            elif isinstance(target, SmtpTarget):
+                for key in ("username_env", "password_env"):
+                    name = getattr(target, key)
+                    if name:
+                        yield f"{at}.{key}", name
+            elif isinstance(target, WebhookTarget) and target.secret_env:
+                yield f"{at}.secret_env", target.secret_env
+
+
+def missing_variables(leads: LeadSettings, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(TOML path, message)`` per referenced variable that is unset or empty (never its value)."""
+    return [(path, f"environment variable {name} is not set")
+            for path, name in referenced_variables(leads) if not environ.get(name)]
+
+
+def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """:func:`missing_variables` of loaded settings, as ``"path: message"`` lines."""
+    return [f"{path}: {message}" for path, message in missing_variables(settings.leads, environ)]

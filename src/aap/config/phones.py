@@ -1,0 +1,61 @@
+"""Rooftop phone numbers, normalised to E.164 when the configuration is read.
+
+``DealerInformation`` phone values are free strings (seed 004,
+``DealerInformation.rooftops[].phones[].value``), but the agent publishes them
+and a lead's ``data.dealer.phone`` must be E.164 (seed 004,
+``LeadSubmitResponse.data.dealer.phone``, pattern ``^\\+[1-9]\\d{1,14}$``). So a
+number written for people (``(916) 555-0200``) is rewritten once, at load time,
+in the rooftop's country (its ``address.country`` when that is a two-letter
+code, else the United States), and a value that is not a valid number is a
+configuration problem. Parsing and validity come from ``phonenumbers``, the
+Python port of Google's libphonenumber (docs/configuration.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import phonenumbers
+
+from aap.config.table import Problems, join
+
+DEFAULT_REGION = "US"
+_REGION = re.compile(r"^[A-Za-z]{2}$")
+
+
+def region_of(rooftop: dict[str, Any]) -> str:
+    """The region a national-format number of this rooftop is read in."""
+    address = rooftop.get("address")
+    country = address.get("country") if isinstance(address, dict) else None
+    return country.upper() if isinstance(country, str) and _REGION.match(country) else DEFAULT_REGION
+
+
+def to_e164(value: str, region: str) -> str | None:
+    """``value`` as an E.164 string, or None when it is not a valid phone number."""
+    try:
+        number = phonenumbers.parse(value, region)
+    except phonenumbers.NumberParseException:
+        return None
+    if not phonenumbers.is_valid_number(number):
+        return None
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def normalise_phones(rooftop: dict[str, Any], path: str, problems: Problems) -> None:
+    """Rewrite ``rooftop["phones"][i]["value"]`` to E.164 in place; report what cannot be."""
+    phones = rooftop.get("phones")
+    if not isinstance(phones, list):
+        return
+    region = region_of(rooftop)
+    for i, phone in enumerate(phones):
+        value = phone.get("value") if isinstance(phone, dict) else None
+        if not isinstance(value, str):
+            continue  # the schema check reports it
+        e164 = to_e164(value, region)
+        if e164 is None:
+            problems.add(join(join(join(path, "phones"), i), "value"),
+                         f"{value!r} is not a valid phone number in region {region}; "
+                         "write it in E.164 form, e.g. +14155550100")
+        else:
+            phone["value"] = e164
