@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -224,11 +225,16 @@ def stop(server: Server) -> None:
 def aap_config(path: Path, port: int, database: Path, rate_limited: bool) -> Path:
     """The packaged demo configuration, on the bench database, with the rate limit set."""
     text = DEMO_CONFIG.read_text()
-    text = text.replace('public_url = "http://127.0.0.1:8000"', f'public_url = "http://127.0.0.1:{port}"')
-    text = text.replace('database = "sqlite:///aap.db"', f'database = "sqlite:///{database}"')
     limit = ("enabled = true\nper_minute = 60000000\nburst = 1000000" if rate_limited
              else "enabled = false\nper_minute = 600\nburst = 120")
-    text = text.replace("enabled = true\nper_minute = 600\nburst = 120", limit)
+    for pattern, replacement in (
+        (r"(?m)^public_url = .*$", f'public_url = "http://127.0.0.1:{port}"'),
+        (r"(?m)^database = .*$", f'database = "sqlite:///{database}"'),
+        (r"\[rate_limit\]\nenabled = \w+\nper_minute = \d+\nburst = \d+", "[rate_limit]\n" + limit),
+    ):
+        text, count = re.subn(pattern, replacement.replace("\\", "\\\\"), text, count=1)
+        if count != 1:
+            raise SystemExit(f"the demo configuration changed: {pattern!r} not found")
     tomllib.loads(text)
     path.write_text(text)
     return path
