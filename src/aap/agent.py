@@ -22,6 +22,7 @@ from aap.ratelimit import RateLimiter
 from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
 from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
 from aap.spec import validate
+from aap.spec.bounds import bound_problems
 from aap.store import Stores
 
 
@@ -42,6 +43,10 @@ Classifier = Callable[[Any, list[Problem]], AapError]
 
 
 INT64_MIN, INT64_END = -(2**63), 2**63
+
+#: Thread CPU seconds that explaining a failed validation may take (the list ends with a
+#: ``budget`` entry past it). Inside the request bounds our schemas never come near it.
+VALIDATION_BUDGET = 0.015
 
 
 def normalize_numbers(value: Any) -> Any:
@@ -90,8 +95,9 @@ class DealerAgent:
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Classifier] = {}
         self.register("dealer.information", dealer_information.run)
-        self.register("inventory.facets", inventory_facets.run)
-        self.register("inventory.search", inventory_search.run)
+        self.register("inventory.facets", inventory_facets.run,
+                      inventory_search.make_classifier(self, sort=False))
+        self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self))
         self.register("inventory.vehicle", inventory_vehicle.run)
         lead_submit.install(self)  # brings its own error classifier
 
@@ -122,9 +128,11 @@ class DealerAgent:
     def skill_for(self, payload: Any) -> SkillInfo:
         """Resolve the skill from ``payload.type``; ``UNSUPPORTED_SKILL`` otherwise."""
         _require_object(payload)
-        kind = payload.get("type")
-        if not isinstance(kind, str):
-            raise schema_error([problem("", "required", "The AAP request needs a string 'type'.")])
+        if "type" not in payload:
+            raise schema_error([problem("/type", "required", "is required")])
+        kind = payload["type"]
+        if not isinstance(kind, str):  # where the validator puts it: the member, its keyword
+            raise schema_error([problem("/type", "type", "must be string")])
         skill = BY_REQUEST_TYPE.get(kind)
         if skill is None or skill.id not in self._handlers:
             raise self._unsupported()
@@ -143,8 +151,11 @@ class DealerAgent:
         if not isinstance(payload, dict):
             return (skill.id,)
         filters = payload.get("filters")
-        names = sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME)[:_NAMES] \
-            if isinstance(filters, dict) else []
+        if isinstance(filters, dict) and len(filters) > _NAMES:
+            names = ["(many)"]  # more names than the schema has: refused, without sorting them all
+        else:
+            names = sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME) \
+                if isinstance(filters, dict) else []
         sort = payload.get("sort")
         field = sort.get("field") if isinstance(sort, dict) else None
         pagination = payload.get("pagination")
@@ -163,10 +174,32 @@ class DealerAgent:
         """
         if skill.id not in self._handlers:
             raise self._unsupported()
+        return self._handlers[skill.id](self, self.checked(skill, payload), ctx)
+
+    def checked(self, skill: SkillInfo, payload: Any) -> dict[str, Any]:
+        """``payload`` as the skill receives it, or the ``AapError`` listing every problem.
+
+        The structural bounds come first (:mod:`aap.spec.bounds`): a request over them
+        is refused with those problems alone, before anything walks it whole. Then the
+        request schema, collecting every problem within :data:`VALIDATION_BUDGET`; a
+        skill's classifier picks the code and adds what only it can see.
+        """
         _require_object(payload)
-        request = normalize_numbers(payload)
-        problems = validate(request, skill.request_schema)
+        over = bound_problems(payload)
+        if over:
+            raise AapError("SCHEMA_VALIDATION_FAILED", "The request is larger than this endpoint accepts.",
+                           errors=over, hint="Send fewer or shorter values (docs/search.md, \"Request bounds\").")
+        request: dict[str, Any] = normalize_numbers(payload)
+        problems = validate(request, skill.request_schema, budget=VALIDATION_BUDGET)
         if problems:
             classify = self._classifiers.get(skill.id)
             raise classify(request, problems) if classify else schema_error(problems)
-        return self._handlers[skill.id](self, request, ctx)
+        return request
+
+    def refusal(self, skill: SkillInfo, payload: Any) -> AapError | None:
+        """The error :meth:`checked` raises for ``payload``, or None when it would pass."""
+        try:
+            self.checked(skill, payload)
+        except AapError as error:
+            return error
+        return None

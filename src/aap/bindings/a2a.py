@@ -42,7 +42,7 @@ from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
-from aap.web.work import admit, work_for
+from aap.web.work import admit, admit_work, work_for
 
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
@@ -173,8 +173,10 @@ class A2ABinding:
             self._check_request_media_type(call)
             skill = self.agent.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
             self._check_media_for_skill(call, skill)
-            response = await self.work.run(self.agent.work_shape(skill, call.data), self.agent.run, skill,
-                                           call.data, CallContext(binding="a2a", caller_id=None))
+            shape = self.agent.work_shape(skill, call.data)
+            await admit_work(self.agent, caller_key, skill.id, shape)  # what the work costs beyond the first token
+            response = await self.work.run(shape, self.agent.run, skill, call.data,
+                                           CallContext(binding="a2a", caller_id=None))
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),

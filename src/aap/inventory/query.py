@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Protocol
 
-from aap.config.model import Settings
+from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS, Settings
 from aap.errors import AapError, Problem, problem
 from aap.inventory.geo import Located, RooftopIndex
 
@@ -192,26 +192,62 @@ def _check_request(
                     "A term value must contain a non-whitespace character.",
                 ))
 
+    checks.capability += filter_capability_problems(filters, settings, vocabulary)
+
+
+def filter_capability_problems(filters: Any, settings: Settings,
+                               vocabulary: Callable[[], Iterable[str]]) -> list[Problem]:
+    """Filters this deployment does not advertise, and feature codes outside its vocabulary.
+
+    Tolerates any shape, so that a request failing its schema still hears about these
+    too (one complete list, docs/search.md "Validation order"): a filter the schema does
+    not know is the schema's to report, a value of the wrong type is skipped.
+    """
+    if not isinstance(filters, dict):
+        return []
+    caps = settings.search
+    found: list[Problem] = []
     for key in filters:
+        if key not in ALL_FILTERS:
+            continue
         if key not in caps.filters:
-            checks.capability.append(problem(
+            found.append(problem(
                 f"/filters/{key}", "capability", f"Filter {key} is not supported by this deployment.",
             ))
         elif key == "rooftops" and caps.scope == "aggregate":
-            checks.capability.append(problem(
+            found.append(problem(
                 "/filters/rooftops", "capability",
                 "Rooftop names are ambiguous on an aggregate endpoint; filter by near instead.",
             ))
     wanted = [(key, i, code) for key in FEATURE_FILTERS if key in caps.filters
-              for i, code in enumerate(filters.get(key, ()))]
+              and isinstance(filters.get(key), list)
+              for i, code in enumerate(filters[key]) if isinstance(code, str)]
     if wanted:
         known = set(vocabulary())
         for key, index, code in wanted:
             if code not in known:
-                checks.capability.append(problem(
+                found.append(problem(
                     f"/filters/{key}/{index}", "capability",
                     "Feature code is not in the vocabulary advertised by inventory.facets.",
                 ))
+    return found
+
+
+def sort_capability_problems(sort: Any, settings: Settings) -> list[Problem]:
+    """A sort field the schema knows but this deployment does not sort by (any shape tolerated)."""
+    field_ = sort.get("field") if isinstance(sort, dict) else None
+    if isinstance(field_, str) and field_ in ALL_SORT_FIELDS and field_ not in settings.search.sort_fields:
+        return [problem("/sort/field", "capability", "Sort field is not supported by this deployment.")]
+    return []
+
+
+def capability_problems(request: Any, settings: Settings, vocabulary: Callable[[], Iterable[str]],
+                        *, sort: bool) -> list[Problem]:
+    """Every capability problem of a search (``sort``) or facets request, whatever its shape."""
+    if not isinstance(request, dict):
+        return []
+    found = filter_capability_problems(request.get("filters"), settings, vocabulary)
+    return found + (sort_capability_problems(request.get("sort"), settings) if sort else [])
 
 
 def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
@@ -271,10 +307,10 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
     for key, value in filters.items():
         if key in TERM_FILTERS:
             shown: list[str] = []
-            keys: list[str] = []
+            keys: dict[str, None] = {}  # insertion-ordered set: one look-up per value
             for item, k in zip(value, term_keys(value)):  # every value is non-blank by now
                 if k is not None and k not in keys:
-                    keys.append(k)
+                    keys[k] = None
                     shown.append(item.strip())
             applied[key] = shown
             terms[key] = tuple(keys)
@@ -343,10 +379,7 @@ def build_search_query(
         ))
     _check_request(request, settings, vocabulary, checks)
     sort = request.get("sort")
-    if sort is not None and sort["field"] not in caps.sort_fields:
-        checks.sort.append(problem(
-            "/sort/field", "capability", "Sort field is not supported by this deployment.",
-        ))
+    checks.sort += sort_capability_problems(sort, settings)
     checks.raise_first()
 
     criteria = _criteria(request, settings)

@@ -93,15 +93,18 @@ class SkillEndpoint:
                 "/type", "const", f"This operation takes '{self.skill.request_type}' messages.")])
         agent = self.ctx.agent
         work = work_for(agent)
-        await work.blocking(self._admit, caller)  # writes: off the event loop
+        shape = agent.work_shape(self.skill, payload)
+        await work.blocking(self._admit, caller, work.tokens(self.skill.id, shape))  # writes: off the event loop
         context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
-        result = await work.run(agent.work_shape(self.skill, payload), agent.run, self.skill, payload, context)
+        result = await work.run(shape, agent.run, self.skill, payload, context)
         return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
 
-    def _admit(self, caller: Caller) -> None:
-        """Spend the request's single-use values, then a rate-limit token (blocking)."""
+    def _admit(self, caller: Caller, tokens: int) -> None:
+        """Spend the request's single-use values, then what its work costs in rate-limit
+        tokens (blocking; :meth:`aap.web.work.Work.tokens`)."""
         consume(self.ctx, caller)
-        self.ctx.limiter.check("poppy:" + caller.caller_id)
+        limiter = self.ctx.limiter
+        limiter.check("poppy:" + caller.caller_id, max(1, min(tokens, limiter.rule.burst)))
 
 
 # -- the OpenAPI document ------------------------------------------------------

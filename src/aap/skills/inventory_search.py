@@ -12,13 +12,33 @@ null exactly when the matching set is exhausted.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from aap.inventory.query import build_search_query, feature_vocabulary
+from aap.errors import AapError, Problem
+from aap.inventory.query import build_search_query, capability_problems, feature_vocabulary
 from aap.skills.cursor import CursorCodec
+from aap.spec import problem_order
 
 if TYPE_CHECKING:
     from aap.agent import CallContext, DealerAgent
+
+
+def make_classifier(agent: DealerAgent, *, sort: bool = True) -> Callable[[Any, list[Problem]], AapError]:
+    """The error of a request that fails its schema: the schema's problems and the capability
+    problems (unadvertised filters, unknown feature codes, unsupported sort) in one list.
+
+    The code stays ``SCHEMA_VALIDATION_FAILED``, the first stage of docs/search.md
+    "Validation order"; the list is what the caller needs to fix it in one go.
+    """
+
+    def vocabulary() -> list[str]:
+        return [code for code, _ in feature_vocabulary(agent.settings, agent.stores.inventory)]
+
+    def classify(request: Any, problems: list[Problem]) -> AapError:
+        found = capability_problems(request, agent.settings, vocabulary, sort=sort)
+        return AapError("SCHEMA_VALIDATION_FAILED", errors=sorted(problems + found, key=problem_order))
+
+    return classify
 
 
 def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:

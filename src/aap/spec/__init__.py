@@ -15,10 +15,10 @@ import json
 from typing import Any
 
 from aap.spec import schema_files
-from aap.spec.validator import UnknownSchema, compiled, is_valid, validate
+from aap.spec.validator import UnknownSchema, compiled, is_valid, problem_order, validate
 
 __all__ = [
-    "UnknownSchema", "compiled", "is_valid", "openapi_document", "schema", "schema_bytes",
+    "UnknownSchema", "compiled", "is_valid", "openapi_document", "problem_order", "schema", "schema_bytes",
     "schema_names", "schema_url", "validate",
 ]
 

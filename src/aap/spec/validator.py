@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -130,26 +131,65 @@ def is_valid(instance: Any, name: str) -> bool:
         return compiled(name).is_valid(instance)
 
 
-def validate(instance: Any, name: str) -> list[Problem]:
-    """Every problem of ``instance`` against schema ``name``; empty when valid."""
+def validate(instance: Any, name: str, *, budget: float | None = None) -> list[Problem]:
+    """Every problem of ``instance`` against schema ``name``; empty when valid.
+
+    ``budget`` bounds the thread CPU seconds spent explaining an invalid instance: past
+    it the list stops, ending with one ``budget`` entry at the root, so a caller knows
+    there may be more (the request bounds of :mod:`aap.spec.bounds` keep AAP requests
+    well inside any sensible budget; this is the guarantee).
+    """
     if is_valid(instance, name):
         return []
     v = compiled(name)
-    errors = list(v.iter_errors(instance))
-    if not errors:
-        return []
-    seen: set[tuple[str, str, str]] = set()
-    out: list[Problem] = []
-    for problem in _explain_all(errors, v):
-        key = (problem["instanceLocation"], problem["keyword"], problem["error"])
-        if key not in seen:
-            seen.add(key)
-            out.append(problem)
-    out.sort(key=_order)
-    return out
+    deadline = None if budget is None else time.thread_time() + budget
+    # One entry per (location, keyword): two rules refusing one value for the same reason
+    # (a vehicle's condition enum and the lead's wear-condition enum) are one problem, and
+    # for enum and type it names what both allow.
+    out: dict[tuple[str, str], Problem] = {}
+    allowed: dict[tuple[str, str], list[Any]] = {}
+    for error in v.iter_errors(instance):
+        leaf = _allowed_values(error)
+        for problem in _explain(error, v):
+            key = (problem["instanceLocation"], problem["keyword"])
+            values = leaf if leaf is not None and key == (_pointer(error.absolute_path), error.validator) else None
+            if key not in out:
+                out[key] = problem
+                if values is not None:
+                    allowed[key] = values
+            elif values is not None and key in allowed:
+                allowed[key] = both = [x for x in allowed[key] if any(_same(x, y) for y in values)]
+                out[key] = _problem(key[0], key[1], _allowed_message(key[1], both))
+        if deadline is not None and time.thread_time() > deadline:
+            out[("", "budget")] = _problem("", "budget", "further problems were not listed: checking this "
+                                                         "request took longer than this endpoint allows")
+            break
+    return sorted(out.values(), key=problem_order)
 
 
-def _order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, str]:
+def _allowed_values(error: ValidationError) -> list[Any] | None:
+    """The values (``enum``) or types (``type``) a leaf error allows, else None."""
+    value: Any = error.validator_value
+    if error.validator == "enum" and isinstance(value, list):
+        return list(value)
+    if error.validator == "type":
+        return list(value) if isinstance(value, list) else [value]
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``1`` is not ``true``), for intersecting enums."""
+    return type(a) is type(b) and a == b
+
+
+def _allowed_message(keyword: str, values: list[Any]) -> str:
+    if not values:
+        return "no value is allowed here"
+    return _message(keyword, values, {})
+
+
+def problem_order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, str]:
+    """The order of ``details.errors[]``: by location (numeric segments numerically), keyword, text."""
     parts = p["instanceLocation"].split("/")
     # numeric segments in numeric order, so /items/10 follows /items/9
     return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), \

@@ -48,6 +48,13 @@ THREADS = 8
 NETWORK_THREADS = 10
 #: Shapes remembered (least recently used forgotten first).
 SHAPES = 1024
+#: Rate-limit tokens a request of a skill costs at least (one for the rest): a lead is a
+#: write transaction, an appointment booking and a delivery to the CRM.
+SKILL_TOKENS = {"lead.submit": 4}
+#: Thread CPU a token pays for: a shape seen to cost more takes one more token per slice.
+TOKEN_CPU = 0.010
+#: The most tokens one request costs (never more than the bucket's burst).
+MAX_TOKENS = 16
 
 
 class Work:
@@ -68,6 +75,13 @@ class Work:
             return False
         cost = self._cost.get(shape)  # one dict read: atomic, no lock needed
         return cost is not None and cost <= self.budget
+
+    def tokens(self, skill: str, shape: Hashable | None) -> int:
+        """The rate-limit tokens a request of ``skill`` and ``shape`` costs: the skill's base
+        (:data:`SKILL_TOKENS`) plus one per :data:`TOKEN_CPU` its shape was seen to cost here."""
+        base = SKILL_TOKENS.get(skill, 1)
+        seen = self._cost.get(shape) if shape is not None else None
+        return min(MAX_TOKENS, base + (int(seen / TOKEN_CPU) if seen else 0))
 
     async def run(self, shape: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``: inline when ``shape`` is short, else on the executor; its cost is noted."""
@@ -142,6 +156,16 @@ async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
     """
     limiter = agent.limiter
     work = work_for(agent)
+    cost = max(1, min(cost, limiter.rule.burst))
     while not limiter.check_local(caller_key, cost):
         if await work.single_flight(("lease", caller_key), limiter.check, caller_key, cost):
             return  # this request's own lease admitted it
+
+
+async def admit_work(agent: DealerAgent, caller_key: str, skill: str, shape: Hashable | None, *,
+                     paid: int = 1) -> None:
+    """Spend what a request of ``skill`` and ``shape`` costs (:meth:`Work.tokens`) beyond the
+    ``paid`` tokens its binding admitted it with before it knew the work."""
+    extra = work_for(agent).tokens(skill, shape) - paid
+    if extra > 0:
+        await admit(agent, caller_key, extra)

@@ -22,11 +22,11 @@ from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.errors import AapError, problem
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
-from aap.spec import validate
+from aap.spec import problem_order
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
-from aap.web.work import admit, work_for
+from aap.web.work import admit, admit_work, work_for
 
 SERVER_NAME = "aap"
 UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
@@ -95,10 +95,10 @@ class ToolRunner:
                 wrong = problem("/type", "const", f"must be {expected!r} for tool {name}")
             else:
                 wrong = problem("", "required", f"missing property 'type' ({expected!r} for tool {name})")
-            others = validate({**payload, "type": expected}, skill.request_schema)
+            others = self.agent.refusal(skill, {**payload, "type": expected})  # bounds, schema, capabilities
             raise AapError(
                 "SCHEMA_VALIDATION_FAILED",
-                errors=[wrong, *others],
+                errors=sorted([wrong, *(others.errors if others else [])], key=problem_order),
                 hint=f'Set "type" to "{expected}": {name} takes the AAP {expected} object.',
             )
         return payload
@@ -109,7 +109,9 @@ class ToolRunner:
         work = work_for(self.agent)
         await admit(self.agent, key)
         payload = self.payload(name, skill, arguments)
-        return await work.run(self.agent.work_shape(skill, payload), self.agent.run, skill, payload, context)
+        shape = self.agent.work_shape(skill, payload)
+        await admit_work(self.agent, key, skill.id, shape)  # what the work costs beyond the first token
+        return await work.run(shape, self.agent.run, skill, payload, context)
 
     async def call(self, name: str, arguments: dict[str, Any] | None,
                    request: HTTPConnection | None) -> dict[str, Any]:

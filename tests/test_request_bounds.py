@@ -1,0 +1,159 @@
+"""Bounded work per request (issue 15, item 1): structural bounds before validation, a budget for
+explaining a failure, and rate-limit costs that follow the work.
+
+The 20 ms CPU target of a refusal is measured by bench/adversarial.py, not here: these tests
+assert the structure that makes it hold (what runs, how often, on how much), never a time.
+"""
+
+from __future__ import annotations
+
+
+import httpx
+import pytest
+
+import aap.agent
+import aap.spec.validator
+from aap.agent import CallContext
+from aap.config.model import RateLimit
+from aap.errors import AapError
+from aap.spec import validate
+from conftest import open_memory_agent
+from http_helpers import AAP_HEADERS, Deployment, aap_error_of, send_message
+from lead_support import lead_request
+
+SEARCH = {"type": "inventory.search.request"}
+
+
+class Calls:
+    """Counts calls of a function replaced on a module (and still calls it)."""
+
+    def __init__(self, monkeypatch, module, name: str) -> None:
+        self.count = 0
+        self.sizes: list[int] = []
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            self.count += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+def refusal(agent, payload) -> AapError:
+    with pytest.raises(AapError) as caught:
+        agent.handle(payload, CallContext(binding="test"))
+    return caught.value
+
+
+def test_a_hundred_thousand_feature_codes_are_refused_before_validation(monkeypatch):
+    """The request of the issue: 100,000 copies of "x" (about 500 KB) cost 0.8-1.5 s of CPU."""
+    validations = Calls(monkeypatch, aap.agent, "validate")
+    explanations = Calls(monkeypatch, aap.spec.validator, "_explain")
+    with open_memory_agent() as agent:
+        error = refusal(agent, {**SEARCH, "filters": {"features_all": ["x"] * 100_000}})
+    assert error.code == "SCHEMA_VALIDATION_FAILED"
+    assert error.errors == [{"instanceLocation": "/filters/features_all", "keyword": "maxItems",
+                             "error": "must have at most 100 items (this endpoint's bound)"}]
+    assert validations.count == 0 and explanations.count == 0
+
+
+def test_many_distinct_values_of_a_valid_request_never_reach_the_search(monkeypatch):
+    """100,000 distinct makes are schema-valid; before the bounds they were searched (33 s of CPU)."""
+    searches = Calls(monkeypatch, aap.agent.inventory_search, "run")
+    with open_memory_agent() as agent:
+        error = refusal(agent, {**SEARCH, "filters": {"make": [f"m{i}" for i in range(100_000)]}})
+        assert [p["keyword"] for p in error.errors] == ["maxItems"]
+        assert searches.count == 0
+        agent.handle({**SEARCH, "filters": {"make": [f"m{i}" for i in range(100)]}}, CallContext("test"))
+        assert searches.count == 1  # at the bound: searched
+
+
+def test_every_bound_is_reported_at_its_place_without_quoting_anything():
+    from aap.spec.bounds import Bounds, bound_problems
+
+    bounds = Bounds(items=4, string=5, name=5, depth=3, values=40)
+    instance = {"list": [1, 2, 3, 4, 5], "text": "toolong", "names": {"longname": 1},
+                "a": {"b": {"c": {"d": 1}}}}
+    problems = bound_problems(instance, bounds)
+    assert [(p["instanceLocation"], p["keyword"]) for p in problems] == [
+        ("/list", "maxItems"), ("/text", "maxLength"), ("/names", "propertyNames"), ("/a/b/c", "maxDepth"),
+    ]
+    assert all("toolong" not in p["error"] and "longname" not in p["instanceLocation"] for p in problems)
+
+
+def test_the_walk_stops_at_the_value_budget_whatever_the_body():
+    from aap.spec.bounds import REQUEST_BOUNDS, Bounds, bound_problems
+
+    problems = bound_problems([[0] * 20 for _ in range(100)], Bounds(items=1000, values=50))
+    assert problems == [{"instanceLocation": "", "keyword": "maxValues",
+                         "error": "must hold at most 50 JSON values in all (this endpoint's bound on one request)"}]
+    problems = bound_problems({"k": ["x" * 20_000] * 100_000}, Bounds(problems=5))
+    assert problems == [{"instanceLocation": "/k", "keyword": "maxItems",
+                         "error": "must have at most 100 items (this endpoint's bound)"}]
+    # within the bounds nothing is reported
+    assert bound_problems(lead_request()) == []
+    assert bound_problems({**SEARCH, "filters": {"make": ["Honda"] * REQUEST_BOUNDS.items}}) == []
+
+
+def test_a_lead_over_the_bounds_is_refused_with_the_bounds_alone(monkeypatch):
+    validations = Calls(monkeypatch, aap.agent, "validate")
+    lead = lead_request(message="x" * 10_001)
+    with open_memory_agent() as agent:
+        error = refusal(agent, lead)
+    assert (error.code, [(p["instanceLocation"], p["keyword"]) for p in error.errors]) == \
+        ("SCHEMA_VALIDATION_FAILED", [("/message", "maxLength")])
+    assert validations.count == 0
+
+
+def test_explaining_a_failure_stops_at_its_budget(monkeypatch):
+    explained = Calls(monkeypatch, aap.spec.validator, "_explain")
+    instance = {**SEARCH, "filters": {"make": list(range(50))}}
+    everything = validate(instance, "inventory-search-request")
+    assert len(everything) == 50 and explained.count == 50
+    explained.count = 0
+    cut = validate(instance, "inventory-search-request", budget=0)  # out of time after the first
+    assert explained.count == 1
+    assert cut[0]["keyword"] == "budget" and cut[0]["instanceLocation"] == ""
+    assert len(cut) == 2
+
+
+def test_the_agent_validates_with_its_budget(monkeypatch):
+    budgets = []
+    original = aap.agent.validate
+
+    def spy(instance, name, *, budget=None):
+        budgets.append(budget)
+        return original(instance, name, budget=budget)
+
+    monkeypatch.setattr(aap.agent, "validate", spy)
+    with open_memory_agent() as agent:
+        refusal(agent, {**SEARCH, "filters": {"make": 5}})
+    assert budgets == [0.015]  # aap.agent.VALIDATION_BUDGET
+
+
+# -- rate-limit costs ---------------------------------------------------------------------
+
+
+def test_tokens_follow_the_skill_and_what_its_shape_was_seen_to_cost():
+    from aap.web.work import MAX_TOKENS, SKILL_TOKENS, TOKEN_CPU, Work
+
+    work = Work(inline=True, threads=1)
+    try:
+        assert work.tokens("inventory.search", ("s",)) == 1  # never seen
+        assert work.tokens("lead.submit", None) == SKILL_TOKENS["lead.submit"]
+        work.note(("s",), TOKEN_CPU * 3.5)
+        assert work.tokens("inventory.search", ("s",)) == 4
+        work.note(("huge",), 10.0)
+        assert work.tokens("inventory.search", ("huge",)) == MAX_TOKENS
+    finally:
+        work.executor.shutdown()
+
+
+def test_over_a2a_a_lead_costs_its_tokens(tmp_path):
+    """Burst 8: two leads (4 tokens each) pass, the third is refused; a search still costs one."""
+    rule = RateLimit(enabled=True, per_minute=1, burst=8)
+    with Deployment(tmp_path, inventory=0, rate_limit=rule) as dep, httpx.Client(base_url=dep.base_url) as http:
+        answers = [http.post("/a2a", headers=AAP_HEADERS, json=send_message(lead_request())).json()
+                   for _ in range(3)]
+    assert ["result" in a for a in answers] == [True, True, False]
+    assert aap_error_of(answers[2])["code"] == "RATE_LIMITED"
