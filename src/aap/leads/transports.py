@@ -7,8 +7,12 @@ sends ``Idempotency-Key: <lead_id>`` and ``X-AAP-Lead-Id``, e-mail a
 document itself an ``<id source="AAP ...">`` element.
 
 A send either returns (delivered) or raises :class:`SendError` saying whether a
-retry can help. Error texts name status codes and exception types only, never
-a response body or customer value.
+retry can help, and whether the attempt may have reached the CRM: the request
+was sent and its answer was lost or ambiguous (docs/leads.md, "Resend"). A
+refused connection, a DNS or TLS failure, a connect or pool timeout, an SMTP
+refusal before the message data and an answer that says "not processed" (408,
+425, 429) never reached it. Error texts name status codes and exception types
+only, never a response body or customer value.
 """
 
 from __future__ import annotations
@@ -32,14 +36,25 @@ from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, Webhoo
 
 USER_AGENT = "aap-lead-delivery/1"
 _RETRYABLE_STATUS = {408, 425, 429}
+#: Answers saying the request was not processed: the CRM does not have the lead.
+_NOT_PROCESSED_STATUS = {408, 425, 429}
+#: httpx failures raised before the request left: nothing reached the CRM (DNS and TLS
+#: failures are ConnectErrors: they happen while connecting).
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
+             httpx.InvalidURL)
 
 
 class SendError(Exception):
-    """A failed send; ``permanent`` ones go straight to the dead-letter state."""
+    """A failed send; ``permanent`` ones go straight to the dead-letter state.
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    ``reached``: the attempt may have reached the CRM (sent, answer lost or ambiguous);
+    the next attempt is then flagged as a resend.
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False, reached: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.reached = reached
 
 
 def _env(name: str | None, what: str) -> str:
@@ -80,12 +95,12 @@ async def _post(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[
             url, content=body, headers=headers, timeout=timeout,
             auth=httpx.USE_CLIENT_DEFAULT if auth is None else auth)  # the worker's client has none
     except httpx.HTTPError as exc:
-        raise SendError(f"{type(exc).__name__} while posting") from None
+        raise SendError(f"{type(exc).__name__} while posting", reached=not isinstance(exc, _NOT_SENT)) from None
     if 200 <= response.status_code < 300:
         return
     status = response.status_code
     permanent = 400 <= status < 500 and status not in _RETRYABLE_STATUS
-    raise SendError(f"HTTP {status}", permanent=permanent)
+    raise SendError(f"HTTP {status}", permanent=permanent, reached=status not in _NOT_PROCESSED_STATUS)
 
 
 async def send_adf_http(client: httpx.AsyncClient, target: AdfHttpTarget, adf: str, lead_id: str,
@@ -137,6 +152,7 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
     if target.username_env:
         user = _env(target.username_env, "SMTP username")
         password = _env(target.password_env, "SMTP password")
+    sending = False  # True once the message itself is on its way: a failure then is ambiguous
     try:
         if target.ssl:
             server: smtplib.SMTP = smtplib.SMTP_SSL(target.host, target.port, timeout=timeout, context=context)
@@ -149,17 +165,18 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
                 server.ehlo()
             if user is not None:
                 server.login(user, password or "")
+            sending = True
             server.send_message(message, from_addr=target.sender, to_addrs=list(target.to))
-    except smtplib.SMTPRecipientsRefused as exc:
+    except smtplib.SMTPRecipientsRefused as exc:  # before DATA: the server never took the message
         codes = sorted({code for code, _ in exc.recipients.values()})
         raise SendError(f"SMTP recipients refused ({codes})",
                         permanent=all(500 <= c < 600 for c in codes)) from None
     except smtplib.SMTPAuthenticationError as exc:
         raise SendError(f"SMTP authentication failed ({exc.smtp_code})") from None
-    except smtplib.SMTPResponseException as exc:
+    except smtplib.SMTPResponseException as exc:  # a definite refusal, of the envelope or the data
         raise SendError(f"SMTP error {exc.smtp_code}", permanent=500 <= exc.smtp_code < 600) from None
-    except (smtplib.SMTPException, OSError) as exc:
-        raise SendError(f"{type(exc).__name__} talking to the SMTP server") from None
+    except (smtplib.SMTPException, OSError) as exc:  # a lost connection: ambiguous once sending
+        raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sending) from None
 
 
 async def send_smtp(target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str,

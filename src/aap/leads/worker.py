@@ -76,7 +76,7 @@ class DeliveryWorker:
             lead_id=d.lead_id, source=f"AAP {self.settings.deployment_id}", received_at=d.received_at,
             request=d.request, listing=d.listing, appointment=d.appointment,
             vendor_name=(rooftop or {}).get("name") or profile.name, rooftop=rooftop,
-            dealer_id=profile.dealer_id, resend=d.attempts > 1,
+            dealer_id=profile.dealer_id, resend=d.reached,
         )
 
     def document(self, d: Delivery) -> dict[str, Any]:
@@ -89,7 +89,7 @@ class DeliveryWorker:
             "dealer_id": d.dealer_id,
             "rooftop": d.rooftop,
             "received_at": d.received_at,
-            "resend": d.attempts > 1,
+            "resend": d.reached,
             "vehicle_link": {"state": d.vehicle_link, "vehicle_id": d.vehicle_id},
             "appointment": d.appointment,
             "request": filtered_request(d.request),
@@ -135,9 +135,9 @@ class DeliveryWorker:
                 timeout=policy.timeout_seconds,
             )
         except transports.SendError as exc:
-            return await self._failed(d, str(exc), exc.permanent)
+            return await self._failed(d, str(exc), exc.permanent, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
-            return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False)
+            return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False, False)
         held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms())
         if held:
             log.info("delivery delivered", extra=_fields(d))
@@ -146,15 +146,16 @@ class DeliveryWorker:
                         "(the CRM can drop the duplicate by lead id)", extra=_fields(d))
         return "delivered"
 
-    async def _failed(self, d: Delivery, error: str, permanent: bool) -> str:
+    async def _failed(self, d: Delivery, error: str, permanent: bool, reached: bool) -> str:
+        """Record a failed attempt; ``reached``: it may have reached the CRM (later ones are resends)."""
         policy = self.leads.delivery
         now = self.now_ms()
         if permanent or d.tries >= policy.max_attempts:
-            await asyncio.to_thread(self.store.mark_dead, d, now, error)
+            await asyncio.to_thread(self.store.mark_dead, d, now, error, reached=reached)
             log.error("delivery dead", extra=_fields(d, error=error))
             return "dead"
         delay = policy.backoff(d.tries)
-        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error)
+        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, reached=reached)
         log.warning("delivery failed; will retry", extra=_fields(d, error=error, retry_in_s=round(delay, 1)))
         return "pending"
 

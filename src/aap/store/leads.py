@@ -107,7 +107,14 @@ CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
 # (max_attempts, backoff) starts again while the count stays true.
 _V2 = "ALTER TABLE lead_deliveries ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0"
 
-MIGRATIONS = Migrations("leads", (_V1, _V2))
+# ``reached``: an earlier attempt may have reached the target (it was sent and its answer
+# was lost or ambiguous, or a worker died holding the claim, or an operator re-sent a
+# delivered row); the next attempts are flagged as resends (docs/leads.md, "Resend").
+# Rows from before this step count as reached when they were tried, as the flag said then.
+_V3 = ("ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
+       "UPDATE lead_deliveries SET reached = 1 WHERE attempts > 0")
+
+MIGRATIONS = Migrations("leads", (_V1, _V2, _V3))
 
 
 def dumps(value: Any) -> str:
@@ -172,6 +179,8 @@ class Delivery:
     vehicle_link: str = "none"
     vehicle_id: str | None = None
     retry_base: int = 0
+    #: An earlier attempt may have reached the target: this one is a resend.
+    reached: bool = False
 
     @property
     def tries(self) -> int:
@@ -383,15 +392,17 @@ class LeadStore:
         another worker claimed between the sub-select and the update is skipped
         (the update re-checks the newest row version); on SQLite the write lock
         serialises claims. Claiming counts as an attempt, so a row that keeps
-        killing its worker still ends up dead.
+        killing its worker still ends up dead. Taking over a lapsed claim marks the
+        row ``reached``: the worker that held it may have sent it before it died.
         """
         token = "clm_" + uuid.uuid4().hex
         due = ("((status = 'pending' AND next_attempt_ms <= ?)"
                " OR (status = 'delivering' AND claimed_until_ms <= ?))")
         with self.db.transaction() as tx:
-            tx.execute(
+            tx.execute(  # SET sees the row as it was: status is still the old one in the CASE
                 "UPDATE lead_deliveries SET status = 'delivering', claim_token = ?, claimed_until_ms = ?,"
-                " attempts = attempts + 1, updated_ms = ?"
+                " attempts = attempts + 1, updated_ms = ?,"
+                " reached = CASE WHEN status = 'delivering' THEN 1 ELSE reached END"
                 f" WHERE delivery_id IN (SELECT delivery_id FROM lead_deliveries WHERE {due}"
                 f" ORDER BY next_attempt_ms LIMIT ?) AND {due}",
                 (token, now_ms + lease_ms, now_ms, now_ms, now_ms, limit, now_ms, now_ms),
@@ -399,14 +410,15 @@ class LeadStore:
             rows = tx.fetchall(
                 "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
                 " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
-                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
+                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached"
+                " FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
                 " JOIN lead_consents c ON c.lead_id = d.lead_id WHERE d.claim_token = ?"
                 " ORDER BY d.next_attempt_ms",
                 (token,),
             )
         return [
             Delivery(r[0], r[1], r[2], r[3], int(r[4]), token, r[5], r[6], loads(r[7]), loads(r[8]),
-                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14], int(r[15]))
+                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14], int(r[15]), bool(r[16]))
             for r in rows
         ]
 
@@ -426,20 +438,23 @@ class LeadStore:
             (now_ms, now_ms),
         )
 
-    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str) -> bool:
+    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str, *,
+                   reached: bool = True) -> bool:
+        """Due again at ``next_ms``; ``reached``: this attempt may have reached the target."""
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'pending', next_attempt_ms = ?, updated_ms = ?,"
-            " claim_token = NULL, claimed_until_ms = NULL, last_error = ?",
-            (next_ms, now_ms, error[:500]),
+            " claim_token = NULL, claimed_until_ms = NULL, last_error = ?,"
+            " reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
+            (next_ms, now_ms, error[:500], int(reached)),
         )
 
-    def mark_dead(self, delivery: Delivery, now_ms: int, error: str) -> bool:
+    def mark_dead(self, delivery: Delivery, now_ms: int, error: str, *, reached: bool = False) -> bool:
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'dead', updated_ms = ?, claim_token = NULL,"
-            " claimed_until_ms = NULL, last_error = ?",
-            (now_ms, error[:500]),
+            " claimed_until_ms = NULL, last_error = ?, reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
+            (now_ms, error[:500], int(reached)),
         )
 
     def mark_expired_consent(self, delivery: Delivery, now_ms: int) -> bool:
@@ -461,7 +476,8 @@ class LeadStore:
         with self.db.transaction() as tx:
             return tx.execute(
                 "UPDATE lead_deliveries SET status = 'pending', retry_base = attempts, next_attempt_ms = ?,"
-                " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL"
+                " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL,"
+                " reached = CASE WHEN status = 'delivered' THEN 1 ELSE reached END"
                 f" WHERE lead_id = ? AND status IN ({marks})",
                 (now_ms, now_ms, lead_id, *states),
             ).rowcount

@@ -1,0 +1,209 @@
+"""``<prospect status="resend">`` (and the webhook's ``resend``) only when an earlier attempt may have
+reached the CRM (issue 15, item 2; docs/leads.md "Resend").
+
+May have reached: the request was sent and its answer was lost or ambiguous (a read timeout, a
+connection closed mid-answer, a 5xx answer, a worker killed while sending, or the operator
+resending a delivered lead). Never reached: a refused connection, a DNS or TLS failure, a
+connect or pool timeout, an SMTP refusal before the message data, a definite "not processed"
+answer (408, 425, 429).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import timedelta
+
+import httpx
+import orjson
+import pytest
+
+from aap.config.leads import AdfHttpTarget, DeliverySettings, Route, SmtpTarget, WebhookTarget
+from aap.leads import transports
+from aap.leads.timefmt import epoch_ms
+from aap.leads.worker import DeliveryWorker
+from lead_support import NOW, Receiver, free_port, http_route, lead_settings
+from test_outbox import Clock, deliveries, make_agent, once, submit  # noqa: F401 (fixture)
+
+ADF = "<?xml version='1.0'?><adf/>"
+
+
+def prospect_status(request: dict) -> str:
+    return ET.fromstring(request["body"]).find("prospect").get("status")
+
+
+def worker_for(agent, clock: Clock) -> DeliveryWorker:
+    return DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+
+
+async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent):
+    port = free_port()  # nothing listens: connection refused
+    agent = make_agent(lead_settings(routes=[http_route(f"http://127.0.0.1:{port}/adf")],
+                                     delivery=DeliverySettings(base_backoff_seconds=1)))
+    lead_id = submit(agent)["lead_id"]
+    clock = Clock(NOW + timedelta(minutes=1))
+    worker = worker_for(agent, clock)
+    assert await once(worker) == 1
+    clock.advance(2)
+    assert await once(worker) == 1  # refused again
+    (row,) = deliveries(agent, lead_id)
+    assert (row["status"], row["attempts"]) == ("pending", 2) and "ConnectError" in row["last_error"]
+    crm = Receiver(port)  # the CRM comes back on its address
+    try:
+        clock.advance(5)
+        assert await once(worker) == 1
+        (got,) = crm.requests
+    finally:
+        crm.close()
+    assert deliveries(agent, lead_id)[0]["attempts"] == 3
+    assert prospect_status(got) == "new"  # it never had it
+
+
+async def test_the_webhook_says_resend_false_after_a_refused_connection(make_agent):
+    port = free_port()
+    hook = WebhookTarget("hook", f"http://127.0.0.1:{port}/hook")
+    agent = make_agent(lead_settings(routes=[Route(targets=(hook,))],
+                                     delivery=DeliverySettings(base_backoff_seconds=1)))
+    submit(agent)
+    clock = Clock(NOW + timedelta(minutes=1))
+    worker = worker_for(agent, clock)
+    await once(worker)
+    crm = Receiver(port)
+    try:
+        clock.advance(2)
+        assert await once(worker) == 1
+        (got,) = crm.requests
+    finally:
+        crm.close()
+    assert orjson.loads(got["body"])["resend"] is False
+
+
+@pytest.mark.parametrize(("status", "resend"), [(500, "resend"), (503, "resend"), (429, "new"), (408, "new")])
+async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, resend):
+    crm = Receiver()
+    try:
+        agent = make_agent(lead_settings(routes=[http_route(crm.url)],
+                                         delivery=DeliverySettings(base_backoff_seconds=1)))
+        submit(agent)
+        clock = Clock(NOW + timedelta(minutes=1))
+        worker = worker_for(agent, clock)
+        crm.status = status
+        await once(worker)
+        crm.status = 200
+        clock.advance(2)
+        assert await once(worker) == 1
+        assert [prospect_status(r) for r in crm.requests] == ["new", resend]
+    finally:
+        crm.close()
+
+
+async def test_an_answer_lost_to_a_read_timeout_makes_the_next_one_a_resend(make_agent):
+    crm = Receiver()
+    try:
+        agent = make_agent(lead_settings(routes=[http_route(crm.url)],
+                                         delivery=DeliverySettings(base_backoff_seconds=1, timeout_seconds=0.5)))
+        lead_id = submit(agent)["lead_id"]
+        clock = Clock(NOW + timedelta(minutes=1))
+        worker = worker_for(agent, clock)
+        crm.hang.set()  # the CRM reads the lead and never answers in time
+        await once(worker)
+        assert "ReadTimeout" in deliveries(agent, lead_id)[0]["last_error"]
+        crm.hang.clear()
+        crm.release.set()
+        clock.advance(2)
+        assert await once(worker) == 1
+        assert [prospect_status(r) for r in crm.requests] == ["new", "resend"]
+    finally:
+        crm.close()
+
+
+def test_a_claim_taken_over_from_a_worker_killed_while_sending_is_a_resend(make_agent):
+    agent = make_agent(lead_settings(routes=[http_route("http://127.0.0.1:9/adf")]))
+    submit(agent)
+    store = agent.stores.leads
+    t0 = epoch_ms(NOW) + 60_000
+    (first,) = store.claim_due(t0, 1_000, 10)
+    assert first.reached is False  # nobody sent it before
+    (second,) = store.claim_due(t0 + 1_500, 1_000, 10)  # the first worker died holding it
+    assert second.reached is True
+    worker = DeliveryWorker(store, agent.settings)
+    assert worker.document(second)["resend"] is True and worker.view(second).resend is True
+
+
+def test_a_failure_before_sending_keeps_the_row_new_and_an_ambiguous_one_marks_it(make_agent):
+    agent = make_agent(lead_settings(routes=[http_route("http://127.0.0.1:9/adf")]))
+    lead_id = submit(agent)["lead_id"]
+    store = agent.stores.leads
+    t0 = epoch_ms(NOW) + 60_000
+    (first,) = store.claim_due(t0, 1_000, 10)
+    assert store.mark_retry(first, t0 + 10, t0 + 20, "ConnectError while posting", reached=False)
+    (second,) = store.claim_due(t0 + 30, 1_000, 10)
+    assert second.reached is False
+    assert store.mark_retry(second, t0 + 40, t0 + 50, "ReadTimeout while posting", reached=True)
+    (third,) = store.claim_due(t0 + 60, 1_000, 10)
+    assert third.reached is True
+    assert store.mark_retry(third, t0 + 70, t0 + 80, "ConnectError while posting", reached=False)
+    (fourth,) = store.claim_due(t0 + 90, 1_000, 10)
+    assert fourth.reached is True  # once it may have reached, every later attempt is a resend
+    assert deliveries(agent, lead_id)[0]["attempts"] == 4
+
+
+def test_an_operator_resending_a_delivered_lead_flags_it(make_agent):
+    agent = make_agent(lead_settings(routes=[http_route("http://127.0.0.1:9/adf")]))
+    lead_id = submit(agent)["lead_id"]
+    store = agent.stores.leads
+    t0 = epoch_ms(NOW) + 60_000
+    (first,) = store.claim_due(t0, 1_000, 10)
+    assert first.reached is False
+    assert store.mark_delivered(first, t0 + 10)
+    assert store.retry(lead_id, t0 + 20, include_delivered=True) == 1
+    (again,) = store.claim_due(t0 + 30, 1_000, 10)
+    assert again.reached is True
+
+
+# -- the transports' verdicts ------------------------------------------------------------------
+
+
+def failing(exc: Exception) -> httpx.AsyncClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize(("exc", "reached"), [
+    (httpx.ConnectError("[Errno 111] Connection refused"), False),
+    (httpx.ConnectError("[Errno -2] Name or service not known"), False),  # DNS
+    (httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), False),  # TLS
+    (httpx.ConnectTimeout("timed out"), False),
+    (httpx.PoolTimeout("timed out"), False),
+    (httpx.UnsupportedProtocol("no scheme"), False),
+    (httpx.ReadTimeout("timed out"), True),
+    (httpx.WriteTimeout("timed out"), True),
+    (httpx.ReadError("reset"), True),
+    (httpx.WriteError("broken pipe"), True),
+    (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
+])
+async def test_http_failures_say_whether_the_request_may_have_reached_the_crm(exc, reached):
+    async with failing(exc) as client:
+        with pytest.raises(transports.SendError) as caught:
+            await transports.send_adf_http(client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF,
+                                           "lead_1", "dlv_1", 5)
+    assert caught.value.reached is reached and not caught.value.permanent
+
+
+@pytest.mark.parametrize(("status", "reached"), [(500, True), (502, True), (503, True), (400, True),
+                                                 (408, False), (425, False), (429, False)])
+async def test_http_answers_say_whether_the_crm_may_have_the_lead(status, reached):
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(status))) as client:
+        with pytest.raises(transports.SendError) as caught:
+            await transports.send_adf_http(client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF,
+                                           "lead_1", "dlv_1", 5)
+    assert caught.value.reached is reached
+
+
+async def test_a_down_smtp_server_was_never_reached():
+    target = SmtpTarget("mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",),
+                                   port=free_port(), starttls=False)
+    with pytest.raises(transports.SendError) as caught:
+        await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 2)
+    assert caught.value.reached is False
