@@ -148,6 +148,8 @@ class Settings:
     max_body_bytes: int = 1_048_576
     cursor_ttl_seconds: int = 86_400
     count_timeout_ms: int = 0  # 0: always count exactly; else total is null past this budget
+    #: Proxies whose X-Forwarded-For/-Proto are believed (addresses or networks); none by default.
+    forwarded_allow_ips: tuple[str, ...] = ()
     tenant: str | None = None
     source_path: str | None = None
     mcp: McpSettings = field(default_factory=McpSettings)

@@ -8,6 +8,7 @@ place) and returns the value of its Settings field(s).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -175,12 +176,31 @@ def parse_rate_limit(table: Table, problems: Problems) -> RateLimit:
     return limit
 
 
-def parse_server(table: Table, problems: Problems) -> dict[str, int]:
-    values = {
+def parse_server(table: Table, problems: Problems) -> dict[str, Any]:
+    values: dict[str, Any] = {
         "max_body_bytes": table.integer("max_body_bytes", 1_048_576, minimum=1024,
                                         maximum=64 * 1024 * 1024),
         "cursor_ttl_seconds": table.integer("cursor_ttl_seconds", 86_400, minimum=60),
         "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
+        "forwarded_allow_ips": _proxy_addresses(table),
     }
     table.finish()
     return values
+
+
+def _proxy_addresses(table: Table) -> tuple[str, ...]:
+    """``forwarded_allow_ips``: the proxies whose ``X-Forwarded-For``/``-Proto`` are believed.
+
+    IP addresses or networks (``10.0.0.0/8``), none by default (docs/deployment.md,
+    "Behind a reverse proxy"). No ``"*"``: trusting every peer lets any client pick the
+    address its rate limit is counted under; a network written out says what is meant.
+    """
+    values = table.strings("forwarded_allow_ips", (), min_items=0)
+    good: list[str] = []
+    for value in values:
+        try:
+            good.append(str(ipaddress.ip_network(value, strict=False)) if "/" in value
+                        else str(ipaddress.ip_address(value)))
+        except ValueError:
+            table.problem("forwarded_allow_ips", f"{value!r} is not an IP address or network (e.g. 10.0.0.0/8)")
+    return tuple(good)

@@ -157,6 +157,7 @@ def run(
         "server_header": False,
         "ws": "none",  # no surface speaks WebSocket: never load a WebSocket library
         "timeout_graceful_shutdown": 10,
+        **proxy_options(settings),
     }
     if sock is None:
         sock = bind(host, port)
@@ -182,6 +183,23 @@ def run(
             os.environ.pop(SOURCE_ENV, None)
         else:
             os.environ[SOURCE_ENV] = previous
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's proxy-header settings: ``X-Forwarded-For``/``-Proto`` believed only from the
+    configured ``[server] forwarded_allow_ips``, and from nobody by default.
+
+    uvicorn's own default believes them from 127.0.0.1 (or ``$FORWARDED_ALLOW_IPS``), so a
+    process on the same host, or a proxy that passes a client's header through, could pick
+    the address its rate limit is counted under. The address uvicorn settles on is the one
+    every part of the app sees (``scope["client"]``): rate limits (:mod:`aap.web.callers`),
+    the access log's ``client`` and the issuer's limits. DPoP ``htu`` is compared with the
+    public URL, never with a forwarded scheme or host (:mod:`aap.poppy.dpop`).
+    """
+    trusted = list(settings.forwarded_allow_ips)
+    if not trusted:
+        return {"proxy_headers": False}
+    return {"proxy_headers": True, "forwarded_allow_ips": trusted}
 
 
 def _serve(config: uvicorn.Config, sock: socket.socket) -> None:

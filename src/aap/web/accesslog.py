@@ -1,9 +1,12 @@
 """One structured access-log line and one metrics observation per request.
 
 Bindings tell the middleware what a request was with :func:`annotate` (binding,
-skill, AAP code, error id); the middleware adds method, path, status and
-duration. Only those fields are logged: never a query string, a header value or
-anything from the body, so no customer value can reach the log.
+skill, AAP code, error id); the middleware adds method, path, status, duration
+and ``client``: the anonymous rate-limit key of the client address (a hash, never
+the address; the same address the rate limit counts, proxies believed only as
+``[server] forwarded_allow_ips`` says). Only those fields are logged: never a
+query string, a header value or anything from the body, so no customer value
+can reach the log.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aap.ratelimit import anonymous_caller_key
 from aap.web.metrics import Metrics
 
 access_log = logging.getLogger("aap.access")
@@ -83,6 +87,7 @@ class AccessLogMiddleware:
                     "method": scope.get("method", ""),
                     "path": scope.get("path", ""),
                     "status": status,
+                    "client": anonymous_caller_key(_client_host(scope)),
                     "binding": binding,
                     "skill": skill or None,
                     "aap_code": info.get("aap_code"),
@@ -91,3 +96,8 @@ class AccessLogMiddleware:
                     "error_id": info.get("error_id"),
                 }},
             ))
+
+
+def _client_host(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return client[0] if client else None
