@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aap.agent import DealerAgent
+from aap.loopback import is_loopback_url
 from aap.paths import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
@@ -62,17 +63,27 @@ class PoppyContext:
         return self.settings.organization_name or self.agent.settings.dealer.name
 
     @property
+    def service_origin(self) -> str:
+        """The origin the service is served from: the resource of the RFC 9728 metadata."""
+        parts = urlsplit(self.issuer)
+        return f"{parts.scheme}://{parts.netloc}".lower()
+
+    @property
     def protected_resources(self) -> list[str]:
         """``https://{organization.domain}`` first, then the service origin if it differs,
         then the MCP URL when MCP tokens are exchanged (a service resource, seed 004
-        ``PoppyOauthMetadata.protected_resources``)."""
+        ``PoppyOauthMetadata.protected_resources``).
+
+        Every resource the other documents advertise is listed, in every deployment mode:
+        on a plain-http loopback development server (the one mode the public URL may be
+        http) the origin and the MCP URL are http ones, and a client that asks for the
+        resource ``/.well-known/oauth-protected-resource`` names must get a token
+        (docs/poppy.md, "Development on loopback").
+        """
         resources = [f"https://{self.organization_domain}"]
-        parts = urlsplit(self.issuer)
-        origin = f"{parts.scheme}://{parts.netloc}".lower()
-        if origin.startswith("https://") and origin not in resources:
-            resources.append(origin)
-        if self.mcp_enabled and self.mcp_resource.startswith("https://"):
-            resources.append(self.mcp_resource)
+        for resource in (self.service_origin, *([self.mcp_resource] if self.mcp_enabled else [])):
+            if resource not in resources and (resource.startswith("https://") or is_loopback_url(resource)):
+                resources.append(resource)
         return resources
 
     @property

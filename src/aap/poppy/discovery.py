@@ -8,7 +8,6 @@ poppy.json names exactly the card, MCP endpoint and llms.txt the card names.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from aap import AAP_VERSION
 from aap.poppy.context import PoppyContext
@@ -82,9 +81,8 @@ def issuer_metadata(ctx: PoppyContext) -> dict[str, Any]:
 
 def protected_resource_metadata(ctx: PoppyContext) -> dict[str, Any]:
     """RFC 9728 metadata for the dealer origin (the resource is the URL it is served from)."""
-    parts = urlsplit(ctx.issuer)
     return {
-        "resource": f"{parts.scheme}://{parts.netloc}".lower(),
+        "resource": ctx.service_origin,
         "authorization_servers": [ctx.issuer],
         "bearer_methods_supported": ["header"],
         "dpop_signing_alg_values_supported": ["ES256"],
