@@ -51,9 +51,15 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, department: str) -> dict[str, str]:
-    """``data.dealer``: the rooftop (or seller) name and an E.164 phone, the department's first."""
-    contact = {"name": (rooftop or {}).get("name") or profile.name}
+def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, department: str, *,
+                   aggregate: bool = False) -> dict[str, str]:
+    """``data.dealer``: the rooftop (or seller) name and an E.164 phone, the department's first.
+
+    On an aggregate endpoint the name is the seller's (or the operator's) own, never a
+    rooftop's: rooftop names are only unambiguous within one dealer (docs/leads.md,
+    "Aggregate endpoints").
+    """
+    contact = {"name": profile.name if aggregate else (rooftop or {}).get("name") or profile.name}
     phones = [p for p in (rooftop or {}).get("phones") or [] if isinstance(p, dict)
               and isinstance(p.get("value"), str) and _E164.match(p["value"])]
     preferred = [p for p in phones if department in str(p.get("name", "")).lower()]
@@ -62,7 +68,14 @@ def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, depar
     return contact
 
 
-def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | None) -> str:
+def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | None,
+             unmatched: bool = False) -> str:
+    if unmatched:  # aggregate endpoint, no seller identified: the operator says it has it
+        parts = [f"Thank you. {dealer_name} received your inquiry; it could not be matched to one seller "
+                 f"on {dealer_name}, so {dealer_name} will follow up using the contact channels you allowed."]
+        if sentence:
+            parts.append(sentence)
+        return " ".join(parts)[:2000]
     if status == "rejected":
         parts = [f"The vehicle you asked about is no longer available, so {dealer_name} "
                  "did not accept this inquiry."]
@@ -88,7 +101,7 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
     now: datetime = ctx.now
 
     link = link_vehicle(agent.stores.inventory, request.get("vehicle_of_interest"))
-    profile = (settings.profile_for(link.dealer_id) if link.dealer_id else None) or settings.dealer
+    profile = identified_seller(settings, link, request.get("vehicle_of_interest")) or settings.dealer
     dealer_id = profile.dealer_id or settings.deployment_id
     caller = caller_scope(ctx.caller_id)
     key = request["idempotency_key"]
@@ -120,6 +133,20 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
         "appointment": lead.appointment_status, "vehicle": link.state, "deliveries": len(targets),
     }})
     return response
+
+
+def identified_seller(settings: Settings, link: VehicleLink, vehicle: Any) -> DealerProfile | None:
+    """The seller a lead is for: the linked listing's; on an aggregate endpoint, else the
+    seller ``vehicle_of_interest.dealer_id`` names (a buyer resolves it with
+    dealer.information before it asks for consent, ``DealerInformationRequest``, seed 004).
+    None: no seller identified, the endpoint's own profile (the operator) receives it."""
+    if link.dealer_id:
+        return settings.profile_for(link.dealer_id)
+    if settings.scope == "aggregate" and isinstance(vehicle, dict):
+        wanted = vehicle.get("dealer_id")
+        if isinstance(wanted, str) and wanted:
+            return next((p for p in settings.all_profiles() if p.dealer_id == wanted), None)
+    return None
 
 
 def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, settings: Settings,
@@ -160,7 +187,9 @@ def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, setting
     rooftop = listing_rooftop or (plan.rooftop if plan else None) or profile.rooftop(None)
     rooftop_name = rooftop.get("name") if rooftop else None
     department = plan.department if plan else "sales"
-    contact = dealer_contact(profile, rooftop, department)
+    aggregate = settings.scope == "aggregate"
+    contact = dealer_contact(profile, rooftop, department, aggregate=aggregate)
+    unmatched = aggregate and profile is settings.dealer
 
     data: dict[str, Any] = {"lead_id": lead_id, "status": status}
     if data_appointment is not None:
@@ -169,7 +198,7 @@ def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, setting
     response = {
         "type": "lead.submit.response",
         "data": data,
-        "message": _message(status, contact["name"], link, sentence),
+        "message": _message(status, contact["name"], link, sentence, unmatched),
     }
 
     targets: list[tuple[str, str]] = []

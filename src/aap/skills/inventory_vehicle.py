@@ -3,7 +3,7 @@
 The rules (docs/search.md, "inventory.vehicle"): every identifier sent must point at the same listing; the most specific one
 (``vehicle_id`` > ``vin`` > ``stock``) never overrides a contradicting other.
 A VIN or stock number shared by several available listings is ambiguous: we do
-not guess. A listing that is known but gone (sold, removed by a feed) is
+not guess, and name the listings it matches (``details.matches``). A listing that is known but gone (sold, removed by a feed) is
 VEHICLE_UNAVAILABLE; one never known is VEHICLE_NOT_FOUND.
 """
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from aap.agent import CallContext, DealerAgent
 
 _IDENTIFIERS = (("vehicle_id", "id"), ("vin", "vin"), ("stock", "stock"))
+#: Listings named in the answer to an ambiguous identifier, at most.
+MAX_MATCHES = 20
 
 
 def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -48,10 +50,16 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
         raise AapError("VEHICLE_NOT_FOUND", hint="Search the inventory to find a current listing.")
     available = [r for r in matching if r.available]
     if len(available) > 1:
+        # The vehicle exists, several times (two sellers list one VIN, two rooftops share a
+        # stock number): say so and name each listing, never guess (docs/search.md,
+        # "inventory.vehicle"). Listing ids and sellers are what a search shows anyway.
+        matches = [{"vehicle_id": r.id, **({"dealer_id": r.dealer_id} if r.dealer_id else {})}
+                   for r in sorted(available, key=lambda r: r.id)[:MAX_MATCHES]]
         raise AapError(
             "VEHICLE_NOT_FOUND",
-            hint="Several listings carry this identifier; retry with the vehicle_id from a "
-            "search result.",
+            "Several listings on this endpoint carry this identifier; ask for one of them by its vehicle_id.",
+            hint="Retry with one vehicle_id from details.matches (or from a search result).",
+            details={"matches": matches},
         )
     if not available:
         raise AapError(
