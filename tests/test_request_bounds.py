@@ -157,3 +157,104 @@ def test_over_a2a_a_lead_costs_its_tokens(tmp_path):
                    for _ in range(3)]
     assert ["result" in a for a in answers] == [True, True, False]
     assert aap_error_of(answers[2])["code"] == "RATE_LIMITED"
+
+
+# -- the search budget ------------------------------------------------------------------------
+
+
+class FrozenClock:
+    """``time`` for aap.store.dialect: monotonic() is whatever the test says it is."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+LONG_QUERY = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) "
+              "SELECT count(*) FROM c")
+
+
+def test_time_limits_nest_and_the_outer_one_holds_again(database_url, monkeypatch):
+    """A count's limit inside a request's budget: never beyond the budget, which holds again after."""
+    import aap.store.dialect as dialect_module
+    from aap.store import open_stores
+    from aap.store.dialect import StatementTimeout
+
+    stores = open_stores(database_url)
+    db = stores.db
+    try:
+        with db.read() as tx:
+            if db.dialect.name == "sqlite":
+                clock = FrozenClock()
+                monkeypatch.setattr(dialect_module, "time", clock)
+                with pytest.raises(StatementTimeout):
+                    with db.dialect.time_limit(tx, 10_000):          # deadline 10 s
+                        with pytest.raises(StatementTimeout):
+                            with db.dialect.time_limit(tx, 60_000):  # never beyond the outer one
+                                clock.now = 11.0
+                                tx.one(LONG_QUERY)
+                        clock.now = 0.0
+                        with db.dialect.time_limit(tx, 5_000):
+                            assert tx.one(LONG_QUERY)[0] == 100_000
+                        clock.now = 20.0                             # past the outer deadline only
+                        tx.one(LONG_QUERY)
+                assert tx.one(LONG_QUERY)[0] == 100_000              # no limit left open
+            else:
+                with db.dialect.time_limit(tx, 10_000):
+                    with pytest.raises(StatementTimeout):
+                        with db.dialect.time_limit(tx, 5):
+                            tx.one("SELECT pg_sleep(0.5)")
+                    assert tx.one("SELECT current_setting('statement_timeout')")[0] == "10s"
+                    with db.dialect.time_limit(tx, 5_000):
+                        tx.one("SELECT 1")
+                    assert tx.one("SELECT current_setting('statement_timeout')")[0] == "10s"
+                assert tx.one("SELECT current_setting('statement_timeout')")[0] == "0"
+    finally:
+        stores.close()
+
+
+def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monkeypatch):
+    """Structure, not time: the reads run inside ``time_limit(search_timeout_ms)``, and a
+    StatementTimeout from them is the typed refusal."""
+    import dataclasses
+    from contextlib import contextmanager
+
+    from aap.store.dialect import Dialect, StatementTimeout
+    from aap.store.inventory.snapshot import InventorySnapshot
+    from conftest import make_settings
+
+    open_limits: list[float] = []
+    real = Dialect.time_limit
+
+    @contextmanager
+    def watched(self, tx, milliseconds):
+        open_limits.append(milliseconds)
+        try:
+            with real(self, tx, milliseconds):
+                yield
+        finally:
+            open_limits.pop()
+
+    monkeypatch.setattr(Dialect, "time_limit", watched)
+    seen: list[list[float]] = []
+    overrun = False
+    for name in ("search", "facets"):
+        def reading(self, *args, _original=getattr(InventorySnapshot, name), **kwargs):
+            seen.append(list(open_limits))
+            if overrun:
+                raise StatementTimeout()
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(InventorySnapshot, name, reading)
+    with open_memory_agent(dataclasses.replace(make_settings(), search_timeout_ms=750)) as agent:
+        for skill in ("inventory.search.request", "inventory.facets.request"):
+            assert agent.handle({"type": skill, "filters": {"make": ["Honda"]}}, CallContext("test"))["data"]
+        assert seen == [[750], [750]]
+        overrun = True
+        for skill in ("inventory.search.request", "inventory.facets.request"):
+            error = refusal(agent, {"type": skill, "filters": {"query": "zq"}})
+            assert (error.code, error.retryable) == ("INTERNAL_ERROR", False)
+            assert error.message == "The request needed more work than this endpoint spends on one request."
+            assert "Narrow" in error.details["hint"]

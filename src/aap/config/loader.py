@@ -93,7 +93,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("features", parse_features, array=True),
     Section("rate_limit", parse_rate_limit),
     Section("server", parse_server, fields=("max_body_bytes", "cursor_ttl_seconds",
-                                             "count_timeout_ms", "forwarded_allow_ips")),
+                                             "count_timeout_ms", "search_timeout_ms", "forwarded_allow_ips")),
     Section("dealer", parse_dealer),
     Section("dealers", parse_dealers, array=True),
     Section("mcp", parse_mcp_section),

@@ -148,6 +148,7 @@ class Settings:
     max_body_bytes: int = 1_048_576
     cursor_ttl_seconds: int = 86_400
     count_timeout_ms: int = 0  # 0: always count exactly; else total is null past this budget
+    search_timeout_ms: int = 10_000  # the inventory reads of one search or facets request; 0: none
     #: Proxies whose X-Forwarded-For/-Proto are believed (addresses or networks); none by default.
     forwarded_allow_ips: tuple[str, ...] = ()
     tenant: str | None = None

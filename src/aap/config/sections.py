@@ -182,6 +182,7 @@ def parse_server(table: Table, problems: Problems) -> dict[str, Any]:
                                         maximum=64 * 1024 * 1024),
         "cursor_ttl_seconds": table.integer("cursor_ttl_seconds", 86_400, minimum=60),
         "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
+        "search_timeout_ms": table.integer("search_timeout_ms", 10_000, minimum=0, maximum=600_000),
         "forwarded_allow_ips": _proxy_addresses(table),
     }
     table.finish()

@@ -11,16 +11,40 @@ null exactly when the matching set is exhausted.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from aap.errors import AapError, Problem
 from aap.inventory.query import build_search_query, capability_problems, feature_vocabulary
 from aap.skills.cursor import CursorCodec
 from aap.spec import problem_order
+from aap.store.dialect import StatementTimeout
 
 if TYPE_CHECKING:
     from aap.agent import CallContext, DealerAgent
+    from aap.store.inventory.snapshot import InventorySnapshot
+
+
+@contextmanager
+def within_budget(inventory: InventorySnapshot, milliseconds: int) -> Iterator[None]:
+    """The inventory reads inside may take ``milliseconds`` in all (``[server] search_timeout_ms``;
+    0: no limit); past it the request is refused with a typed error, never left running.
+
+    ``INTERNAL_ERROR`` because no code of the closed vocabulary says "too much work", with
+    ``retryable: false`` (the same request would cost as much again) and a hint to narrow it
+    (docs/search.md, "Request bounds").
+    """
+    try:
+        with inventory.dialect.time_limit(inventory.tx, milliseconds):
+            yield
+    except StatementTimeout:
+        raise AapError(
+            "INTERNAL_ERROR",
+            "The request needed more work than this endpoint spends on one request.",
+            retryable=False,
+            hint="Narrow the request: fewer keyword tokens, fewer filter values, or more selective filters.",
+        ) from None
 
 
 def make_classifier(agent: DealerAgent, *, sort: bool = True) -> Callable[[Any, list[Problem]], AapError]:
@@ -48,7 +72,7 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     # Read before the snapshot: reading a cursor may need the state store.
     cursor = codec.read(token, ctx.now) if token is not None else None
 
-    with agent.stores.inventory.snapshot() as inventory:
+    with agent.stores.inventory.snapshot() as inventory, within_budget(inventory, settings.search_timeout_ms):
         query = build_search_query(
             request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
         )

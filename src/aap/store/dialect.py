@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Sequence, cast
@@ -26,6 +27,25 @@ log = logging.getLogger("aap.store")
 
 class StatementTimeout(Exception):
     """A statement run under :meth:`Dialect.time_limit` ran out of time (the transaction survives)."""
+
+
+_LIMITS = threading.local()
+
+
+def _deadlines(conn: sqlite3.Connection) -> list[float]:
+    """The deadlines of the time limits open on ``conn`` in this thread, innermost last."""
+    stacks: dict[int, list[float]] | None = getattr(_LIMITS, "stacks", None)
+    if stacks is None:
+        stacks = _LIMITS.stacks = {}
+    return stacks.setdefault(id(conn), [])
+
+
+def _watch(conn: sqlite3.Connection, deadline: float) -> None:
+    """Interrupt ``conn``'s statements past ``deadline``: the clock is read every thousand
+    virtual-machine steps when less than a second is left, every twenty thousand otherwise
+    (a long budget around every search costs next to nothing)."""
+    steps = 1000 if deadline - time.monotonic() < 1.0 else 20_000
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, steps)
 
 
 class Dialect:
@@ -60,14 +80,20 @@ class Dialect:
 
         Raises :class:`StatementTimeout`; the enclosing transaction stays usable.
         SQLite: a progress handler checks the clock every thousand virtual-machine
-        steps (interrupting a read never rolls anything back).
+        steps (interrupting a read never rolls anything back). Limits nest: an inner
+        one never outlives an outer one, and the outer one holds again after it (a
+        request's budget around a search, a count's budget inside it).
         """
         if not milliseconds:
             yield
             return
         conn = cast(sqlite3.Cursor, tx.raw).connection   # this dialect runs on sqlite3 only
+        stack = _deadlines(conn)
         deadline = time.monotonic() + milliseconds / 1000
-        conn.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+        if stack:
+            deadline = min(deadline, stack[-1])
+        stack.append(deadline)
+        _watch(conn, deadline)
         try:
             yield
         except sqlite3.OperationalError as exc:
@@ -75,7 +101,12 @@ class Dialect:
                 raise
             raise StatementTimeout() from None
         finally:
-            conn.set_progress_handler(None, 0)
+            stack.pop()
+            if stack:
+                _watch(conn, stack[-1])
+            else:
+                conn.set_progress_handler(None, 0)
+                _LIMITS.stacks.pop(id(conn), None)  # nothing open: an id may belong to another later
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
@@ -178,6 +209,8 @@ class PostgresDialect(Dialect):
             return
         from psycopg.errors import QueryCanceled  # the driver is imported only with PostgreSQL
 
+        # An enclosing limit (a request's budget around this count) holds again afterwards.
+        previous = tx.one("SELECT current_setting('statement_timeout')")[0]
         tx.execute("SAVEPOINT aap_time_limit")
         tx.execute(f"SET LOCAL statement_timeout = {max(1, math.ceil(milliseconds))}")  # 0 would mean none
         try:
@@ -185,7 +218,7 @@ class PostgresDialect(Dialect):
         except QueryCanceled:
             tx.execute("ROLLBACK TO SAVEPOINT aap_time_limit")  # also undoes the SET LOCAL
             raise StatementTimeout() from None
-        tx.execute("SET LOCAL statement_timeout TO DEFAULT")
+        tx.execute("SELECT set_config('statement_timeout', ?, true)", (previous,))
         tx.execute("RELEASE SAVEPOINT aap_time_limit")
 
     def lock_migrations(self, tx: Tx) -> None:
