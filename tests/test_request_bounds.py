@@ -258,3 +258,38 @@ def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monk
             assert (error.code, error.retryable) == ("INTERNAL_ERROR", False)
             assert error.message == "The request needed more work than this endpoint spends on one request."
             assert "Narrow" in error.details["hint"]
+
+
+def test_mcp_never_hands_a_request_over_the_bounds_to_the_sdk(tmp_path):
+    """The SDK's reader cost ~100-300 ms on a 1 MiB call (bench/adversarial.py): a message it would
+    read is refused at the front when it is over the bounds; a plain call meets them in the core."""
+    import aap.bindings.mcp.sdk as sdk_module
+    from mcp_helpers import ACCEPT, LEGACY, live_dealer
+
+    huge = {"type": "inventory.search.request", "filters": {"features_all": ["x"] * 100_000}}
+    headers = {"Accept": ACCEPT, "MCP-Protocol-Version": LEGACY}
+    handed: list[int] = []
+    real = sdk_module.LazySdk.handle_request
+
+    async def counted(self, *args, **kwargs):
+        handed.append(1)
+        return await real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch, live_dealer(tmp_path, count=0) as dealer:
+        patch.setattr(sdk_module.LazySdk, "handle_request", counted)
+        unusual = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "x-extra": 1,  # not plain: the SDK's
+                   "params": {"name": "aap_inventory_search", "arguments": huge}}
+        answer = httpx.post(dealer.mcp_url, json=unusual, headers=headers, timeout=60)
+        assert answer.status_code == 400 and handed == []
+        error = answer.json()["error"]
+        assert (answer.json()["id"], error["code"]) == (7, -32602)
+        assert error["data"]["errors"] == [{"instanceLocation": "/params/arguments/filters/features_all",
+                                            "keyword": "maxItems",
+                                            "error": "must have at most 100 items (this endpoint's bound)"}]
+        plain = {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                 "params": {"name": "aap_inventory_search", "arguments": huge}}
+        result = httpx.post(dealer.mcp_url, json=plain, headers=headers, timeout=60).json()["result"]
+        assert result["isError"] and result["structuredContent"]["details"]["errors"][0]["keyword"] == "maxItems"
+        small = {**unusual, "params": {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request"}}}
+        assert httpx.post(dealer.mcp_url, json=small, headers=headers, timeout=60).status_code in (200, 400)
+        assert handed == [1]  # within the bounds, the SDK answers it as before

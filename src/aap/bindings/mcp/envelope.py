@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from aap.bindings.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, error_response
 from aap.protocols import MCP_MODERN_VERSION, MCP_PROTOCOL_VERSIONS
+from aap.spec.bounds import REQUEST_BOUNDS, Bounds, bound_problems
 
 # What the front needs of the MCP protocol without loading the SDK (tests/test_mcp_fastpath.py
 # checks each against the SDK's own constant): two error codes, the per-request envelope keys of
@@ -52,6 +53,13 @@ NOT_ACCEPTABLE_MESSAGE = "Not Acceptable: this endpoint answers application/json
 METHOD_MESSAGE = "Method Not Allowed: send JSON-RPC messages with POST"
 
 
+SIZE_MESSAGE = "Invalid params: the request is larger than this server reads; see error.data.errors"
+
+#: The request bounds (docs/search.md, "Request bounds") with room for the JSON-RPC envelope
+#: around the arguments (``params.arguments``, ``params._meta``).
+MESSAGE_BOUNDS = Bounds(depth=REQUEST_BOUNDS.depth + 3, values=REQUEST_BOUNDS.values + 100)
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A JSON-RPC error answer with its HTTP status."""
@@ -60,9 +68,11 @@ class Refusal:
     code: int
     message: str
     request_id: str | int | None = None
+    data: Any = None
 
     def response(self, headers: Mapping[str, str] | None = None) -> Response:
-        return error_response(self.status, self.code, self.message, self.request_id, headers=headers)
+        return error_response(self.status, self.code, self.message, self.request_id, data=self.data,
+                              headers=headers)
 
 
 def _media_type(value: str) -> str:
@@ -131,3 +141,16 @@ def read_message(body: bytes) -> dict[str, Any] | Refusal:
     if params is not None and not isinstance(params, dict):
         return Refusal(400, INVALID_PARAMS, PARAMS_MESSAGE, request_id)
     return message
+
+
+def size_refusal(message: dict[str, Any]) -> Refusal | None:
+    """A message over the request bounds, before the SDK reads it (its reader costs ~100 times
+    what the bounds walk does on a 1 MiB body); the problems point at members, never quote them.
+
+    A plain tool call never gets here: its arguments meet the same bounds in the core and
+    are answered as an ``aap.error`` tool result, like any other AAP refusal.
+    """
+    problems = bound_problems(message, MESSAGE_BOUNDS)
+    if not problems:
+        return None
+    return Refusal(400, INVALID_PARAMS, SIZE_MESSAGE, _request_id(message), data={"errors": problems})

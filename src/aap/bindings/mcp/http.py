@@ -15,7 +15,9 @@ In front of it this module adds, in order:
    JSON-RPC envelope (:mod:`.envelope`): parse errors, batches and malformed
    messages are answered here, with fixed texts; a plain ``tools/call`` is then
    answered directly (:mod:`.fastpath`), everything else by the SDK
-   (:mod:`.sdk`, loaded on the first such request);
+   (:mod:`.sdk`, loaded on the first such request) once it is within the
+   request bounds (``-32602`` otherwise: the SDK's reader is the costliest
+   part of refusing a large body);
 6. body-primary era check: a request whose ``params._meta`` carries the
    2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
    names a handshake revision is a modern request with a header mismatch
@@ -46,6 +48,7 @@ from aap.bindings.mcp.envelope import (
     media_refusal,
     method_refusal,
     read_message,
+    size_refusal,
 )
 from aap.bindings.mcp.fastpath import FastToolCalls
 from aap.bindings.mcp.sdk import LazySdk
@@ -126,6 +129,10 @@ class McpHttpEndpoint:
             if answer is not None:
                 await answer(scope, receive, send)
                 return
+        oversized = size_refusal(message)
+        if oversized is not None:
+            await oversized.response()(scope, receive, send)
+            return
         mismatch = envelope_mismatch(message, headers, self.protocol_versions)
         if mismatch is not None:
             await mismatch(scope, receive, send)
