@@ -338,9 +338,13 @@ def canary_free(text: str) -> bool:
     return CANARY not in text
 
 
+_POINTERS = re.compile(r'"instanceLocation":\s*"(?:[^"\\]|\\.)*"')
+
+
 def no_internals(text: str) -> str | None:
-    """The first internal detail ``text`` betrays, or None."""
-    match = INTERNALS.search(text)
+    """The first internal detail ``text`` betrays, or None. JSON Pointers are left out: they
+    are made of the request's own member names (a member may well be called "uvicorn")."""
+    match = INTERNALS.search(_POINTERS.sub("", text))
     return match.group(0) if match else None
 
 
