@@ -14,6 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+import orjson
 import psycopg
 import pytest
 
@@ -48,7 +49,7 @@ def search(agent, ctx, request=HONDA) -> dict:
     return response["data"]
 
 
-def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
+def test_a_slow_count_is_remembered_and_refreshed_by_the_next_import(agent_factory, ctx):
     agent = agent_factory(listings=inventory(300))
     store = agent.stores.inventory
     store.totals.remember_count_ms = 0  # treat every count as slow
@@ -64,10 +65,41 @@ def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
     other = dict(HONDA, filters={"make": ["Toyota"]})
     assert search(agent, ctx, other)["total"] == 300 - HONDAS  # another matching set: its own count
 
-    # An import changes the inventory: every remembered total is forgotten.
+    # An import changes the seller's inventory (here the one seller, without a dealer_id):
+    # its share is counted again, and the refreshed total replaces the old one.
     store.import_listings([listing("v9999", make="Honda", model="Civic", price=1)])
-    assert remembered(agent) == []
+    assert (version, HONDAS + 1000) in remembered(agent)  # kept: only its seller changed
     assert search(agent, ctx)["total"] == HONDAS + 1
+    store.wait_for_background()
+    assert (version + 1, HONDAS + 1) in remembered(agent)
+
+
+def seller_inventory(dealer: str, count: int, make: str = "Honda") -> list[dict]:
+    return [listing(f"{dealer}-{i:03d}", make=make, model="Civic", price=20_000 + i,
+                    dealer_id=dealer) for i in range(count)]
+
+
+def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, settings_factory):
+    """Per-seller versions: an import invalidates only the shares of the sellers it changed."""
+    agent = agent_factory(listings=seller_inventory("d-a", 40) + seller_inventory("d-b", 30)
+                          + seller_inventory("d-c", 20, make="Toyota"))
+    store = agent.stores.inventory
+    store.totals.remember_count_ms = 0
+    assert search(agent, ctx)["total"] == 70
+    store.wait_for_background()
+    with agent.stores.db.read() as tx:
+        (partials,) = tx.one("SELECT partials FROM inv_count")
+    assert orjson.loads(partials) == {"d-a": 40, "d-b": 30}
+
+    # Mark d-a's remembered share (never a real count): it must survive d-b's import.
+    with agent.stores.db.transaction() as tx:
+        tx.execute("UPDATE inv_count SET partials = ?", (orjson.dumps({"d-a": 400, "d-b": 30}).decode(),))
+    store.import_listings(seller_inventory("d-b", 5), dealer_id="d-b", replace=True)
+    assert search(agent, ctx)["total"] == 400 + 5      # d-b counted again, d-a remembered
+    store.import_listings(seller_inventory("d-c", 3, make="Honda"), dealer_id="d-c", replace=True)
+    assert search(agent, ctx)["total"] == 400 + 5 + 3  # a seller that had no match now has some
+    store.import_listings(seller_inventory("d-a", 1), dealer_id="d-a", replace=True)
+    assert search(agent, ctx)["total"] == 1 + 5 + 3    # d-a's own import: its share is exact again
 
 
 def test_a_total_is_remembered_only_for_the_version_it_counted(agent_factory, ctx):

@@ -16,9 +16,11 @@ import re
 import sqlite3
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, cast
 
 if TYPE_CHECKING:
+    import psycopg
+
     from aap.store.db import Tx
 
 log = logging.getLogger("aap.store")
@@ -49,6 +51,8 @@ class Dialect:
     #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
     #: Python is cheaper there.
     counts_facets_in_database = False
+    #: Listings an import prepares, then writes together.
+    import_batch = 1000
 
     def sql(self, text: str) -> str:
         """``text`` as this backend runs it (SQLite runs the portable form as written)."""
@@ -79,6 +83,11 @@ class Dialect:
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
+
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` to ``table`` (SQLite: one prepared INSERT, run per row in C)."""
+        marks = ", ".join("?" * len(columns))
+        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
         """An index serving ``column LIKE '%token%'``. SQLite has none: keyword search scans."""
@@ -165,6 +174,8 @@ class PostgresDialect(Dialect):
     reloads_in_bulk = False
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
+    # COPY pays per statement: larger batches amortise it.
+    import_batch = 5000
 
     def sql(self, text: str) -> str:
         return translate_placeholders(translate_ddl(text))
@@ -191,6 +202,24 @@ class PostgresDialect(Dialect):
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations from several workers (an advisory lock)."""
         tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        """``COPY`` the rows into a staging table, then one set-based ``INSERT ... SELECT``.
+
+        COPY streams rows without a statement per row (psycopg's ``executemany``
+        still sends one INSERT each); the staging table (temporary, unlogged, no
+        index) is emptied at every commit. The rows keep the importer's checks:
+        they were prepared and validated in Python first, and the whole import is
+        still one transaction.
+        """
+        stage = f"stage_{table}"
+        names = ", ".join(columns)
+        tx.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table}) ON COMMIT DELETE ROWS")
+        with cast("psycopg.Cursor[Any]", tx.raw).copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        tx.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage}")
+        tx.execute(f"TRUNCATE {stage}")
 
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
         """A trigram index, so substring ``LIKE`` needs no full scan.

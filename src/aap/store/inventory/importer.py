@@ -5,7 +5,14 @@ commit, and any error rolls everything back. Listings that leave the eligible
 statuses, or that a replace import drops, move to ``inv_tombstone``, so that
 ``inventory.vehicle`` can tell VEHICLE_UNAVAILABLE (known, gone) from
 VEHICLE_NOT_FOUND (never known). Every import bumps the inventory version and
-forgets the remembered totals of the old one.
+records it as the version of every seller whose listings it changed
+(``inv_seller``): remembered totals and the posting index are refreshed for
+those sellers only (docs/search.md, "Counting at marketplace scale").
+
+An import reads only what its feed touches: the stored owners and tombstones of
+each batch's ids, and for a replace the ids of its scope. A one-dealer replace
+on a million-listing marketplace therefore costs that dealer's listings, not
+the marketplace's.
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ from aap.store.inventory.schema import (
     LISTING_TABLES,
     MASK_CAPACITY,
     MASK_COLUMNS,
+    ListingRow,
+    read_version,
 )
 from aap.store.inventory.sql import feature_masks, in_list
 
 TOMBSTONE_RETENTION_SECONDS = 180 * 86_400
-_BATCH = 1000  # listings prepared, then written together
-_INSERT_LISTING = (f"INSERT INTO inv_listing ({', '.join(LISTING_COLUMNS)}) "
-                   f"VALUES ({', '.join('?' * len(LISTING_COLUMNS))})")
+_LOOKUP = 500  # ids per IN list
+_DEALER = LISTING_COLUMNS.index("dealer_id")
 _INSERT_TOMBSTONE = "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) VALUES (?, ?, ?, ?, ?)"
 
 # (id, dealer_id, vin, stock): what a tombstone keeps of a listing.
@@ -61,9 +69,6 @@ class ImportJob:
         self.dealer_id = dealer_id
         self.replace = replace
         self.now_us = now_us
-        # Available listings stored, id -> dealer_id (kept current as the import goes).
-        self.owner_of: dict[str, str | None] = dict(tx.fetchall("SELECT id, dealer_id FROM inv_listing"))
-        self.tombstoned = {row[0] for row in tx.fetchall("SELECT id FROM inv_tombstone")}
         vocabulary = tx.fetchall("SELECT code, label, bit FROM inv_vocab")
         self.labels: dict[str, str] = {code: label for code, label, _ in vocabulary}
         self.bits: dict[str, int] = {code: bit for code, _, bit in vocabulary if bit is not None}
@@ -72,38 +77,37 @@ class ImportJob:
         self.term_displays: list[dict[str, str]] = [{} for _ in TERM_FILTERS]  # per field: key -> display
         self.facet_changes = FacetCountChanges()
         self.inserted = self.updated = self.removed = 0
+        self.next_rid: int = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        #: Dealer keys ("" for none) whose available listings this import changed.
+        self.sellers: set[str] = set()
         # Reload: the listings stored before it, by id; what the feed leaves out becomes a tombstone.
         self.reloaded: dict[str, Identity] = {}
         self.index_statements: list[str] = []
-        if tx.db.dialect.reloads_in_bulk and (not self.owner_of or (replace and dealer_id is None)):
+        if tx.db.dialect.reloads_in_bulk and (
+                (replace and dealer_id is None) or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None):
             self._begin_reload()
 
     def _begin_reload(self) -> None:
         tx = self.tx
         self.reloaded = {row[0]: row for row in tx.fetchall("SELECT id, dealer_id, vin, stock FROM inv_listing")}
+        self.sellers.update(identity[1] or "" for identity in self.reloaded.values())
         for table in LISTING_TABLES + ("inv_facet_count",):
             tx.execute(f"DELETE FROM {table}")
-        self.owner_of = {}
         self.index_statements = tx.db.dialect.drop_indexes(tx, ("inv_listing", "inv_doc", "inv_text"))
 
     def run(self, listings: Iterable[dict[str, Any]], progress: Callable[[int], None] | None) -> ImportStats:
         seen: set[str] = set()
         batch: list[PreparedListing] = []
         count = 0
+        size = self.tx.db.dialect.import_batch
         for index, listing in enumerate(listings):
             prepared = PreparedListing(listing, index, self.dealer_id)
-            ident = prepared.id
-            if ident in seen:
+            if prepared.id in seen:
                 raise InventoryImportError(index, "the feed lists this listing id twice")
-            owner = self.owner_of.get(ident)
-            if owner is None and ident in self.reloaded:
-                owner = self.reloaded[ident][1]
-            if owner is not None and prepared.row.dealer_id is not None and owner != prepared.row.dealer_id:
-                raise InventoryImportError(index, "vehicle_id already belongs to another dealer")
-            seen.add(ident)
+            seen.add(prepared.id)
             batch.append(prepared)
             count += 1
-            if len(batch) >= _BATCH:
+            if len(batch) >= size:
                 self._write(batch)
                 batch = []
                 if progress:
@@ -114,14 +118,17 @@ class ImportJob:
         if self.reloaded:  # whatever the feed left out becomes a tombstone
             self._entomb(list(self.reloaded.values()))
         elif self.replace:
-            dropped = [ident for ident, owner in self.owner_of.items()
-                       if ident not in seen and (self.dealer_id is None or owner == self.dealer_id)]
+            if self.dealer_id is None:
+                scope = self.tx.fetchall("SELECT id FROM inv_listing")
+            else:
+                scope = self.tx.fetchall("SELECT id FROM inv_listing WHERE dealer_id = ?", (self.dealer_id,))
+            dropped = [row[0] for row in scope if row[0] not in seen]
             if dropped:
-                self.tx.executemany(
-                    "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
-                    "SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE id = ?",
-                    [(self.now_us, ident) for ident in dropped],
-                )
+                for start in range(0, len(dropped), _LOOKUP):
+                    sql, params = in_list("id", dropped[start:start + _LOOKUP])
+                    self.tx.execute(
+                        "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
+                        f"SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE {sql}", [self.now_us] + params)
                 self._forget(dropped)
                 self.removed += len(dropped)
         self._finish(full_replace=self.replace and self.dealer_id is None)
@@ -133,7 +140,6 @@ class ImportJob:
     def _entomb(self, identities: list[Identity]) -> None:
         if identities:
             self.tx.executemany(_INSERT_TOMBSTONE, [identity + (self.now_us,) for identity in identities])
-            self.tombstoned.update(identity[0] for identity in identities)
             self.removed += len(identities)
 
     def _bit_for(self, code: str, label: str) -> int | None:
@@ -148,46 +154,65 @@ class ImportJob:
             self.bits[code] = bit
         return bit
 
-    def _forget(self, ids: list[str]) -> None:
-        """Subtract the stored listings ``ids`` from the facet counts and delete their rows."""
+    def _forget(self, ids: list[str]) -> dict[str, int]:
+        """Subtract the stored listings ``ids`` from the facet counts and delete their rows;
+        returns their row numbers, by id (a rewritten listing keeps its number)."""
         tx = self.tx
         code_of_bit = {bit: code for code, bit in self.bits.items()}
-        for start in range(0, len(ids), 500):
-            sql, params = in_list("id", ids[start:start + 500])
+        rids: dict[str, int] = {}
+        masks = slice(len(ListingRow._fields), len(ListingRow._fields) + MASK_COLUMNS)
+        for start in range(0, len(ids), _LOOKUP):
+            sql, params = in_list("id", ids[start:start + _LOOKUP])
             beyond_masks: dict[str, list[str]] = {}
             for ident, code in tx.fetchall(f"SELECT id, code FROM inv_feature_extra WHERE {sql}", params):
                 beyond_masks.setdefault(ident, []).append(code)
             rows = tx.fetchall(f"SELECT {', '.join(LISTING_COLUMNS)} FROM inv_listing WHERE {sql}", params)
             present = [
                 [code_of_bit[column * BITS_PER_MASK + shift]
-                 for column, mask in enumerate(row[-MASK_COLUMNS:]) if mask
+                 for column, mask in enumerate(row[masks]) if mask
                  for shift in range(BITS_PER_MASK) if mask >> shift & 1] + beyond_masks.get(row[0], [])
                 for row in rows
             ]
             self.facet_changes.add(rows, present, -1)
-        keys = [(ident,) for ident in ids]
-        for table in LISTING_TABLES:
-            tx.executemany(f"DELETE FROM {table} WHERE id = ?", keys)
-        for ident in ids:
-            del self.owner_of[ident]
+            for row in rows:
+                rids[row[0]] = row[-1]
+                self.sellers.add(row[_DEALER] or "")
+            for table in LISTING_TABLES:
+                tx.execute(f"DELETE FROM {table} WHERE {sql}", params)
+        return rids
+
+    def _stored(self, batch: list[PreparedListing]) -> tuple[dict[str, str | None], set[str]]:
+        """(owner of each id of ``batch`` stored as available, ids of ``batch`` that are tombstones)."""
+        owners: dict[str, str | None] = {}
+        tombstones: set[str] = set()
+        ids = [p.id for p in batch]
+        for start in range(0, len(ids), _LOOKUP):
+            sql, params = in_list("id", ids[start:start + _LOOKUP])
+            owners.update(self.tx.fetchall(f"SELECT id, dealer_id FROM inv_listing WHERE {sql}", params))
+            tombstones.update(row[0] for row in self.tx.fetchall(f"SELECT id FROM inv_tombstone WHERE {sql}", params))
+        return owners, tombstones
 
     def _write(self, batch: list[PreparedListing]) -> None:
         if not batch:
             return
         tx = self.tx
-        stored = [p.id for p in batch if p.id in self.owner_of]
-        if stored:
-            self._forget(stored)
-        rewritten = set(stored)
-        revived = [(p.id,) for p in batch if p.id in self.tombstoned]
-        if revived:
-            tx.executemany("DELETE FROM inv_tombstone WHERE id = ?", revived)
-            self.tombstoned.difference_update(row[0] for row in revived)
+        owners, tombstones = self._stored(batch)
+        reloaded = self.reloaded
+        for p in batch:
+            owner = owners.get(p.id)
+            if owner is None and p.id in reloaded:
+                owner = reloaded[p.id][1]
+            if owner is not None and p.row.dealer_id is not None and owner != p.row.dealer_id:
+                raise InventoryImportError(p.index, "vehicle_id already belongs to another dealer")
+        rids = self._forget(list(owners)) if owners else {}
+        if tombstones:
+            sql, params = in_list("id", list(tombstones))
+            tx.execute(f"DELETE FROM inv_tombstone WHERE {sql}", params)
         rows, docs, texts, beyond_masks, presents, gone = [], [], [], [], [], []
-        bits, reloaded, codes_seen = self.bits, self.reloaded, self.codes_seen
+        bits, codes_seen = self.bits, self.codes_seen
         for p in batch:
             row = p.row
-            was_available = p.id in rewritten or reloaded.pop(p.id, None) is not None
+            was_available = p.id in owners or reloaded.pop(p.id, None) is not None
             if not p.eligible:
                 gone.append((p.id, row.dealer_id, row.vin, row.stock, self.now_us))
                 self.removed += was_available
@@ -209,7 +234,11 @@ class ImportJob:
                         beyond_masks.append((p.id, code))
                     else:
                         masked.append(code)
-            rows.append(row + tuple(feature_masks(masked, bits)))
+            rid = rids.get(p.id)
+            if rid is None:
+                rid = self.next_rid
+                self.next_rid += 1
+            rows.append(row + tuple(feature_masks(masked, bits)) + (rid,))
             docs.append((p.id, p.doc))
             texts.append((p.id, p.keywords))
             presents.append(present)
@@ -217,20 +246,20 @@ class ImportJob:
             for displays, key, value in zip(self.term_displays, p.term_keys, p.term_values):
                 if key is not None and key not in displays:
                     displays[key] = value.strip()
-            self.owner_of[p.id] = row.dealer_id
         if gone:
             tx.executemany(_INSERT_TOMBSTONE, gone)
-            self.tombstoned.update(row[0] for row in gone)
         if rows:
+            self.sellers.update(row[_DEALER] or "" for row in rows)
             self.facet_changes.add(rows, presents, 1)
+            insert = tx.db.dialect.insert_rows
             try:
-                tx.executemany(_INSERT_LISTING, rows)
+                insert(tx, "inv_listing", LISTING_COLUMNS, rows)
             except tx.db.overflow_errors:  # a number beyond BIGINT: name the listing (rolls back)
                 culprit = next(p for p in batch if p.eligible and any(
                     v.__class__ is int and not -INT64 <= v < INT64 for v in p.row))
                 raise InventoryImportError(culprit.index, "a number is too large to store") from None
-            tx.executemany("INSERT INTO inv_doc (id, doc) VALUES (?, ?)", docs)
-            tx.executemany("INSERT INTO inv_text (id, query) VALUES (?, ?)", texts)
+            insert(tx, "inv_doc", ("id", "doc"), docs)
+            insert(tx, "inv_text", ("id", "query"), texts)
         if beyond_masks:
             tx.executemany("INSERT INTO inv_feature_extra (id, code) VALUES (?, ?)", beyond_masks)
 
@@ -270,5 +299,12 @@ class ImportJob:
             "DELETE FROM inv_tombstone WHERE removed_us < ?",
             (self.now_us - TOMBSTONE_RETENTION_SECONDS * 1_000_000,),
         )
-        tx.execute("DELETE FROM inv_count")  # every remembered total is of an older version
         tx.execute("UPDATE inv_meta SET num = num + 1 WHERE name = 'version'")
+        tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'next_rid'", (self.next_rid,))
+        if self.sellers:
+            version = read_version(tx)
+            tx.executemany(
+                "INSERT INTO inv_seller (dealer_key, version) VALUES (?, ?) "
+                "ON CONFLICT (dealer_key) DO UPDATE SET version = excluded.version",
+                [(seller, version) for seller in sorted(self.sellers)],
+            )

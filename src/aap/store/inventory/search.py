@@ -75,7 +75,7 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     # what runs, unless the dialect resolves keyword tokens first.
     canonical = where_clause(criteria, bits)
     matching = matching_key(canonical)
-    total = snapshot.totals.remembered(tx, snapshot.version, matching)
+    total, later = snapshot.totals.remembered(tx, snapshot.version, matching, canonical)
     counted = total is not None
     where = canonical
     if criteria.tokens and snapshot.dialect.scans_keywords_first:
@@ -85,7 +85,6 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
             where = where_clause(criteria, bits, keywords_per_row(criteria.tokens))
         else:
             where = snapshot.scanned_where(criteria, bits)
-    later = None
     if not counted:
         total, later = snapshot.totals.count(tx, where, count_budget_ms, snapshot.version, matching, started)
     found = _page(tx, query, where, total, want)
