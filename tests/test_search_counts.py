@@ -38,6 +38,13 @@ HONDA = {"type": "inventory.search.request", "filters": {"make": ["Honda"]},
 HONDAS = sum(1 for i in range(300) if i % 3)
 
 
+def counting_in_sql(agent):
+    """These tests pin the SQL count (what runs when the posting index declines a query, or
+    is not built yet): take the index out of this agent's store."""
+    agent.stores.inventory.postings.enabled = False
+    return agent
+
+
 def remembered(agent) -> list[tuple]:
     with agent.stores.db.read() as tx:
         return tx.fetchall("SELECT version, total FROM inv_count")
@@ -50,7 +57,7 @@ def search(agent, ctx, request=HONDA) -> dict:
 
 
 def test_a_slow_count_is_remembered_and_refreshed_by_the_next_import(agent_factory, ctx):
-    agent = agent_factory(listings=inventory(300))
+    agent = counting_in_sql(agent_factory(listings=inventory(300)))
     store = agent.stores.inventory
     store.totals.remember_count_ms = 0  # treat every count as slow
     assert search(agent, ctx)["total"] == HONDAS
@@ -81,8 +88,8 @@ def seller_inventory(dealer: str, count: int, make: str = "Honda") -> list[dict]
 
 def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, settings_factory):
     """Per-seller versions: an import invalidates only the shares of the sellers it changed."""
-    agent = agent_factory(listings=seller_inventory("d-a", 40) + seller_inventory("d-b", 30)
-                          + seller_inventory("d-c", 20, make="Toyota"))
+    agent = counting_in_sql(agent_factory(listings=seller_inventory("d-a", 40) + seller_inventory("d-b", 30)
+                                          + seller_inventory("d-c", 20, make="Toyota")))
     store = agent.stores.inventory
     store.totals.remember_count_ms = 0
     assert search(agent, ctx)["total"] == 70
@@ -133,7 +140,7 @@ def counts_outrun_their_budget(agent, backend: str) -> Iterator[None]:
 
 
 def test_a_count_past_its_budget_answers_null_then_the_exact_total(agent_factory, ctx, backend):
-    agent = agent_factory(listings=inventory(1000))
+    agent = counting_in_sql(agent_factory(listings=inventory(1000)))
     civics = dict(HONDA, filters={"model": ["Civic"]})  # no index: the count scans every row
     with counts_outrun_their_budget(agent, backend):
         data = search(agent, ctx, civics)
@@ -205,13 +212,13 @@ def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, s
         key=lambda item: (-(item["price"] if sort["field"] == "price" else
                             int(item["updated_at"][8:10])), item["vehicle_id"]),
     )
-    counted = agent_factory(listings=feed)
+    counted = counting_in_sql(agent_factory(listings=feed))
     counted.stores.inventory.totals.remember_count_ms = float("inf")  # never remembered: scan every time
     ids, totals = walk(counted, ctx, request)
     assert ids == [item["vehicle_id"] for item in expected] and totals == {len(expected)}
     assert len(expected) >= 10 * 11  # dense enough for a sort-index walk (pages of 10)
 
-    remembering = agent_factory(listings=feed)
+    remembering = counting_in_sql(agent_factory(listings=feed))
     remembering.stores.inventory.totals.remember_count_ms = 0
     search(remembering, ctx, request)
     remembering.stores.inventory.wait_for_background()

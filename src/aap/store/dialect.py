@@ -39,6 +39,8 @@ class Dialect:
     row_lock = ""
     #: A JSON array parameter as a one-column row set (no portable spelling exists).
     json_array_values = "SELECT value FROM json_each(?)"
+    #: The same, for an array of integers compared with an integer column.
+    json_integer_values = "SELECT value FROM json_each(?)"
     #: Run a search's keyword scan once, up front, and reuse the matching ids in the count
     #: and page queries. SQLite has no index for substring ``LIKE``, so the scan reads every
     #: listing's text; doing it twice per request would double the cost.
@@ -169,6 +171,7 @@ class PostgresDialect(Dialect):
     name = "postgresql"
     row_lock = " FOR UPDATE"
     json_array_values = "SELECT json_array_elements_text(CAST(? AS json))"
+    json_integer_values = "SELECT CAST(json_array_elements_text(CAST(? AS json)) AS BIGINT)"
     # The planner runs the keyword subquery itself, served by the trigram index.
     scans_keywords_first = False
     reloads_in_bulk = False

@@ -25,7 +25,7 @@ import orjson
 from aap.store.db import Database, Tx
 from aap.store.dialect import StatementTimeout
 from aap.store.inventory.schema import read_version
-from aap.store.inventory.sql import NOTHING, Clause, in_list
+from aap.store.inventory.sql import Clause, seller_clause
 
 log = logging.getLogger("aap.inventory")
 
@@ -38,19 +38,6 @@ BACKGROUND_COUNTS = 2
 REFRESH_SELLERS = 64
 # Per-seller shares: (dealer key, "" for none) -> matching listings.
 Partials = dict[str, int]
-
-
-def seller_clause(sellers: Sequence[str]) -> Clause:
-    """Listings of ``sellers`` (dealer keys; ``""`` is the listings without a dealer)."""
-    named = [s for s in sellers if s]
-    parts: list[str] = []
-    params: list[Any] = []
-    if named:
-        sql, params = in_list("l.dealer_id", named)
-        parts.append(sql)
-    if "" in sellers:
-        parts.append("l.dealer_id IS NULL")
-    return ("(" + " OR ".join(parts) + ")", params) if parts else NOTHING
 
 
 def count_by_seller(tx: Tx, where: Clause, sellers: Sequence[str] | None = None) -> Partials:

@@ -122,11 +122,20 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
     tx = snapshot.tx
     bits = snapshot.bits()
-    if criteria.applied:
+    effective = snapshot.effective(criteria)
+    matched = snapshot.matched(effective) if criteria.applied else None
+    if matched is not None:
+        postings = snapshot.postings()
+        assert postings is not None
+        counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES}
+        counts[FEATURE_FIELD] = postings.feature_counts(matched)
+        where, _listed = snapshot.matched_where(effective, bits, matched, 1)
+        bounds = _probed(snapshot, where, counts)
+    elif criteria.applied:
         counts, bounds = _aggregated(snapshot, criteria, bits, vocabulary)
     else:
         counts = _maintained(tx, criteria)
-        bounds = _probed(snapshot, criteria, bits, counts)
+        bounds = _probed(snapshot, snapshot.where(criteria, bits), counts)
     displays = {(r[0], r[1]): r[2] for r in tx.fetchall("SELECT field, term, display FROM inv_term")}
     out: dict[str, Any] = {"currency": criteria.currency, "mileage_unit": criteria.mileage_unit}
     for facet, _column in TERM_FACETS:
@@ -194,14 +203,17 @@ def _maintained(tx: Tx, criteria: Criteria) -> Counts:
     return out
 
 
-def _probed(snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str, int], counts: Counts) -> Bounds:
-    """Unfiltered range bounds: an index probe per indexed bound, counted values otherwise."""
-    where, params = snapshot.where(criteria, bits)
+def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts) -> Bounds:
+    """Range bounds: counted values where the counts have them, else an index probe per bound."""
+    where, params = matching
     counted = dict(_COUNTED_RANGES)
+    if "years" in counts and "year_range" not in counted:
+        counted = dict(counted, year_range="year")
     bounds: Bounds = {}
     for facet, column in RANGE_FACETS:
         if facet in counted:
-            values = [float(v) for v, n in counts.get(facet, {}).items() if n > 0]
+            values = [float(v) for v, n in counts.get("years" if facet == "year_range" else facet, {}).items()
+                      if n > 0]
             if values:
                 bounds[facet] = (min(values), max(values))
             continue

@@ -249,7 +249,7 @@ class ImportJob:
         if gone:
             tx.executemany(_INSERT_TOMBSTONE, gone)
         if rows:
-            self.sellers.update(row[_DEALER] or "" for row in rows)
+            self.sellers.update(str(row[_DEALER] or "") for row in rows)
             self.facet_changes.add(rows, presents, 1)
             insert = tx.db.dialect.insert_rows
             try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import orjson
+
 from aap.inventory.query import MM_PER_UNIT, Criteria, Place, SearchQuery
 from aap.store.dialect import Dialect
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, INT64, MASK_COLUMNS
@@ -156,6 +158,24 @@ def keywords_per_row(tokens: Sequence[str]) -> Clause:
 def keywords_in_ids(dialect: Dialect, ids_json: str) -> Clause:
     """The ids a keyword scan already found (a JSON array), reused by every query of a request."""
     return f"l.id IN ({dialect.json_array_values})", [ids_json]
+
+
+def seller_clause(sellers: Sequence[str]) -> Clause:
+    """Listings of ``sellers`` (dealer keys; ``""`` is the listings without a dealer)."""
+    named = [s for s in sellers if s]
+    parts: list[str] = []
+    params: list[Any] = []
+    if named:
+        sql, params = in_list("l.dealer_id", named)
+        parts.append(sql)
+    if "" in sellers:
+        parts.append("l.dealer_id IS NULL")
+    return ("(" + " OR ".join(parts) + ")", params) if parts else NOTHING
+
+
+def rows_in(dialect: Dialect, rids: Iterable[int]) -> Clause:
+    """Listings by row number (a matching set the posting index found), as one JSON parameter."""
+    return f"l.rid IN ({dialect.json_integer_values})", [orjson.dumps(list(rids)).decode()]
 
 
 def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | None = None) -> Clause:

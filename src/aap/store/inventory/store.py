@@ -18,6 +18,7 @@ from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Database
 from aap.store.inventory.counts import Totals
 from aap.store.inventory.importer import ImportJob, ImportStats
+from aap.store.inventory.postings import PostingCache
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
@@ -44,10 +45,11 @@ class ListingRecord:
 class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
-    def __init__(self, db: Database, *, facet_cache_size: int = 256) -> None:
+    def __init__(self, db: Database, *, facet_cache_size: int = 256, postings: bool = True) -> None:
         self.db = db
         self.totals = Totals(db)
-        self._caches = VersionCaches(facet_cache_size)
+        self.postings = PostingCache(db, enabled=postings)
+        self._caches = VersionCaches(facet_cache_size, self.postings)
 
     # -- import -----------------------------------------------------------------
     def import_listings(
@@ -145,6 +147,10 @@ class InventoryStore:
         records = [ListingRecord(r[0], r[1], r[2], r[3], True, docs[r[0]]) for r in available]
         records += [ListingRecord(r[0], r[1], r[2], r[3], False, None) for r in gone]
         return records
+
+    def build_index(self) -> None:
+        """Build this process's posting index now (start-up, benchmarks), instead of on first use."""
+        self.postings.build_now()
 
     def wait_for_background(self, rounds: int = 500) -> None:
         """Block until background counts are done (tests, orderly shutdown); bounded by count."""
