@@ -34,6 +34,7 @@ import asyncio
 import dataclasses
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -63,7 +64,10 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
 
     filters = ", ".join(f'"{f}"' for f in ALL_FILTERS if f != "rooftops")  # ambiguous across sellers
     head = head.replace('scope = "dealer"', f'scope = "aggregate"\nfilters = [{filters}]')
-    head = head.replace('database = "sqlite:///aap.db"', f'database = "{database}"')
+    # The demo names its own database file; the benchmark's replaces it (or the run would
+    # silently measure that SQLite file).
+    head, swapped = re.subn(r'(?m)^database = ".*"$', f'database = "{database}"', head)
+    assert swapped == 1, "the demo configuration has no database line to replace"
     rnd = random.Random(seed)
     lines = [head, "[rate_limit]\nenabled = false\n",
              '[dealer]\nname = "Bench Marketplace"\n[[dealer.rooftops]]\nname = "Bench Marketplace HQ"\n']

@@ -55,6 +55,9 @@ class Dialect:
     counts_facets_in_database = False
     #: Listings an import prepares, then writes together.
     import_batch = 1000
+    #: Write a batch on a second thread while the next one is prepared. SQLite works in
+    #: this process (and mostly under the GIL): nothing to overlap.
+    pipelines_imports = False
 
     def sql(self, text: str) -> str:
         """``text`` as this backend runs it (SQLite runs the portable form as written)."""
@@ -86,10 +89,12 @@ class Dialect:
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
 
-    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-        """Append ``rows`` to ``table`` (SQLite: one prepared INSERT, run per row in C)."""
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    on_conflict: str = "") -> None:
+        """Add ``rows`` to ``table``, ``on_conflict`` (an ``ON CONFLICT`` clause) deciding about
+        keys already there (SQLite: one prepared INSERT, run per row in C)."""
         marks = ", ".join("?" * len(columns))
-        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
+        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {on_conflict}", rows)
 
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
         """An index serving ``column LIKE '%token%'``. SQLite has none: keyword search scans."""
@@ -172,13 +177,16 @@ class PostgresDialect(Dialect):
     row_lock = " FOR UPDATE"
     json_array_values = "SELECT json_array_elements_text(CAST(? AS json))"
     json_integer_values = "SELECT CAST(json_array_elements_text(CAST(? AS json)) AS BIGINT)"
-    # The planner runs the keyword subquery itself, served by the trigram index.
+    # The planner runs the keyword subquery itself (the fallback: the posting index answers
+    # keyword searches once it is built).
     scans_keywords_first = False
     reloads_in_bulk = False
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
     # COPY pays per statement: larger batches amortise it.
     import_batch = 5000
+    # The server maintains the indexes while Python prepares the next batch.
+    pipelines_imports = True
 
     def sql(self, text: str) -> str:
         return translate_placeholders(translate_ddl(text))
@@ -206,7 +214,8 @@ class PostgresDialect(Dialect):
         """Serialise concurrent migrations from several workers (an advisory lock)."""
         tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
 
-    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    on_conflict: str = "") -> None:
         """``COPY`` the rows into a staging table, then one set-based ``INSERT ... SELECT``.
 
         COPY streams rows without a statement per row (psycopg's ``executemany``
@@ -221,7 +230,7 @@ class PostgresDialect(Dialect):
         with cast("psycopg.Cursor[Any]", tx.raw).copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
-        tx.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage}")
+        tx.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {on_conflict}")
         tx.execute(f"TRUNCATE {stage}")
 
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:

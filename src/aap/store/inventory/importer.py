@@ -17,6 +17,7 @@ the marketplace's.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -100,18 +101,42 @@ class ImportJob:
         batch: list[PreparedListing] = []
         count = 0
         size = self.tx.db.dialect.import_batch
-        for index, listing in enumerate(listings):
-            prepared = PreparedListing(listing, index, self.dealer_id)
-            if prepared.id in seen:
-                raise InventoryImportError(index, "the feed lists this listing id twice")
-            seen.add(prepared.id)
-            batch.append(prepared)
-            count += 1
-            if len(batch) >= size:
-                self._write(batch)
-                batch = []
-                if progress:
-                    progress(count)
+        # Where the dialect says so, a batch is written on a second thread while this one
+        # prepares the next: the database works while Python does (the driver releases the
+        # GIL while it waits). One batch in flight at most; its error is raised first, so the
+        # first bad listing of the feed is the one reported.
+        writer = ThreadPoolExecutor(1, "aap-import") if self.tx.db.dialect.pipelines_imports else None
+        pending: Future[None] | None = None
+        try:
+            for index, listing in enumerate(listings):
+                try:
+                    prepared = PreparedListing(listing, index, self.dealer_id)
+                except InventoryImportError:
+                    if pending is not None:
+                        pending.result()
+                    raise
+                if prepared.id in seen:
+                    if pending is not None:
+                        pending.result()
+                    raise InventoryImportError(index, "the feed lists this listing id twice")
+                seen.add(prepared.id)
+                batch.append(prepared)
+                count += 1
+                if len(batch) >= size:
+                    if pending is not None:
+                        pending.result()
+                    if writer is None:
+                        self._write(batch)
+                    else:
+                        pending = writer.submit(self._write, batch)
+                    batch = []
+                    if progress:
+                        progress(count)
+            if pending is not None:
+                pending.result()
+        finally:
+            if writer is not None:
+                writer.shutdown(wait=True)
         self._write(batch)
         for statement in self.index_statements:
             self.tx.execute(statement)
@@ -289,10 +314,9 @@ class ImportJob:
                 tx.executemany("DELETE FROM inv_vocab WHERE code = ?", retired)
         changed = self.facet_changes.changed()
         if changed:
-            tx.executemany(
-                "INSERT INTO inv_facet_count (currency, dealer_key, field, value, n) VALUES (?, ?, ?, ?, ?) "
+            tx.db.dialect.insert_rows(
+                tx, "inv_facet_count", ("currency", "dealer_key", "field", "value", "n"), changed,
                 "ON CONFLICT (currency, dealer_key, field, value) DO UPDATE SET n = inv_facet_count.n + excluded.n",
-                changed,
             )
             tx.execute("DELETE FROM inv_facet_count WHERE n = 0")
         tx.execute(

@@ -215,8 +215,12 @@ CREATE INDEX inv_count_matching ON inv_count (matching, version)
 """)
 
 
+# The posting index (:mod:`.postings`) answers keyword tokens now; the trigram index cost
+# imports half their speed on PostgreSQL (docs/search.md, "Counting at marketplace scale").
+_NO_KEYWORD_INDEX = "DROP INDEX IF EXISTS inv_text_trgm"
+
 MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often,
-                                      _row_numbers_and_sellers))
+                                      _row_numbers_and_sellers, _NO_KEYWORD_INDEX))
 
 
 def read_version(tx: Tx) -> int:
