@@ -111,6 +111,9 @@ class ReadRouter:
                     log.warning("read replica unavailable", extra={"fields": {
                         "replica": replica.name, "error_type": type(exc).__name__}})
                 replica.state, replica.lag_ms = "down", None
+                if replica.db is not None:  # a new pool next time: no waiting out the old one's backoff
+                    stale, replica.db = replica.db, None
+                    stale.close()
                 return
             replica.state = "ok" if replica.lag_ms <= self.max_lag_ms else "lagging"
         finally:

@@ -1,11 +1,13 @@
 """The Facets object of a matching set: term counts, ranges and feature counts.
 
-SQLite aggregates by sorting, so sixteen GROUP BYs over a large matching set
-cost sixteen sorts. The unfiltered facets — what most agents ask first — are
-therefore maintained at import time as per-value counts per currency and seller
-(``inv_facet_count``, see :class:`FacetCountChanges`); filtered facets are
-counted in one pass over the matching rows. Both are cached per inventory
-version. What the counts mean: ``Facets`` (seed 004) and docs/search.md, "Facets".
+Where the posting index (:mod:`.postings`) has the inventory's version, every
+count is the size of an intersection of bitmaps. Otherwise (the index is being
+built, or declines a filter): SQLite aggregates by sorting, so sixteen GROUP BYs
+over a large matching set cost sixteen sorts; the unfiltered facets — what most
+agents ask first — are therefore maintained at import time as per-value counts
+per currency and seller (``inv_facet_count``, see :class:`FacetCountChanges`),
+and filtered facets are counted in one pass over the matching rows. All are
+cached per inventory version. What the counts mean: ``Facets`` (seed 004) and docs/search.md, "Facets".
 """
 
 from __future__ import annotations
@@ -123,11 +125,12 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     tx = snapshot.tx
     bits = snapshot.bits()
     effective = snapshot.effective(criteria)
-    matched = snapshot.matched(effective) if criteria.applied else None
-    if matched is not None:
+    matched = snapshot.matched(effective)
+    if matched is not None:  # the posting index: every count an intersection size
         postings = snapshot.postings()
         assert postings is not None
-        counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES}
+        counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES
+                  if not (facet == "rooftops" and criteria.aggregate)}
         counts[FEATURE_FIELD] = postings.feature_counts(matched)
         where, _listed = snapshot.matched_where(effective, bits, matched, 1)
         bounds = _probed(snapshot, where, counts)
