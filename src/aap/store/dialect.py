@@ -39,8 +39,6 @@ class Dialect:
     row_lock = ""
     #: A JSON array parameter as a one-column row set (no portable spelling exists).
     json_array_values = "SELECT value FROM json_each(?)"
-    #: The same, for an array of integers compared with an integer column.
-    json_integer_values = "SELECT value FROM json_each(?)"
     #: Run a search's keyword scan once, up front, and reuse the matching ids in the count
     #: and page queries. SQLite has no index for substring ``LIKE``, so the scan reads every
     #: listing's text; doing it twice per request would double the cost.
@@ -88,6 +86,10 @@ class Dialect:
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
+
+    def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
+        """``column`` among ``values`` (any number of them), as one parameter: a JSON array."""
+        return f"{column} IN (SELECT value FROM json_each(?))", ["[" + ",".join(map(str, values)) + "]"]
 
     def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
                     on_conflict: str = "") -> None:
@@ -176,7 +178,6 @@ class PostgresDialect(Dialect):
     name = "postgresql"
     row_lock = " FOR UPDATE"
     json_array_values = "SELECT json_array_elements_text(CAST(? AS json))"
-    json_integer_values = "SELECT CAST(json_array_elements_text(CAST(? AS json)) AS BIGINT)"
     # The planner runs the keyword subquery itself (the fallback: the posting index answers
     # keyword searches once it is built).
     scans_keywords_first = False
@@ -209,6 +210,10 @@ class PostgresDialect(Dialect):
             raise StatementTimeout() from None
         tx.execute("SET LOCAL statement_timeout TO DEFAULT")
         tx.execute("RELEASE SAVEPOINT aap_time_limit")
+
+    def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
+        """``column = ANY(array)``: the planner sees an array of known size and probes the index."""
+        return f"{column} = ANY(?)", [list(values)]
 
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations from several workers (an advisory lock)."""

@@ -16,7 +16,7 @@ import threading
 from collections import Counter, OrderedDict
 from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import orjson
 
@@ -132,8 +132,7 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
         counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES
                   if not (facet == "rooftops" and criteria.aggregate)}
         counts[FEATURE_FIELD] = postings.feature_counts(matched)
-        where, _listed = snapshot.matched_where(effective, bits, matched, 1)
-        bounds = _probed(snapshot, where, counts)
+        bounds = _probed(snapshot, NOTHING, counts, lambda column: postings.bounds(tx, column, matched))
     elif criteria.applied:
         counts, bounds = _aggregated(snapshot, criteria, bits, vocabulary)
     else:
@@ -206,8 +205,10 @@ def _maintained(tx: Tx, criteria: Criteria) -> Counts:
     return out
 
 
-def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts) -> Bounds:
-    """Range bounds: counted values where the counts have them, else an index probe per bound."""
+def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts,
+            bounded: Callable[[str], tuple[Any, Any] | None] | None = None) -> Bounds:
+    """Range bounds: counted values where the counts have them, else ``bounded(column)`` (the
+    posting index's buckets) or an index probe per bound."""
     where, params = matching
     counted = dict(_COUNTED_RANGES)
     if "years" in counts and "year_range" not in counted:
@@ -219,6 +220,11 @@ def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts) -> Bo
                       if n > 0]
             if values:
                 bounds[facet] = (min(values), max(values))
+            continue
+        if bounded is not None:
+            found = bounded(column)
+            if found is not None:
+                bounds[facet] = found
             continue
         probe = (f"SELECT l.{column} FROM inv_listing l WHERE {where} "
                  f"AND l.{column} IS NOT NULL ORDER BY l.{column} {{}} LIMIT 1")

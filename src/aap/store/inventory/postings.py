@@ -35,13 +35,12 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import orjson
 from pyroaring import BitMap, FrozenBitMap
 
 from aap.inventory.query import Criteria
 from aap.store.db import Database, Tx
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
-from aap.store.inventory.sql import seller_clause
+from aap.store.inventory.sql import rows_in, seller_clause
 
 if TYPE_CHECKING:
     from aap.store.inventory.snapshot import InventorySnapshot
@@ -55,8 +54,12 @@ COLUMNS: tuple[str, ...] = (
     "transmission_k", "fuel_k", "driveline_k", "body_k", "exterior_color_k", "interior_color_k",
     "charge_port_k", "year", "dc_fast_charge", "displacement_cc", "electric_range_mi",
 )
+#: High-cardinality columns whose facet ranges are wanted: bitmaps per bucket of values, so that
+#: a bound is looked for among the matching listings of one bucket only.
+BUCKETS: dict[str, int] = {"price": 1000, "odometer_mm": 1000 * 1_609_344}  # $1,000; 1,000 mi
 _SELECT = ("l.rid, COALESCE(l.dealer_id, ''), " + ", ".join(f"l.{c}" for c in COLUMNS) + ", "
-           + ", ".join(f"l.{m}" for m in FEATURE_MASKS) + ", l.vin, l.stock, t.query")
+           + ", ".join(f"l.{m}" for m in FEATURE_MASKS) + ", l.vin, l.stock, t.query, "
+           + ", ".join(f"l.{c}" for c in BUCKETS))
 _MASKS_AT = 2 + len(COLUMNS)
 # Filters answered by the index: (filter name, column).
 _EXACT = {"condition": "condition", "vehicle_type": "vehicle_type", "status": "status", "rooftops": "rooftop"}
@@ -78,8 +81,9 @@ class Postings:
     """One inventory version's posting lists (immutable)."""
 
     def __init__(self, version: int, sellers: dict[str, FrozenBitMap], columns: dict[str, Bitmaps],
-                 features: Bitmaps, parts: Bitmaps, chars: Bitmaps) -> None:
+                 features: Bitmaps, parts: Bitmaps, chars: Bitmaps, buckets: dict[str, Bitmaps]) -> None:
         self.version = version
+        self.buckets = buckets        # BUCKETS column -> value // width -> listings
         self.sellers = sellers        # dealer key -> its listings
         self.columns = columns        # column -> value -> listings
         self.features = features      # present feature code -> listings
@@ -90,7 +94,8 @@ class Postings:
     @classmethod
     def build(cls, tx: Tx) -> Postings:
         """The index of the inventory ``tx`` sees."""
-        return cls(read_version(tx), {}, {c: {} for c in COLUMNS}, {}, {}, {}).refreshed(tx, None)
+        return cls(read_version(tx), {}, {c: {} for c in COLUMNS}, {}, {}, {},
+                   {c: {} for c in BUCKETS}).refreshed(tx, None)
 
     def refreshed(self, tx: Tx, sellers: Sequence[str] | None) -> Postings:
         """This index with ``sellers`` (None: every seller) re-read from ``tx``'s snapshot."""
@@ -104,7 +109,7 @@ class Postings:
         fresh = _Builder(rows, extra, bits)
         if sellers is None:
             return Postings(read_version(tx), fresh.sellers, fresh.columns, fresh.features, fresh.parts,
-                            fresh.chars)
+                            fresh.chars, fresh.buckets)
         gone = BitMap()
         for seller in sellers:
             gone |= self.sellers.get(seller, EMPTY)
@@ -115,6 +120,7 @@ class Postings:
             {column: _merge(self.columns[column], fresh.columns[column], gone) for column in COLUMNS},
             _merge(self.features, fresh.features, gone), _merge(self.parts, fresh.parts, gone),
             _merge(self.chars, fresh.chars, gone),
+            {column: _merge(self.buckets[column], fresh.buckets[column], gone) for column in BUCKETS},
         )
 
     # -- matching -----------------------------------------------------------------
@@ -190,10 +196,10 @@ class Postings:
         if len(candidates) > CHECK_CANDIDATES:
             return None
         pattern = "%" + token.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        among, params = rows_in(tx.db.dialect, candidates)
         checked = tx.fetchall(
             f"SELECT l.rid FROM inv_listing l JOIN inv_text t ON t.id = l.id "
-            f"WHERE l.rid IN ({tx.db.dialect.json_integer_values}) AND t.query LIKE ? ESCAPE '\\'",
-            [orjson.dumps(list(candidates)).decode(), pattern])
+            f"WHERE {among} AND t.query LIKE ? ESCAPE '\\'", params + [pattern])
         return found | BitMap(row[0] for row in checked)
 
     # -- counting -------------------------------------------------------------------
@@ -206,6 +212,21 @@ class Postings:
                 if n:
                     out[str(value)] = n
         return out
+
+    def bounds(self, tx: Tx, column: str, matched: FrozenBitMap) -> tuple[Any, Any] | None:
+        """(lowest, highest) value of ``column`` (a :data:`BUCKETS` one) among ``matched``: the
+        first and last buckets holding a match, then the extreme value of those matches in SQL."""
+        buckets = self.buckets[column]
+        keys = sorted(buckets)
+        low = next((k for k in keys if matched.intersect(buckets[k])), None)
+        if low is None:
+            return None
+        high = next(k for k in reversed(keys) if matched.intersect(buckets[k]))
+        found = []
+        for key, extreme in ((low, "MIN"), (high, "MAX")):
+            among, params = rows_in(tx.db.dialect, matched & buckets[key])
+            found.append(tx.one(f"SELECT {extreme}(l.{column}) FROM inv_listing l WHERE {among}", params)[0])
+        return found[0], found[1]
 
     def feature_counts(self, matched: FrozenBitMap) -> dict[str, int]:
         return {code: matched.intersection_cardinality(b) for code, b in self.features.items()}
@@ -242,6 +263,7 @@ class _Builder:
         self.features: Bitmaps = {}
         self.parts: Bitmaps = {}
         self.chars: Bitmaps = {}
+        self.buckets: dict[str, Bitmaps] = {c: {} for c in BUCKETS}
         if not rows:
             self.columns = {c: {} for c in COLUMNS}
             return
@@ -280,6 +302,12 @@ class _Builder:
                 chars[char].append(rid)
         self.parts = {k: FrozenBitMap(v) for k, v in parts.items()}
         self.chars = {k: FrozenBitMap(v) for k, v in chars.items()}
+        for i, (column, width) in enumerate(BUCKETS.items()):
+            keyed: defaultdict[int, list[int]] = defaultdict(list)
+            for rid, value in zip(rids, columns[at + 3 + i]):
+                if value is not None:
+                    keyed[value // width].append(rid)
+            self.buckets[column] = {k: FrozenBitMap(v) for k, v in keyed.items()}
 
 
 def _group(rids: Sequence[int], values: Sequence[Any]) -> dict[Any, list[int]]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-import orjson
-
 from aap.inventory.query import MM_PER_UNIT, Criteria, Place, SearchQuery
 from aap.store.dialect import Dialect
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, INT64, MASK_COLUMNS
@@ -174,8 +172,8 @@ def seller_clause(sellers: Sequence[str]) -> Clause:
 
 
 def rows_in(dialect: Dialect, rids: Iterable[int]) -> Clause:
-    """Listings by row number (a matching set the posting index found), as one JSON parameter."""
-    return f"l.rid IN ({dialect.json_integer_values})", [orjson.dumps(list(rids)).decode()]
+    """Listings by row number (a matching set the posting index found), as one parameter."""
+    return dialect.integers_in("l.rid", list(rids))
 
 
 def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | None = None) -> Clause:
