@@ -132,7 +132,8 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
         counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES
                   if not (facet == "rooftops" and criteria.aggregate)}
         counts[FEATURE_FIELD] = postings.feature_counts(matched)
-        bounds = _probed(snapshot, NOTHING, counts, lambda column: postings.bounds(tx, column, matched))
+        where, _listed = snapshot.matched_where(effective, bits, matched, 1)
+        bounds = _probed(snapshot, where, counts, lambda column: postings.bounds(tx, column, matched, where))
     elif criteria.applied:
         counts, bounds = _aggregated(snapshot, criteria, bits, vocabulary)
     else:

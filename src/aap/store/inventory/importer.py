@@ -39,6 +39,10 @@ from aap.store.inventory.sql import feature_masks, in_list
 
 TOMBSTONE_RETENTION_SECONDS = 180 * 86_400
 _LOOKUP = 500  # ids per IN list
+# An import that removes or writes more rows than this is not logged row by row (processes
+# rebuild their posting index instead), nor are changes more than CHANGE_VERSIONS imports old.
+CHANGE_LOG_ROWS = 50_000
+CHANGE_VERSIONS = 1000
 _DEALER = LISTING_COLUMNS.index("dealer_id")
 _INSERT_TOMBSTONE = "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) VALUES (?, ?, ?, ?, ?)"
 
@@ -81,6 +85,8 @@ class ImportJob:
         self.next_rid: int = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
         #: Dealer keys ("" for none) whose available listings this import changed.
         self.sellers: set[str] = set()
+        #: Row numbers of the listings this import removed or wrote (None: too many to log).
+        self.changed: set[int] | None = set()
         # Reload: the listings stored before it, by id; what the feed leaves out becomes a tombstone.
         self.reloaded: dict[str, Identity] = {}
         self.index_statements: list[str] = []
@@ -92,6 +98,7 @@ class ImportJob:
         tx = self.tx
         self.reloaded = {row[0]: row for row in tx.fetchall("SELECT id, dealer_id, vin, stock FROM inv_listing")}
         self.sellers.update(identity[1] or "" for identity in self.reloaded.values())
+        self.changed = None
         for table in LISTING_TABLES + ("inv_facet_count",):
             tx.execute(f"DELETE FROM {table}")
         self.index_statements = tx.db.dialect.drop_indexes(tx, ("inv_listing", "inv_doc", "inv_text"))
@@ -203,9 +210,16 @@ class ImportJob:
             for row in rows:
                 rids[row[0]] = row[-1]
                 self.sellers.add(row[_DEALER] or "")
+            self._log(rids.values())
             for table in LISTING_TABLES:
                 tx.execute(f"DELETE FROM {table} WHERE {sql}", params)
         return rids
+
+    def _log(self, rids: Iterable[int]) -> None:
+        if self.changed is not None:
+            self.changed.update(rids)
+            if len(self.changed) > CHANGE_LOG_ROWS:
+                self.changed = None
 
     def _stored(self, batch: list[PreparedListing]) -> tuple[dict[str, str | None], set[str], set[str]]:
         """(owner of each id of ``batch`` stored as available, ids of ``batch`` that are
@@ -249,6 +263,7 @@ class ImportJob:
             sql, params = in_list("id", list(tombstones))
             tx.execute(f"DELETE FROM inv_tombstone WHERE {sql}", params)
         rows, docs, texts, beyond_masks, presents, gone = [], [], [], [], [], []
+        written: list[int] = []
         bits, codes_seen = self.bits, self.codes_seen
         for p in batch:
             row = p.row
@@ -282,6 +297,7 @@ class ImportJob:
                 rid = self.next_rid
                 self.next_rid += 1
             rows.append(row + tuple(feature_masks(masked, bits)) + (rid,))
+            written.append(rid)
             docs.append((p.id, p.doc))
             texts.append((p.id, p.keywords))
             presents.append(present)
@@ -293,6 +309,7 @@ class ImportJob:
             tx.executemany(_INSERT_TOMBSTONE, gone)
         if rows:
             self.sellers.update(str(row[_DEALER] or "") for row in rows)
+            self._log(written)
             self.facet_changes.add(rows, presents, 1)
             insert = tx.db.dialect.insert_rows
             try:
@@ -343,8 +360,17 @@ class ImportJob:
         )
         tx.execute("UPDATE inv_meta SET num = num + 1 WHERE name = 'version'")
         tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'next_rid'", (self.next_rid,))
+        version = read_version(tx)
+        if self.changed is None:  # too many to list: a process behind this version rebuilds
+            tx.execute("DELETE FROM inv_change")
+            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from'", (version,))
+        else:
+            tx.db.dialect.insert_rows(tx, "inv_change", ("version", "rid"),
+                                      [(version, rid) for rid in sorted(self.changed)])
+            oldest = version - CHANGE_VERSIONS
+            tx.execute("DELETE FROM inv_change WHERE version <= ?", (oldest,))
+            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from' AND num < ?", (oldest, oldest))
         if self.sellers:
-            version = read_version(tx)
             tx.executemany(
                 "INSERT INTO inv_seller (dealer_key, version) VALUES (?, ?) "
                 "ON CONFLICT (dealer_key) DO UPDATE SET version = excluded.version",

@@ -21,8 +21,9 @@ stock) are not indexed either; a query using one is counted in SQL.
 
 The index lives in each process, is built from the database (in the
 background once the inventory is large) and is brought up to a newer inventory
-version by re-reading only the sellers whose ``inv_seller.version`` moved: one
-dealer's import costs that dealer's rows. An index object never changes once
+version by re-reading only the rows the imports since changed (``inv_change``),
+or else only the sellers whose ``inv_seller.version`` moved: one dealer's import
+costs at most that dealer's rows. An index object never changes once
 built; a refresh makes a new one that shares every untouched bitmap. See
 docs/search.md, "Counting at marketplace scale", for the measurements behind it.
 """
@@ -40,7 +41,7 @@ from pyroaring import BitMap, FrozenBitMap
 from aap.inventory.query import Criteria
 from aap.store.db import Database, Tx
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
-from aap.store.inventory.sql import rows_in, seller_clause
+from aap.store.inventory.sql import Clause, rows_in, seller_clause
 
 if TYPE_CHECKING:
     from aap.store.inventory.snapshot import InventorySnapshot
@@ -71,6 +72,8 @@ CHECK_CANDIDATES = 20_000
 #: Rows of changed sellers read to refresh an index in a request at most; beyond, it is
 #: rebuilt in the background (and counts run in SQL meanwhile).
 REFRESH_ROWS = 100_000
+#: A set of up to this many listings goes to SQL as its row numbers; a larger one by its condition.
+ROW_LIST = 2000
 #: Inventories up to this many row numbers are indexed at once, in the request.
 BUILD_NOW_ROWS = 50_000
 
@@ -99,24 +102,24 @@ class Postings:
 
     def refreshed(self, tx: Tx, sellers: Sequence[str] | None) -> Postings:
         """This index with ``sellers`` (None: every seller) re-read from ``tx``'s snapshot."""
-        bits = {bit: code for code, bit in tx.fetchall("SELECT code, bit FROM inv_vocab WHERE bit IS NOT NULL")}
-        where = "1 = 1" if sellers is None else seller_clause(sellers)[0]
-        params = [] if sellers is None else seller_clause(sellers)[1]
-        rows = tx.fetchall(f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.id = l.id WHERE {where}",
-                           params)
-        extra = tx.fetchall(f"SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.id = x.id "
-                            f"WHERE {where}", params)
-        fresh = _Builder(rows, extra, bits)
         if sellers is None:
+            fresh = _Builder.read(tx, "1 = 1", [])
             return Postings(read_version(tx), fresh.sellers, fresh.columns, fresh.features, fresh.parts,
                             fresh.chars, fresh.buckets)
         gone = BitMap()
         for seller in sellers:
             gone |= self.sellers.get(seller, EMPTY)
-        out_sellers = {k: v for k, v in self.sellers.items() if k not in sellers}
-        out_sellers.update(fresh.sellers)
+        where, params = seller_clause(sellers)
+        return self._merged(tx, gone, _Builder.read(tx, where, params))
+
+    def with_rows(self, tx: Tx, rids: BitMap) -> Postings:
+        """This index with the listings ``rids`` (removed or written since) re-read from ``tx``."""
+        where, params = rows_in(tx.db.dialect, rids)
+        return self._merged(tx, rids, _Builder.read(tx, where, params))
+
+    def _merged(self, tx: Tx, gone: BitMap, fresh: _Builder) -> Postings:
         return Postings(
-            read_version(tx), out_sellers,
+            read_version(tx), _merge(self.sellers, fresh.sellers, gone),
             {column: _merge(self.columns[column], fresh.columns[column], gone) for column in COLUMNS},
             _merge(self.features, fresh.features, gone), _merge(self.parts, fresh.parts, gone),
             _merge(self.chars, fresh.chars, gone),
@@ -213,18 +216,26 @@ class Postings:
                     out[str(value)] = n
         return out
 
-    def bounds(self, tx: Tx, column: str, matched: FrozenBitMap) -> tuple[Any, Any] | None:
-        """(lowest, highest) value of ``column`` (a :data:`BUCKETS` one) among ``matched``: the
-        first and last buckets holding a match, then the extreme value of those matches in SQL."""
+    def bounds(self, tx: Tx, column: str, matched: FrozenBitMap, where: Clause) -> tuple[Any, Any] | None:
+        """(lowest, highest) value of ``column`` (a :data:`BUCKETS` one) among ``matched``
+        (``where`` selects them): the first and last buckets holding a match, then the extreme
+        value of those matches in SQL — by row number when they are few, else within the
+        bucket's range, where matches are dense enough for an index walk to meet one soon."""
         buckets = self.buckets[column]
         keys = sorted(buckets)
         low = next((k for k in keys if matched.intersect(buckets[k])), None)
         if low is None:
             return None
         high = next(k for k in reversed(keys) if matched.intersect(buckets[k]))
+        width = BUCKETS[column]
         found = []
         for key, extreme in ((low, "MIN"), (high, "MAX")):
-            among, params = rows_in(tx.db.dialect, matched & buckets[key])
+            members = matched & buckets[key]
+            if len(members) <= ROW_LIST:
+                among, params = rows_in(tx.db.dialect, members)
+            else:
+                among = f"{where[0]} AND l.{column} >= ? AND l.{column} < ?"
+                params = where[1] + [key * width, (key + 1) * width]
             found.append(tx.one(f"SELECT {extreme}(l.{column}) FROM inv_listing l WHERE {among}", params)[0])
         return found[0], found[1]
 
@@ -256,6 +267,16 @@ def _merge(old: Bitmaps, fresh: Bitmaps, gone: BitMap) -> Bitmaps:
 
 class _Builder:
     """Posting lists of a batch of listing rows (``_SELECT``'s columns)."""
+
+    @classmethod
+    def read(cls, tx: Tx, where: str, params: list[Any]) -> _Builder:
+        """The posting lists of the listings ``where`` selects (on ``l``), in ``tx``'s snapshot."""
+        bits = {bit: code for code, bit in tx.fetchall("SELECT code, bit FROM inv_vocab WHERE bit IS NOT NULL")}
+        rows = tx.fetchall(f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.id = l.id WHERE {where}",
+                           params)
+        extra = tx.fetchall(f"SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.id = x.id "
+                            f"WHERE {where}", params)
+        return cls(rows, extra, bits)
 
     def __init__(self, rows: list[tuple[Any, ...]], extra: list[tuple[Any, ...]], bits: dict[int, str]) -> None:
         self.sellers: dict[str, FrozenBitMap] = {}
@@ -353,6 +374,12 @@ class PostingCache:
                     self._build_later()
                     return None
                 return self._keep(Postings.build(tx))
+            if newest.version >= tx.one("SELECT num FROM inv_meta WHERE name = 'changes_from'")[0]:
+                # The rows written or removed since, as the imports listed them.
+                rids = BitMap(r[0] for r in tx.fetchall("SELECT rid FROM inv_change WHERE version > ?",
+                                                        (newest.version,)))
+                if len(rids) <= REFRESH_ROWS:
+                    return self._keep(newest.with_rows(tx, rids))
             changed = [r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?",
                                                  (newest.version,))]
             before = sum(len(newest.sellers.get(s, EMPTY)) for s in changed)

@@ -210,6 +210,12 @@ CREATE TABLE inv_seller (
 INSERT INTO inv_seller (dealer_key, version)
     SELECT DISTINCT COALESCE(l.dealer_id, ''), m.num FROM inv_listing l, inv_meta m WHERE m.name = 'version';
 INSERT INTO inv_meta (name, num) SELECT 'next_rid', COALESCE(MAX(rid), 0) + 1 FROM inv_listing;
+CREATE TABLE inv_change (
+    version BIGINT NOT NULL,
+    rid BIGINT NOT NULL
+);
+CREATE INDEX inv_change_version ON inv_change (version);
+INSERT INTO inv_meta (name, num) SELECT 'changes_from', num FROM inv_meta WHERE name = 'version';
 ALTER TABLE inv_count ADD COLUMN partials TEXT;
 CREATE INDEX inv_count_matching ON inv_count (matching, version)
 """)

@@ -20,7 +20,7 @@ from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
 from aap.store.inventory.facets import FacetCache, compute_facets, copied
-from aap.store.inventory.postings import PostingCache, Postings
+from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
 from aap.store.inventory.schema import read_version
 from aap.store.inventory.search import Hit, search_page
 from aap.store.inventory.sql import (
@@ -32,9 +32,6 @@ from aap.store.inventory.sql import (
     where_clause,
 )
 
-# A matching set the posting index found is passed to SQL as its row numbers up to this
-# size; a larger one by its condition (the page then walks a sort index).
-ROW_LIST = 2000
 
 
 @dataclass(frozen=True)
