@@ -43,10 +43,12 @@ class Dialect:
     #: and page queries. SQLite has no index for substring ``LIKE``, so the scan reads every
     #: listing's text; doing it twice per request would double the cost.
     scans_keywords_first = True
-    #: Rewrite a whole inventory by emptying the tables, dropping their secondary indexes,
-    #: appending the feed and rebuilding each index once (a sort per index instead of a
-    #: B-tree insert per row).
+    #: Load an empty inventory by dropping the listing tables' indexes, appending the feed and
+    #: rebuilding each index once (a sort per index instead of a B-tree insert per row).
     reloads_in_bulk = True
+    #: The same for an import that rewrites a whole live inventory (a replace without a dealer
+    #: scope): readers keep their snapshot meanwhile (SQLite's WAL).
+    reloads_live_in_bulk = True
     #: Count every facet in the database in one pass (grouping sets). SQLite aggregates by
     #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
     #: Python is cheaper there.
@@ -181,7 +183,10 @@ class PostgresDialect(Dialect):
     # The planner runs the keyword subquery itself (the fallback: the posting index answers
     # keyword searches once it is built).
     scans_keywords_first = False
-    reloads_in_bulk = False
+    # The first load only: dropping an index locks its table until the commit, and readers of
+    # an empty inventory lose nothing by waiting; a live inventory is never locked so.
+    reloads_in_bulk = True
+    reloads_live_in_bulk = False
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
     # COPY pays per statement: larger batches amortise it.
@@ -273,6 +278,15 @@ class PostgresDialect(Dialect):
     def large_write(self, tx: Tx) -> Iterator[None]:
         """Nothing to tune: the server's buffer cache is shared and sized by its operator."""
         yield
+
+    def drop_indexes(self, tx: Tx, tables: Sequence[str]) -> list[str]:
+        marks = ", ".join("?" * len(tables))
+        found = tx.fetchall(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            f"AND tablename IN ({marks})", tables)
+        for name, _create in found:
+            tx.execute(f"DROP INDEX {name}")
+        return [create for _name, create in found]
 
 
 SQLITE = Dialect()

@@ -62,11 +62,11 @@ class ImportJob:
     """One import transaction.
 
     Two ways to write. Incremental (upserts): each listing already stored is
-    subtracted from the facet counts and rewritten. Reload (where the dialect
-    ``reloads_in_bulk``, when the import rewrites the whole inventory — the first
-    load, or a replace without a dealer scope): the listing tables are emptied and
-    their secondary indexes dropped, the feed is appended, and the indexes are
-    rebuilt once; the facet counts are rebuilt from the feed.
+    subtracted from the facet counts and rewritten (one the feed repeats unchanged
+    is left alone). Reload (where the dialect ``reloads_in_bulk``: the first load;
+    where it ``reloads_live_in_bulk``, also a replace without a dealer scope): the
+    listing tables are emptied and their indexes dropped, the feed is appended, and
+    the indexes are rebuilt once; the facet counts are rebuilt from the feed.
     """
 
     def __init__(self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int) -> None:
@@ -90,12 +90,16 @@ class ImportJob:
         # Reload: the listings stored before it, by id; what the feed leaves out becomes a tombstone.
         self.reloaded: dict[str, Identity] = {}
         self.index_statements: list[str] = []
-        if tx.db.dialect.reloads_in_bulk and (
-                (replace and dealer_id is None) or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None):
+        self.bulk = False
+        dialect = tx.db.dialect
+        if dialect.reloads_in_bulk and (
+                (replace and dealer_id is None and dialect.reloads_live_in_bulk)
+                or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None):
             self._begin_reload()
 
     def _begin_reload(self) -> None:
         tx = self.tx
+        self.bulk = True
         self.reloaded = {row[0]: row for row in tx.fetchall("SELECT id, dealer_id, vin, stock FROM inv_listing")}
         self.sellers.update(identity[1] or "" for identity in self.reloaded.values())
         self.changed = None
@@ -231,7 +235,9 @@ class ImportJob:
         ids = list(docs)
         for start in range(0, len(ids), _LOOKUP):
             sql, params = in_list("l.id", ids[start:start + _LOOKUP])
-            for ident, owner, doc in self.tx.fetchall(
+            # A bulk reload emptied the tables (and dropped their indexes): what they held is
+            # in self.reloaded, and the feed's duplicates are caught as it is read.
+            for ident, owner, doc in [] if self.bulk else self.tx.fetchall(
                     f"SELECT l.id, l.dealer_id, d.doc FROM inv_listing l JOIN inv_doc d ON d.id = l.id WHERE {sql}",
                     params):
                 owners[ident] = owner

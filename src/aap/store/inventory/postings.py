@@ -389,8 +389,16 @@ class PostingCache:
             return self._keep(newest.refreshed(tx, changed))
 
     def _keep(self, postings: Postings) -> Postings:
-        self._kept = sorted([postings] + self._kept, key=lambda p: -p.version)[:2]
+        others = [kept for kept in self._kept if kept.version != postings.version]
+        self._kept = sorted([postings] + others, key=lambda p: -p.version)[:2]
         return postings
+
+    def warm(self) -> None:
+        """Start building the index in the background, if this process has none (start-up)."""
+        if self.enabled and not self._kept:
+            with self._lock:
+                if not self._kept:
+                    self._build_later()
 
     def build_now(self) -> Postings | None:
         """Build the index of the current inventory (the benchmark's warm-up, start-up)."""
