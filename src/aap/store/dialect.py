@@ -49,6 +49,9 @@ class Dialect:
     #: The same for an import that rewrites a whole live inventory (a replace without a dealer
     #: scope): readers keep their snapshot meanwhile (SQLite's WAL).
     reloads_live_in_bulk = True
+    #: (name, statement that creates it) of the indexes of some tables (``{marks}``: theirs).
+    indexes_of = ("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                  "AND tbl_name IN ({marks})")
     #: Count every facet in the database in one pass (grouping sets). SQLite aggregates by
     #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
     #: Python is cheaper there.
@@ -123,9 +126,7 @@ class Dialect:
         Only used where :attr:`reloads_in_bulk` is set.
         """
         marks = ", ".join("?" * len(tables))
-        found = tx.fetchall(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-            f"AND tbl_name IN ({marks})", tables)
+        found = tx.fetchall(self.indexes_of.format(marks=marks), tables)
         for name, _create in found:
             tx.execute(f"DROP INDEX {name}")
         return [create for _name, create in found]
@@ -175,7 +176,7 @@ def translate_ddl(sql: str) -> str:
 
 
 class PostgresDialect(Dialect):
-    """PostgreSQL (psycopg 3): ``%s`` placeholders, row locks, trigram and hash aggregation."""
+    """PostgreSQL (psycopg 3): ``%s`` placeholders, row locks, COPY and hash aggregation."""
 
     name = "postgresql"
     row_lock = " FOR UPDATE"
@@ -187,6 +188,8 @@ class PostgresDialect(Dialect):
     # an empty inventory lose nothing by waiting; a live inventory is never locked so.
     reloads_in_bulk = True
     reloads_live_in_bulk = False
+    indexes_of = ("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                  "AND tablename IN ({marks})")
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
     # COPY pays per statement: larger batches amortise it.
@@ -244,7 +247,8 @@ class PostgresDialect(Dialect):
         tx.execute(f"TRUNCATE {stage}")
 
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
-        """A trigram index, so substring ``LIKE`` needs no full scan.
+        """A trigram index, so substring ``LIKE`` needs no full scan (an old migration step
+        creates it; a later one drops it, see docs/search.md).
 
         ``pg_trgm`` ships with PostgreSQL; creating it needs the CREATE privilege on
         the database (it is a trusted extension). Without it, keyword search still
@@ -279,14 +283,6 @@ class PostgresDialect(Dialect):
         """Nothing to tune: the server's buffer cache is shared and sized by its operator."""
         yield
 
-    def drop_indexes(self, tx: Tx, tables: Sequence[str]) -> list[str]:
-        marks = ", ".join("?" * len(tables))
-        found = tx.fetchall(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-            f"AND tablename IN ({marks})", tables)
-        for name, _create in found:
-            tx.execute(f"DROP INDEX {name}")
-        return [create for _name, create in found]
 
 
 SQLITE = Dialect()

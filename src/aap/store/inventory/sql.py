@@ -142,7 +142,8 @@ def keyword_scan(tokens: Sequence[str]) -> Clause:
 # The three ways to test keyword tokens; each is a condition on ``l``.
 
 def keywords_by_subquery(tokens: Sequence[str]) -> Clause:
-    """The canonical form: the planner runs the scan (PostgreSQL serves it from the trigram index)."""
+    """The canonical form: the planner runs the scan (the posting index answers keyword tokens
+    whenever it can; this is the fallback)."""
     sql, params = keyword_scan(tokens)
     return f"l.id IN ({sql})", params
 
