@@ -74,6 +74,8 @@ CHECK_CANDIDATES = 20_000
 REFRESH_ROWS = 100_000
 #: A set of up to this many listings goes to SQL as its row numbers; a larger one by its condition.
 ROW_LIST = 2000
+#: Row numbers read at a time by a build.
+BUILD_CHUNK = 50_000
 #: Inventories up to this many row numbers are indexed at once, in the request.
 BUILD_NOW_ROWS = 50_000
 
@@ -96,16 +98,17 @@ class Postings:
     # -- building ---------------------------------------------------------------
     @classmethod
     def build(cls, tx: Tx) -> Postings:
-        """The index of the inventory ``tx`` sees."""
-        return cls(read_version(tx), {}, {c: {} for c in COLUMNS}, {}, {}, {},
-                   {c: {} for c in BUCKETS}).refreshed(tx, None)
+        """The index of the inventory ``tx`` sees, read :data:`BUILD_CHUNK` row numbers at a
+        time (the rows read are the memory a build needs; the index itself is small)."""
+        built = cls(read_version(tx), {}, {c: {} for c in COLUMNS}, {}, {}, {}, {c: {} for c in BUCKETS})
+        upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        for start in range(0, upper, BUILD_CHUNK):
+            built = built._merged(tx, BitMap(), _Builder.read(tx, "l.rid >= ? AND l.rid < ?",
+                                                               [start, start + BUILD_CHUNK]))
+        return built
 
-    def refreshed(self, tx: Tx, sellers: Sequence[str] | None) -> Postings:
-        """This index with ``sellers`` (None: every seller) re-read from ``tx``'s snapshot."""
-        if sellers is None:
-            fresh = _Builder.read(tx, "1 = 1", [])
-            return Postings(read_version(tx), fresh.sellers, fresh.columns, fresh.features, fresh.parts,
-                            fresh.chars, fresh.buckets)
+    def refreshed(self, tx: Tx, sellers: Sequence[str]) -> Postings:
+        """This index with ``sellers`` re-read from ``tx``'s snapshot."""
         gone = BitMap()
         for seller in sellers:
             gone |= self.sellers.get(seller, EMPTY)
