@@ -42,6 +42,7 @@ from aap.config.table import Problems, Table
 #: Environment variables that override one TOML key each (after the file, before ``overrides``).
 ENV_OVERRIDES: dict[str, str] = {
     "AAP_DATABASE_URL": "database",
+    "AAP_DATABASE_READ_URLS": "database.read_urls",  # comma-separated
     "AAP_PUBLIC_URL": "public_url",
 }
 
@@ -108,6 +109,14 @@ RULES: tuple[Callable[[dict[str, Any], Problems], None], ...] = (agent_defaults,
 
 
 def _apply_override(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    # ``database`` is a URL or a [database] table: the URL goes where the file keeps it.
+    if dotted == "database" and isinstance(doc.get("database"), dict):
+        dotted = "database.url"
+    elif dotted == "database.read_urls":
+        if isinstance(doc.get("database"), str):
+            doc["database"] = {"url": doc["database"]}
+        if isinstance(value, str):
+            value = [url.strip() for url in value.split(",") if url.strip()]
     parts = dotted.split(".")
     node = doc
     for part in parts[:-1]:

@@ -54,8 +54,16 @@ def mcp_surface(agent: DealerAgent) -> BindingParts:
 #: The protocol doors, in mounting order.
 SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build)
 
+@asynccontextmanager
+async def posting_index_lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Start building this process's posting index at start-up rather than on the first search
+    (docs/search.md, "Counting at marketplace scale"); searches count in SQL meanwhile."""
+    app.state.stores.inventory.postings.warm()
+    yield
+
+
 #: Background services: entered after the surfaces' lifespans, left before them.
-SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan)
+SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan, posting_index_lifespan)
 
 
 class PublicUrlError(ValueError):

@@ -5,7 +5,8 @@ schema (done by the agent), then semantic and capability checks (building the
 effective query), then the cursor. Everything the search reads of the
 inventory — the feature vocabulary the capability checks use, the total and
 the page — comes from one snapshot, so an import landing midway cannot make
-them disagree. The store returns ``limit + 1`` hits so that ``next_cursor`` is
+them disagree. The snapshot may be a read replica's; a cursor carries the
+inventory version of its page, so the next page is never read from an older one. The store returns ``limit + 1`` hits so that ``next_cursor`` is
 null exactly when the matching set is exhausted.
 """
 
@@ -14,11 +15,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from aap.inventory.query import build_search_query, feature_vocabulary
+from aap.inventory.query import SearchQuery, build_search_query, feature_vocabulary
 from aap.skills.cursor import CursorCodec
 
 if TYPE_CHECKING:
     from aap.agent import CallContext, DealerAgent
+    from aap.store.inventory import Hit, InventorySnapshot
 
 
 def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
@@ -28,18 +30,23 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     # Read before the snapshot: reading a cursor may need the state store.
     cursor = codec.read(token, ctx.now) if token is not None else None
 
-    with agent.stores.inventory.snapshot() as inventory:
+    def answer(inventory: InventorySnapshot) -> tuple[SearchQuery, list[Hit], int | None, int]:
         query = build_search_query(
             request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
         )
         if cursor is not None:
             query = replace(query, after=cursor.continue_from(query.digest))
         hits, total = inventory.search(query, count_timeout_ms=settings.count_timeout_ms)
+        return query, hits, total, inventory.version
+
+    # A read replica may answer; a continuation never from an inventory older than its cursor's.
+    query, hits, total, version = agent.stores.inventory.read(
+        answer, min_version=cursor.min_version if cursor is not None else 0)
 
     page = hits[: query.limit]
     next_cursor = None
     if len(hits) > query.limit:
-        next_cursor = codec.encode(query.digest, page[-1].position, ctx.now)
+        next_cursor = codec.encode(query.digest, page[-1].position, ctx.now, version)
 
     near = query.criteria.places is not None
     vehicles = []
