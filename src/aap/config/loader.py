@@ -37,6 +37,7 @@ from aap.config.sections import (
     parse_server,
 )
 from aap.config.table import Problems, Table
+from aap.config.web import parse_web_section
 
 #: Environment variables that override one TOML key each (after the file, before ``overrides``).
 ENV_OVERRIDES: dict[str, str] = {
@@ -98,6 +99,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("mcp", parse_mcp_section),
     Section("leads", parse_leads_section),
     Section("poppy", parse_poppy_section),
+    Section("web", parse_web_section),
 )
 
 #: Rules run after every section was read, on the parsed values (Settings field

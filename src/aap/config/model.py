@@ -17,6 +17,7 @@ from typing import Any
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
 from aap.config.poppy import PoppySettings
+from aap.config.web import WebSettings
 
 ALL_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
@@ -152,6 +153,7 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)
     leads: LeadSettings = field(default_factory=LeadSettings)
     poppy: PoppySettings = field(default_factory=PoppySettings)
+    web: WebSettings = field(default_factory=WebSettings)
 
     @property
     def scope(self) -> str:

@@ -25,8 +25,10 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
+import aap.console
 import aap.discovery
 import aap.poppy
+import aap.site
 from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
@@ -43,8 +45,9 @@ from aap.web.parts import BindingParts, Lifespan
 
 Surface = Callable[[DealerAgent], BindingParts]
 
-#: The protocol doors, in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build)
+#: The protocol doors, then the pages for people (docs/console.md), in mounting order.
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build, aap.site.build,
+                                 aap.console.build)
 
 #: Background services: entered after the surfaces' lifespans, left before them.
 SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
