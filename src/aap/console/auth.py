@@ -191,8 +191,12 @@ class Auth:
         if token:
             try:
                 await self.visit(request)
-            except (SignInNeeded, Refused):
+            except SignInNeeded:
                 return RedirectResponse(LOGIN_PATH, status_code=303)
+            except Refused as refused:  # a forged sign-out leaves the session alone
+                return self.console.page(request, "error.html", {
+                    "heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                    status_code=refused.status)
             await run_in_threadpool(self.accounts.end_session, token)
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX)

@@ -88,9 +88,10 @@ def describe(schema: Any, depth: int = 0) -> list[TypeRef]:
         return [TypeRef("any")]
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        if ref.startswith("#/components/schemas/"):
-            name = ref.rsplit("/", 1)[-1]
-            return [TypeRef(name, _anchor(name))]
+        prefix = "#/components/schemas/"
+        if ref.startswith(prefix):  # a component, or a part of one ("Vehicle/properties/status")
+            path = ref[len(prefix):]
+            return [TypeRef(path, _anchor(path.split("/", 1)[0]))]
         return [TypeRef(ref)]
     if depth > 3:
         return [TypeRef("…")]
