@@ -1,7 +1,7 @@
 """``aap leads list|show|retry`` and ``aap deliver``: operating the lead outbox.
 
-``aap leads show`` is the only place a customer's name, contact data, message
-or consent text is printed; ``list`` shows ids, states and routing only.
+``aap leads show`` is the only command that prints a customer's name, contact
+data, message or consent text (the staff console shows them in a browser); ``list`` shows ids, states and routing only.
 """
 
 from __future__ import annotations

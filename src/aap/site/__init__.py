@@ -146,7 +146,9 @@ class PublicSite:
         return context, status
 
     def _pager(self, request: Request, form: Any, result: dict[str, Any] | None) -> dict[str, Any]:
-        """Previous/next links: page numbers where offset paging is advertised, else the cursor."""
+        """Previous/next links. "Next" follows the agent's cursor (a keyset: the hundredth page
+        costs what the first does); "previous" asks for the page by offset where offset paging
+        is advertised, and goes back to the first page otherwise."""
         if not result:
             return {}
         caps = self.settings.search
@@ -157,21 +159,14 @@ class PublicSite:
 
         total = result.get("total")
         limit = result.get("limit") or caps.default_limit
-        out: dict[str, Any] = {"total": total, "count": len(result.get("vehicles") or [])}
-        if caps.offset and not form.cursor:
-            out["page"] = form.page
-            out["pages"] = None if total is None else max(1, -(-total // limit))
-            out["first"] = (form.page - 1) * limit + 1
-            if form.page > 1:
-                out["previous"] = link([("page", str(form.page - 1))])
-            if result.get("next_cursor"):
-                out["next"] = link([("page", str(form.page + 1))])
-        else:
-            if form.cursor:
-                out["previous"] = link([])
-                out["previous_label"] = "First page"
-            if result.get("next_cursor"):
-                out["next"] = link([("cursor", result["next_cursor"])])
+        out: dict[str, Any] = {"total": total, "page": form.page,
+                               "pages": None if total is None else max(1, -(-total // limit))}
+        if form.page > 1 and caps.offset:
+            out["previous"] = link([("page", str(form.page - 1))] if form.page > 2 else [])
+        elif form.cursor:
+            out["previous"], out["previous_label"] = link([]), "First page"
+        if result.get("next_cursor"):
+            out["next"] = link([("page", str(form.page + 1)), ("cursor", result["next_cursor"])])
         return out
 
     def _connect(self) -> list[dict[str, str]]:

@@ -183,7 +183,8 @@ def read_form(params: QueryParams, caps: SearchCapabilities, features: Sequence[
 
 
 def search_request(form: SearchForm, filters: dict[str, Any], caps: SearchCapabilities) -> dict[str, Any]:
-    """The ``inventory.search.request`` of the form (paged by skip when offered, else by cursor)."""
+    """The ``inventory.search.request`` of the form: the cursor of a followed "next" link, else the
+    page number as a skip where offset paging is advertised."""
     request: dict[str, Any] = {"type": "inventory.search.request", "pagination": {"limit": caps.default_limit}}
     if filters:
         request["filters"] = filters

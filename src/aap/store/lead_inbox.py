@@ -105,27 +105,36 @@ def search_condition(query: str) -> tuple[str, list[Any]]:
             [text, upper, text, upper, text, upper])
 
 
+#: Delivery states few leads are in: a filter on one is best served from the deliveries' index.
+RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
+
+
 def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tuple[str, list[Any]]:
     conditions: list[str] = []
     params: list[Any] = []
+    # With a rare delivery state, the few leads in it are found through lead_deliveries and read
+    # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
+    # seller or rooftop index instead and walking every lead there. PostgreSQL plans this itself.
+    by_delivery = wanted.delivery in RARE_STATES and not wanted.query
+    plain = " || ''" if by_delivery else ""
 
     def members(column: str, values: Sequence[str]) -> None:
-        conditions.append(f"{column} IN ({', '.join('?' for _ in values)})")
+        conditions.append(f"{column}{plain} IN ({', '.join('?' for _ in values)})")
         params.extend(values)
 
     if scope.dealer_id is not None:
-        conditions.append("l.dealer_id = ?")
+        conditions.append(f"l.dealer_id{plain} = ?")
         params.append(scope.dealer_id)
     if scope.rooftops:
         members("l.rooftop", scope.rooftops)
     if wanted.status:
-        conditions.append("l.status = ?")
+        conditions.append(f"l.status{plain} = ?")
         params.append(wanted.status)
     if wanted.dealer_id:
-        conditions.append("l.dealer_id = ?")
+        conditions.append(f"l.dealer_id{plain} = ?")
         params.append(wanted.dealer_id)
     if wanted.rooftop:
-        conditions.append("l.rooftop = ?")
+        conditions.append(f"l.rooftop{plain} = ?")
         params.append(wanted.rooftop)
     if wanted.received_from_ms is not None:
         conditions.append("l.received_ms >= ?")
@@ -135,8 +144,11 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
         params.append(wanted.received_to_ms)
     if wanted.delivery == "none":
         conditions.append("NOT EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id)")
-    elif wanted.delivery:
+    elif by_delivery:
         conditions.append("l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = ?)")
+        params.append(wanted.delivery)
+    elif wanted.delivery:  # most leads are delivered: walk them newest first, stop at a page
+        conditions.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = ?)")
         params.append(wanted.delivery)
     if wanted.handled is not None:
         conditions.append("l.handled_ms IS NOT NULL" if wanted.handled else "l.handled_ms IS NULL")
