@@ -256,3 +256,34 @@ def test_inventory_summary_counts_by_rooftop_per_version_and_finds_vins_and_stoc
     by_stock = summaries.lookup("H0030")
     assert [(f.vin, f.available) for f in by_stock] == [("1HGCV1F30NA000303", False)]  # removed, still found
     assert summaries.lookup("H0010", dealer_id="another-seller") == []
+
+
+def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
+    """Two apps on one database, as two `aap serve` workers: a sign-in on one is valid on the
+    other, and failures on both count towards one lockout."""
+    from starlette.testclient import TestClient
+
+    from aap.server.app import create_app
+    from console_support import csrf_of
+
+    settings = dataclasses.replace(dealer.settings, web=fast_web(login_failures_per_account=3))
+    Accounts(dealer.stores.console, settings).add("sam@dealer.example", PASSWORD)
+    one, two = (TestClient(create_app(settings, open_stores(settings.database_url), services=()),
+                           base_url="https://dealer.example") for _ in range(2))
+    page = one.get("/console/login")
+    one.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": "sam@dealer.example",
+                                     "password": PASSWORD})
+    two.cookies.set("aap_console", one.cookies["aap_console"], domain="dealer.example", path="/console/")
+    assert two.get("/console/leads").status_code == 200
+
+    def fail(client):
+        form = client.get("/console/login")
+        return client.post("/console/login", data={"csrf_token": csrf_of(form.text),
+                                                   "email": "sam@dealer.example", "password": "wrong guess"})
+
+    assert [fail(one).status_code, fail(two).status_code, fail(one).status_code] == [401, 401, 429]
+    form = two.get("/console/login")
+    assert two.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example",
+                                            "password": PASSWORD}).status_code == 429
+    for client in (one, two):
+        client.app.state.stores.close()

@@ -82,7 +82,8 @@ def test_search_filters_sorts_and_pages_through_the_core(site):
     pages = 1
     while next_link:
         page = site.get(next_link.group(1).replace("&amp;", "&"))
-        assert page.status_code == 200 and "rel=\"prev\"" in page.text and "price%3Adesc" in next_link.group(1)
+        assert page.status_code == 200 and 'rel="first">← First page' in page.text
+        assert "price%3Adesc" in next_link.group(1) and "cursor=" in next_link.group(1)
         page_ids = VEHICLE_LINK.findall(page.text)
         assert not seen & set(page_ids)
         seen |= set(page_ids)
@@ -91,7 +92,7 @@ def test_search_filters_sorts_and_pages_through_the_core(site):
     assert total > 20 and len(seen) == total and pages == -(-total // 20)
 
 
-def test_without_offset_paging_the_next_page_follows_the_cursor(tmp_path):
+def test_without_offset_paging_too_the_next_page_follows_the_cursor(tmp_path):
     client, stores = client_for(make_settings(offset=False), tmp_path, count=60)
     with client:
         first = client.get("/")
@@ -100,7 +101,7 @@ def test_without_offset_paging_the_next_page_follows_the_cursor(tmp_path):
         second = client.get(link)
         bad = client.get("/?cursor=not-a-cursor")
     stores.close()
-    assert second.status_code == 200 and 'First page' in second.text
+    assert second.status_code == 200 and 'First page' in second.text and "page 2 of" in second.text
     assert not set(VEHICLE_LINK.findall(first.text)) & set(VEHICLE_LINK.findall(second.text))
     assert bad.status_code == 400 and "Please check the search" in bad.text
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import click
 from rich.text import Text
@@ -19,6 +19,7 @@ from aap.cli.common import config_option, console, database_option, fail, load_o
 if TYPE_CHECKING:
     from aap.accounts import Accounts
     from aap.store import Stores
+    from aap.store.console import User
 
 password_stdin_option = click.option(
     "--password-stdin", is_flag=True, help="Read the password from standard input (one line) instead of asking.")
@@ -30,6 +31,19 @@ def _open(config: str | None, database: str | None) -> tuple[Stores, Accounts]:
     settings = load_or_fail(config, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
     return stores, Accounts(stores.console, settings)
+
+
+def _change(config: str | None, database: str | None, refused: str, change: Callable[[Accounts], User]) -> User:
+    """Apply one account change; a refusal is printed with its reason (exit 1)."""
+    from aap.accounts import AccountError
+
+    stores, accounts = _open(config, database)
+    try:
+        return change(accounts)
+    except AccountError as exc:
+        fail(f"{refused}: {exc}.")
+    finally:
+        stores.close()
 
 
 def _password(from_stdin: bool) -> str:
@@ -57,15 +71,9 @@ def users() -> None:
 def add_command(email: str, role: str, seller: str | None, rooftops: tuple[str, ...], password_stdin: bool,
                 config: str | None, database: str | None) -> None:
     """Create an account for EMAIL."""
-    from aap.accounts import AccountError
-
-    stores, accounts = _open(config, database)
-    try:
-        user = accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=rooftops)
-    except AccountError as exc:
-        fail(f"Account not added: {exc}.")
-    finally:
-        stores.close()
+    user = _change(config, database, "Account not added",
+                   lambda accounts: accounts.add(email, _password(password_stdin), role=role, dealer_id=seller,
+                                                 rooftops=rooftops))
     console.print(Text(f"Account {user.email} ({user.role}) added."))
 
 
@@ -76,15 +84,8 @@ def add_command(email: str, role: str, seller: str | None, rooftops: tuple[str, 
 @database_option
 def passwd_command(email: str, password_stdin: bool, config: str | None, database: str | None) -> None:
     """Set a new password for EMAIL (its console sessions end)."""
-    from aap.accounts import AccountError
-
-    stores, accounts = _open(config, database)
-    try:
-        user = accounts.set_password(email, _password(password_stdin))
-    except AccountError as exc:
-        fail(f"Password not changed: {exc}.")
-    finally:
-        stores.close()
+    user = _change(config, database, "Password not changed",
+                   lambda accounts: accounts.set_password(email, _password(password_stdin)))
     console.print(Text(f"Password of {user.email} changed; its sessions ended."))
 
 
@@ -94,15 +95,7 @@ def passwd_command(email: str, password_stdin: bool, config: str | None, databas
 @database_option
 def remove_command(email: str, config: str | None, database: str | None) -> None:
     """Remove the account of EMAIL (its console sessions end; the audit log keeps its entries)."""
-    from aap.accounts import AccountError
-
-    stores, accounts = _open(config, database)
-    try:
-        user = accounts.remove(email)
-    except AccountError as exc:
-        fail(f"Account not removed: {exc}.")
-    finally:
-        stores.close()
+    user = _change(config, database, "Account not removed", lambda accounts: accounts.remove(email))
     console.print(Text(f"Account {user.email} removed."))
 
 

@@ -146,9 +146,9 @@ class PublicSite:
         return context, status
 
     def _pager(self, request: Request, form: Any, result: dict[str, Any] | None) -> dict[str, Any]:
-        """Previous/next links. "Next" follows the agent's cursor (a keyset: the hundredth page
-        costs what the first does); "previous" asks for the page by offset where offset paging
-        is advertised, and goes back to the first page otherwise."""
+        """"Next page" follows the agent's cursor, a keyset: the fortieth page costs what the
+        first does. The links never ask for a page by offset (a ``skip`` sorts every match,
+        docs/benchmarks.md); going back is the browser's Back, or the first page."""
         if not result:
             return {}
         caps = self.settings.search
@@ -161,10 +161,8 @@ class PublicSite:
         limit = result.get("limit") or caps.default_limit
         out: dict[str, Any] = {"total": total, "page": form.page,
                                "pages": None if total is None else max(1, -(-total // limit))}
-        if form.page > 1 and caps.offset:
-            out["previous"] = link([("page", str(form.page - 1))] if form.page > 2 else [])
-        elif form.cursor:
-            out["previous"], out["previous_label"] = link([]), "First page"
+        if form.page > 1 or form.cursor:
+            out["first"] = link([])
         if result.get("next_cursor"):
             out["next"] = link([("page", str(form.page + 1)), ("cursor", result["next_cursor"])])
         return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from aap.store.db import Database, Tx
-from aap.store.leads import LeadStore, loads
+from aap.store.leads import LeadStore, delivery_states, loads
 
 DELIVERY_FILTERS = ("pending", "delivering", "delivered", "dead", "expired_consent", "none")
 LEAD_STATUSES = ("received", "rejected")
@@ -144,12 +144,15 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
         params.append(wanted.received_to_ms)
     if wanted.delivery == "none":
         conditions.append("NOT EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id)")
-    elif by_delivery:
-        conditions.append("l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = ?)")
-        params.append(wanted.delivery)
-    elif wanted.delivery:  # most leads are delivered: walk them newest first, stop at a page
-        conditions.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = ?)")
-        params.append(wanted.delivery)
+    elif wanted.delivery in DELIVERY_FILTERS:
+        # The state is written into the SQL (one of DELIVERY_FILTERS, never the caller's text):
+        # a PostgreSQL plan prepared for "any state" would walk every lead for a rare one.
+        state = f"'{wanted.delivery}'"
+        if by_delivery:
+            conditions.append(f"l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = {state})")
+        else:  # most leads are delivered: walk them newest first, stop at a page
+            conditions.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id"
+                              f" AND x.status = {state})")
     if wanted.handled is not None:
         conditions.append("l.handled_ms IS NOT NULL" if wanted.handled else "l.handled_ms IS NULL")
     if wanted.query and wanted.query.strip():
@@ -176,15 +179,7 @@ def vehicle_label(listing: dict[str, Any] | None, request: dict[str, Any]) -> st
 
 
 def _rows(tx: Tx, raw: list[tuple[Any, ...]]) -> list[InboxRow]:
-    ids = [r[0] for r in raw]
-    counts: dict[str, dict[str, int]] = {i: {} for i in ids}
-    if ids:
-        marks = ", ".join("?" for _ in ids)
-        for lead_id, state, count in tx.fetchall(
-            f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
-            " GROUP BY lead_id, status", ids,
-        ):
-            counts[lead_id][state] = int(count)
+    counts = delivery_states(tx, [r[0] for r in raw])
     out = []
     for (lead_id, received_at, received_ms, dealer_id, rooftop, status, request_json, listing_json,
          source_agent, appointment_status, handled_ms) in raw:

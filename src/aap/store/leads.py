@@ -251,6 +251,19 @@ _LEAD_COLUMNS = (
 _SEARCH_COLUMNS = "customer_name_k, customer_last_k, customer_email_k, customer_phone_r"
 
 
+def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """How many deliveries of each lead are in each state (every id has an entry)."""
+    counts: dict[str, dict[str, int]] = {i: {} for i in lead_ids}
+    if lead_ids:
+        marks = ", ".join("?" for _ in lead_ids)
+        for lead_id, state, count in tx.fetchall(
+            f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
+            " GROUP BY lead_id, status", lead_ids,
+        ):
+            counts[lead_id][state] = int(count)
+    return counts
+
+
 class LeadStore:
     """Leads, consent records, idempotency keys, appointment seats and the outbox."""
 
@@ -389,15 +402,7 @@ class LeadStore:
                 f"{clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
                 (*params, limit),
             )
-            ids = [row[0] for row in rows]
-            counts: dict[str, dict[str, int]] = {i: {} for i in ids}
-            if ids:
-                marks = ", ".join("?" for _ in ids)
-                for lead_id, state, count in tx.fetchall(
-                    f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
-                    " GROUP BY lead_id, status", ids,
-                ):
-                    counts[lead_id][state] = int(count)
+            counts = delivery_states(tx, [row[0] for row in rows])
         return [
             {
                 "lead_id": r[0], "received_at": r[1], "dealer_id": r[2], "rooftop": r[3], "status": r[4],
