@@ -62,8 +62,8 @@ CREATE TABLE console_audit (
     subject TEXT,
     detail TEXT NOT NULL
 );
-CREATE INDEX console_audit_at ON console_audit (at_ms);
-CREATE INDEX console_audit_subject ON console_audit (subject, at_ms);
+CREATE INDEX console_audit_at ON console_audit (at_ms, audit_id);
+CREATE INDEX console_audit_subject ON console_audit (subject, at_ms, audit_id);
 CREATE TABLE console_checks (
     run_id TEXT PRIMARY KEY,
     started_ms INTEGER NOT NULL,
@@ -274,7 +274,7 @@ class ConsoleStore:
         where = ("WHERE " + " AND ".join(conditions)) if conditions else ""
         with self.db.read() as tx:
             rows = tx.fetchall(f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
-                               " ORDER BY at_ms DESC, audit_id DESC LIMIT ?", (*params, limit))
+                               f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}", params)
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], orjson.loads(r[4])) for r in rows]
 
     # -- conformance runs ------------------------------------------------------------------

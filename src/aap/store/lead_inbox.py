@@ -206,10 +206,10 @@ class LeadInbox:
              limit: int = 50) -> tuple[list[InboxRow], Keyset | None]:
         """Newest first; the keyset of the next (older) page, or None on the last page."""
         where, params = _where(scope, wanted, before)
-        with self.db.read() as tx:
+        with self.db.read() as tx:  # the limit is written in too: a plan for "any limit" walks every lead
             raw = tx.fetchall(
                 f"SELECT {_ROW_COLUMNS} FROM leads l {where}"
-                " ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?", (*params, limit + 1))
+                f" ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT {int(limit) + 1}", params)
             rows = _rows(tx, raw[:limit])
         more = len(raw) > limit
         return rows, ((rows[-1].received_ms, rows[-1].lead_id) if more and rows else None)

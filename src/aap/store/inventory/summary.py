@@ -79,7 +79,10 @@ class InventorySummaries:
         return summary
 
     def lookup(self, term: str, *, dealer_id: str | None = None, limit: int = 50) -> list[Found]:
-        """Listings whose VIN or stock number starts with ``term`` (VINs compared in capitals)."""
+        """Listings whose VIN or stock number starts with ``term`` (VINs compared in capitals).
+
+        The limit is written into the SQL: a PostgreSQL plan prepared for "any limit" may scan.
+        """
         term = term.strip()
         if not term:
             return []
@@ -91,10 +94,10 @@ class InventorySummaries:
         with self.db.read() as tx:
             live = tx.fetchall(
                 f"SELECT l.id, l.dealer_id, l.vin, l.stock, l.rooftop, l.status, l.year, l.make, l.model"
-                f" FROM inv_listing l WHERE {matching} ORDER BY l.vin, l.id LIMIT ?", (*params, limit))
+                f" FROM inv_listing l WHERE {matching} ORDER BY l.vin, l.id LIMIT {int(limit)}", params)
             gone = tx.fetchall(
                 f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {matching}"
-                " ORDER BY vin, id LIMIT ?", (*params, limit))
+                f" ORDER BY vin, id LIMIT {int(limit)}", params)
         found = [Found(r[0], r[1], r[2], r[3], True, r[4], r[5],
                        " ".join(str(v) for v in (r[6], r[7], r[8]) if v)) for r in live]
         found += [Found(r[0], r[1], r[2], r[3], False) for r in gone]
