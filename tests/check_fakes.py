@@ -6,9 +6,11 @@ rule could silently encode our quirks. Each :class:`Breaks` flag turns one
 conformance rule off, and the tests expect exactly that rule to fail.
 
 Scope: discovery documents (card, llms.txt, poppy.json, issuer metadata, the
-Poppy OpenAPI, api-catalog) and the A2A binding with the four read skills. The
-fake advertises MCP and Poppy (the params schema requires both) but does not
-serve them, so the tests run the checker with ``bindings=("a2a",)``.
+Poppy OpenAPI, api-catalog, the MCP protected-resource metadata) and the A2A
+binding with the four read skills. The fake advertises MCP and Poppy (the
+params schema requires both) but does not serve them beyond the 401 that a bad
+Bearer token gets at ``/mcp``, so the tests run the checker with
+``bindings=("a2a",)``.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class Breaks:
     lenient_version: bool = False
     capped_total: bool = False
     drops_context: bool = False
+    mcp_metadata_wrong_resource: bool = False
+    mcp_challenge_without_metadata: bool = False
     rate_limit_every: int = 0  # not a break: every Nth A2A call is RATE_LIMITED (retry_after_ms 5)
 
 
@@ -152,6 +156,8 @@ class FakeDealer:
             Route("/poppy/openapi.json", self.openapi_endpoint),
             Route("/.well-known/api-catalog", self.catalog_endpoint, methods=["GET", "HEAD"]),
             Route("/a2a", self.a2a_endpoint, methods=["POST"]),
+            Route("/.well-known/oauth-protected-resource/mcp", self.mcp_metadata_endpoint),
+            Route("/mcp", self.mcp_endpoint, methods=["POST"]),
         ])
 
     # -- discovery -------------------------------------------------------------------------
@@ -212,7 +218,9 @@ class FakeDealer:
             "organization": {"name": "Fake Motors", "domain": urlsplit(self.base).hostname},
             "auth": {"issuer": self.base},
             "apis": [{"type": "openapi", "url": self.url("/poppy/openapi.json"),
-                      "description": "AAP skills over the native API"}],
+                      "description": "AAP skills over the native API"},
+                     {"type": "mcp", "url": self.url("/mcp"), "resource": self.url("/mcp"),
+                      "description": "AAP skills as MCP tools; signed-in agents use a Bearer token"}],
             "extensions": {"autoagentprotocol.org/aap": {
                 "version": "1", "aap_version": "3.1.0", "agent_card": self.url("/.well-known/agent-card.json"),
                 "mcp": self.url("/mcp"), "llms_txt": llms,
@@ -225,10 +233,25 @@ class FakeDealer:
             "issuer": self.base,
             "token_endpoint": self.url("/oauth/token"),
             "revocation_endpoint": self.url("/oauth/revoke"),
-            "grant_types_supported": ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token"],
+            "grant_types_supported": ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token",
+                                      "urn:ietf:params:oauth:grant-type:token-exchange"],
             "token_endpoint_auth_methods_supported": ["private_key_jwt"],
             "protected_resources": [self.base],
         })
+
+    # -- native MCP: only what the Poppy rules look at (metadata and the 401 for a bad token) --------
+    async def mcp_metadata_endpoint(self, request: Request) -> Response:
+        resource = self.base if self.breaks.mcp_metadata_wrong_resource else self.url("/mcp")
+        return JSONResponse({"resource": resource, "authorization_servers": [self.base],
+                             "bearer_methods_supported": ["header"]})
+
+    async def mcp_endpoint(self, request: Request) -> Response:
+        challenge = 'Bearer error="invalid_token"'
+        if not self.breaks.mcp_challenge_without_metadata:
+            challenge += f', resource_metadata="{self.url("/.well-known/oauth-protected-resource/mcp")}"'
+        if request.headers.get("authorization"):
+            return JSONResponse({"error": "invalid_token"}, status_code=401, headers={"WWW-Authenticate": challenge})
+        return self.rpc_error(None, -32601, "This fake serves no MCP")
 
     async def openapi_endpoint(self, request: Request) -> Response:
         ids = {"dealer.information": "dealerInformation", "inventory.facets": "inventoryFacets",

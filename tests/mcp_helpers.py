@@ -14,7 +14,7 @@ import pytest
 
 from aap.bindings import mcp
 from aap.inventory.demo import generate_listings
-from aap.server.app import SURFACES, create_app
+from aap.server.app import SURFACES, create_app, mcp_surface
 from aap.store import Stores, open_stores
 from http_helpers import LiveServer, make_settings
 
@@ -59,8 +59,8 @@ def live_dealer(
     listings = list(generate_listings(count, seed=7, settings=settings))
     stores.inventory.import_listings(listings, replace=True)
     surfaces = SURFACES
-    if verifier is not None:  # the MCP binding with this Bearer verifier instead of none
-        surfaces = tuple(functools.partial(mcp.build, verifier=verifier) if s is mcp.build else s for s in SURFACES)
+    if verifier is not None:  # the MCP binding with this Bearer verifier instead of the Poppy issuer's
+        surfaces = tuple(functools.partial(mcp.build, verifier=verifier) if s is mcp_surface else s for s in SURFACES)
     app = create_app(settings, stores, surfaces=surfaces)
     server.start(app)
     try:

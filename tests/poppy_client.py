@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -42,6 +43,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _REGISTRY = JWSRegistry(algorithms=["ES256"], strict_check_header=False)
 _REGISTRY.max_header_length = 16384
@@ -357,6 +360,36 @@ class PoppyClient:
     def feedback(self, report: dict[str, Any]) -> httpx.Response:
         url = self.poppy["feedback"]["endpoint"]
         return self.http.post(url, json=report, headers=self.auth_headers("POST", url))
+
+    # -- native MCP (RFC 9728 metadata, RFC 8693 token exchange) ---------------------------
+    def mcp_api(self) -> dict[str, Any]:
+        return next(api for api in self.poppy["apis"] if api["type"] == "mcp")
+
+    @staticmethod
+    def protected_resource_metadata_url(resource: str) -> str:
+        """RFC 9728 §3.1: the well-known segment between the host and the resource's path."""
+        parts = urlsplit(resource)
+        return f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path.rstrip('/')}"
+
+    def exchange_form(self, **overrides: Any) -> dict[str, Any]:
+        form = {
+            "grant_type": TOKEN_EXCHANGE,
+            "client_id": self.agent.client_id,
+            "client_assertion_type": CLIENT_ASSERTION_TYPE,
+            "client_assertion": self.agent.client_assertion(self.issuer),
+            "subject_token": self.token,
+            "subject_token_type": ACCESS_TOKEN_TYPE,
+        }
+        if "resource" not in overrides:
+            form["resource"] = self.mcp_api().get("resource", self.mcp_api()["url"])
+        form.update(overrides)
+        return {k: v for k, v in form.items() if v is not None}
+
+    def exchange_for_mcp(self) -> dict[str, Any]:
+        """A Bearer token for the MCP endpoint, exchanged for the Session token (DPoP proof, no ath)."""
+        response = self.token_request(form=self.exchange_form())
+        assert response.status_code == 200, response.text
+        return response.json()
 
     def revoke(self, token: str) -> httpx.Response:
         return self.http.post(self.issuer_metadata["revocation_endpoint"], data={

@@ -211,7 +211,7 @@ def test_replacing_one_dealers_feed_leaves_the_others_alone(marketplace, tmp_pat
     server, config, _, _ = marketplace
     fresh = [listing("sh-9", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000009", "Honda", 19000)]
     run_cli("import", write_feed(tmp_path / "sh2.jsonl", fresh), "--config", str(config),
-            "--dealer-id", "springfield-honda", "--replace")
+            "--dealer-id", "springfield-honda", "--replace", "--allow-shrink")
     ids = {v["vehicle_id"] for v in search(server, pagination={"limit": 10})["vehicles"]}
     assert ids == {"sh-9", "sf-1", "sf-2"}
     gone = error_of(server, {"type": "inventory.vehicle.request", "vehicle_id": "sh-1"})

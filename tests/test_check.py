@@ -22,7 +22,7 @@ from http_helpers import LiveServer
 # and it declares no lead.submit).
 SKIPPED_ON_FAKE = {
     "mcp.endpoint", "mcp.tools", "mcp.capabilities", "poppy.auth_required", "poppy.token", "poppy.dpop_replay",
-    "skills.mcp", "skills.poppy", "bindings.equivalent", "errors.mcp", "errors.poppy",
+    "skills.mcp", "skills.poppy", "bindings.equivalent", "errors.mcp", "errors.poppy", "mcp.error_schema",
     "lead.replay", "lead.conflict", "lead.consent",
 }
 
@@ -62,6 +62,8 @@ async def test_a_conformant_fake_passes_every_applicable_rule():
     (Breaks(lenient_version=True), "a2a.version_header", "A2A-Version 0.3: expected -32009"),
     (Breaks(capped_total=True), "search.pagination", "total is 20"),
     (Breaks(drops_context=True), "a2a.envelope", "contextId was not preserved"),
+    (Breaks(mcp_metadata_wrong_resource=True), "poppy.mcp_resource", "is not the advertised MCP URL"),
+    (Breaks(mcp_challenge_without_metadata=True), "poppy.mcp_resource", "names no resource_metadata"),
 ])
 async def test_each_break_fails_its_rule(breaks, rule_id, evidence):
     report = await check_fake(breaks)

@@ -105,6 +105,9 @@ def test_import_loads_a_feed_then_replaces_it(runner, tmp_path):
     assert "120 new" in result.output
     smaller = demo_feed(runner, tmp_path, count=40, name="small.csv")
     result = runner.invoke(main, ["import", str(smaller), "--replace", "--database", db])
+    assert result.exit_code == 1  # removing 80 of 120 is more than the default 50 %
+    assert "would remove 80 of 120 listings" in result.output
+    result = runner.invoke(main, ["import", str(smaller), "--replace", "--allow-shrink", "--database", db])
     assert result.exit_code == 0, result.output
     assert "40 updated, 80 removed; 40 available" in result.output
     stores = open_stores(db)

@@ -375,3 +375,22 @@ def test_a_conformance_run_is_bounded_in_time_and_its_outcome_recorded(deploymen
     latest = deployment["stores"].console.latest_check()
     assert latest.state == state and (latest.report is not None) == (state == "done")
     assert not runner.processes
+
+
+def test_the_inventory_page_shows_counts_a_lookup_and_the_import_history(deployment):
+    from aap.store.feeds import FeedRun
+
+    now = int(time.time() * 1000)
+    deployment["stores"].feeds.record(FeedRun(
+        "schedule", "https://feeds.example/inventory.csv", now - 5000, now - 4000, "imported", feed="nightly",
+        rows=4, inserted=3, skipped=1, warnings=2, total=3, rejected_lines=[4],
+        problems=[{"line": 4, "column": "vin", "value": "XYZ", "location": "/vin", "message": "not a VIN",
+                   "text": "line 4: not a VIN"}]))
+    staff = sign_in(deployment, STAFF)
+    page = staff.get("/console/inventory", params={"q": "1hgcv1f30na0002"})
+    assert page.status_code == 200
+    assert re.search(r"<td>Bay Motors Oakland</td>\s*(<td class=\"num\">\d+</td>){6}<td class=\"num\">1</td>", page.text)
+    assert "<code>1HGCV1F30NA000202</code>" in page.text
+    assert "Last import:" in page.text and "<code>nightly</code>" in page.text
+    assert "line 4, vin: not a VIN" in page.text and "Rejected rows: line 4" in page.text
+    assert "2 warnings" in page.text

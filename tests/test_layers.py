@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),
-    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit", "accounts"})),
+    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit", "feeds", "accounts"})),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console"})),
     ("composition root", frozenset({"server"})),

@@ -28,8 +28,8 @@ class Identity:
 SEEN: list[tuple[str, str]] = []
 
 
-def verify(stores: Any, settings: Any, authorization: str, resource_url: str) -> Identity | None:
-    """Stands in for aap.poppy.bearer.verify_mcp_bearer: two known tokens, one broken verifier."""
+def verify(authorization: str, resource_url: str) -> Identity | None:
+    """Stands in for the Poppy issuer's verifier (tests/test_poppy_mcp.py): two known tokens, one broken."""
     SEEN.append((authorization, resource_url))
     if authorization == "Bearer token-a":
         return Identity("poppy:agent-a-user-1", "https://agent-a.example/client")
@@ -138,6 +138,9 @@ def test_rate_limited_calls_are_is_error_results_with_retry_after(limited: Deale
 
 
 async def test_without_a_verifier_no_token_is_valid() -> None:
-    auth = BearerAuth(object(), "https://dealer.example/mcp", "https://dealer.example/meta", verifier=None)
+    auth = BearerAuth("https://dealer.example/mcp", "https://dealer.example/meta", verifier=None)
     assert await auth.verify("Bearer anything") is None
-    assert auth.challenge().status_code == 401
+    challenge = auth.challenge()
+    assert challenge.status_code == 401
+    # no issuer publishes metadata for this endpoint: the challenge names none (RFC 9728 §5.1)
+    assert "resource_metadata" not in challenge.headers["www-authenticate"]

@@ -11,11 +11,13 @@ from typing import Any, Iterator
 import httpx
 import orjson
 import pytest
+from jsonschema import Draft7Validator, Draft202012Validator
 from mcp import Client
+from referencing import Registry
 
 from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
-from aap.bindings.mcp.schemas import bundled
+from aap.bindings.mcp.schemas import bundled, output_schema
 from aap.bindings.mcp.tools import CAPABILITIES_META_KEY
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
@@ -58,7 +60,7 @@ async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilitie
         assert tool.input_schema == bundled(skill.request_schema)
         assert tool.input_schema["type"] == "object"
         assert tool.input_schema["properties"]["type"]["const"] == skill.request_type
-        assert tool.output_schema == bundled(skill.response_schema)
+        assert tool.output_schema == output_schema(skill.response_schema)  # the response or aap.error
         assert tool.title == skill.name
         notes = tool.annotations
         assert notes is not None and notes.title == skill.name
@@ -150,6 +152,16 @@ async def test_skill_failures_are_is_error_results_carrying_aap_error(dealer: De
         refused = await client.call_tool("aap_lead_submit", no_consent)
         assert refused.is_error
         assert structured(refused, "error")["code"] == "CONTACT_CONSENT_REQUIRED"
+
+        # Every error is valid against the tool's own outputSchema, as a draft-07 reader (the
+        # TypeScript SDK 1.x) and a 2020-12 reader see it: no client throws the AAP error away.
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name, result in (("aap_inventory_vehicle", missing), ("aap_inventory_search", invalid),
+                             ("aap_inventory_search", untyped), ("aap_dealer_information", foreign),
+                             ("aap_lead_submit", refused)):
+            published = {k: v for k, v in tools[name].output_schema.items() if k != "$schema"}
+            for reader in (Draft7Validator, Draft202012Validator):
+                assert reader(published, registry=Registry()).is_valid(result.structured_content), (name, reader)
 
 
 async def test_auto_mode_discovers_and_picks_the_modern_revision(dealer: Dealer) -> None:

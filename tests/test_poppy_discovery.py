@@ -32,8 +32,12 @@ def test_poppy_json_is_the_aap_publication_profile(dealer, poppy_ca):
     assert document["protocol_version"] == "0.3"
     assert document["organization"] == {"name": "Bay Motors Group", "domain": "localhost"}
     assert document["auth"] == {"issuer": dealer.url}  # guest-only: no direct/device/scopes
-    assert document["apis"] == [{"type": "openapi", "url": dealer.url + "/poppy/openapi.json",
-                                 "description": document["apis"][0]["description"]}]
+    assert document["apis"] == [
+        {"type": "openapi", "url": dealer.url + "/poppy/openapi.json", "description": document["apis"][0]["description"]},
+        # native MCP for signed-in agents (on by default): tests/test_poppy_mcp.py
+        {"type": "mcp", "url": dealer.url + "/mcp", "resource": dealer.url + "/mcp",
+         "description": document["apis"][1]["description"]},
+    ]
     assert document["feedback"] == {"endpoint": dealer.url + "/poppy/feedback"}
     assert document["excluded_tasks"] == {"url": dealer.url + "/poppy/excluded-tasks.json"}
     assert "agent" not in document
@@ -63,7 +67,8 @@ def test_issuer_and_protected_resource_metadata(dealer, poppy_ca):
     assert metadata["issuer"] == dealer.url
     assert metadata["token_endpoint"] == dealer.url + "/oauth/token"
     assert metadata["revocation_endpoint"] == dealer.url + "/oauth/revoke"
-    assert metadata["grant_types_supported"] == ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token"]
+    assert metadata["grant_types_supported"] == ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token",
+                                                 "urn:ietf:params:oauth:grant-type:token-exchange"]
     assert metadata["protected_resources"][0] == "https://localhost"
     assert "poppy_domains" not in metadata and "scopes_supported" not in metadata
     resource = get(dealer, "/.well-known/oauth-protected-resource", poppy_ca).json()

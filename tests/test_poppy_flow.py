@@ -30,7 +30,7 @@ def test_reference_client_walks_discovery_token_every_operation_and_feedback(cli
     assert validate(poppy, "poppy") == []
     assert poppy["protocol_version"] == "0.3"
     assert poppy["organization"]["domain"] == "localhost"
-    assert [api["type"] for api in poppy["apis"]] == ["openapi"]
+    assert [api["type"] for api in poppy["apis"]] == ["openapi", "mcp"]
     metadata = client.issuer_metadata
     assert validate(metadata, "poppy-oauth-metadata") == []
     assert metadata["issuer"] == poppy["auth"]["issuer"] == dealer.url

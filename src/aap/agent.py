@@ -11,6 +11,7 @@ callers that hold only the payload. Nothing here knows about HTTP or JSON-RPC.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -37,10 +38,27 @@ SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, 
 Classifier = Callable[[Any, list[Problem]], AapError]
 
 
+INT64_MIN, INT64_END = -(2**63), 2**63
+
+
 def normalize_numbers(value: Any) -> Any:
-    """Turn integral floats (``25.0`` from protobuf-Value clients) into ints, recursively."""
-    if isinstance(value, float) and value.is_integer() and -(2**63) <= value < 2**63:
+    """One number model for every binding's JSON reader, recursively.
+
+    Integral floats (``25.0`` from protobuf-Value clients) within 64 bits become
+    ints. Integers beyond 64 bits become the nearest double, which is what the
+    A2A and Poppy readers (orjson) already hand over, while the MCP SDK's reader
+    keeps them as Python ints: a ``price_max`` of ``1e30`` written as an integer
+    then means the same on every binding (docs/architecture.md, "The request
+    path"). One beyond the double range becomes an infinity, which no schema
+    accepts as a number.
+    """
+    if isinstance(value, float) and value.is_integer() and INT64_MIN <= value < INT64_END:
         return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value < INT64_END:
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, dict):
         return {k: normalize_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -120,9 +138,9 @@ class DealerAgent:
         if skill.id not in self._handlers:
             raise self._unsupported()
         _require_object(payload)
-        problems = validate(payload, skill.request_schema)
+        request = normalize_numbers(payload)
+        problems = validate(request, skill.request_schema)
         if problems:
             classify = self._classifiers.get(skill.id)
-            raise classify(payload, problems) if classify else schema_error(problems)
-        request = normalize_numbers(payload)
+            raise classify(request, problems) if classify else schema_error(problems)
         return self._handlers[skill.id](self, request, ctx)

@@ -1,9 +1,19 @@
-"""``aap import``: check a whole feed, then load it in one transaction."""
+"""``aap import``: a feed in any format, from a file or a URL, checked whole, imported safely.
+
+Exit status: 0 imported (or unchanged, or a dry run that would import),
+1 rejected or refused (nothing was imported), 2 a usage error. ``--json``
+prints the run as recorded in the history (for cron and CI).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from typing import Any
+
 import click
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+import orjson
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from aap.cli.common import (
@@ -11,68 +21,219 @@ from aap.cli.common import (
     config_option,
     console,
     database_option,
-    fail,
     is_demo,
     load_or_fail,
     open_stores_or_fail,
 )
-from aap.inventory.feed import FeedError, feed_format, read_feed
+
+FORMAT_CHOICES = ("aap", "google-vehicle", "meta-vehicle", "dealer-csv", "jsonl", "csv")
+
+
+def _is_url(source: str) -> bool:
+    return "://" in source
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source")
+@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
+              help="Feed format (docs/feeds.md). Default: detected from the header or document "
+                   "(jsonl and csv are the aap format).")
+@click.option("--mapping", type=click.Path(dir_okay=False), default=None,
+              help="A mapping file (TOML): source column -> AAP field, transforms, defaults.")
 @click.option("--replace", is_flag=True,
               help="Full replace: listings missing from the feed are removed (only the "
                    "--dealer-id dealer's, when given). Default: upsert.")
 @click.option("--dealer-id", default=None, metavar="ID",
               help="Seller of every listing without a dealer_id (required per listing in "
                    "aggregate scope); with --replace, only this dealer's inventory is replaced.")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default=None,
-              help="Feed format. Default: csv for *.csv files, JSON Lines otherwise.")
+@click.option("--skip-invalid", is_flag=True,
+              help="Import the valid rows; write the rejected ones to the rejects file.")
+@click.option("--rejects", "rejects_path", type=click.Path(dir_okay=False), default=None,
+              help="Where to write rejected rows (CSV). Default with --skip-invalid: "
+                   "<feed name>.rejects.csv in the current directory.")
+@click.option("--dry-run", is_flag=True, help="Check and count everything; write nothing.")
+@click.option("--allow-shrink", is_flag=True,
+              help="Let --replace remove more than --max-removed-share of the inventory.")
+@click.option("--max-removed-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="The largest share of the inventory a --replace may remove.")
+@click.option("--strict", is_flag=True, help="A wrong VIN check digit is an error, not a warning.")
+@click.option("--encoding", default=None, help="The file's encoding (default: detected).")
+@click.option("--delimiter", default=None, help="The cell delimiter (default: sniffed).")
+@click.option("--force", is_flag=True, help="Import a URL even if it has not changed since the last import.")
+@click.option("--username-env", default=None, metavar="VAR", help="https basic auth: user name variable.")
+@click.option("--password-env", default=None, metavar="VAR", help="https basic auth or sftp: password variable.")
+@click.option("--token-env", default=None, metavar="VAR", help="https: bearer token variable.")
+@click.option("--key-file", default=None, help="sftp: private key file.")
+@click.option("--known-hosts", default=None, help="sftp: known_hosts file (default ~/.ssh/known_hosts).")
+@click.option("--ca-file", default=None, help="https: a private certificate authority (PEM).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @database_option
 @config_option
-def command(file: str, replace: bool, dealer_id: str | None, fmt: str | None,
+def command(source: str, fmt: str | None, mapping: str | None, replace: bool, dealer_id: str | None,
+            skip_invalid: bool, rejects_path: str | None, dry_run: bool, allow_shrink: bool,
+            max_removed_share: float, strict: bool, encoding: str | None, delimiter: str | None,
+            force: bool, username_env: str | None, password_env: str | None, token_env: str | None,
+            key_file: str | None, known_hosts: str | None, ca_file: str | None, as_json: bool,
             database: str | None, config: str | None) -> None:
-    """Import a feed of AAP InventoryListing objects (JSON Lines or CSV).
+    """Import an inventory feed from a file or an https:// or sftp:// URL.
 
-    Every row is checked first; any problem rejects the whole feed (each problem
-    is listed with its line number) and the stored inventory stays as it was.
+    Formats: aap (JSON Lines or CSV of InventoryListing objects), google-vehicle,
+    meta-vehicle, dealer-csv, or any file with a --mapping. Every row is checked
+    first; any problem rejects the whole feed (unless --skip-invalid) and the
+    stored inventory stays as it was.
     """
-    from aap.store.inventory import InventoryImportError  # the store: loaded only when needed
+    from aap.config.feeds import source_problem
+    from aap.feeds.fetch import Credentials, Validators, display_source
+    from aap.feeds.job import ImportRequest
+    from aap.inventory.feeds import MappingError, read_mapping
 
+    if _is_url(source):
+        problem = source_problem(source)
+        if problem:
+            raise click.BadParameter(f"{display_source(source)} {problem}", param_hint="SOURCE")
+    elif not os.path.isfile(source):
+        raise click.BadParameter(f"{source}: no such file", param_hint="SOURCE")
+    if delimiter is not None:
+        delimiter = "\t" if delimiter in ("\\t", "tab") else delimiter
+        if len(delimiter) != 1:
+            raise click.BadParameter("must be one character", param_hint="--delimiter")
+    if mapping and fmt:
+        raise click.BadParameter("give either --format or --mapping", param_hint="--mapping")
+    feed_format = None
+    if mapping:
+        try:
+            feed_format = read_mapping(mapping)
+        except MappingError as exc:
+            _usage(f"Mapping file {mapping} rejected: {len(exc.problems)} problem(s)", exc.problems)
     settings = load_or_fail(config, {"database": database})
-    columns = (TextColumn("{task.description:<10}"), BarColumn(), TaskProgressColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
-        checking = bar.add_task("Checking", total=None)
+    request = ImportRequest(
+        source=source, trigger="cli", format="aap" if fmt in ("jsonl", "csv") else fmt,
+        mapping=feed_format, encoding=encoding, delimiter=delimiter, dealer_id=dealer_id,
+        replace=replace, partial=skip_invalid, strict=strict, dry_run=dry_run,
+        max_removed_share=None if allow_shrink else max_removed_share,
+        credentials=Credentials(username_env, password_env, token_env, key_file, known_hosts, ca_file),
+    )
+    stores = open_stores_or_fail(settings)
+    if is_demo(settings) and not dry_run:
+        claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
+    try:
+        key = "url:" + display_source(source) if _is_url(source) else None
+        token = None
+        previous = Validators()
+        if key is not None:
+            token = stores.feeds.claim(key, _now_ms(), 3_600_000, due_only=False)
+            if token is None:
+                _usage(f"Another import of {display_source(source)} is running; try again later.", code=1)
+            state = stores.feeds.state(key)
+            if state is not None and not force:
+                previous = Validators(state.etag, state.last_modified, state.fingerprint)
+        result = None
         try:
-            feed = read_feed(
-                file, settings=settings, dealer_id=dealer_id, format=fmt or feed_format(file),
-                progress=lambda done, total: bar.update(checking, completed=done, total=total),
-            )
-        except FeedError as exc:
-            bar.stop()
-            fail(f"{file} rejected: {exc.total} problem(s); nothing was imported.",
-                 [str(p) for p in exc.problems], more=exc.total - len(exc.problems))
-        except (OSError, UnicodeDecodeError) as exc:
-            bar.stop()
-            fail(f"Cannot read {file}: {exc}")
-        importing = bar.add_task("Importing", total=len(feed))
-        stores = open_stores_or_fail(settings)
-        if is_demo(settings):
-            claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
-        try:
-            stats = stores.inventory.import_listings(
-                feed.listings, dealer_id=dealer_id, replace=replace,
-                progress=lambda done: bar.update(importing, completed=done),
-            )
-        except InventoryImportError as exc:
-            bar.stop()
-            line = feed.lines[exc.index] if 0 <= exc.index < len(feed.lines) else "?"
-            fail(f"{file} rejected; nothing was imported.", [f"line {line}: {exc.reason}"])
+            result = _run(stores, settings, request, previous, as_json)
         finally:
-            stores.close()
+            if key is not None and token is not None:
+                success = bool(result and result.ok and not dry_run)
+                validators = result.fetched.validators if success and result and result.fetched else previous
+                stores.feeds.release(key, token, now_ms=_now_ms(), next_run_ms=0,
+                                     outcome=result.run.outcome if result else "failed", success=success,
+                                     failures=0, etag=validators.etag, last_modified=validators.last_modified,
+                                     fingerprint=validators.fingerprint)
+    finally:
+        stores.close()
+    written = None
+    report = result.report
+    if report is not None and report.rejected and (rejects_path or (skip_invalid and not dry_run)):
+        from aap.inventory.feeds.rejects import write_rejects
+
+        written = rejects_path or f"{os.path.basename(report.member or source.rsplit('/', 1)[-1])}.rejects.csv"
+        write_rejects(written, report.rejected)
+    if as_json:
+        summary = result.run.to_json()
+        summary["rejects_file"] = written
+        click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _print(result, source, written)
+    raise SystemExit(0 if result.ok else 1)
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _usage(title: str, problems: list[str] | tuple[str, ...] = (), code: int = 2) -> None:
+    console.print(Text(title, style="bold red"))
+    for problem in problems:
+        console.print(Text(f"  - {problem}"))
+    raise SystemExit(code)
+
+
+def _run(stores: Any, settings: Any, request: Any, previous: Any, quiet: bool) -> Any:
+    """Run the import, with a progress line on stderr unless ``quiet``."""
+    from aap.feeds.job import run_import
+
+    if quiet:
+        return asyncio.run(run_import(stores, settings, request, previous=previous))
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("Fetching", total=None)
+
+        def progress(stage: str, count: int) -> None:
+            bar.update(task, description=f"{stage.capitalize()}: {count:,} rows")
+
+        return asyncio.run(run_import(stores, settings, request, previous=previous, progress=progress))
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _print(result: Any, source: str, rejects: str | None) -> None:
+    run = result.run
+    report = result.report
+    if report is not None:
+        how = "detected from the " + {"xml": "document", "jsonl": "content"}.get(report.kind, "header") \
+            if report.detected else "as given"
+        details = [f"format {report.format} ({how})", f"encoding {report.encoding}"]
+        if report.delimiter:
+            details.append("delimiter " + ("tab" if report.delimiter == "\t" else repr(report.delimiter)))
+        if report.archive:
+            details.append(f"{report.archive} archive" + (f" ({report.member})" if report.member else ""))
+        console.print(Text(f"Read {run.source}: {', '.join(details)}; {_count(report.rows, 'row')}."))
+        for name, count in sorted(report.defaults.items()):
+            value = "available" if name == "status" else (report.file_time if name == "updated_at" else "")
+            note = " (the feed's own time)" if name == "updated_at" else ""
+            console.print(Text(f"Default {name} = {value or 'from the mapping'}{note} for "
+                               f"{_count(count, 'row')}."))
+        for column, fate in report.columns.items():
+            console.print(Text(f'Column "{column}": {fate}.'))
+        if report.warning_total:
+            console.print(Text(f"{_count(report.warning_total, 'warning')}:", style="yellow"))
+            for warning in report.warnings[:20]:
+                console.print(Text(f"  - {warning}"))
+            if report.warning_total > 20:
+                console.print(Text(f"  ... and {report.warning_total - 20} more"))
+    if run.outcome == "unchanged":
+        console.print(Text(f"{run.source} has not changed since the last import; nothing to do."))
+        return
+    if not result.ok:
+        console.print(Text(f"{run.source} {run.outcome}: {run.message}", style="bold red"))
+        problems = result.file_problems or (report.problems if report else [])
+        total = report.problem_total if report and not result.file_problems else len(problems)
+        for problem in problems:
+            console.print(Text(f"  - {problem}"))
+        if total > len(problems):
+            console.print(Text(f"  ... and {total - len(problems)} more", style="red"))
+        if rejects:
+            console.print(Text(f"Rejected rows written to {rejects}."))
+        return
+    stats = result.stats
+    verb = "Would import" if run.dry_run else "Imported"
+    skipped = f"; {_count(run.skipped, 'row')} skipped" + (f" (see {rejects})" if rejects else "") \
+        if run.skipped else ""
     console.print(Text(
-        f"Imported {len(feed)} listings from {file}: {stats.inserted} new, {stats.updated} "
-        f"updated, {stats.removed} removed; {stats.total} available in total."
+        f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
+        f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
+        + (" Dry run: nothing was written." if run.dry_run else "")
     ))

@@ -24,7 +24,7 @@ import httpx
 from aap.client.errors import AuthError, DiscoveryError, ProtocolError, remote_error
 from aap.client.poppy_auth import CLIENT_ASSERTION_TYPE, JWT_BEARER, DpopKey, PoppyIdentity
 from aap.client.transport import CallOutcome, http_failure, json_body, network_failure, retry_after_ms
-from aap.paths import OAUTH_METADATA_PATH
+from aap.paths import OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.skills.catalog import SKILLS, SkillInfo
 
 RENEW_MARGIN_S = 30
@@ -35,6 +35,13 @@ def issuer_metadata_url(issuer: str) -> str:
     parts = urlsplit(issuer)
     path = parts.path.rstrip("/")
     return urlunsplit((parts.scheme, parts.netloc, OAUTH_METADATA_PATH + path, "", ""))
+
+
+def protected_resource_metadata_url(resource: str) -> str:
+    """RFC 9728 §3.1: the well-known segment goes between the host and the resource's path."""
+    parts = urlsplit(resource)
+    path = parts.path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, PROTECTED_RESOURCE_PATH + path, "", ""))
 
 
 def _resolve(document: dict[str, Any], schema: Any, depth: int = 0) -> Any:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 
 from aap.config.dealer import parse_dealer, parse_dealers, scope_rules
 from aap.config.environment import missing_variables
+from aap.config.feeds import parse_feeds_section
 from aap.config.leads import parse_leads_section
 from aap.config.mcp import parse_mcp_section
 from aap.config.model import Settings
@@ -99,6 +100,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("mcp", parse_mcp_section),
     Section("leads", parse_leads_section),
     Section("poppy", parse_poppy_section),
+    Section("feeds", parse_feeds_section, array=True),
     Section("web", parse_web_section),
 )
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
 from aap.config.poppy import PoppySettings
@@ -153,6 +154,7 @@ class Settings:
     mcp: McpSettings = field(default_factory=McpSettings)
     leads: LeadSettings = field(default_factory=LeadSettings)
     poppy: PoppySettings = field(default_factory=PoppySettings)
+    feeds: tuple[FeedSettings, ...] = ()
     web: WebSettings = field(default_factory=WebSettings)
 
     @property

@@ -58,6 +58,10 @@ class PoppySettings:
     blocked_clients: tuple[str, ...] = ()   # refused at once, tokens included
     feedback_enabled: bool = True
     feedback_daily_limit: int = 100         # reports stored per (client, User ID) per 24 h
+    # Native MCP for signed-in agents (docs/poppy.md, "MCP for personal agents"): an `mcp` entry in
+    # poppy.json and RFC 8693 token exchange for short-lived Bearer tokens bound to the MCP URL.
+    mcp_enabled: bool = True
+    mcp_token_ttl: int = 600                # seconds; 60 ... 3600, never beyond the subject token
     excluded_tasks: tuple[ExcludedTask, ...] = ()
 
     @property
@@ -109,9 +113,10 @@ def parse_poppy_section(table: Table, problems: Problems) -> PoppySettings:
                                                minimum=0, maximum=3600),
         "feedback_daily_limit": table.integer("feedback_daily_limit", base.feedback_daily_limit,
                                               minimum=0, maximum=1_000_000),
+        "mcp_token_ttl": table.integer("mcp_token_ttl", base.mcp_token_ttl, minimum=60, maximum=3600),
     }
     for switch in ("enabled", "allow_loopback_clients", "accept_poppy_session",
-                   "feedback_enabled"):
+                   "feedback_enabled", "mcp_enabled"):
         values[switch] = table.boolean(switch, getattr(base, switch))
     values.update(_organization(table.table("organization")))
     for key in ("allowed_clients", "blocked_clients"):

@@ -2,8 +2,8 @@
 
 Counts come from :class:`~aap.store.inventory.summary.InventorySummaries`
 (remembered per inventory version). The import history — when the feed last
-went in, and the listings it rejected or warned about — is read by
-:func:`import_history`, the one place that knows where imports are recorded.
+went in, and the listings it rejected or warned about — comes from the feed
+store (:mod:`aap.store.feeds`) through :func:`import_history`.
 A seller's staff see their seller's inventory only.
 """
 
@@ -38,14 +38,26 @@ class ImportRecord:
     counts: dict[str, int]
     message: str | None = None
     problems: list[dict[str, Any]] = field(default_factory=list)
+    rejected_lines: list[int] = field(default_factory=list)
 
 
 def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int = 10) -> list[ImportRecord]:
-    """The latest imports, newest first (the rejected and warned rows in ``problems``).
+    """The latest imports, newest first, from the feed import history (``stores.feeds``, docs/feeds.md):
+    counts, outcome, and the first problems with the lines of the rows the feed rejected.
 
-    This deployment's store records no import history yet: the page says so.
+    A seller's staff (``dealer_id``) see their seller's imports only. Dry runs are left out.
     """
-    return []
+    records = []
+    for run in stores.feeds.runs(limit=limit * 3 if dealer_id else limit):
+        if run.dry_run or (dealer_id is not None and run.dealer_id != dealer_id):
+            continue
+        records.append(ImportRecord(
+            run.started_ms, run.finished_ms, run.feed or run.source, run.outcome, run.dealer_id,
+            {"rows": run.rows, "new": run.inserted, "updated": run.updated, "removed": run.removed,
+             "rejected": run.skipped or len(run.rejected_lines), "warnings": run.warnings,
+             "available after": run.total or 0},
+            run.message, run.problems, run.rejected_lines))
+    return records[:limit]
 
 
 async def page(console: Console, request: Request, visit: Visit) -> Response:

@@ -16,12 +16,11 @@ numbers and booleans are parsed according to the schema's type.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import orjson
 
@@ -56,15 +55,31 @@ _FALSE = frozenset({"false", "0", "no"})
 
 @dataclass(frozen=True)
 class FeedProblem:
-    """One problem of a feed: its line, where in the listing (JSON pointer), and what."""
+    """One problem of a feed: its line, where in the listing (JSON pointer), and what.
+
+    A feed read through a format table also names the source ``column`` and the
+    cell's ``value`` as written (inventory values are not personal data), so the
+    operator can find it in the file: ``line 7, column "VIN": "1HG…X" has a wrong
+    check digit (expected 7)``.
+    """
 
     line: int
     location: str
     message: str
+    column: str | None = None
+    value: str | None = None
 
     def __str__(self) -> str:
+        if self.column is not None:
+            shown = f" {_quoted(self.value)}" if self.value is not None else ""
+            return f'line {self.line}, column "{self.column}":{shown} {self.message}'
         where = f" {self.location}" if self.location else ""
         return f"line {self.line}:{where}: {self.message}"
+
+
+def _quoted(value: str, limit: int = 80) -> str:
+    text = value if len(value) <= limit else value[: limit - 1] + "\u2026"
+    return '"' + text.replace('"', '\\"') + '"'
 
 
 class FeedError(Exception):
@@ -128,7 +143,7 @@ def read_feed(path: str, *, settings: Settings | None = None, dealer_id: str | N
     fmt = format or feed_format(path)
     total = os.path.getsize(path)
     with open(path, "rb") as handle:
-        rows = _csv_rows(handle) if fmt == "csv" else _jsonl_rows(handle)
+        rows = csv_rows(handle) if fmt == "csv" else jsonl_rows(handle)
         return check_rows(rows, settings=settings, dealer_id=dealer_id, source=str(path),
                           progress=(lambda done: progress(done, total)) if progress else None)
 
@@ -138,11 +153,8 @@ def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
                source: str | None = None,
                progress: Callable[[int], None] | None = None) -> Feed:
     """Validate parsed rows ``(line, offset, listing | None, parse problems)``; see :func:`read_feed`."""
-    from aap.spec import validate
-
     collector = _Collector()
-    rules = _DeploymentRules(settings, dealer_id)
-    seen = _Duplicates()
+    checker = ListingChecker(settings, dealer_id)
     feed = Feed([], [], source)
     count = 0
     offset = 0
@@ -151,16 +163,11 @@ def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
             collector.add(line, location, message)
         if row is None:
             continue
-        if dealer_id is not None and "dealer_id" not in row:
-            row["dealer_id"] = dealer_id
-        problems = [(e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
-        problems += _listing_rules(row)
-        problems += rules.check(row)
-        problems += seen.check(row, line)
+        problems = checker.check(row, line)
         for location, message in problems:
             collector.add(line, location, message)
         if not problems and not parse_problems and not collector.total:
-            feed.listings.append(_normalize(row))
+            feed.listings.append(normalize(row))
             feed.lines.append(line)
         count += 1
         if progress is not None and count % 500 == 0:
@@ -172,7 +179,40 @@ def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
     return feed
 
 
-def _jsonl_rows(handle: io.BufferedReader) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+class ListingChecker:
+    """The AAP rules for one listing at a time, in feed order: the one validator of every format.
+
+    :meth:`check` gives ``dealer_id`` to a listing without one (when the import
+    names a dealer) and returns every problem as ``(JSON pointer, message)``:
+    the ``InventoryListing`` schema, the rules its prose states, the
+    deployment's rules and duplicates of earlier rows. With
+    ``remember_rejected=False`` (a partial import) the identities of rejected
+    rows are not remembered, so a later valid row is not called their duplicate.
+    """
+
+    def __init__(self, settings: Settings | None = None, dealer_id: str | None = None, *,
+                 remember_rejected: bool = True) -> None:
+        self.dealer_id = dealer_id
+        self.rules = _DeploymentRules(settings, dealer_id)
+        self.seen = _Duplicates()
+        self.remember_rejected = remember_rejected
+
+    def check(self, row: dict[str, Any], line: int, *, rejected: bool = False) -> list[tuple[str, str]]:
+        """Every problem of ``row``; ``rejected``: the caller already refuses it for another reason."""
+        from aap.spec import validate
+
+        if self.dealer_id is not None and "dealer_id" not in row:
+            row["dealer_id"] = self.dealer_id
+        problems = [(e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
+        problems += _listing_rules(row)
+        problems += self.rules.check(row)
+        if self.remember_rejected or not (problems or rejected):
+            problems += self.seen.check(row, line)
+        return problems
+
+
+def jsonl_rows(handle: BinaryIO) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+    """``(line, bytes read, listing | None, problems)`` per line of a JSON Lines feed."""
     offset = 0
     for number, raw in enumerate(handle, start=1):
         offset += len(raw)
@@ -192,7 +232,7 @@ def _jsonl_rows(handle: io.BufferedReader) -> Iterator[tuple[int, int, Any, list
 class _Lines:
     """Decoded lines of a binary file, counting bytes read and physical lines for the CSV reader."""
 
-    def __init__(self, handle: io.BufferedReader) -> None:
+    def __init__(self, handle: BinaryIO) -> None:
         self.handle = handle
         self.offset = 0
         self.line = 0
@@ -214,9 +254,10 @@ class _Lines:
         return text
 
 
-def _csv_rows(handle: io.BufferedReader) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+def csv_rows(handle: BinaryIO, delimiter: str = ",") -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+    """``(line, bytes read, listing | None, problems)`` per record of an ``aap`` CSV feed."""
     lines = _Lines(handle)
-    reader = csv.reader(lines)
+    reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = next(reader)
     except StopIteration:
@@ -308,13 +349,15 @@ def _parse_cell(kind: str, cell: str) -> Any:
         raise ValueError(f"expected a JSON value ({exc.msg})") from None
 
 
-def _normalize(row: dict[str, Any]) -> dict[str, Any]:
+_INTEGER_FIELDS = tuple(name for name, kind in COLUMNS.items() if kind == INTEGER)
+
+
+def normalize(row: dict[str, Any]) -> dict[str, Any]:
     """Integral floats in integer fields (``25000.0``) become ints, as stored and served."""
-    for name, kind in COLUMNS.items():
-        if kind == INTEGER:
-            value = row.get(name)
-            if isinstance(value, float):
-                row[name] = int(value)
+    for name in _INTEGER_FIELDS:
+        value = row.get(name)
+        if value.__class__ is float:
+            row[name] = int(value)
     fees = row.get("fees")
     if isinstance(fees, list):
         for fee in fees:

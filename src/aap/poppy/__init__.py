@@ -4,7 +4,11 @@
 issuer and protected-resource metadata, the excluded-tasks document, the guest
 OAuth issuer (``/oauth/token``, ``/oauth/revoke``, ``/oauth/jwks.json``), the
 native OpenAPI API (``/poppy/openapi.json``, ``/poppy/v1/{skill id}``) and
-feedback (``/poppy/feedback``). See docs/poppy.md for every rule enforced.
+feedback (``/poppy/feedback``). With ``mcp_enabled`` the issuer also exchanges
+Session tokens for MCP Bearer tokens (:mod:`.exchange`), poppy.json lists the
+MCP endpoint and its RFC 9728 metadata is served; :func:`mcp_verifier` gives
+the MCP binding the matching verifier (:mod:`.bearer`). See docs/poppy.md for
+every rule enforced.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from aap.config.model import Settings
 from aap.config.poppy import PoppySettings
 from aap.paths import (
     JWKS_PATH,
+    MCP_PROTECTED_RESOURCE_PATH,
     OAUTH_METADATA_PATH,
     OAUTH_PREFIX,
     POPPY_API_PREFIX,
@@ -39,6 +44,7 @@ from aap.paths import (
 from aap.poppy import discovery, feedback, token_endpoint
 from aap.poppy.api import SkillEndpoint, aap_error_shape, openapi_document
 from aap.poppy.authn import authenticate
+from aap.poppy.bearer import McpBearerVerifier
 from aap.poppy.context import PoppyContext
 from aap.poppy.keys import SigningKeys
 from aap.poppy.oauth import OAuthError, oauth_error_shape, server_error
@@ -48,7 +54,7 @@ from aap.web.documents import StaticDocument
 from aap.web.errors import ErrorShape, unexpected
 from aap.web.parts import BindingParts
 
-__all__ = ["build", "PoppySettings", "PoppyContext", "rotate_signing_key"]
+__all__ = ["build", "mcp_verifier", "PoppySettings", "PoppyContext", "rotate_signing_key"]
 
 
 def _document(render: Callable[[], dict[str, Any]], max_age: int = 300, *,
@@ -72,6 +78,18 @@ def _cached(render: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]
         return memo[0]
 
     return cached
+
+
+def mcp_routes(ctx: PoppyContext) -> list[BaseRoute]:
+    """RFC 9728 metadata of the MCP endpoint, when signed-in agents get MCP tokens.
+
+    Served at the path-suffixed well-known URL of ``/mcp`` (RFC 9728 §3.1) below
+    the public base URL: the URL the MCP endpoint's 401 challenge names.
+    """
+    if not ctx.mcp_enabled:
+        return []
+    return [Route(MCP_PROTECTED_RESOURCE_PATH, _document(lambda: discovery.mcp_resource_metadata(ctx)),
+                  methods=["GET", "HEAD"], name="poppy_mcp_protected_resource")]
 
 
 def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
@@ -104,6 +122,7 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
         return await token_endpoint.revoke(ctx, request)
 
     routes: list[BaseRoute] = [
+        *mcp_routes(ctx),
         Route(POPPY_PATH, _document(lambda: discovery.poppy_document(ctx)), methods=["GET", "HEAD"], name="poppy"),
         Route(OAUTH_METADATA_PATH, _document(lambda: discovery.issuer_metadata(ctx)), methods=["GET", "HEAD"],
               name="poppy_issuer_metadata"),
@@ -134,6 +153,14 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
     shapes: dict[str, ErrorShape] = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
               POPPY_API_PREFIX: aap_error_shape}
     return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes)
+
+
+def mcp_verifier(agent: DealerAgent) -> McpBearerVerifier | None:
+    """The MCP binding's Bearer verifier, when this issuer exchanges MCP tokens; else None."""
+    options = agent.settings.poppy
+    if not (options.enabled and options.mcp_enabled):
+        return None
+    return McpBearerVerifier(agent, options)
 
 
 def rotate_signing_key(stores: Stores, settings: Settings | None = None) -> str:

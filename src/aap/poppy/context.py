@@ -60,13 +60,27 @@ class PoppyContext:
 
     @property
     def protected_resources(self) -> list[str]:
-        """``https://{organization.domain}`` first, then the service origin if it differs."""
+        """``https://{organization.domain}`` first, then the service origin if it differs,
+        then the MCP URL when MCP tokens are exchanged (a service resource, seed 004
+        ``PoppyOauthMetadata.protected_resources``)."""
         resources = [f"https://{self.organization_domain}"]
         parts = urlsplit(self.issuer)
         origin = f"{parts.scheme}://{parts.netloc}".lower()
         if origin.startswith("https://") and origin not in resources:
             resources.append(origin)
+        if self.mcp_enabled and self.mcp_resource.startswith("https://"):
+            resources.append(self.mcp_resource)
         return resources
+
+    @property
+    def mcp_enabled(self) -> bool:
+        """Whether signed-in agents get Bearer tokens for the MCP endpoint (docs/poppy.md)."""
+        return self.settings.mcp_enabled
+
+    @property
+    def mcp_resource(self) -> str:
+        """The resource identifier of the MCP endpoint: its exact public URL (RFC 8707, RFC 9728)."""
+        return self.urls.mcp
 
     def maybe_purge(self) -> None:
         """Keep the replay and token tables small (correctness never depends on it)."""

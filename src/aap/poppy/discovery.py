@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from aap import AAP_VERSION
 from aap.poppy.context import PoppyContext
+from aap.poppy.exchange import TOKEN_EXCHANGE
 from aap.poppy.token_endpoint import JWT_BEARER
 from aap.protocols import POPPY_AAP_EXTENSION, POPPY_PROTOCOL_VERSION
 
@@ -46,6 +47,15 @@ def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
         "excluded_tasks": {"url": urls.poppy_excluded_tasks},
         "extensions": {POPPY_AAP_EXTENSION: bridge},
     }
+    if ctx.mcp_enabled:
+        # Native MCP for signed-in agents: a Bearer token for this exact URL by token exchange.
+        document["apis"].append({
+            "type": "mcp",
+            "url": urls.mcp,
+            "resource": ctx.mcp_resource,
+            "description": f"The same AAP {AAP_VERSION} skills as MCP tools; public reads need no token, a signed-in "
+                           "agent exchanges its DPoP Session token for a Bearer token bound to this URL.",
+        })
     if ctx.settings.feedback_enabled:
         document["feedback"] = {"endpoint": urls.poppy_feedback}
     return document
@@ -60,7 +70,7 @@ def issuer_metadata(ctx: PoppyContext) -> dict[str, Any]:
         "revocation_endpoint": urls.revocation_endpoint,
         "jwks_uri": urls.jwks,
         # refresh_token is required by the schema; a refresh grant is answered invalid_grant.
-        "grant_types_supported": [JWT_BEARER, "refresh_token"],
+        "grant_types_supported": [JWT_BEARER, "refresh_token", *([TOKEN_EXCHANGE] if ctx.mcp_enabled else [])],
         "token_endpoint_auth_methods_supported": ["private_key_jwt"],
         "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         "revocation_endpoint_auth_methods_supported": ["private_key_jwt"],
@@ -80,6 +90,20 @@ def protected_resource_metadata(ctx: PoppyContext) -> dict[str, Any]:
         "dpop_signing_alg_values_supported": ["ES256"],
         "dpop_bound_access_tokens_required": True,
         "resource_name": ctx.organization_name,
+    }
+
+
+def mcp_resource_metadata(ctx: PoppyContext) -> dict[str, Any]:
+    """RFC 9728 metadata of the MCP endpoint (``PoppyMcpResourceMetadata``, seed 004).
+
+    No ``dpop_signing_alg_values_supported``: its presence would advertise DPoP
+    at the MCP server, whose tokens are Bearer tokens from token exchange.
+    """
+    return {
+        "resource": ctx.mcp_resource,
+        "authorization_servers": [ctx.issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": f"{ctx.organization_name} (AAP MCP)",
     }
 
 

@@ -1,7 +1,8 @@
-"""``POST /oauth/token`` (guest Sessions) and ``POST /oauth/revoke`` (RFC 7009).
+"""``POST /oauth/token`` (guest Sessions, MCP token exchange) and ``POST /oauth/revoke`` (RFC 7009).
 
-The grant is the RFC 7523 JWT bearer grant with ``private_key_jwt`` client
-authentication and a DPoP proof (RFC 9449). Checks run in the order of
+The guest grant is the RFC 7523 JWT bearer grant with ``private_key_jwt`` client
+authentication and a DPoP proof (RFC 9449); the same client authentication
+precedes RFC 8693 token exchange for MCP (:mod:`aap.poppy.exchange`). Checks run in the order of
 docs/poppy.md; every one of them happens before anything is written, and the
 three single-use values (client assertion, Session assertion and proof
 ``jti``) are consumed in the same transaction that creates the Session and
@@ -24,6 +25,7 @@ from aap.poppy.assertions import Assertion, AssertionProblem
 from aap.poppy.client_metadata import ClientInfo, ClientMetadataError
 from aap.poppy.context import PoppyContext
 from aap.poppy.dpop import DpopProblem, verify_proof
+from aap.poppy.exchange import TOKEN_EXCHANGE, exchange
 from aap.poppy.jose import public_p256_key
 from aap.poppy.oauth import (
     NO_STORE,
@@ -118,7 +120,7 @@ async def token(ctx: PoppyContext, request: Request) -> Response:
     try:
         await limit_network(ctx, request)
         form = await read_form(request)
-        return await _guest_grant(ctx, request, form)
+        return await _grant(ctx, request, form)
     except OAuthError as exc:
         return exc.response()
     except Exception as exc:  # never a stack trace on the wire or in the log
@@ -126,17 +128,26 @@ async def token(ctx: PoppyContext, request: Request) -> Response:
         return server_error().response()
 
 
-async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]) -> Response:
+async def _grant(ctx: PoppyContext, request: Request, form: dict[str, str]) -> Response:
+    """Client authentication first, then the grant: JWT bearer (a guest Session) or token exchange (MCP)."""
     now = time.time()
-    settings = ctx.settings
     client, client_assertion = await authenticate_client(ctx, form, now)
     grant_type = form.get("grant_type")
     if grant_type is None:
         raise invalid_request("grant_type is required")
     if grant_type == "refresh_token":
         raise invalid_grant("this guest issuer issues no refresh tokens; start a new guest Session")
+    if grant_type == TOKEN_EXCHANGE and ctx.mcp_enabled:
+        return await exchange(ctx, request, form, client, client_assertion, now)
     if grant_type != JWT_BEARER:
-        raise OAuthError("unsupported_grant_type", "only the JWT bearer grant is supported", 400)
+        supported = "the JWT bearer grant and token exchange for MCP" if ctx.mcp_enabled else "the JWT bearer grant"
+        raise OAuthError("unsupported_grant_type", f"only {supported} are supported", 400)
+    return await _guest_grant(ctx, request, form, client, client_assertion, now)
+
+
+async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str], client: ClientInfo,
+                       client_assertion: Assertion, now: float) -> Response:
+    settings = ctx.settings
     if "assertion" not in form:
         raise invalid_request("assertion (the Session assertion) is required")
     try:
@@ -157,6 +168,8 @@ async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]
     resource = form.get("resource")
     if resource is not None and resource not in ctx.protected_resources:
         raise OAuthError("invalid_target", "resource is not a protected resource of this issuer", 400)
+    if resource is not None and resource == ctx.mcp_resource:
+        raise OAuthError("invalid_target", "MCP tokens come from token exchange, not from the guest grant", 400)
     try:
         proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.urls.token_endpoint,
                              now=now, window=settings.dpop_iat_window, access_token=None)

@@ -4,7 +4,8 @@ The signature lets a worker refuse garbage without a lookup; the record (kept
 as a hash) is the truth: revocation, Session end, a renewed Session and a
 blocked client all take effect on the very next request. Agents must not
 parse the token; its claims are only ``iss``, ``iat``, ``exp``, ``jti``,
-``cnf.jkt`` and, for a resource-bound token, ``aud``.
+``cnf.jkt`` (DPoP tokens) and, for a resource-bound token, ``aud`` (every MCP
+Bearer token, :mod:`aap.poppy.exchange`).
 """
 
 from __future__ import annotations
@@ -21,17 +22,25 @@ MAX_TOKEN_LENGTH = 4096
 TOKEN_TYP = "at+jwt"
 
 
-def mint(ctx: PoppyContext, *, jkt: str, resource: str | None, now: float) -> tuple[str, float]:
-    """A new signed token bound to ``jkt``; returns (token, expires_at)."""
+def mint(ctx: PoppyContext, *, jkt: str | None, resource: str | None, now: float,
+         expires_at: float | None = None) -> tuple[str, float]:
+    """A new signed token; returns (token, expires_at).
+
+    ``jkt`` binds a DPoP token to its key (``cnf.jkt``); an exchanged MCP Bearer
+    token has none and is bound to its ``resource`` (``aud``) instead. The
+    lifetime is ``access_token_ttl`` unless ``expires_at`` says otherwise.
+    """
     kid, key = ctx.keys.active()
-    expires_at = float(int(now) + ctx.settings.access_token_ttl)
+    if expires_at is None:
+        expires_at = float(int(now) + ctx.settings.access_token_ttl)
     claims: dict[str, Any] = {
         "iss": ctx.issuer,
         "iat": int(now),
         "exp": int(expires_at),
         "jti": secrets.token_urlsafe(24),
-        "cnf": {"jkt": jkt},
     }
+    if jkt is not None:
+        claims["cnf"] = {"jkt": jkt}
     if resource is not None:
         claims["aud"] = resource
     return sign({"alg": "ES256", "typ": TOKEN_TYP, "kid": kid}, claims, key), expires_at

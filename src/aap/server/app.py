@@ -32,6 +32,7 @@ import aap.site
 from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
+from aap.feeds.scheduler import feeds_lifespan
 from aap.leads.worker import delivery_lifespan
 from aap.config.urls import public_url_problem
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
@@ -45,12 +46,18 @@ from aap.web.parts import BindingParts, Lifespan
 
 Surface = Callable[[DealerAgent], BindingParts]
 
+
+def mcp_surface(agent: DealerAgent) -> BindingParts:
+    """The MCP binding, verifying the Bearer tokens the Poppy issuer exchanges for it (docs/mcp.md)."""
+    return mcp.build(agent, verifier=aap.poppy.mcp_verifier(agent))
+
+
 #: The protocol doors, then the pages for people (docs/console.md), in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp.build, aap.discovery.build, aap.poppy.build, aap.site.build,
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build, aap.site.build,
                                  aap.console.build)
 
 #: Background services: entered after the surfaces' lifespans, left before them.
-SERVICES: tuple[Lifespan, ...] = (delivery_lifespan,)
+SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan)
 
 
 class PublicUrlError(ValueError):

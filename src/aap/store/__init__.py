@@ -7,13 +7,14 @@ modules: :mod:`~aap.store.db` (connections, transactions),
 :mod:`~aap.store.migrations` (every domain's schema steps), and the domain
 stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
 :mod:`~aap.store.leads` (and the console's reads of it, :mod:`~aap.store.lead_inbox`),
-:mod:`~aap.store.poppy` and :mod:`~aap.store.console`.
+:mod:`~aap.store.poppy`, :mod:`~aap.store.feeds` and :mod:`~aap.store.console`.
 """
 
 from __future__ import annotations
 
 from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
+from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
 from aap.store.inventory.summary import InventorySummaries
 from aap.store.lead_inbox import LeadInbox
@@ -32,6 +33,7 @@ class Stores:
         self.state = StateStore(db)
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)
+        self.feeds = FeedStore(db)
         # The staff console's views and state (docs/console.md).
         self.console = ConsoleStore(db)
         self.lead_inbox = LeadInbox(db, self.leads)

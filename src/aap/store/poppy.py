@@ -92,6 +92,10 @@ class SessionConflict(Exception):
     """The DPoP key already identifies a Session of another client, User ID or agent."""
 
 
+class SubjectGone(Exception):
+    """The subject token of an exchange was revoked, or its Session ended, before the exchange committed."""
+
+
 @dataclass(frozen=True)
 class SessionRecord:
     id: str
@@ -147,6 +151,12 @@ class PoppyStore:
         if cursor.rowcount != 1:
             raise Replayed(scope, entry)
 
+    @classmethod
+    def consume_all(cls, tx: Tx, consumed: list[tuple[str, str, float]], now: float) -> None:
+        """:meth:`consume` each ``(scope, entry, expires_at)``; the first replay raises."""
+        for scope, entry, expires_at in consumed:
+            cls.consume(tx, scope, entry, expires_at, now)
+
     def purge_expired(self, idle_ttl: float, now: float | None = None) -> None:
         """Drop what can no longer matter: used jtis past their window, expired tokens,
         Sessions idle longer than ``idle_ttl`` (with their tokens). Correctness never depends on it."""
@@ -185,8 +195,7 @@ class PoppyStore:
         """
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             row = tx.fetchone(
                 f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,)
             )
@@ -247,24 +256,61 @@ class PoppyStore:
         """Consume an API call's single-use values; optionally mark the Session (if any) as used now."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
             if touch and session_id is not None:
                 tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
 
-    def revoke(self, token: str, client_id: str, consumed: list[tuple[str, str, float]],
-               now: float | None = None) -> bool:
-        """Revoke ``token`` if it was issued to ``client_id``; True when something changed."""
+    def exchange(self, *, subject_token: str, token: str, resource: str, expires_at: float,
+                 consumed: list[tuple[str, str, float]], now: float | None = None) -> None:
+        """Store the Bearer ``token`` exchanged for the live DPoP ``subject_token`` (RFC 8693).
+
+        One transaction: consume ``consumed``, check that the subject token is still
+        live (:class:`SubjectGone` otherwise: a revocation may have won the race with
+        the checks already made), store ``token`` in the subject's Session bound to
+        ``resource``, and mark the Session as used.
+        """
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            for scope, entry, exp in consumed:
-                self.consume(tx, scope, entry, exp, now)
+            self.consume_all(tx, consumed, now)
+            row = tx.fetchone(
+                "SELECT t.session_id FROM poppy_tokens t JOIN poppy_sessions s ON s.id = t.session_id "
+                "WHERE t.token_hash = ? AND t.token_type = 'DPoP' AND t.revoked_at IS NULL "
+                "AND t.expires_at > ? AND s.ended_at IS NULL",
+                (token_hash(subject_token), now),
+            )
+            if row is None:
+                raise SubjectGone()
+            session_id = row[0]
+            tx.execute(
+                "INSERT INTO poppy_tokens (token_hash, session_id, token_type, resource, issued_at, expires_at)"
+                " VALUES (?, ?, 'Bearer', ?, ?, ?)",
+                (token_hash(token), session_id, resource, now, expires_at),
+            )
+            tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+
+    def revoke(self, token: str, client_id: str, consumed: list[tuple[str, str, float]],
+               now: float | None = None) -> bool:
+        """Revoke ``token`` if it was issued to ``client_id``; True when something changed.
+
+        Revoking a live DPoP (Session) token also revokes the Bearer tokens exchanged
+        in its Session: they stand for the same Session and never outlive it.
+        """
+        now = time.time() if now is None else now
+        with self.db.transaction() as tx:
+            self.consume_all(tx, consumed, now)
             cursor = tx.execute(
                 "UPDATE poppy_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL "
                 "AND session_id IN (SELECT id FROM poppy_sessions WHERE client_id = ?)",
                 (now, token_hash(token), client_id),
             )
-            return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            tx.execute(
+                "UPDATE poppy_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND token_type = 'Bearer' "
+                "AND session_id = (SELECT session_id FROM poppy_tokens WHERE token_hash = ? AND token_type = 'DPoP')",
+                (now, token_hash(token)),
+            )
+            return True
 
     # -- signing keys --------------------------------------------------------
     def signing_keys(self) -> list[tuple[str, dict[str, Any], float, float | None]]:

@@ -33,7 +33,8 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
     """Routes and lifespan of the MCP endpoint for ``agent``.
 
     ``verifier`` checks a presented Bearer token (see :mod:`.auth`); without
-    one, no token is valid and a call that presents one is refused.
+    one, no token is valid and a call that presents one is refused. The
+    composition root passes the Poppy issuer's (:func:`aap.poppy.mcp_verifier`).
     """
     settings = agent.settings
     options = settings.mcp
@@ -49,7 +50,7 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
         max_request_body_size=settings.max_body_bytes,
     )
     urls = DeploymentUrls(settings.public_url)
-    auth = BearerAuth(agent, resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
+    auth = BearerAuth(resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
     endpoint = McpHttpEndpoint(
         manager,
         OriginPolicy.for_settings(settings),

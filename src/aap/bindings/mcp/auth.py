@@ -2,23 +2,26 @@
 
 AAP's MCP endpoint is ``public_read``: no call needs a token, and
 ``lead.submit`` carries its consent in the payload. A caller *may* present a
-Bearer token resource-bound to the MCP URL; a verified identity then scopes
-lead idempotency exactly as on the other bindings. A token that is presented
-but not valid is refused the way MCP authorization prescribes: ``401`` with
-``WWW-Authenticate: Bearer error="invalid_token", resource_metadata=...``,
-never silently downgraded to an anonymous call.
+Bearer token resource-bound to the MCP URL (a signed-in Poppy agent exchanges
+its Session token for one: docs/poppy.md, "MCP for signed-in agents"); a
+verified identity then scopes lead idempotency and the rate limit exactly as on
+the other bindings. A token that is presented but not valid is refused the way
+MCP authorization prescribes: ``401`` with ``WWW-Authenticate: Bearer
+error="invalid_token"`` (RFC 6750 §3), never silently downgraded to an
+anonymous call.
 
 Verification is a :data:`Verifier` handed to :func:`aap.bindings.mcp.build`:
-``verifier(stores, settings, authorization_header, resource_url)`` returns
-the verified identity (an object with ``caller_id`` and ``client_id``) or
-``None``. This deployment's Poppy issuer mints no MCP-bound tokens (no RFC
-8693 exchange; docs/poppy.md, "Native MCP and token exchange"), so the
-composition root passes no verifier and no token can be valid.
+``verifier(authorization_header, resource_url)`` returns the verified caller
+(an object with ``caller_id`` and ``client_id``) or ``None``; it runs in a
+worker thread. The composition root passes :func:`aap.poppy.mcp_verifier`,
+whose issuer publishes the RFC 9728 metadata of this endpoint; only then does
+the challenge name it in ``resource_metadata`` (RFC 9728 §5.1). Without a
+verifier no token is valid and the challenge names no metadata.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 import anyio
 import orjson
@@ -26,26 +29,26 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from aap.agent import DealerAgent
-from aap.config.model import Settings
-from aap.store import Stores
-
 CALLER_STATE_KEY = "aap.mcp.caller"
 
 
 class VerifiedCaller(Protocol):
-    caller_id: str
-    client_id: str | None
+    @property
+    def caller_id(self) -> str: ...
+
+    @property
+    def client_id(self) -> str | None: ...
 
 
-Verifier = Callable[[Stores, Settings, str, str], "VerifiedCaller | None"]
+Verifier = Callable[[str, str], "VerifiedCaller | None"]
 
 
 def caller_of(request: Request | None) -> VerifiedCaller | None:
     """The verified caller the HTTP front stored on this request, if any."""
     if request is None:
         return None
-    return request.scope.get("state", {}).get(CALLER_STATE_KEY)
+    caller: VerifiedCaller | None = request.scope.get("state", {}).get(CALLER_STATE_KEY)
+    return caller
 
 
 def remember_caller(scope: Scope, caller: VerifiedCaller) -> None:
@@ -53,28 +56,24 @@ def remember_caller(scope: Scope, caller: VerifiedCaller) -> None:
 
 
 class BearerAuth:
-    """Checks an ``Authorization`` header against the Poppy issuer."""
+    """Checks an ``Authorization`` header with the verifier, and words the refusal."""
 
-    def __init__(self, agent: DealerAgent, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
-        self.agent = agent
+    def __init__(self, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
         self.resource_url = resource_url
-        self.metadata_url = metadata_url
+        self.metadata_url = metadata_url if verifier is not None else None
         self.verifier = verifier
 
     async def verify(self, authorization: str) -> VerifiedCaller | None:
         if self.verifier is None:
             return None
-        return await anyio.to_thread.run_sync(
-            self.verifier, self.agent.stores, self.agent.settings, authorization, self.resource_url
-        )
+        return await anyio.to_thread.run_sync(self.verifier, authorization, self.resource_url)
 
     def challenge(self) -> Response:
         """The ``401`` for a token that is not valid here."""
-        description = "The access token is invalid, expired or not issued for this MCP endpoint."
-        header = (
-            f'Bearer error="invalid_token", error_description="{description}", '
-            f'resource_metadata="{self.metadata_url}"'
-        )
+        description = "The access token is invalid, expired, revoked or not issued for this MCP endpoint."
+        header = f'Bearer error="invalid_token", error_description="{description}"'
+        if self.metadata_url is not None:
+            header += f', resource_metadata="{self.metadata_url}"'
         body = orjson.dumps({"error": "invalid_token", "error_description": description})
         return Response(
             body,

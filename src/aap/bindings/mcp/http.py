@@ -9,30 +9,36 @@ In front of it this module adds, in order:
 2. ``405`` (``Allow: POST``) for anything but POST: there is nothing to push
    on a GET stream and no session to DELETE, in either era;
 3. optional Bearer authentication (:mod:`aap.bindings.mcp.auth`);
-4. the body, read once with the shared bounded reader (:mod:`aap.web.body`;
-   the app's middleware has already refused anything over the limit);
-5. body-primary era check: a request whose ``params._meta`` carries the
+4. ``Content-Type`` and ``Accept`` (415 / 406, :mod:`.envelope`);
+5. the body, read once with the shared bounded reader (:mod:`aap.web.body`;
+   the app's middleware has already refused anything over the limit), and its
+   JSON-RPC envelope (:mod:`.envelope`): parse errors, batches and malformed
+   messages are answered here, with fixed texts;
+6. body-primary era check: a request whose ``params._meta`` carries the
    2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
    names a handshake revision is a modern request with a header mismatch
    (``-32020``, 400). The SDK routes by header only and would serve it as a
    legacy call;
-6. the ``-32022`` answers list every revision served, not only the modern one
-   the SDK knows about (the client uses that list to fall back to ``initialize``).
+7. the SDK's answers are edited on the way out (:mod:`.answers`): fixed error
+   texts, every revision in ``-32022``, ``Retry-After`` on ``RATE_LIMITED``.
 """
 
 from __future__ import annotations
 
-import orjson
+from typing import Any
+
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, error_response, error_shape
+from aap.bindings.mcp.answers import editing_answers
 from aap.bindings.mcp.auth import BearerAuth, remember_caller
+from aap.bindings.mcp.envelope import Refusal, media_refusal, method_refusal, read_message
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
@@ -41,7 +47,7 @@ from aap.web.errors import unexpected
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 
 
-def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) -> Response | None:
+def envelope_mismatch(message: dict[str, Any], headers: Headers, versions: tuple[str, ...]) -> Response | None:
     """The modern answer for a modern-envelope request that the header routes to the legacy era.
 
     Header missing or different from the envelope's version: ``-32020``. Header
@@ -50,17 +56,13 @@ def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) 
     version = headers.get(PROTOCOL_VERSION_HEADER)
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return None  # routed to the SDK's modern ladder, which checks header against envelope
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict) or "id" not in message:
+    if "id" not in message:
         return None
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict) or PROTOCOL_VERSION_META_KEY not in meta:
         return None
-    request_id = message["id"] if isinstance(message["id"], (str, int)) else None
+    request_id = message["id"]
     requested = meta[PROTOCOL_VERSION_META_KEY]
     if version is None or version != requested:
         message_text = f"{PROTOCOL_VERSION_HEADER} header does not match the request envelope's protocol version"
@@ -68,42 +70,6 @@ def envelope_mismatch(body: bytes, headers: Headers, versions: tuple[str, ...]) 
     data = {"supported": list(versions), "requested": requested}
     message_text = "Unsupported protocol version: handshake revisions are served through initialize, not per request"
     return error_response(400, UNSUPPORTED_PROTOCOL_VERSION, message_text, request_id, data=data)
-
-
-def listing_supported_versions(send: Send, versions: tuple[str, ...]) -> Send:
-    """Rewrite ``error.data.supported`` of a ``-32022`` answer to ``versions``.
-
-    Only 400 responses are buffered (they are small); everything else streams through.
-    """
-    start: Message | None = None
-    chunks: list[bytes] = []
-
-    async def wrapped(message: Message) -> None:
-        nonlocal start
-        if message["type"] == "http.response.start" and message["status"] == 400:
-            start = message
-            return
-        if start is None or message["type"] != "http.response.body":
-            await send(message)
-            return
-        chunks.append(message.get("body", b""))
-        if message.get("more_body", False):
-            return
-        body = b"".join(chunks)
-        try:
-            decoded = orjson.loads(body)
-            error = decoded["error"]
-            if error["code"] == UNSUPPORTED_PROTOCOL_VERSION and isinstance(error.get("data"), dict):
-                error["data"]["supported"] = list(versions)
-                body = orjson.dumps(decoded)
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            pass
-        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-        headers.append((b"content-length", str(len(body)).encode()))
-        await send({**start, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
-    return wrapped
 
 
 class McpHttpEndpoint:
@@ -138,23 +104,27 @@ class McpHttpEndpoint:
             return
         except ClientDisconnect:
             return
-        mismatch = envelope_mismatch(body, headers, self.protocol_versions)
+        message = read_message(body)
+        if isinstance(message, Refusal):
+            await message.response()(scope, receive, send)
+            return
+        mismatch = envelope_mismatch(message, headers, self.protocol_versions)
         if mismatch is not None:
             await mismatch(scope, receive, send)
             return
         await self.manager.handle_request(
-            scope, replay(body, receive), listing_supported_versions(send, self.protocol_versions)
+            scope, replay(body, receive), editing_answers(scope, send, self.protocol_versions)
         )
 
     async def gate(self, scope: Scope) -> Response | None:
-        """Host, Origin, method and credentials: answered before the body is read."""
+        """Host, Origin, method, credentials and media types: answered before the body is read."""
         headers = Headers(scope=scope)
         if not self.policy.host_allowed(headers.get("host")):
             return error_response(421, INVALID_REQUEST, "Host not allowed for this MCP endpoint")
         if not self.policy.origin_allowed(headers.get("origin")):
             return error_response(403, INVALID_REQUEST, "Origin not allowed for this MCP endpoint")
         if scope["method"] != "POST":
-            return Response(status_code=405, headers={"Allow": "POST"})
+            return method_refusal().response(headers={"Allow": "POST"})
         authorization = headers.get("authorization")
         if authorization is not None:
             try:
@@ -166,4 +136,5 @@ class McpHttpEndpoint:
             if caller is None:
                 return self.auth.challenge()
             remember_caller(scope, caller)
-        return None
+        refusal = media_refusal(headers)
+        return refusal.response() if refusal is not None else None

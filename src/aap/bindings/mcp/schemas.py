@@ -1,4 +1,4 @@
-"""Self-contained JSON Schemas for MCP tool definitions.
+"""Self-contained JSON Schemas for MCP tool definitions, readable by every client's validator.
 
 MCP clients must not fetch ``$ref`` targets from the network and may reject a
 schema whose external reference they cannot resolve, so a tool's
@@ -7,6 +7,20 @@ references is copied under ``$defs`` and every ``$ref`` rewritten to a local
 JSON Pointer (``#/$defs/<name>/...``). Nested ``$id``/``$schema`` members are
 dropped, so no URL is left for a client to chase; the canonical schema URLs
 travel in the tool's ``_meta`` instead.
+
+The schemas say 2020-12, but the validator of the most used client line (the
+TypeScript SDK 1.x: Ajv in its default draft-07 mode, ``$schema`` ignored)
+reads them as draft-07. :func:`portable` makes the two readings agree without
+changing the 2020-12 one: ``dependentSchemas``/``dependentRequired`` (unknown
+to draft-07) are mirrored as ``if``/``then`` under ``allOf``, a ``$ref`` with
+validating siblings (ignored beside ``$ref`` in draft-07) moves into ``allOf``,
+and a keyword draft-07 cannot express is refused at build time, so nothing
+silently stops being enforced.
+
+A tool's ``outputSchema`` accepts the skill's response *and* ``aap.error``
+(:func:`output_schema`): the 1.x TypeScript client validates the
+``structuredContent`` of ``isError`` results against it too, and would
+otherwise throw away every AAP error (docs/mcp.md, "Tools").
 """
 
 from __future__ import annotations
@@ -95,26 +109,101 @@ class _Bundler:
                 self.rewrite(value, base)
 
 
+def _merge_defs(root: dict[str, Any], defs: dict[str, Any], name: str) -> None:
+    local_defs = root.get("$defs", {})
+    for key, value in defs.items():
+        if key in local_defs:
+            raise ValueError(f"$defs key {key!r} of {name} collides with a bundled schema")
+        local_defs[key] = value
+    if local_defs:
+        root["$defs"] = local_defs
+
+
 def bundle(name: str, load: Loader = _load_from_spec) -> dict[str, Any]:
-    """The AAP schema ``name`` with every reference inlined; root ``type: object``."""
+    """The AAP schema ``name`` with every reference inlined; root ``type: object``; :func:`portable`."""
     url = schema_url(name)
     root = copy.deepcopy(load(url))
     root.pop("$id", None)
     root.pop("$schema", None)
     bundler = _Bundler(url, load)
     bundler.rewrite(root, url)
-    local_defs = root.get("$defs", {})
-    for key, value in bundler.defs.items():
-        if key in local_defs:
-            raise ValueError(f"$defs key {key!r} of {name} collides with a bundled schema")
-        local_defs[key] = value
-    if local_defs:
-        root["$defs"] = local_defs
+    _merge_defs(root, bundler.defs, name)
     root.setdefault("type", "object")
-    return {"$schema": DIALECT, **root}
+    return portable({"$schema": DIALECT, **root})
+
+
+def bundle_any_of(names: tuple[str, ...], load: Loader = _load_from_spec) -> dict[str, Any]:
+    """One object schema accepting an instance of any AAP schema in ``names`` (each under ``$defs``)."""
+    bundler = _Bundler(SCHEMA_BASE_URL + "any-of.schema.json", load)  # a root no document refers to
+    any_of = [{"$ref": "#" + bundler.pointer(schema_url(name))} for name in names]
+    return portable({"$schema": DIALECT, "type": "object", "anyOf": any_of, "$defs": bundler.defs})
 
 
 @lru_cache(maxsize=None)
 def bundled(name: str) -> dict[str, Any]:
     """Cached :func:`bundle` of a packaged AAP schema (treat as read-only)."""
     return bundle(name)
+
+
+@lru_cache(maxsize=None)
+def output_schema(response_schema: str) -> dict[str, Any]:
+    """A tool's ``outputSchema``: its skill's response, or ``aap.error`` (treat as read-only)."""
+    return bundle_any_of((response_schema, ERROR_SCHEMA))
+
+
+# -- one reading for draft-07 and 2020-12 validators -------------------------------------
+
+ERROR_SCHEMA = "error"
+# 2019-09/2020-12 keywords with no draft-07 equivalent: refused rather than silently dropped.
+_NOT_PORTABLE = frozenset({"unevaluatedProperties", "unevaluatedItems", "prefixItems", "minContains",
+                           "maxContains", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+                           "$recursiveAnchor", "contentSchema"})
+# Keywords that only annotate: harmless beside a $ref in either draft.
+_ANNOTATIONS = frozenset({"$ref", "title", "description", "default", "examples", "$comment", "deprecated",
+                          "readOnly", "writeOnly"})
+
+
+def _conditional(name: str, then: dict[str, Any]) -> dict[str, Any]:
+    """``then`` applies when an object has member ``name`` (what ``dependent*`` means)."""
+    return {"if": {"type": "object", "required": [name]}, "then": then}
+
+
+def portable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (bundled, local refs only) rewritten so draft-07 and 2020-12 validators agree.
+
+    In place; returns ``schema``. The 2020-12 meaning is unchanged: each added
+    ``allOf`` member restates a constraint the node already has.
+    """
+
+    def visit(node: Any, pointer: str) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                visit(item, f"{pointer}/{index}")
+            return
+        if not isinstance(node, dict):
+            return
+        refused = _NOT_PORTABLE & set(node)
+        if refused:
+            raise ValueError(f"{pointer or '/'} uses {sorted(refused)}, which draft-07 validators cannot read")
+        for key, value in list(node.items()):
+            if key in _DATA_KEYWORDS:
+                continue
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                for member, subschema in value.items():
+                    visit(subschema, f"{pointer}/{_pointer_token(key)}/{_pointer_token(member)}")
+            else:
+                visit(value, f"{pointer}/{_pointer_token(key)}")
+        extra: list[dict[str, Any]] = []
+        for member in node.get("dependentSchemas", {}):
+            target = f"#{pointer}/dependentSchemas/{_pointer_token(member)}"
+            extra.append(_conditional(member, {"$ref": target}))
+        for member, required in node.get("dependentRequired", {}).items():
+            extra.append(_conditional(member, {"required": list(required)}))
+        if "$ref" in node and set(node) - _ANNOTATIONS:
+            extra.insert(0, {"$ref": node.pop("$ref")})  # draft-07 ignores a $ref's siblings
+        if extra:
+            node["allOf"] = [*node.get("allOf", []), *extra]
+
+    visit(schema, "")
+    return schema
+

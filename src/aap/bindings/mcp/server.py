@@ -23,15 +23,18 @@ from starlette.requests import Request
 
 from aap import __version__
 from aap.agent import CallContext, DealerAgent
+from aap.bindings.mcp.answers import remember_retry_after
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.bindings.mcp.tools import ToolSpec
 from aap.errors import AapError, problem
 from aap.protocols import MCP_PROTOCOL_VERSIONS
-from aap.ratelimit import RateLimiter
+from aap.ratelimit import RateLimiter, retry_after_seconds
 from aap.spec import validate
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
+
+UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
 
 
 def _result(value: dict[str, Any], is_error: bool) -> dict[str, Any]:
@@ -106,7 +109,8 @@ class ToolRunner:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         spec = self.tools.get(params.name)
         if spec is None:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+            # a fixed text: the name is the caller's (tools/list names the real ones)
+            raise MCPError(INVALID_PARAMS, UNKNOWN_TOOL_MESSAGE)
         scope = ctx.request.scope if ctx.request is not None else {}
         caller = caller_of(ctx.request)
         context = CallContext(
@@ -121,6 +125,9 @@ class ToolRunner:
             result = success_result(response)
         except AapError as exc:
             annotate(scope, skill=spec.skill.id, aap_code=exc.code, error_id=exc.error_id)
+            retry_after = retry_after_seconds(exc)
+            if retry_after is not None:
+                remember_retry_after(scope, retry_after)
             return error_result(exc)
         except Exception as exc:  # never a stack trace or customer data on the wire or in the log
             error = unexpected(exc, binding="mcp", skill=spec.skill.id)

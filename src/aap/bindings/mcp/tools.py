@@ -2,8 +2,9 @@
 
 A tool's arguments are exactly the skill's AAP request object, ``type``
 included, so a payload is byte-for-byte the same on MCP, A2A and Poppy; its
-structured result is the typed AAP response. The schemas are the AAP ones,
-bundled (see :mod:`aap.bindings.mcp.schemas`). Names and annotations are the
+structured result is the typed AAP response, or ``aap.error`` with ``isError``.
+The schemas are the AAP ones, bundled (see :mod:`aap.bindings.mcp.schemas`);
+the output schema admits both outcomes. Names and annotations are the
 project's choices, written down in docs/mcp.md ("Tools"): reads are read-only
 and closed-world; ``lead.submit`` is additive, idempotent by
 ``idempotency_key`` and reaches the dealership (open world). AAP metadata that
@@ -18,7 +19,7 @@ from typing import Any
 
 import mcp_types as types
 
-from aap.bindings.mcp.schemas import bundled
+from aap.bindings.mcp.schemas import bundled, output_schema
 from aap.skills.catalog import SkillInfo
 
 META_PREFIX = "org.autoagentprotocol/"
@@ -77,7 +78,7 @@ def tool_for(skill: SkillInfo, search_capabilities: dict[str, Any]) -> ToolSpec:
         title=skill.name,
         description=_description(skill),
         input_schema=bundled(skill.request_schema),
-        output_schema=bundled(skill.response_schema),
+        output_schema=output_schema(skill.response_schema),
         annotations=_annotations(skill),
         _meta=meta,
     )

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from jsonschema import Draft7Validator, Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
 from aap.check.context import CheckContext, describe
 from aap.check.registry import Fail, Skip, rule
+from aap.check.rules.errors import error_probes
 from aap.client.errors import AapClientError
 from aap.client.mcp import LEGACY, MODERN
 from aap.skills.catalog import SKILLS
+
+#: How clients read an outputSchema: the TypeScript SDK 1.x runs Ajv in its default draft-07
+#: mode and ignores ``$schema``; the Python SDK reads 2020-12.
+SCHEMA_READERS = (("draft-07", Draft7Validator), ("2020-12", Draft202012Validator))
 
 
 async def tools(ctx: CheckContext, version: str) -> list[dict[str, Any]]:
@@ -122,4 +132,51 @@ async def mcp_capabilities(ctx: CheckContext) -> str | None:
             problems.append(f"MCP {version}: capabilities differ from the card in {', '.join(differing)}")
     if problems:
         raise Fail("MCP and the agent card advertise different search capabilities", problems)
+    return None
+
+
+async def failed_call_errors(ctx: CheckContext) -> list[tuple[str, dict[str, Any]]]:
+    """The aap.error objects of MCP calls that must fail (the probes of errors.mcp)."""
+    found = []
+    for label, payload, _ in await error_probes(ctx):
+        outcome = await ctx.call("mcp", payload)
+        result = (outcome.body or {}).get("result") if isinstance(outcome.body, dict) else None
+        if isinstance(result, dict) and result.get("isError") is True:
+            structured = result.get("structuredContent")
+            if isinstance(structured, dict) and structured.get("type") == "aap.error":
+                found.append((label, structured))
+    return found
+
+
+def schema_problems(name: str, schema: dict[str, Any], errors: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Why ``schema`` (one tool's outputSchema) refuses one of ``errors`` in some client's reading."""
+    bare = {k: v for k, v in schema.items() if k != "$schema"}
+    problems = []
+    for reading, reader in SCHEMA_READERS:
+        try:
+            validator = reader(bare, registry=Registry())  # clients resolve nothing from the network
+            refused = [f"{label} ({error.get('code')})" for label, error in errors if not validator.is_valid(error)]
+        except (Unresolvable, SchemaError) as exc:
+            problems.append(f"{name}: the outputSchema cannot be used as {reading}: {type(exc).__name__}")
+            continue
+        if refused:
+            problems.append(f"{name}: read as {reading}, the outputSchema refuses the aap.error of "
+                            + ", ".join(refused))
+    return problems
+
+
+@rule("mcp.error_schema", "Every tool's outputSchema accepts aap.error results, read as draft-07 and as 2020-12",
+      "Error (seed 004: the MCP structuredContent of isError results); MCP tools (outputSchema); docs/mcp.md (Tools)")
+async def mcp_error_schema(ctx: CheckContext) -> str | None:
+    published = {t["name"]: t["outputSchema"] for t in await tools(ctx, MODERN)
+                 if isinstance(t.get("name"), str) and isinstance(t.get("outputSchema"), dict)}
+    if not published:
+        raise Skip("no tool publishes an outputSchema")
+    errors = await failed_call_errors(ctx)
+    if not errors:
+        raise Skip("no probe ended in an aap.error result (errors.mcp reports why)")
+    problems = [p for name, schema in sorted(published.items()) for p in schema_problems(name, schema, errors)]
+    if problems:
+        raise Fail("clients that validate isError results against outputSchema (the TypeScript SDK 1.x) throw "
+                   "these AAP errors away as McpError -32602", problems)
     return None

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from aap.check.context import CheckContext, describe, is_loopback_http
 from aap.check.registry import Fail, Skip, rule
 from aap.client.errors import AapClientError, DiscoveryError
-from aap.client.poppy import issuer_metadata_url, operation_map
+from aap.client.poppy import issuer_metadata_url, operation_map, protected_resource_metadata_url
 from aap.client.transport import json_body
 from aap.skills.catalog import SKILLS
 
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 FORBIDDEN_TOKEN_MEMBERS = ("scope", "refresh_token", "refresh_token_expires_in", "issued_token_type",
                            "session_id", "signed_in")
 
@@ -189,4 +192,75 @@ async def poppy_dpop_replay(ctx: CheckContext) -> str | None:
         body = json_body(second)
         raise Fail(f"the replayed proof was accepted (HTTP {second.status_code}"
                    + (f", {body.get('type')}" if isinstance(body, dict) and body.get("type") else "") + ")")
+    return None
+
+
+def _challenge_parameter(header: str, name: str) -> str | None:
+    """A quoted auth-param of a ``WWW-Authenticate`` value (RFC 9110 §11.2)."""
+    marker = f'{name}="'
+    if marker not in header:
+        return None
+    return header.split(marker, 1)[1].split('"', 1)[0]
+
+
+@rule("poppy.mcp_resource", "A listed native MCP API has RFC 9728 metadata naming it and the issuer, "
+      "and its 401 for a bad Bearer token points there",
+      "Poppy.apis, PoppyMcpResourceMetadata (seed 004); RFC 9728 §3.1, §5.1; RFC 6750 §3")
+async def poppy_mcp_resource(ctx: CheckContext) -> str | None:
+    document, _ = await ctx.poppy_document()
+    entry = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "mcp"), None)
+    if entry is None:
+        raise Skip("poppy.json lists no mcp API (native MCP is optional)")
+    mcp_url = entry.get("url")
+    if not isinstance(mcp_url, str):
+        raise Fail("the mcp API entry has no url")
+    problems = []
+    if entry.get("resource", mcp_url) != mcp_url:
+        problems.append(f"the mcp entry's resource {entry.get('resource')!r} is not its url {mcp_url!r}")
+    metadata_url = protected_resource_metadata_url(mcp_url)
+    try:
+        metadata, _ = await ctx.json_document("mcp-resource-metadata", metadata_url, "the MCP resource metadata")
+    except Skip as exc:
+        raise Fail(exc.reason) from None
+    ctx.require_valid(metadata, "poppy-mcp-resource-metadata", "the MCP resource metadata")
+    issuer = (document.get("auth") or {}).get("issuer")
+    if metadata.get("resource") != mcp_url:
+        problems.append(f"resource {metadata.get('resource')!r} is not the advertised MCP URL {mcp_url!r}")
+    if issuer not in (metadata.get("authorization_servers") or []):
+        problems.append(f"authorization_servers does not name auth.issuer {issuer!r}")
+    if "header" not in (metadata.get("bearer_methods_supported") or []):
+        problems.append("bearer_methods_supported does not contain header")
+    if "dpop_signing_alg_values_supported" not in metadata:  # Bearer MCP: the issuer must exchange tokens
+        try:
+            _, issuer_meta = await issuer_metadata(ctx)
+            if TOKEN_EXCHANGE not in (issuer_meta.get("grant_types_supported") or []):
+                problems.append("no DPoP at the MCP server, yet the issuer does not list token exchange")
+        except Skip as exc:
+            problems.append(exc.reason)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Authorization": "Bearer aap-check-not-a-token", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}
+    try:
+        response = await ctx.http.post(mcp_url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise Fail(f"POST {mcp_url} failed: {type(exc).__name__}") from exc
+    challenge = response.headers.get("www-authenticate", "")
+    if response.status_code != 401 or not challenge.lower().startswith("bearer"):
+        problems.append(f"an invalid Bearer token got HTTP {response.status_code} "
+                        f"{'without' if not challenge else 'with'} a Bearer challenge, expected 401 + Bearer")
+    else:
+        if _challenge_parameter(challenge, "error") != "invalid_token":
+            problems.append('the 401 challenge lacks error="invalid_token"')
+        named = _challenge_parameter(challenge, "resource_metadata")
+        if named is None:
+            problems.append("the 401 challenge names no resource_metadata")
+        elif named != metadata_url:
+            try:
+                pointed, _ = await ctx.json_document("mcp-resource-metadata-named", named, "resource_metadata")
+                if pointed.get("resource") != mcp_url:
+                    problems.append(f"resource_metadata {named} does not describe {mcp_url}")
+            except Skip as exc:
+                problems.append(f"the 401's resource_metadata does not resolve: {exc.reason}")
+    if problems:
+        raise Fail("the native MCP API's protected-resource metadata is wrong", problems)
     return None

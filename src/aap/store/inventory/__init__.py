@@ -18,7 +18,7 @@ from aap.store.inventory.rows import InventoryImportError, epoch_us, synthesized
 from aap.store.inventory.schema import MIGRATIONS, ListingRow
 from aap.store.inventory.search import Hit
 from aap.store.inventory.snapshot import InventorySnapshot
-from aap.store.inventory.store import InventoryStore, ListingRecord
+from aap.store.inventory.store import InventoryStore, ListingRecord, ShrinkRefused
 
 __all__ = [
     "Hit",
@@ -29,6 +29,7 @@ __all__ = [
     "ListingRecord",
     "ListingRow",
     "MIGRATIONS",
+    "ShrinkRefused",
     "epoch_us",
     "synthesized_id",
 ]

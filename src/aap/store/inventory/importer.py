@@ -43,6 +43,8 @@ class ImportStats:
     updated: int    # available listings rewritten from the feed
     removed: int    # available listings that became tombstones
     total: int      # available listings after the import
+    before: int = 0   # available listings of the import's scope before it
+    omitted: int = 0  # of ``removed``: those a replace dropped for missing from the feed
 
 
 class ImportJob:
@@ -56,13 +58,17 @@ class ImportJob:
     rebuilt once; the facet counts are rebuilt from the feed.
     """
 
-    def __init__(self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int) -> None:
+    def __init__(self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int,
+                 keep: frozenset[str] = frozenset()) -> None:
         self.tx = tx
         self.dealer_id = dealer_id
         self.replace = replace
         self.now_us = now_us
+        self.keep = keep  # ids a replace leaves in place although the feed lacks them
         # Available listings stored, id -> dealer_id (kept current as the import goes).
         self.owner_of: dict[str, str | None] = dict(tx.fetchall("SELECT id, dealer_id FROM inv_listing"))
+        self.before = sum(1 for owner in self.owner_of.values() if dealer_id is None or owner == dealer_id)
+        self.omitted = 0
         self.tombstoned = {row[0] for row in tx.fetchall("SELECT id FROM inv_tombstone")}
         vocabulary = tx.fetchall("SELECT code, label, bit FROM inv_vocab")
         self.labels: dict[str, str] = {code: label for code, label, _ in vocabulary}
@@ -75,7 +81,7 @@ class ImportJob:
         # Reload: the listings stored before it, by id; what the feed leaves out becomes a tombstone.
         self.reloaded: dict[str, Identity] = {}
         self.index_statements: list[str] = []
-        if tx.db.dialect.reloads_in_bulk and (not self.owner_of or (replace and dealer_id is None)):
+        if tx.db.dialect.reloads_in_bulk and not keep and (not self.owner_of or (replace and dealer_id is None)):
             self._begin_reload()
 
     def _begin_reload(self) -> None:
@@ -112,10 +118,13 @@ class ImportJob:
         for statement in self.index_statements:
             self.tx.execute(statement)
         if self.reloaded:  # whatever the feed left out becomes a tombstone
+            self.omitted = len(self.reloaded)
             self._entomb(list(self.reloaded.values()))
         elif self.replace:
             dropped = [ident for ident, owner in self.owner_of.items()
-                       if ident not in seen and (self.dealer_id is None or owner == self.dealer_id)]
+                       if ident not in seen and ident not in self.keep
+                       and (self.dealer_id is None or owner == self.dealer_id)]
+            self.omitted = len(dropped)
             if dropped:
                 self.tx.executemany(
                     "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
@@ -128,7 +137,7 @@ class ImportJob:
         if progress:
             progress(count)
         total = self.tx.one("SELECT COUNT(*) FROM inv_listing")[0]
-        return ImportStats(self.inserted, self.updated, self.removed, total)
+        return ImportStats(self.inserted, self.updated, self.removed, total, self.before, self.omitted)
 
     def _entomb(self, identities: list[Identity]) -> None:
         if identities:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from aap.inventory.query import Criteria, SearchQuery
-from aap.store.db import Database
+from aap.store.db import Database, Tx
 from aap.store.inventory.counts import Totals
 from aap.store.inventory.importer import ImportJob, ImportStats
+from aap.store.inventory.sql import in_list
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
@@ -41,6 +42,46 @@ class ListingRecord:
     listing: dict[str, Any] | None
 
 
+class ShrinkRefused(Exception):
+    """A replace that would remove more of the inventory than allowed; nothing was changed."""
+
+    def __init__(self, stats: ImportStats, share: float) -> None:
+        self.stats = stats
+        self.share = share
+        super().__init__(f"the import would remove {stats.omitted} of {stats.before} listings "
+                         f"(more than {share:.0%})")
+
+
+class _RolledBack(Exception):
+    """Carries a dry run's counts out of its transaction (which it rolls back)."""
+
+    def __init__(self, stats: ImportStats) -> None:
+        self.stats = stats
+
+
+def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None) -> frozenset[str]:
+    """The stored ids a replace keeps for (possibly invalid) feed rows: by listing id, VIN or stock.
+
+    A row whose VIN could not be read is still found by its stock number, so its
+    stored listing survives the replace; only the import's dealer's listings count.
+    """
+    ids: set[str] = set()
+    vins: set[str] = set()
+    stocks: set[str] = set()
+    for listing in listings:
+        for key, found in (("vehicle_id", ids), ("vin", vins), ("stock", stocks)):
+            value = listing.get(key)
+            if isinstance(value, str) and value:
+                found.add(value.strip().upper() if key == "vin" else value)
+    for column, values in (("vin", sorted(vins)), ("stock", sorted(stocks))):
+        for start in range(0, len(values), 500):
+            sql, params = in_list(column, values[start:start + 500])
+            if dealer_id is not None:
+                sql, params = f"{sql} AND dealer_id = ?", [*params, dealer_id]
+            ids.update(row[0] for row in tx.fetchall(f"SELECT id FROM inv_listing WHERE {sql}", params))
+    return frozenset(ids)
+
+
 class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
@@ -57,6 +98,9 @@ class InventoryStore:
         dealer_id: str | None = None,
         replace: bool = False,
         progress: Callable[[int], None] | None = None,
+        keep: Iterable[dict[str, Any]] = (),
+        max_removed_share: float | None = None,
+        dry_run: bool = False,
     ) -> ImportStats:
         """Load feed listings in one transaction: all of them, or (on any error) none.
 
@@ -68,14 +112,32 @@ class InventoryStore:
         :class:`~aap.store.inventory.rows.InventoryImportError` for a listing the
         store cannot hold (duplicate id in the feed, id owned by another dealer,
         ...); the feed reader is expected to have validated listings already.
+
+        Safety of a replace: ``keep`` names listings (rows a partial import
+        rejected) whose stored version stays although the feed lacks them; with
+        ``max_removed_share`` a replace that would drop more than that share of
+        the scope's listings for missing from the feed raises
+        :class:`ShrinkRefused` and changes nothing. ``dry_run`` runs the whole
+        import and rolls it back: the returned counts are what it would do.
         """
         started = time.perf_counter()
+        keep = list(keep)
         collecting = gc.isenabled()
         gc.disable()  # a bulk load allocates millions of acyclic objects; skip the GC passes
         try:
-            with self.db.transaction() as tx, self.db.dialect.large_write(tx):
-                job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000))
-                stats = job.run(listings, progress)
+            try:
+                with self.db.transaction() as tx, self.db.dialect.large_write(tx):
+                    kept = _kept_ids(tx, keep, dealer_id) if keep and replace else frozenset()
+                    job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000),
+                                    keep=kept)
+                    stats = job.run(listings, progress)
+                    if (max_removed_share is not None and stats.before
+                            and stats.omitted > max_removed_share * stats.before):
+                        raise ShrinkRefused(stats, max_removed_share)
+                    if dry_run:
+                        raise _RolledBack(stats)
+            except _RolledBack as rolled_back:
+                return rolled_back.stats
             if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
                 self.db.maintain(LISTING_TABLES)
             log.info("inventory imported", extra={"fields": {

@@ -1,0 +1,223 @@
+"""One import, whoever asks for it (``aap import``, the scheduler): fetch, read, check, store, record.
+
+The safety rules live here, so that every way in obeys them (docs/feeds.md,
+"Safety"):
+
+- all or nothing, unless the request is partial (``--skip-invalid``): then
+  the valid rows are imported and a replace keeps the stored version of every
+  rejected row it can identify;
+- a feed without listings (an empty or header-only file, as a truncated
+  transfer gives) never imports anything;
+- a replace never removes more than ``max_removed_share`` of the scope's
+  listings for missing from the feed;
+- a dry run checks and counts everything and writes nothing (not even the
+  history).
+
+Every other run is recorded in the import history (:mod:`aap.store.feeds`)
+with its counts, outcome, first problems and the lines of rejected rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aap.config.model import Settings
+from aap.feeds import pipeline
+from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
+from aap.inventory.feed import FeedError, FeedProblem
+from aap.inventory.feeds import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
+from aap.store import Stores
+from aap.store.feeds import FeedRun
+from aap.store.inventory import ImportStats, InventoryImportError, ShrinkRefused
+
+FIRST_PROBLEMS = 20  # problems kept with a run in the history
+
+Progress = Callable[[str, int], None]  # (stage: "reading" | "importing", count)
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """What to import and how."""
+
+    source: str                              # a path, or an https:// or sftp:// URL
+    trigger: str = "cli"                     # "cli" or "schedule"
+    feed: str | None = None                  # the [[feeds]] name
+    format: str | None = None
+    mapping: FeedFormat | None = None
+    encoding: str | None = None
+    delimiter: str | None = None
+    dealer_id: str | None = None
+    replace: bool = False
+    partial: bool = False
+    strict: bool = False
+    dry_run: bool = False
+    max_removed_share: float | None = 0.5    # None: --allow-shrink
+    credentials: Credentials = Credentials()
+
+
+@dataclass
+class ImportResult:
+    """The recorded run, with what reading and storing found."""
+
+    run: FeedRun
+    report: FeedReport | None = None
+    stats: ImportStats | None = None
+    fetched: Fetched | None = None
+    file_problems: list[FeedProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.run.outcome in ("imported", "unchanged", "checked")
+
+
+def _problem_json(problem: FeedProblem) -> dict[str, Any]:
+    return {"line": problem.line, "column": problem.column, "value": problem.value,
+            "location": problem.location, "message": problem.message, "text": str(problem)}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def read_options(request: ImportRequest, settings: Settings, file_time: str | None) -> ReadOptions:
+    return ReadOptions(format=request.format, mapping=request.mapping, encoding=request.encoding,
+                       delimiter=request.delimiter, dealer_id=request.dealer_id, strict=request.strict,
+                       partial=request.partial, file_time=file_time, settings=settings)
+
+
+async def run_import(stores: Stores, settings: Settings, request: ImportRequest, *,
+                     previous: Validators = Validators(), progress: Progress | None = None) -> ImportResult:
+    """Fetch (unless unchanged since ``previous``), read, check and import one feed; record the run."""
+    started = _now_ms()
+    run = FeedRun(trigger=request.trigger, source=display_source(request.source), started_ms=started,
+                  finished_ms=started, outcome="failed", feed=request.feed, format=request.format,
+                  dealer_id=request.dealer_id, replace=request.replace, dry_run=request.dry_run)
+    result = ImportResult(run)
+    try:
+        fetched = await fetch(request.source, previous, request.credentials)
+    except FetchError as exc:
+        return _finish(stores, result, "failed", str(exc))
+    result.fetched = fetched
+    if fetched.data is None:
+        return _finish(stores, result, "unchanged", "the source has not changed since the last import")
+    options = read_options(request, settings, fetched.file_time)
+    import_kwargs: dict[str, Any] = {
+        "dealer_id": request.dealer_id, "replace": request.replace, "dry_run": request.dry_run,
+        "max_removed_share": request.max_removed_share if request.replace else None,
+    }
+    importing = (lambda n: progress("importing", n)) if progress else None
+    outcome = None
+    if _pipelined(request, fetched.data):
+        try:
+            outcome = await asyncio.to_thread(pipeline.read_and_import, stores, fetched.data, fetched.name,
+                                              options, import_kwargs, importing)
+        except pipeline.Unavailable:
+            outcome = None  # read here instead
+    if outcome is not None:
+        if outcome.file_error is not None:
+            return _file_rejected(stores, result, outcome.file_error)
+        assert outcome.report is not None
+        result.report = report = outcome.report
+        _describe(run, report)
+        error = outcome.error
+        if isinstance(error, pipeline.Rejected) or (report.rejected and not request.partial):
+            return _rejected(stores, result, report)
+        run.skipped = len(report.rejected)
+        if isinstance(error, pipeline.Empty) or not report.accepted:
+            return _empty(stores, result, report)
+        if error is not None:
+            return _store_error(stores, result, error, outcome.lines or [])
+        assert outcome.stats is not None
+        return _imported(stores, result, outcome.stats, request)
+    try:
+        report = await asyncio.to_thread(
+            read_feed_bytes, fetched.data, fetched.name, options,
+            progress=(lambda n: progress("reading", n)) if progress else None)
+    except FeedError as exc:
+        return _file_rejected(stores, result, exc)
+    result.report = report
+    _describe(run, report)
+    if report.rejected and not request.partial:
+        return _rejected(stores, result, report)
+    run.skipped = len(report.rejected)
+    if not report.listings:
+        return _empty(stores, result, report)
+    try:
+        stats = await asyncio.to_thread(
+            stores.inventory.import_listings, report.listings,
+            keep=[r.listing for r in report.rejected] if request.replace else (), progress=importing,
+            **import_kwargs)
+    except (ShrinkRefused, InventoryImportError) as exc:
+        return _store_error(stores, result, exc, report.lines)
+    return _imported(stores, result, stats, request)
+
+
+def _pipelined(request: ImportRequest, data: bytes) -> bool:
+    """Large feeds are read in a child process, unless a partial replace needs every rejected row first."""
+    return (len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available()
+            and not (request.partial and request.replace))
+
+
+def _describe(run: FeedRun, report: FeedReport) -> None:
+    run.format = report.format
+    run.rows = report.rows
+    run.warnings = report.warning_total
+    run.problems = [_problem_json(p) for p in report.problems[:FIRST_PROBLEMS]]
+    run.rejected_lines = [r.line for r in report.rejected]
+    run.details = {
+        "encoding": report.encoding, "delimiter": report.delimiter, "archive": report.archive,
+        "detected": report.detected, "defaults": report.defaults, "columns": report.columns,
+        "file_time": report.file_time, "problem_total": report.problem_total,
+    }
+
+
+def _file_rejected(stores: Stores, result: ImportResult, exc: FeedError) -> ImportResult:
+    result.file_problems = list(exc.problems)
+    result.run.problems = [_problem_json(p) for p in exc.problems[:FIRST_PROBLEMS]]
+    return _finish(stores, result, "rejected", str(exc.problems[0]) if exc.problems else "unreadable")
+
+
+def _rejected(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
+    return _finish(stores, result, "rejected", f"{report.problem_total} problem(s) in "
+                   f"{len(report.rejected)} row(s); nothing was imported")
+
+
+def _empty(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
+    why = ("the feed has no listings (an empty or header-only file, as a truncated transfer gives)"
+           if not report.rows else "no row of the feed is valid")
+    return _finish(stores, result, "refused", f"{why}; nothing was imported")
+
+
+def _store_error(stores: Stores, result: ImportResult, exc: BaseException, lines: list[int]) -> ImportResult:
+    if isinstance(exc, ShrinkRefused):
+        result.stats = exc.stats
+        return _finish(stores, result, "refused",
+                       f"the replace would remove {exc.stats.omitted} of {exc.stats.before} listings, more "
+                       f"than {exc.share:.0%}; nothing was imported (--allow-shrink to accept it)")
+    if isinstance(exc, InventoryImportError):
+        line = lines[exc.index] if 0 <= exc.index < len(lines) else 0
+        problem = FeedProblem(line, "", exc.reason)
+        result.run.problems = [_problem_json(problem)]
+        result.file_problems = [problem]
+        return _finish(stores, result, "rejected", f"line {line}: {exc.reason}; nothing was imported")
+    raise exc
+
+
+def _imported(stores: Stores, result: ImportResult, stats: ImportStats, request: ImportRequest) -> ImportResult:
+    run = result.run
+    result.stats = stats
+    run.inserted, run.updated, run.removed, run.total = stats.inserted, stats.updated, stats.removed, stats.total
+    return _finish(stores, result, "checked" if request.dry_run else "imported", None)
+
+
+def _finish(stores: Stores, result: ImportResult, outcome: str, message: str | None) -> ImportResult:
+    run = result.run
+    run.outcome = outcome
+    run.message = message
+    run.finished_ms = _now_ms()
+    if not run.dry_run:
+        stores.feeds.record(run)
+    return result

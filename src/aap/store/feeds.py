@@ -1,0 +1,266 @@
+"""Feed import history and the per-feed schedule state (with its lease).
+
+``feed_runs``   one row per import, whatever started it (``aap import``, the
+                scheduler): when, the source, the format, the counts, the
+                outcome, its first problems and the lines of rejected rows.
+                Inventory only: no personal data is ever stored here, so a
+                staff console may list it freely.
+``feed_state``  one row per scheduled feed (keyed by its ``[[feeds]]`` name)
+                or per URL imported by hand (``url:<source>``): when it runs
+                next, consecutive failures, the lease, and what the source
+                looked like at the last success (ETag, Last-Modified, a
+                fingerprint), so an unchanged feed is not imported again.
+
+The lease works like the lead outbox's claim: an ``UPDATE`` that re-checks
+"due and not held" takes the row, so across workers and servers on one
+database only one runner imports a feed at a time, and a lease that lapses
+(a killed runner) lets another take over.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import orjson
+
+from aap.store.db import Database, Migrations
+
+_V1 = """
+CREATE TABLE feed_runs (
+    run_id TEXT PRIMARY KEY,
+    feed TEXT,
+    trigger TEXT NOT NULL,
+    source TEXT NOT NULL,
+    format TEXT,
+    dealer_id TEXT,
+    replace_mode INTEGER NOT NULL,
+    dry_run INTEGER NOT NULL,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    message TEXT,
+    rows_read INTEGER NOT NULL,
+    inserted INTEGER NOT NULL,
+    updated INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    skipped INTEGER NOT NULL,
+    warnings INTEGER NOT NULL,
+    total INTEGER,
+    problems_json TEXT NOT NULL,
+    rejected_lines_json TEXT NOT NULL,
+    details_json TEXT NOT NULL
+);
+CREATE INDEX feed_runs_started ON feed_runs (started_ms);
+CREATE INDEX feed_runs_feed ON feed_runs (feed, started_ms);
+CREATE TABLE feed_state (
+    feed TEXT PRIMARY KEY,
+    next_run_ms INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    lease_token TEXT,
+    lease_until_ms INTEGER,
+    etag TEXT,
+    last_modified TEXT,
+    fingerprint TEXT,
+    last_run_ms INTEGER,
+    last_outcome TEXT,
+    last_success_ms INTEGER
+)
+"""
+
+MIGRATIONS = Migrations("feeds", (_V1,))
+
+OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
+RETENTION_MS = 180 * 86_400_000
+MAX_REJECTED_LINES = 1000
+
+_RUN_COLUMNS = (
+    "run_id, feed, trigger, source, format, dealer_id, replace_mode, dry_run, started_ms, "
+    "finished_ms, outcome, message, rows_read, inserted, updated, removed, skipped, warnings, total, "
+    "problems_json, rejected_lines_json, details_json"
+)
+
+
+@dataclass
+class FeedRun:
+    """One import, as recorded.
+
+    ``outcome``: ``imported``; ``unchanged`` (the source had not changed: nothing
+    to do); ``checked`` (a dry run that would have imported); ``rejected`` (the
+    feed has problems); ``refused`` (a safety rule: empty feed, too many
+    removals); ``failed`` (the source could not be fetched or read).
+    ``problems`` holds the first problems as ``{line, column, value, location,
+    message}``.
+    """
+
+    trigger: str
+    source: str
+    started_ms: int
+    finished_ms: int
+    outcome: str
+    feed: str | None = None
+    format: str | None = None
+    dealer_id: str | None = None
+    replace: bool = False
+    dry_run: bool = False
+    message: str | None = None
+    rows: int = 0
+    inserted: int = 0
+    updated: int = 0
+    removed: int = 0
+    skipped: int = 0
+    warnings: int = 0
+    total: int | None = None
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    rejected_lines: list[int] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: "run_" + uuid.uuid4().hex[:20])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "feed": self.feed, "trigger": self.trigger, "source": self.source,
+            "format": self.format, "dealer_id": self.dealer_id, "replace": self.replace,
+            "dry_run": self.dry_run, "started_ms": self.started_ms, "finished_ms": self.finished_ms,
+            "duration_ms": self.finished_ms - self.started_ms, "outcome": self.outcome,
+            "message": self.message, "rows": self.rows, "inserted": self.inserted,
+            "updated": self.updated, "removed": self.removed, "skipped": self.skipped,
+            "warnings": self.warnings, "total": self.total, "problems": self.problems,
+            "rejected_lines": self.rejected_lines, "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class FeedState:
+    """A scheduled feed's row in ``feed_state``."""
+
+    feed: str
+    next_run_ms: int
+    failures: int
+    lease_token: str | None
+    lease_until_ms: int | None
+    etag: str | None
+    last_modified: str | None
+    fingerprint: str | None
+    last_run_ms: int | None
+    last_outcome: str | None
+    last_success_ms: int | None
+
+
+_STATE_COLUMNS = ("feed, next_run_ms, failures, lease_token, lease_until_ms, etag, last_modified, "
+                  "fingerprint, last_run_ms, last_outcome, last_success_ms")
+
+
+def _run(row: tuple[Any, ...]) -> FeedRun:
+    (run_id, feed, trigger, source, fmt, dealer_id, replace, dry_run, started, finished, outcome,
+     message, rows, inserted, updated, removed, skipped, warnings, total, problems, lines, details) = row
+    return FeedRun(trigger, source, started, finished, outcome, feed, fmt, dealer_id, bool(replace),
+                   bool(dry_run), message, rows, inserted, updated, removed, skipped, warnings, total,
+                   orjson.loads(problems), orjson.loads(lines), orjson.loads(details), run_id)
+
+
+class FeedStore:
+    """Import history and scheduled-feed state."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- history -----------------------------------------------------------------
+    def record(self, run: FeedRun) -> str:
+        """Store one import (and forget runs older than the retention)."""
+        values = (
+            run.run_id, run.feed, run.trigger, run.source, run.format, run.dealer_id, int(run.replace),
+            int(run.dry_run), run.started_ms, run.finished_ms, run.outcome, run.message, run.rows,
+            run.inserted, run.updated, run.removed, run.skipped, run.warnings, run.total,
+            orjson.dumps(run.problems).decode(), orjson.dumps(run.rejected_lines[:MAX_REJECTED_LINES]).decode(),
+            orjson.dumps(run.details).decode(),
+        )
+        with self.db.transaction() as tx:
+            tx.execute(f"INSERT INTO feed_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
+            tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (run.started_ms - RETENTION_MS,))
+        return run.run_id
+
+    def runs(self, *, limit: int = 50, feed: str | None = None, oldest: bool = False,
+             before_ms: int | None = None) -> list[FeedRun]:
+        """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed;
+        ``before_ms`` pages back (runs started before it, for a console's next page)."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        if feed is not None:
+            conditions.append("feed = ?")
+            params.append(feed)
+        if before_ms is not None:
+            conditions.append("started_ms < ?")
+            params.append(before_ms)
+        where = "WHERE " + " AND ".join(conditions) if conditions else ""
+        order = "ASC" if oldest else "DESC"
+        with self.db.read() as tx:
+            rows = tx.fetchall(f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} "
+                               f"ORDER BY started_ms {order}, run_id {order} LIMIT ?", [*params, limit])
+        return [_run(row) for row in rows]
+
+    def run(self, run_id: str) -> FeedRun | None:
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT {_RUN_COLUMNS} FROM feed_runs WHERE run_id = ?", (run_id,))
+        return _run(row) if row else None
+
+    # -- schedule state and lease ----------------------------------------------------
+    def ensure(self, feeds: Iterable[str], now_ms: int) -> None:
+        """A state row for each scheduled feed (a new feed is due at once)."""
+        with self.db.transaction() as tx:
+            tx.executemany("INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
+                           "ON CONFLICT (feed) DO NOTHING", [(name, now_ms) for name in feeds])
+
+    def state(self, feed: str) -> FeedState | None:
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT {_STATE_COLUMNS} FROM feed_state WHERE feed = ?", (feed,))
+        return FeedState(*row) if row else None
+
+    def states(self) -> list[FeedState]:
+        with self.db.read() as tx:
+            return [FeedState(*row) for row in
+                    tx.fetchall(f"SELECT {_STATE_COLUMNS} FROM feed_state ORDER BY feed")]
+
+    def claim(self, feed: str, now_ms: int, lease_ms: int, *, due_only: bool = True) -> str | None:
+        """Take the feed's lease if it is due and nobody holds it; the lease token, or None."""
+        token = uuid.uuid4().hex
+        due = "AND next_run_ms <= ? " if due_only else ""
+        params: list[Any] = [token, now_ms + lease_ms, feed]
+        if due_only:
+            params.append(now_ms)
+        params.append(now_ms)
+        with self.db.transaction() as tx:
+            if tx.fetchone("SELECT feed FROM feed_state WHERE feed = ?", (feed,)) is None:
+                tx.execute("INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
+                           "ON CONFLICT (feed) DO NOTHING", (feed, now_ms))
+            taken = tx.execute(
+                "UPDATE feed_state SET lease_token = ?, lease_until_ms = ? WHERE feed = ? "
+                f"{due}AND (lease_token IS NULL OR lease_until_ms < ?)", params).rowcount
+        return token if taken == 1 else None
+
+    def renew(self, feed: str, token: str, until_ms: int) -> bool:
+        """Extend a held lease (a long import); False when it was lost."""
+        with self.db.transaction() as tx:
+            return int(tx.execute("UPDATE feed_state SET lease_until_ms = ? WHERE feed = ? AND lease_token = ?",
+                                  (until_ms, feed, token)).rowcount) == 1
+
+    def release(self, feed: str, token: str, *, now_ms: int, next_run_ms: int, outcome: str,
+                success: bool, failures: int, etag: str | None = None,
+                last_modified: str | None = None, fingerprint: str | None = None) -> bool:
+        """End a run: the next run time, the outcome, and (on success) the source's validators."""
+        validators = ", etag = ?, last_modified = ?, fingerprint = ?, last_success_ms = ?" if success else ""
+        params: list[Any] = [next_run_ms, failures, now_ms, outcome]
+        if success:
+            params += [etag, last_modified, fingerprint, now_ms]
+        params += [feed, token]
+        with self.db.transaction() as tx:
+            changed = tx.execute(
+                "UPDATE feed_state SET next_run_ms = ?, failures = ?, last_run_ms = ?, last_outcome = ?, "
+                f"lease_token = NULL, lease_until_ms = NULL{validators} WHERE feed = ? AND lease_token = ?",
+                params).rowcount
+        return int(changed) == 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
