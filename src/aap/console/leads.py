@@ -24,6 +24,7 @@ from starlette.routing import Route
 from aap.accounts import scope_of
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
+from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.lead_inbox import DELIVERY_FILTERS, LEAD_STATUSES, InboxFilter, InboxRow, LeadScope
 
@@ -170,8 +171,6 @@ async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str
 
 
 def _consent_expired(lead: dict[str, Any]) -> bool:
-    from aap.leads.timefmt import parse_rfc3339
-
     expires = parse_rfc3339((lead.get("consent") or {}).get("expires_at"))
     return expires is not None and expires <= datetime.now(timezone.utc)
 

@@ -159,8 +159,8 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
         sql, values = search_condition(wanted.query)
         conditions.append(sql)
         params.extend(values)
-    if before is not None:
-        conditions.append("(l.received_ms < ? OR (l.received_ms = ? AND l.lead_id < ?))")
+    if before is not None:  # a range on received_ms first, so both backends walk its index from there
+        conditions.append("l.received_ms <= ? AND (l.received_ms < ? OR l.lead_id < ?)")
         params.extend((before[0], before[0], before[1]))
     return ("WHERE " + " AND ".join(conditions)) if conditions else "", params
 
