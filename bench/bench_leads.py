@@ -68,7 +68,7 @@ def with_leads(settings: Any, leads: Any) -> Any:
 
 def bench_settings(database_url: str, public_url: str = "http://127.0.0.1:8000") -> Any:
     from aap.config.loader import load_settings
-    from aap.leads.settings import AdfHttpTarget, AppointmentSettings, DeliverySettings, LeadSettings, Route
+    from aap.config.leads import AdfHttpTarget, AppointmentSettings, DeliverySettings, LeadSettings, Route
 
     settings = load_settings(None, overrides={"database": database_url, "public_url": public_url,
                                               "rate_limit.enabled": False}, environ={})

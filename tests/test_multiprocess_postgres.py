@@ -14,12 +14,14 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 
+import aap.config
 from aap.store import open_stores
-from http_helpers import AAP_HEADERS, send_message
+from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from lead_support import lead_request
 from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 from test_cli_serve import free_port
@@ -251,3 +253,46 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
         for handle in logs:  # shown by pytest when the test failed
             handle.close()
             print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
+
+
+def test_two_server_processes_share_one_rate_limit(pg_url, tmp_path):
+    """One caller alternating between two ``aap serve`` processes draws from one bucket.
+
+    Each process leases tokens in chunks and spends them locally, so neither writes per
+    request; together they never admit more than the bucket holds (40, plus one token a
+    second of refill), refuse with the time until a token is due, and let the caller
+    through once it has waited that long.
+    """
+    demo = (Path(aap.config.__file__).parent / "demo.toml").read_text()
+    limited = demo.replace("enabled = true\nper_minute = 600\nburst = 120",
+                           "enabled = true\nper_minute = 60\nburst = 40")
+    assert limited != demo
+    config = tmp_path / "limited.toml"
+    config.write_text(limited)
+    logs = [open(tmp_path / name, "wb") for name in ("a.log", "b.log")]
+    servers: list[subprocess.Popen] = []
+    bases: list[str] = []
+    try:
+        for log in logs:
+            process, base = start_server(pg_url, "--config", str(config), log=log)
+            servers.append(process)
+            bases.append(base)
+        body = send_message({"type": "dealer.information.request"})
+        started = time.monotonic()
+        with httpx.Client(timeout=30, headers=AAP_HEADERS) as http:
+            answers = [http.post(f"{bases[i % 2]}/a2a", json=body).json() for i in range(100)]
+            elapsed = time.monotonic() - started
+            admitted = [a for a in answers if "result" in a]
+            errors = [aap_error_of(a) for a in answers if "result" not in a]
+            assert 20 <= len(admitted) <= 40 + int(elapsed) + 1
+            assert all(e is not None and e["code"] == "RATE_LIMITED" for e in errors)
+            waits = [e["details"]["retry_after_ms"] for e in errors if e is not None]
+            assert len(admitted) + len(waits) == 100 and all(0 < w <= 1000 for w in waits)
+            time.sleep(1.05)  # the longest wait announced: a token is due, whichever process answers
+            assert "result" in http.post(f"{bases[1]}/a2a", json=body).json()
+    finally:
+        for process in servers:
+            stop(process)
+        for handle in logs:
+            handle.close()
+            print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-3000:])

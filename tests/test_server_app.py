@@ -11,6 +11,7 @@ import math
 import httpx
 import pytest
 
+import aap
 from aap.bindings import a2a
 from aap.config.model import RateLimit
 from aap.server import app as app_module
@@ -219,6 +220,14 @@ def test_error_shapes_pick_exact_paths_and_the_longest_prefix():
     assert plain_error(500, AapError("INTERNAL_ERROR")).status_code == 500
 
 # -- metrics ------------------------------------------------------------------------------------
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample of an exposition, by name and label set (label order is the library's)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
 def test_metrics(http):
     http.post("/a2a", json=send_message(DEALER))
     http.post("/a2a", json=send_message({"type": "inventory.vehicle.request", "vin": "1HGCV1F30NA000000"}))
@@ -227,19 +236,22 @@ def test_metrics(http):
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = response.text
-    lines = text.splitlines()
+    values = samples(text)
 
-    def value(prefix: str) -> float:
-        (line,) = [l for l in lines if l.startswith(prefix + " ")]
-        return float(line.rsplit(" ", 1)[1])
+    def value(name: str, **labels: str) -> float:
+        return values[(name, frozenset(labels.items()))]
 
     assert "# TYPE aap_requests_total counter" in text
     assert "# TYPE aap_request_duration_seconds histogram" in text
-    assert value('aap_requests_total{binding="a2a",skill="dealer.information",status="200"}') >= 1
-    assert value('aap_errors_total{binding="a2a",skill="inventory.vehicle",code="VEHICLE_NOT_FOUND"}') >= 1
-    assert value('aap_errors_total{binding="a2a",skill="",code="-32700"}') >= 1
-    count = value('aap_request_duration_seconds_count{binding="a2a",skill="dealer.information"}')
-    assert value('aap_request_duration_seconds_bucket{binding="a2a",skill="dealer.information",le="+Inf"}') == count
+    assert value("aap_requests_total", binding="a2a", skill="dealer.information", status="200") >= 1
+    assert value("aap_errors_total", binding="a2a", skill="inventory.vehicle", code="VEHICLE_NOT_FOUND") >= 1
+    assert value("aap_errors_total", binding="a2a", skill="", code="-32700") >= 1
+    count = value("aap_request_duration_seconds_count", binding="a2a", skill="dealer.information")
+    assert value("aap_request_duration_seconds_bucket", binding="a2a", skill="dealer.information", le="+Inf") == count
+    assert value("aap_info", version=aap.__version__, aap_version=aap.AAP_VERSION) == 1
+    # The library's process and platform collectors.
+    assert value("process_resident_memory_bytes") > 0
+    assert ("python_info", frozenset()) not in values and any(name == "python_info" for name, _ in values)
 
 
 # -- access log --------------------------------------------------------------------------------
@@ -419,6 +431,9 @@ def test_metrics_label_escaping():
     metrics = Metrics()
     metrics.observe(binding='a"b', skill="line\nbreak\\", status=200, code="X", seconds=0.003)
     text = metrics.render()
-    assert 'aap_requests_total{binding="a\\"b",skill="line\\nbreak\\\\",status="200"} 1' in text
-    assert 'aap_request_duration_seconds_bucket{binding="a\\"b",skill="line\\nbreak\\\\",le="0.0025"} 0' in text
-    assert 'aap_request_duration_seconds_bucket{binding="a\\"b",skill="line\\nbreak\\\\",le="0.005"} 1' in text
+    assert 'binding="a\\"b"' in text and 'skill="line\\nbreak\\\\"' in text
+    values = samples(text)
+    labels = {"binding": 'a"b', "skill": "line\nbreak\\"}
+    assert values[("aap_requests_total", frozenset({**labels, "status": "200"}.items()))] == 1
+    assert values[("aap_request_duration_seconds_bucket", frozenset({**labels, "le": "0.0025"}.items()))] == 0
+    assert values[("aap_request_duration_seconds_bucket", frozenset({**labels, "le": "0.005"}.items()))] == 1

@@ -243,3 +243,49 @@ def test_tls_localhost_card_is_schema_valid(tmp_path):
     assert card["supportedInterfaces"][0]["url"] == base + "/a2a"
     assert card["capabilities"]["extensions"][0]["params"]["mcp"]["url"] == base + "/mcp"
     assert "result" in answer.json()
+
+
+def test_one_scrape_sees_every_worker(tmp_path, monkeypatch):
+    """Several workers share one metrics directory: any worker's /metrics counts every worker's requests."""
+    import json as jsonlib
+
+    from prometheus_client.mmap_dict import MmapedDict
+    from prometheus_client.parser import text_string_to_metric_families
+
+    shared = tmp_path / "metrics"
+    shared.mkdir()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(shared))  # the runner uses an operator's directory
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = ServerProcess(tmp_path, base, port, workers=2)
+    body = send_message({"type": "dealer.information.request"})
+
+    def served_per_worker() -> dict[str, float]:
+        """A2A requests each worker counted, read from its own file (``counter_<pid>.db``)."""
+        counts = {}
+        for path in shared.glob("counter_*.db"):
+            counts[path.stem] = sum(value for key, value, *_ in MmapedDict.read_all_values_from_file(str(path))
+                                    if jsonlib.loads(key)[1] == "aap_requests_total"
+                                    and jsonlib.loads(key)[2].get("binding") == "a2a")
+        return counts
+
+    try:
+        proc.wait_ready(base)
+        sent = 0
+        for _ in range(300):  # one connection per request until both workers have served some (bounded)
+            assert "result" in httpx.post(base + "/a2a", json=body).json()
+            sent += 1
+            if sent >= 10 and sum(1 for n in served_per_worker().values() if n) >= 2:
+                break
+        per_worker = served_per_worker()
+        assert sum(1 for n in per_worker.values() if n) >= 2, per_worker
+        assert sum(per_worker.values()) == sent
+        key = ("aap_requests_total", frozenset({"binding": "a2a", "skill": "dealer.information", "status": "200"}.items()))
+        for _ in range(4):  # whichever worker answers the scrape
+            text = httpx.get(base + "/metrics").text
+            values = {(s.name, frozenset(s.labels.items())): s.value
+                      for family in text_string_to_metric_families(text) for s in family.samples}
+            assert values[key] == sent
+            assert values[("process_resident_memory_bytes", frozenset())] > 0
+    finally:
+        proc.stop()

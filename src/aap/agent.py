@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from aap.config.model import Settings
 from aap.errors import AapError, Problem, problem
+from aap.ratelimit import RateLimiter
 from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
 from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
 from aap.spec import validate
@@ -33,6 +34,8 @@ class CallContext:
     client_id: str | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
+
+_NAME, _NAMES = 40, 40  # a shape keeps at most this many names of at most this length
 
 SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, Any]]
 Classifier = Callable[[Any, list[Problem]], AapError]
@@ -82,6 +85,8 @@ class DealerAgent:
     def __init__(self, settings: Settings, stores: Stores) -> None:
         self.settings = settings
         self.stores = stores
+        #: The one rate limiter of this process: every binding spends from its leases.
+        self.limiter = RateLimiter(stores.state, settings.rate_limit)
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Classifier] = {}
         self.register("dealer.information", dealer_information.run)
@@ -124,6 +129,27 @@ class DealerAgent:
         if skill is None or skill.id not in self._handlers:
             raise self._unsupported()
         return skill
+
+    def work_shape(self, skill: SkillInfo, payload: Any) -> tuple[str, ...] | None:
+        """What the cost of running ``payload`` depends on, as a key; None for a write.
+
+        Two reads of one shape (skill, filters named, sort field, paging) cost about
+        the same, whatever the values, which lets a binding learn which shapes are
+        short enough to run on its event loop (:mod:`aap.web.work`). A write (a lead)
+        is never short: it commits. Only names are kept, bounded in length and number.
+        """
+        if not skill.read_only:
+            return None
+        if not isinstance(payload, dict):
+            return (skill.id,)
+        filters = payload.get("filters")
+        names = sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME)[:_NAMES] \
+            if isinstance(filters, dict) else []
+        sort = payload.get("sort")
+        field = sort.get("field") if isinstance(sort, dict) else None
+        pagination = payload.get("pagination")
+        paging = sorted(k for k in ("cursor", "skip") if k in pagination) if isinstance(pagination, dict) else []
+        return (skill.id, field if isinstance(field, str) and len(field) <= _NAME else "", *paging, "|", *names)
 
     def handle(self, payload: Any, ctx: CallContext) -> dict[str, Any]:
         """Resolve the skill from ``payload.type``, then :meth:`run` it."""

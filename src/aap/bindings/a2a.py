@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,12 +36,13 @@ from aap.bindings.jsonrpc import RpcError
 from aap.errors import AapError
 from aap.paths import A2A_PATH
 from aap.protocols import A2A_PROTOCOL_VERSION
-from aap.ratelimit import RateLimiter, retry_after_seconds
+from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
 from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
+from aap.web.work import admit, work_for
 
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
@@ -118,16 +118,16 @@ def _echo_id(message: Any) -> Any:
 class A2ABinding:
     """The ``/a2a`` endpoint of one :class:`~aap.agent.DealerAgent`."""
 
-    def __init__(self, agent: DealerAgent, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, agent: DealerAgent) -> None:
         self.agent = agent
         self.settings = agent.settings
-        self.limiter = limiter or RateLimiter(agent.stores.state, agent.settings.rate_limit)
+        self.work = work_for(agent)
 
     # -- HTTP --------------------------------------------------------------
     async def endpoint(self, request: Request) -> Response:
         body = await request.body()
         caller = anonymous_caller(request)
-        outcome = await run_in_threadpool(self.process, body, request.headers, caller)
+        outcome = await self.process(body, request.headers, caller)
         annotate(
             request.scope,
             binding="a2a",
@@ -139,9 +139,9 @@ class A2ABinding:
         return Response(outcome.content, status_code=200, media_type="application/json", headers=outcome.headers)
 
     # -- the JSON-RPC call ---------------------------------------------------
-    def process(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
-        """Answer one request body. Blocking (database work): run it in a worker thread."""
-        outcome = self._answer(body, headers, caller_key)
+    async def process(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
+        """Answer one request body; the blocking parts run where :mod:`aap.web.work` places them."""
+        outcome = await self._answer(body, headers, caller_key)
         try:
             outcome.content = orjson.dumps(outcome.payload)
         except TypeError as exc:  # a skill returned something that is not JSON
@@ -151,7 +151,7 @@ class A2ABinding:
             return fallback
         return outcome
 
-    def _answer(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
+    async def _answer(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
         request_id: Any = None
         echo: dict[str, str] = {}
         skill: SkillInfo | None = None
@@ -167,13 +167,14 @@ class A2ABinding:
             self._check_version(headers)
             self._check_extensions(headers)
             echo = {EXTENSIONS_HEADER: EXTENSION_URI}
-            self.limiter.check(caller_key)
+            await admit(self.agent, caller_key)
             self._check_method(message["method"])
             call = self._send_message_params(message.get("params"))
             self._check_request_media_type(call)
             skill = self.agent.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
             self._check_media_for_skill(call, skill)
-            response = self.agent.run(skill, call.data, CallContext(binding="a2a", caller_id=None))
+            response = await self.work.run(self.agent.work_shape(skill, call.data), self.agent.run, skill,
+                                           call.data, CallContext(binding="a2a", caller_id=None))
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),

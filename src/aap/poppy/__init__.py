@@ -144,8 +144,8 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        # Signing keys are generated on first start (and shared through the database).
-        await run_in_threadpool(ctx.keys.active)
+        # Signing keys are made on first use (and shared through the database), so that a
+        # worker loads the JOSE library only when Poppy traffic reaches it.
         await run_in_threadpool(ctx.store.purge_expired, options.session_idle_ttl)
         app.state.poppy = ctx
         yield

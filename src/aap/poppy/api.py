@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -27,6 +26,7 @@ from aap.poppy.schemas import bundle
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.errors import unexpected
+from aap.web.work import work_for
 
 
 def aap_error_response(error: AapError, status: int | None = None) -> Response:
@@ -79,7 +79,7 @@ class SkillEndpoint:
             return server_error().response()
         try:
             payload = await read_json(request, self.skill)
-            return await run_in_threadpool(self._run, payload, caller)
+            return await self._run(payload, caller)
         except OAuthError as exc:
             return exc.response()
         except AapError as exc:
@@ -87,15 +87,21 @@ class SkillEndpoint:
         except Exception as exc:
             return aap_error_response(unexpected(exc, binding="poppy", skill=self.skill.id))
 
-    def _run(self, payload: Any, caller: Caller) -> Response:
+    async def _run(self, payload: Any, caller: Caller) -> Response:
         if isinstance(payload, dict) and payload.get("type") != self.skill.request_type:
             raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
                 "/type", "const", f"This operation takes '{self.skill.request_type}' messages.")])
+        agent = self.ctx.agent
+        work = work_for(agent)
+        await work.blocking(self._admit, caller)  # writes: off the event loop
+        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
+        result = await work.run(agent.work_shape(self.skill, payload), agent.run, self.skill, payload, context)
+        return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
+
+    def _admit(self, caller: Caller) -> None:
+        """Spend the request's single-use values, then a rate-limit token (blocking)."""
         consume(self.ctx, caller)
         self.ctx.limiter.check("poppy:" + caller.caller_id)
-        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
-        result = self.ctx.agent.run(self.skill, payload, context)
-        return JSONResponse(result, headers=NO_STORE)
 
 
 # -- the OpenAPI document ------------------------------------------------------

@@ -10,11 +10,12 @@ replay scope, so one JWS can never serve as both.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from joserfc.jwk import ECKey
+from typing import TYPE_CHECKING, Any, Literal
 
 from aap.poppy.jose import CompactJws, JoseProblem, numeric_date, public_p256_key
+
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey
 
 MAX_LIFETIME = 300
 MIN_JTI, MAX_JTI = 16, 256

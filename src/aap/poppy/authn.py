@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from aap.poppy import tokens
@@ -20,8 +20,10 @@ from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.oauth import OAuthError, resource_error
 from aap.store.poppy import Replayed
 from aap.poppy.session_header import SessionProblem, verify_session_header
+from aap.web.work import work_for
 
 TOUCH_EVERY = 60.0
+TOKEN_CHECK = ("poppy.token",)  # the work shape of a token check (a read)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
         session_id = None
         touch = False
         if token is not None:
-            record = await run_in_threadpool(tokens.check, ctx, token, now=now)
+            record = await work_for(ctx.agent).run(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
             bound = record.session
             if (bound.jkt, bound.client_id, bound.sub) != (session.jkt, session.client_id, session.sub):
                 raise resource_error("invalid_token", "the access token is not bound to this Poppy-Session key")
@@ -90,7 +92,7 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
 
     if token is None:
         raise resource_error("invalid_token", "a DPoP-bound access token is required")
-    record = await run_in_threadpool(tokens.check, ctx, token, now=now)
+    record = await work_for(ctx.agent).run(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
     try:
         proof = verify_proof(request.headers.getlist("dpop"), method=request.method, url=url, now=now,
                              window=ctx.settings.dpop_iat_window, access_token=token)

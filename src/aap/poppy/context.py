@@ -11,6 +11,7 @@ import hashlib
 import ssl
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from aap.agent import DealerAgent
@@ -33,13 +34,15 @@ class PoppyContext:
     keys: SigningKeys = field(init=False)
     clients: ClientRegistry = field(init=False)
     limiter: RateLimiter = field(init=False)
+    #: token -> (kid, claims) of tokens whose signature was checked (aap.poppy.tokens).
+    verified_tokens: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
     _purged_at: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.keys = SigningKeys(self.store, self.settings.access_token_ttl)
         self.clients = ClientRegistry(self.settings, self.ssl_context)
-        # Buckets live in the database (stores.state), shared by every worker.
-        self.limiter = RateLimiter(self.agent.stores.state, self.agent.settings.rate_limit)
+        # The agent's limiter: buckets in the database, leases shared with the other bindings.
+        self.limiter = self.agent.limiter
 
     @property
     def urls(self) -> DeploymentUrls:

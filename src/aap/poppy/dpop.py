@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from aap.poppy.jose import CompactJws, JoseProblem, access_token_hash, numeric_date, public_p256_key, same
+from aap.poppy.jose import (CompactJws, JoseProblem, access_token_hash, numeric_date, public_p256_key, same,
+                            p256_thumbprint)
 
 DPOP_TYP = "dpop+jwt"
 MAX_JTI = 256
@@ -108,5 +109,5 @@ def verify_proof(
             raise DpopProblem("ath is required with an access token")
         if not same(ath, access_token_hash(access_token)):
             raise DpopProblem("ath does not match the access token")
-    jkt = key.thumbprint()
+    jkt = p256_thumbprint(header["jwk"]["x"], header["jwk"]["y"])  # checked by public_p256_key
     return DpopProof(jkt, jti, iat, ("dpop", f"{jkt}:{jti}", max(iat, now) + window + 1))

@@ -13,23 +13,33 @@ import binascii
 import hashlib
 import hmac
 import re
-from typing import Any
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from joserfc import jws
-from joserfc.errors import JoseError
-from joserfc.jwk import ECKey
-from joserfc.jws import JWSRegistry
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey
+    from joserfc.jws import JWSRegistry
 
 ALGORITHMS = ("ES256",)
 MAX_JWS_BYTES = 16_384
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 
-# Unknown header members (poppy_dlg ...) are allowed; "crit" still must be understood.
-_REGISTRY = JWSRegistry(algorithms=list(ALGORITHMS), strict_check_header=False)
-_REGISTRY.max_header_length = MAX_JWS_BYTES
-_REGISTRY.max_payload_length = MAX_JWS_BYTES
+
+
+@cache
+def _registry() -> JWSRegistry:
+    """joserfc's ES256-only registry with Poppy's size limits. joserfc and ``cryptography``
+    (~9 MiB) are imported on the first JWS a worker meets, not when it starts: a worker
+    that serves no Poppy traffic never loads them (docs/benchmarks.md, "Memory")."""
+    from joserfc.jws import JWSRegistry
+
+    # Unknown header members (poppy_dlg ...) are allowed; CompactJws.verify refuses "crit".
+    registry = JWSRegistry(algorithms=list(ALGORITHMS), strict_check_header=False)
+    registry.max_header_length = MAX_JWS_BYTES
+    registry.max_payload_length = MAX_JWS_BYTES
+    return registry
 
 
 class JoseProblem(ValueError):
@@ -78,12 +88,26 @@ class CompactJws:
         return self.header.get("alg")
 
     def verify(self, key: ECKey) -> None:
-        """Check the signature with ``key`` (ES256 only)."""
+        """Check the signature with ``key`` (ES256 only).
+
+        The token was parsed strictly above, so the signature is checked on the
+        segments as they came (RFC 7515 §5.2: the signing input is the ASCII of
+        ``header.payload``) by joserfc's ES256 algorithm, without parsing the
+        token a second time: one DPoP proof per request makes that parse count.
+        """
         if self.alg not in ALGORITHMS:
             raise JoseProblem("unsupported alg")
+        if "crit" in self.header:
+            # RFC 7515 §4.1.11: an extension the recipient does not understand must be
+            # refused, and no Poppy or DPoP token needs one.
+            raise JoseProblem("crit header extensions are not supported")
+        from joserfc.errors import JoseError
+
+        signing_input, _, signature = self.token.rpartition(".")
         try:
-            obj = jws.extract_compact(self.token.encode("ascii"), registry=_REGISTRY)
-            ok = jws.validate_compact(obj, key, registry=_REGISTRY)
+            ok = _registry().get_alg("ES256").verify(
+                signing_input.encode("ascii"), b64url_decode(signature), key
+            )
         except (JoseError, ValueError, TypeError) as exc:
             raise JoseProblem("signature invalid") from exc
         if not ok:
@@ -110,10 +134,27 @@ def public_p256_key(jwk: Any) -> ECKey:
         raise JoseProblem("jwk must be an EC P-256 key")
     if not isinstance(jwk.get("x"), str) or not isinstance(jwk.get("y"), str):
         raise JoseProblem("jwk needs x and y")
+    return _p256_point(jwk["x"], jwk["y"])
+
+
+@lru_cache(maxsize=1024)
+def _p256_point(x: str, y: str) -> ECKey:
+    """The key of one point, imported once: a DPoP key signs every request of its Session,
+    and importing (checking the point is on the curve) costs ~80 µs each time."""
+    from joserfc.errors import JoseError
+    from joserfc.jwk import ECKey
+
     try:
-        return ECKey.import_key({"kty": "EC", "crv": "P-256", "x": jwk["x"], "y": jwk["y"]})
+        key = ECKey.import_key({"kty": "EC", "crv": "P-256", "x": x, "y": y})
     except (JoseError, ValueError, TypeError) as exc:
         raise JoseProblem("jwk is not a valid P-256 point") from exc
+    return key
+
+
+@lru_cache(maxsize=1024)
+def p256_thumbprint(x: str, y: str) -> str:
+    """The RFC 7638 thumbprint of the P-256 point (``x``, ``y``), computed once per point."""
+    return _p256_point(x, y).thumbprint()
 
 
 def numeric_date(claims: dict[str, Any], name: str) -> float:
@@ -128,4 +169,6 @@ def numeric_date(claims: dict[str, Any], name: str) -> float:
 
 def sign(header: dict[str, Any], claims: dict[str, Any], private_key: ECKey) -> str:
     """ES256-sign ``claims`` under ``header`` (used for issued tokens and by the test client)."""
-    return jws.serialize_compact(header, orjson.dumps(claims), private_key, registry=_REGISTRY)
+    from joserfc import jws
+
+    return jws.serialize_compact(header, orjson.dumps(claims), private_key, registry=_registry())

@@ -1,4 +1,4 @@
-"""The issuer's own ES256 signing keys: made on first start, kept in the database, rotatable.
+"""The issuer's own ES256 signing keys: made on first use, kept in the database, rotatable.
 
 Access tokens are signed so that a forged or truncated token is refused before
 any database lookup, and so a rotation is a clean cut-over: the newest key
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
-
-from joserfc.jwk import ECKey
+from typing import TYPE_CHECKING, Any
 
 from aap.store.poppy import PoppyStore
+
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey
 
 RELOAD_SECONDS = 30.0
 
@@ -30,6 +31,8 @@ class SigningKeys:
         self._keys: list[tuple[str, ECKey, float | None]] = []  # (kid, key, retired_at), newest first
 
     def _load(self, *, force: bool = False) -> None:
+        from joserfc.jwk import ECKey  # on first use: aap.poppy.jose says why
+
         with self._lock:
             if not force and time.monotonic() - self._loaded_at < RELOAD_SECONDS and self._keys:
                 return
@@ -68,6 +71,8 @@ class SigningKeys:
 
     def rotate(self) -> str:
         """Make a new active key; the old ones only verify from now on. Returns the new kid."""
+        from joserfc.jwk import ECKey
+
         key = ECKey.generate_key("P-256", private=True)
         kid = key.thumbprint()
         self.store.add_signing_key(kid, key.as_dict(private=True), retire_others=True)

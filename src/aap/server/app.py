@@ -21,6 +21,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
@@ -78,6 +79,8 @@ def _lifespan(lifespans: Sequence[Lifespan]) -> Lifespan:
             for factory in lifespans:
                 await stack.enter_async_context(factory(app))
             yield
+        # Tokens this process leased and did not spend go back to the shared buckets.
+        await run_in_threadpool(app.state.agent.limiter.release)
 
     return lifespan
 

@@ -5,9 +5,10 @@ trivial query in a worker thread; a failure answers 503 without the exception
 text (which may name hosts or credentials). With ``[[feeds]]`` it also names
 each scheduled feed's state, and a feed that has not succeeded within twice its
 schedule as ``overdue`` (still 200: the last good inventory is served).
-``/metrics`` renders this worker's :class:`~aap.web.metrics.Metrics` in the
-Prometheus text format, followed by each feed's last success and outcome
-(read from the database, so every worker reports the same).
+``/metrics`` renders the :class:`~aap.web.metrics.Metrics` in the Prometheus
+text format (every worker's series when several workers share a multi-process
+directory), followed by each feed's last success and outcome (read from the
+database, so every worker reports the same).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from aap.paths import (
     VEHICLE_PAGE_PREFIX,
     DeploymentUrls,
 )
-from aap.ratelimit import RateLimiter, retry_after_seconds
+from aap.ratelimit import retry_after_seconds
 from aap.site import openapi_view
 from aap.site.search_form import (
     LABELS,
@@ -76,7 +76,7 @@ class PublicSite:
         self.settings = agent.settings
         self.urls = DeploymentUrls(self.settings.public_url)
         self.pages = templates("aap.site")
-        self.limiter = RateLimiter(agent.stores.state, self.settings.rate_limit)
+        self.limiter = agent.limiter  # the process's one limiter: a caller's lease serves every door
         self._documents: dict[str, openapi_view.DocumentView | None] = {}
 
     # -- the core, as any caller ---------------------------------------------------------------

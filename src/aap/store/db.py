@@ -99,6 +99,9 @@ class Database:
     """One database (SQLite by default). Thread-safe: one connection per thread."""
 
     dialect: Dialect = SQLITE
+    #: Queries run inside this process, on its CPU, with no network round trip to wait
+    #: for (SQLite): a short read may run on an event loop without holding it idle.
+    in_process: bool = True
     # What the driver raises for an integer beyond BIGINT (sqlite3 refuses it client-side).
     overflow_errors: tuple[type[BaseException], ...] = (OverflowError,)
 

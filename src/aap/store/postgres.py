@@ -44,6 +44,7 @@ class PostgresDatabase(Database):
     """A pooled PostgreSQL database (psycopg 3)."""
 
     dialect: Dialect = POSTGRESQL
+    in_process = False  # every query waits for the server: never on an event loop
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self.overflow_errors = (OverflowError, NumericValueOutOfRange)

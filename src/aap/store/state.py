@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import datetime
 
-from aap.store.db import Database, Migrations
+from aap.store.db import Database, Migrations, Tx
 
 _SCHEMA_V1 = """
 CREATE TABLE state_secret (
@@ -124,38 +124,94 @@ class StateStore:
         A refused call takes nothing, so a client that waits the returned time
         gets through.
         """
+        _granted, wait = self.lease_tokens(key, need=1, want=1, capacity=capacity,
+                                           refill_per_second=refill_per_second, now=now)
+        return wait
+
+    def lease_tokens(
+        self,
+        key: str,
+        *,
+        need: int,
+        want: int,
+        capacity: float,
+        refill_per_second: float,
+        give_back: float = 0.0,
+        now: float | datetime | None = None,
+    ) -> tuple[int, float]:
+        """Take between ``need`` and ``want`` whole tokens from bucket ``key`` in one write.
+
+        Returns ``(granted, wait)``: ``granted`` tokens (``need``, or up to ``want``
+        but never more than half of what the bucket holds) and 0.0, or ``(0, seconds
+        until need tokens are due)`` when the bucket holds fewer than ``need`` (a
+        refusal takes nothing). ``give_back`` unused tokens of an earlier lease are returned first,
+        in the same transaction. A bucket starts full and refills continuously.
+        """
         if capacity < 1 or refill_per_second <= 0:
             raise ValueError("a token bucket needs capacity >= 1 and refill_per_second > 0")
+        if not 1 <= need <= want or need > capacity:
+            raise ValueError("a lease needs 1 <= need <= want and need <= capacity")
         t = _seconds(now)
         with self.db.transaction() as tx:
             if self._due_sweep():
                 tx.execute("DELETE FROM state_bucket WHERE full_at <= ?", (t,))
-            # Create the bucket full if missing, then lock and update the one row. On
-            # PostgreSQL another worker's sweep may delete the (full) bucket between the
-            # two statements: the row lock then finds nothing, and the insert is redone.
-            row = None
-            while row is None:
-                tx.execute(
-                    "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (bucket_key) DO NOTHING",
-                    (key, float(capacity), t, t),
-                )
-                row = tx.fetchone(
-                    "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self.db.dialect.row_lock,
-                    (key,),
-                )
-            stored, updated_at = row
-            tokens = min(float(capacity), stored + max(0.0, t - updated_at) * refill_per_second)
-            if tokens >= 1.0:
-                tokens -= 1.0
+            tokens, updated_at = self._bucket(tx, key, capacity, refill_per_second, t)
+            tokens = min(float(capacity), tokens + give_back)
+            if tokens >= need:
+                # Never more than half of what is there (beyond ``need``): the rest stays
+                # for the caller's requests on other workers.
+                granted = max(need, min(want, int(tokens / 2)))
+                tokens -= granted
                 wait = 0.0
             else:
-                wait = (1.0 - tokens) / refill_per_second
+                granted = 0
+                wait = (need - tokens) / refill_per_second
+            self._store_bucket(tx, key, tokens, max(t, updated_at), capacity, refill_per_second)
+        return granted, wait
+
+    def return_tokens(
+        self,
+        returns: list[tuple[str, float]],
+        *,
+        capacity: float,
+        refill_per_second: float,
+        now: float | datetime | None = None,
+    ) -> None:
+        """Give unused leased tokens back to their buckets (``(key, tokens)`` pairs), in one write."""
+        if not returns:
+            return
+        t = _seconds(now)
+        with self.db.transaction() as tx:
+            for key, back in returns:
+                tokens, updated_at = self._bucket(tx, key, capacity, refill_per_second, t)
+                self._store_bucket(tx, key, min(float(capacity), tokens + back), max(t, updated_at),
+                                   capacity, refill_per_second)
+
+    def _bucket(self, tx: Tx, key: str, capacity: float, refill_per_second: float, t: float) -> tuple[float, float]:
+        """Lock bucket ``key`` (created full if missing): its tokens refilled up to ``t``, and its clock."""
+        # Create the bucket full if missing, then lock and update the one row. On
+        # PostgreSQL another worker's sweep may delete the (full) bucket between the
+        # two statements: the row lock then finds nothing, and the insert is redone.
+        row = None
+        while row is None:
             tx.execute(
-                "UPDATE state_bucket SET tokens = ?, updated_at = ?, full_at = ? WHERE bucket_key = ?",
-                (tokens, max(t, updated_at), t + (capacity - tokens) / refill_per_second, key),
+                "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (bucket_key) DO NOTHING",
+                (key, float(capacity), t, t),
             )
-        return wait
+            row = tx.fetchone(
+                "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self.db.dialect.row_lock,
+                (key,),
+            )
+        stored, updated_at = float(row[0]), float(row[1])
+        return min(float(capacity), stored + max(0.0, t - updated_at) * refill_per_second), updated_at
+
+    @staticmethod
+    def _store_bucket(tx: Tx, key: str, tokens: float, at: float, capacity: float, refill_per_second: float) -> None:
+        tx.execute(
+            "UPDATE state_bucket SET tokens = ?, updated_at = ?, full_at = ? WHERE bucket_key = ?",
+            (tokens, at, at + (capacity - tokens) / refill_per_second, key),
+        )
 
     # -- replay cache ---------------------------------------------------------
     def remember_once(

@@ -1,4 +1,4 @@
-"""One structured JSON access-log line and one metrics observation per request.
+"""One structured access-log line and one metrics observation per request.
 
 Bindings tell the middleware what a request was with :func:`annotate` (binding,
 skill, AAP code, error id); the middleware adds method, path, status and
@@ -49,34 +49,45 @@ class AccessLogMiddleware:
         scope[SCOPE_KEY] = info
         status = 500  # what the client sees if the app dies before answering
         start = time.perf_counter()
+        recorded = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status
+            nonlocal status, recorded
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                # Recorded before the last byte leaves: once a client has its answer, the
+                # request is in the log and the metrics.
+                recorded = True
+                self.record(scope, info, status, time.perf_counter() - start)
             await send(message)
 
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            seconds = time.perf_counter() - start
-            binding = info.get("binding", "other")
-            skill = info.get("skill", "")
-            code = info.get("aap_code") or (str(info["rpc_code"]) if "rpc_code" in info else None)
-            self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
-            access_log.info(
-                "request",
-                extra={
-                    "fields": {
-                        "method": scope.get("method", ""),
-                        "path": scope.get("path", ""),
-                        "status": status,
-                        "binding": binding,
-                        "skill": skill or None,
-                        "aap_code": info.get("aap_code"),
-                        "rpc_code": info.get("rpc_code"),
-                        "duration_ms": round(seconds * 1000, 3),
-                        "error_id": info.get("error_id"),
-                    }
-                },
-            )
+            if not recorded:
+                self.record(scope, info, status, time.perf_counter() - start)
+
+    def record(self, scope: Scope, info: dict[str, Any], status: int, seconds: float) -> None:
+        """One metrics observation and one access-log line for a finished request."""
+        binding = info.get("binding", "other")
+        skill = info.get("skill", "")
+        code = info.get("aap_code") or (str(info["rpc_code"]) if "rpc_code" in info else None)
+        self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
+        if access_log.isEnabledFor(logging.INFO):
+            # The record is made directly: Logger.info would also walk the stack for a
+            # caller's file and line, which no access-log line shows.
+            access_log.handle(access_log.makeRecord(
+                access_log.name, logging.INFO, "", 0, "request", (), None,
+                extra={"fields": {
+                    "method": scope.get("method", ""),
+                    "path": scope.get("path", ""),
+                    "status": status,
+                    "binding": binding,
+                    "skill": skill or None,
+                    "aap_code": info.get("aap_code"),
+                    "rpc_code": info.get("rpc_code"),
+                    "duration_ms": round(seconds * 1000, 3),
+                    "error_id": info.get("error_id"),
+                }},
+            ))

@@ -30,10 +30,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from mcp_types import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
 from starlette.types import Message, Scope, Send
 
 from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
+from aap.bindings.mcp.envelope import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
 
 MAX_EDITED_BYTES = 16_384
 RETRY_AFTER_KEY = "aap.mcp.retry_after"

@@ -25,7 +25,7 @@ from typing import Callable, Protocol
 
 import anyio
 import orjson
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import Scope
 
@@ -43,7 +43,7 @@ class VerifiedCaller(Protocol):
 Verifier = Callable[[str, str], "VerifiedCaller | None"]
 
 
-def caller_of(request: Request | None) -> VerifiedCaller | None:
+def caller_of(request: HTTPConnection | None) -> VerifiedCaller | None:
     """The verified caller the HTTP front stored on this request, if any."""
     if request is None:
         return None

@@ -24,6 +24,20 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from aap.bindings.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, error_response
+from aap.protocols import MCP_MODERN_VERSION, MCP_PROTOCOL_VERSIONS
+
+# What the front needs of the MCP protocol without loading the SDK (tests/test_mcp_fastpath.py
+# checks each against the SDK's own constant): two error codes, the per-request envelope keys of
+# the stateless revision (MCP 2026-07-28, "Per-request protocol fields": protocol version and
+# client capabilities required, client info optional; results carry the server's identity), and
+# the ``initialize``-handshake revisions served (the SDK's legacy era), newest first.
+HEADER_MISMATCH = -32020
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"
+HANDSHAKE_VERSIONS: tuple[str, ...] = tuple(v for v in MCP_PROTOCOL_VERSIONS if v != MCP_MODERN_VERSION)
 
 JSON_MEDIA_TYPE = "application/json"
 _JSON_RANGES = frozenset({JSON_MEDIA_TYPE, "application/*", "*/*"})

@@ -13,7 +13,9 @@ In front of it this module adds, in order:
 5. the body, read once with the shared bounded reader (:mod:`aap.web.body`;
    the app's middleware has already refused anything over the limit), and its
    JSON-RPC envelope (:mod:`.envelope`): parse errors, batches and malformed
-   messages are answered here, with fixed texts;
+   messages are answered here, with fixed texts; a plain ``tools/call`` is then
+   answered directly (:mod:`.fastpath`), everything else by the SDK
+   (:mod:`.sdk`, loaded on the first such request);
 6. body-primary era check: a request whose ``params._meta`` carries the
    2026-07-28 envelope but whose ``MCP-Protocol-Version`` header is missing or
    names a handshake revision is a modern request with a header mismatch
@@ -27,9 +29,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
@@ -38,7 +37,18 @@ from starlette.types import Receive, Scope, Send
 from aap.bindings.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, error_response, error_shape
 from aap.bindings.mcp.answers import editing_answers
 from aap.bindings.mcp.auth import BearerAuth, remember_caller
-from aap.bindings.mcp.envelope import Refusal, media_refusal, method_refusal, read_message
+from aap.bindings.mcp.envelope import (
+    HANDSHAKE_VERSIONS,
+    HEADER_MISMATCH,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    Refusal,
+    media_refusal,
+    method_refusal,
+    read_message,
+)
+from aap.bindings.mcp.fastpath import FastToolCalls
+from aap.bindings.mcp.sdk import LazySdk
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
@@ -54,7 +64,7 @@ def envelope_mismatch(message: dict[str, Any], headers: Headers, versions: tuple
     equal to it (a handshake revision inside a modern envelope): ``-32022``.
     """
     version = headers.get(PROTOCOL_VERSION_HEADER)
-    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+    if version is not None and version not in HANDSHAKE_VERSIONS:
         return None  # routed to the SDK's modern ladder, which checks header against envelope
     if "id" not in message:
         return None
@@ -77,18 +87,21 @@ class McpHttpEndpoint:
 
     def __init__(
         self,
-        manager: StreamableHTTPSessionManager,
+        manager: LazySdk,
         policy: OriginPolicy,
         auth: BearerAuth,
         *,
         max_body_bytes: int,
         protocol_versions: tuple[str, ...],
+        fast: FastToolCalls | None = None,
     ) -> None:
         self.manager = manager
         self.policy = policy
         self.auth = auth
         self.max_body_bytes = max_body_bytes
         self.protocol_versions = protocol_versions
+        #: Answers plain ``tools/call`` requests itself (:mod:`.fastpath`); None: the SDK answers all.
+        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         annotate(scope, binding="mcp")
@@ -108,6 +121,11 @@ class McpHttpEndpoint:
         if isinstance(message, Refusal):
             await message.response()(scope, receive, send)
             return
+        if self.fast is not None:
+            answer = await self.fast.answer(scope, message)
+            if answer is not None:
+                await answer(scope, receive, send)
+                return
         mismatch = envelope_mismatch(message, headers, self.protocol_versions)
         if mismatch is not None:
             await mismatch(scope, receive, send)

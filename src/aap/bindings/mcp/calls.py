@@ -1,0 +1,139 @@
+"""The call path of an MCP tool into the transport-free core, without the SDK.
+
+:class:`ToolRunner` turns one ``tools/call`` (tool name, arguments, the HTTP
+request it came in) into the ``CallToolResult`` in wire form: the AAP response
+(or the ``aap.error``) as structured content and as JSON text. Both the SDK's
+server (:mod:`.server`) and the direct answer to plain calls (:mod:`.fastpath`)
+use it, so a call means the same whichever path answers it. Nothing here imports
+the MCP SDK: serving ``/a2a``, or plain tool calls, never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import HTTPConnection
+
+from aap import __version__
+from aap.agent import CallContext, DealerAgent
+from aap.bindings.mcp.answers import remember_retry_after
+from aap.bindings.mcp.auth import VerifiedCaller, caller_of
+from aap.errors import AapError, problem
+from aap.ratelimit import retry_after_seconds
+from aap.skills.catalog import SkillInfo
+from aap.spec import validate
+from aap.web.accesslog import annotate
+from aap.web.callers import anonymous_caller
+from aap.web.errors import unexpected
+from aap.web.work import admit, work_for
+
+SERVER_NAME = "aap"
+UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
+
+
+def server_identity(agent: DealerAgent) -> dict[str, Any]:
+    """The MCP ``Implementation`` of this server, in wire form (``serverInfo``; the SDK's server
+    is built from the same values, :func:`aap.bindings.mcp.server.make_server`)."""
+    return {"name": SERVER_NAME, "title": agent.settings.agent.name, "version": __version__,
+            "websiteUrl": agent.settings.public_url}
+
+
+def _result(value: dict[str, Any], is_error: bool) -> dict[str, Any]:
+    """A ``CallToolResult`` in wire form: the object as structured content and as JSON text.
+
+    The text block is the MCP SHOULD for clients that read only text. Built as a
+    plain dict: the SDK validates and shapes every result per revision anyway, so
+    a pydantic model here would only be built and dumped once more.
+    """
+    text = orjson.dumps(value).decode()
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": value,
+        "isError": is_error,
+        "resultType": "complete",  # required at 2026-07-28; the SDK drops it for older revisions
+    }
+
+
+def success_result(response: dict[str, Any]) -> dict[str, Any]:
+    return _result(response, False)
+
+
+def error_result(error: AapError) -> dict[str, Any]:
+    return _result(error.to_dict(), True)
+
+
+def caller_key(caller: VerifiedCaller | None, request: HTTPConnection | None) -> str:
+    """Rate-limit bucket: the verified caller when there is one, else the client address.
+
+    A verified caller is a Poppy caller; its bucket is the one the Poppy API uses too.
+    """
+    if caller is not None:
+        return "poppy:" + caller.caller_id
+    return anonymous_caller(request)
+
+
+class ToolRunner:
+    """Turns a ``tools/call`` into ``DealerAgent.run`` and its outcome into a result."""
+
+    def __init__(self, agent: DealerAgent) -> None:
+        self.agent = agent
+        #: The skill of each tool, by tool name, in skill-catalog order.
+        self.tools: dict[str, SkillInfo] = {skill.tool_name: skill for skill in agent.skills}
+
+    def payload(self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        """The AAP request: the arguments as given, whose ``type`` must name this tool's skill.
+
+        A missing or foreign ``type`` is a schema failure listing every problem of
+        the arguments against this tool's request schema (never a silent default,
+        never a dispatch to another skill).
+        """
+        payload = {} if arguments is None else arguments
+        expected = skill.request_type
+        if payload.get("type") != expected:
+            if "type" in payload:
+                wrong = problem("/type", "const", f"must be {expected!r} for tool {name}")
+            else:
+                wrong = problem("", "required", f"missing property 'type' ({expected!r} for tool {name})")
+            others = validate({**payload, "type": expected}, skill.request_schema)
+            raise AapError(
+                "SCHEMA_VALIDATION_FAILED",
+                errors=[wrong, *others],
+                hint=f'Set "type" to "{expected}": {name} takes the AAP {expected} object.',
+            )
+        return payload
+
+    async def run(self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None, context: CallContext,
+                  key: str) -> dict[str, Any]:
+        """Rate limit, argument check, skill; the blocking parts where :mod:`aap.web.work` places them."""
+        work = work_for(self.agent)
+        await admit(self.agent, key)
+        payload = self.payload(name, skill, arguments)
+        return await work.run(self.agent.work_shape(skill, payload), self.agent.run, skill, payload, context)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None,
+                   request: HTTPConnection | None) -> dict[str, Any]:
+        """The ``CallToolResult`` (wire form) of one call of tool ``name`` (one of :attr:`tools`)."""
+        skill = self.tools[name]
+        scope = request.scope if request is not None else {}
+        caller = caller_of(request)
+        context = CallContext(
+            binding="mcp",
+            caller_id=caller.caller_id if caller else None,
+            client_id=caller.client_id if caller else None,
+        )
+        try:
+            response = await self.run(name, skill, arguments, context, caller_key(caller, request))
+            result = success_result(response)
+        except AapError as exc:
+            annotate(scope, skill=skill.id, aap_code=exc.code, error_id=exc.error_id)
+            retry_after = retry_after_seconds(exc)
+            if retry_after is not None:
+                remember_retry_after(scope, retry_after)
+            return error_result(exc)
+        except Exception as exc:  # never a stack trace or customer data on the wire or in the log
+            error = unexpected(exc, binding="mcp", skill=skill.id)
+            annotate(scope, skill=skill.id, aap_code=error.code, error_id=error.error_id)
+            return error_result(error)
+        annotate(scope, skill=skill.id)
+        return result

@@ -1,0 +1,147 @@
+"""Where a binding runs the core's blocking work: on the event loop when it is short,
+else on the worker's one small executor.
+
+Handing every request to a thread pool costs more than most AAP reads do: with
+16 requests in flight, 16 threads wake, contend for the GIL and switch several
+times per request (docs/benchmarks.md, "The HTTP path"). On SQLite a typical
+search is a few hundred microseconds of this process's own CPU, so running it
+right on the event loop is the cheapest place; a long one (a first keyword
+count, a count over most of the inventory, filtered facets before they are
+cached) must not hold the loop, and neither may a write (a lead commit, a
+rate-limit lease), which can wait for another process's write lock.
+
+:class:`Work` decides by *shape* (:meth:`~aap.agent.DealerAgent.work_shape`:
+the skill, the filters named, the sort field), whose cost barely depends on the
+values: a shape runs inline once a run of it has been seen to cost at most
+:data:`INLINE_BUDGET` of CPU; an unknown shape, a shape seen slow, a write and
+anything on a database across the network (PostgreSQL, where every query waits)
+run on the executor. A slow run counts at once; fast runs bring a shape's cost
+back down by halves, so a shape that is sometimes slow mostly stays off the loop.
+
+One :class:`Work` per agent (:func:`work_for`), so the surfaces of one app share
+its threads (each with its own database connection) and what it learned.
+:func:`admit` is the rate-limit check of every binding, on the same terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Hashable, TypeVar
+from weakref import WeakKeyDictionary
+
+if TYPE_CHECKING:
+    from aap.agent import DealerAgent
+
+T = TypeVar("T")
+
+#: CPU seconds a run may take and still be run on the event loop next time.
+INLINE_BUDGET = 0.001
+#: Threads of a worker's executor on SQLite, where only long work and writes go there:
+#: enough to overlap them, few enough that requests do not fight over the GIL.
+THREADS = 8
+#: On a database across the network every query goes there and mostly waits for the
+#: server: as many threads as the connection pool has connections (store/postgres.py).
+NETWORK_THREADS = 10
+#: Shapes remembered (least recently used forgotten first).
+SHAPES = 1024
+
+
+class Work:
+    """Runs blocking calls inline or on a small executor, by what their shape has cost."""
+
+    def __init__(self, *, inline: bool, threads: int | None = None, budget: float = INLINE_BUDGET) -> None:
+        self.inline = inline
+        self.budget = budget
+        threads = threads or (THREADS if inline else NETWORK_THREADS)
+        self.executor = ThreadPoolExecutor(threads, thread_name_prefix="aap-work")
+        self._cost: dict[Hashable, float] = {}
+        self._lock = threading.Lock()
+        self._flights: dict[Hashable, asyncio.Future[None]] = {}  # on the event loop only
+
+    def short(self, shape: Hashable | None) -> bool:
+        """True when ``shape`` runs on the event loop."""
+        if not self.inline or shape is None:
+            return False
+        cost = self._cost.get(shape)  # one dict read: atomic, no lock needed
+        return cost is not None and cost <= self.budget
+
+    async def run(self, shape: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: inline when ``shape`` is short, else on the executor; its cost is noted."""
+        if self.short(shape):
+            assert shape is not None
+            started = time.thread_time()  # CPU: a busy machine's preemptions do not count
+            try:
+                return fn(*args)
+            finally:
+                self.note(shape, time.thread_time() - started)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, shape, fn, args)
+
+    async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the executor, always (a write, a wait)."""
+        call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    async def single_flight(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> bool:
+        """``fn(*args)`` on the executor, unless a call with ``key`` is already running: then
+        wait for that one instead. True when this call ran ``fn`` (its exception propagates),
+        False when it waited for another's."""
+        running = self._flights.get(key)
+        if running is not None:
+            await asyncio.wait([running])  # its outcome is its caller's; only the wait is ours
+            return False
+        flight: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flights[key] = flight
+        try:
+            await self.blocking(fn, *args)
+            return True
+        finally:
+            del self._flights[key]
+            flight.set_result(None)
+
+    def _timed(self, shape: Hashable | None, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        started = time.thread_time()  # this thread's CPU: not inflated by waiting for the GIL
+        try:
+            return fn(*args)
+        finally:
+            if shape is not None:
+                self.note(shape, time.thread_time() - started)
+
+    def note(self, shape: Hashable, seconds: float) -> None:
+        """Record one run of ``shape``: a slow run counts at once, a fast one halves the way down."""
+        with self._lock:
+            cost = self._cost.pop(shape, None)  # re-inserted last: the dict keeps use order
+            self._cost[shape] = seconds if cost is None or seconds >= cost else (cost + seconds) / 2
+            if len(self._cost) > SHAPES:
+                del self._cost[next(iter(self._cost))]
+
+
+_WORK: WeakKeyDictionary[DealerAgent, Work] = WeakKeyDictionary()
+_WORK_LOCK = threading.Lock()
+
+
+def work_for(agent: DealerAgent) -> Work:
+    """The one :class:`Work` of ``agent``, made on first use."""
+    with _WORK_LOCK:
+        work = _WORK.get(agent)
+        if work is None:
+            work = _WORK[agent] = Work(inline=agent.stores.db.in_process)
+        return work
+
+
+async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
+    """Spend ``cost`` rate-limit tokens of ``caller_key`` (``RATE_LIMITED`` when refused).
+
+    From this process's lease when it covers the request (no I/O); else one
+    lease from the shared bucket on the executor. Requests of one caller that
+    find the lease empty together wait for a single lease rather than each
+    taking one (with 16 in flight, every lease would otherwise cost 16 hops).
+    """
+    limiter = agent.limiter
+    work = work_for(agent)
+    while not limiter.check_local(caller_key, cost):
+        if await work.single_flight(("lease", caller_key), limiter.check, caller_key, cost):
+            return  # this request's own lease admitted it
