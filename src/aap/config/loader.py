@@ -38,6 +38,7 @@ from aap.config.sections import (
     parse_server,
 )
 from aap.config.table import Problems, Table
+from aap.config.web import parse_web_section
 
 #: Environment variables that override one TOML key each (after the file, before ``overrides``).
 ENV_OVERRIDES: dict[str, str] = {
@@ -101,6 +102,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("leads", parse_leads_section),
     Section("poppy", parse_poppy_section),
     Section("feeds", parse_feeds_section, array=True),
+    Section("web", parse_web_section),
 )
 
 #: Rules run after every section was read, on the parsed values (Settings field

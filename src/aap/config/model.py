@@ -18,6 +18,7 @@ from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
 from aap.config.poppy import PoppySettings
+from aap.config.web import WebSettings
 
 ALL_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
@@ -159,6 +160,7 @@ class Settings:
     leads: LeadSettings = field(default_factory=LeadSettings)
     poppy: PoppySettings = field(default_factory=PoppySettings)
     feeds: tuple[FeedSettings, ...] = ()
+    web: WebSettings = field(default_factory=WebSettings)
 
     @property
     def scope(self) -> str:

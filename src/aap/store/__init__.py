@@ -6,14 +6,18 @@ modules: :mod:`~aap.store.db` (connections, transactions),
 :mod:`~aap.store.dialect` (what differs between SQLite and PostgreSQL),
 :mod:`~aap.store.migrations` (every domain's schema steps), and the domain
 stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
-:mod:`~aap.store.leads`, :mod:`~aap.store.poppy` and :mod:`~aap.store.feeds`.
+:mod:`~aap.store.leads` (and the console's reads of it, :mod:`~aap.store.lead_inbox`),
+:mod:`~aap.store.poppy`, :mod:`~aap.store.feeds` and :mod:`~aap.store.console`.
 """
 
 from __future__ import annotations
 
+from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
 from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
+from aap.store.inventory.summary import InventorySummaries
+from aap.store.lead_inbox import LeadInbox
 from aap.store.leads import LeadStore
 from aap.store.migrations import migrate
 from aap.store.poppy import PoppyStore
@@ -32,6 +36,10 @@ class Stores:
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)
         self.feeds = FeedStore(db)
+        # The staff console's views and state (docs/console.md).
+        self.console = ConsoleStore(db)
+        self.lead_inbox = LeadInbox(db, self.leads)
+        self.inventory_summaries = InventorySummaries(db)
 
     def close(self) -> None:
         self.reads.close()
