@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from aap.inventory.feeds.vin import with_check_digit
+from aap.inventory.vin import with_check_digit
 
 SF = "Demo Motors San Francisco"
 OAKLAND = "Demo Motors Oakland Pre-Owned"

@@ -101,6 +101,46 @@ class PostgresCluster:
         base, _, _ = self._admin_url.rpartition("/")
         return f"{base}/{name}"
 
+    def start_replica(self) -> "PostgresCluster":
+        """A hot standby of this cluster on another loopback port, streaming from it
+        (``pg_basebackup -R``: a base backup plus the recovery settings)."""
+        if self._dir is None or self._bin is None or self._admin_url is None:
+            raise PostgresUnavailable("a replica needs a cluster this process started")
+        replica = PostgresCluster()
+        replica._bin, replica._user_prefix = self._bin, self._user_prefix
+        replica._dir = tempfile.mkdtemp(prefix="aap-pg-replica-")
+        if self._user_prefix:
+            pw = pwd.getpwnam("postgres")
+            os.chown(replica._dir, pw.pw_uid, pw.pw_gid)
+        primary_port = self._admin_url.rsplit(":", 1)[1].split("/")[0]
+        data = os.path.join(replica._dir, "data")
+        port = _free_port()
+        replica._run([os.path.join(self._bin, "pg_basebackup"), "-D", data, "-h", "127.0.0.1",
+                      "-p", primary_port, "-U", "aap", "-R", "-X", "stream", "-c", "fast", "--no-sync"])
+        with open(os.path.join(data, "postgresql.auto.conf"), "a") as conf:  # later lines win
+            conf.write(f"port = {port}\nunix_socket_directories = '{replica._dir}'\nhot_standby = on\n")
+        replica._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l",
+                      os.path.join(replica._dir, "log"), "-w", "-t", "60", "start"])
+        replica._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
+        return replica
+
+    def url_of(self, database_url: str) -> str:
+        """The URL of the database ``database_url`` names, on this cluster (a replica's copy)."""
+        assert self._admin_url is not None
+        base, _, _ = self._admin_url.rpartition("/")
+        return f"{base}/{database_url.rsplit('/', 1)[1]}"
+
+    def halt(self) -> None:
+        """Stop the server at once (a crash), keeping its data for :meth:`resume`."""
+        assert self._dir is not None and self._bin is not None
+        self._run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self._dir, "data"),
+                   "-m", "immediate", "-w", "stop"])
+
+    def resume(self) -> None:
+        assert self._dir is not None and self._bin is not None
+        self._run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self._dir, "data"), "-l",
+                   os.path.join(self._dir, "log"), "-w", "-t", "60", "start"])
+
     def stop(self) -> None:
         if self._dir and self._bin:
             data = os.path.join(self._dir, "data")

@@ -9,7 +9,8 @@ import pytest
 
 from aap.config.loader import load_settings
 from aap.config.model import DealerProfile
-from aap.inventory.demo import generate_listings, make_vin, vin_check_digit
+from aap.inventory.demo import generate_listings, make_vin
+from aap.inventory.vin import expected_check_digit as vin_check_digit
 from aap.inventory.feed import check_rows
 from aap.spec import validate
 

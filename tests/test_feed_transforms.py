@@ -11,7 +11,7 @@ from aap.inventory.feeds import transforms as t
 from aap.inventory.feeds.mapping import builtin_format, parse_format
 from aap.inventory.feeds.reader import detect
 from aap.inventory.feeds.source import SourceError, decode, open_text, sniff_delimiter
-from aap.inventory.feeds.vin import expected_check_digit, with_check_digit
+from aap.inventory.vin import expected_check_digit, with_check_digit
 from aap.inventory.feed import FeedError
 
 

@@ -14,6 +14,7 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+import orjson
 import psycopg
 import pytest
 
@@ -37,6 +38,13 @@ HONDA = {"type": "inventory.search.request", "filters": {"make": ["Honda"]},
 HONDAS = sum(1 for i in range(300) if i % 3)
 
 
+def counting_in_sql(agent):
+    """These tests pin the SQL count (what runs when the posting index declines a query, or
+    is not built yet): take the index out of this agent's store."""
+    agent.stores.inventory.postings.enabled = False
+    return agent
+
+
 def remembered(agent) -> list[tuple]:
     with agent.stores.db.read() as tx:
         return tx.fetchall("SELECT version, total FROM inv_count")
@@ -48,8 +56,8 @@ def search(agent, ctx, request=HONDA) -> dict:
     return response["data"]
 
 
-def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
-    agent = agent_factory(listings=inventory(300))
+def test_a_slow_count_is_remembered_and_refreshed_by_the_next_import(agent_factory, ctx):
+    agent = counting_in_sql(agent_factory(listings=inventory(300)))
     store = agent.stores.inventory
     store.totals.remember_count_ms = 0  # treat every count as slow
     assert search(agent, ctx)["total"] == HONDAS
@@ -64,10 +72,41 @@ def test_a_slow_count_is_remembered_until_the_next_import(agent_factory, ctx):
     other = dict(HONDA, filters={"make": ["Toyota"]})
     assert search(agent, ctx, other)["total"] == 300 - HONDAS  # another matching set: its own count
 
-    # An import changes the inventory: every remembered total is forgotten.
+    # An import changes the seller's inventory (here the one seller, without a dealer_id):
+    # its share is counted again, and the refreshed total replaces the old one.
     store.import_listings([listing("v9999", make="Honda", model="Civic", price=1)])
-    assert remembered(agent) == []
+    assert (version, HONDAS + 1000) in remembered(agent)  # kept: only its seller changed
     assert search(agent, ctx)["total"] == HONDAS + 1
+    store.wait_for_background()
+    assert (version + 1, HONDAS + 1) in remembered(agent)
+
+
+def seller_inventory(dealer: str, count: int, make: str = "Honda") -> list[dict]:
+    return [listing(f"{dealer}-{i:03d}", make=make, model="Civic", price=20_000 + i,
+                    dealer_id=dealer) for i in range(count)]
+
+
+def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, settings_factory):
+    """Per-seller versions: an import invalidates only the shares of the sellers it changed."""
+    agent = counting_in_sql(agent_factory(listings=seller_inventory("d-a", 40) + seller_inventory("d-b", 30)
+                                          + seller_inventory("d-c", 20, make="Toyota")))
+    store = agent.stores.inventory
+    store.totals.remember_count_ms = 0
+    assert search(agent, ctx)["total"] == 70
+    store.wait_for_background()
+    with agent.stores.db.read() as tx:
+        (partials,) = tx.one("SELECT partials FROM inv_count")
+    assert orjson.loads(partials) == {"d-a": 40, "d-b": 30}
+
+    # Mark d-a's remembered share (never a real count): it must survive d-b's import.
+    with agent.stores.db.transaction() as tx:
+        tx.execute("UPDATE inv_count SET partials = ?", (orjson.dumps({"d-a": 400, "d-b": 30}).decode(),))
+    store.import_listings(seller_inventory("d-b", 5), dealer_id="d-b", replace=True)
+    assert search(agent, ctx)["total"] == 400 + 5      # d-b counted again, d-a remembered
+    store.import_listings(seller_inventory("d-c", 3, make="Honda"), dealer_id="d-c", replace=True)
+    assert search(agent, ctx)["total"] == 400 + 5 + 3  # a seller that had no match now has some
+    store.import_listings(seller_inventory("d-a", 1), dealer_id="d-a", replace=True)
+    assert search(agent, ctx)["total"] == 1 + 5 + 3    # d-a's own import: its share is exact again
 
 
 def test_a_total_is_remembered_only_for_the_version_it_counted(agent_factory, ctx):
@@ -101,7 +140,7 @@ def counts_outrun_their_budget(agent, backend: str) -> Iterator[None]:
 
 
 def test_a_count_past_its_budget_answers_null_then_the_exact_total(agent_factory, ctx, backend):
-    agent = agent_factory(listings=inventory(1000))
+    agent = counting_in_sql(agent_factory(listings=inventory(1000)))
     civics = dict(HONDA, filters={"model": ["Civic"]})  # no index: the count scans every row
     with counts_outrun_their_budget(agent, backend):
         data = search(agent, ctx, civics)
@@ -127,14 +166,18 @@ def test_without_a_budget_the_count_is_always_exact(agent_factory, ctx):
         assert search(agent, ctx, request)["total"] == 75
 
 
-def test_postgresql_keyword_tokens_have_a_trigram_index(agent_factory, ctx, backend):
+@pytest.mark.parametrize("postings", [True, False], ids=["posting-index", "sql"])
+def test_keyword_tokens_are_substrings_of_fields(agent_factory, ctx, backend, postings):
+    """Keyword tokens, counted by the posting index and by SQL. (PostgreSQL used to keep a
+    trigram index for them; the posting index replaced it, see docs/search.md.)"""
     agent = agent_factory(listings=[
         listing(f"k{i}", make="Honda" if i % 2 else "Toyota", model="Civic", stock=f"ST{i:03d}")
         for i in range(40)
     ])
+    agent.stores.inventory.postings.enabled = postings
     if backend == "postgresql":
         with agent.stores.db.read() as tx:
-            assert tx.fetchone("SELECT 1 FROM pg_indexes WHERE indexname = 'inv_text_trgm'")
+            assert not tx.fetchone("SELECT 1 FROM pg_indexes WHERE indexname = 'inv_text_trgm'")
 
     def total(query: str) -> int:
         return search(agent, ctx, {"type": "inventory.search.request", "filters": {"query": query}})["total"]
@@ -173,13 +216,13 @@ def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, s
         key=lambda item: (-(item["price"] if sort["field"] == "price" else
                             int(item["updated_at"][8:10])), item["vehicle_id"]),
     )
-    counted = agent_factory(listings=feed)
+    counted = counting_in_sql(agent_factory(listings=feed))
     counted.stores.inventory.totals.remember_count_ms = float("inf")  # never remembered: scan every time
     ids, totals = walk(counted, ctx, request)
     assert ids == [item["vehicle_id"] for item in expected] and totals == {len(expected)}
     assert len(expected) >= 10 * 11  # dense enough for a sort-index walk (pages of 10)
 
-    remembering = agent_factory(listings=feed)
+    remembering = counting_in_sql(agent_factory(listings=feed))
     remembering.stores.inventory.totals.remember_count_ms = 0
     search(remembering, ctx, request)
     remembering.stores.inventory.wait_for_background()

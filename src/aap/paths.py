@@ -135,3 +135,11 @@ class DeploymentUrls:
 
     def schema(self, filename: str) -> str:
         return self.url(SCHEMAS_PREFIX + filename)
+
+
+# -- the public page and the staff console (docs/console.md) ------------------------------
+SITE_PATH = "/"
+VEHICLE_PAGE_PREFIX = "/vehicles/"  # + vehicle_id
+API_DOCS_PREFIX = "/api-docs/"  # + "a2a" or "poppy": the OpenAPI documents as pages
+SITE_ASSETS_PREFIX = "/assets/"  # the stylesheet and the small script
+CONSOLE_PREFIX = "/console/"

@@ -145,7 +145,8 @@ def open_stores_or_fail(settings: Settings) -> Stores:
     from aap.store import open_stores  # the store: loaded only when a command needs it
 
     try:
-        stores = open_stores(settings.database_url)
+        stores = open_stores(settings.database_url, settings.database_read_urls,
+                             max_replica_lag_ms=settings.max_replica_lag_ms)
     except Exception as exc:  # noqa: BLE001 - a driver error: one line, not a traceback
         fail(f"Cannot open the database {redacted(settings.database_url)}",
              [f"{type(exc).__name__}: {exc}"])

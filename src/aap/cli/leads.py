@@ -1,14 +1,13 @@
 """``aap leads list|show|retry`` and ``aap deliver``: operating the lead outbox.
 
-``aap leads show`` is the only place a customer's name, contact data, message
-or consent text is printed; ``list`` shows ids, states and routing only.
+``aap leads show`` is the only command that prints a customer's name, contact
+data, message or consent text (the staff console shows them in a browser); ``list`` shows ids, states and routing only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -161,22 +160,21 @@ def show_command(lead_id: str, config: str | None, database: str | None, as_json
 @click.option("--all", "include_delivered", is_flag=True, help="Also re-send deliveries that succeeded.")
 def retry_command(lead_id: str, config: str | None, database: str | None, include_delivered: bool) -> None:
     """Make a lead's dead (or waiting) deliveries due now; the worker sends them on its next pass."""
-    from aap.leads.timefmt import parse_rfc3339  # the leads package: loaded only when a command needs it
+    # The leads package: loaded only when a command needs it. The console retries through it too.
+    from aap.leads.operations import RetryRefused, retry_deliveries
 
     stores = _stores(config, database)
     try:
-        lead = stores.leads.get_lead(lead_id)
-        if lead is None:
+        count = retry_deliveries(stores.leads, lead_id, datetime.now(timezone.utc),
+                                 include_delivered=include_delivered)
+    except RetryRefused as refused:
+        if refused.reason == "not_found":
             fail(f"No lead {lead_id}.")
-        consent = lead["consent"] or {}
-        expires = parse_rfc3339(consent.get("expires_at"))
-        if expires is not None and expires <= datetime.now(timezone.utc):
-            fail(f"Lead {lead_id} cannot be re-sent: the customer's consent expired at {consent['expires_at']}.")
-        count = stores.leads.retry(lead_id, int(time.time() * 1000), include_delivered=include_delivered)
+        if refused.reason == "consent_expired":
+            fail(f"Lead {lead_id} cannot be re-sent: the customer's consent expired at {refused.expired_at}.")
+        fail(f"Lead {lead_id} has no delivery to retry (use --all to re-send delivered ones).")
     finally:
         stores.close()
-    if count == 0:
-        fail(f"Lead {lead_id} has no delivery to retry (use --all to re-send delivered ones).")
     console.print(Text(f"{count} delivery(ies) of {lead_id} queued."))
 
 

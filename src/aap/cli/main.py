@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from aap import AAP_VERSION, __version__
-from aap.cli import check, db, demo_inventory, explore, feed_import, feeds, init, leads, serve
+from aap.cli import check, db, demo_inventory, explore, feed_import, feeds, init, leads, serve, users
 from aap.cli import config as config_cli
 
 
@@ -31,3 +31,4 @@ main.add_command(leads.deliver)
 main.add_command(db.command)
 main.add_command(config_cli.command)
 main.add_command(feeds.feeds)
+main.add_command(users.users)

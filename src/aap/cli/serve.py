@@ -98,11 +98,17 @@ def command(config: str | None, database: str | None, host: str, port: int,
                      "group did not load; the demo never serves it as its own.",
                      ["serve it with its configuration (--config), or give the demo another database"])
             seed_demo_inventory(settings, stores)
+        no_accounts = settings.web.console and not stores.console.users()
     finally:
         stores.close()
 
     console.print(Text(f"Serving {settings.agent.name} at {settings.base_url} "
                        f"(database {redacted(settings.database_url)})"))
+    pages = ([f"public page {settings.base_url}/"] if settings.web.public_page else []) + \
+        ([f"staff console {settings.base_url}/console/"] if settings.web.console else [])
+    if pages:
+        console.print(Text("Browse: " + ", ".join(pages) + (
+            " (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")))
     # Each worker process loads the settings again from the same source (see aap.server.runner).
     run(SettingsSource(settings.source_path, overrides), host=host, port=port, sock=sock,
         ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, workers=workers,

@@ -38,10 +38,12 @@ from aap.config.sections import (
     parse_server,
 )
 from aap.config.table import Problems, Table
+from aap.config.web import parse_web_section
 
 #: Environment variables that override one TOML key each (after the file, before ``overrides``).
 ENV_OVERRIDES: dict[str, str] = {
     "AAP_DATABASE_URL": "database",
+    "AAP_DATABASE_READ_URLS": "database.read_urls",  # comma-separated
     "AAP_PUBLIC_URL": "public_url",
 }
 
@@ -100,6 +102,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("leads", parse_leads_section),
     Section("poppy", parse_poppy_section),
     Section("feeds", parse_feeds_section, array=True),
+    Section("web", parse_web_section),
 )
 
 #: Rules run after every section was read, on the parsed values (Settings field
@@ -108,6 +111,14 @@ RULES: tuple[Callable[[dict[str, Any], Problems], None], ...] = (agent_defaults,
 
 
 def _apply_override(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    # ``database`` is a URL or a [database] table: the URL goes where the file keeps it.
+    if dotted == "database" and isinstance(doc.get("database"), dict):
+        dotted = "database.url"
+    elif dotted == "database.read_urls":
+        if isinstance(doc.get("database"), str):
+            doc["database"] = {"url": doc["database"]}
+        if isinstance(value, str):
+            value = [url.strip() for url in value.split(",") if url.strip()]
     parts = dotted.split(".")
     node = doc
     for part in parts[:-1]:

@@ -18,6 +18,7 @@ from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
 from aap.config.poppy import PoppySettings
+from aap.config.web import WebSettings
 
 ALL_FILTERS: tuple[str, ...] = (
     "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
@@ -31,6 +32,9 @@ ALL_SORT_FIELDS: tuple[str, ...] = (
     "price", "list_price", "msrp", "mileage", "year", "make", "model", "stock",
     "updated_at", "distance_mi",
 )
+
+#: How far behind its primary a read replica may be and still answer (``[database]``).
+DEFAULT_REPLICA_LAG_MS = 5000
 
 WEEKDAYS: tuple[str, ...] = (
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
@@ -145,6 +149,8 @@ class Settings:
     dealers: tuple[DealerProfile, ...] = ()  # aggregate scope: the sellers behind the endpoint
     rate_limit: RateLimit = field(default_factory=RateLimit)
     database_url: str = "sqlite:///aap.db"
+    database_read_urls: tuple[str, ...] = ()  # PostgreSQL replicas for the read skills
+    max_replica_lag_ms: int = DEFAULT_REPLICA_LAG_MS
     max_body_bytes: int = 1_048_576
     cursor_ttl_seconds: int = 86_400
     count_timeout_ms: int = 0  # 0: always count exactly; else total is null past this budget
@@ -157,6 +163,7 @@ class Settings:
     leads: LeadSettings = field(default_factory=LeadSettings)
     poppy: PoppySettings = field(default_factory=PoppySettings)
     feeds: tuple[FeedSettings, ...] = ()
+    web: WebSettings = field(default_factory=WebSettings)
 
     @property
     def scope(self) -> str:

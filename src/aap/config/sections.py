@@ -14,6 +14,7 @@ from typing import Any
 
 from aap.config.model import (
     ALL_FILTERS,
+    DEFAULT_REPLICA_LAG_MS,
     ALL_SORT_FIELDS,
     AgentIdentity,
     Feature,
@@ -28,17 +29,41 @@ _FEATURE_CODE = re.compile(r"^[a-z][a-z0-9_]*$")
 # -- top-level keys -------------------------------------------------------------
 
 
+_POSTGRES = ("postgresql://", "postgres://")
+
+
 def parse_root(root: Table) -> dict[str, Any]:
-    """``id``, ``public_url``, ``database`` and ``tenant``."""
+    """``id``, ``public_url``, ``database`` and ``tenant``.
+
+    ``database`` is a URL, or a ``[database]`` table: ``url``, ``read_urls`` (PostgreSQL
+    streaming replicas the read skills may use) and ``max_replica_lag_ms`` (a replica
+    further behind is skipped); see docs/deployment.md, "Read replicas".
+    """
     deployment_id = root.string("id", required=True)
     if deployment_id is not None and len(deployment_id) > 200:
         root.problem("id", "must be at most 200 characters")
     public_url = root.url("public_url", required=True)
-    database = root.string("database", "sqlite:///aap.db")
-    if not database.startswith(("sqlite://", "postgresql://", "postgres://")):
-        root.problem("database", "must be a sqlite:///path or postgresql:// URL")
+    read_urls: tuple[str, ...] = ()
+    max_lag_ms = DEFAULT_REPLICA_LAG_MS
+    if isinstance(root.raw("database", None), dict):
+        table, key = root.table("database"), "url"
+        database = table.string("url", "sqlite:///aap.db")
+        read_urls = table.strings("read_urls", (), min_items=0)
+        max_lag_ms = table.integer("max_replica_lag_ms", DEFAULT_REPLICA_LAG_MS, minimum=0)
+        table.finish()
+    else:
+        table, key = root, "database"
+        database = root.string("database", "sqlite:///aap.db")
+    if not database.startswith(("sqlite://",) + _POSTGRES):
+        table.problem(key, "must be a sqlite:///path or postgresql:// URL")
+    for i, url in enumerate(read_urls):
+        if not url.startswith(_POSTGRES):
+            table.problem("read_urls", f"item {i} must be a postgresql:// URL (replicas of a PostgreSQL primary)")
+    if read_urls and not database.startswith(_POSTGRES):
+        table.problem("read_urls", "read replicas need a PostgreSQL primary (url)")
     return {"deployment_id": deployment_id, "public_url": public_url,
-            "database_url": database, "tenant": root.string("tenant")}
+            "database_url": database, "database_read_urls": read_urls,
+            "max_replica_lag_ms": max_lag_ms, "tenant": root.string("tenant")}
 
 
 # -- [agent] ----------------------------------------------------------------------

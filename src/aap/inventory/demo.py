@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from aap.config.model import Settings
+from aap.inventory.vin import CHARACTER_VALUES, POSITION_WEIGHTS
 from aap.inventory.demo_catalogue import (
     BODY_ONLY,
     CARS,
@@ -76,18 +77,7 @@ def rfc3339(epoch: int) -> str:
 # -- VINs ------------------------------------------------------------------------------
 
 VIN_CHARS = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"  # the 33 characters a VIN may use
-_TRANSLIT = {**{str(d): d for d in range(10)},
-             **dict(zip("ABCDEFGH", range(1, 9))), **dict(zip("JKLMN", range(1, 6))),
-             "P": 7, "R": 9, **dict(zip("STUVWXYZ", range(2, 10)))}
-_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 _YEAR_CODES = "ABCDEFGHJKLMNPRSTVWXY123456789"  # 2010 = A ... cycles every 30 years
-
-
-def vin_check_digit(vin: str) -> str:
-    """The ISO 3779 / North American check digit (position 9) of a 17-character VIN."""
-    total = sum(_TRANSLIT[c] * w for c, w in zip(vin, _WEIGHTS))
-    remainder = total % 11
-    return "X" if remainder == 10 else str(remainder)
 
 
 def make_vin(wmi: str, vds: str, year: int, index: int, salt: int) -> str:
@@ -96,14 +86,14 @@ def make_vin(wmi: str, vds: str, year: int, index: int, salt: int) -> str:
     plant = VIN_CHARS[(index // 1_000_000 + salt) % 33]
     tail = f"{_YEAR_CODES[(year - 2010) % 30]}{plant}{serial:06d}"
     head = wmi + vds
-    total = _head_sum(head) + sum(_TRANSLIT[c] * w for c, w in zip(tail, _WEIGHTS[9:]))
+    total = _head_sum(head) + sum(CHARACTER_VALUES[c] * w for c, w in zip(tail, POSITION_WEIGHTS[9:]))
     remainder = total % 11
     return f"{head}{'X' if remainder == 10 else remainder}{tail}"
 
 
 @lru_cache(maxsize=None)
 def _head_sum(head: str) -> int:
-    return sum(_TRANSLIT[c] * w for c, w in zip(head, _WEIGHTS))
+    return sum(CHARACTER_VALUES[c] * w for c, w in zip(head, POSITION_WEIGHTS))
 
 
 @lru_cache(maxsize=None)

@@ -23,13 +23,14 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import httpx
+import orjson
 
 from aap import AAP_VERSION
 from aap.config.model import DealerProfile, Settings
 from aap.leads import adf, transports
-from aap.config.leads import LeadSettings
+from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.store import Stores
-from aap.store.leads import Delivery, LeadStore
+from aap.store.leads import Attempt, Delivery, LeadStore
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -117,28 +118,31 @@ class DeliveryWorker:
 
     async def _deliver(self, client: httpx.AsyncClient, d: Delivery) -> str:
         policy = self.leads.delivery
+        attempt = Attempt(self.now_ms())
         if d.consent_expires_ms is not None and d.consent_expires_ms <= self.now_ms():
-            await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms())
+            await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms(), attempt)
             log.warning("delivery not sent: consent expired", extra=_fields(d))
             return "expired_consent"
         target = self.leads.target(d.target)
         if target is None:
             await asyncio.to_thread(self.store.mark_dead, d, self.now_ms(),
-                                    f"target {d.target} is no longer configured")
+                                    f"target {d.target} is no longer configured", attempt)
             log.error("delivery dead: target no longer configured", extra=_fields(d))
             return "dead"
         try:
             view = self.view(d)
+            adf_text, document = adf.render(view), self.document(d)
+            attempt = Attempt(attempt.started_ms, *sent_payload(target, adf_text, document))
             await transports.send(
-                client, target, adf=adf.render(view), document=self.document(d), lead_id=d.lead_id,
+                client, target, adf=adf_text, document=document, lead_id=d.lead_id,
                 delivery_id=d.delivery_id, subject_suffix=f"{d.lead_id} ({view.vendor_name})",
                 timeout=policy.timeout_seconds,
             )
         except transports.SendError as exc:
-            return await self._failed(d, str(exc), exc.permanent, exc.reached)
+            return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
-            return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False, False)
-        held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms())
+            return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False, attempt, False)
+        held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms(), attempt)
         if held:
             log.info("delivery delivered", extra=_fields(d))
         else:
@@ -146,16 +150,17 @@ class DeliveryWorker:
                         "(the CRM can drop the duplicate by lead id)", extra=_fields(d))
         return "delivered"
 
-    async def _failed(self, d: Delivery, error: str, permanent: bool, reached: bool) -> str:
+    async def _failed(self, d: Delivery, error: str, permanent: bool, attempt: Attempt, reached: bool) -> str:
         """Record a failed attempt; ``reached``: it may have reached the CRM (later ones are resends)."""
         policy = self.leads.delivery
         now = self.now_ms()
         if permanent or d.tries >= policy.max_attempts:
-            await asyncio.to_thread(self.store.mark_dead, d, now, error, reached=reached)
+            await asyncio.to_thread(self.store.mark_dead, d, now, error, attempt, reached=reached)
             log.error("delivery dead", extra=_fields(d, error=error))
             return "dead"
         delay = policy.backoff(d.tries)
-        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, reached=reached)
+        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, attempt,
+                                reached=reached)
         log.warning("delivery failed; will retry", extra=_fields(d, error=error, retry_in_s=round(delay, 1)))
         return "pending"
 
@@ -164,6 +169,15 @@ class DeliveryWorker:
         if removed:
             log.info("expired idempotency keys forgotten", extra={"fields": {"count": removed}})
         return removed
+
+
+def sent_payload(target: Target, adf_text: str, document: dict[str, Any]) -> tuple[str, str]:
+    """(content type, body) a target is sent: the same bytes the transports send, kept for the console."""
+    if isinstance(target, WebhookTarget):
+        return "application/json", orjson.dumps(document).decode()
+    if isinstance(target, AdfHttpTarget):
+        return target.content_type, adf_text
+    return "text/plain; charset=utf-8", adf_text  # e-mail: the ADF document is the message body
 
 
 def _fields(d: Delivery, **more: object) -> dict[str, Any]:

@@ -26,8 +26,10 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
+import aap.console
 import aap.discovery
 import aap.poppy
+import aap.site
 from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
@@ -51,11 +53,20 @@ def mcp_surface(agent: DealerAgent) -> BindingParts:
     return mcp.build(agent, verifier=aap.poppy.mcp_verifier(agent))
 
 
-#: The protocol doors, in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build)
+#: The protocol doors, then the pages for people (docs/console.md), in mounting order.
+SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build, aap.site.build,
+                                 aap.console.build)
+
+@asynccontextmanager
+async def posting_index_lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Start building this process's posting index at start-up rather than on the first search
+    (docs/search.md, "Counting at marketplace scale"); searches count in SQL meanwhile."""
+    app.state.stores.inventory.postings.warm()
+    yield
+
 
 #: Background services: entered after the surfaces' lifespans, left before them.
-SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan)
+SERVICES: tuple[Lifespan, ...] = (delivery_lifespan, feeds_lifespan, posting_index_lifespan)
 
 
 class PublicUrlError(ValueError):

@@ -52,18 +52,24 @@ def _feeds(request: Request) -> list[FeedStatus]:
 
 
 async def healthz_endpoint(request: Request) -> Response:
+    """200 while the primary database answers. Read replicas are reported (``ok``,
+    ``lagging`` or ``down``) but never fail the check: reads fall back to the primary."""
     annotate(request.scope, binding="health")
-    ok = await run_in_threadpool(database_ok, request.app.state.stores)
+    stores: Stores = request.app.state.stores
+    ok = await run_in_threadpool(database_ok, stores)
+    checks: dict[str, object] = {"database": "ok" if ok else "unavailable"}
+    if stores.reads.replicas:
+        checks["replicas"] = await run_in_threadpool(stores.reads.status)
     body: dict[str, object] = {
         "status": "ok" if ok else "unavailable",
-        "checks": {"database": "ok" if ok else "unavailable"},
+        "checks": checks,
         "version": aap.__version__,
     }
     feeds = await run_in_threadpool(_feeds, request) if ok else []
     if feeds:
         # An overdue feed is reported, not fatal: the agent still serves the last good inventory.
         overdue = [f.name for f in feeds if f.overdue]
-        body["checks"]["feeds"] = "overdue" if overdue else "ok"  # type: ignore[index]
+        checks["feeds"] = "overdue" if overdue else "ok"
         body["feeds"] = {f.name: f.to_json() for f in feeds}
     return Response(
         orjson.dumps(body),

@@ -91,7 +91,8 @@ def app_from_env() -> Starlette:
     if not data:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
-    return settled(create_app(settings, open_stores(settings.database_url)))
+    return settled(create_app(settings, open_stores(settings.database_url, settings.database_read_urls,
+                                                 max_replica_lag_ms=settings.max_replica_lag_ms)))
 
 
 def settled(app: Starlette) -> Starlette:
@@ -161,7 +162,9 @@ def run(
     }
     if sock is None:
         sock = bind(host, port)
-    stores = open_stores(settings.database_url)  # migrates once, before any worker starts
+    # Migrates once, before any worker starts.
+    stores = open_stores(settings.database_url, settings.database_read_urls,
+                         max_replica_lag_ms=settings.max_replica_lag_ms)
     if workers == 1:
         try:
             _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sock)

@@ -2,7 +2,9 @@
 
 A cursor is ``base64url(payload) "." base64url(HMAC-SHA256(payload))`` where the
 payload names the effective-query digest, the keyset position (last sort key
-and tie-break id) and the issue time. The HMAC key is a database-held secret,
+and tie-break id), the issue time and the inventory version of the page (so
+that, whichever read replica answers, the next page never comes from an older
+inventory). The HMAC key is a database-held secret,
 so every worker accepts every other worker's cursors. Anything wrong —
 malformed, forged, bound to another query, expired — is ``INVALID_CURSOR``
 (docs/search.md, "Cursors").
@@ -63,17 +65,19 @@ class CursorCodec:
         payload = orjson.dumps(body)
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
-    def encode(self, digest: str, position: Position, now: datetime) -> str:
+    def encode(self, digest: str, position: Position, now: datetime, inventory_version: int = 0) -> str:
+        """A cursor continuing after ``position``; the next page is read from an inventory at
+        ``inventory_version`` or later (whichever replica answers it)."""
         issued = int(now.timestamp())
         key = list(position.key) if position.key is not None else None
-        token = self._sign([_VERSION, digest, issued, key, position.id])
+        token = self._sign([_VERSION, digest, issued, key, position.id, inventory_version])
         if len(token) <= MAX_CURSOR_CHARS:
             return token
         ref = secrets.token_urlsafe(24)
         self.state.put_value(
             _PARKED, ref, orjson.dumps([key, position.id]).decode(), issued + self.ttl + 60
         )
-        return self._sign([_VERSION, digest, issued, {"ref": ref}])
+        return self._sign([_VERSION, digest, issued, {"ref": ref}, inventory_version])
 
     def read(self, token: str, now: datetime) -> ReadCursor:
         """Check ``token`` as far as it can be without its query.
@@ -100,15 +104,19 @@ class CursorCodec:
             return ReadCursor(None, invalid(_MALFORMED))
         if now.timestamp() > issued + self.ttl:
             return ReadCursor(bound, invalid(_EXPIRED))
-        return ReadCursor(bound, self._position(body, now))
+        parked = len(body) >= 4 and isinstance(body[3], dict)
+        pinned = body[-1] if len(body) == (5 if parked else 6) else 0
+        return ReadCursor(bound, self._position(body, now), pinned if isinstance(pinned, int) else 0)
 
     def _position(self, body: list[Any], now: datetime) -> Position | AapError:
-        if len(body) == 4 and isinstance(body[3], dict):
+        # [v, digest, issued, {"ref"}, (version)] or [v, digest, issued, key, id, (version)]:
+        # cursors issued before the inventory version was pinned have none.
+        if len(body) in (4, 5) and isinstance(body[3], dict):
             parked = self.state.get_value(_PARKED, str(body[3].get("ref")), now=now)
             if parked is None:
                 return invalid(_EXPIRED)
             key, last_id = orjson.loads(parked)
-        elif len(body) == 5:
+        elif len(body) in (5, 6):
             key, last_id = body[3], body[4]
         else:
             return invalid(_MALFORMED)
@@ -128,6 +136,9 @@ class ReadCursor:
 
     bound_to: str | None
     outcome: Position | AapError
+    #: The inventory version of the page that issued it: the next page is read from this one or
+    #: a later one (a read replica further behind passes the read on).
+    min_version: int = 0
 
     def continue_from(self, digest: str) -> Position:
         """The position, or ``INVALID_CURSOR``: malformed or forged first, then bound to

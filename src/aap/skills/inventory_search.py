@@ -5,7 +5,8 @@ schema (done by the agent), then semantic and capability checks (building the
 effective query), then the cursor. Everything the search reads of the
 inventory — the feature vocabulary the capability checks use, the total and
 the page — comes from one snapshot, so an import landing midway cannot make
-them disagree. The store returns ``limit + 1`` hits so that ``next_cursor`` is
+them disagree. The snapshot may be a read replica's; a cursor carries the
+inventory version of its page, so the next page is never read from an older one. The store returns ``limit + 1`` hits so that ``next_cursor`` is
 null exactly when the matching set is exhausted.
 """
 
@@ -16,14 +17,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from aap.errors import AapError, Problem
-from aap.inventory.query import build_search_query, capability_problems, feature_vocabulary
+from aap.inventory.query import SearchQuery, build_search_query, capability_problems, feature_vocabulary
 from aap.skills.cursor import CursorCodec
 from aap.spec import problem_order
 from aap.store.dialect import StatementTimeout
 
 if TYPE_CHECKING:
     from aap.agent import CallContext, DealerAgent
-    from aap.store.inventory.snapshot import InventorySnapshot
+    from aap.store.inventory import Hit, InventorySnapshot
 
 
 @contextmanager
@@ -72,18 +73,24 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     # Read before the snapshot: reading a cursor may need the state store.
     cursor = codec.read(token, ctx.now) if token is not None else None
 
-    with agent.stores.inventory.snapshot() as inventory, within_budget(inventory, settings.search_timeout_ms):
-        query = build_search_query(
-            request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
-        )
-        if cursor is not None:
-            query = replace(query, after=cursor.continue_from(query.digest))
-        hits, total = inventory.search(query, count_timeout_ms=settings.count_timeout_ms)
+    def answer(inventory: InventorySnapshot) -> tuple[SearchQuery, list[Hit], int | None, int]:
+        with within_budget(inventory, settings.search_timeout_ms):
+            query = build_search_query(
+                request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
+            )
+            if cursor is not None:
+                query = replace(query, after=cursor.continue_from(query.digest))
+            hits, total = inventory.search(query, count_timeout_ms=settings.count_timeout_ms)
+            return query, hits, total, inventory.version
+
+    # A read replica may answer; a continuation never from an inventory older than its cursor's.
+    query, hits, total, version = agent.stores.inventory.read(
+        answer, min_version=cursor.min_version if cursor is not None else 0)
 
     page = hits[: query.limit]
     next_cursor = None
     if len(hits) > query.limit:
-        next_cursor = codec.encode(query.digest, page[-1].position, ctx.now)
+        next_cursor = codec.encode(query.digest, page[-1].position, ctx.now, version)
 
     near = query.criteria.places is not None
     vehicles = []

@@ -6,32 +6,43 @@ modules: :mod:`~aap.store.db` (connections, transactions),
 :mod:`~aap.store.dialect` (what differs between SQLite and PostgreSQL),
 :mod:`~aap.store.migrations` (every domain's schema steps), and the domain
 stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
-:mod:`~aap.store.leads`, :mod:`~aap.store.poppy` and :mod:`~aap.store.feeds`.
+:mod:`~aap.store.leads` (and the console's reads of it, :mod:`~aap.store.lead_inbox`),
+:mod:`~aap.store.poppy`, :mod:`~aap.store.feeds` and :mod:`~aap.store.console`.
 """
 
 from __future__ import annotations
 
+from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
 from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
+from aap.store.inventory.summary import InventorySummaries
+from aap.store.lead_inbox import LeadInbox
 from aap.store.leads import LeadStore
 from aap.store.migrations import migrate
 from aap.store.poppy import PoppyStore
+from aap.store.replicas import ReadRouter
 from aap.store.state import StateStore
 
 
 class Stores:
-    """The domain stores of one deployment, all on one database."""
+    """The domain stores of one deployment, all on one database (and its read replicas)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, reads: ReadRouter | None = None) -> None:
         self.db = db
-        self.inventory = InventoryStore(db)
+        self.reads = reads or ReadRouter(db)
+        self.inventory = InventoryStore(db, reads=self.reads)
         self.state = StateStore(db)
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)
         self.feeds = FeedStore(db)
+        # The staff console's views and state (docs/console.md).
+        self.console = ConsoleStore(db)
+        self.lead_inbox = LeadInbox(db, self.leads)
+        self.inventory_summaries = InventorySummaries(db)
 
     def close(self) -> None:
+        self.reads.close()
         self.db.close()
 
 
@@ -42,6 +53,8 @@ def open_database(url: str) -> Database:
     return db
 
 
-def open_stores(url: str) -> Stores:
-    """Open (and migrate) the database at ``url`` and every store on it."""
-    return Stores(open_database(url))
+def open_stores(url: str, read_urls: tuple[str, ...] = (), *, max_replica_lag_ms: float = 5000) -> Stores:
+    """Open (and migrate) the database at ``url`` and every store on it; the read skills may
+    read from the PostgreSQL replicas ``read_urls`` (docs/deployment.md, "Read replicas")."""
+    db = open_database(url)
+    return Stores(db, ReadRouter(db, read_urls, max_lag_ms=max_replica_lag_ms))

@@ -104,6 +104,8 @@ class Database:
     in_process: bool = True
     # What the driver raises for an integer beyond BIGINT (sqlite3 refuses it client-side).
     overflow_errors: tuple[type[BaseException], ...] = (OverflowError,)
+    # What the driver raises when the server cannot answer (a read may then go elsewhere).
+    unavailable_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -17,9 +17,11 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, cast
 
 if TYPE_CHECKING:
+    import psycopg
+
     from aap.store.db import Tx
 
 log = logging.getLogger("aap.store")
@@ -61,14 +63,24 @@ class Dialect:
     #: and page queries. SQLite has no index for substring ``LIKE``, so the scan reads every
     #: listing's text; doing it twice per request would double the cost.
     scans_keywords_first = True
-    #: Rewrite a whole inventory by emptying the tables, dropping their secondary indexes,
-    #: appending the feed and rebuilding each index once (a sort per index instead of a
-    #: B-tree insert per row).
+    #: Load an empty inventory by dropping the listing tables' indexes, appending the feed and
+    #: rebuilding each index once (a sort per index instead of a B-tree insert per row).
     reloads_in_bulk = True
+    #: The same for an import that rewrites a whole live inventory (a replace without a dealer
+    #: scope): readers keep their snapshot meanwhile (SQLite's WAL).
+    reloads_live_in_bulk = True
+    #: (name, statement that creates it) of the indexes of some tables (``{marks}``: theirs).
+    indexes_of = ("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+                  "AND tbl_name IN ({marks})")
     #: Count every facet in the database in one pass (grouping sets). SQLite aggregates by
     #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
     #: Python is cheaper there.
     counts_facets_in_database = False
+    #: Listings an import prepares, then writes together.
+    import_batch = 1000
+    #: Write a batch on a second thread while the next one is prepared. SQLite works in
+    #: this process (and mostly under the GIL): nothing to overlap.
+    pipelines_imports = False
 
     def sql(self, text: str) -> str:
         """``text`` as this backend runs it (SQLite runs the portable form as written)."""
@@ -111,6 +123,17 @@ class Dialect:
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
 
+    def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
+        """``column`` among ``values`` (any number of them), as one parameter: a JSON array."""
+        return f"{column} IN (SELECT value FROM json_each(?))", ["[" + ",".join(map(str, values)) + "]"]
+
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    on_conflict: str = "") -> None:
+        """Add ``rows`` to ``table``, ``on_conflict`` (an ``ON CONFLICT`` clause) deciding about
+        keys already there (SQLite: one prepared INSERT, run per row in C)."""
+        marks = ", ".join("?" * len(columns))
+        tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {on_conflict}", rows)
+
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
         """An index serving ``column LIKE '%token%'``. SQLite has none: keyword search scans."""
 
@@ -134,9 +157,7 @@ class Dialect:
         Only used where :attr:`reloads_in_bulk` is set.
         """
         marks = ", ".join("?" * len(tables))
-        found = tx.fetchall(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-            f"AND tbl_name IN ({marks})", tables)
+        found = tx.fetchall(self.indexes_of.format(marks=marks), tables)
         for name, _create in found:
             tx.execute(f"DROP INDEX {name}")
         return [create for _name, create in found]
@@ -186,16 +207,26 @@ def translate_ddl(sql: str) -> str:
 
 
 class PostgresDialect(Dialect):
-    """PostgreSQL (psycopg 3): ``%s`` placeholders, row locks, trigram and hash aggregation."""
+    """PostgreSQL (psycopg 3): ``%s`` placeholders, row locks, COPY and hash aggregation."""
 
     name = "postgresql"
     row_lock = " FOR UPDATE"
     json_array_values = "SELECT json_array_elements_text(CAST(? AS json))"
-    # The planner runs the keyword subquery itself, served by the trigram index.
+    # The planner runs the keyword subquery itself (the fallback: the posting index answers
+    # keyword searches once it is built).
     scans_keywords_first = False
-    reloads_in_bulk = False
+    # The first load only: dropping an index locks its table until the commit, and readers of
+    # an empty inventory lose nothing by waiting; a live inventory is never locked so.
+    reloads_in_bulk = True
+    reloads_live_in_bulk = False
+    indexes_of = ("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                  "AND tablename IN ({marks})")
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
+    # COPY pays per statement: larger batches amortise it.
+    import_batch = 5000
+    # The server maintains the indexes while Python prepares the next batch.
+    pipelines_imports = True
 
     def sql(self, text: str) -> str:
         return translate_placeholders(translate_ddl(text))
@@ -221,12 +252,36 @@ class PostgresDialect(Dialect):
         tx.execute("SELECT set_config('statement_timeout', ?, true)", (previous,))
         tx.execute("RELEASE SAVEPOINT aap_time_limit")
 
+    def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
+        """``column = ANY(array)``: the planner sees an array of known size and probes the index."""
+        return f"{column} = ANY(?)", [list(values)]
+
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations from several workers (an advisory lock)."""
         tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
 
+    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                    on_conflict: str = "") -> None:
+        """``COPY`` the rows into a staging table, then one set-based ``INSERT ... SELECT``.
+
+        COPY streams rows without a statement per row (psycopg's ``executemany``
+        still sends one INSERT each); the staging table (temporary, unlogged, no
+        index) is emptied at every commit. The rows keep the importer's checks:
+        they were prepared and validated in Python first, and the whole import is
+        still one transaction.
+        """
+        stage = f"stage_{table}"
+        names = ", ".join(columns)
+        tx.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table}) ON COMMIT DELETE ROWS")
+        with cast("psycopg.Cursor[Any]", tx.raw).copy(f"COPY {stage} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        tx.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {on_conflict}")
+        tx.execute(f"TRUNCATE {stage}")
+
     def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
-        """A trigram index, so substring ``LIKE`` needs no full scan.
+        """A trigram index, so substring ``LIKE`` needs no full scan (an old migration step
+        creates it; a later one drops it, see docs/search.md).
 
         ``pg_trgm`` ships with PostgreSQL; creating it needs the CREATE privilege on
         the database (it is a trusted extension). Without it, keyword search still
@@ -260,6 +315,7 @@ class PostgresDialect(Dialect):
     def large_write(self, tx: Tx) -> Iterator[None]:
         """Nothing to tune: the server's buffer cache is shared and sized by its operator."""
         yield
+
 
 
 SQLITE = Dialect()

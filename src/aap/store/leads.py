@@ -107,14 +107,70 @@ CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
 # (max_attempts, backoff) starts again while the count stays true.
 _V2 = "ALTER TABLE lead_deliveries ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0"
 
+# The staff console (docs/console.md): "handled" marks, customer search keys (casefolded
+# name, last name and e-mail, the phone's digits reversed so a suffix is a prefix), the
+# indexes of the inbox's filters, and one row per delivery attempt with what was sent.
+_V3 = """
+ALTER TABLE leads ADD COLUMN handled_ms INTEGER;
+ALTER TABLE leads ADD COLUMN handled_by TEXT;
+ALTER TABLE leads ADD COLUMN customer_name_k TEXT;
+ALTER TABLE leads ADD COLUMN customer_last_k TEXT;
+ALTER TABLE leads ADD COLUMN customer_email_k TEXT;
+ALTER TABLE leads ADD COLUMN customer_phone_r TEXT;
+CREATE INDEX leads_dealer_received ON leads (dealer_id, received_ms);
+CREATE INDEX leads_rooftop_received ON leads (rooftop, received_ms);
+CREATE INDEX leads_status_received ON leads (status, received_ms);
+CREATE INDEX leads_customer_name ON leads (customer_name_k);
+CREATE INDEX leads_customer_last ON leads (customer_last_k);
+CREATE INDEX leads_customer_email ON leads (customer_email_k);
+CREATE INDEX leads_customer_phone ON leads (customer_phone_r);
+CREATE INDEX lead_deliveries_state ON lead_deliveries (status, lead_id);
+CREATE TABLE lead_delivery_attempts (
+    attempt_id TEXT PRIMARY KEY,
+    delivery_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    error TEXT,
+    content_type TEXT,
+    payload TEXT
+);
+CREATE INDEX lead_delivery_attempts_lead ON lead_delivery_attempts (lead_id, finished_ms)
+"""
+
+
+def customer_keys(request: dict[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
+    """The search keys of a lead's customer: name, last name, e-mail (casefolded), phone digits reversed."""
+    customer = request.get("customer") or {}
+    first = str(customer.get("first_name") or "").strip()
+    last = str(customer.get("last_name") or "").strip()
+    name = " ".join(part for part in (first, last) if part).casefold()
+    email = str(customer.get("email") or "").strip().casefold()
+    digits = "".join(ch for ch in str(customer.get("phone") or "") if ch.isdigit())
+    return name or None, last.casefold() or None, email or None, digits[::-1] or None
+
+
+def _backfill_customer_keys(tx: Tx) -> None:
+    """Search keys for the leads stored before :data:`_V3` (one pass, in the migration)."""
+    rows = tx.fetchall("SELECT lead_id, request_json FROM leads")
+    tx.executemany(
+        "UPDATE leads SET customer_name_k = ?, customer_last_k = ?, customer_email_k = ?, customer_phone_r = ?"
+        " WHERE lead_id = ?",
+        [(*customer_keys(loads(request) or {}), lead_id) for lead_id, request in rows],
+    )
+
+
 # ``reached``: an earlier attempt may have reached the target (it was sent and its answer
 # was lost or ambiguous, or a worker died holding the claim, or an operator re-sent a
 # delivered row); the next attempts are flagged as resends (docs/leads.md, "Resend").
 # Rows from before this step count as reached when they were tried, as the flag said then.
-_V3 = ("ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
+_V4 = ("ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
        "UPDATE lead_deliveries SET reached = 1 WHERE attempts > 0")
 
-MIGRATIONS = Migrations("leads", (_V1, _V2, _V3))
+
+MIGRATIONS = Migrations("leads", (_V1, _V2, _V3, _backfill_customer_keys, _V4))
 
 
 def dumps(value: Any) -> str:
@@ -159,6 +215,15 @@ class NewLead:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One try at a delivery, recorded with its outcome: when, and the exact body sent (if any)."""
+
+    started_ms: int
+    content_type: str | None = None
+    payload: str | None = None
+
+
+@dataclass(frozen=True)
 class Delivery:
     """One claimed outbox row with the lead it carries."""
 
@@ -193,6 +258,20 @@ _LEAD_COLUMNS = (
     "idempotency_key, vehicle_id, vehicle_link, listing_json, appointment_id, appointment_status, "
     "appointment_json, request_json, response_json, received_at, received_ms"
 )
+_SEARCH_COLUMNS = "customer_name_k, customer_last_k, customer_email_k, customer_phone_r"
+
+
+def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """How many deliveries of each lead are in each state (every id has an entry)."""
+    counts: dict[str, dict[str, int]] = {i: {} for i in lead_ids}
+    if lead_ids:
+        marks = ", ".join("?" for _ in lead_ids)
+        for lead_id, state, count in tx.fetchall(
+            f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
+            " GROUP BY lead_id, status", lead_ids,
+        ):
+            counts[lead_id][state] = int(count)
+    return counts
 
 
 class LeadStore:
@@ -286,7 +365,8 @@ class LeadStore:
                     targets: Sequence[tuple[str, str]], now_ms: int) -> None:
         """The lead, its consent record and one pending outbox row per (target name, kind)."""
         tx.execute(
-            f"INSERT INTO leads ({_LEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO leads ({_LEAD_COLUMNS}, {_SEARCH_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 lead.lead_id, lead.dealer_id, lead.rooftop, lead.status, lead.caller_id, lead.binding,
                 lead.client_id, lead.source_agent, lead.idempotency_key, lead.vehicle_id,
@@ -294,6 +374,7 @@ class LeadStore:
                 lead.appointment_id, lead.appointment_status,
                 dumps(lead.appointment) if lead.appointment is not None else None,
                 dumps(lead.request), dumps(lead.response), lead.received_at, lead.received_ms,
+                *customer_keys(lead.request),
             ),
         )
         tx.execute(
@@ -331,15 +412,7 @@ class LeadStore:
                 f"{clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
                 (*params, limit),
             )
-            ids = [row[0] for row in rows]
-            counts: dict[str, dict[str, int]] = {i: {} for i in ids}
-            if ids:
-                marks = ", ".join("?" for _ in ids)
-                for lead_id, state, count in tx.fetchall(
-                    f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
-                    " GROUP BY lead_id, status", ids,
-                ):
-                    counts[lead_id][state] = int(count)
+            counts = delivery_states(tx, [row[0] for row in rows])
         return [
             {
                 "lead_id": r[0], "received_at": r[1], "dealer_id": r[2], "rooftop": r[3], "status": r[4],
@@ -422,47 +495,64 @@ class LeadStore:
             for r in rows
         ]
 
-    def _finish(self, delivery: Delivery, sql: str, params: Sequence[Any]) -> bool:
-        """Apply an outcome only while our claim still holds (False: the claim was lost)."""
+    def _finish(self, delivery: Delivery, sql: str, params: Sequence[Any], *, outcome: str,
+                now_ms: int, error: str | None, attempt: Attempt | None) -> bool:
+        """Apply an outcome only while our claim still holds (False: the claim was lost).
+
+        ``attempt`` is recorded either way, in the same transaction: it says what
+        was sent, which stays true even when another worker took the row over.
+        """
         with self.db.transaction() as tx:
-            return tx.execute(
+            held = tx.execute(
                 f"{sql} WHERE delivery_id = ? AND claim_token = ? AND status = 'delivering'",
                 (*params, delivery.delivery_id, delivery.claim_token),
             ).rowcount == 1
+            if attempt is not None:
+                tx.execute(
+                    "INSERT INTO lead_delivery_attempts (attempt_id, delivery_id, lead_id, attempt, started_ms,"
+                    " finished_ms, outcome, error, content_type, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    ("att_" + uuid.uuid4().hex, delivery.delivery_id, delivery.lead_id, delivery.attempts,
+                     attempt.started_ms, now_ms, outcome, None if error is None else error[:500],
+                     attempt.content_type, attempt.payload),
+                )
+            return held
 
-    def mark_delivered(self, delivery: Delivery, now_ms: int) -> bool:
+    def mark_delivered(self, delivery: Delivery, now_ms: int, attempt: Attempt | None = None) -> bool:
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'delivered', delivered_ms = ?, updated_ms = ?,"
             " claim_token = NULL, claimed_until_ms = NULL, last_error = NULL",
-            (now_ms, now_ms),
+            (now_ms, now_ms), outcome="delivered", now_ms=now_ms, error=None, attempt=attempt,
         )
 
-    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str, *,
-                   reached: bool = True) -> bool:
+    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str,
+                   attempt: Attempt | None = None, *, reached: bool = True) -> bool:
         """Due again at ``next_ms``; ``reached``: this attempt may have reached the target."""
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'pending', next_attempt_ms = ?, updated_ms = ?,"
             " claim_token = NULL, claimed_until_ms = NULL, last_error = ?,"
             " reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
-            (next_ms, now_ms, error[:500], int(reached)),
+            (next_ms, now_ms, error[:500], int(reached)), outcome="pending", now_ms=now_ms, error=error,
+            attempt=attempt,
         )
 
-    def mark_dead(self, delivery: Delivery, now_ms: int, error: str, *, reached: bool = False) -> bool:
+    def mark_dead(self, delivery: Delivery, now_ms: int, error: str, attempt: Attempt | None = None, *,
+                  reached: bool = False) -> bool:
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'dead', updated_ms = ?, claim_token = NULL,"
             " claimed_until_ms = NULL, last_error = ?, reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
-            (now_ms, error[:500], int(reached)),
+            (now_ms, error[:500], int(reached)), outcome="dead", now_ms=now_ms, error=error, attempt=attempt,
         )
 
-    def mark_expired_consent(self, delivery: Delivery, now_ms: int) -> bool:
+    def mark_expired_consent(self, delivery: Delivery, now_ms: int, attempt: Attempt | None = None) -> bool:
+        error = "consent expired before delivery; not sent"
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'expired_consent', updated_ms = ?, claim_token = NULL,"
             " claimed_until_ms = NULL, last_error = ?",
-            (now_ms, "consent expired before delivery; not sent"),
+            (now_ms, error), outcome="expired_consent", now_ms=now_ms, error=error, attempt=attempt,
         )
 
     def retry(self, lead_id: str, now_ms: int, *, include_delivered: bool = False) -> int:

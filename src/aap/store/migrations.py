@@ -7,7 +7,7 @@ existing databases were migrated with, so steps are only ever appended.
 
 from __future__ import annotations
 
-from aap.store import feeds, inventory, leads, poppy, state
+from aap.store import console, feeds, inventory, leads, poppy, state
 from aap.store.db import Database, Migrations
 
 DOMAINS: tuple[Migrations, ...] = (
@@ -16,6 +16,7 @@ DOMAINS: tuple[Migrations, ...] = (
     leads.MIGRATIONS,
     poppy.MIGRATIONS,
     feeds.MIGRATIONS,
+    console.MIGRATIONS,
 )
 
 

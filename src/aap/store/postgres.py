@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 import psycopg
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from psycopg.errors import NumericValueOutOfRange
+from psycopg.errors import NumericValueOutOfRange, SerializationFailure
 from psycopg_pool import ConnectionPool
 
 from aap.store.db import Database, Tx
@@ -46,11 +46,15 @@ class PostgresDatabase(Database):
     dialect: Dialect = POSTGRESQL
     in_process = False  # every query waits for the server: never on an event loop
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, replica: bool = False) -> None:
+        """``replica``: a read replica, given up on quickly (the primary answers instead)."""
         self.overflow_errors = (OverflowError, NumericValueOutOfRange)
+        # A server gone, or a replica cancelling a read that conflicts with its recovery.
+        self.unavailable_errors = (psycopg.OperationalError, SerializationFailure)
+        wait = 2.0 if replica else 30.0
         # One direct connection first: a wrong URL fails now, with the server's reason,
         # instead of the pool retrying in the background until its timeout.
-        psycopg.connect(url, connect_timeout=10).close()
+        psycopg.connect(url, connect_timeout=2 if replica else 10).close()
 
         self.url = url
         self.path = url
@@ -59,11 +63,12 @@ class PostgresDatabase(Database):
             url,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": 2 if replica else 10},
             configure=_configure,
             open=True,
+            timeout=wait,
         )
-        self.pool.wait(timeout=30.0)
+        self.pool.wait(timeout=wait)
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import orjson
 
-from aap.inventory.feeds.vin import check_digit_applies, expected_check_digit
+from aap.inventory.vin import check_digit_applies, expected_check_digit
 
 
 class TransformError(ValueError):

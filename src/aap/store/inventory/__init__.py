@@ -6,7 +6,8 @@
 ``sql``            the matching set and the ordering as portable SQL
 ``snapshot``       one read transaction: vocabulary, sellers, search, facets
 ``search``         one page and its total
-``counts``         remembered totals, count budget, background counts
+``counts``         remembered totals (split by seller), count budget, background counts
+``postings``       the posting index: exact counts from bitmaps, per process
 ``facets``         the Facets object, maintained and counted
 ``importer``       one import transaction
 ``store``          :class:`InventoryStore`, tying them together

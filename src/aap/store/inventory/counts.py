@@ -1,10 +1,13 @@
 """Search totals: exact or null, never an estimate (``InventorySearchResponse.total``, seed 004).
 
-A count that was slow to make is remembered in ``inv_count`` for its inventory
-version, so the next pages of a search, and every worker, reuse it; an import
-forgets them all. With a count budget, a count that outruns it answers null and
-finishes in the background, for the requests after it. See docs/search.md,
-"Totals".
+A count that was slow to make is remembered in ``inv_count`` with the inventory
+version it was made at and its split by seller, so the next pages of a search,
+and every worker, reuse it. An import moves only its own sellers' versions
+(``inv_seller``): a remembered total stays valid while none of its sellers
+changed, and after one dealer's import only that dealer's share is counted again
+(``REFRESH_SELLERS`` at most). With a count budget, a count that outruns it
+answers null and finishes in the background, for the requests after it. See
+docs/search.md, "Totals" and "Counting at marketplace scale".
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 import orjson
 
 from aap.store.db import Database, Tx
 from aap.store.dialect import StatementTimeout
 from aap.store.inventory.schema import read_version
-from aap.store.inventory.sql import Clause
+from aap.store.inventory.sql import Clause, seller_clause
 
 log = logging.getLogger("aap.inventory")
 
@@ -30,6 +33,22 @@ log = logging.getLogger("aap.inventory")
 REMEMBER_COUNT_MS = 20.0
 # Background counts running at once, per process.
 BACKGROUND_COUNTS = 2
+# A remembered total is brought up to date by counting the sellers changed since, up to
+# this many of them; beyond, counting everything again is about as cheap.
+REFRESH_SELLERS = 64
+# Per-seller shares: (dealer key, "" for none) -> matching listings.
+Partials = dict[str, int]
+
+
+def count_by_seller(tx: Tx, where: Clause, sellers: Sequence[str] | None = None) -> Partials:
+    """The matching set's size per seller (only ``sellers`` when given), zeros left out."""
+    sql, params = where
+    if sellers is not None:
+        restrict, restrict_params = seller_clause(sellers)
+        sql, params = f"{sql} AND {restrict}", params + restrict_params
+    rows = tx.fetchall(f"SELECT COALESCE(l.dealer_id, ''), COUNT(*) FROM inv_listing l WHERE {sql} GROUP BY 1",
+                       params)
+    return {row[0]: row[1] for row in rows}
 
 
 def matching_key(where: Clause) -> str:
@@ -47,6 +66,20 @@ class BackgroundWork:
     run: Callable[[], None]
 
 
+def _remember(db: Database, version: int, matching: str, total: int, partials: Partials | None) -> None:
+    """Store a total counted at ``version`` (replacing older ones of the matching set), unless
+    an import has moved the inventory past ``version`` since."""
+    with db.transaction() as tx:
+        if read_version(tx) != version:
+            return
+        tx.execute("DELETE FROM inv_count WHERE matching = ? AND version < ?", (matching, version))
+        tx.execute(
+            "INSERT INTO inv_count (version, matching, total, partials) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (version, matching) DO NOTHING",
+            (version, matching, total, None if partials is None else orjson.dumps(partials).decode()),
+        )
+
+
 class Totals:
     """Counting, remembering and background-finishing the totals of one store."""
 
@@ -57,10 +90,34 @@ class Totals:
         self._lock = threading.Lock()
 
     @staticmethod
-    def remembered(tx: Tx, version: int, matching: str) -> int | None:
-        """The total remembered for this version and matching set, if any."""
-        row = tx.fetchone("SELECT total FROM inv_count WHERE version = ? AND matching = ?", (version, matching))
-        return None if row is None else row[0]
+    def remembered(tx: Tx, version: int, matching: str, where: Clause) -> tuple[int | None, BackgroundWork | None]:
+        """(the total remembered for this matching set, brought up to ``version``, or None;
+        work that remembers the refreshed total, or None).
+
+        A total counted at an older version still holds for every seller that has not
+        changed since; the sellers that did are counted again (``where`` is the
+        matching set's condition), within :data:`REFRESH_SELLERS`.
+        """
+        row = tx.fetchone(
+            "SELECT version, total, partials FROM inv_count WHERE matching = ? AND version <= ? "
+            "ORDER BY version DESC LIMIT 1", (matching, version))
+        if row is None:
+            return None, None
+        counted_at, total, stored = row
+        if counted_at == version:
+            return total, None
+        changed = [r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?", (counted_at,))]
+        if not changed:
+            return total, None
+        if stored is None or len(changed) > REFRESH_SELLERS:
+            return None, None
+        partials: Partials = orjson.loads(stored)
+        for seller in changed:
+            partials.pop(seller, None)
+        partials.update(count_by_seller(tx, where, changed))
+        total = sum(partials.values())
+        return total, BackgroundWork(
+            (version, matching), partial(_remember, tx.db, version, matching, total, partials))
 
     def count(self, tx: Tx, where: Clause, budget_ms: float, version: int, matching: str,
               started: float) -> tuple[int | None, BackgroundWork | None]:
@@ -68,36 +125,32 @@ class Totals:
 
         The work is remembering a slow count (``started`` is when the request's
         counting began, so a keyword scan made for it counts too), or finishing
-        one that outran ``budget_ms`` (0: no budget).
+        one that outran ``budget_ms`` (0: no budget). Either counts again by
+        seller, off the request path.
         """
         sql = f"SELECT COUNT(*) FROM inv_listing l WHERE {where[0]}"
         params = where[1]
+        later = BackgroundWork((version, matching), partial(self._count_later, version, matching, where))
         try:
             with self.db.dialect.time_limit(tx, budget_ms):
                 total = tx.one(sql, params)[0]
         except StatementTimeout:
-            return None, BackgroundWork((version, matching), partial(self._count_later, version, matching, sql, params))
+            return None, later
         if (time.perf_counter() - started) * 1000 < self.remember_count_ms:
             return total, None
-        return total, BackgroundWork((version, matching), partial(self.remember, version, matching, total))
+        return total, later
 
-    def remember(self, version: int, matching: str, total: int) -> None:
+    def remember(self, version: int, matching: str, total: int, partials: Partials | None = None) -> None:
         """Store a total, unless an import has moved the inventory past ``version`` since."""
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO inv_count (version, matching, total) "
-                "SELECT ?, ?, ? FROM inv_meta WHERE name = 'version' AND num = ? "
-                "ON CONFLICT (version, matching) DO NOTHING",
-                (version, matching, total, version),
-            )
+        _remember(self.db, version, matching, total, partials)
 
-    def _count_later(self, version: int, matching: str, sql: str, params: list[Any]) -> None:
-        """Finish a count that ran out of budget, if the inventory is still at ``version``."""
+    def _count_later(self, version: int, matching: str, where: Clause) -> None:
+        """Count by seller (to remember), if the inventory is still at ``version``."""
         with self.db.read() as tx:
             if read_version(tx) != version:
                 return  # an import landed since: that total would be of another inventory
-            total = tx.one(sql, params)[0]
-        self.remember(version, matching, total)
+            partials = count_by_seller(tx, where)
+        self.remember(version, matching, sum(partials.values()), partials)
 
     def start(self, work: BackgroundWork) -> None:
         """Run ``work`` on a daemon thread, once per key at a time, a few at most.

@@ -1,11 +1,13 @@
 """The Facets object of a matching set: term counts, ranges and feature counts.
 
-SQLite aggregates by sorting, so sixteen GROUP BYs over a large matching set
-cost sixteen sorts. The unfiltered facets — what most agents ask first — are
-therefore maintained at import time as per-value counts per currency and seller
-(``inv_facet_count``, see :class:`FacetCountChanges`); filtered facets are
-counted in one pass over the matching rows. Both are cached per inventory
-version. What the counts mean: ``Facets`` (seed 004) and docs/search.md, "Facets".
+Where the posting index (:mod:`.postings`) has the inventory's version, every
+count is the size of an intersection of bitmaps. Otherwise (the index is being
+built, or declines a filter): SQLite aggregates by sorting, so sixteen GROUP BYs
+over a large matching set cost sixteen sorts; the unfiltered facets — what most
+agents ask first — are therefore maintained at import time as per-value counts
+per currency and seller (``inv_facet_count``, see :class:`FacetCountChanges`),
+and filtered facets are counted in one pass over the matching rows. All are
+cached per inventory version. What the counts mean: ``Facets`` (seed 004) and docs/search.md, "Facets".
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import threading
 from collections import Counter, OrderedDict
 from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import orjson
 
@@ -122,11 +124,21 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
     tx = snapshot.tx
     bits = snapshot.bits()
-    if criteria.applied:
+    effective = snapshot.effective(criteria)
+    matched = snapshot.matched(effective)
+    if matched is not None:  # the posting index: every count an intersection size
+        postings = snapshot.postings()
+        assert postings is not None
+        counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES
+                  if not (facet == "rooftops" and criteria.aggregate)}
+        counts[FEATURE_FIELD] = postings.feature_counts(matched)
+        where, _listed = snapshot.matched_where(effective, bits, matched, 1)
+        bounds = _probed(snapshot, where, counts, lambda column: postings.bounds(tx, column, matched, where))
+    elif criteria.applied:
         counts, bounds = _aggregated(snapshot, criteria, bits, vocabulary)
     else:
         counts = _maintained(tx, criteria)
-        bounds = _probed(snapshot, criteria, bits, counts)
+        bounds = _probed(snapshot, snapshot.where(criteria, bits), counts)
     displays = {(r[0], r[1]): r[2] for r in tx.fetchall("SELECT field, term, display FROM inv_term")}
     out: dict[str, Any] = {"currency": criteria.currency, "mileage_unit": criteria.mileage_unit}
     for facet, _column in TERM_FACETS:
@@ -194,16 +206,26 @@ def _maintained(tx: Tx, criteria: Criteria) -> Counts:
     return out
 
 
-def _probed(snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str, int], counts: Counts) -> Bounds:
-    """Unfiltered range bounds: an index probe per indexed bound, counted values otherwise."""
-    where, params = snapshot.where(criteria, bits)
+def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts,
+            bounded: Callable[[str], tuple[Any, Any] | None] | None = None) -> Bounds:
+    """Range bounds: counted values where the counts have them, else ``bounded(column)`` (the
+    posting index's buckets) or an index probe per bound."""
+    where, params = matching
     counted = dict(_COUNTED_RANGES)
+    if "years" in counts and "year_range" not in counted:
+        counted = dict(counted, year_range="year")
     bounds: Bounds = {}
     for facet, column in RANGE_FACETS:
         if facet in counted:
-            values = [float(v) for v, n in counts.get(facet, {}).items() if n > 0]
+            values = [float(v) for v, n in counts.get("years" if facet == "year_range" else facet, {}).items()
+                      if n > 0]
             if values:
                 bounds[facet] = (min(values), max(values))
+            continue
+        if bounded is not None:
+            found = bounded(column)
+            if found is not None:
+                bounds[facet] = found
             continue
         probe = (f"SELECT l.{column} FROM inv_listing l WHERE {where} "
                  f"AND l.{column} IS NOT NULL ORDER BY l.{column} {{}} LIMIT 1")

@@ -5,11 +5,19 @@ commit, and any error rolls everything back. Listings that leave the eligible
 statuses, or that a replace import drops, move to ``inv_tombstone``, so that
 ``inventory.vehicle`` can tell VEHICLE_UNAVAILABLE (known, gone) from
 VEHICLE_NOT_FOUND (never known). Every import bumps the inventory version and
-forgets the remembered totals of the old one.
+records it as the version of every seller whose listings it changed
+(``inv_seller``): remembered totals and the posting index are refreshed for
+those sellers only (docs/search.md, "Counting at marketplace scale").
+
+An import reads only what its feed touches: the stored owners and tombstones of
+each batch's ids, and for a replace the ids of its scope. A one-dealer replace
+on a million-listing marketplace therefore costs that dealer's listings, not
+the marketplace's.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -24,13 +32,18 @@ from aap.store.inventory.schema import (
     LISTING_TABLES,
     MASK_CAPACITY,
     MASK_COLUMNS,
+    ListingRow,
+    read_version,
 )
 from aap.store.inventory.sql import feature_masks, in_list
 
 TOMBSTONE_RETENTION_SECONDS = 180 * 86_400
-_BATCH = 1000  # listings prepared, then written together
-_INSERT_LISTING = (f"INSERT INTO inv_listing ({', '.join(LISTING_COLUMNS)}) "
-                   f"VALUES ({', '.join('?' * len(LISTING_COLUMNS))})")
+_LOOKUP = 500  # ids per IN list
+# An import that removes or writes more rows than this is not logged row by row (processes
+# rebuild their posting index instead), nor are changes more than CHANGE_VERSIONS imports old.
+CHANGE_LOG_ROWS = 50_000
+CHANGE_VERSIONS = 1000
+_DEALER = LISTING_COLUMNS.index("dealer_id")
 _INSERT_TOMBSTONE = "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) VALUES (?, ?, ?, ?, ?)"
 
 # (id, dealer_id, vin, stock): what a tombstone keeps of a listing.
@@ -47,15 +60,35 @@ class ImportStats:
     omitted: int = 0  # of ``removed``: those a replace dropped for missing from the feed
 
 
+def serialize_imports(tx: Tx) -> None:
+    """Wait for any other import to commit, then hold them off until this one does.
+
+    Every import hands out row numbers from ``inv_meta.next_rid`` and writes the
+    per-seller and change rows, so two at once on PostgreSQL would give the same
+    numbers twice or deadlock on those rows. Locking the ``next_rid`` row first
+    serialises them (SQLite's ``BEGIN IMMEDIATE`` already serialises writers).
+    """
+    tx.execute("SELECT num FROM inv_meta WHERE name = 'next_rid'" + tx.db.dialect.row_lock)
+
+
+def _available(tx: Tx, dealer_id: str | None) -> int:
+    """Available listings (of one seller, or all): every one has a status, so the
+    maintained status counts sum to them without reading the listings."""
+    sql = "SELECT COALESCE(SUM(n), 0) FROM inv_facet_count WHERE field = 'statuses'"
+    if dealer_id is None:
+        return int(tx.one(sql)[0])
+    return int(tx.one(sql + " AND dealer_key = ?", (dealer_id,))[0])
+
+
 class ImportJob:
     """One import transaction.
 
     Two ways to write. Incremental (upserts): each listing already stored is
-    subtracted from the facet counts and rewritten. Reload (where the dialect
-    ``reloads_in_bulk``, when the import rewrites the whole inventory — the first
-    load, or a replace without a dealer scope): the listing tables are emptied and
-    their secondary indexes dropped, the feed is appended, and the indexes are
-    rebuilt once; the facet counts are rebuilt from the feed.
+    subtracted from the facet counts and rewritten (one the feed repeats unchanged
+    is left alone). Reload (where the dialect ``reloads_in_bulk``: the first load;
+    where it ``reloads_live_in_bulk``, also a replace without a dealer scope): the
+    listing tables are emptied and their indexes dropped, the feed is appended, and
+    the indexes are rebuilt once; the facet counts are rebuilt from the feed.
     """
 
     def __init__(self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int,
@@ -65,11 +98,10 @@ class ImportJob:
         self.replace = replace
         self.now_us = now_us
         self.keep = keep  # ids a replace leaves in place although the feed lacks them
-        # Available listings stored, id -> dealer_id (kept current as the import goes).
-        self.owner_of: dict[str, str | None] = dict(tx.fetchall("SELECT id, dealer_id FROM inv_listing"))
-        self.before = sum(1 for owner in self.owner_of.values() if dealer_id is None or owner == dealer_id)
+        # Available listings of the scope before the import (the maintained status counts
+        # hold every available listing, by seller): what a shrink guard compares with.
+        self.before = _available(tx, dealer_id)
         self.omitted = 0
-        self.tombstoned = {row[0] for row in tx.fetchall("SELECT id FROM inv_tombstone")}
         vocabulary = tx.fetchall("SELECT code, label, bit FROM inv_vocab")
         self.labels: dict[str, str] = {code: label for code, label, _ in vocabulary}
         self.bits: dict[str, int] = {code: bit for code, _, bit in vocabulary if bit is not None}
@@ -78,42 +110,72 @@ class ImportJob:
         self.term_displays: list[dict[str, str]] = [{} for _ in TERM_FILTERS]  # per field: key -> display
         self.facet_changes = FacetCountChanges()
         self.inserted = self.updated = self.removed = 0
+        self.next_rid: int = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        #: Dealer keys ("" for none) whose available listings this import changed.
+        self.sellers: set[str] = set()
+        #: Row numbers of the listings this import removed or wrote (None: too many to log).
+        self.changed: set[int] | None = set()
         # Reload: the listings stored before it, by id; what the feed leaves out becomes a tombstone.
         self.reloaded: dict[str, Identity] = {}
         self.index_statements: list[str] = []
-        if tx.db.dialect.reloads_in_bulk and not keep and (not self.owner_of or (replace and dealer_id is None)):
+        self.bulk = False
+        dialect = tx.db.dialect
+        if dialect.reloads_in_bulk and not keep and (
+                (replace and dealer_id is None and dialect.reloads_live_in_bulk)
+                or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None):
             self._begin_reload()
 
     def _begin_reload(self) -> None:
         tx = self.tx
+        self.bulk = True
         self.reloaded = {row[0]: row for row in tx.fetchall("SELECT id, dealer_id, vin, stock FROM inv_listing")}
+        self.sellers.update(identity[1] or "" for identity in self.reloaded.values())
+        self.changed = None
         for table in LISTING_TABLES + ("inv_facet_count",):
             tx.execute(f"DELETE FROM {table}")
-        self.owner_of = {}
         self.index_statements = tx.db.dialect.drop_indexes(tx, ("inv_listing", "inv_doc", "inv_text"))
 
     def run(self, listings: Iterable[dict[str, Any]], progress: Callable[[int], None] | None) -> ImportStats:
         seen: set[str] = set()
         batch: list[PreparedListing] = []
         count = 0
-        for index, listing in enumerate(listings):
-            prepared = PreparedListing(listing, index, self.dealer_id)
-            ident = prepared.id
-            if ident in seen:
-                raise InventoryImportError(index, "the feed lists this listing id twice")
-            owner = self.owner_of.get(ident)
-            if owner is None and ident in self.reloaded:
-                owner = self.reloaded[ident][1]
-            if owner is not None and prepared.row.dealer_id is not None and owner != prepared.row.dealer_id:
-                raise InventoryImportError(index, "vehicle_id already belongs to another dealer")
-            seen.add(ident)
-            batch.append(prepared)
-            count += 1
-            if len(batch) >= _BATCH:
-                self._write(batch)
-                batch = []
-                if progress:
-                    progress(count)
+        size = self.tx.db.dialect.import_batch
+        # Where the dialect says so, a batch is written on a second thread while this one
+        # prepares the next: the database works while Python does (the driver releases the
+        # GIL while it waits). One batch in flight at most; its error is raised first, so the
+        # first bad listing of the feed is the one reported.
+        writer = ThreadPoolExecutor(1, "aap-import") if self.tx.db.dialect.pipelines_imports else None
+        pending: Future[None] | None = None
+        try:
+            for index, listing in enumerate(listings):
+                try:
+                    prepared = PreparedListing(listing, index, self.dealer_id)
+                except InventoryImportError:
+                    if pending is not None:
+                        pending.result()
+                    raise
+                if prepared.id in seen:
+                    if pending is not None:
+                        pending.result()
+                    raise InventoryImportError(index, "the feed lists this listing id twice")
+                seen.add(prepared.id)
+                batch.append(prepared)
+                count += 1
+                if len(batch) >= size:
+                    if pending is not None:
+                        pending.result()
+                    if writer is None:
+                        self._write(batch)
+                    else:
+                        pending = writer.submit(self._write, batch)
+                    batch = []
+                    if progress:
+                        progress(count)
+            if pending is not None:
+                pending.result()
+        finally:
+            if writer is not None:
+                writer.shutdown(wait=True)
         self._write(batch)
         for statement in self.index_statements:
             self.tx.execute(statement)
@@ -121,28 +183,29 @@ class ImportJob:
             self.omitted = len(self.reloaded)
             self._entomb(list(self.reloaded.values()))
         elif self.replace:
-            dropped = [ident for ident, owner in self.owner_of.items()
-                       if ident not in seen and ident not in self.keep
-                       and (self.dealer_id is None or owner == self.dealer_id)]
+            if self.dealer_id is None:
+                scope = self.tx.fetchall("SELECT id FROM inv_listing")
+            else:
+                scope = self.tx.fetchall("SELECT id FROM inv_listing WHERE dealer_id = ?", (self.dealer_id,))
+            dropped = [row[0] for row in scope if row[0] not in seen and row[0] not in self.keep]
             self.omitted = len(dropped)
             if dropped:
-                self.tx.executemany(
-                    "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
-                    "SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE id = ?",
-                    [(self.now_us, ident) for ident in dropped],
-                )
+                for start in range(0, len(dropped), _LOOKUP):
+                    sql, params = in_list("id", dropped[start:start + _LOOKUP])
+                    self.tx.execute(
+                        "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
+                        f"SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE {sql}", [self.now_us] + params)
                 self._forget(dropped)
                 self.removed += len(dropped)
         self._finish(full_replace=self.replace and self.dealer_id is None)
         if progress:
             progress(count)
-        total = self.tx.one("SELECT COUNT(*) FROM inv_listing")[0]
+        total = _available(self.tx, None)
         return ImportStats(self.inserted, self.updated, self.removed, total, self.before, self.omitted)
 
     def _entomb(self, identities: list[Identity]) -> None:
         if identities:
             self.tx.executemany(_INSERT_TOMBSTONE, [identity + (self.now_us,) for identity in identities])
-            self.tombstoned.update(identity[0] for identity in identities)
             self.removed += len(identities)
 
     def _bit_for(self, code: str, label: str) -> int | None:
@@ -157,46 +220,89 @@ class ImportJob:
             self.bits[code] = bit
         return bit
 
-    def _forget(self, ids: list[str]) -> None:
-        """Subtract the stored listings ``ids`` from the facet counts and delete their rows."""
+    def _forget(self, ids: list[str]) -> dict[str, int]:
+        """Subtract the stored listings ``ids`` from the facet counts and delete their rows;
+        returns their row numbers, by id (a rewritten listing keeps its number)."""
         tx = self.tx
         code_of_bit = {bit: code for code, bit in self.bits.items()}
-        for start in range(0, len(ids), 500):
-            sql, params = in_list("id", ids[start:start + 500])
+        rids: dict[str, int] = {}
+        masks = slice(len(ListingRow._fields), len(ListingRow._fields) + MASK_COLUMNS)
+        for start in range(0, len(ids), _LOOKUP):
+            sql, params = in_list("id", ids[start:start + _LOOKUP])
             beyond_masks: dict[str, list[str]] = {}
             for ident, code in tx.fetchall(f"SELECT id, code FROM inv_feature_extra WHERE {sql}", params):
                 beyond_masks.setdefault(ident, []).append(code)
             rows = tx.fetchall(f"SELECT {', '.join(LISTING_COLUMNS)} FROM inv_listing WHERE {sql}", params)
             present = [
                 [code_of_bit[column * BITS_PER_MASK + shift]
-                 for column, mask in enumerate(row[-MASK_COLUMNS:]) if mask
+                 for column, mask in enumerate(row[masks]) if mask
                  for shift in range(BITS_PER_MASK) if mask >> shift & 1] + beyond_masks.get(row[0], [])
                 for row in rows
             ]
             self.facet_changes.add(rows, present, -1)
-        keys = [(ident,) for ident in ids]
-        for table in LISTING_TABLES:
-            tx.executemany(f"DELETE FROM {table} WHERE id = ?", keys)
-        for ident in ids:
-            del self.owner_of[ident]
+            for row in rows:
+                rids[row[0]] = row[-1]
+                self.sellers.add(row[_DEALER] or "")
+            self._log(rids.values())
+            for table in LISTING_TABLES:
+                tx.execute(f"DELETE FROM {table} WHERE {sql}", params)
+        return rids
+
+    def _log(self, rids: Iterable[int]) -> None:
+        if self.changed is not None:
+            self.changed.update(rids)
+            if len(self.changed) > CHANGE_LOG_ROWS:
+                self.changed = None
+
+    def _stored(self, batch: list[PreparedListing]) -> tuple[dict[str, str | None], set[str], set[str]]:
+        """(owner of each id of ``batch`` stored as available, ids of ``batch`` that are
+        tombstones, ids stored exactly as ``batch`` has them)."""
+        owners: dict[str, str | None] = {}
+        tombstones: set[str] = set()
+        unchanged: set[str] = set()
+        docs = {p.id: p.doc for p in batch}
+        ids = list(docs)
+        for start in range(0, len(ids), _LOOKUP):
+            sql, params = in_list("l.id", ids[start:start + _LOOKUP])
+            # A bulk reload emptied the tables (and dropped their indexes): what they held is
+            # in self.reloaded, and the feed's duplicates are caught as it is read.
+            for ident, owner, doc in [] if self.bulk else self.tx.fetchall(
+                    f"SELECT l.id, l.dealer_id, d.doc FROM inv_listing l JOIN inv_doc d ON d.id = l.id WHERE {sql}",
+                    params):
+                owners[ident] = owner
+                if doc == docs[ident]:
+                    unchanged.add(ident)
+            sql, params = in_list("id", ids[start:start + _LOOKUP])
+            tombstones.update(row[0] for row in self.tx.fetchall(f"SELECT id FROM inv_tombstone WHERE {sql}", params))
+        return owners, tombstones, unchanged
 
     def _write(self, batch: list[PreparedListing]) -> None:
         if not batch:
             return
         tx = self.tx
-        stored = [p.id for p in batch if p.id in self.owner_of]
-        if stored:
-            self._forget(stored)
-        rewritten = set(stored)
-        revived = [(p.id,) for p in batch if p.id in self.tombstoned]
-        if revived:
-            tx.executemany("DELETE FROM inv_tombstone WHERE id = ?", revived)
-            self.tombstoned.difference_update(row[0] for row in revived)
+        owners, tombstones, unchanged = self._stored(batch)
+        if len(self.bits) != len(self.labels):  # a code without a bit may gain one: rewrite all
+            unchanged = set()
+        reloaded = self.reloaded
+        for p in batch:
+            owner = owners.get(p.id)
+            if owner is None and p.id in reloaded:
+                owner = reloaded[p.id][1]
+            if owner is not None and p.row.dealer_id is not None and owner != p.row.dealer_id:
+                raise InventoryImportError(p.index, "vehicle_id already belongs to another dealer")
+        # A listing stored exactly as the feed has it (the same document, so the same row)
+        # stays as it is: a nightly feed mostly repeats itself.
+        rewritten = [ident for ident in owners if ident not in unchanged]
+        rids = self._forget(rewritten) if rewritten else {}
+        if tombstones:
+            sql, params = in_list("id", list(tombstones))
+            tx.execute(f"DELETE FROM inv_tombstone WHERE {sql}", params)
         rows, docs, texts, beyond_masks, presents, gone = [], [], [], [], [], []
-        bits, reloaded, codes_seen = self.bits, self.reloaded, self.codes_seen
+        written: list[int] = []
+        bits, codes_seen = self.bits, self.codes_seen
         for p in batch:
             row = p.row
-            was_available = p.id in rewritten or reloaded.pop(p.id, None) is not None
+            was_available = p.id in owners or reloaded.pop(p.id, None) is not None
             if not p.eligible:
                 gone.append((p.id, row.dealer_id, row.vin, row.stock, self.now_us))
                 self.removed += was_available
@@ -205,6 +311,9 @@ class ImportJob:
                 self.updated += 1
             else:
                 self.inserted += 1
+            if p.id in unchanged:
+                codes_seen.update(code for code, _label, _present in p.evidence)
+                continue
             present: list[str] = []
             masked: list[str] = []
             for code, label, is_present in p.evidence:
@@ -218,7 +327,12 @@ class ImportJob:
                         beyond_masks.append((p.id, code))
                     else:
                         masked.append(code)
-            rows.append(row + tuple(feature_masks(masked, bits)))
+            rid = rids.get(p.id)
+            if rid is None:
+                rid = self.next_rid
+                self.next_rid += 1
+            rows.append(row + tuple(feature_masks(masked, bits)) + (rid,))
+            written.append(rid)
             docs.append((p.id, p.doc))
             texts.append((p.id, p.keywords))
             presents.append(present)
@@ -226,20 +340,21 @@ class ImportJob:
             for displays, key, value in zip(self.term_displays, p.term_keys, p.term_values):
                 if key is not None and key not in displays:
                     displays[key] = value.strip()
-            self.owner_of[p.id] = row.dealer_id
         if gone:
             tx.executemany(_INSERT_TOMBSTONE, gone)
-            self.tombstoned.update(row[0] for row in gone)
         if rows:
+            self.sellers.update(str(row[_DEALER] or "") for row in rows)
+            self._log(written)
             self.facet_changes.add(rows, presents, 1)
+            insert = tx.db.dialect.insert_rows
             try:
-                tx.executemany(_INSERT_LISTING, rows)
+                insert(tx, "inv_listing", LISTING_COLUMNS, rows)
             except tx.db.overflow_errors:  # a number beyond BIGINT: name the listing (rolls back)
                 culprit = next(p for p in batch if p.eligible and any(
                     v.__class__ is int and not -INT64 <= v < INT64 for v in p.row))
                 raise InventoryImportError(culprit.index, "a number is too large to store") from None
-            tx.executemany("INSERT INTO inv_doc (id, doc) VALUES (?, ?)", docs)
-            tx.executemany("INSERT INTO inv_text (id, query) VALUES (?, ?)", texts)
+            insert(tx, "inv_doc", ("id", "doc"), docs)
+            insert(tx, "inv_text", ("id", "query"), texts)
         if beyond_masks:
             tx.executemany("INSERT INTO inv_feature_extra (id, code) VALUES (?, ?)", beyond_masks)
 
@@ -269,15 +384,30 @@ class ImportJob:
                 tx.executemany("DELETE FROM inv_vocab WHERE code = ?", retired)
         changed = self.facet_changes.changed()
         if changed:
-            tx.executemany(
-                "INSERT INTO inv_facet_count (currency, dealer_key, field, value, n) VALUES (?, ?, ?, ?, ?) "
+            tx.db.dialect.insert_rows(
+                tx, "inv_facet_count", ("currency", "dealer_key", "field", "value", "n"), changed,
                 "ON CONFLICT (currency, dealer_key, field, value) DO UPDATE SET n = inv_facet_count.n + excluded.n",
-                changed,
             )
             tx.execute("DELETE FROM inv_facet_count WHERE n = 0")
         tx.execute(
             "DELETE FROM inv_tombstone WHERE removed_us < ?",
             (self.now_us - TOMBSTONE_RETENTION_SECONDS * 1_000_000,),
         )
-        tx.execute("DELETE FROM inv_count")  # every remembered total is of an older version
         tx.execute("UPDATE inv_meta SET num = num + 1 WHERE name = 'version'")
+        tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'next_rid'", (self.next_rid,))
+        version = read_version(tx)
+        if self.changed is None:  # too many to list: a process behind this version rebuilds
+            tx.execute("DELETE FROM inv_change")
+            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from'", (version,))
+        else:
+            tx.db.dialect.insert_rows(tx, "inv_change", ("version", "rid"),
+                                      [(version, rid) for rid in sorted(self.changed)])
+            oldest = version - CHANGE_VERSIONS
+            tx.execute("DELETE FROM inv_change WHERE version <= ?", (oldest,))
+            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from' AND num < ?", (oldest, oldest))
+        if self.sellers:
+            tx.executemany(
+                "INSERT INTO inv_seller (dealer_key, version) VALUES (?, ?) "
+                "ON CONFLICT (dealer_key) DO UPDATE SET version = excluded.version",
+                [(seller, version) for seller in sorted(self.sellers)],
+            )

@@ -66,8 +66,9 @@ class ListingRow(NamedTuple):
     displacement_cc: int | None
 
 
-#: Every ``inv_listing`` column, in insert order: the row's fields, then the masks.
-LISTING_COLUMNS: tuple[str, ...] = ListingRow._fields + FEATURE_MASKS
+#: Every ``inv_listing`` column, in insert order: the row's fields, the masks, then ``rid``
+#: (the listing's row number: the posting index's member id, see :mod:`.postings`).
+LISTING_COLUMNS: tuple[str, ...] = ListingRow._fields + FEATURE_MASKS + ("rid",)
 COLUMN_INDEX = {name: i for i, name in enumerate(LISTING_COLUMNS)}
 
 _SCHEMA_V1 = f"""
@@ -187,7 +188,45 @@ def _vacuum_often(tx: Tx) -> None:
     tx.db.dialect.vacuum_eagerly(tx, LISTING_TABLES)
 
 
-MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often))
+def _row_numbers_and_sellers(tx: Tx) -> None:
+    """Per-seller versions and row numbers (docs/search.md, "Counting at marketplace scale").
+
+    ``rid`` numbers available listings for the posting index; a listing keeps its
+    number while it stays available, and a number is never given twice
+    (``next_rid``), so a seller's old numbers can be taken out of the index without
+    touching another seller's. ``inv_seller.version`` is the inventory version of
+    the seller's last change: what a remembered count of that seller depends on.
+    """
+    tx.script("""
+ALTER TABLE inv_listing ADD COLUMN rid BIGINT;
+UPDATE inv_listing SET rid = n.rn FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM inv_listing) n
+    WHERE inv_listing.id = n.id;
+CREATE UNIQUE INDEX inv_listing_rid ON inv_listing (rid);
+CREATE INDEX inv_listing_dealer ON inv_listing (dealer_id);
+CREATE TABLE inv_seller (
+    dealer_key TEXT PRIMARY KEY,
+    version BIGINT NOT NULL
+);
+INSERT INTO inv_seller (dealer_key, version)
+    SELECT DISTINCT COALESCE(l.dealer_id, ''), m.num FROM inv_listing l, inv_meta m WHERE m.name = 'version';
+INSERT INTO inv_meta (name, num) SELECT 'next_rid', COALESCE(MAX(rid), 0) + 1 FROM inv_listing;
+CREATE TABLE inv_change (
+    version BIGINT NOT NULL,
+    rid BIGINT NOT NULL
+);
+CREATE INDEX inv_change_version ON inv_change (version);
+INSERT INTO inv_meta (name, num) SELECT 'changes_from', num FROM inv_meta WHERE name = 'version';
+ALTER TABLE inv_count ADD COLUMN partials TEXT;
+CREATE INDEX inv_count_matching ON inv_count (matching, version)
+""")
+
+
+# The posting index (:mod:`.postings`) answers keyword tokens now; the trigram index cost
+# imports half their speed on PostgreSQL (docs/search.md, "Counting at marketplace scale").
+_NO_KEYWORD_INDEX = "DROP INDEX IF EXISTS inv_text_trgm"
+
+MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often,
+                                      _row_numbers_and_sellers, _NO_KEYWORD_INDEX))
 
 
 def read_version(tx: Tx) -> int:

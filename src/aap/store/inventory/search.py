@@ -70,12 +70,18 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     want = query.limit + 1
     criteria = snapshot.effective(query.criteria)
     bits = snapshot.bits()
+    matched = snapshot.matched(criteria)
+    if matched is not None:  # the posting index knows the set: exact total, no count
+        where, listed = snapshot.matched_where(criteria, bits, matched, want)
+        found = _page(tx, query, where, len(matched), want, sort_rows=listed)
+        docs = documents(tx, [ident for ident, _distance, _key in found])
+        return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], len(matched), None
     started = time.perf_counter()
     # The canonical form (keyword tokens as a subquery) keys remembered totals; it is also
     # what runs, unless the dialect resolves keyword tokens first.
     canonical = where_clause(criteria, bits)
     matching = matching_key(canonical)
-    total = snapshot.totals.remembered(tx, snapshot.version, matching)
+    total, later = snapshot.totals.remembered(tx, snapshot.version, matching, canonical)
     counted = total is not None
     where = canonical
     if criteria.tokens and snapshot.dialect.scans_keywords_first:
@@ -85,7 +91,6 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
             where = where_clause(criteria, bits, keywords_per_row(criteria.tokens))
         else:
             where = snapshot.scanned_where(criteria, bits)
-    later = None
     if not counted:
         total, later = snapshot.totals.count(tx, where, count_budget_ms, snapshot.version, matching, started)
     found = _page(tx, query, where, total, want)
@@ -93,7 +98,8 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], total, later
 
 
-def _page(tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: int) -> list[_Found]:
+def _page(tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: int, *,
+          sort_rows: bool = False) -> list[_Found]:
     if total == 0 or (query.skip is not None and total is not None and query.skip >= total):
         return []
     places = query.criteria.places
@@ -109,7 +115,7 @@ def _page(tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: in
         return [(row[0], row[1], None if row[2] is None else tuple(row[2:])) for row in rows]
     # Sparse: scanning and sorting beat an index walk. No total: the count outran its
     # budget, so the set is large.
-    defeat_index = total is not None and total < WALK_FACTOR * want
+    defeat_index = sort_rows or (total is not None and total < WALK_FACTOR * want)
     found: list[_Found] = []
     for segment in segments(query, defeat_index):
         columns = "".join(f", l.{c}" for c in segment.columns)

@@ -14,13 +14,24 @@ from typing import Any, Sequence
 
 import orjson
 
+from pyroaring import FrozenBitMap
+
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
 from aap.store.inventory.facets import FacetCache, compute_facets, copied
+from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
 from aap.store.inventory.schema import read_version
 from aap.store.inventory.search import Hit, search_page
-from aap.store.inventory.sql import Clause, keyword_scan, keywords_in_ids, where_clause
+from aap.store.inventory.sql import (
+    Clause,
+    keyword_scan,
+    keywords_in_ids,
+    keywords_per_row,
+    rows_in,
+    where_clause,
+)
+
 
 
 @dataclass(frozen=True)
@@ -34,10 +45,11 @@ class Vocabulary:
 class VersionCaches:
     """What changes only with an import, per process, keyed by the inventory version."""
 
-    def __init__(self, facet_cache_size: int) -> None:
+    def __init__(self, facet_cache_size: int, postings: PostingCache) -> None:
         self.vocabulary: tuple[int, Vocabulary] | None = None
         self.sellers: tuple[tuple[int, str], frozenset[str]] | None = None
         self.facets = FacetCache(facet_cache_size)
+        self.postings = postings
 
 
 class InventorySnapshot:
@@ -52,6 +64,7 @@ class InventorySnapshot:
         #: Work to start once the transaction has closed (a background count must not
         #: slow the page down, nor write while this snapshot reads).
         self.deferred: list[BackgroundWork] = []
+        self._postings: Postings | None | bool = False  # False: not looked up yet
 
     # -- vocabulary and sellers ------------------------------------------------
     def vocabulary(self) -> Vocabulary:
@@ -108,6 +121,33 @@ class InventorySnapshot:
         sql, params = keyword_scan(criteria.tokens)
         ids = orjson.dumps([row[0] for row in self.tx.fetchall(sql, params)]).decode()
         return where_clause(criteria, bits, keywords_in_ids(self.dialect, ids))
+
+    def postings(self) -> Postings | None:
+        """The posting index of this snapshot's version, if this process has (or can make) it."""
+        if self._postings is False:
+            self._postings = self._caches.postings.for_snapshot(self)
+        assert self._postings is not True
+        return self._postings
+
+    def matched(self, criteria: Criteria) -> FrozenBitMap | None:
+        """The row numbers of ``criteria``'s matching set (seller restriction as given), from the
+        posting index; None when the index is not there or declines."""
+        postings = self.postings()
+        return None if postings is None else postings.match(self.tx, criteria)
+
+    def matched_where(self, criteria: Criteria, bits: dict[str, int], matched: FrozenBitMap,
+                      want: int) -> tuple[Clause, bool]:
+        """(a condition selecting ``matched``, whether it is a short list of rows).
+
+        A small set goes to SQL as its row numbers (sort them; no index walk); a large
+        one by its condition, with keyword tokens tested on each row a sort-index walk
+        visits rather than by a scan of every listing's text.
+        """
+        if len(matched) <= max(ROW_LIST, want):
+            return rows_in(self.dialect, matched), True
+        if criteria.tokens:
+            return where_clause(criteria, bits, keywords_per_row(criteria.tokens)), False
+        return where_clause(criteria, bits), False
 
     # -- answers ---------------------------------------------------------------
     def search(self, query: SearchQuery, *, count_timeout_ms: float = 0) -> tuple[list[Hit], int | None]:

@@ -142,7 +142,8 @@ def keyword_scan(tokens: Sequence[str]) -> Clause:
 # The three ways to test keyword tokens; each is a condition on ``l``.
 
 def keywords_by_subquery(tokens: Sequence[str]) -> Clause:
-    """The canonical form: the planner runs the scan (PostgreSQL serves it from the trigram index)."""
+    """The canonical form: the planner runs the scan (the posting index answers keyword tokens
+    whenever it can; this is the fallback)."""
     sql, params = keyword_scan(tokens)
     return f"l.id IN ({sql})", params
 
@@ -156,6 +157,24 @@ def keywords_per_row(tokens: Sequence[str]) -> Clause:
 def keywords_in_ids(dialect: Dialect, ids_json: str) -> Clause:
     """The ids a keyword scan already found (a JSON array), reused by every query of a request."""
     return f"l.id IN ({dialect.json_array_values})", [ids_json]
+
+
+def seller_clause(sellers: Sequence[str]) -> Clause:
+    """Listings of ``sellers`` (dealer keys; ``""`` is the listings without a dealer)."""
+    named = [s for s in sellers if s]
+    parts: list[str] = []
+    params: list[Any] = []
+    if named:
+        sql, params = in_list("l.dealer_id", named)
+        parts.append(sql)
+    if "" in sellers:
+        parts.append("l.dealer_id IS NULL")
+    return ("(" + " OR ".join(parts) + ")", params) if parts else NOTHING
+
+
+def rows_in(dialect: Dialect, rids: Iterable[int]) -> Clause:
+    """Listings by row number (a matching set the posting index found), as one parameter."""
+    return dialect.integers_in("l.rid", list(rids))
 
 
 def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | None = None) -> Clause:

@@ -12,16 +12,20 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Database, Tx
 from aap.store.inventory.counts import Totals
-from aap.store.inventory.importer import ImportJob, ImportStats
+from aap.store.inventory.importer import ImportJob, ImportStats, serialize_imports
+from aap.store.inventory.postings import PostingCache
 from aap.store.inventory.sql import in_list
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
+from aap.store.replicas import ReadRouter
+
+T = TypeVar("T")
 
 log = logging.getLogger("aap.import")
 
@@ -85,10 +89,14 @@ def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None)
 class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
-    def __init__(self, db: Database, *, facet_cache_size: int = 256) -> None:
+    def __init__(self, db: Database, *, facet_cache_size: int = 256, postings: bool = True,
+                 reads: ReadRouter | None = None) -> None:
         self.db = db
+        #: Where reads go: fit read replicas first, the primary last (docs/deployment.md).
+        self.reads = reads or ReadRouter(db)
         self.totals = Totals(db)
-        self._caches = VersionCaches(facet_cache_size)
+        self.postings = PostingCache(db, enabled=postings)
+        self._caches = VersionCaches(facet_cache_size, self.postings)
 
     # -- import -----------------------------------------------------------------
     def import_listings(
@@ -127,6 +135,7 @@ class InventoryStore:
         try:
             try:
                 with self.db.transaction() as tx, self.db.dialect.large_write(tx):
+                    serialize_imports(tx)
                     kept = _kept_ids(tx, keep, dealer_id) if keep and replace else frozenset()
                     job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000),
                                     keep=kept)
@@ -151,16 +160,36 @@ class InventoryStore:
 
     # -- reads --------------------------------------------------------------------
     @contextmanager
-    def snapshot(self) -> Iterator[InventorySnapshot]:
-        """A read snapshot: everything read through it is of one inventory version.
+    def snapshot(self, db: Database | None = None) -> Iterator[InventorySnapshot]:
+        """A read snapshot (on the primary, or ``db``): everything read through it is of one
+        inventory version.
 
         Background counts a search asked for start once the snapshot has closed.
         """
-        with self.db.read() as tx:
+        with (db or self.db).read() as tx:
             snapshot = InventorySnapshot(tx, self._caches, self.totals)
             yield snapshot
         for work in snapshot.deferred:
             self.totals.start(work)
+
+    def read(self, answer: Callable[[InventorySnapshot], T], *, min_version: int = 0) -> T:
+        """``answer`` of a snapshot at inventory version ``min_version`` or later, read from a
+        fit replica where there is one, else from the primary.
+
+        A replica that fails mid-read, or is behind ``min_version`` (a cursor issued by a
+        newer one), passes the read on to the next; ``answer`` must only read.
+        """
+        for db in self.reads.candidates():
+            if db is self.db:
+                break
+            try:
+                with self.snapshot(db) as snapshot:
+                    if snapshot.version >= min_version:
+                        return answer(snapshot)
+            except db.unavailable_errors:
+                self.reads.failed(db)
+        with self.snapshot() as snapshot:
+            return answer(snapshot)
 
     def search(self, query: SearchQuery, *, count_timeout_ms: float = 0) -> tuple[list[Hit], int | None]:
         """:meth:`InventorySnapshot.search` in a snapshot of its own."""
@@ -200,13 +229,21 @@ class InventoryStore:
         if not conditions:
             return []
         where = " OR ".join(conditions)
-        with self.db.read() as tx:
+
+        def found(snapshot: InventorySnapshot) -> tuple[list[Any], list[Any], dict[str, dict[str, Any]]]:
+            tx = snapshot.tx
             available = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_listing WHERE {where}", params)
             gone = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {where}", params)
-            docs = documents(tx, [r[0] for r in available])
+            return available, gone, documents(tx, [r[0] for r in available])
+
+        available, gone, docs = self.read(found)
         records = [ListingRecord(r[0], r[1], r[2], r[3], True, docs[r[0]]) for r in available]
         records += [ListingRecord(r[0], r[1], r[2], r[3], False, None) for r in gone]
         return records
+
+    def build_index(self) -> None:
+        """Build this process's posting index now (start-up, benchmarks), instead of on first use."""
+        self.postings.build_now()
 
     def wait_for_background(self, rounds: int = 500) -> None:
         """Block until background counts are done (tests, orderly shutdown); bounded by count."""

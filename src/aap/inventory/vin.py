@@ -1,5 +1,8 @@
 """The VIN check digit (ISO 3779 as 49 CFR 565.15 applies it to vehicles for North America).
 
+One home for the rule: feed imports verify it (:mod:`aap.inventory.feeds.transforms`)
+and the demo generator writes it (:mod:`aap.inventory.demo`).
+
 Position 9 of a 17-character VIN is computed from the other sixteen: each
 character gets a value (digits their own; letters by the table in 49 CFR
 565.15, I, O and Q never appear), each position a weight, and the weighted
@@ -11,13 +14,15 @@ check to VINs whose world manufacturer identifier starts in North America
 
 from __future__ import annotations
 
-_VALUES = {
+#: The value of each character a VIN may hold (49 CFR 565.15, table I).
+CHARACTER_VALUES: dict[str, int] = {
     **{str(d): d for d in range(10)},
     "A": 1, "B": 2, "C": 3, "D": 4, "E": 5, "F": 6, "G": 7, "H": 8,
     "J": 1, "K": 2, "L": 3, "M": 4, "N": 5, "P": 7, "R": 9,
     "S": 2, "T": 3, "U": 4, "V": 5, "W": 6, "X": 7, "Y": 8, "Z": 9,
 }
-_WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
+#: The weight of each of the 17 positions (49 CFR 565.15, table II).
+POSITION_WEIGHTS: tuple[int, ...] = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 _NORTH_AMERICA = frozenset("12345")
 
 
@@ -26,8 +31,8 @@ def expected_check_digit(vin: str) -> str | None:
     if len(vin) != 17:
         return None
     total = 0
-    for char, weight in zip(vin, _WEIGHTS):
-        value = _VALUES.get(char)
+    for char, weight in zip(vin, POSITION_WEIGHTS):
+        value = CHARACTER_VALUES.get(char)
         if value is None:
             return None
         total += value * weight

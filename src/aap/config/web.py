@@ -1,0 +1,55 @@
+"""The ``[web]`` table: the public dealer page and the staff console (docs/console.md).
+
+```toml
+[web]
+public_page = true              # "/" and the vehicle and API-docs pages; false: an API-only host
+console = true                  # "/console/" (staff sign in with accounts made by `aap users add`)
+session_idle_minutes = 30       # a console session unused this long ends
+session_max_hours = 12          # and every session ends this long after sign-in
+login_failures_per_account = 5  # failed sign-ins of one account before it is locked out
+login_failures_per_address = 20 # failed sign-ins from one address before it is locked out
+lockout_minutes = 15            # how long a lockout lasts (failures older than this are forgotten)
+check_timeout_seconds = 120     # the console's conformance run is stopped after this long
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aap.config.table import Problems, Table
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """What the browser-facing surfaces (:mod:`aap.site`, :mod:`aap.console`) are configured with."""
+
+    public_page: bool = True
+    console: bool = True
+    session_idle_minutes: int = 30
+    session_max_hours: int = 12
+    login_failures_per_account: int = 5
+    login_failures_per_address: int = 20
+    lockout_minutes: int = 15
+    check_timeout_seconds: int = 120
+
+
+def parse_web_section(table: Table, problems: Problems) -> WebSettings:
+    """The ``[web]`` table; every problem goes to ``problems`` with its path."""
+    base = WebSettings()
+    settings = WebSettings(
+        public_page=table.boolean("public_page", base.public_page),
+        console=table.boolean("console", base.console),
+        session_idle_minutes=table.integer("session_idle_minutes", base.session_idle_minutes,
+                                           minimum=1, maximum=24 * 60),
+        session_max_hours=table.integer("session_max_hours", base.session_max_hours, minimum=1, maximum=24 * 30),
+        login_failures_per_account=table.integer("login_failures_per_account", base.login_failures_per_account,
+                                                 minimum=1, maximum=1000),
+        login_failures_per_address=table.integer("login_failures_per_address", base.login_failures_per_address,
+                                                 minimum=1, maximum=100_000),
+        lockout_minutes=table.integer("lockout_minutes", base.lockout_minutes, minimum=1, maximum=24 * 60),
+        check_timeout_seconds=table.integer("check_timeout_seconds", base.check_timeout_seconds,
+                                            minimum=5, maximum=3600),
+    )
+    table.finish()
+    return settings

@@ -1,0 +1,308 @@
+"""The staff console's state: accounts, sessions, sign-in throttling, the audit log, check runs.
+
+All of it lives in the deployment's database, so every worker process (and
+every server on one PostgreSQL database) agrees on who is signed in, who is
+locked out and what was looked at:
+
+``console_users``      one row per staff account: e-mail (casefolded), argon2
+                       hash, role, and the seller and rooftops it is limited to
+``console_sessions``   a session by the SHA-256 of its token (a stolen
+                       database copy holds no usable cookie), its CSRF token,
+                       when it started and was last used
+``console_throttle``   failed sign-ins per account and per address, and the
+                       lockout they caused
+``console_audit``      who viewed, exported or changed what, and when
+``console_checks``     the conformance runs started from the console, and their reports
+
+The rules (password hashing, timeouts, limits) are :mod:`aap.accounts`'s;
+this module only stores.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from aap.store.db import Database, Migrations
+
+_V1 = """
+CREATE TABLE console_users (
+    user_id TEXT PRIMARY KEY,
+    email TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    role TEXT NOT NULL,
+    dealer_id TEXT,
+    rooftops TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    password_ms INTEGER NOT NULL
+);
+CREATE TABLE console_sessions (
+    session_hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES console_users (user_id) ON DELETE CASCADE,
+    csrf_token TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    seen_ms INTEGER NOT NULL
+);
+CREATE INDEX console_sessions_user ON console_sessions (user_id);
+CREATE INDEX console_sessions_seen ON console_sessions (seen_ms);
+CREATE TABLE console_throttle (
+    throttle_key TEXT PRIMARY KEY,
+    failures INTEGER NOT NULL,
+    first_ms INTEGER NOT NULL,
+    locked_until_ms INTEGER
+);
+CREATE TABLE console_audit (
+    audit_id TEXT PRIMARY KEY,
+    at_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    subject TEXT,
+    detail TEXT NOT NULL
+);
+CREATE INDEX console_audit_at ON console_audit (at_ms, audit_id);
+CREATE INDEX console_audit_subject ON console_audit (subject, at_ms, audit_id);
+CREATE TABLE console_checks (
+    run_id TEXT PRIMARY KEY,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER,
+    started_by TEXT NOT NULL,
+    target TEXT NOT NULL,
+    state TEXT NOT NULL,
+    report TEXT
+);
+CREATE INDEX console_checks_started ON console_checks (started_ms)
+"""
+
+MIGRATIONS = Migrations("console", (_V1,))
+
+ROLES = ("admin", "staff")
+
+
+@dataclass(frozen=True)
+class User:
+    """A staff account (the password hash stays in the store but for :meth:`ConsoleStore.password_hash`)."""
+
+    user_id: str
+    email: str
+    role: str
+    dealer_id: str | None
+    rooftops: tuple[str, ...]
+    created_ms: int
+    password_ms: int
+
+
+@dataclass(frozen=True)
+class Session:
+    """A live session row with its user."""
+
+    session_hash: str
+    user: User
+    csrf_token: str
+    created_ms: int
+    seen_ms: int
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    at_ms: int
+    actor: str
+    action: str
+    subject: str | None
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    run_id: str
+    started_ms: int
+    finished_ms: int | None
+    started_by: str
+    target: str
+    state: str           # running, done, failed, timeout
+    report: dict[str, Any] | None
+
+
+_USER_COLUMNS = "u.user_id, u.email, u.role, u.dealer_id, u.rooftops, u.created_ms, u.password_ms"
+
+
+def _user(row: tuple[Any, ...]) -> User:
+    return User(row[0], row[1], row[2], row[3], tuple(orjson.loads(row[4])), int(row[5]), int(row[6]))
+
+
+class ConsoleStore:
+    """Accounts, sessions, throttling, audit log and check runs."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- accounts --------------------------------------------------------------------
+    def add_user(self, email: str, password_hash: str, role: str, dealer_id: str | None,
+                 rooftops: tuple[str, ...], now_ms: int) -> User | None:
+        """A new account; None when the e-mail is taken."""
+        user_id = "usr_" + uuid.uuid4().hex[:20]
+        with self.db.transaction() as tx:
+            inserted = tx.execute(
+                "INSERT INTO console_users (user_id, email, password_hash, role, dealer_id, rooftops, created_ms,"
+                " password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING",
+                (user_id, email, password_hash, role, dealer_id, orjson.dumps(list(rooftops)).decode(),
+                 now_ms, now_ms),
+            ).rowcount
+        if inserted != 1:
+            return None
+        return User(user_id, email, role, dealer_id, rooftops, now_ms, now_ms)
+
+    def user_by_email(self, email: str) -> User | None:
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT {_USER_COLUMNS} FROM console_users u WHERE u.email = ?", (email,))
+        return _user(row) if row else None
+
+    def password_hash(self, user_id: str) -> str | None:
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT password_hash FROM console_users WHERE user_id = ?", (user_id,))
+        return str(row[0]) if row else None
+
+    def users(self) -> list[User]:
+        with self.db.read() as tx:
+            rows = tx.fetchall(f"SELECT {_USER_COLUMNS} FROM console_users u ORDER BY u.email")
+        return [_user(r) for r in rows]
+
+    def set_password(self, user_id: str, password_hash: str, now_ms: int, *, end_sessions: bool = True) -> bool:
+        """Replace the hash; ``end_sessions`` signs the account out everywhere (a reset, not a rehash)."""
+        with self.db.transaction() as tx:
+            changed = tx.execute(
+                "UPDATE console_users SET password_hash = ?, password_ms = ? WHERE user_id = ?",
+                (password_hash, now_ms, user_id)).rowcount == 1
+            if changed and end_sessions:
+                tx.execute("DELETE FROM console_sessions WHERE user_id = ?", (user_id,))
+        return changed
+
+    def remove_user(self, user_id: str) -> bool:
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM console_sessions WHERE user_id = ?", (user_id,))
+            return tx.execute("DELETE FROM console_users WHERE user_id = ?", (user_id,)).rowcount == 1
+
+    def count_admins(self) -> int:
+        with self.db.read() as tx:
+            return int(tx.one("SELECT COUNT(*) FROM console_users WHERE role = 'admin'")[0])
+
+    # -- sessions ----------------------------------------------------------------------
+    def add_session(self, session_hash: str, user_id: str, csrf_token: str, now_ms: int) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms)"
+                       " VALUES (?, ?, ?, ?, ?)", (session_hash, user_id, csrf_token, now_ms, now_ms))
+
+    def session(self, session_hash: str) -> Session | None:
+        with self.db.read() as tx:
+            row = tx.fetchone(
+                f"SELECT s.session_hash, s.csrf_token, s.created_ms, s.seen_ms, {_USER_COLUMNS}"
+                " FROM console_sessions s JOIN console_users u ON u.user_id = s.user_id"
+                " WHERE s.session_hash = ?", (session_hash,))
+        if row is None:
+            return None
+        return Session(row[0], _user(row[4:]), row[1], int(row[2]), int(row[3]))
+
+    def touch_session(self, session_hash: str, now_ms: int) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE console_sessions SET seen_ms = ? WHERE session_hash = ?", (now_ms, session_hash))
+
+    def end_session(self, session_hash: str) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM console_sessions WHERE session_hash = ?", (session_hash,))
+
+    def purge_sessions(self, idle_before_ms: int, created_before_ms: int) -> int:
+        """Forget sessions idle since ``idle_before_ms`` or started before ``created_before_ms``."""
+        with self.db.transaction() as tx:
+            return tx.execute("DELETE FROM console_sessions WHERE seen_ms < ? OR created_ms < ?",
+                              (idle_before_ms, created_before_ms)).rowcount
+
+    # -- sign-in throttling ----------------------------------------------------------------
+    def locked_until(self, keys: tuple[str, ...], now_ms: int) -> int | None:
+        """The latest lockout end among ``keys`` still in force, or None."""
+        marks = ", ".join("?" for _ in keys)
+        with self.db.read() as tx:
+            row = tx.one(f"SELECT MAX(locked_until_ms) FROM console_throttle WHERE throttle_key IN ({marks})"
+                         " AND locked_until_ms > ?", (*keys, now_ms))
+        return None if row[0] is None else int(row[0])
+
+    def record_failure(self, key: str, limit: int, window_ms: int, now_ms: int) -> bool:
+        """Count a failed sign-in under ``key``; True when it reached ``limit`` and locked the key.
+
+        Failures older than ``window_ms`` are forgotten (the count starts again).
+        One write transaction: concurrent failures on several workers all count.
+        """
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM console_throttle WHERE first_ms < ? AND (locked_until_ms IS NULL"
+                       " OR locked_until_ms < ?) AND throttle_key <> ?", (now_ms - window_ms, now_ms, key))
+            tx.execute("INSERT INTO console_throttle (throttle_key, failures, first_ms) VALUES (?, 0, ?)"
+                       " ON CONFLICT (throttle_key) DO NOTHING", (key, now_ms))
+            tx.execute(
+                "UPDATE console_throttle SET failures = CASE WHEN first_ms < ? THEN 1 ELSE failures + 1 END,"
+                " first_ms = CASE WHEN first_ms < ? THEN ? ELSE first_ms END WHERE throttle_key = ?",
+                (now_ms - window_ms, now_ms - window_ms, now_ms, key))
+            failures = int(tx.one("SELECT failures FROM console_throttle WHERE throttle_key = ?", (key,))[0])
+            if failures >= limit:
+                tx.execute("UPDATE console_throttle SET locked_until_ms = ?, failures = 0, first_ms = ?"
+                           " WHERE throttle_key = ?", (now_ms + window_ms, now_ms, key))
+                return True
+        return False
+
+    def clear_failures(self, key: str) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM console_throttle WHERE throttle_key = ?", (key,))
+
+    # -- the audit log ---------------------------------------------------------------------
+    def audit(self, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("INSERT INTO console_audit (audit_id, at_ms, actor, action, subject, detail)"
+                       " VALUES (?, ?, ?, ?, ?, ?)",
+                       ("aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()))
+
+    def audit_entries(self, *, subject: str | None = None, before_ms: int | None = None,
+                      limit: int = 100) -> list[AuditEntry]:
+        """Newest first; ``subject`` limits them to one lead (or account)."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        if subject is not None:
+            conditions.append("subject = ?")
+            params.append(subject)
+        if before_ms is not None:
+            conditions.append("at_ms < ?")
+            params.append(before_ms)
+        where = ("WHERE " + " AND ".join(conditions)) if conditions else ""
+        with self.db.read() as tx:
+            rows = tx.fetchall(f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
+                               f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}", params)
+        return [AuditEntry(int(r[0]), r[1], r[2], r[3], orjson.loads(r[4])) for r in rows]
+
+    # -- conformance runs ------------------------------------------------------------------
+    def start_check(self, started_by: str, target: str, now_ms: int, stale_before_ms: int) -> str | None:
+        """A new run, unless one started after ``stale_before_ms`` is still running (None then).
+
+        Runs left ``running`` by a worker that died are marked ``failed`` first.
+        """
+        run_id = "chk_" + uuid.uuid4().hex[:20]
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE console_checks SET state = 'failed', finished_ms = ? WHERE state = 'running'"
+                       " AND started_ms < ?", (now_ms, stale_before_ms))
+            if tx.one("SELECT COUNT(*) FROM console_checks WHERE state = 'running'")[0]:
+                return None
+            tx.execute("INSERT INTO console_checks (run_id, started_ms, started_by, target, state)"
+                       " VALUES (?, ?, ?, ?, 'running')", (run_id, now_ms, started_by, target))
+        return run_id
+
+    def finish_check(self, run_id: str, state: str, report: dict[str, Any] | None, now_ms: int) -> None:
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE console_checks SET state = ?, report = ?, finished_ms = ? WHERE run_id = ?",
+                       (state, None if report is None else orjson.dumps(report).decode(), now_ms, run_id))
+
+    def latest_check(self) -> CheckRun | None:
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT run_id, started_ms, finished_ms, started_by, target, state, report"
+                              " FROM console_checks ORDER BY started_ms DESC, run_id DESC LIMIT 1")
+        if row is None:
+            return None
+        return CheckRun(row[0], int(row[1]), None if row[2] is None else int(row[2]), row[3], row[4], row[5],
+                        None if row[6] is None else orjson.loads(row[6]))

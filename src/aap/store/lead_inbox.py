@@ -1,0 +1,263 @@
+"""The staff console's reads of the lead tables: the inbox, one lead in full, the CSV export.
+
+The tables belong to :mod:`aap.store.leads` (their migrations add the inbox's
+indexes and the customer search keys); this module only reads them, plus the
+"handled" mark. Every query is paged by keyset — ``(received_ms, lead_id)``
+descending, the order of the ``leads_*_received`` indexes — so the hundredth
+page costs what the first does, and every query takes a :class:`LeadScope`:
+the leads a signed-in person may see, applied in SQL, never after the fact.
+
+Customer search uses the casefolded keys stored with each lead: a name or
+e-mail matches by prefix, a phone number by its last digits (the digits are
+stored reversed, so a suffix is an index range).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from aap.store.db import Database, Tx
+from aap.store.leads import LeadStore, delivery_states, loads
+
+DELIVERY_FILTERS = ("pending", "delivering", "delivered", "dead", "expired_consent", "none")
+LEAD_STATUSES = ("received", "rejected")
+
+
+@dataclass(frozen=True)
+class LeadScope:
+    """The leads a person may see: one seller's (``dealer_id``), some rooftops' (empty: all), or every lead."""
+
+    dealer_id: str | None = None
+    rooftops: tuple[str, ...] = ()
+
+    def allows(self, dealer_id: str | None, rooftop: str | None) -> bool:
+        if self.dealer_id is not None and dealer_id != self.dealer_id:
+            return False
+        return not self.rooftops or rooftop in self.rooftops
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """What the inbox's form asks for; every field optional."""
+
+    status: str | None = None
+    dealer_id: str | None = None
+    rooftop: str | None = None
+    received_from_ms: int | None = None
+    received_to_ms: int | None = None
+    delivery: str | None = None   # one of DELIVERY_FILTERS
+    handled: bool | None = None
+    query: str | None = None      # a name, e-mail or phone number
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    """One lead as the inbox lists it (customer values included: console and export only)."""
+
+    lead_id: str
+    received_at: str
+    received_ms: int
+    dealer_id: str
+    rooftop: str | None
+    status: str
+    first_name: str
+    last_name: str
+    email: str
+    phone: str
+    vehicle: str
+    source_agent: str
+    appointment_status: str | None
+    handled_ms: int | None
+    deliveries: dict[str, int]
+
+    @property
+    def delivery_state(self) -> str:
+        """One word for the row: the worst state among its deliveries."""
+        for state in ("dead", "expired_consent", "delivering", "pending", "delivered"):
+            if self.deliveries.get(state):
+                return state
+        return "none"
+
+
+Keyset = tuple[int, str]
+
+
+def _next_key(prefix: str) -> str:
+    """The smallest string greater than every string starting with ``prefix`` (code-point order)."""
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF or 0xD7FF <= last < 0xE000:
+        return prefix + "\U0010ffff"
+    return prefix[:-1] + chr(last + 1)
+
+
+def search_condition(query: str) -> tuple[str, list[Any]]:
+    """SQL (on alias ``l``) matching a name or e-mail prefix, or a phone number's last digits."""
+    text = " ".join(query.split()).casefold()
+    digits = "".join(ch for ch in text if ch.isdigit())
+    if digits and len(digits) >= 3 and all(ch.isdigit() or ch in "+-(). " for ch in text):
+        key = digits[::-1]
+        return "(l.customer_phone_r >= ? AND l.customer_phone_r < ?)", [key, _next_key(key)]
+    upper = _next_key(text)
+    return ("((l.customer_name_k >= ? AND l.customer_name_k < ?)"
+            " OR (l.customer_last_k >= ? AND l.customer_last_k < ?)"
+            " OR (l.customer_email_k >= ? AND l.customer_email_k < ?))",
+            [text, upper, text, upper, text, upper])
+
+
+#: Delivery states few leads are in: a filter on one is best served from the deliveries' index.
+RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
+
+
+def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tuple[str, list[Any]]:
+    conditions: list[str] = []
+    params: list[Any] = []
+    # With a rare delivery state, the few leads in it are found through lead_deliveries and read
+    # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
+    # seller or rooftop index instead and walking every lead there. PostgreSQL plans this itself.
+    by_delivery = wanted.delivery in RARE_STATES and not wanted.query
+    plain = " || ''" if by_delivery else ""
+
+    def members(column: str, values: Sequence[str]) -> None:
+        conditions.append(f"{column}{plain} IN ({', '.join('?' for _ in values)})")
+        params.extend(values)
+
+    if scope.dealer_id is not None:
+        conditions.append(f"l.dealer_id{plain} = ?")
+        params.append(scope.dealer_id)
+    if scope.rooftops:
+        members("l.rooftop", scope.rooftops)
+    if wanted.status:
+        conditions.append(f"l.status{plain} = ?")
+        params.append(wanted.status)
+    if wanted.dealer_id:
+        conditions.append(f"l.dealer_id{plain} = ?")
+        params.append(wanted.dealer_id)
+    if wanted.rooftop:
+        conditions.append(f"l.rooftop{plain} = ?")
+        params.append(wanted.rooftop)
+    if wanted.received_from_ms is not None:
+        conditions.append("l.received_ms >= ?")
+        params.append(wanted.received_from_ms)
+    if wanted.received_to_ms is not None:
+        conditions.append("l.received_ms < ?")
+        params.append(wanted.received_to_ms)
+    if wanted.delivery == "none":
+        conditions.append("NOT EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id)")
+    elif wanted.delivery in DELIVERY_FILTERS:
+        # The state is written into the SQL (one of DELIVERY_FILTERS, never the caller's text):
+        # a PostgreSQL plan prepared for "any state" would walk every lead for a rare one.
+        state = f"'{wanted.delivery}'"
+        if by_delivery:
+            conditions.append(f"l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = {state})")
+        else:  # most leads are delivered: walk them newest first, stop at a page
+            conditions.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id"
+                              f" AND x.status = {state})")
+    if wanted.handled is not None:
+        conditions.append("l.handled_ms IS NOT NULL" if wanted.handled else "l.handled_ms IS NULL")
+    if wanted.query and wanted.query.strip():
+        sql, values = search_condition(wanted.query)
+        conditions.append(sql)
+        params.extend(values)
+    if before is not None:  # a range on received_ms first, so both backends walk its index from there
+        conditions.append("l.received_ms <= ? AND (l.received_ms < ? OR l.lead_id < ?)")
+        params.extend((before[0], before[0], before[1]))
+    return ("WHERE " + " AND ".join(conditions)) if conditions else "", params
+
+
+_ROW_COLUMNS = ("l.lead_id, l.received_at, l.received_ms, l.dealer_id, l.rooftop, l.status, l.request_json,"
+                " l.listing_json, l.source_agent, l.appointment_status, l.handled_ms")
+
+
+def vehicle_label(listing: dict[str, Any] | None, request: dict[str, Any]) -> str:
+    """``2024 Honda CR-V EX-L`` from the linked listing, else what the buyer described."""
+    source = listing or request.get("vehicle_of_interest") or {}
+    words = [str(source[k]) for k in ("year", "make", "model", "trim") if source.get(k)]
+    if words:
+        return " ".join(words)
+    return str(source.get("vin") or source.get("stock") or "")
+
+
+def _rows(tx: Tx, raw: list[tuple[Any, ...]]) -> list[InboxRow]:
+    counts = delivery_states(tx, [r[0] for r in raw])
+    out = []
+    for (lead_id, received_at, received_ms, dealer_id, rooftop, status, request_json, listing_json,
+         source_agent, appointment_status, handled_ms) in raw:
+        request = loads(request_json) or {}
+        customer = request.get("customer") or {}
+        out.append(InboxRow(
+            lead_id, received_at, int(received_ms), dealer_id, rooftop, status,
+            str(customer.get("first_name") or ""), str(customer.get("last_name") or ""),
+            str(customer.get("email") or ""), str(customer.get("phone") or ""),
+            vehicle_label(loads(listing_json), request), source_agent, appointment_status,
+            None if handled_ms is None else int(handled_ms), counts[lead_id],
+        ))
+    return out
+
+
+class LeadInbox:
+    """The console's view of the leads (reads, and the "handled" mark)."""
+
+    def __init__(self, db: Database, leads: LeadStore) -> None:
+        self.db = db
+        self.leads = leads
+
+    def page(self, scope: LeadScope, wanted: InboxFilter, *, before: Keyset | None = None,
+             limit: int = 50) -> tuple[list[InboxRow], Keyset | None]:
+        """Newest first; the keyset of the next (older) page, or None on the last page."""
+        where, params = _where(scope, wanted, before)
+        with self.db.read() as tx:  # the limit is written in too: a plan for "any limit" walks every lead
+            raw = tx.fetchall(
+                f"SELECT {_ROW_COLUMNS} FROM leads l {where}"
+                f" ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT {int(limit) + 1}", params)
+            rows = _rows(tx, raw[:limit])
+        more = len(raw) > limit
+        return rows, ((rows[-1].received_ms, rows[-1].lead_id) if more and rows else None)
+
+    def export(self, scope: LeadScope, wanted: InboxFilter, *, batch: int = 1000) -> Iterator[InboxRow]:
+        """Every matching lead, newest first, read one keyset page (one short transaction) at a time."""
+        before: Keyset | None = None
+        while True:
+            rows, before = self.page(scope, wanted, before=before, limit=batch)
+            yield from rows
+            if before is None:
+                return
+
+    def lead(self, lead_id: str, scope: LeadScope) -> dict[str, Any] | None:
+        """The whole record (as ``aap leads show``), its handled mark and every delivery attempt;
+        None when there is no such lead or ``scope`` does not include it."""
+        lead = self.leads.get_lead(lead_id)
+        if lead is None or not scope.allows(lead["dealer_id"], lead["rooftop"]):
+            return None
+        with self.db.read() as tx:
+            mark = tx.fetchone("SELECT handled_ms, handled_by FROM leads WHERE lead_id = ?", (lead_id,))
+            attempts = tx.fetchall(
+                "SELECT delivery_id, attempt, started_ms, finished_ms, outcome, error, content_type, payload"
+                " FROM lead_delivery_attempts WHERE lead_id = ? ORDER BY finished_ms, attempt_id", (lead_id,))
+        lead["handled_ms"], lead["handled_by"] = mark if mark else (None, None)
+        lead["attempts"] = [
+            {"delivery_id": a[0], "attempt": a[1], "started_ms": a[2], "finished_ms": a[3], "outcome": a[4],
+             "error": a[5], "content_type": a[6], "payload": a[7]}
+            for a in attempts
+        ]
+        return lead
+
+    def mark_handled(self, lead_id: str, scope: LeadScope, by: str | None, now_ms: int) -> bool:
+        """Set (``by`` a person) or clear (``by`` None) the handled mark; False when out of scope or absent."""
+        where, params = _where(scope, InboxFilter(), None)
+        extra = (" AND " + where[len("WHERE "):]) if where else ""
+        with self.db.transaction() as tx:
+            return tx.execute(
+                "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE lead_id = ? AND lead_id IN"
+                f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
+                (None if by is None else now_ms, by, lead_id, lead_id, *params),
+            ).rowcount == 1
+
+    def backlog(self, now_ms: int) -> dict[str, Any]:
+        """Deliveries by state, and how long the oldest due one has waited (the delivery backlog)."""
+        with self.db.read() as tx:
+            counts = {row[0]: int(row[1]) for row in
+                      tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")}
+            oldest = tx.one("SELECT MIN(next_attempt_ms) FROM lead_deliveries WHERE status = 'pending'"
+                            " AND next_attempt_ms <= ?", (now_ms,))[0]
+        return {"counts": counts, "oldest_due_ms": None if oldest is None else now_ms - int(oldest)}

@@ -1,0 +1,108 @@
+"""HTML for the browser-facing surfaces: one Jinja2 environment, one stylesheet, one small script.
+
+The public page (:mod:`aap.site`) and the staff console (:mod:`aap.console`)
+render server-side with Jinja2 through Starlette, from templates shipped in
+their packages, on a shared layout (``web/templates/layout.html``) and the one
+stylesheet ``web/static/aap.css``; ``aap.js`` only adds copy buttons, so every
+page works without JavaScript. No build step, no CDN: a server with no
+internet serves every byte itself.
+
+Every page answer carries the same security headers: a Content-Security-Policy
+that allows only this origin's stylesheet and script (no inline script), no
+framing, no MIME sniffing, and a same-origin referrer.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any, Mapping
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from aap.web.documents import StaticDocument
+
+CURRENCY_SIGNS = {"USD": "$", "CAD": "CA$"}
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; img-src 'self' https: data:; style-src 'self'; "
+                                "script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def money(amount: Any, currency: str | None = None) -> str:
+    """``$35,500``, ``CA$42,000``; an amount in another currency is followed by its code."""
+    if amount is None or isinstance(amount, bool) or not isinstance(amount, (int, float)):
+        return ""
+    code = currency or "USD"
+    text = f"{amount:,.0f}" if float(amount).is_integer() else f"{amount:,.2f}"
+    sign = CURRENCY_SIGNS.get(code)
+    return f"{sign}{text}" if sign else f"{text} {code}"
+
+
+def mileage(value: Any, unit: str | None = None) -> str:
+    """``12,345 mi`` in the listing's own unit (AAP never converts a listed odometer)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return ""
+    return f"{value:,.0f} {unit or 'mi'}"
+
+
+def when(ms: Any) -> str:
+    """An epoch-milliseconds instant as ``2026-03-02 17:00:05 UTC``."""
+    if ms is None:
+        return ""
+    moment = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def templates(package: str) -> Jinja2Templates:
+    """The templates of ``package`` (its ``templates/`` folder) over the shared layout."""
+    environment = jinja2.Environment(
+        loader=jinja2.ChoiceLoader([jinja2.PackageLoader(package, "templates"),
+                                    jinja2.PackageLoader("aap.web", "templates")]),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(money=money, mileage=mileage, when=when, number=number)
+    return Jinja2Templates(env=environment)
+
+
+def render(engine: Jinja2Templates, request: Request, name: str, context: Mapping[str, Any], *,
+           status_code: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:
+    """A page, with the security headers (and ``headers``)."""
+    response = engine.TemplateResponse(request, name, dict(context), status_code=status_code)
+    response.headers.update(SECURITY_HEADERS)
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+def _asset(name: str, media_type: str) -> StaticDocument:
+    body = resources.files("aap.web").joinpath("static", name).read_bytes()
+    return StaticDocument(body, media_type, max_age=3600)
+
+
+def asset_routes(prefix: str) -> list[Route]:
+    """``{prefix}aap.css`` and ``{prefix}aap.js``: each surface serves them under its own path."""
+    documents = {"aap.css": _asset("aap.css", "text/css; charset=utf-8"),
+                 "aap.js": _asset("aap.js", "text/javascript; charset=utf-8")}
+
+    def endpoint_for(document: StaticDocument) -> Any:
+        async def endpoint(request: Request) -> Response:
+            return document.respond(request)
+        return endpoint
+
+    return [Route(prefix + name, endpoint_for(document), methods=["GET", "HEAD"])
+            for name, document in documents.items()]

@@ -1,0 +1,72 @@
+"""Helpers for the console tests: a dealer with leads at each rooftop, distinct customers."""
+
+from __future__ import annotations
+
+import copy
+import re
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Iterator
+
+import pytest
+from argon2 import PasswordHasher
+
+from aap import accounts
+
+from aap.agent import CallContext, DealerAgent
+from aap.config.web import WebSettings
+from lead_support import NOW, lead_request, listing
+
+PASSWORD = "correct horse battery staple"
+
+VINS = {
+    "Bay Motors San Francisco": "1HGCV1F30NA000101",
+    "Bay Motors Oakland": "1HGCV1F30NA000202",
+    "Bay Motors Vancouver": "1HGCV1F30NA000303",
+}
+
+#: (first, last, e-mail, phone, rooftop): one lead each, in this order (oldest first).
+CUSTOMERS = (
+    ("Adelheid", "Lovelacqua", "adelheid@analytical.example", "+14155550111", "Bay Motors San Francisco"),
+    ("Grazyna", "Hopperwick", "grazyna.hopperwick@navy.example", "+15105550122", "Bay Motors Oakland"),
+    ("Alaric", "Turingsby", "alaric@bletchley.example", "+16045550133", "Bay Motors Vancouver"),
+    ("Adelheid", "Yonathar", "yonathar@weizmann.example", "+14155550144", "Bay Motors Oakland"),
+    ("Edsgard", "Dijkstrom", "ewd@eindhoven.example", "+15105550155", "Bay Motors San Francisco"),
+)
+
+
+def listings() -> list[dict[str, Any]]:
+    return [listing(vin, rooftop=rooftop) for rooftop, vin in VINS.items()]
+
+
+def submit_customers(agent: DealerAgent, customers: tuple[tuple[str, ...], ...] = CUSTOMERS) -> list[str]:
+    """One lead per customer, a second apart, each about the vehicle at its rooftop; the lead ids."""
+    ids = []
+    for i, (first, last, email, phone, rooftop) in enumerate(customers):
+        body = lead_request(customer={"first_name": first, "last_name": last, "email": email, "phone": phone,
+                                      "preferred_contact": "email"},
+                            vehicle_of_interest={"vin": VINS[rooftop]})
+        ctx = CallContext(binding="test", now=NOW + timedelta(seconds=i))
+        ids.append(agent.handle(copy.deepcopy(body), ctx)["data"]["lead_id"])
+    return ids
+
+
+def fast_web(**changes: Any) -> WebSettings:
+    return replace(WebSettings(), **changes)
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF token of the first form on a page."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, "no CSRF token on the page"
+    return found.group(1)
+
+
+@contextmanager
+def cheap_hashing() -> Iterator[None]:
+    """argon2id with test-sized costs: the production defaults take ~0.3 s a hash on a busy
+    two-core machine, and these tests sign in dozens of times. One test keeps the defaults."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(accounts, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
+        yield

@@ -1,0 +1,289 @@
+"""The console's stored state on both backends: accounts, lockouts, sessions, the lead inbox,
+delivery attempts, check runs and the inventory summary (docs/console.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from aap.accounts import AccountError, Accounts, scope_of
+from aap.agent import DealerAgent
+from aap.config.leads import DeliverySettings
+from aap.store import open_stores
+from aap.store.lead_inbox import InboxFilter, LeadScope
+from aap.store.leads import Attempt, _backfill_customer_keys
+from console_support import CUSTOMERS, PASSWORD, cheap_hashing, fast_web, listings, submit_customers
+from lead_support import http_route, lead_settings
+
+
+#: Tests that hash with argon2-cffi's default costs (the others use cheap ones, console_support.py).
+DEFAULT_HASHING = {"test_accounts_are_added_once_with_a_valid_scope"}
+
+
+@pytest.fixture(autouse=True)
+def _cheap_hashing(request):
+    if request.node.originalname in DEFAULT_HASHING:
+        yield
+        return
+    with cheap_hashing():
+        yield
+
+
+class Clock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def dealer(database_url):
+    settings = lead_settings(routes=[http_route("http://127.0.0.1:9/adf")], database_url=database_url,
+                             delivery=DeliverySettings(max_attempts=1))
+    agent = DealerAgent(settings, open_stores(database_url))
+    agent.stores.inventory.import_listings(listings())
+    yield agent
+    agent.stores.close()
+
+
+def accounts_for(agent, clock=None, **web):
+    settings = dataclasses.replace(agent.settings, web=fast_web(**web))
+    return Accounts(agent.stores.console, settings, clock=clock or Clock())
+
+
+# -- accounts ---------------------------------------------------------------------------
+
+
+def test_accounts_are_added_once_with_a_valid_scope(dealer):
+    accounts = accounts_for(dealer)
+    admin = accounts.add("Boss@Dealer.Example ", PASSWORD, role="admin")
+    assert admin.email == "boss@dealer.example" and admin.role == "admin"
+    staff = accounts.add("oak@dealer.example", PASSWORD, rooftops=("Bay Motors Oakland",))
+    assert scope_of(staff) == LeadScope(None, ("Bay Motors Oakland",)) and scope_of(admin) == LeadScope()
+    refusals = {
+        "there is already an account": lambda: accounts.add("BOSS@dealer.example", PASSWORD),
+        "at least 12 characters": lambda: accounts.add("new@dealer.example", "short"),
+        "an admin sees every lead": lambda: accounts.add("a2@dealer.example", PASSWORD, role="admin",
+                                                         rooftops=("Bay Motors Oakland",)),
+        "no rooftop 'Nowhere'": lambda: accounts.add("x@dealer.example", PASSWORD, rooftops=("Nowhere",)),
+        "no seller 'acme'": lambda: accounts.add("y@dealer.example", PASSWORD, dealer_id="acme"),
+        "e-mail address": lambda: accounts.add("not-an-address", PASSWORD),
+    }
+    for message, attempt in refusals.items():
+        with pytest.raises(AccountError, match=message):
+            attempt()
+    stored = dealer.stores.console.password_hash(admin.user_id)
+    assert stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$") and PASSWORD not in stored  # RFC 9106 §4
+    assert [u.email for u in dealer.stores.console.users()] == ["boss@dealer.example", "oak@dealer.example"]
+    accounts.remove("oak@dealer.example")
+    with pytest.raises(AccountError, match="no account"):
+        accounts.remove("oak@dealer.example")
+
+
+def test_an_account_is_locked_after_repeated_failures_even_for_the_right_password(dealer):
+    clock = Clock()
+    accounts = accounts_for(dealer, clock, login_failures_per_account=3, login_failures_per_address=100,
+                            lockout_minutes=15)
+    accounts.add("sam@dealer.example", PASSWORD)
+    accounts.add("kim@dealer.example", PASSWORD)
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
+    outcomes = [accounts.sign_in("sam@dealer.example", "wrong password 1", "10.0.0.1") for _ in range(3)]
+    assert [o.user for o in outcomes] == [None, None, None]
+    assert outcomes[-1].locked_until_ms == int(clock.now * 1000) + 15 * 60_000
+    locked = accounts.sign_in("SAM@dealer.example", PASSWORD, "10.0.0.2")  # another address: the account is locked
+    assert locked.user is None and locked.locked_until_ms is not None
+    assert accounts.sign_in("kim@dealer.example", PASSWORD, "10.0.0.1").user is not None  # others are not
+    clock.now += 15 * 60 + 1
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
+
+
+def test_an_address_is_locked_after_failures_across_accounts_and_unknown_ones_count(dealer):
+    clock = Clock()
+    accounts = accounts_for(dealer, clock, login_failures_per_account=100, login_failures_per_address=4)
+    accounts.add("sam@dealer.example", PASSWORD)
+    for email in ("nobody@dealer.example", "sam@dealer.example", "ghost@dealer.example"):
+        unknown_or_wrong = accounts.sign_in(email, "not the password", "192.0.2.7")
+        assert unknown_or_wrong.user is None and unknown_or_wrong.locked_until_ms is None
+    assert accounts.sign_in("x@dealer.example", "not the password", "192.0.2.7").locked_until_ms is not None
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.7").user is None
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.8").user is not None
+
+
+def test_sessions_end_when_idle_and_at_their_maximum_age(dealer):
+    clock = Clock()
+    accounts = accounts_for(dealer, clock, session_idle_minutes=30, session_max_hours=1)
+    user = accounts.add("sam@dealer.example", PASSWORD)
+    token = accounts.start_session(user)
+    assert accounts.session(token).user.email == "sam@dealer.example"
+    assert accounts.session("forged-token") is None
+    for _ in range(3):  # used every 25 minutes: never idle, but 75 minutes old at the end
+        clock.now += 25 * 60
+        alive = accounts.session(token)
+        if clock.now - 1_800_000_000.0 > 3600:
+            assert alive is None
+        else:
+            assert alive is not None
+    idle = accounts.start_session(user)
+    clock.now += 31 * 60
+    assert accounts.session(idle) is None
+    kept = accounts.start_session(user)
+    accounts.set_password("sam@dealer.example", "a brand new password")  # a reset signs out everywhere
+    assert accounts.session(kept) is None
+
+
+# -- the lead inbox ---------------------------------------------------------------------
+
+
+def test_inbox_pages_by_keyset_newest_first_and_searches_names_emails_and_phones(dealer):
+    ids = submit_customers(dealer)
+    inbox = dealer.stores.lead_inbox
+    seen, before = [], None
+    while True:
+        rows, before = inbox.page(LeadScope(), InboxFilter(), before=before, limit=2)
+        seen += [r.lead_id for r in rows]
+        if before is None:
+            break
+    assert seen == list(reversed(ids))
+    assert [r.lead_id for r in inbox.export(LeadScope(), InboxFilter(), batch=2)] == seen
+
+    def found(query):
+        return {r.last_name for r in inbox.page(LeadScope(), InboxFilter(query=query))[0]}
+
+    assert found("adelheid") == {"Lovelacqua", "Yonathar"}            # first name
+    assert found("ADELHEID LOVE") == {"Lovelacqua"}                 # first and last
+    assert found("hopp") == {"Hopperwick"}                        # last name
+    assert found("grazyna.hopperwick@") == {"Hopperwick"}              # e-mail
+    assert found("555-0133") == {"Turingsby"}                   # the phone's last digits, as typed
+    assert found("(510) 555-0155") == {"Dijkstrom"}
+    assert found("zzz") == set()
+    row = inbox.page(LeadScope(), InboxFilter(query="ewd@"))[0][0]
+    assert (row.first_name, row.email, row.phone, row.rooftop) == ("Edsgard", "ewd@eindhoven.example",
+                                                                   "+15105550155", "Bay Motors San Francisco")
+    assert row.vehicle == "2024 Honda CR-V EX-L" and row.delivery_state == "pending"
+
+
+def test_scope_filters_and_the_handled_mark(dealer):
+    ids = submit_customers(dealer)
+    inbox = dealer.stores.lead_inbox
+    oakland = LeadScope(None, ("Bay Motors Oakland",))
+    assert {r.last_name for r in inbox.page(oakland, InboxFilter())[0]} == {"Hopperwick", "Yonathar"}
+    assert {r.last_name for r in inbox.page(LeadScope(), InboxFilter(rooftop="Bay Motors Vancouver"))[0]} == {"Turingsby"}
+    assert inbox.page(LeadScope("another-seller"), InboxFilter())[0] == []
+    assert len(inbox.page(LeadScope("bay-motors"), InboxFilter())[0]) == len(CUSTOMERS)
+    assert inbox.lead(ids[0], oakland) is None                  # San Francisco's lead is not Oakland's
+    assert inbox.lead(ids[1], oakland)["request"]["customer"]["last_name"] == "Hopperwick"
+
+    assert inbox.mark_handled(ids[0], oakland, "oak@dealer.example", 1000) is False
+    assert inbox.mark_handled(ids[1], oakland, "oak@dealer.example", 1000) is True
+    assert [r.lead_id for r in inbox.page(LeadScope(), InboxFilter(handled=True))[0]] == [ids[1]]
+    assert len(inbox.page(LeadScope(), InboxFilter(handled=False))[0]) == len(CUSTOMERS) - 1
+    assert inbox.lead(ids[1], LeadScope())["handled_by"] == "oak@dealer.example"
+    assert inbox.mark_handled(ids[1], LeadScope(), None, 2000) is True
+    assert inbox.page(LeadScope(), InboxFilter(handled=True))[0] == []
+    window = InboxFilter(received_from_ms=inbox.page(LeadScope(), InboxFilter())[0][1].received_ms)
+    assert len(inbox.page(LeadScope(), window)[0]) == 2
+
+
+def test_attempts_keep_what_was_sent_and_the_delivery_filter_finds_failed_leads(dealer):
+    ids = submit_customers(dealer)
+    leads, inbox = dealer.stores.leads, dealer.stores.lead_inbox
+    claimed = leads.claim_due(2**50, 60_000, 10)
+    assert len(claimed) == len(CUSTOMERS)
+    for delivery in claimed:
+        if delivery.lead_id == ids[2]:
+            assert leads.mark_dead(delivery, 2**50, "HTTP 500",
+                                   Attempt(2**50 - 5, "application/xml", "<adf>sent</adf>"))
+        else:
+            assert leads.mark_retry(delivery, 2**50, 2**51, "HTTP 503")
+    assert [r.lead_id for r in inbox.page(LeadScope(), InboxFilter(delivery="dead"))[0]] == [ids[2]]
+    assert len(inbox.page(LeadScope(), InboxFilter(delivery="pending"))[0]) == len(CUSTOMERS) - 1
+    assert inbox.page(LeadScope(), InboxFilter(delivery="none"))[0] == []
+    (attempt,) = inbox.lead(ids[2], LeadScope())["attempts"]
+    assert (attempt["outcome"], attempt["error"], attempt["payload"], attempt["attempt"]) == \
+        ("dead", "HTTP 500", "<adf>sent</adf>", 1)
+    assert inbox.backlog(2**50)["counts"] == {"dead": 1, "pending": len(CUSTOMERS) - 1}
+
+
+def test_the_migration_gives_older_leads_their_search_keys(dealer):
+    ids = submit_customers(dealer)
+    with dealer.stores.db.transaction() as tx:
+        tx.execute("UPDATE leads SET customer_name_k = NULL, customer_last_k = NULL, customer_email_k = NULL,"
+                   " customer_phone_r = NULL")
+    assert dealer.stores.lead_inbox.page(LeadScope(), InboxFilter(query="turingsby"))[0] == []
+    with dealer.stores.db.transaction() as tx:
+        _backfill_customer_keys(tx)
+    (row,) = dealer.stores.lead_inbox.page(LeadScope(), InboxFilter(query="turingsby"))[0]
+    assert row.lead_id == ids[2]
+
+
+# -- check runs, the audit log, the inventory summary -------------------------------------
+
+
+def test_one_check_runs_at_a_time_and_a_dead_workers_run_is_given_up(dealer):
+    store = dealer.stores.console
+    first = store.start_check("a@dealer.example", "https://dealer.example", 1_000, stale_before_ms=0)
+    assert first is not None
+    assert store.start_check("b@dealer.example", "https://dealer.example", 2_000, stale_before_ms=0) is None
+    later = store.start_check("b@dealer.example", "https://dealer.example", 9_000, stale_before_ms=5_000)
+    assert later is not None and later != first          # the first was started before the stale mark
+    store.finish_check(later, "done", {"ok": True, "results": []}, 10_000)
+    run = store.latest_check()
+    assert (run.run_id, run.state, run.report, run.started_by) == (later, "done", {"ok": True, "results": []},
+                                                                  "b@dealer.example")
+
+
+def test_audit_entries_page_newest_first_by_subject(dealer):
+    store = dealer.stores.console
+    for i in range(5):
+        store.audit("sam@dealer.example", "lead.view", f"lead_{i % 2}", {"n": i}, 1000 + i)
+    assert [e.detail["n"] for e in store.audit_entries()] == [4, 3, 2, 1, 0]
+    assert [e.detail["n"] for e in store.audit_entries(subject="lead_0")] == [4, 2, 0]
+    assert [e.detail["n"] for e in store.audit_entries(before_ms=1003, limit=2)] == [2, 1]
+
+
+def test_inventory_summary_counts_by_rooftop_per_version_and_finds_vins_and_stock_numbers(dealer):
+    summaries = dealer.stores.inventory_summaries
+    first = summaries.summary()
+    assert first.total() == 3 and {r.rooftop for r in first.rows} == set(dict(
+        (c[4], 1) for c in CUSTOMERS))
+    assert summaries.summary() is first                    # remembered for this inventory version
+    dealer.stores.inventory.import_listings(listings()[:2], replace=True)
+    second = summaries.summary()
+    assert second.version != first.version and second.total() == 2 and sum(second.removed.values()) == 1
+    assert [f.vin for f in summaries.lookup("1hgcv1f30na0002")] == ["1HGCV1F30NA000202"]
+    by_stock = summaries.lookup("H0030")
+    assert [(f.vin, f.available) for f in by_stock] == [("1HGCV1F30NA000303", False)]  # removed, still found
+    assert summaries.lookup("H0010", dealer_id="another-seller") == []
+
+
+def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
+    """Two apps on one database, as two `aap serve` workers: a sign-in on one is valid on the
+    other, and failures on both count towards one lockout."""
+    from starlette.testclient import TestClient
+
+    from aap.server.app import create_app
+    from console_support import csrf_of
+
+    settings = dataclasses.replace(dealer.settings, web=fast_web(login_failures_per_account=3))
+    Accounts(dealer.stores.console, settings).add("sam@dealer.example", PASSWORD)
+    one, two = (TestClient(create_app(settings, open_stores(settings.database_url), services=()),
+                           base_url="https://dealer.example") for _ in range(2))
+    page = one.get("/console/login")
+    one.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": "sam@dealer.example",
+                                     "password": PASSWORD})
+    two.cookies.set("aap_console", one.cookies["aap_console"], domain="dealer.example", path="/console/")
+    assert two.get("/console/leads").status_code == 200
+
+    def fail(client):
+        form = client.get("/console/login")
+        return client.post("/console/login", data={"csrf_token": csrf_of(form.text),
+                                                   "email": "sam@dealer.example", "password": "wrong guess"})
+
+    assert [fail(one).status_code, fail(two).status_code, fail(one).status_code] == [401, 401, 429]
+    form = two.get("/console/login")
+    assert two.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example",
+                                            "password": PASSWORD}).status_code == 429
+    for client in (one, two):
+        client.app.state.stores.close()
