@@ -175,3 +175,30 @@ def test_the_index_is_refreshed_for_what_changed(agent_factory, ctx):
     assert after.version == before.version + 1
     assert after.sellers["d1"] is before.sellers["d1"]           # untouched: shared, not rebuilt
     assert len(after.sellers["d2"]) == 1
+
+
+def test_a_build_in_chunks_equals_a_build_at_once(agent_factory, monkeypatch):
+    """A build reads a few row numbers at a time (its memory); the lists it ends with are the
+    same as those of one read of every row."""
+    from aap.store.inventory import postings as module
+
+    agent = agent_factory(settings=SETTINGS)
+    store = agent.stores.inventory
+    for seller in ("d1", "d2", "elsewhere"):
+        store.import_listings([{"vehicle_id": f"{seller}-{i}", "status": "available",
+                                "make": ("Honda", "Toyota", "Kia")[i % 3], "model": f"M{i % 4}",
+                                "vin": f"1HGCV1F3{i:09d}", "price": {"amount": 10_000 + 997 * i, "currency": "USD"},
+                                "features": ["sunroof"] if i % 2 else [],
+                                "updated_at": "2026-04-30T08:00:00Z"} for i in range(13)], dealer_id=seller)
+
+    def built(chunk: int) -> dict[str, Any]:
+        monkeypatch.setattr(module, "BUILD_CHUNK", chunk)
+        with store.db.read() as tx:
+            index = module.Postings.build(tx)
+        return {name: getattr(index, name) for name in ("version", "sellers", "columns", "features", "parts",
+                                                        "chars", "buckets")}
+
+    at_once = built(10**9)
+    assert len(at_once["sellers"]) == 3 and at_once["parts"]
+    assert built(4) == at_once
+    assert built(1) == at_once

@@ -74,8 +74,9 @@ CHECK_CANDIDATES = 20_000
 REFRESH_ROWS = 100_000
 #: A set of up to this many listings goes to SQL as its row numbers; a larger one by its condition.
 ROW_LIST = 2000
-#: Row numbers read at a time by a build.
-BUILD_CHUNK = 50_000
+#: Row numbers read at a time by a build: at 100k listings, 50,000 at a time peaked at +108 MiB
+#: of RSS and 5,000 at +17 MiB, with the same build time (docs/benchmarks.md).
+BUILD_CHUNK = 5_000
 #: Inventories up to this many row numbers are indexed at once, in the request.
 BUILD_NOW_ROWS = 50_000
 
@@ -99,13 +100,13 @@ class Postings:
     @classmethod
     def build(cls, tx: Tx) -> Postings:
         """The index of the inventory ``tx`` sees, read :data:`BUILD_CHUNK` row numbers at a
-        time (the rows read are the memory a build needs; the index itself is small)."""
-        built = cls(read_version(tx), {}, {c: {} for c in COLUMNS}, {}, {}, {}, {c: {} for c in BUCKETS})
+        time: the rows read are the memory a build needs (the index itself is small), and each
+        chunk's lists are added in place to the growing ones."""
         upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        growing = _Growing()
         for start in range(0, upper, BUILD_CHUNK):
-            built = built._merged(tx, BitMap(), _Builder.read(tx, "l.rid >= ? AND l.rid < ?",
-                                                               [start, start + BUILD_CHUNK]))
-        return built
+            growing.add(_Builder.read(tx, "l.rid >= ? AND l.rid < ?", [start, start + BUILD_CHUNK]))
+        return growing.frozen(read_version(tx))
 
     def refreshed(self, tx: Tx, sellers: Sequence[str]) -> Postings:
         """This index with ``sellers`` re-read from ``tx``'s snapshot."""
@@ -332,6 +333,35 @@ class _Builder:
                 if value is not None:
                     keyed[value // width].append(rid)
             self.buckets[column] = {k: FrozenBitMap(v) for k, v in keyed.items()}
+
+
+class _Growing:
+    """The posting lists of a build so far, as mutable bitmaps that each chunk is added to."""
+
+    def __init__(self) -> None:
+        self.sellers: defaultdict[str, BitMap] = defaultdict(BitMap)
+        self.columns: dict[str, defaultdict[Any, BitMap]] = {c: defaultdict(BitMap) for c in COLUMNS}
+        self.features: defaultdict[Any, BitMap] = defaultdict(BitMap)
+        self.parts: defaultdict[Any, BitMap] = defaultdict(BitMap)
+        self.chars: defaultdict[Any, BitMap] = defaultdict(BitMap)
+        self.buckets: dict[str, defaultdict[Any, BitMap]] = {c: defaultdict(BitMap) for c in BUCKETS}
+
+    def add(self, chunk: _Builder) -> None:
+        pairs = [(self.sellers, chunk.sellers), (self.features, chunk.features), (self.parts, chunk.parts),
+                 (self.chars, chunk.chars)]
+        pairs += [(self.columns[c], chunk.columns[c]) for c in COLUMNS]
+        pairs += [(self.buckets[c], chunk.buckets[c]) for c in BUCKETS]
+        for into, fresh in pairs:
+            for key, members in fresh.items():
+                into[key] |= members
+
+    def frozen(self, version: int) -> Postings:
+        def freeze(lists: dict[Any, BitMap]) -> Bitmaps:
+            return {key: FrozenBitMap(members) for key, members in lists.items()}
+
+        return Postings(version, freeze(self.sellers), {c: freeze(self.columns[c]) for c in COLUMNS},
+                        freeze(self.features), freeze(self.parts), freeze(self.chars),
+                        {c: freeze(self.buckets[c]) for c in BUCKETS})
 
 
 def _group(rids: Sequence[int], values: Sequence[Any]) -> dict[Any, list[int]]:
