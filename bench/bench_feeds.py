@@ -32,7 +32,7 @@ from aap.config.loader import load_settings
 from aap.feeds.job import ImportRequest, run_import
 from aap.inventory.feed import write_feed
 from aap.inventory.feeds import ReadOptions, read_feed_bytes
-from aap.inventory.feeds.vin import with_check_digit
+from aap.inventory.vin import with_check_digit
 from aap.store import open_stores
 
 MODELS = [("Honda", "CR-V", "EX-L", "SUV"), ("Toyota", "Camry", "SE", "Sedan"), ("Ford", "F-150", "XLT", "Truck"),
