@@ -188,6 +188,87 @@ def test_disabled_limiter_admits_everything_without_the_database(processes):
     assert counter.writes == 0
 
 
+def test_a_busy_callers_lease_is_topped_up_before_it_runs_out(processes):
+    """At the largest lease size and a quarter left, top_up adds a lease's worth in one write;
+    a caller with a small lease never runs low (it leases as it goes)."""
+    clock = Clock()
+    rl = limiter(processes[0], clock, per_minute=60_000_000, burst=1_000_000)
+    rl.check("one-off")
+    assert not rl.running_low("one-off")
+    for _ in range(1 + 4 + 16 + 1):  # leases of 1, 4 and 16 used up; the fourth is the largest
+        rl.check("busy")
+    lease = rl._leases["rate:busy"]
+    assert lease.size == rl.max_lease
+    while not rl.running_low("busy"):
+        assert rl.check_local("busy")
+    assert lease.tokens <= rl.max_lease // 4
+    counter = WriteCounter(processes[0].db)
+    before = lease.tokens
+    rl.top_up("busy")
+    assert counter.writes == 1
+    assert lease.tokens == before + rl.max_lease
+    assert not rl.running_low("busy")
+
+
+def test_a_top_up_takes_only_what_the_bucket_holds(processes):
+    """Tokens topped up come out of the shared bucket: the limit holds across processes."""
+    clock = Clock()
+    first = limiter(processes[0], clock, per_minute=1, burst=200)
+    second = limiter(processes[1], clock, per_minute=1, burst=200)
+    spent = 0
+    for _ in range(200):
+        if first.running_low("shared"):
+            first.top_up("shared")
+        try:
+            first.check("shared")
+            spent += 1
+        except AapError:
+            break
+    held = sum(lease.tokens for lease in first._leases.values())
+    assert spent + held + admitted(second, "shared", 400) == 200
+
+
+def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(processes):
+    """Over the binding's admit(): after the lease has grown, every next lease is a top-up
+    taken off the request path; no request calls the blocking check again."""
+    import asyncio
+
+    from aap.web.work import admit
+
+    clock = Clock()
+    rl = limiter(processes[0], clock, per_minute=60_000_000, burst=1_000_000)
+    calls = {"check": 0, "top_up": 0}
+    check, top_up = rl.check, rl.top_up
+
+    def counted_check(*args, **kwargs):
+        calls["check"] += 1
+        return check(*args, **kwargs)
+
+    def counted_top_up(*args, **kwargs):
+        calls["top_up"] += 1
+        return top_up(*args, **kwargs)
+
+    rl.check, rl.top_up = counted_check, counted_top_up
+
+    class Agent:  # what admit() reads of a DealerAgent
+        limiter = rl
+        stores = processes[0]
+
+    agent = Agent()
+    counter = WriteCounter(processes[0].db)
+
+    async def requests(n: int) -> None:
+        for _ in range(n):
+            clock.now += 0.0005
+            await admit(agent, "busy")
+            await asyncio.sleep(0)  # other requests run: a top-up started is under way
+
+    asyncio.run(requests(500))
+    assert calls["check"] == 4            # leases of 1, 4, 16 and 32 while it grows
+    assert calls["top_up"] >= (500 - 53) // rl.max_lease
+    assert counter.writes <= 500 // 20
+
+
 def test_over_a2a_a_busy_caller_costs_at_most_one_write_per_twenty_requests(tmp_path):
     """The default configuration's limiter, high enough never to refuse, over real HTTP."""
     import httpx

@@ -17,6 +17,10 @@ database write (on SQLite, every search a write transaction), so each process
   to the shared bucket (on the caller's next lease, or in a sweep of this
   process's expired leases), so a caller that moves to another worker finds its
   tokens again. Leased tokens are never spent twice: the limit is never exceeded.
+- A busy caller (its lease at the largest size) gets its next tokens before it
+  runs out: when a quarter of the lease is left, the binding tops it up in the
+  background (:meth:`RateLimiter.top_up`, one write, the same tokens a lease
+  would take), so that its requests in flight do not all wait for that write.
 - A refusal takes nothing and is answered exactly as before: ``RATE_LIMITED``
   with ``details.retry_after_ms``, the time until the shared bucket holds the
   tokens asked for, so a client that waits that long gets through. This process
@@ -43,6 +47,9 @@ MAX_LEASE = 32
 #: How long a process may keep leased tokens before they go back to the shared bucket.
 LEASE_SECONDS = 2.0
 GROWTH = 4
+#: A busy caller's lease (at the largest size) is topped up once no more than this share of it
+#: is left, off the request path (:meth:`RateLimiter.top_up`).
+LOW_WATER = 0.25
 
 
 def anonymous_caller_key(client_ip: str | None) -> str:
@@ -156,6 +163,44 @@ class RateLimiter:
         self._sweep(now)
         if not granted:
             raise self._refusal(wait)
+
+    def running_low(self, caller_key: str) -> bool:
+        """Whether ``caller_key``'s lease is at the largest size, live, and down to
+        :data:`LOW_WATER` of it (time for :meth:`top_up`). No I/O."""
+        if not self.enabled:
+            return False
+        now = self.clock()
+        with self._lock:
+            lease = self._leases.get(self._bucket_key(caller_key))
+            return (lease is not None and lease.size > 1 and lease.size >= self.max_lease
+                    and lease.expires > now and lease.refused_until <= now
+                    and lease.tokens <= lease.size * LOW_WATER)
+
+    def top_up(self, caller_key: str) -> None:
+        """Add a lease's worth of tokens to ``caller_key``'s live lease (blocking: one write).
+
+        The same tokens :meth:`check` would lease when the lease ran out, taken before
+        it does. A bucket short of them changes nothing: the next :meth:`check` finds
+        out and refuses as always.
+        """
+        if not self.enabled:
+            return
+        key = self._bucket_key(caller_key)
+        now = self.clock()
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is None or lease.expires <= now:
+                return
+            want = lease.size
+        granted, _wait = self.state.lease_tokens(
+            key, need=1, want=want, capacity=self.rule.burst, refill_per_second=self.rule.per_minute / 60.0,
+            now=now,
+        )
+        if granted:
+            with self._lock:
+                lease = self._leases.setdefault(key, _Lease(size=want))
+                lease.tokens += granted
+                lease.expires = now + LEASE_SECONDS
 
     def _sweep(self, now: float) -> None:
         """Return what is left of this process's expired leases; forget idle callers."""

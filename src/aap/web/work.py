@@ -26,6 +26,7 @@ its threads (each with its own database connection) and what it learned.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from aap.agent import DealerAgent
 
 T = TypeVar("T")
+
+log = logging.getLogger("aap.web")
 
 #: CPU seconds a run may take and still be run on the event loop next time.
 INLINE_BUDGET = 0.001
@@ -68,6 +71,7 @@ class Work:
         self._cost: dict[Hashable, float] = {}
         self._lock = threading.Lock()
         self._flights: dict[Hashable, asyncio.Future[None]] = {}  # on the event loop only
+        self._background: set[asyncio.Task[None]] = set()  # referenced until done
 
     def short(self, shape: Hashable | None) -> bool:
         """True when ``shape`` runs on the event loop."""
@@ -116,6 +120,29 @@ class Work:
             del self._flights[key]
             flight.set_result(None)
 
+    def in_background(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> None:
+        """``fn(*args)`` on the executor without waiting for it, unless a call with ``key`` is
+        already running. Its flight is registered at once, so a :meth:`single_flight` of the
+        same key started meanwhile waits for it; a failure is logged by type only."""
+        if key in self._flights:
+            return
+        loop = asyncio.get_running_loop()
+        flight: asyncio.Future[None] = loop.create_future()
+        self._flights[key] = flight
+
+        async def run() -> None:
+            try:
+                await self.blocking(fn, *args)
+            except Exception as exc:  # nobody awaits it: log, never raise into the loop
+                log.warning("background %s failed: %s", getattr(fn, "__name__", "call"), type(exc).__name__)
+            finally:
+                del self._flights[key]
+                flight.set_result(None)
+
+        task = loop.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     def _timed(self, shape: Hashable | None, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         started = time.thread_time()  # this thread's CPU: not inflated by waiting for the GIL
         try:
@@ -153,6 +180,7 @@ async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
     lease from the shared bucket on the executor. Requests of one caller that
     find the lease empty together wait for a single lease rather than each
     taking one (with 16 in flight, every lease would otherwise cost 16 hops).
+    A busy caller's lease is topped up in the background when it runs low.
     """
     limiter = agent.limiter
     work = work_for(agent)
@@ -160,6 +188,10 @@ async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
     while not limiter.check_local(caller_key, cost):
         if await work.single_flight(("lease", caller_key), limiter.check, caller_key, cost):
             return  # this request's own lease admitted it
+    if limiter.running_low(caller_key):
+        # A busy caller's next lease is taken before this one runs out, off the request path:
+        # otherwise its requests in flight would all wait for that write together (the p99).
+        work.in_background(("lease", caller_key), limiter.top_up, caller_key)
 
 
 async def admit_work(agent: DealerAgent, caller_key: str, skill: str, shape: Hashable | None, *,
