@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -49,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))   # the suite's generators and verdicts, the reference Poppy client
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 TARGET_MS = 20.0
@@ -89,12 +88,7 @@ class Server:
         return response, (server_cpu_ns(self.proc.pid) - before) / 1e6
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
 

@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -52,7 +51,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import build_database, cpu_seconds, free_port, peak_rss_kib  # noqa: E402
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
@@ -213,12 +212,7 @@ def start(name: str, argv: list[str], port: int, logdir: Path) -> Server:
 
 
 def stop(server: Server) -> None:
-    server.proc.send_signal(signal.SIGINT)
-    try:
-        server.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.proc.kill()
-        server.proc.wait()
+    stop_process(server.proc)
     server.log.close()
 
 

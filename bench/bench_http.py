@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import collections
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 
 def free_port() -> int:
@@ -212,12 +211,7 @@ def main() -> None:
         server_cpu = cpu_seconds(proc.pid) - cpu_before
         peaks = peak_rss_kib(proc.pid)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         workdir.cleanup()
 
     print(f"matching listings per query: {total}")

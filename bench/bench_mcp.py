@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import build_database, free_port  # noqa: E402
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 ACCEPT = "application/json, text/event-stream"
 
@@ -224,12 +223,7 @@ def main() -> None:
         for label, run in runs:
             report(label, *asyncio.run(run()))
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         workdir.cleanup()
 
 

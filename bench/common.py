@@ -7,6 +7,7 @@ measures the same things the same way.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from typing import Any, Callable
@@ -37,6 +38,16 @@ def forget_counts(stores: Any) -> None:
     posting index answers counts there, in this process, and never reads a remembered total)."""
     with stores.db.transaction() as tx:
         tx.execute("DELETE FROM inv_count")
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Stop a server as an operator would (SIGINT, its graceful shutdown), killing it after 30 s."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_healthy(base: str, proc: subprocess.Popen) -> None:

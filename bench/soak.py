@@ -58,6 +58,8 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from common import stop_process  # noqa: E402
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 ACCEPT = "application/json, text/event-stream"
 CRM_CYCLE = [("up", 40), ("down", 20), ("503", 10), ("hang", 10), ("up", 40)]  # seconds each, repeated
@@ -216,12 +218,7 @@ class Lives:
 
     def stop(self) -> None:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
 
     def sample_rss(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -72,6 +72,8 @@ async def _forever(scheduler: Any) -> None:
         try:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
+            # No signal handlers here (a platform without them, or not the main thread):
+            # Ctrl-C still ends the loop as KeyboardInterrupt, which aap's CLI reports.
             pass
     await scheduler.run_forever(stop)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations
+from aap.store.db import Database, Migrations, where_all
 
 _V1 = """
 CREATE TABLE console_users (
@@ -271,7 +271,7 @@ class ConsoleStore:
         if before_ms is not None:
             conditions.append("at_ms < ?")
             params.append(before_ms)
-        where = ("WHERE " + " AND ".join(conditions)) if conditions else ""
+        where = where_all(conditions)
         with self.db.read() as tx:
             rows = tx.fetchall(f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
                                f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}", params)

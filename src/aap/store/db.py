@@ -84,6 +84,11 @@ class Tx:
                 self.execute(statement)
 
 
+def where_all(conditions: Sequence[str]) -> str:
+    """``WHERE c1 AND c2 ...`` of a query's optional filters, or nothing when there are none."""
+    return ("WHERE " + " AND ".join(conditions)) if conditions else ""
+
+
 def sqlite_path(url: str) -> str:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite://:memory:``."""
     parsed = urlparse(url)

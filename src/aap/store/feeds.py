@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from aap.store.db import Database, Migrations
+from aap.store.db import Database, Migrations, where_all
 
 _V1 = """
 CREATE TABLE feed_runs (
@@ -193,7 +193,7 @@ class FeedStore:
         if before_ms is not None:
             conditions.append("started_ms < ?")
             params.append(before_ms)
-        where = "WHERE " + " AND ".join(conditions) if conditions else ""
+        where = where_all(conditions)
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
             rows = tx.fetchall(f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} "

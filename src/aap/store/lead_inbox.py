@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from aap.store.db import Database, Tx
+from aap.store.db import Database, Tx, where_all
 from aap.store.leads import LeadStore, delivery_states, loads
 
 DELIVERY_FILTERS = ("pending", "delivering", "delivered", "dead", "expired_consent", "none")
@@ -162,7 +162,7 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
     if before is not None:  # a range on received_ms first, so both backends walk its index from there
         conditions.append("l.received_ms <= ? AND (l.received_ms < ? OR l.lead_id < ?)")
         params.extend((before[0], before[0], before[1]))
-    return ("WHERE " + " AND ".join(conditions)) if conditions else "", params
+    return where_all(conditions), params
 
 
 _ROW_COLUMNS = ("l.lead_id, l.received_at, l.received_ms, l.dealer_id, l.rooftop, l.status, l.request_json,"

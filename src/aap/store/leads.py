@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 import orjson
 
-from aap.store.db import Database, Migrations, Tx
+from aap.store.db import Database, Migrations, Tx, where_all
 
 _V1 = """
 CREATE TABLE leads (
@@ -404,7 +404,7 @@ class LeadStore:
         if delivery_status:
             where.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = ?)")
             params.append(delivery_status)
-        clause = ("WHERE " + " AND ".join(where)) if where else ""
+        clause = where_all(where)
         with self.db.read() as tx:
             rows = tx.fetchall(
                 "SELECT l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
