@@ -187,7 +187,7 @@ def test_a_build_in_chunks_equals_a_build_at_once(agent_factory, monkeypatch):
     for seller in ("d1", "d2", "elsewhere"):
         store.import_listings([{"vehicle_id": f"{seller}-{i}", "status": "available",
                                 "make": ("Honda", "Toyota", "Kia")[i % 3], "model": f"M{i % 4}",
-                                "vin": f"1HGCV1F3{i:09d}", "price": {"amount": 10_000 + 997 * i, "currency": "USD"},
+                                "vin": f"1HGCV1F3{i:09d}", "price": 10_000 + 997 * i,
                                 "features": ["sunroof"] if i % 2 else [],
                                 "updated_at": "2026-04-30T08:00:00Z"} for i in range(13)], dealer_id=seller)
 
@@ -202,3 +202,36 @@ def test_a_build_in_chunks_equals_a_build_at_once(agent_factory, monkeypatch):
     assert len(at_once["sellers"]) == 3 and at_once["parts"]
     assert built(4) == at_once
     assert built(1) == at_once
+
+
+def test_price_ranges_are_exact_at_every_bucket_edge(agent_factory, ctx):
+    """Price filters come from $1,000 buckets: whole buckets inside the range, range-encoded
+    bitmaps for them, and the listings of a bucket a bound cuts through checked in SQL. Prices
+    and bounds on, next to and across bucket edges answer what counting in SQL answers."""
+    agent = agent_factory(settings=SETTINGS)
+    store = agent.stores.inventory
+    prices = [None, 0, 1, 999, 1000, 1001, 1999, 2000, 2001, 4999, 5000, 40_000, 40_001, 39_999, 41_000]
+    store.import_listings([{"vehicle_id": f"p{i}", "status": "available", "make": "Honda",
+                            **({"price": p} if p is not None else {}),
+                            "updated_at": "2026-04-30T08:00:00Z"} for i, p in enumerate(prices)], dealer_id="d1")
+    store.build_index()
+    sql = DealerAgent(SETTINGS, Stores(agent.stores.db))
+    sql.stores.inventory.postings.enabled = False
+    bounds = [None, 0, 1, 998, 999, 1000, 1001, 1999, 2000, 2500, 40_000, 40_001, 10**6]
+    asked = 0
+    for low in bounds:
+        for high in bounds:
+            if low is not None and high is not None and low > high:
+                continue
+            price = {k: v for k, v in (("price_min", low), ("price_max", high)) if v is not None}
+            request = {"type": "inventory.search.request", "filters": {"make": ["Honda"], **price},
+                       "pagination": {"limit": 50}}
+            with store.snapshot() as snapshot:
+                assert snapshot.postings() is not None, "the posting index is built"
+            assert _answer(agent, request) == _answer(sql, request), price
+            expected = sum(1 for p in prices if p is not None and (low is None or p >= low)
+                           and (high is None or p <= high)) if price else len(prices)
+            assert _answer(agent, request)[0] == expected, price
+            asked += 1
+    assert asked > 80
+    assert store.postings._kept[0]._ranges, "the range-encoded bitmaps were used"

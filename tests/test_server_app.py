@@ -9,6 +9,7 @@ import logging
 import math
 
 import httpx
+import orjson
 import pytest
 
 import aap
@@ -437,3 +438,66 @@ def test_metrics_label_escaping():
     assert values[("aap_requests_total", frozenset({**labels, "status": "200"}.items()))] == 1
     assert values[("aap_request_duration_seconds_bucket", frozenset({**labels, "le": "0.0025"}.items()))] == 0
     assert values[("aap_request_duration_seconds_bucket", frozenset({**labels, "le": "0.005"}.items()))] == 1
+
+
+def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp_path, monkeypatch, caplog):
+    """A surface's hot path (aap.web.direct) gets its method straight, still logged, still under the
+    body limit and the unexpected-error handler; its other methods go to the router as before."""
+    from starlette.routing import Route
+
+    from aap.web.parts import BindingParts
+
+    seen: list[str] = []
+
+    async def direct(scope, receive, send):
+        seen.append(scope["method"])
+        if scope["path"].endswith("/crash"):
+            raise RuntimeError("database said: " + SECRET)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"direct"})
+
+    async def routed(request):
+        raise AssertionError("the router must not see a direct path's method")
+
+    def build(agent):
+        return BindingParts(routes=[Route("/poppy/v1/hot", routed, methods=["POST"])],
+                            direct={("/poppy/v1/hot", "POST"): direct, ("/poppy/v1/crash", None): direct})
+
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    caplog.set_level(logging.INFO, logger="aap")
+    with Deployment(tmp_path, inventory=0) as dep:
+        hot = httpx.post(dep.base_url + "/poppy/v1/hot", content=b"{}")
+        wrong_method = httpx.get(dep.base_url + "/poppy/v1/hot")
+        too_large = httpx.post(dep.base_url + "/poppy/v1/hot", content=b"x" * (dep.settings.max_body_bytes + 1))
+        crash = httpx.put(dep.base_url + "/poppy/v1/crash", content=b"{}")
+    assert (hot.status_code, hot.text) == (200, "direct")
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["status"] == 405
+    assert too_large.status_code == 413 and too_large.json()["code"] == "SCHEMA_VALIDATION_FAILED"
+    assert crash.status_code == 500 and validate(crash.json(), "error") == []
+    assert seen == ["POST", "PUT"]
+    logged = [r.fields for r in caplog.records if r.getMessage() == "request"]
+    assert [(f["path"], f["status"]) for f in logged] == [
+        ("/poppy/v1/hot", 200), ("/poppy/v1/hot", 405), ("/poppy/v1/hot", 413), ("/poppy/v1/crash", 500)]
+    assert "zq-secret" not in crash.text
+
+
+def test_listing_documents_pass_through_a2a_mcp_and_poppy_as_stored(deployment, http):
+    """The bindings that write answers with orjson pass each listing through encoded
+    (CallContext.raw_documents): the page is the same, byte for byte, as the decoded one."""
+    from aap.agent import CallContext
+    from aap.bindings.mcp.calls import success_result
+
+    request = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"},
+               "pagination": {"limit": 10}}
+    agent = deployment.app.state.agent
+    skill = agent.skill_for(request)
+    now = CallContext(binding="test").now
+    decoded = agent.run(skill, request, CallContext(binding="test", now=now))
+    encoded = agent.run(skill, request, CallContext(binding="test", now=now, raw_documents=True))
+    assert any(not isinstance(v, dict) for v in encoded["data"]["vehicles"]), "documents stay encoded"
+    assert len(decoded["data"]["vehicles"]) == 10
+    assert orjson.dumps(encoded) == orjson.dumps(decoded)
+    assert orjson.dumps(success_result(encoded, encoded=True)) == orjson.dumps(success_result(decoded))
+    answer = http.post("/a2a", json=send_message(request)).json()
+    assert_valid_response(answer)
+    assert answer["result"]["message"]["parts"][0]["data"]["data"]["vehicles"] == decoded["data"]["vehicles"]

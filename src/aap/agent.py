@@ -34,6 +34,9 @@ class CallContext:
     caller_id: str | None = None
     client_id: str | None = None
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    #: The binding writes the answer with ``orjson.dumps`` as it is: stored listing documents
+    #: may stay encoded in it (``orjson.Fragment``) instead of being decoded and encoded again.
+    raw_documents: bool = False
 
 
 _NAME, _NAMES = 40, 40  # a shape keeps at most this many names of at most this length

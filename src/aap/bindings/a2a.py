@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 from starlette.datastructures import Headers
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from aap import EXTENSION_URI
 from aap.agent import CallContext, DealerAgent
@@ -36,10 +36,10 @@ from aap.bindings.jsonrpc import RpcError
 from aap.errors import AapError
 from aap.paths import A2A_PATH
 from aap.protocols import A2A_PROTOCOL_VERSION
-from aap.ratelimit import retry_after_seconds
+from aap.ratelimit import anonymous_caller_key, retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
-from aap.web.callers import anonymous_caller
+from aap.web.body import read_body
 from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
 from aap.web.work import admit, admit_work, work_for
@@ -124,19 +124,23 @@ class A2ABinding:
         self.work = work_for(agent)
 
     # -- HTTP --------------------------------------------------------------
-    async def endpoint(self, request: Request) -> Response:
-        body = await request.body()
-        caller = anonymous_caller(request)
-        outcome = await self.process(body, request.headers, caller)
-        annotate(
-            request.scope,
-            binding="a2a",
-            skill=outcome.skill,
-            aap_code=outcome.aap_code,
-            rpc_code=outcome.rpc_code,
-            error_id=outcome.error_id,
-        )
-        return Response(outcome.content, status_code=200, media_type="application/json", headers=outcome.headers)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /a2a``, as a plain ASGI callable: the router's route and, ahead of the router,
+        the direct path (:mod:`aap.web.direct`) both call it, with no Request or Response object."""
+        try:
+            body = await read_body(receive, self.settings.max_body_bytes)  # the body limit read it already
+        except ClientDisconnect:
+            return  # nobody is listening for an answer
+        client = scope.get("client")
+        caller = anonymous_caller_key(client[0] if client else None)
+        outcome = await self.process(body, Headers(scope=scope), caller)
+        annotate(scope, binding="a2a", skill=outcome.skill, aap_code=outcome.aap_code,
+                 rpc_code=outcome.rpc_code, error_id=outcome.error_id)
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in outcome.headers.items()]
+        headers += [(b"content-length", str(len(outcome.content)).encode("latin-1")),
+                    (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": outcome.content})
 
     # -- the JSON-RPC call ---------------------------------------------------
     async def process(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
@@ -176,7 +180,7 @@ class A2ABinding:
             shape = self.agent.work_shape(skill, call.data)
             await admit_work(self.agent, caller_key, skill.id, shape)  # what the work costs beyond the first token
             response = await self.work.run(shape, self.agent.run, skill, call.data,
-                                           CallContext(binding="a2a", caller_id=None))
+                                           CallContext(binding="a2a", caller_id=None, raw_documents=True))
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),
@@ -466,7 +470,8 @@ def build(agent: DealerAgent) -> BindingParts:
     """The A2A binding's contribution to the app: ``POST /a2a``, answering errors in JSON-RPC."""
     binding = A2ABinding(agent)
     return BindingParts(
-        routes=[Route(A2A_PATH, binding.endpoint, methods=["POST"], name="a2a")],
+        routes=[Route(A2A_PATH, binding, methods=["POST"], name="a2a")],
         error_shapes={A2A_PATH: rpc.error_shape},
+        direct={(A2A_PATH, "POST"): binding},
     )
 

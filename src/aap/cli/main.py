@@ -1,34 +1,56 @@
 """The ``aap`` command: a click group; each subcommand lives in its own module.
 
-Adding a command is one ``main.add_command(...)`` line below; modules import
-their heavy dependencies (the web server, the stores) only when they run.
+Adding a command is one line of :data:`COMMANDS`. A subcommand's module is
+imported only when that command runs (or when ``aap --help`` lists them all):
+``aap serve`` then never loads what the others need (progress bars, the buyer
+client), which kept 2.3 MiB in every server process (docs/benchmarks.md, "Memory").
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import click
 
 from aap import AAP_VERSION, __version__
-from aap.cli import check, db, demo_inventory, explore, feed_import, feeds, init, leads, serve, users
-from aap.cli import config as config_cli
+
+#: Command name -> "module:attribute" of its click command, in ``--help`` order.
+COMMANDS: dict[str, str] = {
+    "serve": "aap.cli.serve:command",
+    "import": "aap.cli.feed_import:command",
+    "init": "aap.cli.init:command",
+    "demo-inventory": "aap.cli.demo_inventory:command",
+    "check": "aap.cli.check:check_command",
+    "search": "aap.cli.explore:search_command",
+    "vehicle": "aap.cli.explore:vehicle_command",
+    "dealer": "aap.cli.explore:dealer_command",
+    "leads": "aap.cli.leads:leads",
+    "deliver": "aap.cli.leads:deliver",
+    "db": "aap.cli.db:command",
+    "config": "aap.cli.config:command",
+    "feeds": "aap.cli.feeds:feeds",
+    "users": "aap.cli.users:users",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported from :data:`COMMANDS` when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command = getattr(import_module(module), attribute)
+        if not isinstance(command, click.Command) or command.name != cmd_name:
+            raise RuntimeError(f"{target} is not the click command {cmd_name!r}")
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="aap", message=f"%(prog)s %(version)s (AAP {AAP_VERSION})")
 def main() -> None:
     """Publish an Auto Agent Protocol (AAP) 3.1 dealer agent from an inventory feed."""
-
-
-main.add_command(serve.command)
-main.add_command(feed_import.command)
-main.add_command(init.command)
-main.add_command(demo_inventory.command)
-main.add_command(check.check_command)
-for _command in explore.COMMANDS:
-    main.add_command(_command)
-main.add_command(leads.leads)
-main.add_command(leads.deliver)
-main.add_command(db.command)
-main.add_command(config_cli.command)
-main.add_command(feeds.feeds)
-main.add_command(users.users)

@@ -95,7 +95,8 @@ class SkillEndpoint:
         work = work_for(agent)
         shape = agent.work_shape(self.skill, payload)
         await work.blocking(self._admit, caller, work.tokens(self.skill.id, shape))  # writes: off the event loop
-        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id)
+        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id,
+                              raw_documents=True)
         result = await work.run(shape, agent.run, self.skill, payload, context)
         return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
 

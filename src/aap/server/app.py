@@ -9,7 +9,8 @@ surface; tests pass their own lists.
 
 Middleware, outermost first: the access log (one line and one metrics
 observation per request), the body limit (413 in the shape of the path's
-surface). Exception handlers answer 404/405 as plain JSON and an uncaught
+surface), then the surfaces' hot paths answered ahead of the router
+(:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
 exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
 
 ``app.state`` carries ``agent``, ``settings``, ``stores`` and ``metrics``.
@@ -25,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 import aap.console
 import aap.discovery
@@ -41,6 +43,7 @@ from aap.server.operations import healthz_endpoint, metrics_endpoint
 from aap.store import Stores
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import BodyLimitMiddleware
+from aap.web.direct import DirectPaths
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts, Lifespan
@@ -111,11 +114,13 @@ def create_app(
     ]
     lifespans: list[Lifespan] = []
     shapes: dict[str, ErrorShape] = {}
+    direct: dict[tuple[str, str | None], ASGIApp] = {}
     for build in SURFACES if surfaces is None else surfaces:
         parts = build(agent)
         routes.extend(parts.routes)
         lifespans.extend(parts.lifespans)
         shapes.update(parts.error_shapes)
+        direct.update(parts.direct)
     lifespans.extend(SERVICES if services is None else services)
     error_shapes = ErrorShapes(shapes)
 
@@ -124,6 +129,7 @@ def create_app(
         middleware=[
             Middleware(AccessLogMiddleware, metrics=metrics),
             Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
+            Middleware(DirectPaths, paths=direct),
         ],
         exception_handlers={HTTPException: http_exception_handler, Exception: server_error_handler(error_shapes)},
         lifespan=_lifespan(lifespans),

@@ -38,6 +38,7 @@ from starlette.applications import Starlette
 from uvicorn.supervisors import Multiprocess
 
 from aap.config.environment import environment_problems
+from aap.memory import limit_malloc_arenas
 from aap.config.loader import ConfigError, load_settings
 from aap.config.model import Settings
 from aap.server.app import check_public_url, create_app
@@ -105,6 +106,7 @@ def settled(app: Starlette) -> Starlette:
     """
     gc.collect()
     gc.freeze()
+    limit_malloc_arenas()  # before the app's threads start (aap.memory)
     return app
 
 

@@ -92,13 +92,17 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     if len(hits) > query.limit:
         next_cursor = codec.encode(query.digest, page[-1].position, ctx.now, version)
 
-    near = query.criteria.places is not None
-    vehicles = []
-    for hit in page:
-        listing = hit.listing
-        if near:
+    vehicles: list[Any]
+    if query.criteria.places is not None:
+        vehicles = []
+        for hit in page:
+            listing = hit.listing
             listing["distance_mi"] = hit.distance_mi
-        vehicles.append(listing)
+            vehicles.append(listing)
+    elif ctx.raw_documents:
+        vehicles = [hit.encoded for hit in page]  # as stored: never decoded on this path
+    else:
+        vehicles = [hit.listing for hit in page]
 
     criteria = query.criteria
     data: dict[str, Any] = {

@@ -181,6 +181,16 @@ class Database:
         """Housekeeping after a large write. SQLite: nothing — its query plans are
         chosen without statistics (and the stores' SQL is written for that)."""
 
+    def close_thread_connection(self) -> None:
+        """Close this thread's connection now, with its page cache, rather than when the thread
+        ends (a thread that read a lot and is about to hand its memory back: the index build)."""
+        holder = getattr(self._local, "holder", None)
+        if holder is not None:
+            with holder.lock:
+                if holder.conn is not None:
+                    holder.conn.close()
+                    holder.conn = None
+
     def close(self) -> None:
         """Close every thread's connection (waiting for its transaction in flight).
 

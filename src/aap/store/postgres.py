@@ -91,5 +91,8 @@ class PostgresDatabase(Database):
             for table in tables:
                 conn.execute(f"VACUUM (ANALYZE) {table}")
 
+    def close_thread_connection(self) -> None:
+        """Nothing to close: connections belong to the pool, not to threads."""
+
     def close(self) -> None:
         self.pool.close()

@@ -1,4 +1,4 @@
-"""What a surface contributes to the ASGI app: routes, lifespan hooks and its error shapes.
+"""What a surface contributes to the ASGI app: routes, lifespan hooks, its error shapes and its hot paths.
 
 Each surface module (``aap.bindings.a2a``, ``aap.bindings.mcp``,
 ``aap.discovery``, ``aap.poppy``) exposes ``build(agent) -> BindingParts``;
@@ -14,6 +14,7 @@ from typing import Callable
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp
 
 from aap.web.errors import ErrorShape
 
@@ -32,3 +33,6 @@ class BindingParts:
     routes: list[BaseRoute] = field(default_factory=list)
     lifespans: list[Lifespan] = field(default_factory=list)
     error_shapes: dict[str, ErrorShape] = field(default_factory=dict)
+    #: (path, method or None for every method) -> the ASGI callable answering it ahead of the
+    #: routes (:mod:`aap.web.direct`); the path keeps a route for the other methods.
+    direct: dict[tuple[str, str | None], ASGIApp] = field(default_factory=dict)

@@ -44,8 +44,10 @@ log = logging.getLogger("aap.web")
 #: CPU seconds a run may take and still be run on the event loop next time.
 INLINE_BUDGET = 0.001
 #: Threads of a worker's executor on SQLite, where only long work and writes go there:
-#: enough to overlap them, few enough that requests do not fight over the GIL.
-THREADS = 8
+#: enough to overlap them, few enough that requests do not fight over the GIL. Each holds a
+#: connection and its page cache: 8 threads held 4 MiB more than 2 under the 100k benchmark
+#: (docs/benchmarks.md, "Memory").
+THREADS = 4
 #: On a database across the network every query goes there and mostly waits for the
 #: server: as many threads as the connection pool has connections (store/postgres.py).
 NETWORK_THREADS = 10

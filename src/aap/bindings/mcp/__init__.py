@@ -53,4 +53,5 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
         routes=[Route(MCP_PATH, endpoint=endpoint)],
         lifespans=[sdk.lifespan],
         error_shapes={MCP_PATH: jsonrpc.error_shape},
+        direct={(MCP_PATH, None): endpoint},  # every method: the endpoint answers each itself
     )

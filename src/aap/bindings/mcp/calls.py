@@ -39,24 +39,27 @@ def server_identity(agent: DealerAgent) -> dict[str, Any]:
             "websiteUrl": agent.settings.public_url}
 
 
-def _result(value: dict[str, Any], is_error: bool) -> dict[str, Any]:
+def _result(value: dict[str, Any], is_error: bool, *, encoded: bool = False) -> dict[str, Any]:
     """A ``CallToolResult`` in wire form: the object as structured content and as JSON text.
 
     The text block is the MCP SHOULD for clients that read only text. Built as a
     plain dict: the SDK validates and shapes every result per revision anyway, so
-    a pydantic model here would only be built and dumped once more.
+    a pydantic model here would only be built and dumped once more. ``encoded``:
+    the result goes straight to ``orjson.dumps`` (the fast path), so the structured
+    content is the text's own bytes (``orjson.Fragment``) rather than a second encoding.
     """
-    text = orjson.dumps(value).decode()
+    json_text = orjson.dumps(value)
+    text = json_text.decode()
     return {
         "content": [{"type": "text", "text": text}],
-        "structuredContent": value,
+        "structuredContent": orjson.Fragment(json_text) if encoded else value,
         "isError": is_error,
         "resultType": "complete",  # required at 2026-07-28; the SDK drops it for older revisions
     }
 
 
-def success_result(response: dict[str, Any]) -> dict[str, Any]:
-    return _result(response, False)
+def success_result(response: dict[str, Any], *, encoded: bool = False) -> dict[str, Any]:
+    return _result(response, False, encoded=encoded)
 
 
 def error_result(error: AapError) -> dict[str, Any]:
@@ -114,8 +117,13 @@ class ToolRunner:
         return await work.run(shape, self.agent.run, skill, payload, context)
 
     async def call(self, name: str, arguments: dict[str, Any] | None,
-                   request: HTTPConnection | None) -> dict[str, Any]:
-        """The ``CallToolResult`` (wire form) of one call of tool ``name`` (one of :attr:`tools`)."""
+                   request: HTTPConnection | None, *, encoded: bool = False) -> dict[str, Any]:
+        """The ``CallToolResult`` (wire form) of one call of tool ``name`` (one of :attr:`tools`).
+
+        ``encoded``: the caller writes the result with ``orjson.dumps`` as it is (the fast
+        path, :mod:`.fastpath`), so parts of it may stay encoded (``orjson.Fragment``);
+        the SDK's path reads the result as plain JSON values.
+        """
         skill = self.tools[name]
         scope = request.scope if request is not None else {}
         caller = caller_of(request)
@@ -123,10 +131,11 @@ class ToolRunner:
             binding="mcp",
             caller_id=caller.caller_id if caller else None,
             client_id=caller.client_id if caller else None,
+            raw_documents=encoded,
         )
         try:
             response = await self.run(name, skill, arguments, context, caller_key(caller, request))
-            result = success_result(response)
+            result = success_result(response, encoded=encoded)
         except AapError as exc:
             annotate(scope, skill=skill.id, aap_code=exc.code, error_id=exc.error_id)
             retry_after = retry_after_seconds(exc)

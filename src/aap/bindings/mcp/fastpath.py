@@ -78,7 +78,7 @@ class FastToolCalls:
         call = plain_tool_call(scope["headers"], message, self.tool_names)
         if call is None:
             return None
-        result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope))
+        result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope), encoded=True)
         retry_after = scope.get("state", {}).get(RETRY_AFTER_KEY)  # RATE_LIMITED, as the SDK path says it
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
         return Response(call.response_body(result, self.server_info), media_type="application/json", headers=headers)

@@ -16,8 +16,11 @@ the dictionary; instead each character of them has a bitmap. A one-character
 token is exact from those; for a longer one, the listings holding all of its
 characters are candidates, checked against their keyword text in SQL (few,
 unless the token looks like part of a VIN: then the index declines and the
-count runs in SQL). Filters on high-cardinality columns (price, mileage, VIN,
-stock) are not indexed either; a query using one is counted in SQL.
+count runs in SQL). Price ranges are answered from value buckets (each
+$1,000 of price has a bitmap): whole buckets inside the range match, and only
+the listings of the buckets a bound cuts through are checked in SQL. Filters on
+the other high-cardinality columns (mileage, VIN, stock) are not indexed; a query
+using one is counted in SQL.
 
 The index lives in each process, is built from the database (in the
 background once the inventory is large) and is brought up to a newer inventory
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from pyroaring import BitMap, FrozenBitMap
 
 from aap.inventory.query import Criteria
+from aap.memory import return_free_memory
 from aap.store.db import Database, Tx
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
 from aap.store.inventory.sql import Clause, rows_in, seller_clause
@@ -58,6 +62,9 @@ COLUMNS: tuple[str, ...] = (
 #: High-cardinality columns whose facet ranges are wanted: bitmaps per bucket of values, so that
 #: a bound is looked for among the matching listings of one bucket only.
 BUCKETS: dict[str, int] = {"price": 1000, "odometer_mm": 1000 * 1_609_344}  # $1,000; 1,000 mi
+#: The lists kept per bucket: ``column`` (every value of the bucket) and ``column=`` (only the value
+#: the bucket starts at: a round bound such as ``price_max: 40000`` then needs no SQL check).
+BUCKET_LISTS: tuple[str, ...] = (*BUCKETS, *(f"{c}=" for c in BUCKETS))
 _SELECT = ("l.rid, COALESCE(l.dealer_id, ''), " + ", ".join(f"l.{c}" for c in COLUMNS) + ", "
            + ", ".join(f"l.{m}" for m in FEATURE_MASKS) + ", l.vin, l.stock, t.query, "
            + ", ".join(f"l.{c}" for c in BUCKETS))
@@ -66,7 +73,10 @@ _MASKS_AT = 2 + len(COLUMNS)
 _EXACT = {"condition": "condition", "vehicle_type": "vehicle_type", "status": "status", "rooftops": "rooftop"}
 _RANGES = {"year": ("year_min", "year_max"), "displacement_cc": ("displacement_cc_min", "displacement_cc_max"),
            "electric_range_mi": ("electric_range_mi_min", "electric_range_mi_max")}
-_UNINDEXED = frozenset({"price_min", "price_max", "mileage_max", "vin", "stock"})
+#: Range filters on a :data:`BUCKETS` column: whole buckets from the index, the listings of a
+#: bucket the bound cuts through checked in SQL (by row number).
+_BUCKETED = {"price": ("price_min", "price_max")}
+_UNINDEXED = frozenset({"mileage_max", "vin", "stock"})
 #: Candidates of a long keyword token checked in SQL at most; beyond, the count runs in SQL.
 CHECK_CANDIDATES = 20_000
 #: Rows of changed sellers read to refresh an index in a request at most; beyond, it is
@@ -75,8 +85,12 @@ REFRESH_ROWS = 100_000
 #: A set of up to this many listings goes to SQL as its row numbers; a larger one by its condition.
 ROW_LIST = 2000
 #: Row numbers read at a time by a build: at 100k listings, 50,000 at a time peaked at +108 MiB
-#: of RSS and 5,000 at +17 MiB, with the same build time (docs/benchmarks.md).
-BUILD_CHUNK = 5_000
+#: of RSS, 5,000 at +17.8 MiB and 1,000 at +11.9 MiB, with the same build time (about 1 s;
+#: docs/benchmarks.md).
+BUILD_CHUNK = 1_000
+#: Range-encoded bitmaps (:meth:`Postings._below`) one index keeps at most: each is at most
+#: one bit per listing (12.5 KB per 100k listings).
+BELOW_KEPT = 64
 #: Inventories up to this many row numbers are indexed at once, in the request.
 BUILD_NOW_ROWS = 50_000
 
@@ -89,12 +103,14 @@ class Postings:
     def __init__(self, version: int, sellers: dict[str, FrozenBitMap], columns: dict[str, Bitmaps],
                  features: Bitmaps, parts: Bitmaps, chars: Bitmaps, buckets: dict[str, Bitmaps]) -> None:
         self.version = version
-        self.buckets = buckets        # BUCKETS column -> value // width -> listings
+        self.buckets = buckets        # BUCKET_LISTS name -> value // width -> listings
         self.sellers = sellers        # dealer key -> its listings
         self.columns = columns        # column -> value -> listings
         self.features = features      # present feature code -> listings
         self.parts = parts            # keyword part (casefolded) -> listings
         self.chars = chars            # character of a casefolded VIN or stock number -> listings
+        self._ranges: dict[tuple[str, int | None], FrozenBitMap] = {}  # see _below
+        self._ranges_lock = threading.Lock()
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -127,7 +143,7 @@ class Postings:
             {column: _merge(self.columns[column], fresh.columns[column], gone) for column in COLUMNS},
             _merge(self.features, fresh.features, gone), _merge(self.parts, fresh.parts, gone),
             _merge(self.chars, fresh.chars, gone),
-            {column: _merge(self.buckets[column], fresh.buckets[column], gone) for column in BUCKETS},
+            {column: _merge(self.buckets[column], fresh.buckets[column], gone) for column in BUCKET_LISTS},
         )
 
     # -- matching -----------------------------------------------------------------
@@ -179,6 +195,12 @@ class Postings:
             if not matched:
                 break
             matched &= other
+        for bucketed, (low_name, high_name) in _BUCKETED.items():
+            if matched and (low_name in filters or high_name in filters):
+                within = self._within(tx, bucketed, matched, filters.get(low_name), filters.get(high_name))
+                if within is None:
+                    return None
+                matched = within
         for token in sorted((t.casefold() for t in criteria.tokens), key=len, reverse=True):
             if not matched:
                 break
@@ -187,6 +209,62 @@ class Postings:
                 return None
             matched = narrowed
         return FrozenBitMap(matched)
+
+    def _within(self, tx: Tx, column: str, among: BitMap, low: int | None, high: int | None) -> BitMap | None:
+        """The listings of ``among`` whose ``column`` lies in ``[low, high]`` (None: unbounded;
+        a listing without the value never matches), or None when too many need checking.
+
+        A bucket holds the integer values ``[key * width, (key + 1) * width)`` (the columns
+        are BIGINT). The buckets wholly inside the range match whole: the listings below
+        the first bucket past the range minus those below the first bucket in it
+        (:meth:`_below`). Of the bucket a round high bound starts (``price_max: 40000``),
+        the listings at exactly that value match. The listings of the (at most two) other
+        buckets a bound cuts through are checked in SQL by row number.
+        """
+        width = BUCKETS[column]
+        first = None if low is None else -(-low // width)           # first bucket starting at or after low
+        past = None if high is None else (high + 1) // width        # first bucket not wholly at or below high
+        found = among & self._below(column, past)
+        if first is not None:
+            found -= self._below(column, first)
+        cut = set()  # the buckets a bound falls inside of (one, when both fall in the same)
+        if low is not None and low % width:
+            cut.add(low // width)
+        if high is not None and (high + 1) % width:
+            if high % width == 0 and not cut:
+                # A round high bound: of its bucket, only the value it starts at is in range.
+                found |= among & self.buckets[f"{column}="].get(high // width, EMPTY)
+            else:
+                cut.add(high // width)
+        buckets = self.buckets[column]
+        candidates = among & _union(buckets.get(key, EMPTY) for key in cut) if cut else BitMap()
+        if not candidates:
+            return found
+        if len(candidates) > CHECK_CANDIDATES:
+            return None
+        rows, params = rows_in(tx.db.dialect, candidates)
+        bounds = [f"l.{column} {op} ?" for op, bound in ((">=", low), ("<=", high)) if bound is not None]
+        checked = tx.fetchall(f"SELECT l.rid FROM inv_listing l WHERE {rows} AND {' AND '.join(bounds)}",
+                              params + [bound for bound in (low, high) if bound is not None])
+        return found | BitMap(row[0] for row in checked)
+
+    def _below(self, column: str, key: int | None) -> FrozenBitMap:
+        """The listings in ``column``'s buckets before bucket ``key`` (None: every bucket).
+
+        A range-encoded bitmap, made on first use and kept for this index's life (at most
+        :data:`BELOW_KEPT` of them): a range then costs one or two intersections instead of
+        a union of every bucket in it (at 100k listings, 47 µs for a $40,000 range).
+        """
+        cache_key = (column, key)
+        below = self._ranges.get(cache_key)
+        if below is None:
+            buckets = self.buckets[column]
+            below = FrozenBitMap(_union(b for k, b in buckets.items() if key is None or k < key))
+            with self._ranges_lock:
+                if len(self._ranges) >= BELOW_KEPT:
+                    self._ranges.pop(next(iter(self._ranges)))
+                self._ranges[cache_key] = below
+        return below
 
     def _token(self, tx: Tx, token: str, within: BitMap) -> BitMap | None:
         """The listings of ``within`` whose keyword text contains ``token`` (casefolded)."""
@@ -288,7 +366,7 @@ class _Builder:
         self.features: Bitmaps = {}
         self.parts: Bitmaps = {}
         self.chars: Bitmaps = {}
-        self.buckets: dict[str, Bitmaps] = {c: {} for c in BUCKETS}
+        self.buckets: dict[str, Bitmaps] = {c: {} for c in BUCKET_LISTS}
         if not rows:
             self.columns = {c: {} for c in COLUMNS}
             return
@@ -329,10 +407,14 @@ class _Builder:
         self.chars = {k: FrozenBitMap(v) for k, v in chars.items()}
         for i, (column, width) in enumerate(BUCKETS.items()):
             keyed: defaultdict[int, list[int]] = defaultdict(list)
+            starts: defaultdict[int, list[int]] = defaultdict(list)
             for rid, value in zip(rids, columns[at + 3 + i]):
                 if value is not None:
                     keyed[value // width].append(rid)
+                    if value % width == 0:
+                        starts[value // width].append(rid)
             self.buckets[column] = {k: FrozenBitMap(v) for k, v in keyed.items()}
+            self.buckets[f"{column}="] = {k: FrozenBitMap(v) for k, v in starts.items()}
 
 
 class _Growing:
@@ -344,24 +426,26 @@ class _Growing:
         self.features: defaultdict[Any, BitMap] = defaultdict(BitMap)
         self.parts: defaultdict[Any, BitMap] = defaultdict(BitMap)
         self.chars: defaultdict[Any, BitMap] = defaultdict(BitMap)
-        self.buckets: dict[str, defaultdict[Any, BitMap]] = {c: defaultdict(BitMap) for c in BUCKETS}
+        self.buckets: dict[str, defaultdict[Any, BitMap]] = {c: defaultdict(BitMap) for c in BUCKET_LISTS}
 
     def add(self, chunk: _Builder) -> None:
         pairs = [(self.sellers, chunk.sellers), (self.features, chunk.features), (self.parts, chunk.parts),
                  (self.chars, chunk.chars)]
         pairs += [(self.columns[c], chunk.columns[c]) for c in COLUMNS]
-        pairs += [(self.buckets[c], chunk.buckets[c]) for c in BUCKETS]
+        pairs += [(self.buckets[c], chunk.buckets[c]) for c in BUCKET_LISTS]
         for into, fresh in pairs:
             for key, members in fresh.items():
                 into[key] |= members
 
     def frozen(self, version: int) -> Postings:
+        """The index these lists make; they are emptied on the way, so that each growing bitmap
+        is freed as soon as its frozen copy exists (never the whole index twice at once)."""
         def freeze(lists: dict[Any, BitMap]) -> Bitmaps:
-            return {key: FrozenBitMap(members) for key, members in lists.items()}
+            return {key: FrozenBitMap(lists.pop(key)) for key in list(lists)}  # same order
 
         return Postings(version, freeze(self.sellers), {c: freeze(self.columns[c]) for c in COLUMNS},
                         freeze(self.features), freeze(self.parts), freeze(self.chars),
-                        {c: freeze(self.buckets[c]) for c in BUCKETS})
+                        {c: freeze(self.buckets[c]) for c in BUCKET_LISTS})
 
 
 def _group(rids: Sequence[int], values: Sequence[Any]) -> dict[Any, list[int]]:
@@ -451,6 +535,8 @@ class PostingCache:
             started = time.perf_counter()
             try:
                 postings = self.build_now()
+                self.db.close_thread_connection()  # its page cache holds every row just read
+                return_free_memory()  # the rows read and the bitmaps grown (aap.memory)
                 log.info("posting index built", extra={"fields": {
                     "version": postings.version if postings else None,
                     "duration_ms": int((time.perf_counter() - started) * 1000)}})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,12 +39,29 @@ WALK_FACTOR = 10
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the listing document and, in a near search, its distance."""
+    """One search result: the listing document and, in a near search, its distance.
+
+    The document is kept as stored (JSON text, ``doc``) and decoded only when read as
+    ``listing``: a binding that serialises the answer with orjson passes it through
+    encoded (:attr:`encoded`), which saves decoding and re-encoding every listing of
+    every page (docs/benchmarks.md, "The HTTP path").
+    """
 
     id: str
-    listing: dict[str, Any]
+    doc: str | bytes
     distance_mi: float | None = None
     key: tuple[Any, ...] | None = None  # sort key (None: missing value), for the next cursor
+
+    @cached_property
+    def listing(self) -> dict[str, Any]:
+        """The listing document, decoded (a fresh dict for this hit: the caller may add to it)."""
+        listing: dict[str, Any] = orjson.loads(self.doc)
+        return listing
+
+    @property
+    def encoded(self) -> orjson.Fragment:
+        """The listing document as orjson writes it into an answer, without decoding it."""
+        return orjson.Fragment(self.doc)
 
     @property
     def position(self) -> Position:
@@ -56,10 +74,15 @@ _Found = tuple[str, Any, Any]
 
 def documents(tx: Tx, ids: list[str]) -> dict[str, dict[str, Any]]:
     """The stored listing documents of ``ids``, by id."""
+    return {ident: orjson.loads(doc) for ident, doc in stored_documents(tx, ids).items()}
+
+
+def stored_documents(tx: Tx, ids: list[str]) -> dict[str, str | bytes]:
+    """The stored listing documents of ``ids`` as stored (JSON text), by id."""
     if not ids:
         return {}
     sql, params = in_list("id", ids)
-    return {row[0]: orjson.loads(row[1]) for row in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE {sql}", params)}
+    return {row[0]: row[1] for row in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE {sql}", params)}
 
 
 def search_page(snapshot: InventorySnapshot, query: SearchQuery,
@@ -74,7 +97,7 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     if matched is not None:  # the posting index knows the set: exact total, no count
         where, listed = snapshot.matched_where(criteria, bits, matched, want)
         found = _page(tx, query, where, len(matched), want, sort_rows=listed)
-        docs = documents(tx, [ident for ident, _distance, _key in found])
+        docs = stored_documents(tx, [ident for ident, _distance, _key in found])
         return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], len(matched), None
     started = time.perf_counter()
     # The canonical form (keyword tokens as a subquery) keys remembered totals; it is also
@@ -94,7 +117,7 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     if not counted:
         total, later = snapshot.totals.count(tx, where, count_budget_ms, snapshot.version, matching, started)
     found = _page(tx, query, where, total, want)
-    docs = documents(tx, [ident for ident, _distance, _key in found])
+    docs = stored_documents(tx, [ident for ident, _distance, _key in found])
     return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], total, later
 
 
