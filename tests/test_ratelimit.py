@@ -195,7 +195,7 @@ def test_a_busy_callers_lease_is_topped_up_before_it_runs_out(processes):
     rl = limiter(processes[0], clock, per_minute=60_000_000, burst=1_000_000)
     rl.check("one-off")
     assert not rl.running_low("one-off")
-    for _ in range(1 + 4 + 16 + 1):  # leases of 1, 4 and 16 used up; the fourth is the largest
+    for _ in range(1 + 4 + 16 + 64 + 1):  # leases of 1, 4, 16 and 64 used up; the fifth is the largest
         rl.check("busy")
     lease = rl._leases["rate:busy"]
     assert lease.size == rl.max_lease
@@ -264,7 +264,7 @@ def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(pro
             await asyncio.sleep(0)  # other requests run: a top-up started is under way
 
     asyncio.run(requests(500))
-    assert calls["check"] == 4            # leases of 1, 4, 16 and 32 while it grows
+    assert calls["check"] == 5            # leases of 1, 4, 16, 64 and 128 while it grows
     assert calls["top_up"] >= (500 - 53) // rl.max_lease
     assert counter.writes <= 500 // 20
 

@@ -43,7 +43,7 @@ from aap.errors import AapError
 from aap.store.state import StateStore
 
 #: The most tokens one lease takes: at most one database write per this many requests.
-MAX_LEASE = 32
+MAX_LEASE = 128
 #: How long a process may keep leased tokens before they go back to the shared bucket.
 LEASE_SECONDS = 2.0
 GROWTH = 4
