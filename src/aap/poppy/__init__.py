@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from aap.agent import DealerAgent
 from aap.config.model import Settings
@@ -50,6 +51,7 @@ from aap.poppy.keys import SigningKeys
 from aap.poppy.oauth import OAuthError, oauth_error_shape, server_error
 from aap.store import Stores
 from aap.web.body import BodyTooLarge, read_request_body
+from aap.web.direct import endpoint_app
 from aap.web.documents import StaticDocument
 from aap.web.errors import ErrorShape, unexpected
 from aap.web.parts import BindingParts
@@ -138,9 +140,11 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
     ]
     if options.feedback_enabled:
         routes.append(Route(POPPY_FEEDBACK_PATH, feedback_endpoint, methods=["POST"], name="poppy_feedback"))
+    direct: dict[tuple[str, str | None], ASGIApp] = {}
     for skill in agent.skills:
-        routes.append(Route(POPPY_API_PREFIX + skill.id, SkillEndpoint(ctx, skill).handle, methods=["POST"],
-                            name=f"poppy_{skill.id}"))
+        endpoint = SkillEndpoint(ctx, skill).handle
+        routes.append(Route(POPPY_API_PREFIX + skill.id, endpoint, methods=["POST"], name=f"poppy_{skill.id}"))
+        direct[(POPPY_API_PREFIX + skill.id, "POST")] = endpoint_app(endpoint)  # the API calls: ahead of the router
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -152,7 +156,7 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
 
     shapes: dict[str, ErrorShape] = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
               POPPY_API_PREFIX: aap_error_shape}
-    return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes)
+    return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes, direct=direct)
 
 
 def mcp_verifier(agent: DealerAgent) -> McpBearerVerifier | None:

@@ -26,7 +26,7 @@ from aap.poppy.schemas import bundle
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.errors import unexpected
-from aap.web.work import work_for
+from aap.web.work import admit, work_for
 
 
 def aap_error_response(error: AapError, status: int | None = None) -> Response:
@@ -94,18 +94,12 @@ class SkillEndpoint:
         agent = self.ctx.agent
         work = work_for(agent)
         shape = agent.work_shape(self.skill, payload)
-        await work.blocking(self._admit, caller, work.tokens(self.skill.id, shape))  # writes: off the event loop
+        await consume(self.ctx, caller)  # the request's single-use values, with the calls in flight
+        await admit(agent, "poppy:" + caller.caller_id, work.tokens(self.skill.id, shape))
         context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id,
                               raw_documents=True)
         result = await work.run(shape, agent.run, self.skill, payload, context)
         return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
-
-    def _admit(self, caller: Caller, tokens: int) -> None:
-        """Spend the request's single-use values, then what its work costs in rate-limit
-        tokens (blocking; :meth:`aap.web.work.Work.tokens`)."""
-        consume(self.ctx, caller)
-        limiter = self.ctx.limiter
-        limiter.check("poppy:" + caller.caller_id, max(1, min(tokens, limiter.rule.burst)))
 
 
 # -- the OpenAPI document ------------------------------------------------------

@@ -1,7 +1,8 @@
 """Who is calling the native API: a DPoP-bound guest token, or a 3.2 ``Poppy-Session`` header.
 
 :func:`authenticate` only verifies; :func:`consume` then records the request's
-single-use values (proof ``jti``, Poppy-Session ``jti``) in one transaction.
+single-use values (proof ``jti``, Poppy-Session ``jti``) in one transaction, shared with
+the other calls in flight (:mod:`aap.poppy.uses`).
 Endpoints consume once the request is known to be well-formed, so a refused
 request — bad credentials or a bad body — leaves the database exactly as it was.
 """
@@ -18,7 +19,7 @@ from aap.poppy import tokens
 from aap.poppy.context import PoppyContext, caller_identity
 from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.oauth import OAuthError, resource_error
-from aap.store.poppy import Replayed
+from aap.store.poppy import Replayed, SessionUse
 from aap.poppy.session_header import SessionProblem, verify_session_header
 from aap.web.work import work_for
 
@@ -105,11 +106,12 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
                   now - bound.last_used_at > TOUCH_EVERY)
 
 
-def consume(ctx: PoppyContext, caller: Caller) -> None:
-    """Record the request's single-use values (blocking: call from a worker thread)."""
+async def consume(ctx: PoppyContext, caller: Caller) -> None:
+    """Record the request's single-use values, in the next batch of concurrent calls
+    (:mod:`aap.poppy.uses`): one write for the calls in flight together."""
     try:
-        ctx.store.use_session(caller.session_id, list(caller.pending),
-                              touch=caller.touch and caller.session_id is not None)
+        await ctx.uses.record(SessionUse(caller.session_id, caller.pending,
+                                         touch=caller.touch and caller.session_id is not None))
     except Replayed as exc:
         if caller.via == "dpop":
             raise resource_error("invalid_dpop_proof", "the proof jti was already used") from exc

@@ -22,6 +22,8 @@ from aap.poppy.keys import SigningKeys
 from aap.config.poppy import PoppySettings
 from aap.ratelimit import RateLimiter
 from aap.store.poppy import PoppyStore
+from aap.poppy.uses import UseBatches
+from aap.web.work import work_for
 
 PURGE_EVERY = 300.0
 
@@ -35,6 +37,8 @@ class PoppyContext:
     keys: SigningKeys = field(init=False)
     clients: ClientRegistry = field(init=False)
     limiter: RateLimiter = field(init=False)
+    #: The calls' single-use values, written in batches (aap.poppy.uses).
+    uses: UseBatches = field(init=False)
     #: token -> (kid, claims) of tokens whose signature was checked (aap.poppy.tokens).
     verified_tokens: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
     _purged_at: float = field(init=False, default=0.0)
@@ -44,6 +48,7 @@ class PoppyContext:
         self.clients = ClientRegistry(self.settings, self.ssl_context)
         # The agent's limiter: buckets in the database, leases shared with the other bindings.
         self.limiter = self.agent.limiter
+        self.uses = UseBatches(self.store, work_for(self.agent))
 
     @property
     def urls(self) -> DeploymentUrls:

@@ -56,7 +56,7 @@ def parse_report(raw: bytes) -> dict[str, Any]:
 async def receive(ctx: PoppyContext, caller: Caller, raw: bytes) -> Response:
     body = parse_report(raw)
     alternative = alternative_for(ctx, body["task"])
-    await run_in_threadpool(consume, ctx, caller)
+    await consume(ctx, caller)
     stored = await run_in_threadpool(
         ctx.store.add_feedback, client_id=caller.client_id, sub=caller.sub, agent_id=caller.agent_id,
         body=body, answered_with_alternative=alternative is not None,

@@ -12,7 +12,7 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
@@ -77,6 +77,16 @@ MIGRATIONS = Migrations(
 def token_hash(token: str) -> str:
     """What the database keeps instead of an access token."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class SessionUse:
+    """One API call's single-use values (``(scope, entry, expires_at)``) and whether to mark its
+    Session (if any) as used now."""
+
+    session_id: str | None
+    consumed: tuple[tuple[str, str, float], ...]
+    touch: bool = False
 
 
 class Replayed(Exception):
@@ -259,6 +269,31 @@ class PoppyStore:
             self.consume_all(tx, consumed, now)
             if touch and session_id is not None:
                 tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+
+    def use_sessions(self, uses: Sequence[SessionUse], *, now: float | None = None) -> list[Replayed | None]:
+        """:meth:`use_session` for several API calls in one transaction (one write for a batch of
+        concurrent calls): each call's values are recorded, or none of them (its
+        :class:`Replayed` in the answer at its place), independently of the others."""
+        now = time.time() if now is None else now
+        outcomes: list[Replayed | None] = []
+        touched: set[str] = set()
+        with self.db.transaction() as tx:
+            for index, use in enumerate(uses):
+                savepoint = f"use_{index}"
+                tx.execute(f"SAVEPOINT {savepoint}")
+                try:
+                    self.consume_all(tx, list(use.consumed), now)
+                except Replayed as replayed:
+                    tx.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+                    outcomes.append(replayed)
+                else:
+                    outcomes.append(None)
+                    if use.touch and use.session_id is not None:
+                        touched.add(use.session_id)
+                tx.execute(f"RELEASE SAVEPOINT {savepoint}")
+            for session_id in sorted(touched):
+                tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+        return outcomes
 
     def exchange(self, *, subject_token: str, token: str, resource: str, expires_at: float,
                  consumed: list[tuple[str, str, float]], now: float | None = None) -> None:

@@ -17,8 +17,10 @@ router, so a ``GET /a2a`` still gets the router's 405. A direct path keeps its
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Awaitable, Callable, Mapping
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aap.web.errors import route_path
@@ -42,3 +44,13 @@ class DirectPaths:
                 await handler(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def endpoint_app(endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:
+    """A Starlette-style endpoint (a ``Request`` in, a ``Response`` out) as a direct callable."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app

@@ -7,6 +7,9 @@ stylesheet ``web/static/aap.css``; ``aap.js`` only adds copy buttons, so every
 page works without JavaScript. No build step, no CDN: a server with no
 internet serves every byte itself.
 
+Jinja2 is loaded with the first page a worker renders (:class:`Templates`): a worker that
+only answers agents never loads it (2 MiB, docs/benchmarks.md, "Memory").
+
 Every page answer carries the same security headers: a Content-Security-Policy
 that allows only this origin's stylesheet and script (no inline script), no
 framing, no MIME sniffing, and a same-origin referrer.
@@ -14,15 +17,17 @@ framing, no MIME sniffing, and a same-origin referrer.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
-from starlette.templating import Jinja2Templates
+
+if TYPE_CHECKING:
+    from starlette.templating import Jinja2Templates
 
 from aap.web.documents import StaticDocument
 
@@ -66,8 +71,30 @@ def number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def templates(package: str) -> Jinja2Templates:
-    """The templates of ``package`` (its ``templates/`` folder) over the shared layout."""
+class Templates:
+    """The templates of one package (its ``templates/`` folder) over the shared layout, loaded
+    with Jinja2 when the first page is rendered."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self._engine: Jinja2Templates | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> Jinja2Templates:
+        engine = self._engine
+        if engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = _engine(self.package)
+                engine = self._engine
+        return engine
+
+
+def _engine(package: str) -> Jinja2Templates:
+    import jinja2
+    from starlette.templating import Jinja2Templates
+
     environment = jinja2.Environment(
         loader=jinja2.ChoiceLoader([jinja2.PackageLoader(package, "templates"),
                                     jinja2.PackageLoader("aap.web", "templates")]),
@@ -79,10 +106,15 @@ def templates(package: str) -> Jinja2Templates:
     return Jinja2Templates(env=environment)
 
 
-def render(engine: Jinja2Templates, request: Request, name: str, context: Mapping[str, Any], *,
+def templates(package: str) -> Templates:
+    """The templates of ``package`` (its ``templates/`` folder) over the shared layout."""
+    return Templates(package)
+
+
+def render(pages: Templates, request: Request, name: str, context: Mapping[str, Any], *,
            status_code: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:
     """A page, with the security headers (and ``headers``)."""
-    response = engine.TemplateResponse(request, name, dict(context), status_code=status_code)
+    response = pages.engine.TemplateResponse(request, name, dict(context), status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
     if headers:
         response.headers.update(headers)
