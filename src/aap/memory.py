@@ -21,7 +21,6 @@ reads it when the process starts; this leaves it alone).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -36,13 +35,11 @@ ARENAS = 2
 
 
 def _libc_function(name: str) -> Any:
-    """glibc's function ``name``, or None where the C library has none."""
-    library = ctypes.util.find_library("c")
-    if library is None:
-        return None
+    """The C library's function ``name`` (looked up in the running process, which has it
+    loaded), or None where the C library has none (musl, macOS)."""
     try:
-        return getattr(ctypes.CDLL(library), name)
-    except (OSError, AttributeError):  # not glibc (musl, macOS)
+        return getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError, TypeError):
         return None
 
 

@@ -231,8 +231,9 @@ class Postings:
         if low is not None and low % width:
             cut.add(low // width)
         if high is not None and (high + 1) % width:
-            if high % width == 0 and not cut:
-                # A round high bound: of its bucket, only the value it starts at is in range.
+            if high % width == 0:
+                # A round high bound: of its bucket, only the value it starts at is in range (and
+                # low is at most that value, so nothing of the bucket is below it).
                 found |= among & self.buckets[f"{column}="].get(high // width, EMPTY)
             else:
                 cut.add(high // width)
