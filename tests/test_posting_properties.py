@@ -235,3 +235,4 @@ def test_price_ranges_are_exact_at_every_bucket_edge(agent_factory, ctx):
             asked += 1
     assert asked > 80
     assert store.postings._kept[0]._ranges, "the range-encoded bitmaps were used"
+    assert store.postings._kept[0]._bucket_values, "bounds inside buckets were checked against the values"

@@ -18,7 +18,8 @@ characters are candidates, checked against their keyword text in SQL (few,
 unless the token looks like part of a VIN: then the index declines and the
 count runs in SQL). Price ranges are answered from value buckets (each
 $1,000 of price has a bitmap): whole buckets inside the range match, and only
-the listings of the buckets a bound cuts through are checked in SQL. Filters on
+the listings of the buckets a bound cuts through are checked against their
+prices (read once per bucket and index version). Filters on
 the other high-cardinality columns (mileage, VIN, stock) are not indexed; a query
 using one is counted in SQL.
 
@@ -34,6 +35,7 @@ docs/search.md, "Counting at marketplace scale", for the measurements behind it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import defaultdict
@@ -85,12 +87,15 @@ REFRESH_ROWS = 100_000
 #: A set of up to this many listings goes to SQL as its row numbers; a larger one by its condition.
 ROW_LIST = 2000
 #: Row numbers read at a time by a build: at 100k listings, 50,000 at a time peaked at +108 MiB
-#: of RSS, 5,000 at +17.8 MiB and 1,000 at +11.9 MiB, with the same build time (about 1 s;
-#: docs/benchmarks.md).
+#: of RSS, 5,000 at +17.8 MiB and 1,000 at +11.9 MiB (+8.9 with growing bitmaps freed as they
+#: are frozen), all in about 1 s (docs/benchmarks.md, "Memory").
 BUILD_CHUNK = 1_000
 #: Range-encoded bitmaps (:meth:`Postings._below`) one index keeps at most: each is at most
 #: one bit per listing (12.5 KB per 100k listings).
 BELOW_KEPT = 64
+#: Buckets whose listings' values (:meth:`Postings._values`) one index keeps at most: about 5,000
+#: listings a bucket at a million listings.
+VALUES_KEPT = 16
 #: Inventories up to this many row numbers are indexed at once, in the request.
 BUILD_NOW_ROWS = 50_000
 
@@ -110,7 +115,9 @@ class Postings:
         self.parts = parts            # keyword part (casefolded) -> listings
         self.chars = chars            # character of a casefolded VIN or stock number -> listings
         self._ranges: dict[tuple[str, int | None], FrozenBitMap] = {}  # see _below
+        self._bucket_values: dict[tuple[str, int], dict[int, int]] = {}  # see _values
         self._ranges_lock = threading.Lock()
+        self._values_lock = threading.Lock()
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -197,10 +204,7 @@ class Postings:
             matched &= other
         for bucketed, (low_name, high_name) in _BUCKETED.items():
             if matched and (low_name in filters or high_name in filters):
-                within = self._within(tx, bucketed, matched, filters.get(low_name), filters.get(high_name))
-                if within is None:
-                    return None
-                matched = within
+                matched = self._within(tx, bucketed, matched, filters.get(low_name), filters.get(high_name))
         for token in sorted((t.casefold() for t in criteria.tokens), key=len, reverse=True):
             if not matched:
                 break
@@ -210,16 +214,16 @@ class Postings:
             matched = narrowed
         return FrozenBitMap(matched)
 
-    def _within(self, tx: Tx, column: str, among: BitMap, low: int | None, high: int | None) -> BitMap | None:
+    def _within(self, tx: Tx, column: str, among: BitMap, low: int | None, high: int | None) -> BitMap:
         """The listings of ``among`` whose ``column`` lies in ``[low, high]`` (None: unbounded;
-        a listing without the value never matches), or None when too many need checking.
+        a listing without the value never matches).
 
         A bucket holds the integer values ``[key * width, (key + 1) * width)`` (the columns
         are BIGINT). The buckets wholly inside the range match whole: the listings below
         the first bucket past the range minus those below the first bucket in it
         (:meth:`_below`). Of the bucket a round high bound starts (``price_max: 40000``),
         the listings at exactly that value match. The listings of the (at most two) other
-        buckets a bound cuts through are checked in SQL by row number.
+        buckets a bound cuts through are checked against their values (:meth:`_values`).
         """
         width = BUCKETS[column]
         first = None if low is None else -(-low // width)           # first bucket starting at or after low
@@ -237,17 +241,31 @@ class Postings:
                 found |= among & self.buckets[f"{column}="].get(high // width, EMPTY)
             else:
                 cut.add(high // width)
-        buckets = self.buckets[column]
-        candidates = among & _union(buckets.get(key, EMPTY) for key in cut) if cut else BitMap()
-        if not candidates:
-            return found
-        if len(candidates) > CHECK_CANDIDATES:
-            return None
-        rows, params = rows_in(tx.db.dialect, candidates)
-        bounds = [f"l.{column} {op} ?" for op, bound in ((">=", low), ("<=", high)) if bound is not None]
-        checked = tx.fetchall(f"SELECT l.rid FROM inv_listing l WHERE {rows} AND {' AND '.join(bounds)}",
-                              params + [bound for bound in (low, high) if bound is not None])
-        return found | BitMap(row[0] for row in checked)
+        lowest = -math.inf if low is None else low
+        highest = math.inf if high is None else high
+        for key in cut:
+            values = self._values(tx, column, key)
+            found |= BitMap(rid for rid in among & self.buckets[column].get(key, EMPTY)
+                            if lowest <= values[rid] <= highest)
+        return found
+
+    def _values(self, tx: Tx, column: str, key: int) -> dict[int, int]:
+        """``column``'s value of each listing in bucket ``key`` (by row number), read from ``tx``
+        (a snapshot of this index's version) on first use and kept (at most :data:`VALUES_KEPT`
+        buckets): a bound that cuts a bucket is then checked without a query per request."""
+        cache_key = (column, key)
+        values = self._bucket_values.get(cache_key)
+        if values is None:
+            with self._values_lock:  # read once: requests wanting it meanwhile wait for it
+                values = self._bucket_values.get(cache_key)
+                if values is None:
+                    rows, params = rows_in(tx.db.dialect, self.buckets[column].get(key, EMPTY))
+                    values = {row[0]: row[1] for row in tx.fetchall(
+                        f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)}
+                    if len(self._bucket_values) >= VALUES_KEPT:
+                        self._bucket_values.pop(next(iter(self._bucket_values)))
+                    self._bucket_values[cache_key] = values
+        return values
 
     def _below(self, column: str, key: int | None) -> FrozenBitMap:
         """The listings in ``column``'s buckets before bucket ``key`` (None: every bucket).
@@ -259,12 +277,14 @@ class Postings:
         cache_key = (column, key)
         below = self._ranges.get(cache_key)
         if below is None:
-            buckets = self.buckets[column]
-            below = FrozenBitMap(_union(b for k, b in buckets.items() if key is None or k < key))
-            with self._ranges_lock:
-                if len(self._ranges) >= BELOW_KEPT:
-                    self._ranges.pop(next(iter(self._ranges)))
-                self._ranges[cache_key] = below
+            with self._ranges_lock:  # made once: requests wanting it meanwhile wait for it
+                below = self._ranges.get(cache_key)
+                if below is None:
+                    buckets = self.buckets[column]
+                    below = FrozenBitMap(_union(b for k, b in buckets.items() if key is None or k < key))
+                    if len(self._ranges) >= BELOW_KEPT:
+                        self._ranges.pop(next(iter(self._ranges)))
+                    self._ranges[cache_key] = below
         return below
 
     def _token(self, tx: Tx, token: str, within: BitMap) -> BitMap | None:
