@@ -9,9 +9,9 @@ a Poppy search cost twice an A2A one (docs/benchmarks.md, "The HTTP path").
 Calls that arrive while a batch is being written wait for the next batch, and
 a batch is one transaction (:meth:`~aap.store.poppy.PoppyStore.use_sessions`),
 in which each call's values are recorded — or refused as replayed — on their
-own. A call that finds no batch being written is written at once, so a lone
-call waits no longer than before; under load, the calls of one write's
-duration share the next.
+own. A call that finds no batch being written starts one, written after one
+more turn of the event loop (so a lone call waits no longer than that); under
+load, the calls of one write's duration share the next.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ class UseBatches:
 
     async def _write(self, queue: _Queue) -> None:
         try:
+            # One more turn of the event loop first: the calls it is handling at this moment join
+            # this batch instead of each starting the next (Poppy at 16 connections: 0.53 ->
+            # 0.50 ms of CPU per call); a lone call waits that one turn.
+            await asyncio.sleep(0)
             while queue.waiting:
                 batch, queue.waiting = queue.waiting[:BATCH], queue.waiting[BATCH:]
                 try:
