@@ -22,6 +22,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_server(process: subprocess.Popen) -> None:
+    """Stop ``aap serve`` as an operator would (SIGINT: its graceful shutdown), killing it after 20 s."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
 def demo_server(tmp_path):
     port = free_port()
@@ -45,12 +55,7 @@ def demo_server(tmp_path):
             raise RuntimeError("aap serve did not come up")
         yield base
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
 
 
 def send(base: str, data: dict) -> dict:

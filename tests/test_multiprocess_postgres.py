@@ -8,7 +8,6 @@ database, so a client bouncing between workers sees one dealer.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from aap.store import open_stores
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from lead_support import lead_request
 from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
-from test_cli_serve import free_port
+from test_cli_serve import free_port, stop_server
 
 
 def start_server(url: str, *extra: str, log=subprocess.DEVNULL, port: int | None = None,
@@ -46,17 +45,8 @@ def start_server(url: str, *extra: str, log=subprocess.DEVNULL, port: int | None
                 return process, base
         except httpx.TransportError:
             time.sleep(0.1)
-    stop(process)
+    stop_server(process)
     raise RuntimeError("aap serve did not come up")
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture
@@ -72,11 +62,11 @@ def two_servers(pg_url, tmp_path):
     try:
         second = start_server(pg_url, "--workers", "2", log=logs[1])  # itself two uvicorn workers
     except BaseException:
-        stop(first[0])
+        stop_server(first[0])
         raise
     yield pg_url, first[1], second[1]
-    stop(first[0])
-    stop(second[0])
+    stop_server(first[0])
+    stop_server(second[0])
     for handle in logs:  # shown by pytest when the test failed
         handle.close()
         print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
@@ -178,7 +168,7 @@ def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
         assert stores.leads.delivery_counts() == {"delivered": 24}
     finally:
         for process in processes:
-            stop(process)
+            stop_server(process)
         stores.close()
         springfield.close()
         shelbyville.close()
@@ -249,7 +239,7 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
     finally:
         client.close()
         for process in servers:
-            stop(process)
+            stop_server(process)
         for handle in logs:  # shown by pytest when the test failed
             handle.close()
             print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
@@ -292,7 +282,7 @@ def test_two_server_processes_share_one_rate_limit(pg_url, tmp_path):
             assert "result" in http.post(f"{bases[1]}/a2a", json=body).json()
     finally:
         for process in servers:
-            stop(process)
+            stop_server(process)
         for handle in logs:
             handle.close()
             print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-3000:])

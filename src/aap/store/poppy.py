@@ -263,12 +263,11 @@ class PoppyStore:
         touch: bool,
         now: float | None = None,
     ) -> None:
-        """Consume an API call's single-use values; optionally mark the Session (if any) as used now."""
-        now = time.time() if now is None else now
-        with self.db.transaction() as tx:
-            self.consume_all(tx, consumed, now)
-            if touch and session_id is not None:
-                tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+        """Consume an API call's single-use values; optionally mark the Session (if any) as used now.
+        :class:`Replayed` (and nothing written) when one was used before."""
+        replayed = self.use_sessions([SessionUse(session_id, tuple(consumed), touch)], now=now)[0]
+        if replayed is not None:
+            raise replayed
 
     def use_sessions(self, uses: Sequence[SessionUse], *, now: float | None = None) -> list[Replayed | None]:
         """:meth:`use_session` for several API calls in one transaction (one write for a batch of

@@ -39,7 +39,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, Sequence, TypeVar
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -114,10 +114,8 @@ class Postings:
         self.features = features      # present feature code -> listings
         self.parts = parts            # keyword part (casefolded) -> listings
         self.chars = chars            # character of a casefolded VIN or stock number -> listings
-        self._ranges: dict[tuple[str, int | None], FrozenBitMap] = {}  # see _below
-        self._bucket_values: dict[tuple[str, int], dict[int, int]] = {}  # see _values
-        self._ranges_lock = threading.Lock()
-        self._values_lock = threading.Lock()
+        self._ranges: _MadeOnce[tuple[str, int | None], FrozenBitMap] = _MadeOnce(BELOW_KEPT)  # see _below
+        self._bucket_values: _MadeOnce[tuple[str, int], dict[int, int]] = _MadeOnce(VALUES_KEPT)  # see _values
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -253,19 +251,12 @@ class Postings:
         """``column``'s value of each listing in bucket ``key`` (by row number), read from ``tx``
         (a snapshot of this index's version) on first use and kept (at most :data:`VALUES_KEPT`
         buckets): a bound that cuts a bucket is then checked without a query per request."""
-        cache_key = (column, key)
-        values = self._bucket_values.get(cache_key)
-        if values is None:
-            with self._values_lock:  # read once: requests wanting it meanwhile wait for it
-                values = self._bucket_values.get(cache_key)
-                if values is None:
-                    rows, params = rows_in(tx.db.dialect, self.buckets[column].get(key, EMPTY))
-                    values = {row[0]: row[1] for row in tx.fetchall(
-                        f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)}
-                    if len(self._bucket_values) >= VALUES_KEPT:
-                        self._bucket_values.pop(next(iter(self._bucket_values)))
-                    self._bucket_values[cache_key] = values
-        return values
+        def read() -> dict[int, int]:
+            rows, params = rows_in(tx.db.dialect, self.buckets[column].get(key, EMPTY))
+            return {row[0]: row[1] for row in tx.fetchall(
+                f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)}
+
+        return self._bucket_values.get((column, key), read)
 
     def _below(self, column: str, key: int | None) -> FrozenBitMap:
         """The listings in ``column``'s buckets before bucket ``key`` (None: every bucket).
@@ -274,18 +265,9 @@ class Postings:
         :data:`BELOW_KEPT` of them): a range then costs one or two intersections instead of
         a union of every bucket in it (at 100k listings, 47 µs for a $40,000 range).
         """
-        cache_key = (column, key)
-        below = self._ranges.get(cache_key)
-        if below is None:
-            with self._ranges_lock:  # made once: requests wanting it meanwhile wait for it
-                below = self._ranges.get(cache_key)
-                if below is None:
-                    buckets = self.buckets[column]
-                    below = FrozenBitMap(_union(b for k, b in buckets.items() if key is None or k < key))
-                    if len(self._ranges) >= BELOW_KEPT:
-                        self._ranges.pop(next(iter(self._ranges)))
-                    self._ranges[cache_key] = below
-        return below
+        buckets = self.buckets[column]
+        return self._ranges.get((column, key), lambda: FrozenBitMap(
+            _union(b for k, b in buckets.items() if key is None or k < key)))
 
     def _token(self, tx: Tx, token: str, within: BitMap) -> BitMap | None:
         """The listings of ``within`` whose keyword text contains ``token`` (casefolded)."""
@@ -344,6 +326,35 @@ class Postings:
 
     def feature_counts(self, matched: FrozenBitMap) -> dict[str, int]:
         return {code: matched.intersection_cardinality(b) for code, b in self.features.items()}
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class _MadeOnce(Generic[K, V]):
+    """Values derived from an index, each made on first use by one caller (callers wanting it
+    meanwhile wait for it rather than make it again) and kept, the oldest dropped past ``kept``."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._values: dict[K, V] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: K, make: Callable[[], V]) -> V:
+        value = self._values.get(key)
+        if value is None:
+            with self._lock:
+                value = self._values.get(key)
+                if value is None:
+                    value = make()
+                    if len(self._values) >= self.kept:
+                        self._values.pop(next(iter(self._values)))
+                    self._values[key] = value
+        return value
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
 
 
 def _union(bitmaps: Iterable[FrozenBitMap | BitMap]) -> BitMap:
