@@ -38,14 +38,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))   # the suite's generators and verdicts, the reference Poppy client
+sys.path.insert(0, str(ROOT / "tests"))  # the suite's generators and verdicts, the reference Poppy client
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import percentile, stop_process, wait_healthy  # noqa: E402
@@ -108,13 +109,22 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     aap = [sys.executable, "-m", "aap"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | {"SSL_CERT_FILE": str(ca_file)}
     feed = directory / "feed.jsonl"
-    subprocess.run([*aap, "demo-inventory", "--config", str(config), "-n", str(listings), "-o", str(feed)],
-                   check=True, env=env, capture_output=True)
-    subprocess.run([*aap, "import", str(feed), "--config", str(config), "--replace"], check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [*aap, "demo-inventory", "--config", str(config), "-n", str(listings), "-o", str(feed)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    subprocess.run(
+        [*aap, "import", str(feed), "--config", str(config), "--replace"], check=True, env=env, capture_output=True
+    )
     log = open(directory / "server.log", "wb")
-    proc = subprocess.Popen([*aap, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [*aap, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, proc)
     return Server(proc, base, log)
@@ -127,28 +137,55 @@ def worst_refusals(max_body: int) -> dict[str, tuple[str, Any]]:
     """name -> (door, AAP payload or raw body) of the costliest requests under the body cap."""
     near = max_body - 4096
     return {
-        "features_all: 100,000 x 'x' (issue 15)": ("aap", {"type": "inventory.search.request",
-                                                           "filters": {"features_all": ["x"] * 100_000}}),
-        "make: 100,000 distinct values": ("aap", {"type": "inventory.search.request",
-                                                  "filters": {"make": [f"m{i}" for i in range(90_000)]}}),
-        "filters: 60,000 members": ("aap", {"type": "inventory.facets.request",
-                                            "filters": {f"f{i}": i for i in range(60_000)}}),
-        "query: one 1 MiB string": ("aap", {"type": "inventory.search.request", "filters": {"query": "x " * (near // 2)}}),
-        "120,000 integers in pagination": ("aap", {"type": "inventory.search.request",
-                                                   "pagination": {"limit": list(range(120_000))}}),
-        "nesting 500 deep": ("aap", {"type": "inventory.search.request",
-                                     "filters": json.loads("[" * 500 + "]" * 500)}),
-        "lead: 1 MiB message and 50,000 features": ("aap", {
-            "type": "lead.submit.request", "message": "m" * (near // 2),
-            "vehicle_of_interest": {"features": [{"code": "x", "status": "present"}] * 12_000}}),
+        "features_all: 100,000 x 'x' (issue 15)": (
+            "aap",
+            {"type": "inventory.search.request", "filters": {"features_all": ["x"] * 100_000}},
+        ),
+        "make: 100,000 distinct values": (
+            "aap",
+            {"type": "inventory.search.request", "filters": {"make": [f"m{i}" for i in range(90_000)]}},
+        ),
+        "filters: 60,000 members": (
+            "aap",
+            {"type": "inventory.facets.request", "filters": {f"f{i}": i for i in range(60_000)}},
+        ),
+        "query: one 1 MiB string": (
+            "aap",
+            {"type": "inventory.search.request", "filters": {"query": "x " * (near // 2)}},
+        ),
+        "120,000 integers in pagination": (
+            "aap",
+            {"type": "inventory.search.request", "pagination": {"limit": list(range(120_000))}},
+        ),
+        "nesting 500 deep": ("aap", {"type": "inventory.search.request", "filters": json.loads("[" * 500 + "]" * 500)}),
+        "lead: 1 MiB message and 50,000 features": (
+            "aap",
+            {
+                "type": "lead.submit.request",
+                "message": "m" * (near // 2),
+                "vehicle_of_interest": {"features": [{"code": "x", "status": "present"}] * 12_000},
+            },
+        ),
         "vehicle: 1 MiB stock": ("aap", {"type": "inventory.vehicle.request", "stock": "S" * near}),
         "A2A: 1 MiB that is not JSON": ("a2a-raw", b"{" * near),
-        "MCP: a batch of 5,000 tool calls": ("mcp-raw", json.dumps([{
-            "jsonrpc": "2.0", "id": i, "method": "tools/call",
-            "params": {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request"}}}
-            for i in range(5_000)]).encode()),
-        "MCP: a call for the SDK with 100,000 features": ("mcp-sdk", {"type": "inventory.search.request",
-                                                                    "filters": {"features_all": ["x"] * 100_000}}),
+        "MCP: a batch of 5,000 tool calls": (
+            "mcp-raw",
+            json.dumps(
+                [
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "tools/call",
+                        "params": {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request"}},
+                    }
+                    for i in range(5_000)
+                ]
+            ).encode(),
+        ),
+        "MCP: a call for the SDK with 100,000 features": (
+            "mcp-sdk",
+            {"type": "inventory.search.request", "filters": {"features_all": ["x"] * 100_000}},
+        ),
         "OAuth: a 32 KiB form of garbage": ("token", b"client_id=" + b"A" * 32_000),
         "OAuth: a 1 MiB form": ("token", b"assertion=" + b"B" * near),
     }
@@ -156,8 +193,8 @@ def worst_refusals(max_body: int) -> dict[str, tuple[str, Any]]:
 
 def measure_worst(server: Server, client: Any, repeat: int) -> list[dict[str, Any]]:
     """Every worst refusal over every door it fits, ``repeat`` times: server CPU per request."""
-    from adversarial_support import ACCEPT, LEGACY, encode
     from aap.skills.catalog import SKILLS
+    from adversarial_support import ACCEPT, LEGACY, encode
 
     by_type = {s.request_type: s for s in SKILLS.values()}
     rows = []
@@ -166,41 +203,85 @@ def measure_worst(server: Server, client: Any, repeat: int) -> list[dict[str, An
         sends: dict[str, Callable[[], httpx.Response]] = {}
         if door == "aap":
             skill = by_type[payload["type"]]
-            a2a = encode({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-                "messageId": "m", "role": "ROLE_USER", "parts": [{"data": payload}]}}})
-            mcp = encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": skill.tool_name, "arguments": payload}})
+            a2a = encode(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": payload}]}},
+                }
+            )
+            mcp = encode(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": skill.tool_name, "arguments": payload},
+                }
+            )
             poppy_body = encode(payload)
             url = client.operation_url(skill.operation_id)
             sends = {
                 "a2a": lambda body=a2a: http.post("/a2a", content=body, headers={"Content-Type": "application/json"}),
-                "mcp": lambda body=mcp: http.post("/mcp", content=body, headers={
-                    "Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY}),
-                "poppy": lambda body=poppy_body, url=url: client.http.post(url, content=body, headers={
-                    **client.auth_headers("POST", url), "Content-Type": "application/json"}),
+                "mcp": lambda body=mcp: http.post(
+                    "/mcp",
+                    content=body,
+                    headers={"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY},
+                ),
+                "poppy": lambda body=poppy_body, url=url: client.http.post(
+                    url, content=body, headers={**client.auth_headers("POST", url), "Content-Type": "application/json"}
+                ),
             }
         elif door == "a2a-raw":
             sends = {"a2a": lambda: http.post("/a2a", content=payload, headers={"Content-Type": "application/json"})}
         elif door == "mcp-raw":
-            sends = {"mcp": lambda: http.post("/mcp", content=payload, headers={
-                "Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY})}
+            sends = {
+                "mcp": lambda: http.post(
+                    "/mcp",
+                    content=payload,
+                    headers={"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY},
+                )
+            }
         elif door == "mcp-sdk":  # an extra member: not a plain call, so the SDK reads it
-            body = encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "x": 1,
-                           "params": {"name": "aap_inventory_search", "arguments": payload}})
-            sends = {"mcp (SDK)": lambda: http.post("/mcp", content=body, headers={
-                "Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY})}
+            body = encode(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "x": 1,
+                    "params": {"name": "aap_inventory_search", "arguments": payload},
+                }
+            )
+            sends = {
+                "mcp (SDK)": lambda: http.post(
+                    "/mcp",
+                    content=body,
+                    headers={"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY},
+                )
+            }
         elif door == "token":
             endpoint = client.issuer_metadata["token_endpoint"]
-            sends = {"oauth": lambda: http.post(endpoint, content=payload, headers={
-                "Content-Type": "application/x-www-form-urlencoded"})}
+            sends = {
+                "oauth": lambda: http.post(
+                    endpoint, content=payload, headers={"Content-Type": "application/x-www-form-urlencoded"}
+                )
+            }
         for where, send in sends.items():
             costs, statuses = [], set()
             for _ in range(repeat):
                 response, cpu = server.cpu_ms_of(send)
                 statuses.add(response.status_code)
                 costs.append(cpu)
-            rows.append({"request": name, "door": where, "statuses": sorted(statuses), "bytes": _size(send),
-                         "cpu_ms_mean": round(statistics.mean(costs), 2), "cpu_ms_max": round(max(costs), 2)})
+            rows.append(
+                {
+                    "request": name,
+                    "door": where,
+                    "statuses": sorted(statuses),
+                    "bytes": _size(send),
+                    "cpu_ms_mean": round(statistics.mean(costs), 2),
+                    "cpu_ms_max": round(max(costs), 2),
+                }
+            )
     http.close()
     return rows
 
@@ -243,12 +324,17 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
     from hypothesis import strategies as st
     from schemathesis import GenerationMode
 
-    from adversarial_support import (Verdicts, a2a_bodies, aap_payloads, encode, mcp_exchanges, skill_of,
-                                     token_requests)
     from aap.skills.catalog import SKILLS
+    from adversarial_support import Verdicts, a2a_bodies, aap_payloads, encode, mcp_exchanges, skill_of, token_requests
 
-    shares = {"a2a": 0.25, "mcp": 0.30, "poppy": 0.15, "token": 0.15, "a2a schemathesis": 0.10,
-              "poppy schemathesis": 0.05}
+    shares = {
+        "a2a": 0.25,
+        "mcp": 0.30,
+        "poppy": 0.15,
+        "token": 0.15,
+        "a2a schemathesis": 0.10,
+        "poppy schemathesis": 0.05,
+    }
     budget = {door: max(1, int(examples * share)) for door, share in shares.items()}
     common = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=False)
     http = httpx.Client(base_url=server.base, timeout=120)
@@ -283,7 +369,9 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
         body, headers, tool = exchange
         response, cpu = server.cpu_ms_of(lambda: http.post("/mcp", content=body, headers=headers))
         v_mcp.mcp(response.status_code, response.headers, response.content, tool)
-        refused = response.status_code != 200 or b'"isError":true' in response.content or b'"error"' in response.content[:40]
+        refused = (
+            response.status_code != 200 or b'"isError":true' in response.content or b'"error"' in response.content[:40]
+        )
         judged("mcp", refused, cpu)
 
     mcp()
@@ -329,6 +417,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
     document["servers"] = [{"url": server.base}]
     operation = next(r.ok() for r in schemathesis.openapi.from_dict(document).get_all_operations())
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
         @settings(max_examples=max(1, budget["a2a schemathesis"] // 2), **common)
         @given(case=operation.as_strategy(generation_mode=mode))
         def a2a_schema(case: Any) -> None:
@@ -343,6 +432,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
     schema = schemathesis.openapi.from_dict(client.openapi)
     api = client.openapi["servers"][0]["url"]
     operations = [r.ok() for r in schema.get_all_operations()]
+
     def poppy_operation(operation: Any, mode: Any) -> None:
         url, skill_id = api + operation.path, operation.path.strip("/")
 
@@ -393,10 +483,13 @@ def main() -> None:
             worst = measure_worst(server, client, args.repeat)
             suite = run_suite(server, client, args.examples, ca.ca_file)
             report = {
-                "examples": args.examples, "repeat": args.repeat, "listings": args.listings,
+                "examples": args.examples,
+                "repeat": args.repeat,
+                "listings": args.listings,
                 "seconds": round(time.monotonic() - started, 1),
                 "server_rss_mib": [round(rss_start / 1024, 1), round(rss_kib(server.proc.pid) / 1024, 1)],
-                "worst_refusals": worst, "suite": suite,
+                "worst_refusals": worst,
+                "suite": suite,
                 "target_ms": TARGET_MS,
                 "worst_refusal_over_target": [row for row in worst if row["cpu_ms_max"] > TARGET_MS],
             }
@@ -415,31 +508,54 @@ def warm_up(server: Server, client: Any) -> None:
 
     with httpx.Client(base_url=server.base, timeout=60) as http:
         for payload in (maker() for maker in valid_payloads().values()):
-            http.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-                "message": {"messageId": "w", "role": "ROLE_USER", "parts": [{"data": payload}]}}})
+            http.post(
+                "/a2a",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "SendMessage",
+                    "params": {"message": {"messageId": "w", "role": "ROLE_USER", "parts": [{"data": payload}]}},
+                },
+            )
         headers = {"Accept": ACCEPT, "MCP-Protocol-Version": LEGACY}
         http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
-        http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "aap_dealer_information", "arguments": {"type": "dealer.information.request"}}}, headers=headers)
+        http.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "aap_dealer_information", "arguments": {"type": "dealer.information.request"}},
+            },
+            headers=headers,
+        )
     client.call("inventorySearch", {"type": "inventory.search.request"})
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print(f"# adversarial run: {report['examples']} generated requests, worst refusals x{report['repeat']}, "
-          f"{report['listings']} listings, {report['seconds']} s; server RSS {report['server_rss_mib'][0]} -> "
-          f"{report['server_rss_mib'][1]} MiB")
+    print(
+        f"# adversarial run: {report['examples']} generated requests, worst refusals x{report['repeat']}, "
+        f"{report['listings']} listings, {report['seconds']} s; server RSS {report['server_rss_mib'][0]} -> "
+        f"{report['server_rss_mib'][1]} MiB"
+    )
     print("\n## worst refusals under the body cap (server CPU per request, ms)")
     print(f"{'request':48} {'door':11} {'status':>8} {'mean':>7} {'max':>7}")
     for row in report["worst_refusals"]:
-        print(f"{row['request']:48} {row['door']:11} {'/'.join(map(str, row['statuses'])):>8} "
-              f"{row['cpu_ms_mean']:7.2f} {row['cpu_ms_max']:7.2f}")
+        print(
+            f"{row['request']:48} {row['door']:11} {'/'.join(map(str, row['statuses'])):>8} "
+            f"{row['cpu_ms_mean']:7.2f} {row['cpu_ms_max']:7.2f}"
+        )
     print("\n## the suite")
-    print(f"{'door':20} {'requests':>8} {'5xx':>5} {'fail':>5} {'p50':>6} {'p99':>6} {'max':>7} {'refusal max':>11}"
-          f" {'>20ms':>6}  statuses")
+    print(
+        f"{'door':20} {'requests':>8} {'5xx':>5} {'fail':>5} {'p50':>6} {'p99':>6} {'max':>7} {'refusal max':>11}"
+        f" {'>20ms':>6}  statuses"
+    )
     for door, row in report["suite"].items():
-        print(f"{door:20} {row['requests']:8} {row['5xx']:5} {row['verdict_failures']:5} {row['cpu_ms_p50']:6.2f} "
-              f"{row['cpu_ms_p99']:6.2f} {row['cpu_ms_max']:7.2f} {row['refusal_cpu_ms_max']:11.2f} "
-              f"{row['refusals_over_target']:6}  {row['statuses']}")
+        print(
+            f"{door:20} {row['requests']:8} {row['5xx']:5} {row['verdict_failures']:5} {row['cpu_ms_p50']:6.2f} "
+            f"{row['cpu_ms_p99']:6.2f} {row['cpu_ms_max']:7.2f} {row['refusal_cpu_ms_max']:11.2f} "
+            f"{row['refusals_over_target']:6}  {row['statuses']}"
+        )
         for failure in row["first_failures"]:
             print("    ", failure[:200])
 

@@ -33,8 +33,9 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,12 +43,68 @@ sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster
 
 from common import percentile  # noqa: E402
 
-FIRST = ("Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "John", "Margaret", "Ken",
-         "Radia", "Tim", "Vint", "Katherine", "Dennis", "Hedy", "Claude", "Sophie", "Niklaus", "Leslie")
-LAST = ("Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy", "Hamilton",
-        "Thompson", "Perlman", "Berners-Lee", "Cerf", "Johnson", "Ritchie", "Lamarr", "Shannon", "Wilson",
-        "Wirth", "Lamport", "Kay", "Backus", "Codd", "Floyd", "Hoare", "Iverson", "Kahn", "Milner",
-        "Naur", "Pnueli", "Rabin", "Scott", "Stearns", "Sutherland", "Tarjan", "Ullman", "Valiant", "Yao")
+FIRST = (
+    "Ada",
+    "Grace",
+    "Alan",
+    "Edsger",
+    "Barbara",
+    "Donald",
+    "Frances",
+    "John",
+    "Margaret",
+    "Ken",
+    "Radia",
+    "Tim",
+    "Vint",
+    "Katherine",
+    "Dennis",
+    "Hedy",
+    "Claude",
+    "Sophie",
+    "Niklaus",
+    "Leslie",
+)
+LAST = (
+    "Lovelace",
+    "Hopper",
+    "Turing",
+    "Dijkstra",
+    "Liskov",
+    "Knuth",
+    "Allen",
+    "McCarthy",
+    "Hamilton",
+    "Thompson",
+    "Perlman",
+    "Berners-Lee",
+    "Cerf",
+    "Johnson",
+    "Ritchie",
+    "Lamarr",
+    "Shannon",
+    "Wilson",
+    "Wirth",
+    "Lamport",
+    "Kay",
+    "Backus",
+    "Codd",
+    "Floyd",
+    "Hoare",
+    "Iverson",
+    "Kahn",
+    "Milner",
+    "Naur",
+    "Pnueli",
+    "Rabin",
+    "Scott",
+    "Stearns",
+    "Sutherland",
+    "Tarjan",
+    "Ullman",
+    "Valiant",
+    "Yao",
+)
 PASSWORD = "benchmark password"
 
 
@@ -57,8 +114,12 @@ def store_leads(stores: Any, settings: Any, count: int) -> str:
 
     rooftops = [r["name"] for r in settings.dealer.rooftops]
     start_ms = int(time.time() * 1000) - count * 20_000
-    consent = {"granted_at": "2026-01-01T00:00:00Z", "allowed_channels": ["email", "phone"],
-               "consent_text": "You may contact me about this vehicle.", "scope": ["lead_submission"]}
+    consent = {
+        "granted_at": "2026-01-01T00:00:00Z",
+        "allowed_channels": ["email", "phone"],
+        "consent_text": "You may contact me about this vehicle.",
+        "scope": ["lead_submission"],
+    }
     failed = ""
     batch = 5000
     for offset in range(0, count, batch):
@@ -66,37 +127,59 @@ def store_leads(stores: Any, settings: Any, count: int) -> str:
             for i in range(offset, min(count, offset + batch)):
                 first, last = FIRST[i % len(FIRST)], LAST[(i // len(FIRST)) % len(LAST)]
                 request = {
-                    "type": "lead.submit.request", "idempotency_key": f"bench-{i}",
-                    "customer": {"first_name": first, "last_name": last,
-                                 "email": f"{first}.{last}.{i}@example.org".lower(),
-                                 "phone": f"+1415{i % 10_000_000:07d}"},
-                    "consent": consent, "source_agent": {"name": "bench"},
+                    "type": "lead.submit.request",
+                    "idempotency_key": f"bench-{i}",
+                    "customer": {
+                        "first_name": first,
+                        "last_name": last,
+                        "email": f"{first}.{last}.{i}@example.org".lower(),
+                        "phone": f"+1415{i % 10_000_000:07d}",
+                    },
+                    "consent": consent,
+                    "source_agent": {"name": "bench"},
                     "vehicle_of_interest": {"year": 2020 + i % 6, "make": "Honda", "model": "CR-V"},
                     "message": "Is it still available?",
                 }
                 lead_id = f"lead_{i:032x}"
                 received_ms = start_ms + i * 20_000
                 lead = NewLead(
-                    lead_id=lead_id, dealer_id=settings.deployment_id, rooftop=rooftops[i % len(rooftops)],
-                    status="received", caller_id="anonymous", binding="a2a", client_id=None,
-                    source_agent="bench", idempotency_key=f"bench-{i}", vehicle_id=None, vehicle_link="none",
-                    listing=None, appointment_id=None, appointment_status=None, appointment=None,
-                    request=request, response={"type": "lead.submit.response", "data": {"lead_id": lead_id}},
+                    lead_id=lead_id,
+                    dealer_id=settings.deployment_id,
+                    rooftop=rooftops[i % len(rooftops)],
+                    status="received",
+                    caller_id="anonymous",
+                    binding="a2a",
+                    client_id=None,
+                    source_agent="bench",
+                    idempotency_key=f"bench-{i}",
+                    vehicle_id=None,
+                    vehicle_link="none",
+                    listing=None,
+                    appointment_id=None,
+                    appointment_status=None,
+                    appointment=None,
+                    request=request,
+                    response={"type": "lead.submit.response", "data": {"lead_id": lead_id}},
                     received_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(received_ms / 1000)),
-                    received_ms=received_ms, consent_expires_ms=None)
+                    received_ms=received_ms,
+                    consent_expires_ms=None,
+                )
                 stores.leads.insert_lead(tx, lead, consent, [("crm", "adf_http")], received_ms)
                 state = "dead" if i % 100 == 7 else ("pending" if i % 50 == 3 else "delivered")
-                tx.execute("UPDATE lead_deliveries SET status = ?, attempts = 1, delivered_ms = ? WHERE lead_id = ?",
-                           (state, received_ms + 500 if state == "delivered" else None, lead_id))
+                tx.execute(
+                    "UPDATE lead_deliveries SET status = ?, attempts = 1, delivered_ms = ? WHERE lead_id = ?",
+                    (state, received_ms + 500 if state == "delivered" else None, lead_id),
+                )
                 if state == "dead":
                     failed = lead_id
                     row = tx.one("SELECT delivery_id FROM lead_deliveries WHERE lead_id = ?", (lead_id,))
-                    adf = "<?xml version=\"1.0\"?><adf><prospect>" + "<comments>x</comments>" * 60 + "</prospect></adf>"
+                    adf = '<?xml version="1.0"?><adf><prospect>' + "<comments>x</comments>" * 60 + "</prospect></adf>"
                     tx.execute(
                         "INSERT INTO lead_delivery_attempts (attempt_id, delivery_id, lead_id, attempt, started_ms,"
                         " finished_ms, outcome, error, content_type, payload) VALUES (?, ?, ?, 1, ?, ?, 'dead',"
-                        " 'HTTP 500', 'application/xml', ?)", (f"att_{i}", row[0], lead_id, received_ms,
-                                                             received_ms + 300, adf))
+                        " 'HTTP 500', 'application/xml', ?)",
+                        (f"att_{i}", row[0], lead_id, received_ms, received_ms + 300, adf),
+                    )
     stores.db.maintain(("leads", "lead_deliveries", "lead_consents", "lead_delivery_attempts"))
     return failed
 
@@ -138,31 +221,42 @@ def run_backend(name: str, url: str, leads: int, listings: int, runs: int) -> li
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
         form = client.get("/console/login").text
         token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
-        client.post("/console/login", data={"csrf_token": token, "email": "bench@dealer.example",
-                                            "password": PASSWORD})
+        client.post("/console/login", data={"csrf_token": token, "email": "bench@dealer.example", "password": PASSWORD})
         rooftop = settings.dealer.rooftops[1]["name"]
         measure("inbox: first page", lambda: client.get("/console/leads"), runs, results)
-        measure("inbox: rooftop + failed deliveries",
-                lambda: client.get("/console/leads", params={"rooftop": rooftop, "delivery": "dead"}), runs, results)
-        measure("inbox: customer name search", lambda: client.get("/console/leads", params={"q": "grace hop"}),
-                runs, results)
+        measure(
+            "inbox: rooftop + failed deliveries",
+            lambda: client.get("/console/leads", params={"rooftop": rooftop, "delivery": "dead"}),
+            runs,
+            results,
+        )
+        measure(
+            "inbox: customer name search",
+            lambda: client.get("/console/leads", params={"q": "grace hop"}),
+            runs,
+            results,
+        )
         cursor = "/console/leads"
         for _ in range(39):
             page = client.get(cursor).text
             cursor = re.search(r'<a href="([^"]+)" rel="next">Older', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
         measure("inbox: 40th page (keyset)", lambda: client.get(cursor), runs, results)
-        measure("lead detail (failed delivery, ADF shown)", lambda: client.get(f"/console/leads/{failed}"), runs,
-                results)
+        measure(
+            "lead detail (failed delivery, ADF shown)", lambda: client.get(f"/console/leads/{failed}"), runs, results
+        )
         measure("public: default search", lambda: client.get("/"), runs, results)
-        measure("public: make + sort by price", lambda: client.get("/", params={"make": "Honda", "sort": "price:asc"}),
-                runs, results)
+        measure(
+            "public: make + sort by price",
+            lambda: client.get("/", params={"make": "Honda", "sort": "price:asc"}),
+            runs,
+            results,
+        )
         link = "/"
         for _ in range(39):  # "next page" links follow the agent's cursor
             page = client.get(link).text
             link = re.search(r'<a href="([^"]+)" rel="next">', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
         measure("public: 40th page (cursor)", lambda: client.get(link), runs, results)
-        measure("public: 40th page by number (offset)", lambda: client.get("/", params={"page": "40"}), runs,
-                results)
+        measure("public: 40th page by number (offset)", lambda: client.get("/", params={"page": "40"}), runs, results)
     stores.close()
     for label, p50, p99 in results:
         print(f"[{name}] {label:45s} p50 {p50:7.1f} ms   p99 {p99:7.1f} ms", flush=True)

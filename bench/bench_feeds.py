@@ -35,12 +35,32 @@ from aap.inventory.feeds import ReadOptions, read_feed_bytes
 from aap.inventory.vin import with_check_digit
 from aap.store import open_stores
 
-MODELS = [("Honda", "CR-V", "EX-L", "SUV"), ("Toyota", "Camry", "SE", "Sedan"), ("Ford", "F-150", "XLT", "Truck"),
-          ("Subaru", "Outback", "Touring", "Wagon"), ("Mazda", "CX-5", "Grand Touring", "SUV")]
+MODELS = [
+    ("Honda", "CR-V", "EX-L", "SUV"),
+    ("Toyota", "Camry", "SE", "Sedan"),
+    ("Ford", "F-150", "XLT", "Truck"),
+    ("Subaru", "Outback", "Touring", "Wagon"),
+    ("Mazda", "CX-5", "Grand Touring", "SUV"),
+]
 COLORS = ["Crystal Black Pearl", "Platinum White", "Café au Lait", "Rapid Red"]
 CHARS = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
-HEADER = ["VIN", "Stock #", "Year", "Make", "Model", "Trim", "Body", "Exterior Color", "Mileage",
-          "Internet Price", "MSRP", "New/Used", "Certified", "Photos", "Date In Stock"]
+HEADER = [
+    "VIN",
+    "Stock #",
+    "Year",
+    "Make",
+    "Model",
+    "Trim",
+    "Body",
+    "Exterior Color",
+    "Mileage",
+    "Internet Price",
+    "MSRP",
+    "New/Used",
+    "Certified",
+    "Photos",
+    "Date In Stock",
+]
 
 
 def dealer_csv(count: int, seed: int = 1) -> bytes:
@@ -56,11 +76,25 @@ def dealer_csv(count: int, seed: int = 1) -> bytes:
         msrp = rnd.randint(24, 60) * 1000 + 995
         price = msrp - rnd.randint(0, 80) * 100
         photos = "|".join(f"http://cdn.dealer.example/{vin.lower()}/{n}.jpg" for n in range(1, 4))
-        writer.writerow([
-            vin.lower() if i % 2 else vin, f"S{i:07d} ", str(2016 + i % 10), make, model, trim, body,
-            COLORS[i % 4], f"{mileage:,} mi", f"${price:,}", f"${msrp:,}.00", condition,
-            "Yes" if i % 6 == 2 else "No", photos, f"{1 + i % 12:02d}/{1 + i % 28:02d}/2025",
-        ])
+        writer.writerow(
+            [
+                vin.lower() if i % 2 else vin,
+                f"S{i:07d} ",
+                str(2016 + i % 10),
+                make,
+                model,
+                trim,
+                body,
+                COLORS[i % 4],
+                f"{mileage:,} mi",
+                f"${price:,}",
+                f"${msrp:,}.00",
+                condition,
+                "Yes" if i % 6 == 2 else "No",
+                photos,
+                f"{1 + i % 12:02d}/{1 + i % 28:02d}/2025",
+            ]
+        )
     return buffer.getvalue().encode("cp1252")
 
 
@@ -104,13 +138,17 @@ def main() -> None:
         plain = os.path.join(tmp, "inventory.csv")
         listings = read_feed_bytes(Path(dealer).read_bytes(), dealer, ReadOptions(settings=settings)).listings
         write_feed(plain, listings)
-        print(f"{args.count:,} rows; {Path(dealer).stat().st_size / 1e6:.1f} MB dealer-csv, "
-              f"{Path(plain).stat().st_size / 1e6:.1f} MB aap CSV (Python {sys.version.split()[0]})")
+        print(
+            f"{args.count:,} rows; {Path(dealer).stat().st_size / 1e6:.1f} MB dealer-csv, "
+            f"{Path(plain).stat().st_size / 1e6:.1f} MB aap CSV (Python {sys.version.split()[0]})"
+        )
         for label, path, fmt in (("dealer-csv (transforms)", dealer, "dealer-csv"), ("aap CSV", plain, "aap")):
             read_s, import_s, total_s = run(path, fmt, args.count, settings)
-            print(f"{label:<24} end to end {args.count / total_s:>8,.0f} rows/s ({total_s:.2f} s wall) | "
-                  f"read+check {args.count / read_s:>8,.0f} rows/CPU-s | "
-                  f"store import {args.count / import_s:>8,.0f} rows/CPU-s")
+            print(
+                f"{label:<24} end to end {args.count / total_s:>8,.0f} rows/s ({total_s:.2f} s wall) | "
+                f"read+check {args.count / read_s:>8,.0f} rows/CPU-s | "
+                f"store import {args.count / import_s:>8,.0f} rows/CPU-s"
+            )
 
 
 if __name__ == "__main__":

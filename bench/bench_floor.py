@@ -65,6 +65,7 @@ NO_STANDARD = "import sys; sys.modules['uvloop'] = None; sys.modules['httptools'
 
 # -- the floor ------------------------------------------------------------------------
 
+
 def build_floor(aap_db: Path, floor_db: Path) -> None:
     """The floor's own table: the same listings (id, make key, currency, price, document)."""
     floor_db.unlink(missing_ok=True)
@@ -72,8 +73,10 @@ def build_floor(aap_db: Path, floor_db: Path) -> None:
     out.execute("PRAGMA journal_mode=WAL")
     out.execute("CREATE TABLE listing (id TEXT PRIMARY KEY, make_k TEXT, currency TEXT, price INTEGER, doc TEXT)")
     out.execute(f"ATTACH DATABASE '{aap_db}' AS aap")
-    out.execute("INSERT INTO listing SELECT l.id, l.make_k, l.currency, l.price, d.doc "
-                "FROM aap.inv_listing l JOIN aap.inv_doc d ON d.id = l.id")
+    out.execute(
+        "INSERT INTO listing SELECT l.id, l.make_k, l.currency, l.price, d.doc "
+        "FROM aap.inv_listing l JOIN aap.inv_doc d ON d.id = l.id"
+    )
     out.commit()
     out.execute("DETACH DATABASE aap")
     out.execute("CREATE INDEX listing_make ON listing (make_k, currency, price, id)")
@@ -117,14 +120,36 @@ def floor_app(database: str) -> Any:
         total = conn.execute(count_sql, params).fetchone()[0]
         vehicles = [orjson.loads(row[0]) for row in conn.execute(page_sql, params)]
         conn.execute("COMMIT")
-        data = {"currency": "USD", "mileage_unit": "mi", "total": total, "limit": LIMIT, "vehicles": vehicles,
-                "next_cursor": None, "applied_filters": filters, "sort": request["sort"]}
-        answer = {"jsonrpc": "2.0", "id": rpc["id"], "result": {"message": {
-            "messageId": str(uuid.uuid4()), "contextId": str(uuid.uuid4()), "role": "ROLE_AGENT",
-            "parts": [{"data": {"type": "inventory.search.response", "data": data}, "mediaType": RESULT_MEDIA}]}}}
+        data = {
+            "currency": "USD",
+            "mileage_unit": "mi",
+            "total": total,
+            "limit": LIMIT,
+            "vehicles": vehicles,
+            "next_cursor": None,
+            "applied_filters": filters,
+            "sort": request["sort"],
+        }
+        answer = {
+            "jsonrpc": "2.0",
+            "id": rpc["id"],
+            "result": {
+                "message": {
+                    "messageId": str(uuid.uuid4()),
+                    "contextId": str(uuid.uuid4()),
+                    "role": "ROLE_AGENT",
+                    "parts": [{"data": {"type": "inventory.search.response", "data": data}, "mediaType": RESULT_MEDIA}],
+                }
+            },
+        }
         out = orjson.dumps(answer)
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": out})
 
     return app
@@ -133,29 +158,49 @@ def floor_app(database: str) -> Any:
 def serve_floor(database: str, port: int) -> None:
     import uvicorn
 
-    uvicorn.run(floor_app(database), host="127.0.0.1", port=port, access_log=False, server_header=False,
-                log_level="warning")
+    uvicorn.run(
+        floor_app(database), host="127.0.0.1", port=port, access_log=False, server_header=False, log_level="warning"
+    )
 
 
 # -- requests ---------------------------------------------------------------------------
 
+
 def search(make: str, price_max: int) -> dict[str, Any]:
-    return {"type": "inventory.search.request", "filters": {"make": [make], "price_max": price_max},
-            "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": LIMIT}}
+    return {
+        "type": "inventory.search.request",
+        "filters": {"make": [make], "price_max": price_max},
+        "sort": {"field": "price", "order": "asc"},
+        "pagination": {"limit": LIMIT},
+    }
 
 
 def a2a_body(request: dict[str, Any]) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "bench", "role": "ROLE_USER", "parts": [{"data": request, "mediaType": SEARCH_MEDIA}]},
-        "configuration": {"acceptedOutputModes": [RESULT_MEDIA]}}})
+    return orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendMessage",
+            "params": {
+                "message": {
+                    "messageId": "bench",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": request, "mediaType": SEARCH_MEDIA}],
+                },
+                "configuration": {"acceptedOutputModes": [RESULT_MEDIA]},
+            },
+        }
+    )
 
 
 def mcp_body(request: dict[str, Any], version: str) -> tuple[bytes, dict[str, str]]:
     params: dict[str, Any] = {"name": "aap_inventory_search", "arguments": request}
     headers = {"Accept": MCP_ACCEPT, "MCP-Protocol-Version": version}
     if version == "2026-07-28":
-        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": version,
-                           "io.modelcontextprotocol/clientCapabilities": {}}
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         headers.update({"Mcp-Method": "tools/call", "Mcp-Name": "aap_inventory_search"})
     return orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}), headers
 
@@ -176,11 +221,12 @@ def page_of(kind: str, payload: Any) -> dict[str, Any]:
 
 # -- targets ----------------------------------------------------------------------------
 
+
 @dataclass
 class Target:
     name: str
-    kind: str                 # floor, a2a, mcp, poppy
-    server: str               # which server process answers it
+    kind: str  # floor, a2a, mcp, poppy
+    server: str  # which server process answers it
     path: str
     body: bytes
     headers: dict[str, str]
@@ -219,8 +265,11 @@ def stop(server: Server) -> None:
 def aap_config(path: Path, port: int, database: Path, rate_limited: bool) -> Path:
     """The packaged demo configuration, on the bench database, with the rate limit set."""
     text = DEMO_CONFIG.read_text()
-    limit = ("enabled = true\nper_minute = 60000000\nburst = 1000000" if rate_limited
-             else "enabled = false\nper_minute = 600\nburst = 120")
+    limit = (
+        "enabled = true\nper_minute = 60000000\nburst = 1000000"
+        if rate_limited
+        else "enabled = false\nper_minute = 600\nburst = 120"
+    )
     for pattern, replacement in (
         (r"(?m)^public_url = .*$", f'public_url = "http://127.0.0.1:{port}"'),
         (r"(?m)^database = .*$", f'database = "sqlite:///{database}"'),
@@ -235,6 +284,7 @@ def aap_config(path: Path, port: int, database: Path, rate_limited: bool) -> Pat
 
 
 # -- Poppy ------------------------------------------------------------------------------
+
 
 class PoppyCaller:
     """A guest Session minted on the server's database, and fresh DPoP proofs for its calls."""
@@ -254,16 +304,28 @@ class PoppyCaller:
             self.key = DpopKey()
             now = time.time()
             self.token, expires_at = tokens.mint(ctx, jkt=self.key.thumbprint, resource=None, now=now)
-            ctx.store.start_session(jkt=self.key.thumbprint, client_id="https://agent.example/bench", sub="usr_bench",
-                                    agent_id=None, token=self.token, token_type="DPoP", resource=None,
-                                    expires_at=expires_at, idle_ttl=settings.poppy.session_idle_ttl, consumed=[])
+            ctx.store.start_session(
+                jkt=self.key.thumbprint,
+                client_id="https://agent.example/bench",
+                sub="usr_bench",
+                agent_id=None,
+                token=self.token,
+                token_type="DPoP",
+                resource=None,
+                expires_at=expires_at,
+                idle_ttl=settings.poppy.session_idle_ttl,
+                consumed=[],
+            )
         finally:
             stores.close()
         self.url = url
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"DPoP {self.token}", "Content-Type": "application/json",
-                "DPoP": self.key.proof("POST", self.url, access_token=self.token)}
+        return {
+            "Authorization": f"DPoP {self.token}",
+            "Content-Type": "application/json",
+            "DPoP": self.key.proof("POST", self.url, access_token=self.token),
+        }
 
     def proofs(self, count: int) -> list[str]:
         return [self.key.proof("POST", self.url, access_token=self.token) for _ in range(count)]
@@ -297,8 +359,15 @@ end
 """
 
 
-def run_wrk(target: Target, base: str, seconds: float, connections: int, core: str | None,
-            workdir: Path, proofs: list[str] | None) -> dict[str, float]:
+def run_wrk(
+    target: Target,
+    base: str,
+    seconds: float,
+    connections: int,
+    core: str | None,
+    workdir: Path,
+    proofs: list[str] | None,
+) -> dict[str, float]:
     script = workdir / "bench.lua"
     script.write_text(WRK_SCRIPT)
     body = workdir / f"{target.name.replace(' ', '_')}.body"
@@ -314,9 +383,13 @@ def run_wrk(target: Target, base: str, seconds: float, connections: int, core: s
         argv.append(str(proof_file))
     out = subprocess.run(pinned(core, argv), capture_output=True, text=True, check=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
-    return {"requests": result["requests"], "seconds": result["duration_us"] / 1e6,
-            "errors": result["status_errors"] + result["socket_errors"],
-            "p50_ms": result["p50_us"] / 1000, "p99_ms": result["p99_us"] / 1000}
+    return {
+        "requests": result["requests"],
+        "seconds": result["duration_us"] / 1e6,
+        "errors": result["status_errors"] + result["socket_errors"],
+        "p50_ms": result["p50_us"] / 1000,
+        "p99_ms": result["p99_us"] / 1000,
+    }
 
 
 async def _python_load(host: str, port: int, requests: list[bytes], connections: int, seconds: float) -> dict:
@@ -343,7 +416,7 @@ async def _python_load(host: str, port: int, requests: list[bytes], connections:
                     elif name.lower() == "transfer-encoding" and "chunked" in value.lower():
                         chunked = True
                 if chunked:
-                    while (size := int((await reader.readline()).strip(), 16)):
+                    while size := int((await reader.readline()).strip(), 16):
                         await reader.readexactly(size + 2)
                     await reader.readline()
                 else:
@@ -356,25 +429,49 @@ async def _python_load(host: str, port: int, requests: list[bytes], connections:
     started = time.perf_counter()
     await asyncio.gather(*(connection() for _ in range(connections)))
     elapsed = time.perf_counter() - started
-    return {"requests": len(latencies), "seconds": elapsed, "errors": errors,
-            "p50_ms": percentile(latencies, 0.5) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000}
+    return {
+        "requests": len(latencies),
+        "seconds": elapsed,
+        "errors": errors,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
 
 
 def raw_request(target: Target, port: int, dpop: str | None) -> bytes:
-    headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
-               "Content-Length": str(len(target.body)), **target.headers}
+    headers = {
+        "Host": f"127.0.0.1:{port}",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(target.body)),
+        **target.headers,
+    }
     if dpop is not None:
         headers["DPoP"] = dpop
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return f"POST {target.path} HTTP/1.1\r\n{head}\r\n".encode() + target.body
 
 
-def run_python_load(target: Target, port: int, seconds: float, connections: int, core: str | None,
-                    workdir: Path, proofs: list[str] | None) -> dict[str, float]:
+def run_python_load(
+    target: Target,
+    port: int,
+    seconds: float,
+    connections: int,
+    core: str | None,
+    workdir: Path,
+    proofs: list[str] | None,
+) -> dict[str, float]:
     requests = [raw_request(target, port, p) for p in proofs] if proofs else [raw_request(target, port, None)]
     spec = workdir / "load.json"
-    spec.write_text(json.dumps({"port": port, "requests": [r.decode("latin-1") for r in requests],
-                                "connections": connections, "seconds": seconds}))
+    spec.write_text(
+        json.dumps(
+            {
+                "port": port,
+                "requests": [r.decode("latin-1") for r in requests],
+                "connections": connections,
+                "seconds": seconds,
+            }
+        )
+    )
     argv = [sys.executable, __file__, "--python-load", str(spec)]
     out = subprocess.run(pinned(core, argv), capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -382,8 +479,10 @@ def run_python_load(target: Target, port: int, seconds: float, connections: int,
 
 # -- the run ----------------------------------------------------------------------------
 
-def measure(target: Target, server: Server, args: argparse.Namespace, workdir: Path,
-            poppy: PoppyCaller | None, seconds: float) -> dict[str, float]:
+
+def measure(
+    target: Target, server: Server, args: argparse.Namespace, workdir: Path, poppy: PoppyCaller | None, seconds: float
+) -> dict[str, float]:
     proofs = None
     if target.kind == "poppy":
         assert poppy is not None
@@ -408,8 +507,9 @@ def check_answers(targets: list[Target], servers: dict[str, Server], poppy: Popp
         if target.kind == "poppy":
             assert poppy is not None
             headers.update(poppy.headers())
-        response = httpx.post(servers[target.server].base + target.path, content=target.body, headers=headers,
-                              timeout=60)
+        response = httpx.post(
+            servers[target.server].base + target.path, content=target.body, headers=headers, timeout=60
+        )
         page = page_of(target.kind, response.json())
         pages[target.name] = (page["total"], [v["vehicle_id"] for v in page["vehicles"]])
     reference = pages["floor"]
@@ -421,23 +521,27 @@ def check_answers(targets: list[Target], servers: dict[str, Server], poppy: Popp
 
 def errors_counted(server: Server) -> int:
     text = httpx.get(server.base + "/metrics", timeout=30).text
-    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
-               if line.startswith("aap_errors_total{"))
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith("aap_errors_total{"))
 
 
 def summarise(targets: list[Target]) -> list[str]:
     floor = targets[0]
-    lines = ["| target | req/s | p50 ms | p99 ms | server CPU/request ms | CPU ratio (median) | p99 ratio (median) | req/s ratio (median) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| target | req/s | p50 ms | p99 ms | server CPU/request ms | CPU ratio (median) | p99 ratio (median) | req/s ratio (median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for target in targets:
+
         def median(key: str) -> float:
             return statistics.median(run[key] for run in target.runs)
 
         def ratio(key: str) -> float:
             return statistics.median(run[key] / base[key] for run, base in zip(target.runs, floor.runs))
 
-        lines.append(f"| {target.name} | {median('rps'):,.0f} | {median('p50_ms'):.2f} | {median('p99_ms'):.2f} | "
-                     f"{median('cpu_ms'):.3f} | {ratio('cpu_ms'):.2f}× | {ratio('p99_ms'):.2f}× | {ratio('rps'):.2f}× |")
+        lines.append(
+            f"| {target.name} | {median('rps'):,.0f} | {median('p50_ms'):.2f} | {median('p99_ms'):.2f} | "
+            f"{median('cpu_ms'):.3f} | {ratio('cpu_ms'):.2f}× | {ratio('p99_ms'):.2f}× | {ratio('rps'):.2f}× |"
+        )
     return lines
 
 
@@ -466,8 +570,15 @@ def main() -> None:
         return
     if args.python_load:
         spec = json.loads(Path(args.python_load).read_text())
-        result = asyncio.run(_python_load("127.0.0.1", spec["port"], [r.encode("latin-1") for r in spec["requests"]],
-                                          spec["connections"], spec["seconds"]))
+        result = asyncio.run(
+            _python_load(
+                "127.0.0.1",
+                spec["port"],
+                [r.encode("latin-1") for r in spec["requests"]],
+                spec["connections"],
+                spec["seconds"],
+            )
+        )
         print(json.dumps(result))
         return
 
@@ -478,8 +589,9 @@ def main() -> None:
         seconds, make = build_database(database, args.listings, args.seed)
         print(f"inventory: {args.listings} listings imported in {seconds:.1f} s")
     conn = sqlite3.connect(database)
-    make = conn.execute("SELECT make FROM inv_listing WHERE currency = 'USD' GROUP BY make_k "
-                        "ORDER BY COUNT(*) DESC LIMIT 1").fetchone()[0]
+    make = conn.execute(
+        "SELECT make FROM inv_listing WHERE currency = 'USD' GROUP BY make_k ORDER BY COUNT(*) DESC LIMIT 1"
+    ).fetchone()[0]
     listings = conn.execute("SELECT COUNT(*) FROM inv_listing").fetchone()[0]
     # A reused database may hold a remembered total of query (a) (one count that took 20 ms,
     # under a profiler say): aap would then skip the COUNT the floor does on every request.
@@ -489,20 +601,37 @@ def main() -> None:
     floor_db = workdir / "floor.db"
     build_floor(database, floor_db)
 
-    python = [sys.executable, "-c", NO_STANDARD + "import runpy; runpy.run_module('aap', run_name='__main__')"] \
-        if args.plain_uvicorn else [sys.executable, "-m", "aap"]
-    floor_cmd = [sys.executable] + (["-c", NO_STANDARD + "import runpy, sys; sys.argv[0] = 'bench_floor'; "
-                                     f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')"]
-                                    if args.plain_uvicorn else [__file__])
+    python = (
+        [sys.executable, "-c", NO_STANDARD + "import runpy; runpy.run_module('aap', run_name='__main__')"]
+        if args.plain_uvicorn
+        else [sys.executable, "-m", "aap"]
+    )
+    floor_cmd = [sys.executable] + (
+        [
+            "-c",
+            NO_STANDARD + "import runpy, sys; sys.argv[0] = 'bench_floor'; "
+            f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')",
+        ]
+        if args.plain_uvicorn
+        else [__file__]
+    )
     ports = {name: free_port() for name in ("floor", "aap", "aap-nolimit")}
     servers: dict[str, Server] = {}
     try:
-        servers["floor"] = start("floor", pinned(args.server_core, floor_cmd + [
-            "--serve-floor", str(floor_db), str(ports["floor"])]), ports["floor"], workdir)
+        servers["floor"] = start(
+            "floor",
+            pinned(args.server_core, floor_cmd + ["--serve-floor", str(floor_db), str(ports["floor"])]),
+            ports["floor"],
+            workdir,
+        )
         for name, limited in (("aap", True), ("aap-nolimit", False)):
             config = aap_config(workdir / f"{name}.toml", ports[name], database, limited)
-            servers[name] = start(name, pinned(args.server_core, python + [
-                "serve", "--config", str(config), "--port", str(ports[name])]), ports[name], workdir)
+            servers[name] = start(
+                name,
+                pinned(args.server_core, python + ["serve", "--config", str(config), "--port", str(ports[name])]),
+                ports[name],
+                workdir,
+            )
         start_rss = {name: max(peak_rss_kib(s.proc.pid).values()) / 1024 for name, s in servers.items()}
 
         request = search(make, args.price_max)
@@ -516,33 +645,47 @@ def main() -> None:
             Target("a2a (rate limit off)", "a2a", "aap-nolimit", "/a2a", a2a_body(request), {"A2A-Version": "1.0"}),
             Target("mcp 2026-07-28", "mcp", "aap", "/mcp", mcp_new, mcp_new_headers),
             Target("mcp 2025-11-25", "mcp", "aap", "/mcp", mcp_old, mcp_old_headers),
-            Target("poppy", "poppy", "aap", "/poppy/v1/inventory.search", orjson.dumps(request),
-                   {"Authorization": f"DPoP {poppy.token}"}),
+            Target(
+                "poppy",
+                "poppy",
+                "aap",
+                "/poppy/v1/inventory.search",
+                orjson.dumps(request),
+                {"Authorization": f"DPoP {poppy.token}"},
+            ),
         ]
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             targets = [t for t in targets if t.kind == "floor" or t.name in wanted or t.kind in wanted]
         answer = check_answers(targets, servers, poppy)
         errors_before = {name: errors_counted(s) for name, s in servers.items() if name != "floor"}
-        print(f"{listings} listings; query (a): make={make!r} price_max={args.price_max}, sort price, "
-              f"{answer['page']} of {answer['total']} per page; {args.connections} connections; load generator "
-              f"{args.loadgen}; uvicorn {'asyncio + h11' if args.plain_uvicorn else 'auto (uvloop + httptools when installed)'}; "
-              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{listings} listings; query (a): make={make!r} price_max={args.price_max}, sort price, "
+            f"{answer['page']} of {answer['total']} per page; {args.connections} connections; load generator "
+            f"{args.loadgen}; uvicorn {'asyncio + h11' if args.plain_uvicorn else 'auto (uvloop + httptools when installed)'}; "
+            f"load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
         for target in targets:  # warm-up: caches, statement caches, the page cache
             measure(target, servers[target.server], args, workdir, poppy, args.warmup)
         for round_no in range(args.rounds):
-            order = targets[round_no % len(targets):] + targets[:round_no % len(targets)]
+            order = targets[round_no % len(targets) :] + targets[: round_no % len(targets)]
             for target in order:
                 run = measure(target, servers[target.server], args, workdir, poppy, args.duration)
                 if run["errors"]:
                     raise SystemExit(f"{target.name}: {run['errors']:.0f} failed requests in round {round_no + 1}")
                 target.runs.append(run)
             floor = targets[0].runs[-1]
-            print(f"round {round_no + 1}: " + "; ".join(
-                f"{t.name} {t.runs[-1]['rps']:,.0f} req/s cpu {t.runs[-1]['cpu_ms']:.3f} ms "
-                f"({t.runs[-1]['cpu_ms'] / floor['cpu_ms']:.2f}×) p99 {t.runs[-1]['p99_ms']:.1f} ms"
-                for t in targets), flush=True)
+            print(
+                f"round {round_no + 1}: "
+                + "; ".join(
+                    f"{t.name} {t.runs[-1]['rps']:,.0f} req/s cpu {t.runs[-1]['cpu_ms']:.3f} ms "
+                    f"({t.runs[-1]['cpu_ms'] / floor['cpu_ms']:.2f}×) p99 {t.runs[-1]['p99_ms']:.1f} ms"
+                    for t in targets
+                ),
+                flush=True,
+            )
         for name, before in errors_before.items():
             if errors_counted(servers[name]) != before:
                 raise SystemExit(f"{name} answered errors during the run (see aap_errors_total)")
@@ -557,8 +700,10 @@ def main() -> None:
     print("|---|---|---|")
     for name in servers:
         print(f"| {name} | {start_rss[name]:.1f} MiB | {peaks[name]:.1f} MiB |")
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
-          "(a shared machine: compare the ratios, which are taken within each round)")
+    print(
+        f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+        "(a shared machine: compare the ratios, which are taken within each round)"
+    )
     workdir_handle.cleanup()
 
 

@@ -15,9 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import percentile, timed  # noqa: E402
-
 from aap.inventory.geo import Located, RooftopIndex, haversine_mi  # noqa: E402
+from common import percentile, timed  # noqa: E402
 
 
 def main() -> None:
@@ -41,9 +40,12 @@ def main() -> None:
 
         a = timed(indexed, args.runs)
         b = timed(every, args.runs)
-        print(f"{count:>7,} rooftops, 50 mi: index p50 {percentile(a, 0.5) * 1000:.0f} µs, "
-              f"every rooftop p50 {percentile(b, 0.5) * 1000:.0f} µs "
-              f"({percentile(b, 0.5) / percentile(a, 0.5):.0f}x)", flush=True)
+        print(
+            f"{count:>7,} rooftops, 50 mi: index p50 {percentile(a, 0.5) * 1000:.0f} µs, "
+            f"every rooftop p50 {percentile(b, 0.5) * 1000:.0f} µs "
+            f"({percentile(b, 0.5) / percentile(a, 0.5):.0f}x)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -99,10 +99,7 @@ def peak_rss_kib(pid: int) -> dict[int, int]:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` and its children (uvicorn workers)."""
-    pids = [pid] + [
-        int(e) for e in os.listdir("/proc")
-        if e.isdigit() and _ppid(int(e)) == pid
-    ]
+    pids = [pid] + [int(e) for e in os.listdir("/proc") if e.isdigit() and _ppid(int(e)) == pid]
     ticks = 0
     for p in pids:
         try:
@@ -196,8 +193,10 @@ def main() -> None:
     workdir = tempfile.TemporaryDirectory(prefix="aap-bench-")
     database = args.database or Path(workdir.name) / "bench.db"
     import_seconds, make = build_database(database, args.listings, args.seed)
-    print(f"inventory: {args.listings} listings imported in {import_seconds:.1f} s "
-          f"({args.listings / import_seconds:,.0f} listings/s); query make={make!r} price_max={args.price_max}")
+    print(
+        f"inventory: {args.listings} listings imported in {import_seconds:.1f} s "
+        f"({args.listings / import_seconds:,.0f} listings/s); query make={make!r} price_max={args.price_max}"
+    )
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -215,15 +214,20 @@ def main() -> None:
         workdir.cleanup()
 
     print(f"matching listings per query: {total}")
-    print(f"requests: {len(latencies)} ({failures} failed), concurrency {args.concurrency}, "
-          f"server workers {args.workers}")
+    print(
+        f"requests: {len(latencies)} ({failures} failed), concurrency {args.concurrency}, server workers {args.workers}"
+    )
     print(f"throughput: {len(latencies) / elapsed:,.0f} req/s over {elapsed:.2f} s")
-    print(f"latency: p50 {percentile(latencies, 0.50) * 1000:.1f} ms, "
-          f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, mean {statistics.fmean(latencies) * 1000:.1f} ms")
+    print(
+        f"latency: p50 {percentile(latencies, 0.50) * 1000:.1f} ms, "
+        f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, mean {statistics.fmean(latencies) * 1000:.1f} ms"
+    )
     measured = args.warmup + len(latencies)
-    print(f"server CPU: {server_cpu * 1000 / measured:.2f} ms per request "
-          f"(~{measured / server_cpu if server_cpu else float('inf'):,.0f} req/s per fully used core; "
-          f"machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"server CPU: {server_cpu * 1000 / measured:.2f} ms per request "
+        f"(~{measured / server_cpu if server_cpu else float('inf'):,.0f} req/s per fully used core; "
+        f"machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     for pid, kib in sorted(peaks.items()):
         role = "server" if pid == proc.pid else "worker"
         print(f"peak RSS ({role} pid {pid}): {kib / 1024:.1f} MiB")

@@ -38,7 +38,7 @@ import textwrap
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +60,21 @@ def with_leads(settings: Any, leads: Any) -> Any:
     if "leads" in names:
         return dataclasses.replace(settings, leads=leads)
     cls = dataclasses.make_dataclass(
-        "BenchSettings", [("leads", type(leads), dataclasses.field(default=leads))],
-        bases=(type(settings),), frozen=True,
+        "BenchSettings",
+        [("leads", type(leads), dataclasses.field(default=leads))],
+        bases=(type(settings),),
+        frozen=True,
     )
     return cls(**{name: getattr(settings, name) for name in names})
 
 
 def bench_settings(database_url: str, public_url: str = "http://127.0.0.1:8000") -> Any:
-    from aap.config.loader import load_settings
     from aap.config.leads import AdfHttpTarget, AppointmentSettings, DeliverySettings, LeadSettings, Route
+    from aap.config.loader import load_settings
 
-    settings = load_settings(None, overrides={"database": database_url, "public_url": public_url,
-                                              "rate_limit.enabled": False}, environ={})
+    settings = load_settings(
+        None, overrides={"database": database_url, "public_url": public_url, "rate_limit.enabled": False}, environ={}
+    )
     leads = LeadSettings(
         routes=(Route(targets=(AdfHttpTarget("crm", "https://crm.example.com/adf"),)),),
         appointments=AppointmentSettings(capacity_per_slot=4, horizon_days=30),
@@ -83,11 +86,19 @@ def bench_settings(database_url: str, public_url: str = "http://127.0.0.1:8000")
 def lead(index: int, appointments: float, now: datetime) -> dict[str, Any]:
     body: dict[str, Any] = {
         "type": "lead.submit.request",
-        "customer": {"first_name": f"Bench{index}", "last_name": "Buyer", "email": f"buyer{index}@example.com",
-                     "phone": "+14155550123", "preferred_contact": "email"},
-        "consent": {"granted_at": (now - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    "allowed_channels": ["email", "phone"], "scope": ["lead_submission"],
-                    "consent_text": "I agree that the dealer may contact me about this vehicle."},
+        "customer": {
+            "first_name": f"Bench{index}",
+            "last_name": "Buyer",
+            "email": f"buyer{index}@example.com",
+            "phone": "+14155550123",
+            "preferred_contact": "email",
+        },
+        "consent": {
+            "granted_at": (now - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "allowed_channels": ["email", "phone"],
+            "scope": ["lead_submission"],
+            "consent_text": "I agree that the dealer may contact me about this vehicle.",
+        },
         "source_agent": {"name": "bench-buyer"},
         "idempotency_key": str(uuid.uuid4()),
         "vehicle_of_interest": {"year": 2024, "make": "Honda", "model": "CR-V"},
@@ -96,8 +107,7 @@ def lead(index: int, appointments: float, now: datetime) -> dict[str, Any]:
     if appointments and (index % 1000) < appointments * 1000:
         day = 1 + index % 20
         slot = (index // 20) % 16
-        at = (now + timedelta(days=day)).replace(hour=16 + slot // 2, minute=30 * (slot % 2), second=0,
-                                                 microsecond=0)
+        at = (now + timedelta(days=day)).replace(hour=16 + slot // 2, minute=30 * (slot % 2), second=0, microsecond=0)
         body["appointment"] = {"appointment_type": "test_drive", "appointment_at": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return body
 
@@ -112,24 +122,27 @@ def report(mode: str, latencies: list[float], elapsed: float, failures: int, sto
     finally:
         stores.close()
     n = len(latencies)
-    print(f"{mode}: {n} leads in {elapsed:.2f} s = {n / elapsed:,.0f} leads/s; "
-          f"p50 {percentile(latencies, 0.50) * 1000:.1f} ms, p99 {percentile(latencies, 0.99) * 1000:.1f} ms, "
-          f"mean {statistics.fmean(latencies) * 1000:.1f} ms; failures {failures}; "
-          f"stored {stored} leads, outbox {outbox}")
+    print(
+        f"{mode}: {n} leads in {elapsed:.2f} s = {n / elapsed:,.0f} leads/s; "
+        f"p50 {percentile(latencies, 0.50) * 1000:.1f} ms, p99 {percentile(latencies, 0.99) * 1000:.1f} ms, "
+        f"mean {statistics.fmean(latencies) * 1000:.1f} ms; failures {failures}; "
+        f"stored {stored} leads, outbox {outbox}"
+    )
 
 
 # -- in-process ----------------------------------------------------------------------------------
 
 
-def run_inprocess(database_url: str, leads: int, concurrency: int, appointments: float, warmup: int,
-                  synchronous: str) -> None:
+def run_inprocess(
+    database_url: str, leads: int, concurrency: int, appointments: float, warmup: int, synchronous: str
+) -> None:
     from aap.agent import CallContext, DealerAgent
     from aap.store import open_stores
 
     settings = bench_settings(database_url)
     stores = open_stores(database_url)
     agent = DealerAgent(settings, stores)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for i in range(warmup):
         agent.handle(lead(-i - 1, appointments, now), CallContext(binding="bench"))
     bodies = [lead(i, appointments, now) for i in range(leads)]
@@ -169,8 +182,7 @@ def run_inprocess(database_url: str, leads: int, concurrency: int, appointments:
         t.join()
     elapsed = time.perf_counter() - started
     stores.close()
-    report(f"inprocess (synchronous={synchronous}, {concurrency} threads)", latencies, elapsed, failures,
-           database_url)
+    report(f"inprocess (synchronous={synchronous}, {concurrency} threads)", latencies, elapsed, failures, database_url)
 
 
 # -- over /a2a ---------------------------------------------------------------------------------------
@@ -193,21 +205,24 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
 
 def envelope(body: dict[str, Any], index: int) -> dict[str, Any]:
     return {
-        "jsonrpc": "2.0", "id": index, "method": "SendMessage",
+        "jsonrpc": "2.0",
+        "id": index,
+        "method": "SendMessage",
         "params": {
-            "message": {"messageId": f"bench-{index}", "role": "ROLE_USER",
-                        "parts": [{"data": body,
-                                   "mediaType": "application/vnd.autoagent.lead-submit-request+json"}]},
+            "message": {
+                "messageId": f"bench-{index}",
+                "role": "ROLE_USER",
+                "parts": [{"data": body, "mediaType": "application/vnd.autoagent.lead-submit-request+json"}],
+            },
             "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.lead-submit-response+json"]},
         },
     }
 
 
 async def drive(base: str, leads: int, concurrency: int, appointments: float, warmup: int):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60,
-                                 headers={"A2A-Version": "1.0"}) as client:
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60, headers={"A2A-Version": "1.0"}) as client:
         for i in range(warmup):
             reply = (await client.post("/a2a", json=envelope(lead(-i - 1, appointments, now), -i - 1))).json()
             if "result" not in reply:
@@ -262,8 +277,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="aap-bench-leads-") as workdir:
         if args.mode in ("inprocess", "both"):
-            run_inprocess(f"sqlite:///{workdir}/inprocess.db", args.leads, args.concurrency, args.appointments,
-                          args.warmup, args.synchronous)
+            run_inprocess(
+                f"sqlite:///{workdir}/inprocess.db",
+                args.leads,
+                args.concurrency,
+                args.appointments,
+                args.warmup,
+                args.synchronous,
+            )
         if args.mode in ("a2a", "both"):
             run_a2a(f"sqlite:///{workdir}/a2a.db", args.leads, args.concurrency, args.appointments, args.warmup)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPU(s)")

@@ -28,8 +28,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -199,9 +200,11 @@ def main() -> None:
     import_seconds, common_make = build_database(database, args.listings, args.seed)
     make = common_make if args.with_make else None
     request = search_request(make, args.price_max)
-    print(f"inventory: {args.listings} listings ({import_seconds:.1f} s to import); "
-          f"query {request['filters']} sorted by price, limit 20; "
-          f"{args.requests} requests per run, concurrency {args.concurrency}")
+    print(
+        f"inventory: {args.listings} listings ({import_seconds:.1f} s to import); "
+        f"query {request['filters']} sorted by price, limit 20; "
+        f"{args.requests} requests per run, concurrency {args.concurrency}"
+    )
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"

@@ -59,7 +59,7 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
     from aap.config.loader import DEMO_CONFIG, packaged_toml
 
     demo = packaged_toml(DEMO_CONFIG)
-    head = demo[:demo.index("[rate_limit]")]
+    head = demo[: demo.index("[rate_limit]")]
     from aap.config.model import ALL_FILTERS
 
     filters = ", ".join(f'"{f}"' for f in ALL_FILTERS if f != "rooftops")  # ambiguous across sellers
@@ -69,8 +69,11 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
     head, swapped = re.subn(r'(?m)^database = ".*"$', f'database = "{database}"', head)
     assert swapped == 1, "the demo configuration has no database line to replace"
     rnd = random.Random(seed)
-    lines = [head, "[rate_limit]\nenabled = false\n",
-             '[dealer]\nname = "Bench Marketplace"\n[[dealer.rooftops]]\nname = "Bench Marketplace HQ"\n']
+    lines = [
+        head,
+        "[rate_limit]\nenabled = false\n",
+        '[dealer]\nname = "Bench Marketplace"\n[[dealer.rooftops]]\nname = "Bench Marketplace HQ"\n',
+    ]
     for i in range(dealers):
         lat, lon = rnd.uniform(30.0, 47.0), rnd.uniform(-120.0, -75.0)
         lines.append(
@@ -83,41 +86,51 @@ def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None
 
 def in_process(label: str, config: Path, count: int, runs: int, count_budget_ms: int) -> dict[str, Any]:
     """Import ``count`` listings and time searches and facets; returns the (a) query's make/price."""
+    from aap.agent import CallContext, DealerAgent
     from aap.config.loader import load_settings
     from aap.inventory.demo import generate_listings
-    from aap.agent import CallContext, DealerAgent
     from aap.store import open_stores
 
     settings = load_settings(str(config), environ={})
     started = time.perf_counter()
     feed = list(generate_listings(count, seed=0, settings=settings))
-    print(f"[{label}] generated {count:,} listings across {len(settings.dealers):,} dealers "
-          f"in {time.perf_counter() - started:.1f} s", flush=True)
+    print(
+        f"[{label}] generated {count:,} listings across {len(settings.dealers):,} dealers "
+        f"in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
     stores = open_stores(settings.database_url)
     agent = DealerAgent(settings, stores)
     ctx = CallContext(binding="bench")
     started = time.perf_counter()
     stats = stores.inventory.import_listings(feed)
     elapsed = time.perf_counter() - started
-    print(f"[{label}] import: {stats.total:,} listings in {elapsed:.1f} s = {count / elapsed:,.0f} listings/s",
-          flush=True)
+    print(
+        f"[{label}] import: {stats.total:,} listings in {elapsed:.1f} s = {count / elapsed:,.0f} listings/s", flush=True
+    )
     dealer_feeds: dict[str, list[dict[str, Any]]] = {}
     for item in feed:
         dealer_feeds.setdefault(item["dealer_id"], []).append(item)
     del feed
     started = time.perf_counter()
     stores.inventory.build_index()
-    print(f"[{label}] posting index built in {time.perf_counter() - started:.1f} s (per process, "
-          f"at start-up or in the background)", flush=True)
+    print(
+        f"[{label}] posting index built in {time.perf_counter() - started:.1f} s (per process, "
+        f"at start-up or in the background)",
+        flush=True,
+    )
     replaced = sorted(dealer_feeds)[:5]
     times = []
     for dealer in replaced:
         started = time.perf_counter()
         stores.inventory.import_listings(dealer_feeds[dealer], dealer_id=dealer, replace=True)
         times.append((time.perf_counter() - started) * 1000)
-    print(f"[{label}] replace one dealer's inventory ({len(dealer_feeds[replaced[0]])} listings): "
-          f"median {statistics.median(times):.0f} ms (of {len(times)} dealers: "
-          f"{', '.join(f'{t:.0f}' for t in times)} ms)", flush=True)
+    print(
+        f"[{label}] replace one dealer's inventory ({len(dealer_feeds[replaced[0]])} listings): "
+        f"median {statistics.median(times):.0f} ms (of {len(times)} dealers: "
+        f"{', '.join(f'{t:.0f}' for t in times)} ms)",
+        flush=True,
+    )
 
     geo = settings.dealers[0].rooftops[0]["geo"]
     makes = [m["value"] for m in agent.handle({"type": "inventory.facets.request"}, ctx)["data"]["makes"]]
@@ -150,11 +163,14 @@ def in_process(label: str, config: Path, count: int, runs: int, count_budget_ms:
             first.append((time.perf_counter() - start) * 1000)
             nulls += answer["data"]["total"] is None
             stores.inventory.wait_for_background()
-        print(f"[{label}] search {name} (total {result['data']['total']:,}): exact count p50 "
-              f"{percentile(cold, 0.5):.2f} ms, p99 {percentile(cold, 0.99):.2f} ms; remembered total p50 "
-              f"{percentile(warm, 0.5):.2f} ms, p99 {percentile(warm, 0.99):.2f} ms; "
-              f"{count_budget_ms} ms budget p50 {percentile(first, 0.5):.2f} ms "
-              f"({nulls}/{len(first)} total null)", flush=True)
+        print(
+            f"[{label}] search {name} (total {result['data']['total']:,}): exact count p50 "
+            f"{percentile(cold, 0.5):.2f} ms, p99 {percentile(cold, 0.99):.2f} ms; remembered total p50 "
+            f"{percentile(warm, 0.5):.2f} ms, p99 {percentile(warm, 0.99):.2f} ms; "
+            f"{count_budget_ms} ms budget p50 {percentile(first, 0.5):.2f} ms "
+            f"({nulls}/{len(first)} total null)",
+            flush=True,
+        )
     after_replace(label, stores, agent, ctx, settings, dealer_feeds, searches, runs)
     rotation = iter(sorted(dealer_feeds)[10:])
     for name, facets_request in (
@@ -170,15 +186,25 @@ def in_process(label: str, config: Path, count: int, runs: int, count_budget_ms:
             agent.handle(facets_request, ctx)
             cold.append((time.perf_counter() - start) * 1000)
         warm = timed(lambda: agent.handle(facets_request, ctx), min(runs, 50), warm=False)
-        print(f"[{label}] facets {name}: cold median {statistics.median(cold):.0f} ms "
-              f"(max {max(cold):.0f} ms), cached p50 {percentile(warm, 0.5):.2f} ms", flush=True)
+        print(
+            f"[{label}] facets {name}: cold median {statistics.median(cold):.0f} ms "
+            f"(max {max(cold):.0f} ms), cached p50 {percentile(warm, 0.5):.2f} ms",
+            flush=True,
+        )
     stores.close()
     return {"make": makes[0]}
 
 
-def after_replace(label: str, stores: Any, agent: Any, ctx: Any, settings: Any,
-                  dealer_feeds: dict[str, list[dict[str, Any]]], searches: dict[str, dict[str, Any]],
-                  runs: int) -> None:
+def after_replace(
+    label: str,
+    stores: Any,
+    agent: Any,
+    ctx: Any,
+    settings: Any,
+    dealer_feeds: dict[str, list[dict[str, Any]]],
+    searches: dict[str, dict[str, Any]],
+    runs: int,
+) -> None:
     """The first search (c) and facets condition=used right after one dealer's replace, checked
     against a fresh exact count in SQL (a store without the posting index)."""
     from aap.agent import DealerAgent
@@ -187,11 +213,10 @@ def after_replace(label: str, stores: Any, agent: Any, ctx: Any, settings: Any,
     reference = Stores(stores.db)
     reference.inventory.postings.enabled = False
     checker = DealerAgent(settings, reference)
-    keyword = {"type": "inventory.search.request", "pagination": {"limit": 20},
-               **searches["(c) query tokens"]}
+    keyword = {"type": "inventory.search.request", "pagination": {"limit": 20}, **searches["(c) query tokens"]}
     used = {"type": "inventory.facets.request", "filters": {"condition": ["used"]}}
     search_ms, facets_ms = [], []
-    for dealer in sorted(dealer_feeds)[5:5 + min(runs, 5)]:
+    for dealer in sorted(dealer_feeds)[5 : 5 + min(runs, 5)]:
         feed = dealer_feeds[dealer][: max(1, len(dealer_feeds[dealer]) - 3)]  # three units sold
         stores.inventory.import_listings(feed, dealer_id=dealer, replace=True)
         forget_counts(stores)
@@ -205,17 +230,20 @@ def after_replace(label: str, stores: Any, agent: Any, ctx: Any, settings: Any,
         assert answer["data"]["total"] == exact, (answer["data"]["total"], exact)
         assert facets["data"] == checker.handle(used, ctx)["data"], "facets differ from a fresh count"
         forget_counts(stores)
-    print(f"[{label}] after one dealer's replace: search (c) p50 {statistics.median(search_ms):.1f} ms "
-          f"(max {max(search_ms):.1f}), facets condition=used p50 {statistics.median(facets_ms):.1f} ms "
-          f"(max {max(facets_ms):.1f}); totals and facets equal a fresh SQL count", flush=True)
+    print(
+        f"[{label}] after one dealer's replace: search (c) p50 {statistics.median(search_ms):.1f} ms "
+        f"(max {max(search_ms):.1f}), facets condition=used p50 {statistics.median(facets_ms):.1f} ms "
+        f"(max {max(facets_ms):.1f}); totals and facets equal a fresh SQL count",
+        flush=True,
+    )
 
 
-async def drive(base: str, make: str, requests: int, concurrency: int,
-                distinct: bool) -> tuple[list[float], float, int]:
+async def drive(
+    base: str, make: str, requests: int, concurrency: int, distinct: bool
+) -> tuple[list[float], float, int]:
     """``distinct``: every request a new price bound, so no request reuses a remembered total."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120,
-                                 headers={"A2A-Version": "1.0"}) as client:
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120, headers={"A2A-Version": "1.0"}) as client:
         for i in range(concurrency):  # warm every worker's pool and caches
             await client.post("/a2a", json=request_body(make, 40000, -i - 1))
         latencies: list[float] = []
@@ -242,9 +270,21 @@ def http_throughput(config: Path, make: str, workers: int, requests: int, concur
     log_path = config.with_name(f"serve-{workers}.log")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port),
-             "--workers", str(workers)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "aap",
+                "serve",
+                "--config",
+                str(config),
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -256,15 +296,21 @@ def http_throughput(config: Path, make: str, workers: int, requests: int, concur
             if log_path.read_bytes().count(b'"posting index built"') >= workers:
                 break
             time.sleep(0.1)
-        print(f"[postgresql] {workers} worker(s) serving with their posting indexes "
-              f"{time.perf_counter() - started:.0f} s after start", flush=True)
+        print(
+            f"[postgresql] {workers} worker(s) serving with their posting indexes "
+            f"{time.perf_counter() - started:.0f} s after start",
+            flush=True,
+        )
         for distinct in (False, True):
             latencies, elapsed, failures = asyncio.run(drive(base, make, requests, concurrency, distinct))
             kind = "a new price_max each request" if distinct else "one query repeated"
-            print(f"[postgresql] HTTP /a2a query (a), {kind}, {workers} worker(s): "
-                  f"{requests / elapsed:,.0f} req/s, p50 {percentile(latencies, 0.5) * 1000:.1f} ms, "
-                  f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, {failures} failures "
-                  f"({requests} requests, concurrency {concurrency})", flush=True)
+            print(
+                f"[postgresql] HTTP /a2a query (a), {kind}, {workers} worker(s): "
+                f"{requests / elapsed:,.0f} req/s, p50 {percentile(latencies, 0.5) * 1000:.1f} ms, "
+                f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, {failures} failures "
+                f"({requests} requests, concurrency {concurrency})",
+                flush=True,
+            )
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -279,12 +325,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--workers", default="1,2,4", help="HTTP worker counts to measure")
-    parser.add_argument("--count-budget-ms", type=int, default=10,
-                        help="server.count_timeout_ms for the budgeted search figures")
-    parser.add_argument("--shared-buffers", default="1GB",
-                        help="PostgreSQL shared_buffers of the throwaway cluster")
-    parser.add_argument("--postgres-url", default=None,
-                        help="A server to create the benchmark database on (default: a throwaway cluster)")
+    parser.add_argument(
+        "--count-budget-ms", type=int, default=10, help="server.count_timeout_ms for the budgeted search figures"
+    )
+    parser.add_argument("--shared-buffers", default="1GB", help="PostgreSQL shared_buffers of the throwaway cluster")
+    parser.add_argument(
+        "--postgres-url",
+        default=None,
+        help="A server to create the benchmark database on (default: a throwaway cluster)",
+    )
     args = parser.parse_args()
 
     from pg_cluster import PostgresCluster

@@ -79,9 +79,7 @@ def main() -> None:
 
     geo = settings.dealer.rooftops[0]["geo"]
     makes = [m["value"] for m in agent.handle({"type": "inventory.facets.request"}, ctx)["data"]["makes"]]
-    codes = [f.code for f in settings.features][:2] or [
-        code for code, _ in stores.inventory.feature_vocabulary()
-    ][:2]
+    codes = [f.code for f in settings.features][:2] or [code for code, _ in stores.inventory.feature_vocabulary()][:2]
     searches = benchmark_searches(makes, geo, codes)
     for label, body in searches.items():
         request = {"type": "inventory.search.request", "pagination": {"limit": 20}, **body}
@@ -117,8 +115,10 @@ def main() -> None:
             agent.handle(facets_request, ctx)
             cold.append((time.perf_counter() - start) * 1000)
         warm = timed(lambda: agent.handle(facets_request, ctx), args.runs)
-        print(f"facets {label}: cold median {statistics.median(cold):.1f} ms (max {max(cold):.1f} ms), "
-              f"cached p50 {percentile(warm, 0.5):.2f} ms")
+        print(
+            f"facets {label}: cold median {statistics.median(cold):.1f} ms (max {max(cold):.1f} ms), "
+            f"cached p50 {percentile(warm, 0.5):.2f} ms"
+        )
     stores.close()
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -72,8 +73,9 @@ def benchmark_searches(makes: list[str], geo: dict[str, float], codes: list[str]
             "sort": {"field": "price", "order": "asc"},
         },
         "(b) near 50 mi, sort distance": {
-            "filters": {"near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05,
-                                 "radius_mi": 50}},
+            "filters": {
+                "near": {"latitude": geo["latitude"] + 0.05, "longitude": geo["longitude"] - 0.05, "radius_mi": 50}
+            },
             "sort": {"field": "distance_mi", "order": "asc"},
         },
         "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},

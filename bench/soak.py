@@ -50,7 +50,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from common import stop_process  # noqa: E402
+
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 ACCEPT = "application/json, text/event-stream"
 CRM_CYCLE = [("up", 40), ("down", 20), ("503", 10), ("hang", 10), ("up", 40)]  # seconds each, repeated
@@ -79,8 +80,8 @@ def free_port() -> int:
 @dataclass
 class Arrival:
     lead_id: str
-    status: str      # the ADF prospect status: new | resend
-    answer: str      # 200 | 503 | hang
+    status: str  # the ADF prospect status: new | resend
+    answer: str  # 200 | 503 | hang
     at: float
 
 
@@ -200,9 +201,23 @@ class Lives:
         self.rss.append([])
         env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "aap", "serve", "--config", str(self.config),
-                                          "--port", str(self.port), "--log-format", "json"],
-                                         stdout=out, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "aap",
+                    "serve",
+                    "--config",
+                    str(self.config),
+                    "--port",
+                    str(self.port),
+                    "--log-format",
+                    "json",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         for _ in range(600):  # bounded by count
             try:
                 if httpx.get(self.base + "/healthz", timeout=1).status_code == 200:
@@ -235,18 +250,26 @@ class Lives:
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def lead(key: str) -> dict[str, Any]:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return {
         "type": "lead.submit.request",
-        "customer": {"first_name": "Soak", "last_name": "Test", "email": f"soak.{key[:8]}@example.org",
-                     "preferred_contact": "email"},
-        "consent": {"granted_at": _rfc3339(now - timedelta(minutes=1)), "expires_at": _rfc3339(now + timedelta(days=30)),
-                    "allowed_channels": ["email"], "consent_text": "I agree to be contacted by email.",
-                    "scope": ["lead_submission"]},
+        "customer": {
+            "first_name": "Soak",
+            "last_name": "Test",
+            "email": f"soak.{key[:8]}@example.org",
+            "preferred_contact": "email",
+        },
+        "consent": {
+            "granted_at": _rfc3339(now - timedelta(minutes=1)),
+            "expires_at": _rfc3339(now + timedelta(days=30)),
+            "allowed_channels": ["email"],
+            "consent_text": "I agree to be contacted by email.",
+            "scope": ["lead_submission"],
+        },
         "vehicle_of_interest": {"make": "Honda", "model": "Civic"},
         "source_agent": {"name": "soak"},
         "idempotency_key": key,
@@ -260,22 +283,42 @@ READS = [
     {"type": "dealer.information.request"},
     {"type": "inventory.search.request", "currency": "CAD", "pagination": {"limit": 50}},
 ]
-TOOL = {"inventory.search.request": "aap_inventory_search", "inventory.facets.request": "aap_inventory_facets",
-        "dealer.information.request": "aap_dealer_information", "lead.submit.request": "aap_lead_submit",
-        "inventory.vehicle.request": "aap_inventory_vehicle"}
+TOOL = {
+    "inventory.search.request": "aap_inventory_search",
+    "inventory.facets.request": "aap_inventory_facets",
+    "dealer.information.request": "aap_dealer_information",
+    "lead.submit.request": "aap_lead_submit",
+    "inventory.vehicle.request": "aap_inventory_vehicle",
+}
 
 
 def call(http: httpx.Client, base: str, payload: dict[str, Any], mcp: bool) -> dict[str, Any] | None:
     """The AAP answer (response or aap.error), or None when the server could not be reached."""
     try:
         if mcp:
-            reply = http.post(base + "/mcp", headers={"Accept": ACCEPT, "MCP-Protocol-Version": "2025-11-25"},
-                              json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                    "params": {"name": TOOL[payload["type"]], "arguments": payload}})
+            reply = http.post(
+                base + "/mcp",
+                headers={"Accept": ACCEPT, "MCP-Protocol-Version": "2025-11-25"},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": TOOL[payload["type"]], "arguments": payload},
+                },
+            )
             body = reply.json()
             return body["result"]["structuredContent"] if "result" in body else {"transport_error": body}
-        reply = http.post(base + "/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-            "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": payload}]}}})
+        reply = http.post(
+            base + "/a2a",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {
+                    "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": payload}]}
+                },
+            },
+        )
         body = reply.json()
         if "result" in body:
             return body["result"]["message"]["parts"][0]["data"]
@@ -290,7 +333,7 @@ class Tally:
     requests: int = 0
     unreachable: int = 0
     errors: dict[str, int] = field(default_factory=dict)
-    acked: dict[str, str] = field(default_factory=dict)   # idempotency key -> lead_id
+    acked: dict[str, str] = field(default_factory=dict)  # idempotency key -> lead_id
     unacked: list[str] = field(default_factory=list)
 
 
@@ -335,8 +378,12 @@ def client(base: str, stop: threading.Event, tally: Tally, seed: int, lead_every
 # -- the account -----------------------------------------------------------------------------------
 
 
-OUTCOMES = ("delivery delivered", "delivery failed; will retry", "delivery dead",
-            "delivery sent after its claim lapsed; another worker may resend it (the CRM can drop the duplicate by lead id)")
+OUTCOMES = (
+    "delivery delivered",
+    "delivery failed; will retry",
+    "delivery dead",
+    "delivery sent after its claim lapsed; another worker may resend it (the CRM can drop the duplicate by lead id)",
+)
 
 
 def outcomes_by_lead(logs: list[Path]) -> dict[str, list[tuple[float, str, str]]]:
@@ -388,17 +435,27 @@ def account(directory: Path, tally: Tally, crm: Crm, lives: Lives) -> dict[str, 
             wrong.append(lead_id)
     lost = sorted((acked_ids - stored_ids) | {i for i in stored_ids if i not in accepted})
     return {
-        "requests": tally.requests, "unreachable_answers": tally.unreachable, "aap_errors": tally.errors,
+        "requests": tally.requests,
+        "unreachable_answers": tally.unreachable,
+        "aap_errors": tally.errors,
         "leads": {
-            "acked": len(tally.acked), "never_acked": len(tally.unacked), "stored": len(stored_ids),
-            "delivered": len(accepted), "lost": len(lost), "lost_ids": lost[:10],
+            "acked": len(tally.acked),
+            "never_acked": len(tally.unacked),
+            "stored": len(stored_ids),
+            "delivered": len(accepted),
+            "lost": len(lost),
+            "lost_ids": lost[:10],
             "duplicated_submissions": keys_stored_twice,
             "accepted_twice_by_the_crm": sum(1 for n in accepted.values() if n > 1),
             "outbox": rows,
         },
         "crm": {"arrivals": len(crm.arrivals), "answers": _count(a.answer for a in crm.arrivals)},
-        "resend": {"first_arrival_flagged_resend": flagged, "after_a_killed_claim": takeovers,
-                   "wrongly_flagged": len(wrong), "wrong_ids": wrong[:10]},
+        "resend": {
+            "first_arrival_flagged_resend": flagged,
+            "after_a_killed_claim": takeovers,
+            "wrongly_flagged": len(wrong),
+            "wrong_ids": wrong[:10],
+        },
         "logged_attempt_outcomes": sum(len(v) for v in outcomes.values()),
         "rss_mib_by_life": [[round(k / 1024, 1) for k in life] for life in lives.rss],
     }
@@ -426,14 +483,28 @@ def main() -> None:
         crm = Crm(free_port())
         lives = Lives(directory, configure(directory, free_port(), crm.port), 0)
         lives.port = int(re.search(r"127\.0\.0\.1:(\d+)", lives.config.read_text()).group(1))
-        subprocess.run([sys.executable, "-m", "aap", "import", "--config", str(lives.config), "--replace",
-                        str(_feed(directory, lives.config))], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "aap",
+                "import",
+                "--config",
+                str(lives.config),
+                "--replace",
+                str(_feed(directory, lives.config)),
+            ],
+            check=True,
+            capture_output=True,
+        )
         crm.listen()
         lives.start()
         tally = Tally()
         stop_traffic, stop_crm = threading.Event(), threading.Event()
-        threads = [threading.Thread(target=client, args=(lives.base, stop_traffic, tally, i, args.lead_every))
-                   for i in range(args.clients)]
+        threads = [
+            threading.Thread(target=client, args=(lives.base, stop_traffic, tally, i, args.lead_every))
+            for i in range(args.clients)
+        ]
         threads.append(threading.Thread(target=crm.run_cycle, args=(stop_crm,)))
         for thread in threads:
             thread.start()
@@ -448,8 +519,11 @@ def main() -> None:
                 kills += 1
                 lives.start()
                 next_kill += args.kill_every
-                print(f"[{time.monotonic() - started:6.0f} s] SIGKILL #{kills}; requests {tally.requests}, "
-                      f"leads acked {len(tally.acked)}, CRM arrivals {len(crm.arrivals)} ({crm.mode})", flush=True)
+                print(
+                    f"[{time.monotonic() - started:6.0f} s] SIGKILL #{kills}; requests {tally.requests}, "
+                    f"leads acked {len(tally.acked)}, CRM arrivals {len(crm.arrivals)} ({crm.mode})",
+                    flush=True,
+                )
         stop_traffic.set()
         stop_crm.set()
         for thread in threads:
@@ -458,8 +532,9 @@ def main() -> None:
         drain_until = time.monotonic() + args.drain_seconds
         while time.monotonic() < drain_until:
             with sqlite3.connect(directory / "aap.db") as db:
-                open_rows = db.execute("SELECT COUNT(*) FROM lead_deliveries WHERE status IN ('pending', 'delivering')"
-                                       ).fetchone()[0]
+                open_rows = db.execute(
+                    "SELECT COUNT(*) FROM lead_deliveries WHERE status IN ('pending', 'delivering')"
+                ).fetchone()[0]
             if open_rows == 0:
                 break
             time.sleep(1)
@@ -467,7 +542,12 @@ def main() -> None:
                 lives.sample_rss()
         lives.stop()
         crm.close()
-        report = {"minutes": args.minutes, "kills": kills, "clients": args.clients, **account(directory, tally, crm, lives)}
+        report = {
+            "minutes": args.minutes,
+            "kills": kills,
+            "clients": args.clients,
+            **account(directory, tally, crm, lives),
+        }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     lives_rss = report.pop("rss_mib_by_life")
@@ -480,8 +560,11 @@ def main() -> None:
 
 def _feed(directory: Path, config: Path) -> Path:
     feed = directory / "feed.jsonl"
-    subprocess.run([sys.executable, "-m", "aap", "demo-inventory", "--config", str(config), "-n", "2000",
-                    "-o", str(feed)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "aap", "demo-inventory", "--config", str(config), "-n", "2000", "-o", str(feed)],
+        check=True,
+        capture_output=True,
+    )
     return feed
 
 

@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -47,9 +48,18 @@ ACCEPT = "application/json, text/event-stream"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
-OAUTH_ERRORS = {"invalid_request", "invalid_client", "invalid_grant", "unauthorized_client",
-                "unsupported_grant_type", "invalid_scope", "invalid_target", "invalid_dpop_proof",
-                "use_dpop_nonce", "rate_limited"}
+OAUTH_ERRORS = {
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "invalid_target",
+    "invalid_dpop_proof",
+    "use_dpop_nonce",
+    "rate_limited",
+}
 TOOLS = {skill.tool_name: skill for skill in SKILLS.values()}
 BY_TYPE = {skill.request_type: skill for skill in SKILLS.values()}
 
@@ -67,22 +77,82 @@ INTERNALS = re.compile(
 def canary_text() -> st.SearchStrategy[str]:
     """Free text that carries the canary: any echo of it is visible."""
     tails = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-    return st.builds(lambda n, tail, head: f"{head}{CANARY}{n:x}{tail}", st.integers(0, 2**40), tails,
-                     st.sampled_from(["", " ", "Honda ", "<b>", "\"'", "%00", "\u202e", "../"]))
+    return st.builds(
+        lambda n, tail, head: f"{head}{CANARY}{n:x}{tail}",
+        st.integers(0, 2**40),
+        tails,
+        st.sampled_from(["", " ", "Honda ", "<b>", "\"'", "%00", "\u202e", "../"]),
+    )
 
 
-_FILTER_WORDS = ["make", "model", "trim", "condition", "vehicle_type", "features_all", "features_any",
-                 "query", "near", "price_max", "year_min", "rooftops", "status", "vin", "stock", "sort",
-                 "pagination", "cursor", "limit", "skip", "field", "order", "filters", "currency",
-                 "customer", "consent", "email", "phone", "appointment", "trade_in", "vehicle_of_interest",
-                 "idempotency_key", "source_agent", "dealer_id", "vehicle_id", "type", "x-extra", ""]
+_FILTER_WORDS = [
+    "make",
+    "model",
+    "trim",
+    "condition",
+    "vehicle_type",
+    "features_all",
+    "features_any",
+    "query",
+    "near",
+    "price_max",
+    "year_min",
+    "rooftops",
+    "status",
+    "vin",
+    "stock",
+    "sort",
+    "pagination",
+    "cursor",
+    "limit",
+    "skip",
+    "field",
+    "order",
+    "filters",
+    "currency",
+    "customer",
+    "consent",
+    "email",
+    "phone",
+    "appointment",
+    "trade_in",
+    "vehicle_of_interest",
+    "idempotency_key",
+    "source_agent",
+    "dealer_id",
+    "vehicle_id",
+    "type",
+    "x-extra",
+    "",
+]
 KEYS = st.sampled_from(_FILTER_WORDS) | st.text(max_size=8)
-SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
-           | st.floats(allow_nan=False, allow_infinity=False) | canary_text()
-           | st.sampled_from(["used", "new", "asc", "price", "Honda", "inventory.search.request",
-                              "1HGCV1F34PA000001", "2026-03-02T16:55:00Z", "", " ", "\ud800"]))
-JSON_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | canary_text()
+    | st.sampled_from(
+        [
+            "used",
+            "new",
+            "asc",
+            "price",
+            "Honda",
+            "inventory.search.request",
+            "1HGCV1F34PA000001",
+            "2026-03-02T16:55:00Z",
+            "",
+            " ",
+            "\ud800",
+        ]
+    )
+)
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4), max_leaves=12
+)
+
+
 def _nested(depth: int) -> Any:
     value: Any = CANARY
     for _ in range(depth):
@@ -93,7 +163,8 @@ def _nested(depth: int) -> Any:
 # Containers and strings beyond the request bounds, and right at them.
 OVERSIZED = st.one_of(
     st.sampled_from([REQUEST_BOUNDS.items, REQUEST_BOUNDS.items + 1, 5_000, 60_000]).map(
-        lambda n: [f"{CANARY}{i % 7}" for i in range(n)]),
+        lambda n: [f"{CANARY}{i % 7}" for i in range(n)]
+    ),
     st.sampled_from([REQUEST_BOUNDS.string + 1, 200_000]).map(lambda n: CANARY + "x" * n),
     st.sampled_from([REQUEST_BOUNDS.depth + 1, 200]).map(_nested),
     st.builds(lambda: {f"k{i}": i for i in range(REQUEST_BOUNDS.items + 1)}),
@@ -101,20 +172,29 @@ OVERSIZED = st.one_of(
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
     """One valid request per skill (a fresh lead each time: its key and clock)."""
+
     def lead() -> dict[str, Any]:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         return {
             "type": "lead.submit.request",
-            "customer": {"first_name": f"{CANARY}first", "last_name": f"{CANARY}last",
-                         "email": f"qzx.{uuid.uuid4().hex[:8]}@example.org", "phone": "+14155550123",
-                         "preferred_contact": "email"},
-            "consent": {"granted_at": _rfc3339(now - timedelta(minutes=5)), "allowed_channels": ["email", "phone"],
-                        "consent_text": f"{CANARY} I agree to be contacted.", "scope": ["lead_submission"]},
+            "customer": {
+                "first_name": f"{CANARY}first",
+                "last_name": f"{CANARY}last",
+                "email": f"qzx.{uuid.uuid4().hex[:8]}@example.org",
+                "phone": "+14155550123",
+                "preferred_contact": "email",
+            },
+            "consent": {
+                "granted_at": _rfc3339(now - timedelta(minutes=5)),
+                "allowed_channels": ["email", "phone"],
+                "consent_text": f"{CANARY} I agree to be contacted.",
+                "scope": ["lead_submission"],
+            },
             "vehicle_of_interest": {"make": "Honda", "model": "Civic", "condition": "used"},
             "message": f"{CANARY} is it available?",
             "source_agent": {"name": "adversarial-suite"},
@@ -124,9 +204,12 @@ def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
     return {
         "dealer.information": lambda: {"type": "dealer.information.request"},
         "inventory.facets": lambda: {"type": "inventory.facets.request", "filters": {"condition": ["used"]}},
-        "inventory.search": lambda: {"type": "inventory.search.request",
-                                     "filters": {"make": ["Honda"], "price_max": 40000, "query": "civic"},
-                                     "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 5}},
+        "inventory.search": lambda: {
+            "type": "inventory.search.request",
+            "filters": {"make": ["Honda"], "price_max": 40000, "query": "civic"},
+            "sort": {"field": "price", "order": "asc"},
+            "pagination": {"limit": 5},
+        },
         "inventory.vehicle": lambda: {"type": "inventory.vehicle.request", "vin": "1HGCV1F34PA000001"},
         "lead.submit": lead,
     }
@@ -204,8 +287,12 @@ def a2a_bodies(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
     part: dict[str, Any] = {"data": payload}
     if skill is not None and draw(st.booleans()):
         part["mediaType"] = skill.request_media_type
-    message = {"jsonrpc": "2.0", "id": draw(st.integers(0, 10**6) | st.text(max_size=8)), "method": "SendMessage",
-               "params": {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [part]}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": draw(st.integers(0, 10**6) | st.text(max_size=8)),
+        "method": "SendMessage",
+        "params": {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [part]}},
+    }
     kind = draw(st.integers(0, 9))
     if kind == 0:
         message["method"] = draw(st.sampled_from(["GetTask", "message/send", "SendStreamingMessage", "", "x" * 50]))
@@ -219,14 +306,18 @@ def a2a_bodies(draw: st.DrawFn) -> tuple[bytes, dict[str, str]]:
     if draw(st.integers(0, 4)) == 0:
         headers["A2A-Version"] = draw(st.sampled_from(["1.0", "0.3", "", "2.0", "1.0.7"]))
     if draw(st.integers(0, 4)) == 0:
-        headers["A2A-Extensions"] = draw(st.sampled_from(["", "https://example.org/ext",
-                                                          "https://autoagentprotocol.org/extensions/aap/v3.1"]))
+        headers["A2A-Extensions"] = draw(
+            st.sampled_from(["", "https://example.org/ext", "https://autoagentprotocol.org/extensions/aap/v3.1"])
+        )
     return encode(message), headers
 
 
 def _meta(version: str) -> dict[str, Any]:
-    return {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "adversarial-suite", "version": "1"}}
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "adversarial-suite", "version": "1"},
+    }
 
 
 @st.composite
@@ -240,14 +331,28 @@ def mcp_exchanges(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str | None]:
     if kind == 0:
         params["name"] = draw(st.sampled_from([f"{CANARY}_tool", "", "aap_lead_submit "]))
     elif kind == 1:
-        method, params = draw(st.sampled_from([("tools/list", {}), ("server/discover", {}), ("ping", {}),
-                                               ("resources/list", {}), (f"{CANARY}/method", {}),
-                                               ("initialize", {"protocolVersion": version, "capabilities": {},
-                                                               "clientInfo": {"name": "x", "version": "1"}})]))
+        method, params = draw(
+            st.sampled_from(
+                [
+                    ("tools/list", {}),
+                    ("server/discover", {}),
+                    ("ping", {}),
+                    ("resources/list", {}),
+                    (f"{CANARY}/method", {}),
+                    (
+                        "initialize",
+                        {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+                    ),
+                ]
+            )
+        )
     elif kind == 2:
         params = draw(JSON_VALUES)
-    request_id: Any = draw(st.integers(-(2**40), 2**40) | st.text(max_size=6)) if draw(st.integers(0, 9)) \
+    request_id: Any = (
+        draw(st.integers(-(2**40), 2**40) | st.text(max_size=6))
+        if draw(st.integers(0, 9))
         else draw(st.sampled_from([None, True, 1.5, [], {}]))
+    )
     message: Any = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
         message["params"] = params
@@ -270,8 +375,9 @@ def mcp_exchanges(draw: st.DrawFn) -> tuple[bytes, dict[str, str], str | None]:
     if twist == 0:
         del headers["Accept"]
     elif twist == 1:
-        headers["Content-Type"] = draw(st.sampled_from(["text/plain", "application/json; charset=latin-1",
-                                                        "multipart/form-data"]))
+        headers["Content-Type"] = draw(
+            st.sampled_from(["text/plain", "application/json; charset=latin-1", "multipart/form-data"])
+        )
     elif twist == 2:
         headers["MCP-Protocol-Version"] = draw(st.sampled_from(["2024-11-05", "", "2099-01-01", LEGACY, MODERN]))
     elif twist == 3:
@@ -292,8 +398,12 @@ def token_requests(draw: st.DrawFn, real: dict[str, str], proof: Callable[[], st
     from urllib.parse import urlencode
 
     form: list[tuple[str, str]] = []
-    jwtish = st.builds(lambda a, b, c: f"{a}.{b}.{c}", st.text("abcXYZ-_019", max_size=30),
-                       st.text("abcXYZ-_019", max_size=30), st.text("abcXYZ-_019", max_size=10))
+    jwtish = st.builds(
+        lambda a, b, c: f"{a}.{b}.{c}",
+        st.text("abcXYZ-_019", max_size=30),
+        st.text("abcXYZ-_019", max_size=30),
+        st.text("abcXYZ-_019", max_size=10),
+    )
     touched = draw(st.sets(st.sampled_from(sorted(real)), max_size=3))  # empty: the real form as it is
     for name, value in real.items():
         choice = draw(st.integers(0, 3)) if name in touched else 4
@@ -308,17 +418,34 @@ def token_requests(draw: st.DrawFn, real: dict[str, str], proof: Callable[[], st
             value = ".".join([head, body, sig[::-1]] if draw(st.booleans()) else [head + "x", body, sig])
         form.append((name, value))
     for _ in range(draw(st.integers(0, 2)) if touched else 0):
-        form.append(draw(st.sampled_from([
-            ("grant_type", draw(st.sampled_from([JWT_BEARER, TOKEN_EXCHANGE, "refresh_token", "password"]))),
-            ("resource", draw(st.sampled_from(["https://127.0.0.1", CANARY, "https://evil.example"]))),
-            ("scope", CANARY), ("session_id", CANARY), ("client_id", real.get("client_id", "")),
-            (draw(st.text(max_size=6)), draw(canary_text())),
-        ])))
+        form.append(
+            draw(
+                st.sampled_from(
+                    [
+                        (
+                            "grant_type",
+                            draw(st.sampled_from([JWT_BEARER, TOKEN_EXCHANGE, "refresh_token", "password"])),
+                        ),
+                        ("resource", draw(st.sampled_from(["https://127.0.0.1", CANARY, "https://evil.example"]))),
+                        ("scope", CANARY),
+                        ("session_id", CANARY),
+                        ("client_id", real.get("client_id", "")),
+                        (draw(st.text(max_size=6)), draw(canary_text())),
+                    ]
+                )
+            )
+        )
     body = urlencode(form).encode()
     if draw(st.integers(0, 9)) == 0:
         body = draw(st.binary(max_size=64))
-    headers = {"Content-Type": draw(st.sampled_from(["application/x-www-form-urlencoded"] * 6 + [
-        "application/json", "text/plain", "application/x-www-form-urlencoded; charset=utf-8"]))}
+    headers = {
+        "Content-Type": draw(
+            st.sampled_from(
+                ["application/x-www-form-urlencoded"] * 6
+                + ["application/json", "text/plain", "application/x-www-form-urlencoded; charset=utf-8"]
+            )
+        )
+    }
     dpop = draw(st.integers(0, 6))
     if dpop <= 4:
         headers["DPoP"] = proof()
@@ -454,8 +581,12 @@ class Verdicts:
             if validate(answer, "poppy-guest-token-response"):
                 self.fail("oauth", "a token answer that is not PoppyGuestTokenResponse", body)
             return
-        if not (isinstance(answer, dict) and set(answer) <= {"error", "error_description"}
-                and answer.get("error") in OAUTH_ERRORS and isinstance(answer.get("error_description", ""), str)):
+        if not (
+            isinstance(answer, dict)
+            and set(answer) <= {"error", "error_description"}
+            and answer.get("error") in OAUTH_ERRORS
+            and isinstance(answer.get("error_description", ""), str)
+        ):
             self.fail("oauth", "not an OAuth error object", body)
 
     def poppy(self, status: int, headers: Any, body: bytes, skill_id: str) -> None:

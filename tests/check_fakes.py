@@ -53,16 +53,47 @@ CAPABILITIES = {
 }
 SEARCH_FILTER_KEYS = set(CAPABILITIES["filters"])
 ALL_FILTER_KEYS = {
-    "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel", "electric_range_mi_min",
-    "electric_range_mi_max", "dc_fast_charge", "charge_port", "driveline", "body", "displacement_cc_min",
-    "displacement_cc_max", "exterior_color", "interior_color", "rooftops", "status", "features_all",
-    "features_any", "near", "year_min", "year_max", "price_min", "price_max", "mileage_max", "vin", "stock",
+    "make",
+    "model",
+    "trim",
+    "condition",
+    "vehicle_type",
+    "transmission",
+    "fuel",
+    "electric_range_mi_min",
+    "electric_range_mi_max",
+    "dc_fast_charge",
+    "charge_port",
+    "driveline",
+    "body",
+    "displacement_cc_min",
+    "displacement_cc_max",
+    "exterior_color",
+    "interior_color",
+    "rooftops",
+    "status",
+    "features_all",
+    "features_any",
+    "near",
+    "year_min",
+    "year_max",
+    "price_min",
+    "price_max",
+    "mileage_max",
+    "vin",
+    "stock",
     "query",
 }
 
 VIN_CHARS = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
-MAKES = [("Honda", "Civic", "sedan"), ("Honda", "CR-V", "suv"), ("Toyota", "RAV4", "suv"),
-         ("Ford", "F-150", "truck"), ("Mazda", "CX-5", "suv"), ("Subaru", "Outback", "wagon")]
+MAKES = [
+    ("Honda", "Civic", "sedan"),
+    ("Honda", "CR-V", "suv"),
+    ("Toyota", "RAV4", "suv"),
+    ("Ford", "F-150", "truck"),
+    ("Mazda", "CX-5", "suv"),
+    ("Subaru", "Outback", "wagon"),
+]
 
 
 def make_inventory(count: int = 37) -> list[dict[str, Any]]:
@@ -110,8 +141,14 @@ class Breaks:
 
 
 class FakeError(Exception):
-    def __init__(self, code: str, message: str, rpc: int = -32602, errors: list[dict[str, str]] | None = None,
-                 retryable: bool = False) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        rpc: int = -32602,
+        errors: list[dict[str, str]] | None = None,
+        retryable: bool = False,
+    ) -> None:
         self.code, self.message, self.rpc, self.errors, self.retryable = code, message, rpc, errors, retryable
 
 
@@ -133,7 +170,7 @@ class _Desc:
     def __init__(self, value: str) -> None:
         self.value = value
 
-    def __lt__(self, other: "_Desc") -> bool:
+    def __lt__(self, other: _Desc) -> bool:
         return self.value > other.value
 
     def __eq__(self, other: object) -> bool:
@@ -141,24 +178,27 @@ class _Desc:
 
 
 class FakeDealer:
-    def __init__(self, breaks: Breaks = Breaks(), base: str = BASE, inventory: list[dict[str, Any]] | None = None
-                 ) -> None:
+    def __init__(
+        self, breaks: Breaks = Breaks(), base: str = BASE, inventory: list[dict[str, Any]] | None = None
+    ) -> None:
         self.breaks = breaks
         self.base = base
         self.inventory = inventory if inventory is not None else make_inventory()
         self.calls = 0
         self.limited = 0
-        self.app = Starlette(routes=[
-            Route("/.well-known/agent-card.json", self.card_endpoint),
-            Route("/llms.txt", self.llms_endpoint),
-            Route("/.well-known/poppy.json", self.poppy_endpoint),
-            Route("/.well-known/oauth-authorization-server", self.issuer_endpoint),
-            Route("/poppy/openapi.json", self.openapi_endpoint),
-            Route("/.well-known/api-catalog", self.catalog_endpoint, methods=["GET", "HEAD"]),
-            Route("/a2a", self.a2a_endpoint, methods=["POST"]),
-            Route("/.well-known/oauth-protected-resource/mcp", self.mcp_metadata_endpoint),
-            Route("/mcp", self.mcp_endpoint, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/.well-known/agent-card.json", self.card_endpoint),
+                Route("/llms.txt", self.llms_endpoint),
+                Route("/.well-known/poppy.json", self.poppy_endpoint),
+                Route("/.well-known/oauth-authorization-server", self.issuer_endpoint),
+                Route("/poppy/openapi.json", self.openapi_endpoint),
+                Route("/.well-known/api-catalog", self.catalog_endpoint, methods=["GET", "HEAD"]),
+                Route("/a2a", self.a2a_endpoint, methods=["POST"]),
+                Route("/.well-known/oauth-protected-resource/mcp", self.mcp_metadata_endpoint),
+                Route("/mcp", self.mcp_endpoint, methods=["POST"]),
+            ]
+        )
 
     # -- discovery -------------------------------------------------------------------------
     def url(self, path: str) -> str:
@@ -176,22 +216,42 @@ class FakeDealer:
             "description": "An independent fake AAP dealer used to test the conformance checker.",
             "supportedInterfaces": [{"url": self.url("/a2a"), "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
             "version": "1.0.0",
-            "capabilities": {"streaming": False, "extensions": [{
-                "uri": uri, "required": True,
-                "params": {
-                    "id": "fake-motors", "version": "3.1.0", "schema_base_url": SCHEMA_BASE_URL,
-                    "mcp": {"url": self.url("/mcp"), "transport": "streamable-http",
-                            "protocol_versions": ["2026-07-28", "2025-11-25"], "public_read": True},
-                    "poppy": self.url("/.well-known/poppy.json"),
-                    "llms_txt": self.url("/llms.txt"),
-                    "skills": params_skills,
-                },
-            }]},
+            "capabilities": {
+                "streaming": False,
+                "extensions": [
+                    {
+                        "uri": uri,
+                        "required": True,
+                        "params": {
+                            "id": "fake-motors",
+                            "version": "3.1.0",
+                            "schema_base_url": SCHEMA_BASE_URL,
+                            "mcp": {
+                                "url": self.url("/mcp"),
+                                "transport": "streamable-http",
+                                "protocol_versions": ["2026-07-28", "2025-11-25"],
+                                "public_read": True,
+                            },
+                            "poppy": self.url("/.well-known/poppy.json"),
+                            "llms_txt": self.url("/llms.txt"),
+                            "skills": params_skills,
+                        },
+                    }
+                ],
+            },
             "defaultInputModes": [s.request_media_type for s in skills],
             "defaultOutputModes": [s.response_media_type for s in skills],
-            "skills": [{"id": s.id, "name": s.name, "description": s.description, "tags": list(s.tags),
-                        "inputModes": [s.request_media_type], "outputModes": [s.response_media_type]}
-                       for s in skills],
+            "skills": [
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "description": s.description,
+                    "tags": list(s.tags),
+                    "inputModes": [s.request_media_type],
+                    "outputModes": [s.response_media_type],
+                }
+                for s in skills
+            ],
         }
 
     def cached(self, request: Request, body: bytes, media_type: str) -> Response:
@@ -206,9 +266,11 @@ class FakeDealer:
 
     async def llms_endpoint(self, request: Request) -> Response:
         mcp = "https://elsewhere.example/mcp" if self.breaks.mismatched_urls else self.url("/mcp")
-        text = (f"# Fake Motors agent\n\n> A fake AAP 3.1 dealer. Agent card: {self.url('/.well-known/agent-card.json')}\n\n"
-                f"## Links\n\n- [Agent card]({self.url('/.well-known/agent-card.json')})\n- [MCP]({mcp})\n"
-                f"- [poppy.json]({self.url('/.well-known/poppy.json')})\n")
+        text = (
+            f"# Fake Motors agent\n\n> A fake AAP 3.1 dealer. Agent card: {self.url('/.well-known/agent-card.json')}\n\n"
+            f"## Links\n\n- [Agent card]({self.url('/.well-known/agent-card.json')})\n- [MCP]({mcp})\n"
+            f"- [poppy.json]({self.url('/.well-known/poppy.json')})\n"
+        )
         return self.cached(request, text.encode(), "text/markdown; charset=utf-8")
 
     async def poppy_endpoint(self, request: Request) -> Response:
@@ -217,33 +279,53 @@ class FakeDealer:
             "protocol_version": "0.3",
             "organization": {"name": "Fake Motors", "domain": urlsplit(self.base).hostname},
             "auth": {"issuer": self.base},
-            "apis": [{"type": "openapi", "url": self.url("/poppy/openapi.json"),
-                      "description": "AAP skills over the native API"},
-                     {"type": "mcp", "url": self.url("/mcp"), "resource": self.url("/mcp"),
-                      "description": "AAP skills as MCP tools; signed-in agents use a Bearer token"}],
-            "extensions": {"autoagentprotocol.org/aap": {
-                "version": "1", "aap_version": "3.1.0", "agent_card": self.url("/.well-known/agent-card.json"),
-                "mcp": self.url("/mcp"), "llms_txt": llms,
-            }},
+            "apis": [
+                {
+                    "type": "openapi",
+                    "url": self.url("/poppy/openapi.json"),
+                    "description": "AAP skills over the native API",
+                },
+                {
+                    "type": "mcp",
+                    "url": self.url("/mcp"),
+                    "resource": self.url("/mcp"),
+                    "description": "AAP skills as MCP tools; signed-in agents use a Bearer token",
+                },
+            ],
+            "extensions": {
+                "autoagentprotocol.org/aap": {
+                    "version": "1",
+                    "aap_version": "3.1.0",
+                    "agent_card": self.url("/.well-known/agent-card.json"),
+                    "mcp": self.url("/mcp"),
+                    "llms_txt": llms,
+                }
+            },
         }
         return self.cached(request, json.dumps(document).encode(), "application/json")
 
     async def issuer_endpoint(self, request: Request) -> Response:
-        return JSONResponse({
-            "issuer": self.base,
-            "token_endpoint": self.url("/oauth/token"),
-            "revocation_endpoint": self.url("/oauth/revoke"),
-            "grant_types_supported": ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token",
-                                      "urn:ietf:params:oauth:grant-type:token-exchange"],
-            "token_endpoint_auth_methods_supported": ["private_key_jwt"],
-            "protected_resources": [self.base],
-        })
+        return JSONResponse(
+            {
+                "issuer": self.base,
+                "token_endpoint": self.url("/oauth/token"),
+                "revocation_endpoint": self.url("/oauth/revoke"),
+                "grant_types_supported": [
+                    "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                    "refresh_token",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ],
+                "token_endpoint_auth_methods_supported": ["private_key_jwt"],
+                "protected_resources": [self.base],
+            }
+        )
 
     # -- native MCP: only what the Poppy rules look at (metadata and the 401 for a bad token) --------
     async def mcp_metadata_endpoint(self, request: Request) -> Response:
         resource = self.base if self.breaks.mcp_metadata_wrong_resource else self.url("/mcp")
-        return JSONResponse({"resource": resource, "authorization_servers": [self.base],
-                             "bearer_methods_supported": ["header"]})
+        return JSONResponse(
+            {"resource": resource, "authorization_servers": [self.base], "bearer_methods_supported": ["header"]}
+        )
 
     async def mcp_endpoint(self, request: Request) -> Response:
         challenge = 'Bearer error="invalid_token"'
@@ -254,17 +336,36 @@ class FakeDealer:
         return self.rpc_error(None, -32601, "This fake serves no MCP")
 
     async def openapi_endpoint(self, request: Request) -> Response:
-        ids = {"dealer.information": "dealerInformation", "inventory.facets": "inventoryFacets",
-               "inventory.search": "inventorySearch", "inventory.vehicle": "inventoryVehicle"}
-        paths = {f"/{s}": {"post": {"operationId": op, "responses": {"200": {"description": "ok"}}}}
-                 for s, op in ids.items()}
-        return JSONResponse({"openapi": "3.1.0", "info": {"title": "Fake", "version": "1"},
-                             "servers": [{"url": self.url("/poppy/v1")}], "paths": paths})
+        ids = {
+            "dealer.information": "dealerInformation",
+            "inventory.facets": "inventoryFacets",
+            "inventory.search": "inventorySearch",
+            "inventory.vehicle": "inventoryVehicle",
+        }
+        paths = {
+            f"/{s}": {"post": {"operationId": op, "responses": {"200": {"description": "ok"}}}} for s, op in ids.items()
+        }
+        return JSONResponse(
+            {
+                "openapi": "3.1.0",
+                "info": {"title": "Fake", "version": "1"},
+                "servers": [{"url": self.url("/poppy/v1")}],
+                "paths": paths,
+            }
+        )
 
     async def catalog_endpoint(self, request: Request) -> Response:
-        body = json.dumps({"linkset": [{"anchor": self.url("/a2a"),
-                                        "service-meta": [{"href": self.url("/.well-known/agent-card.json")}],
-                                        "service-doc": [{"href": self.url("/llms.txt")}]}]}).encode()
+        body = json.dumps(
+            {
+                "linkset": [
+                    {
+                        "anchor": self.url("/a2a"),
+                        "service-meta": [{"href": self.url("/.well-known/agent-card.json")}],
+                        "service-doc": [{"href": self.url("/llms.txt")}],
+                    }
+                ]
+            }
+        ).encode()
         media = 'application/linkset+json; profile="https://www.rfc-editor.org/info/rfc9727"'
         if request.method == "HEAD":
             return Response(b"", media_type=media)
@@ -276,11 +377,23 @@ class FakeDealer:
         self.calls += 1
         if self.breaks.rate_limit_every and self.calls % self.breaks.rate_limit_every == 0:
             self.limited += 1
-            error = {"type": "aap.error", "error_id": "err_rl", "code": "RATE_LIMITED", "message": "Slow down",
-                     "retryable": True, "created_at": "2026-05-01T10:00:00Z", "details": {"retry_after_ms": 5}}
+            error = {
+                "type": "aap.error",
+                "error_id": "err_rl",
+                "code": "RATE_LIMITED",
+                "message": "Slow down",
+                "retryable": True,
+                "created_at": "2026-05-01T10:00:00Z",
+                "details": {"retry_after_ms": 5},
+            }
             rid = json.loads(raw).get("id") if raw.startswith(b"{") and raw.endswith(b"}") else None
-            return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "Slow down",
-                                 "data": [{"@type": STRUCT, "value": error}]}})
+            return JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": -32000, "message": "Slow down", "data": [{"@type": STRUCT, "value": error}]},
+                }
+            )
         try:
             body = json.loads(raw)
         except ValueError:
@@ -315,8 +428,7 @@ class FakeDealer:
             "messageId": str(uuid.uuid4()),
             "contextId": (None if self.breaks.drops_context else message.get("contextId")) or str(uuid.uuid4()),
             "role": "ROLE_AGENT",
-            "parts": [{"data": {"type": skill.response_type, "data": result},
-                       "mediaType": skill.response_media_type}],
+            "parts": [{"data": {"type": skill.response_type, "data": result}, "mediaType": skill.response_media_type}],
         }
         return JSONResponse({"jsonrpc": "2.0", "id": rid, "result": {"message": response_message}})
 
@@ -324,19 +436,31 @@ class FakeDealer:
         return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
 
     def aap_error(self, rid: Any, exc: FakeError) -> Response:
-        error: dict[str, Any] = {"type": "aap.error", "error_id": "err_" + uuid.uuid4().hex, "code": exc.code,
-                                 "message": exc.message, "retryable": exc.retryable,
-                                 "created_at": "2026-05-01T10:00:00Z"}
+        error: dict[str, Any] = {
+            "type": "aap.error",
+            "error_id": "err_" + uuid.uuid4().hex,
+            "code": exc.code,
+            "message": exc.message,
+            "retryable": exc.retryable,
+            "created_at": "2026-05-01T10:00:00Z",
+        }
         if exc.errors:
             error["details"] = {"errors": exc.errors}
         if self.breaks.legacy_error_type:
             data = [{"@type": FORBIDDEN, **error}]
         else:
-            data = [{"@type": ERROR_INFO, "reason": exc.code, "domain": "autoagentprotocol.org",
-                     "metadata": {"code": exc.code}},
-                    {"@type": STRUCT, "value": error}]
-        return JSONResponse({"jsonrpc": "2.0", "id": rid, "error": {"code": exc.rpc, "message": exc.message,
-                                                                    "data": data}})
+            data = [
+                {
+                    "@type": ERROR_INFO,
+                    "reason": exc.code,
+                    "domain": "autoagentprotocol.org",
+                    "metadata": {"code": exc.code},
+                },
+                {"@type": STRUCT, "value": error},
+            ]
+        return JSONResponse(
+            {"jsonrpc": "2.0", "id": rid, "error": {"code": exc.rpc, "message": exc.message, "data": data}}
+        )
 
     # -- skills ----------------------------------------------------------------------------
     def dealer_information(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -346,9 +470,14 @@ class FakeDealer:
     def closed(self, request: dict[str, Any], allowed: set[str]) -> None:
         extra = sorted(set(request) - allowed)
         if extra:
-            raise FakeError("SCHEMA_VALIDATION_FAILED", "Unknown keys",
-                            errors=[{"instanceLocation": "", "keyword": "additionalProperties",
-                                     "error": f"unknown key {k}"} for k in extra])
+            raise FakeError(
+                "SCHEMA_VALIDATION_FAILED",
+                "Unknown keys",
+                errors=[
+                    {"instanceLocation": "", "keyword": "additionalProperties", "error": f"unknown key {k}"}
+                    for k in extra
+                ],
+            )
 
     def validate_filters(self, filters: Any) -> list[dict[str, str]]:
         problems = []
@@ -357,8 +486,13 @@ class FakeDealer:
         for key, value in filters.items():
             where = f"/filters/{key}"
             if key not in ALL_FILTER_KEYS:
-                problems.append({"instanceLocation": "/filters", "keyword": "additionalProperties",
-                                 "error": f"unknown filter {key}"})
+                problems.append(
+                    {
+                        "instanceLocation": "/filters",
+                        "keyword": "additionalProperties",
+                        "error": f"unknown filter {key}",
+                    }
+                )
             elif isinstance(value, list) and not value:
                 problems.append({"instanceLocation": where, "keyword": "minItems", "error": "must not be empty"})
             elif key in ("year_min", "year_max") and isinstance(value, int) and not 1900 <= value <= 2100:
@@ -371,8 +505,10 @@ class FakeDealer:
             raise FakeError("UNSUPPORTED_FILTER", f"Unsupported filter {unsupported[0]}")
         out = []
         for listing in self.inventory:
-            ok = all(str(listing.get(k, "")).casefold() in {str(v).casefold() for v in values}
-                     for k, values in filters.items())
+            ok = all(
+                str(listing.get(k, "")).casefold() in {str(v).casefold() for v in values}
+                for k, values in filters.items()
+            )
             if ok:
                 out.append(listing)
         return out
@@ -420,32 +556,50 @@ class FakeDealer:
         problems = self.validate_filters(request.get("filters", {}))
         limit = pagination.get("limit", CAPABILITIES["default_limit"])
         if not isinstance(limit, int) or limit < 1 or limit > 100:
-            problems.append({"instanceLocation": "/pagination/limit", "keyword": "maximum" if limit else "minimum",
-                             "error": "limit must be 1..100"})
+            problems.append(
+                {
+                    "instanceLocation": "/pagination/limit",
+                    "keyword": "maximum" if limit else "minimum",
+                    "error": "limit must be 1..100",
+                }
+            )
         elif limit > CAPABILITIES["max_limit"]:
             if self.breaks.clamp_limit:
                 limit = CAPABILITIES["max_limit"]
             else:
-                problems.append({"instanceLocation": "/pagination/limit", "keyword": "maximum",
-                                 "error": f"limit exceeds max_limit {CAPABILITIES['max_limit']}"})
+                problems.append(
+                    {
+                        "instanceLocation": "/pagination/limit",
+                        "keyword": "maximum",
+                        "error": f"limit exceeds max_limit {CAPABILITIES['max_limit']}",
+                    }
+                )
         if "skip" in pagination:
-            problems.append({"instanceLocation": "/pagination/skip", "keyword": "offset",
-                             "error": "skip is not supported"})
+            problems.append(
+                {"instanceLocation": "/pagination/skip", "keyword": "offset", "error": "skip is not supported"}
+            )
         if problems:
             raise FakeError("SCHEMA_VALIDATION_FAILED", "Invalid request", errors=problems)
         sort = request.get("sort") or CAPABILITIES["default_sort"]
         if sort.get("field") not in CAPABILITIES["sort_fields"]:
             raise FakeError("UNSUPPORTED_SORT", "Unsupported sort field")
-        listings = sorted(self.matching(request.get("filters", {})),
-                          key=lambda v: _sort_key(v, sort["field"], sort["order"]))
+        listings = sorted(
+            self.matching(request.get("filters", {})), key=lambda v: _sort_key(v, sort["field"], sort["order"])
+        )
         qhash = self.query_hash(request, limit)
         offset = self.decode_cursor(pagination["cursor"], qhash) if "cursor" in pagination else 0
-        page = listings[offset:offset + limit]
+        page = listings[offset : offset + limit]
         step = limit - 1 if self.breaks.repeat_listing and limit > 1 else limit
         next_cursor = self.encode_cursor(qhash, offset + step) if offset + limit < len(listings) else None
         total = min(len(listings), 20) if self.breaks.capped_total else len(listings)
-        return {"total": total, "limit": limit, "next_cursor": next_cursor,
-                "applied_filters": request.get("filters", {}), "sort": sort, "vehicles": page}
+        return {
+            "total": total,
+            "limit": limit,
+            "next_cursor": next_cursor,
+            "applied_filters": request.get("filters", {}),
+            "sort": sort,
+            "vehicles": page,
+        }
 
     def inventory_vehicle(self, request: dict[str, Any]) -> dict[str, Any]:
         self.closed(request, {"type", "vin", "stock", "vehicle_id"})
@@ -455,5 +609,8 @@ class FakeDealer:
                     if listing.get(key) == request[key]:
                         return listing
                 raise FakeError("VEHICLE_NOT_FOUND", "No such vehicle", -32000)
-        raise FakeError("SCHEMA_VALIDATION_FAILED", "An identifier is required",
-                        errors=[{"instanceLocation": "", "keyword": "anyOf", "error": "vin, stock or vehicle_id"}])
+        raise FakeError(
+            "SCHEMA_VALIDATION_FAILED",
+            "An identifier is required",
+            errors=[{"instanceLocation": "", "keyword": "anyOf", "error": "vin, stock or vehicle_id"}],
+        )

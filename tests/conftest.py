@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from aap.agent import CallContext, DealerAgent
 from aap.config.model import (
     AgentIdentity,
     DealerProfile,
@@ -31,7 +33,6 @@ from aap.config.model import (
     SearchCapabilities,
     Settings,
 )
-from aap.agent import CallContext, DealerAgent
 from aap.spec import validate
 from aap.store import Stores, open_database, open_stores
 from aap.store.db import Database
@@ -60,8 +61,15 @@ FEATURES: tuple[Feature, ...] = (
 )
 
 
-def rooftop(name: str, geo: dict[str, float] | None, *, city: str, country: str = "US",
-            timezone: str = "America/Los_Angeles", **extra: Any) -> dict[str, Any]:
+def rooftop(
+    name: str,
+    geo: dict[str, float] | None,
+    *,
+    city: str,
+    country: str = "US",
+    timezone: str = "America/Los_Angeles",
+    **extra: Any,
+) -> dict[str, Any]:
     """A DealerInformation rooftop object."""
     out: dict[str, Any] = {
         "name": name,
@@ -81,8 +89,12 @@ DEFAULT_ROOFTOPS: tuple[dict[str, Any], ...] = (
     rooftop("Bay Motors San Francisco", SF, city="San Francisco"),
     rooftop("Bay Motors Oakland", OAKLAND, city="Oakland"),
     rooftop(
-        "Bay Motors Vancouver", VANCOUVER, city="Vancouver", country="CA",
-        timezone="America/Vancouver", currency="CAD",
+        "Bay Motors Vancouver",
+        VANCOUVER,
+        city="Vancouver",
+        country="CA",
+        timezone="America/Vancouver",
+        currency="CAD",
         fees=[{"name": "Documentation fee", "amount": 499}],
     ),
 )
@@ -100,9 +112,7 @@ def make_settings(
     info: dict[str, Any] = {"name": "Bay Motors Group", "rooftops": [dict(r) for r in rooftops]}
     if dealer_id is not None:
         info["dealer_id"] = dealer_id
-    caps = dataclasses.replace(
-        SearchCapabilities(currencies=("USD", "CAD"), default_currency="USD"), **search
-    )
+    caps = dataclasses.replace(SearchCapabilities(currencies=("USD", "CAD"), default_currency="USD"), **search)
     return Settings(
         deployment_id="test-deployment",
         public_url="https://dealer.example",
@@ -122,8 +132,9 @@ def assert_valid(instance: Any, schema: str) -> Any:
 
 
 @contextmanager
-def open_memory_agent(settings: Settings | None = None, listings: Iterable[dict] = (),
-                      **import_kw: Any) -> Iterator[DealerAgent]:
+def open_memory_agent(
+    settings: Settings | None = None, listings: Iterable[dict] = (), **import_kw: Any
+) -> Iterator[DealerAgent]:
     stores = open_stores("sqlite://:memory:")
     try:
         agent = DealerAgent(settings or make_settings(), stores)
@@ -220,8 +231,9 @@ def memory_agent(backend, request) -> Iterator[Callable[..., Any]]:
     fresh = snapshot_database(db)
 
     @contextmanager
-    def opened(settings: Settings | None = None, listings: Iterable[dict] = (),
-               **import_kw: Any) -> Iterator[DealerAgent]:
+    def opened(
+        settings: Settings | None = None, listings: Iterable[dict] = (), **import_kw: Any
+    ) -> Iterator[DealerAgent]:
         reset_database(db, fresh)
         stores = Stores(db)
         agent = DealerAgent(settings or make_settings(), stores)
@@ -250,8 +262,9 @@ def agent_factory(database_url_factory) -> Iterable[Callable[..., DealerAgent]]:
     """``agent_factory(settings=None, listings=None, **import_kw)`` → DealerAgent on a fresh database."""
     opened: list[Stores] = []
 
-    def build(settings: Settings | None = None, listings: Iterable[dict] | None = None,
-              **import_kw: Any) -> DealerAgent:
+    def build(
+        settings: Settings | None = None, listings: Iterable[dict] | None = None, **import_kw: Any
+    ) -> DealerAgent:
         stores = open_stores(database_url_factory(f"aap-{len(opened)}"))
         opened.append(stores)
         agent = DealerAgent(settings or make_settings(), stores)

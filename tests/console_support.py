@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
 
 from aap import accounts
-
 from aap.agent import CallContext, DealerAgent
 from aap.config.web import WebSettings
 from lead_support import NOW, lead_request, listing
@@ -44,9 +44,16 @@ def submit_customers(agent: DealerAgent, customers: tuple[tuple[str, ...], ...] 
     """One lead per customer, a second apart, each about the vehicle at its rooftop; the lead ids."""
     ids = []
     for i, (first, last, email, phone, rooftop) in enumerate(customers):
-        body = lead_request(customer={"first_name": first, "last_name": last, "email": email, "phone": phone,
-                                      "preferred_contact": "email"},
-                            vehicle_of_interest={"vin": VINS[rooftop]})
+        body = lead_request(
+            customer={
+                "first_name": first,
+                "last_name": last,
+                "email": email,
+                "phone": phone,
+                "preferred_contact": "email",
+            },
+            vehicle_of_interest={"vin": VINS[rooftop]},
+        )
         ctx = CallContext(binding="test", now=NOW + timedelta(seconds=i))
         ids.append(agent.handle(copy.deepcopy(body), ctx)["data"]["lead_id"])
     return ids

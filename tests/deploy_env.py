@@ -12,16 +12,16 @@ published on a separate HTTPS host.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from aap.client import PoppyIdentity
 from aap.client.poppy_auth import generate_es256_key
 from aap.config.poppy import PoppySettings
-from aap.store import open_stores
 from aap.server.app import create_app
+from aap.store import open_stores
 from http_helpers import LiveServer, load_demo_inventory, make_settings
 from poppy_client import AgentHost, HttpsServer, TestCA
 
@@ -42,8 +42,10 @@ def publish_identity(host: AgentHost, name: str) -> PoppyIdentity:
     """A personal-agent identity whose metadata and JWKS the dealer can fetch over HTTPS."""
     identity = PoppyIdentity(f"{host.base_url}/{name}/agent.json", generate_es256_key(f"{name}-key-1"))
     jwks_uri = f"{host.base_url}/{name}/jwks.json"
-    host.publish(f"/{name}/agent.json", identity.client_metadata(
-        jwks_uri, [f"{host.base_url}/{name}/callback"], f"aap test agent {name}"))
+    host.publish(
+        f"/{name}/agent.json",
+        identity.client_metadata(jwks_uri, [f"{host.base_url}/{name}/callback"], f"aap test agent {name}"),
+    )
     host.publish(f"/{name}/jwks.json", identity.public_jwks())
     return identity
 
@@ -56,8 +58,9 @@ def own_dealer(tmp_path_factory) -> Iterator[OwnDealer]:
     patch.setenv("SSL_CERT_FILE", str(ca.ca_file))
     host = AgentHost(ca)
     server = HttpsServer(ca, "own-dealer")
-    settings = make_settings(server.base_url, f"sqlite:///{directory}/aap.db",
-                             poppy=PoppySettings(allow_loopback_clients=True))
+    settings = make_settings(
+        server.base_url, f"sqlite:///{directory}/aap.db", poppy=PoppySettings(allow_loopback_clients=True)
+    )
     stores = open_stores(settings.database_url)
     load_demo_inventory(stores, settings, INVENTORY)
     server.start(create_app(settings, stores))

@@ -8,7 +8,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import uvicorn
 
@@ -45,7 +46,7 @@ class LiveServer:
         self.server: uvicorn.Server | None = None
         self.thread: threading.Thread | None = None
 
-    def start(self, app: Any) -> "LiveServer":
+    def start(self, app: Any) -> LiveServer:
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
@@ -163,19 +164,17 @@ class Deployment:
     """A full deployment on loopback: settings, stores, app and a live server."""
 
     def __init__(self, directory: Any, *, inventory: int = 60, public_url: str | None = None, **replace: Any) -> None:
-        from aap.store import open_stores
         from aap.server.app import create_app
+        from aap.store import open_stores
 
         self.server = LiveServer()
-        self.settings = make_settings(
-            public_url or self.server.base_url, f"sqlite:///{directory}/aap.db", **replace
-        )
+        self.settings = make_settings(public_url or self.server.base_url, f"sqlite:///{directory}/aap.db", **replace)
         self.stores = open_stores(self.settings.database_url)
         self.listings = load_demo_inventory(self.stores, self.settings, inventory) if inventory else []
         self.app = create_app(self.settings, self.stores)
         self.base_url = self.server.base_url
 
-    def __enter__(self) -> "Deployment":
+    def __enter__(self) -> Deployment:
         self.server.start(self.app)
         return self
 

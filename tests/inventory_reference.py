@@ -9,7 +9,7 @@ valid requests against the settings built by ``conftest.make_settings``.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
@@ -20,11 +20,22 @@ from aap.store.inventory import synthesized_id
 
 ELIGIBLE = ("available", "intransit", "pending")
 KM_PER_MI = Fraction(1609344, 1_000_000)
-TERMS = ("make", "model", "trim", "transmission", "fuel", "driveline", "body",
-         "exterior_color", "interior_color", "charge_port")
+TERMS = (
+    "make",
+    "model",
+    "trim",
+    "transmission",
+    "fuel",
+    "driveline",
+    "body",
+    "exterior_color",
+    "interior_color",
+    "charge_port",
+)
 
 
 # -- a small hand-written inventory (unit tests) ----------------------------------
+
 
 def listing(vehicle_id: str, **fields: Any) -> dict[str, Any]:
     base = {"vehicle_id": vehicle_id, "status": "available", "updated_at": "2026-04-30T08:00:00Z"}
@@ -33,34 +44,89 @@ def listing(vehicle_id: str, **fields: Any) -> dict[str, Any]:
 
 
 INVENTORY = [
-    listing("h1", make="Honda", model="CR-V", trim="EX-L", price=35500, mileage=12,
-            rooftop="Bay Motors San Francisco", exterior_color="Crystal Black Pearl",
-            features=["Apple CarPlay"], condition="new"),
-    listing("h2", make="honda ", model="Civic", price=24000, mileage=30000,
-            rooftop="Bay Motors Oakland", condition="used", vehicle_type="car"),
-    listing("t1", make="Toyota", model="RAV4", price=30000, mileage=20000, mileage_unit="km",
-            rooftop="Bay Motors Oakland", condition="used"),
-    listing("m1", make="Acme Moto", model="Electric Standard", vehicle_type="motorcycle", price=11999,
-            fuel="bev", dc_fast_charge=False, charge_port="nacs", electric_range_mi=113,
-            rooftop="Bay Motors San Francisco"),
-    listing("e1", make="Tesla", model="Model 3", fuel="bev", dc_fast_charge=True, charge_port="NACS",
-            rooftop="Bay Motors San Francisco", status="intransit"),
-    listing("c1", make="Honda", model="CR-V", price=45000, currency="CAD", mileage=5000,
-            mileage_unit="km", rooftop="Bay Motors Vancouver"),
+    listing(
+        "h1",
+        make="Honda",
+        model="CR-V",
+        trim="EX-L",
+        price=35500,
+        mileage=12,
+        rooftop="Bay Motors San Francisco",
+        exterior_color="Crystal Black Pearl",
+        features=["Apple CarPlay"],
+        condition="new",
+    ),
+    listing(
+        "h2",
+        make="honda ",
+        model="Civic",
+        price=24000,
+        mileage=30000,
+        rooftop="Bay Motors Oakland",
+        condition="used",
+        vehicle_type="car",
+    ),
+    listing(
+        "t1",
+        make="Toyota",
+        model="RAV4",
+        price=30000,
+        mileage=20000,
+        mileage_unit="km",
+        rooftop="Bay Motors Oakland",
+        condition="used",
+    ),
+    listing(
+        "m1",
+        make="Acme Moto",
+        model="Electric Standard",
+        vehicle_type="motorcycle",
+        price=11999,
+        fuel="bev",
+        dc_fast_charge=False,
+        charge_port="nacs",
+        electric_range_mi=113,
+        rooftop="Bay Motors San Francisco",
+    ),
+    listing(
+        "e1",
+        make="Tesla",
+        model="Model 3",
+        fuel="bev",
+        dc_fast_charge=True,
+        charge_port="NACS",
+        rooftop="Bay Motors San Francisco",
+        status="intransit",
+    ),
+    listing(
+        "c1",
+        make="Honda",
+        model="CR-V",
+        price=45000,
+        currency="CAD",
+        mileage=5000,
+        mileage_unit="km",
+        rooftop="Bay Motors Vancouver",
+    ),
     listing("c2", make="Ford", model="F-150", currency="CAD", rooftop="Bay Motors Vancouver"),
     listing("n1", make="Ford", model="Maverick"),  # unpriced, no rooftop
 ]
 
 EVIDENCE = {
-    "present": {"code": "sunroof", "label": "Sunroof", "status": "present", "source": "dealer",
-                "text": "Verified on the unit."},
-    "absent": {"code": "sunroof", "label": "Sunroof", "status": "absent", "source": "dealer",
-               "text": "Not fitted."},
+    "present": {
+        "code": "sunroof",
+        "label": "Sunroof",
+        "status": "present",
+        "source": "dealer",
+        "text": "Verified on the unit.",
+    },
+    "absent": {"code": "sunroof", "label": "Sunroof", "status": "absent", "source": "dealer", "text": "Not fitted."},
     "unknown": {"code": "sunroof", "label": "Sunroof", "status": "unknown"},
 }
 
 
 # -- reference semantics -------------------------------------------------------
+
 
 def listing_id(item: dict[str, Any], dealer_id: str | None = None) -> str:
     if item.get("vehicle_id"):
@@ -89,8 +155,10 @@ def reading(listing: dict[str, Any], unit: str) -> Fraction | None:
 def haversine(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     r = 3958.7613
     p1, p2 = math.radians(lat1), math.radians(lat2)
-    a = math.sin((p2 - p1) / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(
-        (math.radians(lon2) - math.radians(lon1)) / 2) ** 2
+    a = (
+        math.sin((p2 - p1) / 2) ** 2
+        + math.cos(p1) * math.cos(p2) * math.sin((math.radians(lon2) - math.radians(lon1)) / 2) ** 2
+    )
     return 2 * r * math.asin(math.sqrt(min(1.0, a)))
 
 
@@ -120,8 +188,10 @@ def present_codes(listing: dict[str, Any]) -> set[str]:
 
 def effective(request: dict[str, Any], settings: Settings) -> tuple[str, str]:
     caps = settings.search
-    return (request.get("currency") or caps.default_currency or "USD",
-            request.get("mileage_unit") or caps.default_mileage_unit or "mi")
+    return (
+        request.get("currency") or caps.default_currency or "USD",
+        request.get("mileage_unit") or caps.default_mileage_unit or "mi",
+    )
 
 
 def matches(listing: dict[str, Any], request: dict[str, Any], settings: Settings) -> bool:
@@ -142,9 +212,12 @@ def matches(listing: dict[str, Any], request: dict[str, Any], settings: Settings
         return False
     if "rooftops" in f and listing.get("rooftop") not in f["rooftops"]:
         return False
-    for low, high, field in (("year_min", "year_max", "year"), ("price_min", "price_max", "price"),
-                             ("displacement_cc_min", "displacement_cc_max", "displacement_cc"),
-                             ("electric_range_mi_min", "electric_range_mi_max", "electric_range_mi")):
+    for low, high, field in (
+        ("year_min", "year_max", "year"),
+        ("price_min", "price_max", "price"),
+        ("displacement_cc_min", "displacement_cc_max", "displacement_cc"),
+        ("electric_range_mi_min", "electric_range_mi_max", "electric_range_mi"),
+    ):
         if (low in f or high in f) and field not in listing:
             return False
         if low in f and listing[field] < f[low]:
@@ -198,8 +271,7 @@ def sort_value(listing: dict[str, Any], field: str, request: dict[str, Any], set
 
 def reference_search(listings: list[dict[str, Any]], request: dict[str, Any], settings: Settings) -> list[str]:
     """vehicle_ids of the full matching set, in the effective order."""
-    sort = request.get("sort") or {"field": settings.search.default_sort[0],
-                                   "order": settings.search.default_sort[1]}
+    sort = request.get("sort") or {"field": settings.search.default_sort[0], "order": settings.search.default_sort[1]}
     hits = [item for item in listings if matches(item, request, settings)]
     with_value = [(sort_value(h, sort["field"], request, settings), listing_id(h)) for h in hits]
     known = sorted([(v, i) for v, i in with_value if v is not None], key=lambda p: p[1])
@@ -221,11 +293,18 @@ def reference_facets(listings: list[dict[str, Any]], request: dict[str, Any], se
                 counts[v] = counts.get(v, 0) + 1
         out[name] = counts
 
-    for facet, field in (("makes", "make"), ("models", "model"), ("trims", "trim"),
-                         ("transmissions", "transmission"), ("fuels", "fuel"),
-                         ("charge_ports", "charge_port"), ("drivelines", "driveline"),
-                         ("bodies", "body"), ("exterior_colors", "exterior_color"),
-                         ("interior_colors", "interior_color")):
+    for facet, field in (
+        ("makes", "make"),
+        ("models", "model"),
+        ("trims", "trim"),
+        ("transmissions", "transmission"),
+        ("fuels", "fuel"),
+        ("charge_ports", "charge_port"),
+        ("drivelines", "driveline"),
+        ("bodies", "body"),
+        ("exterior_colors", "exterior_color"),
+        ("interior_colors", "interior_color"),
+    ):
         count(facet, [fold(h.get(field)) for h in hits])
     count("years", [h.get("year") for h in hits])
     count("conditions", [h.get("condition") for h in hits])
@@ -266,9 +345,15 @@ def normalise_facets(facets: dict[str, Any]) -> dict[str, Any]:
         elif key.endswith("_range"):
             out[key] = value
         else:
-            out[key] = {(e["value"].casefold() if isinstance(e["value"], str) and key not in (
-                "rooftops", "conditions", "statuses", "vehicle_types") else e["value"]): e["count"]
-                for e in value}
+            out[key] = {
+                (
+                    e["value"].casefold()
+                    if isinstance(e["value"], str)
+                    and key not in ("rooftops", "conditions", "statuses", "vehicle_types")
+                    else e["value"]
+                ): e["count"]
+                for e in value
+            }
     return out
 
 
@@ -284,7 +369,7 @@ CODES = ["adaptive_cruise_control", "apple_carplay", "heated_front_seats", "sunr
 VINS = ["1HGCV1F30NA123456", "2T3P1RFV8MW123457", "1FTFW1E50NFA12345"]
 STOCKS = ["H1", "h1", "T-22", "A9", "B 7"]
 ROOFTOPS = ["Bay Motors San Francisco", "Bay Motors Oakland", "Bay Motors Vancouver", "Elsewhere", None]
-BASE = datetime(2026, 4, 1, tzinfo=timezone.utc)
+BASE = datetime(2026, 4, 1, tzinfo=UTC)
 
 
 def _stamp(minutes: int, offset_hours: int) -> str:
@@ -317,22 +402,32 @@ def listings(draw: Any, *, max_size: int = 14) -> list[dict[str, Any]]:
             continue
         used.add(key)
         optional = {
-            "make": st.sampled_from(MAKES), "model": st.sampled_from(MODELS),
-            "trim": st.sampled_from(TRIMS), "exterior_color": st.sampled_from(COLORS),
-            "interior_color": st.sampled_from(COLORS), "fuel": st.sampled_from(FUELS),
-            "charge_port": st.sampled_from(PORTS), "body": st.sampled_from(["suv", "SUV", "sedan"]),
-            "transmission": st.sampled_from(["cvt", "manual"]), "driveline": st.sampled_from(["awd", "fwd"]),
+            "make": st.sampled_from(MAKES),
+            "model": st.sampled_from(MODELS),
+            "trim": st.sampled_from(TRIMS),
+            "exterior_color": st.sampled_from(COLORS),
+            "interior_color": st.sampled_from(COLORS),
+            "fuel": st.sampled_from(FUELS),
+            "charge_port": st.sampled_from(PORTS),
+            "body": st.sampled_from(["suv", "SUV", "sedan"]),
+            "transmission": st.sampled_from(["cvt", "manual"]),
+            "driveline": st.sampled_from(["awd", "fwd"]),
             "condition": st.sampled_from(["new", "used", "cpo"]),
             "vehicle_type": st.sampled_from(["car", "motorcycle", "rv"]),
-            "year": st.integers(2019, 2026), "price": st.integers(0, 50).map(lambda p: p * 1000),
+            "year": st.integers(2019, 2026),
+            "price": st.integers(0, 50).map(lambda p: p * 1000),
             "list_price": st.integers(10, 50).map(lambda p: p * 1000),
             "msrp": st.integers(10, 50).map(lambda p: p * 1000),
-            "mileage": st.integers(0, 200_000), "mileage_unit": st.sampled_from(["mi", "km"]),
-            "currency": st.sampled_from(["USD", "CAD"]), "displacement_cc": st.integers(600, 3000),
-            "electric_range_mi": st.sampled_from([113, 250.5, 300]), "dc_fast_charge": st.booleans(),
+            "mileage": st.integers(0, 200_000),
+            "mileage_unit": st.sampled_from(["mi", "km"]),
+            "currency": st.sampled_from(["USD", "CAD"]),
+            "displacement_cc": st.integers(600, 3000),
+            "electric_range_mi": st.sampled_from([113, 250.5, 300]),
+            "dc_fast_charge": st.booleans(),
             "rooftop": st.sampled_from(ROOFTOPS),
-            "features": st.lists(st.sampled_from(["Apple CarPlay", "Heated Seats", "Sunroof"]),
-                                 max_size=2, unique=True),
+            "features": st.lists(
+                st.sampled_from(["Apple CarPlay", "Heated Seats", "Sunroof"]), max_size=2, unique=True
+            ),
         }
         for field, strategy in optional.items():
             if draw(st.booleans()):
@@ -370,13 +465,18 @@ def filters(draw: Any, *, features: bool = True) -> dict[str, Any]:
         "vehicle_type": st.lists(st.sampled_from(["car", "motorcycle", "rv"]), min_size=1, max_size=2, unique=True),
         "status": st.lists(st.sampled_from(ELIGIBLE), min_size=1, max_size=2, unique=True),
         "rooftops": st.lists(st.sampled_from([r for r in ROOFTOPS if r]), min_size=1, max_size=2, unique=True),
-        "year_min": st.integers(2018, 2027), "price_max": st.integers(0, 50_000),
-        "price_min": st.integers(0, 30_000), "mileage_max": st.integers(0, 250_000),
-        "displacement_cc_max": st.integers(500, 3000), "electric_range_mi_min": st.integers(100, 300),
+        "year_min": st.integers(2018, 2027),
+        "price_max": st.integers(0, 50_000),
+        "price_min": st.integers(0, 30_000),
+        "mileage_max": st.integers(0, 250_000),
+        "displacement_cc_max": st.integers(500, 3000),
+        "electric_range_mi_min": st.integers(100, 300),
         "dc_fast_charge": st.booleans(),
-        "vin": st.sampled_from(VINS), "stock": st.sampled_from(STOCKS),
-        "query": st.lists(st.sampled_from(["hon", "CR-", "v", "1HG", "carplay", "ZZZ", "a"]),
-                          min_size=1, max_size=2).map(lambda ts: "  " + " ".join(ts) + " "),
+        "vin": st.sampled_from(VINS),
+        "stock": st.sampled_from(STOCKS),
+        "query": st.lists(
+            st.sampled_from(["hon", "CR-", "v", "1HG", "carplay", "ZZZ", "a"]), min_size=1, max_size=2
+        ).map(lambda ts: "  " + " ".join(ts) + " "),
     }
     if features:
         choices["features_all"] = st.lists(st.sampled_from(CODES), min_size=1, max_size=2, unique=True)

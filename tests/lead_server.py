@@ -23,11 +23,15 @@ def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as handle:
         config = json.load(handle)
     delivery = DeliverySettings(
-        poll_seconds=config["poll_seconds"], timeout_seconds=config["timeout_seconds"],
-        lease_seconds=config["lease_seconds"], base_backoff_seconds=0.2, max_backoff_seconds=1.0,
+        poll_seconds=config["poll_seconds"],
+        timeout_seconds=config["timeout_seconds"],
+        lease_seconds=config["lease_seconds"],
+        base_backoff_seconds=0.2,
+        max_backoff_seconds=1.0,
     )
-    settings = lead_settings(routes=[http_route(config["crm_url"])], database_url=config["database_url"],
-                             delivery=delivery)
+    settings = lead_settings(
+        routes=[http_route(config["crm_url"])], database_url=config["database_url"], delivery=delivery
+    )
     settings = dataclasses.replace(settings, public_url=f"http://127.0.0.1:{config['port']}")
     run(settings, host="127.0.0.1", port=config["port"], log_level="warning")
 

@@ -6,11 +6,11 @@ import copy
 import socket
 import threading
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any
 
-from aap.config.model import AgentIdentity, DealerProfile, Settings
 from aap.config.leads import (
     AdfHttpTarget,
     AppointmentSettings,
@@ -18,23 +18,28 @@ from aap.config.leads import (
     LeadSettings,
     Route,
 )
+from aap.config.model import AgentIdentity, DealerProfile, Settings
 
 # Distinctive customer values: tests assert they never reach a log line or an error.
 FIRST = "Zebulon"
 LAST = "Quintavious-Marsh"
 EMAIL = "zebulon.qm.7731@example.org"
 PHONE = "+14155557731"
-MESSAGE = "Looking for a blue one <b>&amp; \"cheap\"</b> — ASAP ☃"
+MESSAGE = 'Looking for a blue one <b>&amp; "cheap"</b> — ASAP ☃'
 CONSENT_TEXT = "I agree that Bay Motors may contact me about this vehicle by email or text."
 
-NOW = datetime(2026, 3, 2, 17, 0, tzinfo=timezone.utc)  # Monday 09:00 in San Francisco (PST)
+NOW = datetime(2026, 3, 2, 17, 0, tzinfo=UTC)  # Monday 09:00 in San Francisco (PST)
 
-SALES_WEEK = {d: {"open": "09:00", "close": "18:00"} for d in
-              ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday")} | {"sunday": None}
-SERVICE_WEEK = {d: {"open": "07:30", "close": "17:00"} for d in
-                ("monday", "tuesday", "wednesday", "thursday", "friday")} | {"saturday": None, "sunday": None}
-EVERY_DAY = {d: {"open": "10:00", "close": "17:00"} for d in
-             ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")}
+SALES_WEEK = {
+    d: {"open": "09:00", "close": "18:00"} for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+} | {"sunday": None}
+SERVICE_WEEK = {
+    d: {"open": "07:30", "close": "17:00"} for d in ("monday", "tuesday", "wednesday", "thursday", "friday")
+} | {"saturday": None, "sunday": None}
+EVERY_DAY = {
+    d: {"open": "10:00", "close": "17:00"}
+    for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+}
 
 SF_ROOFTOP = {
     "name": "Bay Motors San Francisco",
@@ -61,10 +66,16 @@ VANCOUVER_ROOFTOP = {
 ROOFTOPS = (SF_ROOFTOP, OAKLAND_ROOFTOP, VANCOUVER_ROOFTOP)
 
 
-def lead_settings(*, routes: Iterable[Route] = (), rooftops: Iterable[dict[str, Any]] = ROOFTOPS,
-                  appointments: AppointmentSettings | None = None,
-                  delivery: DeliverySettings | None = None, database_url: str = "sqlite:///aap.db",
-                  dealer_id: str | None = "bay-motors", **leads: Any) -> Settings:
+def lead_settings(
+    *,
+    routes: Iterable[Route] = (),
+    rooftops: Iterable[dict[str, Any]] = ROOFTOPS,
+    appointments: AppointmentSettings | None = None,
+    delivery: DeliverySettings | None = None,
+    database_url: str = "sqlite:///aap.db",
+    dealer_id: str | None = "bay-motors",
+    **leads: Any,
+) -> Settings:
     info: dict[str, Any] = {"name": "Bay Motors Group", "rooftops": copy.deepcopy(list(rooftops))}
     if dealer_id:
         info["dealer_id"] = dealer_id
@@ -77,8 +88,14 @@ def lead_settings(*, routes: Iterable[Route] = (), rooftops: Iterable[dict[str, 
         leads=LeadSettings(
             routes=tuple(routes),
             appointments=appointments or AppointmentSettings(),
-            delivery=delivery or DeliverySettings(base_backoff_seconds=0.05, max_backoff_seconds=0.2,
-                                                  poll_seconds=0.05, timeout_seconds=5, lease_seconds=30),
+            delivery=delivery
+            or DeliverySettings(
+                base_backoff_seconds=0.05,
+                max_backoff_seconds=0.2,
+                poll_seconds=0.05,
+                timeout_seconds=5,
+                lease_seconds=30,
+            ),
             **leads,
         ),
     )
@@ -92,8 +109,13 @@ def lead_request(**changes: Any) -> dict[str, Any]:
     """A valid lead.submit.request; ``changes`` replace top-level keys (None removes one)."""
     body: dict[str, Any] = {
         "type": "lead.submit.request",
-        "customer": {"first_name": FIRST, "last_name": LAST, "email": EMAIL, "phone": PHONE,
-                     "preferred_contact": "email"},
+        "customer": {
+            "first_name": FIRST,
+            "last_name": LAST,
+            "email": EMAIL,
+            "phone": PHONE,
+            "preferred_contact": "email",
+        },
         "consent": {
             "granted_at": "2026-03-02T16:55:00Z",
             "allowed_channels": ["email", "sms"],
@@ -114,10 +136,20 @@ def lead_request(**changes: Any) -> dict[str, Any]:
 
 def listing(vin: str, **extra: Any) -> dict[str, Any]:
     out = {
-        "vin": vin, "year": 2024, "make": "Honda", "model": "CR-V", "trim": "EX-L", "condition": "new",
-        "status": "available", "price": 35500, "updated_at": "2026-03-01T08:00:00Z",
-        "rooftop": "Bay Motors Oakland", "stock": "H" + vin[-5:], "body": "suv",
-        "transmission": "cvt", "mileage": 12,
+        "vin": vin,
+        "year": 2024,
+        "make": "Honda",
+        "model": "CR-V",
+        "trim": "EX-L",
+        "condition": "new",
+        "status": "available",
+        "price": 35500,
+        "updated_at": "2026-03-01T08:00:00Z",
+        "rooftop": "Bay Motors Oakland",
+        "stock": "H" + vin[-5:],
+        "body": "suv",
+        "transmission": "cvt",
+        "mileage": 12,
     }
     out.update(extra)
     return out
@@ -145,9 +177,15 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with outer.lock:
                     status = outer.status
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers.items()),
-                                           "body": body, "status": status,
-                                           "held": outer.hang.is_set()})
+                    outer.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers.items()),
+                            "body": body,
+                            "status": status,
+                            "held": outer.hang.is_set(),
+                        }
+                    )
                 if outer.hang.is_set():
                     outer.release.wait(60)
                 self.send_response(status)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
-
-import pytest
+from typing import Any
 
 from aap.bindings import mcp
 from aap.inventory.demo import generate_listings
@@ -111,12 +110,12 @@ def initialize(version: str = LEGACY) -> dict[str, Any]:
 
 # -- AAP payloads ------------------------------------------------------------------------
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def lead_request(vehicle: dict[str, Any], key: str) -> dict[str, Any]:
     """A consented lead about ``vehicle`` (no appointment)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return {
         "type": "lead.submit.request",
         "customer": {

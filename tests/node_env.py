@@ -30,8 +30,9 @@ def node_ready() -> str:
         npm = shutil.which("npm")
         if npm is None:
             pytest.fail("npm is not installed: apt-get install npm (see .ci/run)")
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_PROJECT, check=True, timeout=600,
-                       capture_output=True)
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_PROJECT, check=True, timeout=600, capture_output=True
+        )
     return node
 
 
@@ -43,8 +44,9 @@ def run_plan(plan: dict[str, Any], directory: Path, *, ca_file: Path | None = No
     env = dict(os.environ)
     if ca_file is not None:
         env["NODE_EXTRA_CA_CERTS"] = str(ca_file)  # the test CA of an HTTPS dealer
-    done = subprocess.run([node, str(SCRIPT), str(plan_file)], cwd=NODE_PROJECT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [node, str(SCRIPT), str(plan_file)], cwd=NODE_PROJECT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout)
 

@@ -53,7 +53,7 @@ class PostgresCluster:
         self._user_prefix: list[str] = []
         self._admin_url: str | None = None
 
-    def start(self, *, extra_conf: str = "") -> "PostgresCluster":
+    def start(self, *, extra_conf: str = "") -> PostgresCluster:
         """Start the server; ``extra_conf`` holds more ``postgresql.conf`` lines (benchmarks tune memory)."""
         env_url = os.environ.get("AAP_TEST_POSTGRES_URL")
         if env_url:
@@ -72,16 +72,38 @@ class PostgresCluster:
             self._user_prefix = ["runuser", "-u", owner, "--"]
         data = os.path.join(self._dir, "data")
         port = _free_port()
-        self._run([os.path.join(self._bin, "initdb"), "-D", data, "-U", "aap", "--auth=trust",
-                   "-E", "UTF8", "--locale=C", "--no-sync"])
+        self._run(
+            [
+                os.path.join(self._bin, "initdb"),
+                "-D",
+                data,
+                "-U",
+                "aap",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ]
+        )
         with open(os.path.join(data, "postgresql.auto.conf"), "a") as conf:
             conf.write(
                 f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self._dir}'\n"
-                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n"
-                + extra_conf
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n" + extra_conf
             )
-        self._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l",
-                   os.path.join(self._dir, "log"), "-w", "-t", "60", "start"])
+        self._run(
+            [
+                os.path.join(self._bin, "pg_ctl"),
+                "-D",
+                data,
+                "-l",
+                os.path.join(self._dir, "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         self._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
         return self
 
@@ -97,11 +119,11 @@ class PostgresCluster:
         assert self._admin_url is not None
         name = "aap_" + uuid.uuid4().hex[:12]
         with psycopg.connect(self._admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+            conn.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'")
         base, _, _ = self._admin_url.rpartition("/")
         return f"{base}/{name}"
 
-    def start_replica(self) -> "PostgresCluster":
+    def start_replica(self) -> PostgresCluster:
         """A hot standby of this cluster on another loopback port, streaming from it
         (``pg_basebackup -R``: a base backup plus the recovery settings)."""
         if self._dir is None or self._bin is None or self._admin_url is None:
@@ -115,12 +137,40 @@ class PostgresCluster:
         primary_port = self._admin_url.rsplit(":", 1)[1].split("/")[0]
         data = os.path.join(replica._dir, "data")
         port = _free_port()
-        replica._run([os.path.join(self._bin, "pg_basebackup"), "-D", data, "-h", "127.0.0.1",
-                      "-p", primary_port, "-U", "aap", "-R", "-X", "stream", "-c", "fast", "--no-sync"])
+        replica._run(
+            [
+                os.path.join(self._bin, "pg_basebackup"),
+                "-D",
+                data,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                primary_port,
+                "-U",
+                "aap",
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "--no-sync",
+            ]
+        )
         with open(os.path.join(data, "postgresql.auto.conf"), "a") as conf:  # later lines win
             conf.write(f"port = {port}\nunix_socket_directories = '{replica._dir}'\nhot_standby = on\n")
-        replica._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l",
-                      os.path.join(replica._dir, "log"), "-w", "-t", "60", "start"])
+        replica._run(
+            [
+                os.path.join(self._bin, "pg_ctl"),
+                "-D",
+                data,
+                "-l",
+                os.path.join(replica._dir, "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         replica._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
         return replica
 
@@ -133,20 +183,33 @@ class PostgresCluster:
     def halt(self) -> None:
         """Stop the server at once (a crash), keeping its data for :meth:`resume`."""
         assert self._dir is not None and self._bin is not None
-        self._run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self._dir, "data"),
-                   "-m", "immediate", "-w", "stop"])
+        self._run(
+            [os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self._dir, "data"), "-m", "immediate", "-w", "stop"]
+        )
 
     def resume(self) -> None:
         assert self._dir is not None and self._bin is not None
-        self._run([os.path.join(self._bin, "pg_ctl"), "-D", os.path.join(self._dir, "data"), "-l",
-                   os.path.join(self._dir, "log"), "-w", "-t", "60", "start"])
+        self._run(
+            [
+                os.path.join(self._bin, "pg_ctl"),
+                "-D",
+                os.path.join(self._dir, "data"),
+                "-l",
+                os.path.join(self._dir, "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
 
     def stop(self) -> None:
         if self._dir and self._bin:
             data = os.path.join(self._dir, "data")
-            subprocess.run(self._user_prefix + [os.path.join(self._bin, "pg_ctl"), "-D", data,
-                                                "-m", "immediate", "-w", "stop"],
-                           capture_output=True)
+            subprocess.run(
+                self._user_prefix + [os.path.join(self._bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+            )
             time.sleep(0.1)
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

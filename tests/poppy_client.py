@@ -79,46 +79,64 @@ class TestCA:
         self.directory = Path(directory)
         self.key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "aap poppy test CA")])
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         self.cert = (
             x509.CertificateBuilder()
-            .subject_name(name).issuer_name(name).public_key(self.key.public_key())
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(self.key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=2))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         self.ca_file = self.directory / "ca.pem"
         self.ca_file.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, label: str, names: tuple[str, ...] = ("localhost",),
-              addresses: tuple[str, ...] = ("127.0.0.1",)) -> tuple[Path, Path]:
+    def issue(
+        self, label: str, names: tuple[str, ...] = ("localhost",), addresses: tuple[str, ...] = ("127.0.0.1",)
+    ) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         sans = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
-            .issuer_name(self.cert.subject).public_key(key.public_key())
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=2))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
-                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         cert_file = self.directory / f"{label}.pem"
         key_file = self.directory / f"{label}.key"
         cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         return cert_file, key_file
 
     def context(self) -> ssl.SSLContext:
@@ -139,9 +157,15 @@ class HttpsServer:
         self.server: uvicorn.Server | None = None
         self.thread: threading.Thread | None = None
 
-    def start(self, app: Any) -> "HttpsServer":
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                ssl_certfile=str(self.cert_file), ssl_keyfile=str(self.key_file))
+    def start(self, app: Any) -> HttpsServer:
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            ssl_certfile=str(self.cert_file),
+            ssl_keyfile=str(self.key_file),
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()
@@ -225,12 +249,27 @@ class PersonalAgent:
         self.host.publish(f"/{self.name}/jwks.json", self.jwks())
 
     # -- signed artefacts --------------------------------------------------------------
-    def assertion(self, issuer: str, sub: str, *, lifetime: float = 60, at: float | None = None,
-                  header: dict[str, Any] | None = None, key: ECKey | None = None, **claims: Any) -> str:
+    def assertion(
+        self,
+        issuer: str,
+        sub: str,
+        *,
+        lifetime: float = 60,
+        at: float | None = None,
+        header: dict[str, Any] | None = None,
+        key: ECKey | None = None,
+        **claims: Any,
+    ) -> str:
         """A JWT assertion issued ``at`` (default now); ``claims`` override any claim."""
         now = time.time() if at is None else at
-        body = {"iss": self.client_id, "sub": sub, "aud": issuer, "iat": int(now),
-                "exp": int(now) + lifetime, "jti": new_jti()}
+        body = {
+            "iss": self.client_id,
+            "sub": sub,
+            "aud": issuer,
+            "iat": int(now),
+            "exp": int(now) + lifetime,
+            "jti": new_jti(),
+        }
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
         return sign(header or {"alg": "ES256", "kid": self.kid, "typ": "JWT"}, body, key or self.identity)
@@ -242,8 +281,15 @@ class PersonalAgent:
         return self.assertion(issuer, user_id, **kw)
 
     @staticmethod
-    def dpop_proof(key: ECKey, method: str, url: str, *, access_token: str | None = None,
-                   header: dict[str, Any] | None = None, **claims: Any) -> str:
+    def dpop_proof(
+        key: ECKey,
+        method: str,
+        url: str,
+        *,
+        access_token: str | None = None,
+        header: dict[str, Any] | None = None,
+        **claims: Any,
+    ) -> str:
         """A DPoP proof; ``claims`` override any claim (``iat=...``, ``ath=...``)."""
         body: dict[str, Any] = {"jti": new_jti(), "htm": method, "htu": url, "iat": int(time.time())}
         if access_token is not None:
@@ -252,26 +298,52 @@ class PersonalAgent:
         body = {k: v for k, v in body.items() if v is not None}
         return sign(header or {"typ": "dpop+jwt", "alg": "ES256", "jwk": public_jwk(key)}, body, key)
 
-    def delegation(self, delegated: ECKey, *, lifetime: int = 3600, key: ECKey | None = None,
-                   **claims: Any) -> str:
+    def delegation(self, delegated: ECKey, *, lifetime: int = 3600, key: ECKey | None = None, **claims: Any) -> str:
         now = int(time.time())
-        body: dict[str, Any] = {"iss": self.client_id, "iat": now, "exp": now + lifetime,
-                                "cnf": {"jwk": public_jwk(delegated)}}
+        body: dict[str, Any] = {
+            "iss": self.client_id,
+            "iat": now,
+            "exp": now + lifetime,
+            "cnf": {"jwk": public_jwk(delegated)},
+        }
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
         return sign({"alg": "ES256", "kid": self.kid, "typ": "poppy-dlg+jwt"}, body, key or self.identity)
 
-    def poppy_session(self, delegated: ECKey, delegation: str, *, issuer: str, user_id: str, sid: str,
-                      method: str, url: str, access_token: str | None = None, kid: str | None = None,
-                      **claims: Any) -> str:
-        body: dict[str, Any] = {"iss": self.client_id, "aud": issuer, "sid": sid, "sub": user_id,
-                                "htm": method, "htu": url, "iat": int(time.time()), "jti": new_jti()}
+    def poppy_session(
+        self,
+        delegated: ECKey,
+        delegation: str,
+        *,
+        issuer: str,
+        user_id: str,
+        sid: str,
+        method: str,
+        url: str,
+        access_token: str | None = None,
+        kid: str | None = None,
+        **claims: Any,
+    ) -> str:
+        body: dict[str, Any] = {
+            "iss": self.client_id,
+            "aud": issuer,
+            "sid": sid,
+            "sub": user_id,
+            "htm": method,
+            "htu": url,
+            "iat": int(time.time()),
+            "jti": new_jti(),
+        }
         if access_token is not None:
             body["ath"] = b64url(hashlib.sha256(access_token.encode()).digest())
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
-        header = {"typ": "poppy-session+jwt", "alg": "ES256", "kid": kid or delegated.thumbprint(),
-                  "poppy_dlg": delegation}
+        header = {
+            "typ": "poppy-session+jwt",
+            "alg": "ES256",
+            "kid": kid or delegated.thumbprint(),
+            "poppy_dlg": delegation,
+        }
         return sign(header, body, delegated)
 
 
@@ -310,8 +382,13 @@ class PoppyClient:
     def issuer(self) -> str:
         return self.poppy["auth"]["issuer"]
 
-    def token_request(self, *, form: dict[str, Any] | None = None, proof: str | None = "auto",
-                      extra_headers: dict[str, str] | None = None) -> httpx.Response:
+    def token_request(
+        self,
+        *,
+        form: dict[str, Any] | None = None,
+        proof: str | None = "auto",
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         endpoint = self.issuer_metadata["token_endpoint"]
         body = form if form is not None else self.grant_form()
         headers = dict(extra_headers or {})
@@ -346,8 +423,9 @@ class PoppyClient:
                 return server + path
         raise KeyError(operation_id)
 
-    def auth_headers(self, method: str, url: str, *, token: str | None = None,
-                     key: ECKey | None = None, **proof_claims: Any) -> dict[str, str]:
+    def auth_headers(
+        self, method: str, url: str, *, token: str | None = None, key: ECKey | None = None, **proof_claims: Any
+    ) -> dict[str, str]:
         token = token or self.token
         assert token is not None
         proof = self.agent.dpop_proof(key or self.session_key, method, url, access_token=token, **proof_claims)
@@ -392,9 +470,12 @@ class PoppyClient:
         return response.json()
 
     def revoke(self, token: str) -> httpx.Response:
-        return self.http.post(self.issuer_metadata["revocation_endpoint"], data={
-            "token": token,
-            "client_id": self.agent.client_id,
-            "client_assertion_type": CLIENT_ASSERTION_TYPE,
-            "client_assertion": self.agent.client_assertion(self.issuer),
-        })
+        return self.http.post(
+            self.issuer_metadata["revocation_endpoint"],
+            data={
+                "token": token,
+                "client_id": self.agent.client_id,
+                "client_assertion_type": CLIENT_ASSERTION_TYPE,
+                "client_assertion": self.agent.client_assertion(self.issuer),
+            },
+        )

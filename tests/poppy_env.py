@@ -12,30 +12,32 @@ import dataclasses
 import datetime as dt
 import itertools
 import sqlite3
-from contextlib import asynccontextmanager, AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import httpx
-
 import pytest
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from aap.poppy import build
-from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.agent import DealerAgent
-from aap.store import open_stores
+from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.discovery.agent_card import build_agent_card
+from aap.poppy import build
+from aap.store import open_stores
 from conftest import make_settings as code_settings
 from http_helpers import load_demo_inventory
 from poppy_client import AgentHost, HttpsServer, PersonalAgent, PoppyClient, TestCA
 
 FINANCING = ExcludedTask(
     "financing pre-approval",
-    {"instructions": "Apply for financing on our website; a specialist calls you back.",
-     "references": [{"type": "web", "url": "https://dealer.example/finance/apply"}]},
+    {
+        "instructions": "Apply for financing on our website; a specialist calls you back.",
+        "references": [{"type": "web", "url": "https://dealer.example/finance/apply"}],
+    },
 )
 SERVICE = ExcludedTask("book a service appointment")
 
@@ -45,17 +47,26 @@ TEST_POPPY = PoppySettings(allow_loopback_clients=True, excluded_tasks=(FINANCIN
 class PoppyDeployment:
     """A dealer agent with the Poppy binding, served over HTTPS at ``https://localhost:<port>``."""
 
-    def __init__(self, directory: Path, ca: TestCA, poppy: PoppySettings = TEST_POPPY, *,
-                 inventory: int = 30, database: str | None = None, public_url: str | None = None,
-                 **replace: Any) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        ca: TestCA,
+        poppy: PoppySettings = TEST_POPPY,
+        *,
+        inventory: int = 30,
+        database: str | None = None,
+        public_url: str | None = None,
+        **replace: Any,
+    ) -> None:
         self.directory = Path(directory)
         self.ca = ca
         self.server = HttpsServer(ca, f"dealer-{self.directory.name}")
         self.listen_url = self.server.base_url
         self.url = public_url or self.listen_url  # the public base URL (a proxy may sit in front)
         self.database_path = database or str(self.directory / "aap.db")
-        self.settings = dataclasses.replace(code_settings(), public_url=self.url,
-                                            database_url=f"sqlite:///{self.database_path}", **replace)
+        self.settings = dataclasses.replace(
+            code_settings(), public_url=self.url, database_url=f"sqlite:///{self.database_path}", **replace
+        )
         self.stores = open_stores(self.settings.database_url)
         if inventory:
             load_demo_inventory(self.stores, self.settings, inventory)
@@ -75,8 +86,9 @@ class PoppyDeployment:
                 yield
 
         self.card = card
-        self.app = Starlette(routes=[Route("/.well-known/agent-card.json", agent_card), *parts.routes],
-                             lifespan=lifespan)
+        self.app = Starlette(
+            routes=[Route("/.well-known/agent-card.json", agent_card), *parts.routes], lifespan=lifespan
+        )
         self.server.start(self.app)
 
     @property
@@ -89,8 +101,11 @@ class PoppyDeployment:
         Except the rate-limit buckets: counting hostile attempts is their purpose.
         """
         with sqlite3.connect(self.database_path) as conn:
-            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                      if r[0] != "state_bucket"]
+            tables = [
+                r[0]
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if r[0] != "state_bucket"
+            ]
             return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in sorted(tables)}
 
     def count(self, table: str) -> int:
@@ -149,13 +164,17 @@ def session_client(client) -> PoppyClient:
 
 
 def lead_request(vin: str | None, key: str) -> dict:
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     body = {
         "type": "lead.submit.request",
         "idempotency_key": key,
         "source_agent": {"name": "poppy-reference-agent", "url": "https://agent.example"},
-        "customer": {"first_name": "Ada", "last_name": "Tester", "email": "ada@example.com",
-                     "preferred_contact": "email"},
+        "customer": {
+            "first_name": "Ada",
+            "last_name": "Tester",
+            "email": "ada@example.com",
+            "preferred_contact": "email",
+        },
         "consent": {
             "granted_at": (now - dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z"),
             "expires_at": (now + dt.timedelta(days=30)).isoformat().replace("+00:00", "Z"),

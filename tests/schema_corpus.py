@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from aap.agent import CallContext, DealerAgent
 from aap.errors import AapError
@@ -25,8 +26,17 @@ from http_helpers import make_settings
 from mcp_helpers import lead_request
 
 MAX_LEAF_VARIANTS = 60
-JUNK: list[Any] = [{}, [], "aap", None, 7, True, {"type": "aap.error"}, {"type": "nothing.response", "data": {}},
-                   {"data": {}}]
+JUNK: list[Any] = [
+    {},
+    [],
+    "aap",
+    None,
+    7,
+    True,
+    {"type": "aap.error"},
+    {"type": "nothing.response", "data": {}},
+    {"data": {}},
+]
 
 
 def real_messages(directory: Path) -> dict[str, list[Any]]:
@@ -51,14 +61,18 @@ def real_messages(directory: Path) -> dict[str, list[Any]]:
         lead = lead_request(vehicle, uuid.uuid4().hex)
         out: dict[str, list[Any]] = {
             "dealer.information": [run("dealer.information", {"type": "dealer.information.request"})],
-            "inventory.facets": [run("inventory.facets", {"type": "inventory.facets.request"}),
-                                 run("inventory.facets", {"type": "inventory.facets.request",
-                                                          "filters": {"condition": ["used"]}})],
-            "inventory.search": [run("inventory.search", search),
-                                 run("inventory.search", {**search, "currency": "CAD"}),
-                                 run("inventory.search", {**search, "filters": {"query": "leather"}})],
-            "inventory.vehicle": [run("inventory.vehicle", {"type": "inventory.vehicle.request",
-                                                            "vin": vehicle["vin"]})],
+            "inventory.facets": [
+                run("inventory.facets", {"type": "inventory.facets.request"}),
+                run("inventory.facets", {"type": "inventory.facets.request", "filters": {"condition": ["used"]}}),
+            ],
+            "inventory.search": [
+                run("inventory.search", search),
+                run("inventory.search", {**search, "currency": "CAD"}),
+                run("inventory.search", {**search, "filters": {"query": "leather"}}),
+            ],
+            "inventory.vehicle": [
+                run("inventory.vehicle", {"type": "inventory.vehicle.request", "vin": vehicle["vin"]})
+            ],
             "lead.submit": [run("lead.submit", lead), run("lead.submit", lead)],  # received, then replayed
         }
         no_consent = {k: v for k, v in lead_request(vehicle, uuid.uuid4().hex).items() if k != "consent"}

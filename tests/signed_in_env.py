@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 
@@ -33,7 +34,7 @@ class SignedInAgent:
     """One personal agent with a guest Session at the dealer."""
 
     client: PoppyClient
-    dealer: "SignedInDealer"
+    dealer: SignedInDealer
 
     @property
     def http(self) -> httpx.Client:
@@ -83,8 +84,9 @@ class SignedInDealer:
 
 
 @contextlib.contextmanager
-def signed_in_dealer(directory: Path, *, inventory: int = 40, poppy: PoppySettings | None = None,
-                     **replace: Any) -> Iterator[SignedInDealer]:
+def signed_in_dealer(
+    directory: Path, *, inventory: int = 40, poppy: PoppySettings | None = None, **replace: Any
+) -> Iterator[SignedInDealer]:
     """The dealer at ``https://localhost:<port>``; ``replace`` overrides settings fields."""
     ca = TestCA(directory)
     host = AgentHost(ca)

@@ -11,7 +11,8 @@ import uuid
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aap import EXTENSION_URI
 from aap.config.model import RateLimit
@@ -498,8 +499,14 @@ FILTER_KEYS = st.sampled_from(
     ["make", "year_min", "year_max", "price_max", "near", "features_all", "vin", "status", "q"]
 )
 TYPES = st.sampled_from(
-    ["dealer.information.request", "inventory.facets.request", "inventory.search.request",
-     "inventory.vehicle.request", "lead.submit.request", "nope.request"]
+    [
+        "dealer.information.request",
+        "inventory.facets.request",
+        "inventory.search.request",
+        "inventory.vehicle.request",
+        "lead.submit.request",
+        "nope.request",
+    ]
 )
 
 

@@ -10,8 +10,14 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientCallContext, ClientConfig, ClientFactory
 from a2a.helpers import new_data_part
-from a2a.types import InvalidParamsError, Message, Role, SendMessageConfiguration, SendMessageRequest
-from a2a.types import UnsupportedOperationError
+from a2a.types import (
+    InvalidParamsError,
+    Message,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    UnsupportedOperationError,
+)
 from google.protobuf.json_format import MessageToDict
 
 from aap import EXTENSION_URI
@@ -42,7 +48,7 @@ class Session:
             await response.aread()
             self.bodies.append(response.json())
 
-    async def __aenter__(self) -> "Session":
+    async def __aenter__(self) -> Session:
         self.card = await A2ACardResolver(self.http, self.base_url).get_agent_card()
         self.client = ClientFactory(ClientConfig(httpx_client=self.http)).create(self.card)
         return self

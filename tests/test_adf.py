@@ -12,9 +12,27 @@ from aap.leads import adf
 from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, PHONE, SF_ROOFTOP
 
 PROSPECT_ORDER = ["id", "requestdate", "vehicle", "customer", "vendor", "provider"]
-VEHICLE_ORDER = ["id", "year", "make", "model", "vin", "stock", "trim", "doors", "bodystyle", "transmission",
-                 "odometer", "condition", "colorcombination", "imagetag", "price", "pricecomments", "option",
-                 "finance", "comments"]
+VEHICLE_ORDER = [
+    "id",
+    "year",
+    "make",
+    "model",
+    "vin",
+    "stock",
+    "trim",
+    "doors",
+    "bodystyle",
+    "transmission",
+    "odometer",
+    "condition",
+    "colorcombination",
+    "imagetag",
+    "price",
+    "pricecomments",
+    "option",
+    "finance",
+    "comments",
+]
 
 
 def follows(children: list[str], order: list[str]) -> bool:
@@ -26,38 +44,74 @@ def follows(children: list[str], order: list[str]) -> bool:
 def request(**changes):
     body = {
         "type": "lead.submit.request",
-        "customer": {"first_name": FIRST, "last_name": LAST, "email": EMAIL, "phone": PHONE,
-                     "preferred_contact": "sms",
-                     "address": {"address_line_1": "1 Main St", "city": "Oakland", "state": "CA", "zip": "94607"}},
-        "consent": {"granted_at": "2026-03-02T16:55:00Z", "allowed_channels": ["email", "sms"],
-                    "consent_text": CONSENT_TEXT, "scope": ["lead_submission"]},
+        "customer": {
+            "first_name": FIRST,
+            "last_name": LAST,
+            "email": EMAIL,
+            "phone": PHONE,
+            "preferred_contact": "sms",
+            "address": {"address_line_1": "1 Main St", "city": "Oakland", "state": "CA", "zip": "94607"},
+        },
+        "consent": {
+            "granted_at": "2026-03-02T16:55:00Z",
+            "allowed_channels": ["email", "sms"],
+            "consent_text": CONSENT_TEXT,
+            "scope": ["lead_submission"],
+        },
         "source_agent": {"name": "example-buyer", "url": "https://buyer.example"},
         "idempotency_key": "k-1",
         "message": MESSAGE,
         "submitted_at": "2026-03-02T16:56:00Z",
-        "vehicle_of_interest": {"year": 2023, "make": "Toyota", "model": "RAV4", "condition": "cpo",
-                                "transmission": "8-speed automatic", "mileage": 20500, "mileage_unit": "km",
-                                "price": 31000, "currency": "CAD", "vin": "2T3P1RFV8PW123456",
-                                "displacement_cc": 2487, "other_attributes": {"awd": True, "seats": 5}},
+        "vehicle_of_interest": {
+            "year": 2023,
+            "make": "Toyota",
+            "model": "RAV4",
+            "condition": "cpo",
+            "transmission": "8-speed automatic",
+            "mileage": 20500,
+            "mileage_unit": "km",
+            "price": 31000,
+            "currency": "CAD",
+            "vin": "2T3P1RFV8PW123456",
+            "displacement_cc": 2487,
+            "other_attributes": {"awd": True, "seats": 5},
+        },
         "trade_in": {"year": 2015, "make": "Honda", "model": "Civic", "condition": "fair", "mileage": 98000},
-        "appointment": {"appointment_type": "test_drive", "appointment_at": "2026-03-03T19:00:00Z",
-                        "duration_minutes": 45, "notes": "Bring the <dog> & the kids"},
+        "appointment": {
+            "appointment_type": "test_drive",
+            "appointment_at": "2026-03-03T19:00:00Z",
+            "duration_minutes": 45,
+            "notes": "Bring the <dog> & the kids",
+        },
     }
     body.update(changes)
     return body
 
 
 APPOINTMENT = {
-    "appointment_id": "appt_1", "status": "confirmed", "confirmed_at": "2026-03-03T11:00:00-08:00",
-    "appointment_type": "test_drive", "rooftop": "Bay Motors San Francisco",
-    "timezone": "America/Los_Angeles", "requested_at": "2026-03-03T19:00:00Z", "reason": "",
+    "appointment_id": "appt_1",
+    "status": "confirmed",
+    "confirmed_at": "2026-03-03T11:00:00-08:00",
+    "appointment_type": "test_drive",
+    "rooftop": "Bay Motors San Francisco",
+    "timezone": "America/Los_Angeles",
+    "requested_at": "2026-03-03T19:00:00Z",
+    "reason": "",
 }
 
 
 def render(req=None, **view):
-    values = dict(lead_id="lead_abc", source="AAP lead-test", received_at="2026-03-02T17:00:00Z",
-                  request=req or request(), listing=None, appointment=APPOINTMENT,
-                  vendor_name="Bay Motors San Francisco", rooftop=SF_ROOFTOP, dealer_id="bay-motors")
+    values = dict(
+        lead_id="lead_abc",
+        source="AAP lead-test",
+        received_at="2026-03-02T17:00:00Z",
+        request=req or request(),
+        listing=None,
+        appointment=APPOINTMENT,
+        vendor_name="Bay Motors San Francisco",
+        rooftop=SF_ROOFTOP,
+        dealer_id="bay-motors",
+    )
     values.update(view)
     text = adf.render(adf.LeadView(**values))
     return text, ET.fromstring(text.encode("utf-8"))
@@ -82,8 +136,12 @@ def test_vehicle_of_interest_mapping():
     vehicle = root.find("prospect/vehicle[@interest='test-drive']")
     assert vehicle is not None and vehicle.get("status") == "used"  # cpo -> used + note
     assert follows([c.tag for c in vehicle], VEHICLE_ORDER)
-    assert [vehicle.findtext(t) for t in ("year", "make", "model", "vin")] == ["2023", "Toyota", "RAV4",
-                                                                                "2T3P1RFV8PW123456"]
+    assert [vehicle.findtext(t) for t in ("year", "make", "model", "vin")] == [
+        "2023",
+        "Toyota",
+        "RAV4",
+        "2T3P1RFV8PW123456",
+    ]
     assert vehicle.findtext("transmission") == "A"
     odometer = vehicle.find("odometer")
     assert odometer.text == "20500" and odometer.get("units") == "km"
@@ -145,10 +203,17 @@ def test_vendor_is_the_rooftop_and_provider_the_buyer_agent():
     assert provider.findtext("url") == "https://buyer.example"
 
 
-@pytest.mark.parametrize("nasty", [
-    "Ana & <Bob> \"O'Neil\"", "]]> <![CDATA[ x ]]>", "tab\tnew\nline", "bell\x07null\x00esc\x1b",
-    "emoji 🚗 and \ufffe bad", "</comments></customer><vendor>evil</vendor>",
-])
+@pytest.mark.parametrize(
+    "nasty",
+    [
+        'Ana & <Bob> "O\'Neil"',
+        "]]> <![CDATA[ x ]]>",
+        "tab\tnew\nline",
+        "bell\x07null\x00esc\x1b",
+        "emoji 🚗 and \ufffe bad",
+        "</comments></customer><vendor>evil</vendor>",
+    ],
+)
 def test_special_characters_are_escaped_and_never_break_the_document(nasty):
     req = request(message=nasty)
     req["customer"] = dict(req["customer"], first_name=nasty, last_name=nasty)
@@ -165,8 +230,17 @@ def test_special_characters_are_escaped_and_never_break_the_document(nasty):
 
 def test_partial_vehicle_fills_gaps_from_the_linked_listing():
     req = request(vehicle_of_interest={"vin": "1HGCV1F30NA123456"}, appointment=None, trade_in=None)
-    listing = {"vehicle_id": "veh_1", "vin": "1HGCV1F30NA123456", "year": 2024, "make": "Honda",
-               "model": "CR-V", "stock": "H12345", "price": 35500, "condition": "new", "mileage": 12}
+    listing = {
+        "vehicle_id": "veh_1",
+        "vin": "1HGCV1F30NA123456",
+        "year": 2024,
+        "make": "Honda",
+        "model": "CR-V",
+        "stock": "H12345",
+        "price": 35500,
+        "condition": "new",
+        "mileage": 12,
+    }
     _, root = render(req, listing=listing, appointment=None)
     vehicle = root.find("prospect/vehicle")
     assert vehicle.get("interest") == "buy" and vehicle.get("status") == "new"
@@ -197,10 +271,19 @@ def test_resend_is_flagged():
     assert root.find("prospect").get("status") == "resend"
 
 
-@pytest.mark.parametrize(("given", "folded"), [
-    ("automatic", "A"), ("CVT", "A"), ("dct", "A"), ("8-speed automatic", "A"), ("manual", "M"),
-    ("6-speed Manual", "M"), ("automated manual", "A"), ("sequential", None),
-])
+@pytest.mark.parametrize(
+    ("given", "folded"),
+    [
+        ("automatic", "A"),
+        ("CVT", "A"),
+        ("dct", "A"),
+        ("8-speed automatic", "A"),
+        ("manual", "M"),
+        ("6-speed Manual", "M"),
+        ("automated manual", "A"),
+        ("sequential", None),
+    ],
+)
 def test_transmission_folds_to_a_or_m(given, folded):
     assert adf.fold_transmission(given) == folded
 
@@ -211,9 +294,18 @@ def test_any_text_round_trips_through_the_document(text):
     req = request(message=text)
     req["customer"] = dict(req["customer"], first_name=text)
     req["vehicle_of_interest"] = dict(req["vehicle_of_interest"], model=text)
-    rendered = adf.render(adf.LeadView(
-        lead_id="lead_h", source="AAP t", received_at="2026-03-02T17:00:00Z", request=req, listing=None,
-        appointment=None, vendor_name=text, rooftop=None))
+    rendered = adf.render(
+        adf.LeadView(
+            lead_id="lead_h",
+            source="AAP t",
+            received_at="2026-03-02T17:00:00Z",
+            request=req,
+            listing=None,
+            appointment=None,
+            vendor_name=text,
+            rooftop=None,
+        )
+    )
     root = ET.fromstring(rendered.encode("utf-8"))
     cleaned = adf.clean(text)
     # XML parsers normalise line ends in text content; nothing else may change.

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -26,6 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
+from aap.config.model import RateLimit
+from aap.skills.catalog import SKILLS
 from adversarial_support import (
     ACCEPT,
     LEGACY,
@@ -39,8 +42,6 @@ from adversarial_support import (
     skill_of,
     token_requests,
 )
-from aap.config.model import RateLimit
-from aap.skills.catalog import SKILLS
 from mcp_helpers import live_dealer
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401 (fixtures)
@@ -52,8 +53,7 @@ SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthC
 @pytest.fixture(scope="module")
 def dealer(tmp_path_factory) -> Iterator[Any]:
     """Every surface of one app on loopback, rate limits off (the suite is one busy caller)."""
-    with live_dealer(tmp_path_factory.mktemp("adversarial"), count=60,
-                     rate_limit=RateLimit(enabled=False)) as served:
+    with live_dealer(tmp_path_factory.mktemp("adversarial"), count=60, rate_limit=RateLimit(enabled=False)) as served:
         yield served
 
 
@@ -64,9 +64,13 @@ def poppy(tmp_path_factory, poppy_ca, agent_host) -> Iterator[tuple[Any, PoppyCl
     from poppy_env import TEST_POPPY
 
     agent = PersonalAgent(agent_host, name="adversarial-agent")
-    deployment = PoppyDeployment(tmp_path_factory.mktemp("adversarial-poppy"), poppy_ca,
-                                 dataclasses.replace(TEST_POPPY, allowed_clients=(agent.client_id,)),
-                                 inventory=30, rate_limit=RateLimit(enabled=False))
+    deployment = PoppyDeployment(
+        tmp_path_factory.mktemp("adversarial-poppy"),
+        poppy_ca,
+        dataclasses.replace(TEST_POPPY, allowed_clients=(agent.client_id,)),
+        inventory=30,
+        rate_limit=RateLimit(enabled=False),
+    )
     client = PoppyClient(agent, deployment.url, poppy_ca.context())
     client.discover()
     client.start_session()
@@ -90,6 +94,7 @@ def assert_clean(verdicts: Verdicts) -> None:
 def test_a2a_hostile_payloads(dealer, meter):
     verdicts = Verdicts()
     with httpx.Client(base_url=dealer.base_url, timeout=60) as http:
+
         @settings(max_examples=EXAMPLES["a2a"], **SETTINGS)
         @given(request=a2a_bodies())
         def exercise(request):
@@ -130,6 +135,7 @@ def test_mcp_hostile_json_rpc_at_both_revisions(dealer, meter):
     verdicts = Verdicts()
     revisions: set[str] = set()
     with httpx.Client(base_url=dealer.base_url, timeout=60) as http:
+
         @settings(max_examples=EXAMPLES["mcp"], **SETTINGS)
         @given(exchange=mcp_exchanges())
         def exercise(exchange):
@@ -180,8 +186,9 @@ def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
         @settings(max_examples=EXAMPLES["poppy_schemathesis"], **SETTINGS)
         @given(case=operation.as_strategy(generation_mode=mode))
         def exercise(case):
-            response = case.call(base_url=server, headers=client.auth_headers("POST", url),
-                                 verify=str(poppy_ca.ca_file))
+            response = case.call(
+                base_url=server, headers=client.auth_headers("POST", url), verify=str(poppy_ca.ca_file)
+            )
             verdicts.poppy(response.status_code, response.headers, response.content, skill_id)
             meter.check(verdicts, "poppy")
 
@@ -213,8 +220,14 @@ def test_token_endpoint_hostile_forms(poppy):
 
 
 SURFACES = {
-    "/a2a": "a2a", "/mcp": "mcp", "/oauth/token": "oauth", "/oauth/revoke": "oauth",
-    "/poppy/feedback": "oauth", "/poppy/v1/inventory.search": "poppy", "/healthz": "plain", "/nowhere": "plain",
+    "/a2a": "a2a",
+    "/mcp": "mcp",
+    "/oauth/token": "oauth",
+    "/oauth/revoke": "oauth",
+    "/poppy/feedback": "oauth",
+    "/poppy/v1/inventory.search": "poppy",
+    "/healthz": "plain",
+    "/nowhere": "plain",
 }
 
 
@@ -226,11 +239,10 @@ def test_an_oversized_body_is_answered_in_its_surfaces_format(dealer, path, chun
 
     def pieces():
         for start in range(0, len(payload), 65_536):
-            yield payload[start:start + 65_536]
+            yield payload[start : start + 65_536]
 
     headers = {"Content-Type": "application/json", "Accept": ACCEPT, "MCP-Protocol-Version": LEGACY}
-    response = httpx.post(dealer.base_url + path, content=pieces() if chunked else payload, headers=headers,
-                          timeout=60)
+    response = httpx.post(dealer.base_url + path, content=pieces() if chunked else payload, headers=headers, timeout=60)
     assert response.status_code == 413
     verdicts = Verdicts()
     body = response.content
@@ -247,8 +259,12 @@ def test_an_oversized_body_is_answered_in_its_surfaces_format(dealer, path, chun
         verdicts.poppy(413, response.headers, body, "inventory.search")
         assert response.json()["code"] == "SCHEMA_VALIDATION_FAILED"
     else:
-        assert response.json() == {"error": {"status": 413, "message": (
-            f"The request body is larger than this endpoint accepts ({limit} bytes).")}}
+        assert response.json() == {
+            "error": {
+                "status": 413,
+                "message": (f"The request body is larger than this endpoint accepts ({limit} bytes)."),
+            }
+        }
     assert f"({limit} bytes)" in response.text
     assert_clean(verdicts)
 
@@ -269,16 +285,25 @@ def test_every_binding_lists_the_same_problems(dealer, poppy, payload):
     from http_helpers import AAP_HEADERS, aap_error_of, send_message
 
     skill = next(s for s in SKILLS.values() if s.request_type == payload["type"])
-    a2a = aap_error_of(httpx.post(dealer.base_url + "/a2a", json=send_message(copy.deepcopy(payload)),
-                                  headers=AAP_HEADERS, timeout=30).json())
+    a2a = aap_error_of(
+        httpx.post(
+            dealer.base_url + "/a2a", json=send_message(copy.deepcopy(payload)), headers=AAP_HEADERS, timeout=30
+        ).json()
+    )
     answers = {"a2a": a2a}
     for version in (LEGACY, MODERN):
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                   "params": {"name": skill.tool_name, "arguments": copy.deepcopy(payload)}}
+        message: dict[str, Any] = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": skill.tool_name, "arguments": copy.deepcopy(payload)},
+        }
         headers = {"Accept": ACCEPT, "MCP-Protocol-Version": version}
         if version == MODERN:
-            message["params"]["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN,
-                                          "io.modelcontextprotocol/clientCapabilities": {}}
+            message["params"]["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
             headers |= {"Mcp-Method": "tools/call", "Mcp-Name": skill.tool_name}
         result = httpx.post(dealer.base_url + "/mcp", json=message, headers=headers, timeout=30).json()["result"]
         assert result["isError"] is True

@@ -154,8 +154,15 @@ def test_loopback_http_interface(tmp_path):
 
 @pytest.mark.parametrize(
     "url",
-    ["http://dealer.example", "http://10.0.0.8:8000", "http://127.0.0.2", "ftp://dealer.example",
-     "https://dealer.example/?x=1", "https://user:pw@dealer.example", "dealer.example"],
+    [
+        "http://dealer.example",
+        "http://10.0.0.8:8000",
+        "http://127.0.0.2",
+        "ftp://dealer.example",
+        "https://dealer.example/?x=1",
+        "https://user:pw@dealer.example",
+        "dealer.example",
+    ],
 )
 def test_public_url_refused(tmp_path, url):
     from aap.store import open_stores

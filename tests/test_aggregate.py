@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from aap.cli.main import main
 from aap.config.loader import load_settings
+from aap.server.app import create_app
 from aap.spec import validate
 from aap.store import open_stores
-from aap.server.app import create_app
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 
@@ -80,16 +80,31 @@ url = "{shelbyville}"
 
 
 def listing(vehicle_id: str, dealer_id: str, rooftop: str, vin: str, make: str, price: int) -> dict:
-    return {"vehicle_id": vehicle_id, "dealer_id": dealer_id, "rooftop": rooftop, "vin": vin,
-            "year": 2023, "make": make, "model": "Model " + vehicle_id, "condition": "used",
-            "status": "available", "price": price, "currency": "USD", "mileage": 12000,
-            "updated_at": "2026-03-01T08:00:00Z"}
+    return {
+        "vehicle_id": vehicle_id,
+        "dealer_id": dealer_id,
+        "rooftop": rooftop,
+        "vin": vin,
+        "year": 2023,
+        "make": make,
+        "model": "Model " + vehicle_id,
+        "condition": "used",
+        "status": "available",
+        "price": price,
+        "currency": "USD",
+        "mileage": 12000,
+        "updated_at": "2026-03-01T08:00:00Z",
+    }
 
 
-SPRINGFIELD = [listing("sh-1", "springfield-honda", "Springfield Honda", SHARED_VIN, "Honda", 21000),
-               listing("sh-2", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000002", "Honda", 23000)]
-SHELBYVILLE = [listing("sf-1", "shelbyville-ford", "Shelbyville Ford", SHARED_VIN, "Honda", 20500),
-               listing("sf-2", "shelbyville-ford", "Shelbyville Ford", "1FTEW1EP5PKA00003", "Ford", 41000)]
+SPRINGFIELD = [
+    listing("sh-1", "springfield-honda", "Springfield Honda", SHARED_VIN, "Honda", 21000),
+    listing("sh-2", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000002", "Honda", 23000),
+]
+SHELBYVILLE = [
+    listing("sf-1", "shelbyville-ford", "Shelbyville Ford", SHARED_VIN, "Honda", 20500),
+    listing("sf-2", "shelbyville-ford", "Shelbyville Ford", "1FTEW1EP5PKA00003", "Ford", 41000),
+]
 
 
 def write_feed(path, rows) -> str:
@@ -109,13 +124,24 @@ def marketplace(tmp_path, database_url):
     springfield, shelbyville = Receiver(), Receiver()
     server = LiveServer()
     config = tmp_path / "aap.toml"
-    config.write_text(CONFIG.format(database=database_url,
-                                    springfield=springfield.url, shelbyville=shelbyville.url))
+    config.write_text(CONFIG.format(database=database_url, springfield=springfield.url, shelbyville=shelbyville.url))
     # Each seller's feed imported on its own, by dealer id (the rows carry it too).
-    run_cli("import", write_feed(tmp_path / "sh.jsonl", SPRINGFIELD), "--config", str(config),
-            "--dealer-id", "springfield-honda")
-    run_cli("import", write_feed(tmp_path / "sf.jsonl", SHELBYVILLE), "--config", str(config),
-            "--dealer-id", "shelbyville-ford")
+    run_cli(
+        "import",
+        write_feed(tmp_path / "sh.jsonl", SPRINGFIELD),
+        "--config",
+        str(config),
+        "--dealer-id",
+        "springfield-honda",
+    )
+    run_cli(
+        "import",
+        write_feed(tmp_path / "sf.jsonl", SHELBYVILLE),
+        "--config",
+        str(config),
+        "--dealer-id",
+        "shelbyville-ford",
+    )
     settings = load_settings(str(config), environ={})
     stores = open_stores(settings.database_url)
     server.start(create_app(settings, stores))
@@ -157,8 +183,11 @@ def test_every_listing_names_its_seller_and_each_seller_answers_for_itself(marke
     server, _, _, _ = marketplace
     vehicles = search(server, pagination={"limit": 10})["vehicles"]
     assert {(v["vehicle_id"], v["dealer_id"]) for v in vehicles} == {
-        ("sh-1", "springfield-honda"), ("sh-2", "springfield-honda"),
-        ("sf-1", "shelbyville-ford"), ("sf-2", "shelbyville-ford")}
+        ("sh-1", "springfield-honda"),
+        ("sh-2", "springfield-honda"),
+        ("sf-1", "shelbyville-ford"),
+        ("sf-2", "shelbyville-ford"),
+    }
     for v in vehicles:
         info = result_of(server, {"type": "dealer.information.request", "dealer_id": v["dealer_id"]})
         assert validate(info, "dealer-information-response") == []
@@ -172,8 +201,7 @@ def test_every_listing_names_its_seller_and_each_seller_answers_for_itself(marke
 
 def test_the_rooftops_filter_is_refused(marketplace):
     server, _, _, _ = marketplace
-    err = error_of(server, {"type": "inventory.search.request",
-                            "filters": {"rooftops": ["Springfield Honda"]}})
+    err = error_of(server, {"type": "inventory.search.request", "filters": {"rooftops": ["Springfield Honda"]}})
     assert err["code"] == "UNSUPPORTED_FILTER"
 
 
@@ -210,8 +238,16 @@ def test_leads_reach_the_selling_dealers_crm(marketplace):
 def test_replacing_one_dealers_feed_leaves_the_others_alone(marketplace, tmp_path):
     server, config, _, _ = marketplace
     fresh = [listing("sh-9", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000009", "Honda", 19000)]
-    run_cli("import", write_feed(tmp_path / "sh2.jsonl", fresh), "--config", str(config),
-            "--dealer-id", "springfield-honda", "--replace", "--allow-shrink")
+    run_cli(
+        "import",
+        write_feed(tmp_path / "sh2.jsonl", fresh),
+        "--config",
+        str(config),
+        "--dealer-id",
+        "springfield-honda",
+        "--replace",
+        "--allow-shrink",
+    )
     ids = {v["vehicle_id"] for v in search(server, pagination={"limit": 10})["vehicles"]}
     assert ids == {"sh-9", "sf-1", "sf-2"}
     gone = error_of(server, {"type": "inventory.vehicle.request", "vehicle_id": "sh-1"})
@@ -231,8 +267,9 @@ def test_agent_card_advertises_dealer_information(marketplace):
 def test_listings_of_sellers_not_configured_stay_invisible(marketplace):
     server, _, stores, _ = marketplace
     before = search(server)["total"]
-    stores.inventory.import_listings([listing("gh-1", "ghost-motors", "Ghost Motors", "1GHOST00000000001",
-                                              "Honda", 15000)])
+    stores.inventory.import_listings(
+        [listing("gh-1", "ghost-motors", "Ghost Motors", "1GHOST00000000001", "Honda", 15000)]
+    )
     assert search(server)["total"] == before
     assert search(server, filters={"make": ["Honda"]})["total"] == 3
     assert error_of(server, {"type": "inventory.vehicle.request", "vehicle_id": "gh-1"})["code"] == "VEHICLE_NOT_FOUND"

@@ -35,34 +35,78 @@ from lead_support import NOW, lead_request
 
 SHARED_VIN = "1HGCV1F34PA000001"
 
-OPERATOR_ROOFTOP = rooftop("Cars Marketplace HQ", None, city="Chicago", timezone="America/Chicago",
-                           phones=[{"name": "Sales", "value": "+13125550100"}])
-SPRINGFIELD = DealerProfile({
-    "dealer_id": "springfield-honda", "name": "Springfield Honda",
-    "rooftops": [rooftop("Springfield Honda North Lot", None, city="Springfield", timezone="America/Chicago",
-                         phones=[{"name": "Sales", "value": "+12175550100"}])],
-})
-SHELBYVILLE = DealerProfile({
-    "dealer_id": "shelbyville-ford", "name": "Shelbyville Ford",
-    "rooftops": [rooftop("Shelbyville Ford Downtown", None, city="Shelbyville", timezone="America/Chicago",
-                         phones=[{"name": "Sales", "value": "+12175550199"}])],
-})
+OPERATOR_ROOFTOP = rooftop(
+    "Cars Marketplace HQ",
+    None,
+    city="Chicago",
+    timezone="America/Chicago",
+    phones=[{"name": "Sales", "value": "+13125550100"}],
+)
+SPRINGFIELD = DealerProfile(
+    {
+        "dealer_id": "springfield-honda",
+        "name": "Springfield Honda",
+        "rooftops": [
+            rooftop(
+                "Springfield Honda North Lot",
+                None,
+                city="Springfield",
+                timezone="America/Chicago",
+                phones=[{"name": "Sales", "value": "+12175550100"}],
+            )
+        ],
+    }
+)
+SHELBYVILLE = DealerProfile(
+    {
+        "dealer_id": "shelbyville-ford",
+        "name": "Shelbyville Ford",
+        "rooftops": [
+            rooftop(
+                "Shelbyville Ford Downtown",
+                None,
+                city="Shelbyville",
+                timezone="America/Chicago",
+                phones=[{"name": "Sales", "value": "+12175550199"}],
+            )
+        ],
+    }
+)
 
 
 def listing(vehicle_id: str, seller: DealerProfile, vin: str, stock: str) -> dict:
-    return {"vehicle_id": vehicle_id, "dealer_id": seller.dealer_id, "rooftop": seller.rooftops[0]["name"],
-            "vin": vin, "stock": stock, "year": 2023, "make": "Honda", "model": "Accord", "condition": "used",
-            "status": "available", "price": 21000, "currency": "USD", "mileage": 12000,
-            "updated_at": "2026-03-01T08:00:00Z"}
+    return {
+        "vehicle_id": vehicle_id,
+        "dealer_id": seller.dealer_id,
+        "rooftop": seller.rooftops[0]["name"],
+        "vin": vin,
+        "stock": stock,
+        "year": 2023,
+        "make": "Honda",
+        "model": "Accord",
+        "condition": "used",
+        "status": "available",
+        "price": 21000,
+        "currency": "USD",
+        "mileage": 12000,
+        "updated_at": "2026-03-01T08:00:00Z",
+    }
 
 
-LISTINGS = [listing("sh-1", SPRINGFIELD, SHARED_VIN, "A1"), listing("sf-1", SHELBYVILLE, SHARED_VIN, "A1"),
-            listing("sf-2", SHELBYVILLE, "1FTEW1EP5PKA00003", "B2")]
+LISTINGS = [
+    listing("sh-1", SPRINGFIELD, SHARED_VIN, "A1"),
+    listing("sf-1", SHELBYVILLE, SHARED_VIN, "A1"),
+    listing("sf-2", SHELBYVILLE, "1FTEW1EP5PKA00003", "B2"),
+]
 
 
 def marketplace():
-    settings = make_settings(rooftops=[OPERATOR_ROOFTOP], dealers=(SPRINGFIELD, SHELBYVILLE), scope="aggregate",
-                             filters=("make", "vin", "stock"))
+    settings = make_settings(
+        rooftops=[OPERATOR_ROOFTOP],
+        dealers=(SPRINGFIELD, SHELBYVILLE),
+        scope="aggregate",
+        filters=("make", "vin", "stock"),
+    )
     info = dict(settings.dealer.info, name="Cars Marketplace")
     return open_memory_agent(dataclasses.replace(settings, dealer=DealerProfile(info)), LISTINGS)
 
@@ -83,15 +127,19 @@ def test_a_vehicle_two_sellers_list_is_ambiguous_not_missing(identifier):
     assert error.code == "VEHICLE_NOT_FOUND"
     assert "could not be found" not in error.message and "several listings" in error.message.lower()
     assert validate(error.to_dict(), "error") == []
-    assert error.details["matches"] == [{"vehicle_id": "sf-1", "dealer_id": "shelbyville-ford"},
-                                        {"vehicle_id": "sh-1", "dealer_id": "springfield-honda"}]
+    assert error.details["matches"] == [
+        {"vehicle_id": "sf-1", "dealer_id": "shelbyville-ford"},
+        {"vehicle_id": "sh-1", "dealer_id": "springfield-honda"},
+    ]
     assert "vehicle_id" in error.details["hint"]
 
 
 def test_a_vehicle_one_seller_lists_resolves_and_an_unknown_one_is_not_found():
     with marketplace() as agent:
-        assert ask(agent, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})["data"]["vehicle_id"] \
+        assert (
+            ask(agent, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})["data"]["vehicle_id"]
             == "sf-2"
+        )
         with pytest.raises(AapError) as caught:
             ask(agent, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00009"})
     assert caught.value.code == "VEHICLE_NOT_FOUND" and "matches" not in caught.value.details
@@ -109,15 +157,18 @@ def test_a_lead_linked_to_a_seller_is_answered_in_the_sellers_name():
 
 def test_a_seller_named_in_the_vehicle_of_interest_receives_an_unlinked_lead():
     with marketplace() as agent:
-        answer = ask(agent, lead_request(vehicle_of_interest={"dealer_id": "springfield-honda", "make": "Honda",
-                                                              "model": "Civic"}))
+        answer = ask(
+            agent,
+            lead_request(vehicle_of_interest={"dealer_id": "springfield-honda", "make": "Honda", "model": "Civic"}),
+        )
         lead = agent.stores.leads.get_lead(answer["data"]["lead_id"])
     assert answer["data"]["dealer"] == {"name": "Springfield Honda", "phone": "+12175550100"}
     assert lead["dealer_id"] == "springfield-honda"
 
 
-@pytest.mark.parametrize("vehicle", [None, {"make": "Honda"}, {"vin": SHARED_VIN},
-                                     {"dealer_id": "capital-city-kia", "make": "Kia"}])
+@pytest.mark.parametrize(
+    "vehicle", [None, {"make": "Honda"}, {"vin": SHARED_VIN}, {"dealer_id": "capital-city-kia", "make": "Kia"}]
+)
 def test_a_lead_no_seller_can_be_identified_for_is_answered_by_the_operator(vehicle):
     with marketplace() as agent:
         answer = ask(agent, lead_request(vehicle_of_interest=vehicle))

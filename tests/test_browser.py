@@ -19,8 +19,8 @@ import dataclasses
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -39,15 +39,30 @@ from http_helpers import AAP_HEADERS, LiveServer, send_message
 from lead_support import ROOFTOPS, Receiver, http_route, lead_request, lead_settings
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ADMIN = "manager@baymotors.example"
-CUSTOMER = {"first_name": "Philippa", "last_name": "Quartermaine", "email": "philippa.q@example.org",
-            "phone": "+14155550987", "preferred_contact": "email"}
+CUSTOMER = {
+    "first_name": "Philippa",
+    "last_name": "Quartermaine",
+    "email": "philippa.q@example.org",
+    "phone": "+14155550987",
+    "preferred_contact": "email",
+}
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "images"
-PLACEHOLDER = (b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 400 300"><rect width="400" height="300" '
-               b'fill="#cfd8e3"/><path d="M70 200 l40-60 h170 l50 60 z" fill="#9aa8b8"/><circle cx="130" cy="205" '
-               b'r="24" fill="#5b6675"/><circle cx="290" cy="205" r="24" fill="#5b6675"/></svg>')
+PLACEHOLDER = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 400 300"><rect width="400" height="300" '
+    b'fill="#cfd8e3"/><path d="M70 200 l40-60 h170 l50 60 z" fill="#9aa8b8"/><circle cx="130" cy="205" '
+    b'r="24" fill="#5b6675"/><circle cx="290" cy="205" r="24" fill="#5b6675"/></svg>'
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,17 +81,24 @@ def dealer(tmp_path_factory) -> Iterator[dict]:
     crm.status = 503
     server = LiveServer()
     url = f"sqlite:///{tmp_path_factory.mktemp('browser')}/browser.db"
-    settings = lead_settings(routes=[http_route(crm.url)], database_url=url,
-                             delivery=DeliverySettings(max_attempts=1, poll_seconds=0.1, timeout_seconds=5,
-                                                       lease_seconds=30))
-    rooftops = [dict(r, address={"address_line_1": f"{100 + i} Main Street", "city": city, "country": country})
-                for i, (r, city, country) in enumerate(zip(ROOFTOPS, ("San Francisco", "Oakland", "Vancouver"),
-                                                           ("US", "US", "CA")))]
-    settings = dataclasses.replace(settings, public_url=server.base_url,
-                                   dealer=dataclasses.replace(settings.dealer, info={**settings.dealer.info,
-                                                                                     "rooftops": rooftops}),
-                                   search=dataclasses.replace(settings.search, currencies=("USD", "CAD")),
-                                   web=fast_web(login_failures_per_account=3))
+    settings = lead_settings(
+        routes=[http_route(crm.url)],
+        database_url=url,
+        delivery=DeliverySettings(max_attempts=1, poll_seconds=0.1, timeout_seconds=5, lease_seconds=30),
+    )
+    rooftops = [
+        dict(r, address={"address_line_1": f"{100 + i} Main Street", "city": city, "country": country})
+        for i, (r, city, country) in enumerate(
+            zip(ROOFTOPS, ("San Francisco", "Oakland", "Vancouver"), ("US", "US", "CA"))
+        )
+    ]
+    settings = dataclasses.replace(
+        settings,
+        public_url=server.base_url,
+        dealer=dataclasses.replace(settings.dealer, info={**settings.dealer.info, "rooftops": rooftops}),
+        search=dataclasses.replace(settings.search, currencies=("USD", "CAD")),
+        web=fast_web(login_failures_per_account=3),
+    )
     stores = open_stores(url)
     feed = tmp_path_factory.mktemp("feed") / "inventory.jsonl"
     rows = [orjson.dumps(item).decode() for item in generate_listings(120, settings=settings)]
@@ -154,8 +176,9 @@ def test_search_page_through_results_and_open_a_vehicle(page, dealer, shots):
 
 
 def test_find_a_lead_from_a2a_see_its_adf_retry_it_and_export(page, dealer, shots):
-    answer = httpx.post(dealer["base"] + "/a2a", json=send_message(lead_request(customer=CUSTOMER)),
-                        headers=AAP_HEADERS, timeout=30)
+    answer = httpx.post(
+        dealer["base"] + "/a2a", json=send_message(lead_request(customer=CUSTOMER)), headers=AAP_HEADERS, timeout=30
+    )
     assert answer.status_code == 200 and "lead_" in answer.text
     sign_in(page, dealer["base"])
     expect(page.get_by_role("heading", level=1)).to_have_text("Leads")
@@ -224,8 +247,14 @@ def test_inventory_and_a_conformance_run_from_the_console(page, dealer, shots):
 
 def test_the_pages_fit_a_phone(browser, dealer, shots):
     context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=1)
-    context.route("**/*", lambda route: route.continue_() if dealer["base"] in route.request.url
-                  else route.fulfill(status=200, content_type="image/svg+xml", body=PLACEHOLDER))
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if dealer["base"] in route.request.url
+            else route.fulfill(status=200, content_type="image/svg+xml", body=PLACEHOLDER)
+        ),
+    )
     page = context.new_page()
     page.goto(dealer["base"] + "/")
     width = page.evaluate("document.documentElement.scrollWidth")

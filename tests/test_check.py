@@ -14,21 +14,32 @@ from aap.check import CheckOptions, all_rules, run_checks
 from aap.check.registry import RULES, Fail, Skip, rule
 from aap.check.report import render_json, render_table
 from aap.cli.check import check_command
-
 from check_fakes import BASE, Breaks, FakeDealer
 from http_helpers import LiveServer
 
 # Rules that cannot apply to the fake (it advertises MCP and Poppy but the run selects A2A only,
 # and it declares no lead.submit).
 SKIPPED_ON_FAKE = {
-    "mcp.endpoint", "mcp.tools", "mcp.capabilities", "poppy.auth_required", "poppy.token", "poppy.dpop_replay",
-    "skills.mcp", "skills.poppy", "bindings.equivalent", "errors.mcp", "errors.poppy", "mcp.error_schema",
-    "lead.replay", "lead.conflict", "lead.consent",
+    "mcp.endpoint",
+    "mcp.tools",
+    "mcp.capabilities",
+    "poppy.auth_required",
+    "poppy.token",
+    "poppy.dpop_replay",
+    "skills.mcp",
+    "skills.poppy",
+    "bindings.equivalent",
+    "errors.mcp",
+    "errors.poppy",
+    "mcp.error_schema",
+    "lead.replay",
+    "lead.conflict",
+    "lead.consent",
 }
 
 
-async def check_fake(breaks: Breaks = Breaks(), **options) -> "Report":  # noqa: F821
-    fake = FakeDealer(breaks)
+async def check_fake(breaks: Breaks | None = None, **options) -> Report:  # noqa: F821
+    fake = FakeDealer(breaks or Breaks())
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake.app))
     try:
         return await run_checks(BASE, CheckOptions(bindings=("a2a",), **options), http=http)
@@ -52,19 +63,26 @@ async def test_a_conformant_fake_passes_every_applicable_rule():
     assert "loopback" in report.result("card.schema").message
 
 
-@pytest.mark.parametrize("breaks, rule_id, evidence", [
-    (Breaks(wrong_extension_uri=True), "card.extension", "expected 'https://autoagentprotocol.org/extensions/aap/v3.1'"),
-    (Breaks(clamp_limit=True), "search.limit", "clamped to 25"),
-    (Breaks(repeat_listing=True), "search.pagination", "appears twice"),
-    (Breaks(legacy_error_type=True), "errors.a2a", "forbidden @type"),
-    (Breaks(mismatched_urls=True), "discovery.consistent", "elsewhere.example"),
-    (Breaks(unbound_cursor=True), "search.cursor_binding", "expected INVALID_CURSOR"),
-    (Breaks(lenient_version=True), "a2a.version_header", "A2A-Version 0.3: expected -32009"),
-    (Breaks(capped_total=True), "search.pagination", "total is 20"),
-    (Breaks(drops_context=True), "a2a.envelope", "contextId was not preserved"),
-    (Breaks(mcp_metadata_wrong_resource=True), "poppy.mcp_resource", "is not the advertised MCP URL"),
-    (Breaks(mcp_challenge_without_metadata=True), "poppy.mcp_resource", "names no resource_metadata"),
-])
+@pytest.mark.parametrize(
+    "breaks, rule_id, evidence",
+    [
+        (
+            Breaks(wrong_extension_uri=True),
+            "card.extension",
+            "expected 'https://autoagentprotocol.org/extensions/aap/v3.1'",
+        ),
+        (Breaks(clamp_limit=True), "search.limit", "clamped to 25"),
+        (Breaks(repeat_listing=True), "search.pagination", "appears twice"),
+        (Breaks(legacy_error_type=True), "errors.a2a", "forbidden @type"),
+        (Breaks(mismatched_urls=True), "discovery.consistent", "elsewhere.example"),
+        (Breaks(unbound_cursor=True), "search.cursor_binding", "expected INVALID_CURSOR"),
+        (Breaks(lenient_version=True), "a2a.version_header", "A2A-Version 0.3: expected -32009"),
+        (Breaks(capped_total=True), "search.pagination", "total is 20"),
+        (Breaks(drops_context=True), "a2a.envelope", "contextId was not preserved"),
+        (Breaks(mcp_metadata_wrong_resource=True), "poppy.mcp_resource", "is not the advertised MCP URL"),
+        (Breaks(mcp_challenge_without_metadata=True), "poppy.mcp_resource", "names no resource_metadata"),
+    ],
+)
 async def test_each_break_fails_its_rule(breaks, rule_id, evidence):
     report = await check_fake(breaks)
     result = report.result(rule_id)
@@ -72,7 +90,8 @@ async def test_each_break_fails_its_rule(breaks, rule_id, evidence):
     assert evidence in " ".join([result.message, *result.details])
     assert not report.ok
     assert not any(r.status == "error" for r in report.results), [
-        (r.rule.id, r.message) for r in report.results if r.status == "error"]
+        (r.rule.id, r.message) for r in report.results if r.status == "error"
+    ]
 
 
 async def test_a_rate_limited_dealer_is_waited_out_not_failed():
@@ -105,7 +124,8 @@ async def test_rule_selection_by_glob():
     report = await run_checks(BASE, CheckOptions(bindings=("a2a",)), http=http, rules=["search.*", "card.schema"])
     await http.aclose()
     assert [r.rule.id for r in report.results] == ["card.schema"] + [
-        r.id for r in all_rules() if r.id.startswith("search.")]
+        r.id for r in all_rules() if r.id.startswith("search.")
+    ]
     assert report.ok
 
 
@@ -168,9 +188,10 @@ async def test_reports_render_as_table_and_json():
 @pytest.fixture
 def served_fake():
     """A fake dealer on a real loopback socket, for the CLI (which makes its own HTTP client)."""
-    def start(breaks: Breaks = Breaks()) -> LiveServer:
+
+    def start(breaks: Breaks | None = None) -> LiveServer:
         server = LiveServer()
-        server.start(FakeDealer(breaks, base=server.base_url).app)
+        server.start(FakeDealer(breaks or Breaks(), base=server.base_url).app)
         servers.append(server)
         return server
 

@@ -12,8 +12,14 @@ from aap.check import CheckOptions, run_checks
 from aap.check.rules.mcp import schema_problems
 from mcp_helpers import live_dealer
 
-AN_ERROR = {"type": "aap.error", "error_id": "err_1", "code": "VEHICLE_NOT_FOUND", "message": "Not found.",
-            "retryable": False, "created_at": "2026-05-01T10:00:00Z"}
+AN_ERROR = {
+    "type": "aap.error",
+    "error_id": "err_1",
+    "code": "VEHICLE_NOT_FOUND",
+    "message": "Not found.",
+    "retryable": False,
+    "created_at": "2026-05-01T10:00:00Z",
+}
 OPTIONS = CheckOptions(bindings=("a2a", "mcp"))
 
 

@@ -8,7 +8,6 @@ from click.testing import CliRunner
 
 from aap.check import CheckOptions, run_checks
 from aap.cli.check import check_command
-
 from deploy_env import own_dealer, own_dealer_http  # noqa: F401  (fixtures)
 
 # The demo deployment advertises all 30 filters and every sort field, so there is
@@ -35,11 +34,22 @@ async def test_our_server_passes_every_rule_over_every_binding(own_dealer):
 
 def test_cli_check_of_our_server_exits_zero(own_dealer):
     runner = CliRunner()
-    result = runner.invoke(check_command, [
-        own_dealer.url, "--json", "--allow-writes", "--ca-file", str(own_dealer.ca.ca_file),
-        "--poppy-client-id", own_dealer.identity.client_id, "--poppy-client-key", str(own_dealer.key_file),
-        "--poppy-key-id", own_dealer.identity.kid,
-    ])
+    result = runner.invoke(
+        check_command,
+        [
+            own_dealer.url,
+            "--json",
+            "--allow-writes",
+            "--ca-file",
+            str(own_dealer.ca.ca_file),
+            "--poppy-client-id",
+            own_dealer.identity.client_id,
+            "--poppy-client-key",
+            str(own_dealer.key_file),
+            "--poppy-key-id",
+            own_dealer.identity.kid,
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["ok"] is True
@@ -47,8 +57,9 @@ def test_cli_check_of_our_server_exits_zero(own_dealer):
 
 
 async def test_without_identity_or_writes_those_rules_skip_with_a_reason(own_dealer):
-    report = await run_checks(own_dealer.url, CheckOptions(), verify=own_dealer.ca.context(),
-                              rules=["poppy.*", "skills.poppy", "lead.*"])
+    report = await run_checks(
+        own_dealer.url, CheckOptions(), verify=own_dealer.ca.context(), rules=["poppy.*", "skills.poppy", "lead.*"]
+    )
     by_id = {r.rule.id: r for r in report.results}
     for rule_id in ("poppy.document", "poppy.issuer", "poppy.openapi", "poppy.auth_required"):
         assert by_id[rule_id].status == "pass", (rule_id, by_id[rule_id].message)

@@ -84,8 +84,7 @@ def test_demo_inventory_follows_a_config(runner, tmp_path):
     out = tmp_path / "feed.jsonl"
     result = runner.invoke(main, ["demo-inventory", "-n", "20", "--config", str(config), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert {orjson.loads(line)["rooftop"] for line in out.read_bytes().splitlines()} == {
-        "Example Motors Springfield"}
+    assert {orjson.loads(line)["rooftop"] for line in out.read_bytes().splitlines()} == {"Example Motors Springfield"}
 
 
 # -- import ------------------------------------------------------------------------------
@@ -93,7 +92,9 @@ def test_demo_inventory_follows_a_config(runner, tmp_path):
 
 def demo_feed(runner, tmp_path, count=120, name="feed.jsonl", seed=0):
     path = tmp_path / name
-    assert runner.invoke(main, ["demo-inventory", "-n", str(count), "--seed", str(seed), "-o", str(path)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["demo-inventory", "-n", str(count), "--seed", str(seed), "-o", str(path)]).exit_code == 0
+    )
     return path
 
 
@@ -188,8 +189,9 @@ def test_aggregate_import_per_dealer_and_store_conflicts_with_line(runner, tmp_p
     config.write_text(AGGREGATE)
     db = f"sqlite:///{tmp_path}/cars.db"
     generated = tmp_path / "generated.jsonl"
-    assert runner.invoke(main, ["demo-inventory", "-n", "6", "--config", str(config),
-                                "-o", str(generated)]).exit_code == 0
+    assert (
+        runner.invoke(main, ["demo-inventory", "-n", "6", "--config", str(config), "-o", str(generated)]).exit_code == 0
+    )
     rows = []
     for line in generated.read_bytes().splitlines():
         row = orjson.loads(line)
@@ -239,12 +241,19 @@ def test_serve_demo_seeds_an_empty_database_once(runner, tmp_path, fake_run):
     db = f"sqlite:///{tmp_path}/demo.db"
     result = runner.invoke(main, ["serve", "--database", db, "--port", "0"])
     assert result.exit_code == 0, result.output
-    (settings, kw), = fake_run
+    ((settings, kw),) = fake_run
     port = kw["port"]
     assert settings.database_url == db
     assert settings.public_url == f"http://127.0.0.1:{port}"  # the port the system chose
-    assert kw == {"host": "127.0.0.1", "port": port, "ssl_certfile": None, "ssl_keyfile": None, "workers": 1,
-                  "log_level": "info", "log_format": "json"}
+    assert kw == {
+        "host": "127.0.0.1",
+        "port": port,
+        "ssl_certfile": None,
+        "ssl_keyfile": None,
+        "workers": 1,
+        "log_level": "info",
+        "log_format": "json",
+    }
     stores = open_stores(db)
     try:
         assert stores.inventory.count() == 2000
@@ -263,16 +272,43 @@ def test_serve_with_config_does_not_seed_and_passes_options(runner, tmp_path, fa
     key.write_text("key")
     db = f"sqlite:///{tmp_path}/mine.db"
     monkeypatch.setenv("AAP_DATABASE_URL", db)
-    result = runner.invoke(main, [
-        "serve", "--config", str(config), "--host", "127.0.0.1", "--port", "0",
-        "--public-url", "https://localhost:8443", "--ssl-certfile", str(cert),
-        "--ssl-keyfile", str(key), "--workers", "2", "--log-level", "warning", "--log-format", "text"])
+    result = runner.invoke(
+        main,
+        [
+            "serve",
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--public-url",
+            "https://localhost:8443",
+            "--ssl-certfile",
+            str(cert),
+            "--ssl-keyfile",
+            str(key),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+            "--log-format",
+            "text",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    (settings, kw), = fake_run
+    ((settings, kw),) = fake_run
     assert settings.public_url == "https://localhost:8443"  # given on the command line: as given
     assert settings.database_url == db
-    assert kw == {"host": "127.0.0.1", "port": kw["port"], "ssl_certfile": str(cert),
-                  "ssl_keyfile": str(key), "workers": 2, "log_level": "warning", "log_format": "text"}
+    assert kw == {
+        "host": "127.0.0.1",
+        "port": kw["port"],
+        "ssl_certfile": str(cert),
+        "ssl_keyfile": str(key),
+        "workers": 2,
+        "log_level": "warning",
+        "log_format": "text",
+    }
     stores = open_stores(db)
     try:
         assert stores.inventory.count() == 0
@@ -284,10 +320,24 @@ def test_serve_demo_with_tls_publishes_https(runner, tmp_path, fake_run):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert.write_text("cert")
     key.write_text("key")
-    result = runner.invoke(main, ["serve", "--database", f"sqlite:///{tmp_path}/d.db", "--host", "localhost",
-                                  "--port", "0", "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)])
+    result = runner.invoke(
+        main,
+        [
+            "serve",
+            "--database",
+            f"sqlite:///{tmp_path}/d.db",
+            "--host",
+            "localhost",
+            "--port",
+            "0",
+            "--ssl-certfile",
+            str(cert),
+            "--ssl-keyfile",
+            str(key),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    (settings, kw), = fake_run
+    ((settings, kw),) = fake_run
     assert settings.public_url == f"https://localhost:{kw['port']}"
 
 

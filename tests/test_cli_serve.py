@@ -37,9 +37,10 @@ def demo_server(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "aap", "serve", "--port", str(port),
-         "--database", f"sqlite:///{tmp_path}/demo.db"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+        [sys.executable, "-m", "aap", "serve", "--port", str(port), "--database", f"sqlite:///{tmp_path}/demo.db"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -61,9 +62,18 @@ def demo_server(tmp_path):
 def send(base: str, data: dict) -> dict:
     skill = data["type"].removesuffix(".request")
     stem = {"inventory.vehicle": "vehicle-detail"}.get(skill, skill.replace(".", "-"))
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
-        "messageId": "m-1", "role": "ROLE_USER",
-        "parts": [{"data": data, "mediaType": f"application/vnd.autoagent.{stem}-request+json"}]}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m-1",
+                "role": "ROLE_USER",
+                "parts": [{"data": data, "mediaType": f"application/vnd.autoagent.{stem}-request+json"}],
+            }
+        },
+    }
     reply = httpx.post(f"{base}/a2a", json=body, timeout=30).json()
     return reply["result"]["message"]["parts"][0]["data"]
 
@@ -73,8 +83,14 @@ def test_serve_without_config_serves_the_seeded_demo_dealer(demo_server):
     assert validate(info, "dealer-information-response") == []
     assert info["data"] == load_settings(environ={}).dealer.info
 
-    found = send(demo_server, {"type": "inventory.search.request", "currency": "CAD",
-                               "filters": {"vehicle_type": ["motorcycle"], "fuel": ["bev"]}})
+    found = send(
+        demo_server,
+        {
+            "type": "inventory.search.request",
+            "currency": "CAD",
+            "filters": {"vehicle_type": ["motorcycle"], "fuel": ["bev"]},
+        },
+    )
     assert validate(found, "inventory-search-response") == []
     assert found["data"]["total"] > 0
     assert {v["rooftop"] for v in found["data"]["vehicles"]} == {"Demo Motors Vancouver"}

@@ -32,7 +32,6 @@ from aap.client.mcp import parse_sse
 from aap.client.poppy import issuer_metadata_url, operation_map
 from aap.client.transport import retry_after_ms
 from aap.errors import CODES
-
 from check_fakes import BASE, FakeDealer, make_inventory
 
 
@@ -148,8 +147,16 @@ async def test_forbidden_error_type_is_not_mistaken_for_an_aap_error():
 def test_error_classes_cover_every_code():
     assert set(ERRORS_BY_CODE) == set(CODES)
     for code, cls in ERRORS_BY_CODE.items():
-        error = remote_error({"type": "aap.error", "code": code, "message": "m", "retryable": False,
-                              "error_id": "e", "created_at": "2026-01-01T00:00:00Z"})
+        error = remote_error(
+            {
+                "type": "aap.error",
+                "code": code,
+                "message": "m",
+                "retryable": False,
+                "error_id": "e",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        )
         assert type(error) is cls and error.code == code
     unknown = remote_error({"type": "aap.error", "code": "SOMETHING_NEW", "message": "m", "retryable": True})
     assert type(unknown) is AapRemoteError and unknown.retryable
@@ -165,13 +172,21 @@ def rate_limited_app(failures: int, retry_after_ms: int, header: str | None = No
         calls.append(time.monotonic())
         if len(calls) <= failures:
             body = await request.json()
-            error = {"type": "aap.error", "error_id": "err_1", "code": "RATE_LIMITED", "message": "slow down",
-                     "retryable": True, "created_at": "2026-05-01T10:00:00Z",
-                     "details": {"retry_after_ms": retry_after_ms}}
+            error = {
+                "type": "aap.error",
+                "error_id": "err_1",
+                "code": "RATE_LIMITED",
+                "message": "slow down",
+                "retryable": True,
+                "created_at": "2026-05-01T10:00:00Z",
+                "details": {"retry_after_ms": retry_after_ms},
+            }
             data = [{"@type": "type.googleapis.com/google.protobuf.Struct", "value": error}]
             headers = {"Retry-After": header} if header else {}
-            return JSONResponse({"jsonrpc": "2.0", "id": body["id"],
-                                 "error": {"code": -32000, "message": "slow down", "data": data}}, headers=headers)
+            return JSONResponse(
+                {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32000, "message": "slow down", "data": data}},
+                headers=headers,
+            )
         return await fake.a2a_endpoint(request)
 
     routes = [r for r in fake.app.routes if getattr(r, "path", "") != "/a2a"]
@@ -256,11 +271,15 @@ async def test_requests_carry_the_a2a_headers_and_integers(fake):
     assert headers["a2a-version"] == "1.0" and headers["a2a-extensions"] == EXTENSION_URI
     part = body["params"]["message"]["parts"][0]
     assert part["mediaType"] == "application/vnd.autoagent.inventory-search-request+json"
-    assert part["data"] == {"type": "inventory.search.request", "filters": {"make": ["Honda"]},
-                            "pagination": {"limit": 3}}
+    assert part["data"] == {
+        "type": "inventory.search.request",
+        "filters": {"make": ["Honda"]},
+        "pagination": {"limit": 3},
+    }
     assert isinstance(part["data"]["pagination"]["limit"], int)
     assert body["params"]["configuration"]["acceptedOutputModes"] == [
-        "application/vnd.autoagent.inventory-search-response+json"]
+        "application/vnd.autoagent.inventory-search-response+json"
+    ]
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
@@ -275,19 +294,27 @@ def test_retry_after_parsing():
 def test_card_urls_for_domains_paths_and_card_urls():
     assert card_urls("dealer.example") == ["https://dealer.example/.well-known/agent-card.json"]
     assert card_urls("127.0.0.1:8000") == ["http://127.0.0.1:8000/.well-known/agent-card.json"]
-    assert card_urls("https://p.example/d/7/") == ["https://p.example/d/7/.well-known/agent-card.json",
-                                                   "https://p.example/.well-known/agent-card.json"]
+    assert card_urls("https://p.example/d/7/") == [
+        "https://p.example/d/7/.well-known/agent-card.json",
+        "https://p.example/.well-known/agent-card.json",
+    ]
     assert card_urls("https://d.example/custom/card.json?x=1") == ["https://d.example/custom/card.json"]
 
 
 def test_sse_parsing_and_issuer_metadata_location():
-    text = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n' \
-           'data: {"jsonrpc":"2.0","id":3,\ndata: "result":{}}\n\n'
-    assert parse_sse(text) == [{"jsonrpc": "2.0", "method": "notifications/progress"},
-                               {"jsonrpc": "2.0", "id": 3, "result": {}}]
+    text = (
+        'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress"}\n\n'
+        'data: {"jsonrpc":"2.0","id":3,\ndata: "result":{}}\n\n'
+    )
+    assert parse_sse(text) == [
+        {"jsonrpc": "2.0", "method": "notifications/progress"},
+        {"jsonrpc": "2.0", "id": 3, "result": {}},
+    ]
     assert issuer_metadata_url("https://d.example") == "https://d.example/.well-known/oauth-authorization-server"
-    assert issuer_metadata_url("https://p.example/dealers/7") == \
-        "https://p.example/.well-known/oauth-authorization-server/dealers/7"
+    assert (
+        issuer_metadata_url("https://p.example/dealers/7")
+        == "https://p.example/.well-known/oauth-authorization-server/dealers/7"
+    )
 
 
 def test_operation_map_finds_skills_by_marker_body_type_operation_id_or_path():
@@ -295,8 +322,13 @@ def test_operation_map_finds_skills_by_marker_body_type_operation_id_or_path():
         "servers": [{"url": "/api"}],
         "components": {"schemas": {"Search": {"properties": {"type": {"const": "inventory.search.request"}}}}},
         "paths": {
-            "/find": {"post": {"requestBody": {"content": {"application/json": {
-                "schema": {"$ref": "#/components/schemas/Search"}}}}}},
+            "/find": {
+                "post": {
+                    "requestBody": {
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Search"}}}
+                    }
+                }
+            },
             "/info": {"post": {"x-aap-skill": "dealer.information"}},
             "/x": {"post": {"operationId": "inventoryFacets"}},
             "/v1/inventory.vehicle": {"post": {}},
@@ -337,8 +369,9 @@ async def test_discovery_follows_https_redirects_but_not_downgrades(fake):
             return RedirectResponse("http://dealer.example/.well-known/agent-card.json", status_code=302)
         return JSONResponse(fake.card())
 
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(
-        app=Starlette(routes=[Route("/.well-known/agent-card.json", downgrade)])))
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=Starlette(routes=[Route("/.well-known/agent-card.json", downgrade)]))
+    )
     with pytest.raises(DiscoveryError, match="redirects from HTTPS"):
         await AapClient.discover("https://dealer.example", http=http)
 
@@ -348,8 +381,9 @@ def test_the_client_loads_nothing_from_the_dealer_side():
     import sys
 
     code = "import sys, aap.client; print(' '.join(sorted(m for m in sys.modules if m.startswith('aap'))))"
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-                 .stdout.split())
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
     # Besides its own modules: the package, the skill catalog and the foundation's paths,
     # protocol constants and loopback rule (none of which imports anything of the dealer).
     foundation = {"aap", "aap.skills", "aap.skills.catalog", "aap.paths", "aap.protocols", "aap.loopback"}

@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from aap.cli.explore import dealer_command, search_command, vehicle_command
-
 from check_fakes import FakeDealer
 from deploy_env import own_dealer  # noqa: F401  (fixture)
 from http_helpers import LiveServer
@@ -93,13 +92,20 @@ def test_vehicle_and_dealer(fake_url):
 def test_commands_against_our_dealer_over_each_binding(own_dealer, binding):
     extra = ["--ca-file", own_dealer.ca.ca_file]
     if binding == "poppy":
-        extra += ["--poppy-client-id", own_dealer.identity.client_id, "--poppy-client-key", own_dealer.key_file,
-                  "--poppy-key-id", own_dealer.identity.kid]
+        extra += [
+            "--poppy-client-id",
+            own_dealer.identity.client_id,
+            "--poppy-client-key",
+            own_dealer.key_file,
+            "--poppy-key-id",
+            own_dealer.identity.kid,
+        ]
     result = invoke(dealer_command, own_dealer.url, "--binding", binding, *extra)
     assert result.exit_code == 0, result.output
     assert own_dealer.settings.dealer.name in result.output
-    result = invoke(search_command, own_dealer.url, "--binding", binding, "--condition", "used", "--limit", 2,
-                    "--json", *extra)
+    result = invoke(
+        search_command, own_dealer.url, "--binding", binding, "--condition", "used", "--limit", 2, "--json", *extra
+    )
     assert result.exit_code == 0, result.output
     page = json.loads(result.output)["data"]
     assert page["applied_filters"]["condition"] == ["used"]
@@ -120,8 +126,13 @@ def test_search_all_json_is_a_list_of_pages_even_for_one_page(fake_url):
 
 def test_search_table_at_80_columns_never_wraps_identifiers_or_the_cursor(fake_url):
     url, fake = fake_url
-    result = CliRunner().invoke(search_command, [url, "--limit", "5", "--sort", "price:asc"],
-                                catch_exceptions=False, terminal_width=80, env={"COLUMNS": "80"})
+    result = CliRunner().invoke(
+        search_command,
+        [url, "--limit", "5", "--sort", "price:asc"],
+        catch_exceptions=False,
+        terminal_width=80,
+        env={"COLUMNS": "80"},
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     page = json.loads(invoke(search_command, url, "--limit", 5, "--sort", "price:asc", "--json").stdout)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,6 @@ from aap.client import (
     VehicleNotFoundError,
 )
 from aap.spec import validate
-
 from deploy_env import own_dealer  # noqa: F401  (fixture)
 
 BINDINGS = [
@@ -34,11 +33,15 @@ def connect(own_dealer, options):
 
 
 def lead(key: str, message: str = "Client test lead: please ignore.") -> dict:
-    granted = (datetime.now(timezone.utc) - timedelta(minutes=1)).replace(microsecond=0).isoformat()
+    granted = (datetime.now(UTC) - timedelta(minutes=1)).replace(microsecond=0).isoformat()
     return {
         "customer": {"first_name": "Client", "last_name": "Test", "email": "client-test@example.com"},
-        "consent": {"granted_at": granted, "allowed_channels": ["email"],
-                    "consent_text": "I agree to be contacted about this test.", "scope": ["lead_submission"]},
+        "consent": {
+            "granted_at": granted,
+            "allowed_channels": ["email"],
+            "consent_text": "I agree to be contacted about this test.",
+            "scope": ["lead_submission"],
+        },
         "source_agent": {"name": "aap-client-tests"},
         "idempotency_key": key,
         "message": message,
@@ -65,8 +68,11 @@ async def test_every_skill_over_the_binding(own_dealer, options):
         walked = [car async for car in dealer.iter_search({"make": [make.value]}, sort="price:asc", limit=2)]
         assert len(walked) == make.count == len({car.key for car in walked})
 
-        detail = await dealer.vehicle(vehicle_id=walked[0].vehicle_id) if walked[0].vehicle_id else \
-            await dealer.vehicle(vin=walked[0].vin)
+        detail = (
+            await dealer.vehicle(vehicle_id=walked[0].vehicle_id)
+            if walked[0].vehicle_id
+            else await dealer.vehicle(vin=walked[0].vin)
+        )
         assert validate(detail.raw, "vehicle-detail-response") == []
         assert detail.vehicle.key == walked[0].key
 
@@ -78,7 +84,8 @@ async def test_every_skill_over_the_binding(own_dealer, options):
         with pytest.raises(SchemaValidationFailedError) as invalid:
             await dealer.search({"make": [], "year_min": 1800}, limit=500)
         assert {"/filters/make", "/filters/year_min", "/pagination/limit"} <= {
-            e["instanceLocation"] for e in invalid.value.errors}
+            e["instanceLocation"] for e in invalid.value.errors
+        }
 
         if page.next_cursor:
             with pytest.raises(InvalidCursorError):

@@ -58,8 +58,12 @@ def test_demo_dealer_group_loads_with_four_rooftops_one_in_canada():
     assert settings.source_path is None
     assert settings.dealer.name == "Demo Motors Group"
     names = [r["name"] for r in settings.dealer.rooftops]
-    assert names == ["Demo Motors San Francisco", "Demo Motors Oakland Pre-Owned",
-                     "Demo Powersports San Jose", "Demo Motors Vancouver"]
+    assert names == [
+        "Demo Motors San Francisco",
+        "Demo Motors Oakland Pre-Owned",
+        "Demo Powersports San Jose",
+        "Demo Motors Vancouver",
+    ]
     vancouver = settings.dealer.rooftop("Demo Motors Vancouver")
     assert vancouver["currency"] == "CAD"
     assert vancouver["timezone"] == "America/Vancouver"
@@ -71,8 +75,9 @@ def test_demo_dealer_group_loads_with_four_rooftops_one_in_canada():
     assert settings.search.filters == ALL_FILTERS
     assert settings.search.sort_fields == ALL_SORT_FIELDS
     assert len(settings.features) >= 12
-    assert {"adaptive_cruise_control", "apple_carplay", "android_auto", "heated_front_seats",
-            "blind_spot_monitor"} <= {f.code for f in settings.features}
+    assert {"adaptive_cruise_control", "apple_carplay", "android_auto", "heated_front_seats", "blind_spot_monitor"} <= {
+        f.code for f in settings.features
+    }
 
 
 def test_demo_closed_days_become_null_and_profile_is_valid_dealer_information():
@@ -105,29 +110,64 @@ def test_template_loads_as_is_and_documents_every_key():
     assert settings.dealer.rooftops[0]["schedules"][0]["value"]["sunday"] is None
     assert validate(settings.dealer.info, "dealer-information") == []
     # Every option of every section is at least mentioned in the template.
-    for key in ("id", "public_url", "database", "tenant", "name", "description", "version",
-                "documentation_url", "icon_url", "provider", "scope", "currencies",
-                "default_currency", "default_mileage_unit", "default_limit", "max_limit",
-                "offset", "sort_fields", "default_sort", "filters", "code", "label", "enabled",
-                "per_minute", "burst", "max_body_bytes", "cursor_ttl_seconds", "count_timeout_ms",
-                "dealer_id",
-                "welcome_message", "legal_name", "website", "notes", "currency", "timezone",
-                "geo", "address", "phones", "emails", "capabilities", "fees", "schedules",
-                "[[dealers]]"):
+    for key in (
+        "id",
+        "public_url",
+        "database",
+        "tenant",
+        "name",
+        "description",
+        "version",
+        "documentation_url",
+        "icon_url",
+        "provider",
+        "scope",
+        "currencies",
+        "default_currency",
+        "default_mileage_unit",
+        "default_limit",
+        "max_limit",
+        "offset",
+        "sort_fields",
+        "default_sort",
+        "filters",
+        "code",
+        "label",
+        "enabled",
+        "per_minute",
+        "burst",
+        "max_body_bytes",
+        "cursor_ttl_seconds",
+        "count_timeout_ms",
+        "dealer_id",
+        "welcome_message",
+        "legal_name",
+        "website",
+        "notes",
+        "currency",
+        "timezone",
+        "geo",
+        "address",
+        "phones",
+        "emails",
+        "capabilities",
+        "fees",
+        "schedules",
+        "[[dealers]]",
+    ):
         assert key in text, key
 
 
 def _uncommented_examples(text: str) -> str:
     """The template's commented [leads], [poppy] and [mcp] examples, uncommented."""
-    region = text[text.index("# -- Lead delivery"):]
+    region = text[text.index("# -- Lead delivery") :]
     lines = [line[2:] for line in region.splitlines() if line.startswith("# ")]
-    return "\n".join(line for line in lines
-                     if re.match(r"^(\[\[?[a-z_.]+\]\]?$|[A-Za-z_][A-Za-z0-9_]* = )", line))
+    return "\n".join(line for line in lines if re.match(r"^(\[\[?[a-z_.]+\]\]?$|[A-Za-z_][A-Za-z0-9_]* = )", line))
 
 
 def test_template_shows_loadable_leads_poppy_and_mcp_examples():
-    from aap.config.mcp import McpSettings
     from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget
+    from aap.config.mcp import McpSettings
     from aap.config.poppy import PoppySettings
 
     text = packaged_toml("template.toml")
@@ -135,8 +175,16 @@ def test_template_shows_loadable_leads_poppy_and_mcp_examples():
     assert (as_is.leads, as_is.poppy, as_is.mcp) == (LeadSettings(), PoppySettings(), McpSettings())
 
     examples = _uncommented_examples(text)
-    for header in ("[leads]", "[leads.appointments]", "[leads.delivery]", "[[leads.routes]]",
-                   "[[leads.routes.targets]]", "[poppy]", "[[poppy.excluded_tasks]]", "[mcp]"):
+    for header in (
+        "[leads]",
+        "[leads.appointments]",
+        "[leads.delivery]",
+        "[[leads.routes]]",
+        "[[leads.routes.targets]]",
+        "[poppy]",
+        "[[poppy.excluded_tasks]]",
+        "[mcp]",
+    ):
         assert header in examples.splitlines(), header
     settings = parse_settings(tomllib.loads(text + "\n" + examples), environ=NO_ENV)
     (route,) = settings.leads.routes
@@ -149,14 +197,32 @@ def test_template_shows_loadable_leads_poppy_and_mcp_examples():
     assert settings.mcp.allowed_hosts == ("aap.internal:8000",)
     # Every key of the three sections is shown (organization_* as the organization table,
     # sub-tables as [leads.appointments] / [[leads.routes]] headers).
-    for section in (settings.leads, settings.leads.appointments, settings.leads.delivery,
-                    settings.poppy, settings.mcp):
+    for section in (settings.leads, settings.leads.appointments, settings.leads.delivery, settings.poppy, settings.mcp):
         for f in dataclasses.fields(section):
             key = "organization" if f.name.startswith("organization_") else f.name
             assert re.search(rf"^({key} = |\[+(leads|poppy)\.{key}\])", examples, re.M), key
-    for key in ("type", "name", "url", "headers", "auth", "content_type", "host", "port",
-                "starttls", "ssl", "from", "to", "username_env", "password_env", "subject",
-                "rooftop", "dealer_id", "secret_env", "task", "alternative"):
+    for key in (
+        "type",
+        "name",
+        "url",
+        "headers",
+        "auth",
+        "content_type",
+        "host",
+        "port",
+        "starttls",
+        "ssl",
+        "from",
+        "to",
+        "username_env",
+        "password_env",
+        "subject",
+        "rooftop",
+        "dealer_id",
+        "secret_env",
+        "task",
+        "alternative",
+    ):
         assert key in text, key
 
 
@@ -223,12 +289,25 @@ def test_every_problem_is_reported_at_once_with_its_toml_path():
     problems = problems_of(BROKEN)
     found = paths(problems)
     expected = {
-        "id", "public_url", "database", "bogus", "unknown_table",
-        "search.currencies", "search.default_limit", "search.filters", "search.sort_fields",
-        "search.default_sort.field", "search.default_sort.order",
-        "features[0].code", "rate_limit.per_minute", "server.max_body_bytes",
-        "server.count_timeout_ms", "dealer.rooftops[0].timezone", "dealer.rooftops[1].name",
-        "dealer.rooftops[1].schedules[0].value.monday", "dealers",
+        "id",
+        "public_url",
+        "database",
+        "bogus",
+        "unknown_table",
+        "search.currencies",
+        "search.default_limit",
+        "search.filters",
+        "search.sort_fields",
+        "search.default_sort.field",
+        "search.default_sort.order",
+        "features[0].code",
+        "rate_limit.per_minute",
+        "server.max_body_bytes",
+        "server.count_timeout_ms",
+        "dealer.rooftops[0].timezone",
+        "dealer.rooftops[1].name",
+        "dealer.rooftops[1].schedules[0].value.monday",
+        "dealers",
     }
     assert expected <= found, expected - found
     # The unknown rooftop key is reported by the DealerInformation schema at the rooftop.
@@ -247,16 +326,22 @@ def test_config_error_message_lists_every_problem():
 
 
 def test_schema_problems_are_mapped_to_toml_paths():
-    problems = problems_of(MINIMAL + """
+    problems = problems_of(
+        MINIMAL
+        + """
 geo = { latitude = 123.0, longitude = 0.0 }
 fees = [{ name = "Doc", amount = -5 }]
 currency = "EUR"
 [[dealer.rooftops.schedules]]
 value = { monday = { open = "9am", close = "17:00" } }
-""")
+"""
+    )
     found = paths(problems)
-    assert {"dealer.rooftops[0].geo.latitude", "dealer.rooftops[0].fees[0].amount",
-            "dealer.rooftops[0].currency"} <= found
+    assert {
+        "dealer.rooftops[0].geo.latitude",
+        "dealer.rooftops[0].fees[0].amount",
+        "dealer.rooftops[0].currency",
+    } <= found
     assert any(p.startswith("dealer.rooftops[0].schedules[0].value.monday") for p in found)
 
 
@@ -266,11 +351,14 @@ def test_missing_dealer_and_ids_are_required():
 
 
 def test_type_errors_name_the_expected_type():
-    problems = problems_of(MINIMAL.replace('id = "t"', 'id = 5') + """
+    problems = problems_of(
+        MINIMAL.replace('id = "t"', "id = 5")
+        + """
 [search]
 offset = "yes"
 max_limit = 1.5
-""")
+"""
+    )
     text = "\n".join(problems)
     assert "id: must be a string, not an integer" in text
     assert "search.offset: must be true or false, not a string" in text
@@ -295,16 +383,19 @@ def test_toml_syntax_error_and_missing_file(tmp_path):
 
 
 def test_loopback_http_is_allowed_but_other_http_is_not():
-    for url in ("http://127.0.0.1:8000", "http://localhost:9000", "http://[::1]:8000",
-                "https://dealer.example/aap"):
+    for url in ("http://127.0.0.1:8000", "http://localhost:9000", "http://[::1]:8000", "https://dealer.example/aap"):
         assert parse(MINIMAL.replace("https://dealer.example", url)).public_url == url
-    for url in ("http://dealer.example", "ftp://dealer.example", "https://dealer.example/?a=1",
-                "https://user:pw@dealer.example", "dealer.example"):
+    for url in (
+        "http://dealer.example",
+        "ftp://dealer.example",
+        "https://dealer.example/?a=1",
+        "https://user:pw@dealer.example",
+        "dealer.example",
+    ):
         assert "public_url" in paths(problems_of(MINIMAL.replace("https://dealer.example", url)))
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.2", "http://127.1.2.3:8000",
-                                 "http://[::ffff:127.0.0.1]"])
+@pytest.mark.parametrize("url", ["http://127.0.0.2", "http://127.1.2.3:8000", "http://[::ffff:127.0.0.1]"])
 def test_loopback_is_only_what_the_agent_card_admits_and_start_up_agrees(url):
     """127.0.0.2 is loopback to the OS but not to the agent card (seed 001,
     ``AgentCard.url``): the file check refuses it with start-up's own message."""
@@ -387,8 +478,9 @@ def test_aggregate_rules():
     assert "search.filters" in paths(problems_of(rooftops_filter))
     dealer_scope = AGGREGATE.replace('scope = "aggregate"', 'scope = "dealer"')
     assert "dealers" in paths(problems_of(dealer_scope))
-    operator_id = AGGREGATE.replace('name = "Cars Marketplace"\n',
-                                    'name = "Cars Marketplace"\ndealer_id = "springfield-honda"\n')
+    operator_id = AGGREGATE.replace(
+        'name = "Cars Marketplace"\n', 'name = "Cars Marketplace"\ndealer_id = "springfield-honda"\n'
+    )
     assert "dealer.dealer_id" in paths(problems_of(operator_id))
 
 
@@ -410,8 +502,9 @@ def test_process_environment_is_read_by_default(monkeypatch):
 
 def test_explicit_overrides_beat_environment_and_are_validated():
     env = {"AAP_PUBLIC_URL": "https://env.example"}
-    settings = parse(MINIMAL, environ=env, overrides={"public_url": "https://cli.example",
-                                                      "search.max_limit": 50, "database": None})
+    settings = parse(
+        MINIMAL, environ=env, overrides={"public_url": "https://cli.example", "search.max_limit": 50, "database": None}
+    )
     assert settings.public_url == "https://cli.example"
     assert settings.search.max_limit == 50
     problems = problems_of(MINIMAL, environ={"AAP_PUBLIC_URL": "http://dealer.example"})
@@ -427,8 +520,7 @@ def test_a_new_section_is_one_line_in_sections(monkeypatch):
         table.finish()
         return {"size": size}
 
-    monkeypatch.setattr(loader, "SECTIONS",
-                        (*loader.SECTIONS, Section("widgets", parse_widgets, fields=("poppy",))))
+    monkeypatch.setattr(loader, "SECTIONS", (*loader.SECTIONS, Section("widgets", parse_widgets, fields=("poppy",))))
     settings = parse(MINIMAL + "\n[widgets]\nsize = 3\n")
     assert settings.poppy == {"size": 3}
     assert parse(MINIMAL).poppy == {"size": 10}

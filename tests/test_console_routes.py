@@ -33,9 +33,17 @@ def deployment(tmp_path_factory):
     receiver.status = 500
     url = f"sqlite:///{tmp_path_factory.mktemp('console')}/console.db"
     settings = lead_settings(
-        routes=[http_route(receiver.url)], database_url=url,
-        delivery=DeliverySettings(max_attempts=1, poll_seconds=0.05, base_backoff_seconds=0.05,
-                                  max_backoff_seconds=0.1, timeout_seconds=5, lease_seconds=30))
+        routes=[http_route(receiver.url)],
+        database_url=url,
+        delivery=DeliverySettings(
+            max_attempts=1,
+            poll_seconds=0.05,
+            base_backoff_seconds=0.05,
+            max_backoff_seconds=0.1,
+            timeout_seconds=5,
+            lease_seconds=30,
+        ),
+    )
     settings = dataclasses.replace(settings, web=fast_web(login_failures_per_account=3))
     stores = open_stores(url)
     stores.inventory.import_listings(listings())
@@ -60,8 +68,11 @@ def browser(deployment) -> TestClient:
 def sign_in(deployment, email: str, password: str = PASSWORD) -> TestClient:
     client = browser(deployment)
     form = client.get("/console/login")
-    answer = client.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": email,
-                                                 "password": password}, follow_redirects=False)
+    answer = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(form.text), "email": email, "password": password},
+        follow_redirects=False,
+    )
     assert answer.status_code == 303, answer.text
     return client
 
@@ -72,8 +83,15 @@ def audit(deployment, **kw):
 
 def test_every_page_needs_a_session(deployment):
     client = browser(deployment)
-    for path in ("/console/leads", f"/console/leads/{deployment['ids'][0]}", "/console/inventory",
-                 "/console/health", "/console/users", "/console/audit", "/console/account"):
+    for path in (
+        "/console/leads",
+        f"/console/leads/{deployment['ids'][0]}",
+        "/console/inventory",
+        "/console/health",
+        "/console/users",
+        "/console/audit",
+        "/console/account",
+    ):
         answer = client.get(path, follow_redirects=False)
         assert answer.status_code == 303 and answer.headers["location"] == f"/console/login?next={path}", path
     for path in ("/console/leads.csv", f"/console/leads/{deployment['ids'][0]}/retry", "/console/health/check"):
@@ -85,15 +103,20 @@ def test_signing_in_sets_a_hardened_session_cookie_and_signing_out_ends_it(deplo
     client = browser(deployment)
     form = client.get("/console/login")
     assert "Set-Cookie" in form.headers and form.headers["cache-control"] == "no-store"
-    wrong = client.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": STAFF,
-                                                "password": "not the password"})
-    unknown = client.post("/console/login", data={"csrf_token": csrf_of(wrong.text), "email": "who@dealer.example",
-                                                  "password": "not the password"})
+    wrong = client.post(
+        "/console/login", data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": "not the password"}
+    )
+    unknown = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(wrong.text), "email": "who@dealer.example", "password": "not the password"},
+    )
     assert wrong.status_code == unknown.status_code == 401
     assert "The e-mail address or password is wrong." in wrong.text and "wrong." in unknown.text
-    answer = client.post("/console/login", data={"csrf_token": csrf_of(unknown.text), "email": STAFF,
-                                                 "password": PASSWORD, "next": "/console/inventory"},
-                         follow_redirects=False)
+    answer = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(unknown.text), "email": STAFF, "password": PASSWORD, "next": "/console/inventory"},
+        follow_redirects=False,
+    )
     assert answer.status_code == 303 and answer.headers["location"] == "/console/inventory"
     cookie = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("aap_console="))
     flags = {part.strip().split("=")[0].lower() for part in cookie.split(";")[1:]}
@@ -109,16 +132,25 @@ def test_the_sign_in_form_refuses_a_missing_token_and_a_foreign_site(deployment)
     client = browser(deployment)
     form = client.get("/console/login")
     other = browser(deployment)  # a token from another browser's form
-    assert other.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": STAFF,
-                                              "password": PASSWORD}).status_code == 403
+    assert (
+        other.post(
+            "/console/login", data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD}
+        ).status_code
+        == 403
+    )
     page = client.post("/console/login", data={"email": STAFF, "password": PASSWORD})
     assert page.status_code == 403
-    page = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF,
-                                               "password": PASSWORD}, headers={"Origin": "https://evil.example"})
+    page = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": PASSWORD},
+        headers={"Origin": "https://evil.example"},
+    )
     assert page.status_code == 403
-    answer = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF,
-                                                 "password": PASSWORD, "next": "https://evil.example/"},
-                         follow_redirects=False)
+    answer = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": PASSWORD, "next": "https://evil.example/"},
+        follow_redirects=False,
+    )
     assert answer.headers["location"] == "/console/leads"  # never to another site
 
 
@@ -142,8 +174,10 @@ def test_every_form_refuses_a_missing_or_wrong_csrf_token_and_a_foreign_origin(d
     for path, data in posts.items():
         assert admin.post(path, data=data).status_code == 403, path
         assert admin.post(path, data={**data, "csrf_token": "forged"}).status_code == 403, path
-        assert admin.post(path, data={**data, "csrf_token": token},
-                          headers={"Origin": "https://evil.example"}).status_code == 403, path
+        assert (
+            admin.post(path, data={**data, "csrf_token": token}, headers={"Origin": "https://evil.example"}).status_code
+            == 403
+        ), path
     assert len(audit(deployment, limit=1000)) == before  # nothing happened
     assert deployment["stores"].lead_inbox.lead(lead_id, _all())["handled_ms"] is None
     assert admin.get("/console/leads").status_code == 200  # still signed in
@@ -151,6 +185,7 @@ def test_every_form_refuses_a_missing_or_wrong_csrf_token_and_a_foreign_origin(d
 
 def _all():
     from aap.store.lead_inbox import LeadScope
+
     return LeadScope()
 
 
@@ -159,10 +194,12 @@ def test_staff_see_the_leads_of_their_rooftops_and_only_admins_manage_users(depl
     oakland = sign_in(deployment, OAKLAND)
     inbox = oakland.get("/console/leads").text
     assert "Hopperwick" in inbox and "Yonathar" in inbox and "Lovelacqua" not in inbox and "Turingsby" not in inbox
-    assert oakland.get(f"/console/leads/{ids[0]}").status_code == 404          # San Francisco's lead
+    assert oakland.get(f"/console/leads/{ids[0]}").status_code == 404  # San Francisco's lead
     assert oakland.get(f"/console/leads/{ids[1]}").status_code == 200
     token = csrf_of(inbox)
-    assert oakland.post(f"/console/leads/{ids[0]}/handled", data={"csrf_token": token, "handled": "1"}).status_code == 404
+    assert (
+        oakland.post(f"/console/leads/{ids[0]}/handled", data={"csrf_token": token, "handled": "1"}).status_code == 404
+    )
     assert oakland.post(f"/console/leads/{ids[0]}/retry", data={"csrf_token": token}).status_code == 404
     exported = oakland.post("/console/leads.csv", data={"csrf_token": token})
     assert {line.split(",")[6] for line in exported.text.splitlines()[1:]} == {"Hopperwick", "Yonathar"}
@@ -181,8 +218,11 @@ def test_viewing_searching_and_exporting_are_in_the_audit_log(deployment):
     assert "Yonathar" in found.text and "Hopperwick" not in found.text
     admin.post("/console/leads.csv", data={"csrf_token": csrf_of(found.text), "q": "Yonathar"})
     entries = audit(deployment, limit=3)
-    assert [(e.actor, e.action) for e in entries] == [(ADMIN, "leads.export"), (ADMIN, "leads.list"),
-                                                      (ADMIN, "lead.view")]
+    assert [(e.actor, e.action) for e in entries] == [
+        (ADMIN, "leads.export"),
+        (ADMIN, "leads.list"),
+        (ADMIN, "lead.view"),
+    ]
     assert entries[2].subject == lead_id
     assert entries[1].detail == {"rooftop": "Bay Motors Oakland", "search": True, "rows": 1, "older": False}
     assert "Yonathar" not in str([e.detail for e in entries])  # what was searched for is not kept
@@ -193,8 +233,15 @@ def test_viewing_searching_and_exporting_are_in_the_audit_log(deployment):
 def test_the_csv_export_has_every_filtered_lead_and_no_formula(deployment):
     agent = deployment["app"].state.agent
     from aap.agent import CallContext
-    body = lead_request(customer={"first_name": "=HYPERLINK(\"http://x\")", "last_name": "@SUM(A1)",
-                                  "email": "formula@example.org", "phone": "+14155550199"})
+
+    body = lead_request(
+        customer={
+            "first_name": '=HYPERLINK("http://x")',
+            "last_name": "@SUM(A1)",
+            "email": "formula@example.org",
+            "phone": "+14155550199",
+        }
+    )
     agent.handle(body, CallContext(binding="test"))
     admin = sign_in(deployment, ADMIN)
     token = csrf_of(admin.get("/console/leads").text)
@@ -215,11 +262,11 @@ def test_an_account_is_locked_out_after_repeated_failures(deployment):
     client = browser(deployment)
     page = client.get("/console/login")
     for _ in range(3):
-        page = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF,
-                                                   "password": "guessing wrong"})
+        page = client.post(
+            "/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": "guessing wrong"}
+        )
     assert page.status_code == 429 and "Too many failed sign-ins" in page.text
-    right = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF,
-                                                "password": PASSWORD})
+    right = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": PASSWORD})
     assert right.status_code == 429 and int(right.headers["retry-after"]) > 0
     with deployment["stores"].db.transaction() as tx:
         tx.execute("DELETE FROM console_throttle")
@@ -244,10 +291,11 @@ def test_retry_goes_through_the_shared_rules_and_the_worker_delivers(deployment)
     admin = sign_in(deployment, ADMIN)
     page = admin.get(f"/console/leads/{lead_id}")
     assert "Retry failed deliveries" in page.text and "HTTP 500" in page.text
-    assert "<h2 id=\"adf-h\">ADF/XML sent</h2>" in page.text and "&lt;adf&gt;" in page.text
+    assert '<h2 id="adf-h">ADF/XML sent</h2>' in page.text and "&lt;adf&gt;" in page.text
     receiver.status = 200
-    answer = admin.post(f"/console/leads/{lead_id}/retry", data={"csrf_token": csrf_of(page.text)},
-                        follow_redirects=False)
+    answer = admin.post(
+        f"/console/leads/{lead_id}/retry", data={"csrf_token": csrf_of(page.text)}, follow_redirects=False
+    )
     assert answer.status_code == 303 and "queued" in answer.headers["location"]
     for _ in range(500):
         state = admin.get(f"/console/leads/{lead_id}/state").json()["state"]
@@ -266,9 +314,17 @@ def test_a_lead_whose_consent_expired_is_never_re_sent(deployment):
 
     from aap.agent import CallContext
     from lead_support import NOW
+
     agent = deployment["app"].state.agent
-    body = lead_request(consent={"granted_at": "2026-03-02T16:55:00Z", "expires_at": "2026-03-02T18:00:00Z",
-                                 "allowed_channels": ["email"], "consent_text": "ok", "scope": ["lead_submission"]})
+    body = lead_request(
+        consent={
+            "granted_at": "2026-03-02T16:55:00Z",
+            "expires_at": "2026-03-02T18:00:00Z",
+            "allowed_channels": ["email"],
+            "consent_text": "ok",
+            "scope": ["lead_submission"],
+        }
+    )
     lead_id = agent.handle(body, CallContext(binding="test", now=NOW + timedelta(minutes=1)))["data"]["lead_id"]
     admin = sign_in(deployment, ADMIN)
     page = admin.get(f"/console/leads/{lead_id}")
@@ -282,16 +338,25 @@ def test_admins_add_and_remove_accounts_but_not_their_own(deployment):
     token = csrf_of(admin.get("/console/users").text)
     short = admin.post("/console/users", data={"csrf_token": token, "email": "new@dealer.example", "password": "short"})
     assert short.status_code == 400 and "at least 12 characters" in short.text
-    added = admin.post("/console/users", data={"csrf_token": token, "email": "new@dealer.example",
-                                               "password": PASSWORD, "role": "staff",
-                                               "rooftops": ["Bay Motors Vancouver"]})
+    added = admin.post(
+        "/console/users",
+        data={
+            "csrf_token": token,
+            "email": "new@dealer.example",
+            "password": PASSWORD,
+            "role": "staff",
+            "rooftops": ["Bay Motors Vancouver"],
+        },
+    )
     assert added.status_code == 200 and "Account new@dealer.example added." in added.text
     new = sign_in(deployment, "new@dealer.example")
     assert "Turingsby" in new.get("/console/leads").text and "Hopperwick" not in new.get("/console/leads").text
     users = {u.email: u.user_id for u in deployment["stores"].console.users()}
     assert admin.post(f"/console/users/{users[ADMIN]}/remove", data={"csrf_token": token}).status_code == 409
-    assert admin.post(f"/console/users/{users['new@dealer.example']}/remove",
-                      data={"csrf_token": token}).status_code == 200
+    assert (
+        admin.post(f"/console/users/{users['new@dealer.example']}/remove", data={"csrf_token": token}).status_code
+        == 200
+    )
     assert new.get("/console/leads", follow_redirects=False).status_code == 303  # its session ended
     assert [(e.action, e.subject) for e in audit(deployment, limit=1)] == [("user.remove", "new@dealer.example")]
     assert ("user.add", "new@dealer.example") in [(e.action, e.subject) for e in audit(deployment, limit=10)]
@@ -305,8 +370,10 @@ def test_no_customer_data_on_the_public_page_in_logs_or_in_metrics(deployment, c
     page = admin.get("/console/leads", params={"q": "Lovelacqua"})
     admin.post("/console/leads.csv", data={"csrf_token": csrf_of(page.text)})
     public = browser(deployment)
-    pages = [public.get(path).text for path in ("/", "/api-docs/a2a", "/api-docs/poppy", "/llms.txt",
-                                                  "/.well-known/agent-card.json")]
+    pages = [
+        public.get(path).text
+        for path in ("/", "/api-docs/a2a", "/api-docs/poppy", "/llms.txt", "/.well-known/agent-card.json")
+    ]
     vehicle = re.search(r'href="(/vehicles/[^"]+)"', pages[0]).group(1)
     pages.append(public.get(vehicle).text)
     metrics = public.get("/metrics").text
@@ -324,7 +391,10 @@ def test_the_health_page_reads_the_counters_and_the_backlog(deployment):
     page = staff.get("/console/health")
     assert page.status_code == 200
     assert re.search(r"<tr><td>console</td><td class=\"num\">\d+</td>", page.text)
-    assert "Lead delivery backlog" in page.text and 'href="https://dealer.example/.well-known/agent-card.json"' in page.text
+    assert (
+        "Lead delivery backlog" in page.text
+        and 'href="https://dealer.example/.well-known/agent-card.json"' in page.text
+    )
 
 
 def test_counters_are_read_from_the_exposition_by_name():
@@ -333,8 +403,10 @@ def test_counters_are_read_from_the_exposition_by_name():
     metrics.observe(binding="a2a", skill="inventory.search", status=429, code="RATE_LIMITED", seconds=0.001)
     metrics.observe(binding="poppy", skill="lead.submit", status=500, code="INTERNAL_ERROR", seconds=0.2)
     read = counters(metrics.render())
-    assert read["requests"] == [("a2a", {"total": 2, "2xx": 1, "4xx": 1, "429": 1, "5xx": 0}),
-                                ("poppy", {"total": 1, "2xx": 0, "4xx": 0, "429": 0, "5xx": 1})]
+    assert read["requests"] == [
+        ("a2a", {"total": 2, "2xx": 1, "4xx": 1, "429": 1, "5xx": 0}),
+        ("poppy", {"total": 1, "2xx": 0, "4xx": 0, "429": 0, "5xx": 1}),
+    ]
     assert dict(read["errors"]) == {"RATE_LIMITED": 1, "INTERNAL_ERROR": 1}
     assert read["rate_limited"] == 1 and read["server_errors"] == 1
 
@@ -353,11 +425,14 @@ class _Runner(CheckRunner):
         return [sys.executable, "-c", self.script]
 
 
-@pytest.mark.parametrize(("script", "state"), [
-    ("import time; time.sleep(60)", "timeout"),
-    ("print('not json')", "failed"),
-    ("import json; print(json.dumps({'ok': True, 'summary': {'pass': 1}, 'results': []}))", "done"),
-])
+@pytest.mark.parametrize(
+    ("script", "state"),
+    [
+        ("import time; time.sleep(60)", "timeout"),
+        ("print('not json')", "failed"),
+        ("import json; print(json.dumps({'ok': True, 'summary': {'pass': 1}, 'results': []}))", "done"),
+    ],
+)
 def test_a_conformance_run_is_bounded_in_time_and_its_outcome_recorded(deployment, script, state):
     from aap.console import Console
 
@@ -381,15 +456,38 @@ def test_the_inventory_page_shows_counts_a_lookup_and_the_import_history(deploym
     from aap.store.feeds import FeedRun
 
     now = int(time.time() * 1000)
-    deployment["stores"].feeds.record(FeedRun(
-        "schedule", "https://feeds.example/inventory.csv", now - 5000, now - 4000, "imported", feed="nightly",
-        rows=4, inserted=3, skipped=1, warnings=2, total=3, rejected_lines=[4],
-        problems=[{"line": 4, "column": "vin", "value": "XYZ", "location": "/vin", "message": "not a VIN",
-                   "text": "line 4: not a VIN"}]))
+    deployment["stores"].feeds.record(
+        FeedRun(
+            "schedule",
+            "https://feeds.example/inventory.csv",
+            now - 5000,
+            now - 4000,
+            "imported",
+            feed="nightly",
+            rows=4,
+            inserted=3,
+            skipped=1,
+            warnings=2,
+            total=3,
+            rejected_lines=[4],
+            problems=[
+                {
+                    "line": 4,
+                    "column": "vin",
+                    "value": "XYZ",
+                    "location": "/vin",
+                    "message": "not a VIN",
+                    "text": "line 4: not a VIN",
+                }
+            ],
+        )
+    )
     staff = sign_in(deployment, STAFF)
     page = staff.get("/console/inventory", params={"q": "1hgcv1f30na0002"})
     assert page.status_code == 200
-    assert re.search(r"<td>Bay Motors Oakland</td>\s*(<td class=\"num\">\d+</td>){6}<td class=\"num\">1</td>", page.text)
+    assert re.search(
+        r"<td>Bay Motors Oakland</td>\s*(<td class=\"num\">\d+</td>){6}<td class=\"num\">1</td>", page.text
+    )
     assert "<code>1HGCV1F30NA000202</code>" in page.text
     assert "Last import:" in page.text and "<code>nightly</code>" in page.text
     assert "line 4, vin: not a VIN" in page.text and "Rejected rows: line 4" in page.text

@@ -16,7 +16,6 @@ from aap.store.leads import Attempt, _backfill_customer_keys
 from console_support import CUSTOMERS, PASSWORD, cheap_hashing, fast_web, listings, submit_customers
 from lead_support import http_route, lead_settings
 
-
 #: Tests that hash with argon2-cffi's default costs (the others use cheap ones, console_support.py).
 DEFAULT_HASHING = {"test_accounts_are_added_once_with_a_valid_scope"}
 
@@ -40,8 +39,11 @@ class Clock:
 
 @pytest.fixture
 def dealer(database_url):
-    settings = lead_settings(routes=[http_route("http://127.0.0.1:9/adf")], database_url=database_url,
-                             delivery=DeliverySettings(max_attempts=1))
+    settings = lead_settings(
+        routes=[http_route("http://127.0.0.1:9/adf")],
+        database_url=database_url,
+        delivery=DeliverySettings(max_attempts=1),
+    )
     agent = DealerAgent(settings, open_stores(database_url))
     agent.stores.inventory.import_listings(listings())
     yield agent
@@ -65,8 +67,9 @@ def test_accounts_are_added_once_with_a_valid_scope(dealer):
     refusals = {
         "there is already an account": lambda: accounts.add("BOSS@dealer.example", PASSWORD),
         "at least 12 characters": lambda: accounts.add("new@dealer.example", "short"),
-        "an admin sees every lead": lambda: accounts.add("a2@dealer.example", PASSWORD, role="admin",
-                                                         rooftops=("Bay Motors Oakland",)),
+        "an admin sees every lead": lambda: accounts.add(
+            "a2@dealer.example", PASSWORD, role="admin", rooftops=("Bay Motors Oakland",)
+        ),
         "no rooftop 'Nowhere'": lambda: accounts.add("x@dealer.example", PASSWORD, rooftops=("Nowhere",)),
         "no seller 'acme'": lambda: accounts.add("y@dealer.example", PASSWORD, dealer_id="acme"),
         "e-mail address": lambda: accounts.add("not-an-address", PASSWORD),
@@ -84,8 +87,9 @@ def test_accounts_are_added_once_with_a_valid_scope(dealer):
 
 def test_an_account_is_locked_after_repeated_failures_even_for_the_right_password(dealer):
     clock = Clock()
-    accounts = accounts_for(dealer, clock, login_failures_per_account=3, login_failures_per_address=100,
-                            lockout_minutes=15)
+    accounts = accounts_for(
+        dealer, clock, login_failures_per_account=3, login_failures_per_address=100, lockout_minutes=15
+    )
     accounts.add("sam@dealer.example", PASSWORD)
     accounts.add("kim@dealer.example", PASSWORD)
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
@@ -151,16 +155,20 @@ def test_inbox_pages_by_keyset_newest_first_and_searches_names_emails_and_phones
     def found(query):
         return {r.last_name for r in inbox.page(LeadScope(), InboxFilter(query=query))[0]}
 
-    assert found("adelheid") == {"Lovelacqua", "Yonathar"}            # first name
-    assert found("ADELHEID LOVE") == {"Lovelacqua"}                 # first and last
-    assert found("hopp") == {"Hopperwick"}                        # last name
-    assert found("grazyna.hopperwick@") == {"Hopperwick"}              # e-mail
-    assert found("555-0133") == {"Turingsby"}                   # the phone's last digits, as typed
+    assert found("adelheid") == {"Lovelacqua", "Yonathar"}  # first name
+    assert found("ADELHEID LOVE") == {"Lovelacqua"}  # first and last
+    assert found("hopp") == {"Hopperwick"}  # last name
+    assert found("grazyna.hopperwick@") == {"Hopperwick"}  # e-mail
+    assert found("555-0133") == {"Turingsby"}  # the phone's last digits, as typed
     assert found("(510) 555-0155") == {"Dijkstrom"}
     assert found("zzz") == set()
     row = inbox.page(LeadScope(), InboxFilter(query="ewd@"))[0][0]
-    assert (row.first_name, row.email, row.phone, row.rooftop) == ("Edsgard", "ewd@eindhoven.example",
-                                                                   "+15105550155", "Bay Motors San Francisco")
+    assert (row.first_name, row.email, row.phone, row.rooftop) == (
+        "Edsgard",
+        "ewd@eindhoven.example",
+        "+15105550155",
+        "Bay Motors San Francisco",
+    )
     assert row.vehicle == "2024 Honda CR-V EX-L" and row.delivery_state == "pending"
 
 
@@ -169,10 +177,12 @@ def test_scope_filters_and_the_handled_mark(dealer):
     inbox = dealer.stores.lead_inbox
     oakland = LeadScope(None, ("Bay Motors Oakland",))
     assert {r.last_name for r in inbox.page(oakland, InboxFilter())[0]} == {"Hopperwick", "Yonathar"}
-    assert {r.last_name for r in inbox.page(LeadScope(), InboxFilter(rooftop="Bay Motors Vancouver"))[0]} == {"Turingsby"}
+    assert {r.last_name for r in inbox.page(LeadScope(), InboxFilter(rooftop="Bay Motors Vancouver"))[0]} == {
+        "Turingsby"
+    }
     assert inbox.page(LeadScope("another-seller"), InboxFilter())[0] == []
     assert len(inbox.page(LeadScope("bay-motors"), InboxFilter())[0]) == len(CUSTOMERS)
-    assert inbox.lead(ids[0], oakland) is None                  # San Francisco's lead is not Oakland's
+    assert inbox.lead(ids[0], oakland) is None  # San Francisco's lead is not Oakland's
     assert inbox.lead(ids[1], oakland)["request"]["customer"]["last_name"] == "Hopperwick"
 
     assert inbox.mark_handled(ids[0], oakland, "oak@dealer.example", 1000) is False
@@ -193,24 +203,31 @@ def test_attempts_keep_what_was_sent_and_the_delivery_filter_finds_failed_leads(
     assert len(claimed) == len(CUSTOMERS)
     for delivery in claimed:
         if delivery.lead_id == ids[2]:
-            assert leads.mark_dead(delivery, 2**50, "HTTP 500",
-                                   Attempt(2**50 - 5, "application/xml", "<adf>sent</adf>"))
+            assert leads.mark_dead(
+                delivery, 2**50, "HTTP 500", Attempt(2**50 - 5, "application/xml", "<adf>sent</adf>")
+            )
         else:
             assert leads.mark_retry(delivery, 2**50, 2**51, "HTTP 503")
     assert [r.lead_id for r in inbox.page(LeadScope(), InboxFilter(delivery="dead"))[0]] == [ids[2]]
     assert len(inbox.page(LeadScope(), InboxFilter(delivery="pending"))[0]) == len(CUSTOMERS) - 1
     assert inbox.page(LeadScope(), InboxFilter(delivery="none"))[0] == []
     (attempt,) = inbox.lead(ids[2], LeadScope())["attempts"]
-    assert (attempt["outcome"], attempt["error"], attempt["payload"], attempt["attempt"]) == \
-        ("dead", "HTTP 500", "<adf>sent</adf>", 1)
+    assert (attempt["outcome"], attempt["error"], attempt["payload"], attempt["attempt"]) == (
+        "dead",
+        "HTTP 500",
+        "<adf>sent</adf>",
+        1,
+    )
     assert inbox.backlog(2**50)["counts"] == {"dead": 1, "pending": len(CUSTOMERS) - 1}
 
 
 def test_the_migration_gives_older_leads_their_search_keys(dealer):
     ids = submit_customers(dealer)
     with dealer.stores.db.transaction() as tx:
-        tx.execute("UPDATE leads SET customer_name_k = NULL, customer_last_k = NULL, customer_email_k = NULL,"
-                   " customer_phone_r = NULL")
+        tx.execute(
+            "UPDATE leads SET customer_name_k = NULL, customer_last_k = NULL, customer_email_k = NULL,"
+            " customer_phone_r = NULL"
+        )
     assert dealer.stores.lead_inbox.page(LeadScope(), InboxFilter(query="turingsby"))[0] == []
     with dealer.stores.db.transaction() as tx:
         _backfill_customer_keys(tx)
@@ -227,11 +244,15 @@ def test_one_check_runs_at_a_time_and_a_dead_workers_run_is_given_up(dealer):
     assert first is not None
     assert store.start_check("b@dealer.example", "https://dealer.example", 2_000, stale_before_ms=0) is None
     later = store.start_check("b@dealer.example", "https://dealer.example", 9_000, stale_before_ms=5_000)
-    assert later is not None and later != first          # the first was started before the stale mark
+    assert later is not None and later != first  # the first was started before the stale mark
     store.finish_check(later, "done", {"ok": True, "results": []}, 10_000)
     run = store.latest_check()
-    assert (run.run_id, run.state, run.report, run.started_by) == (later, "done", {"ok": True, "results": []},
-                                                                  "b@dealer.example")
+    assert (run.run_id, run.state, run.report, run.started_by) == (
+        later,
+        "done",
+        {"ok": True, "results": []},
+        "b@dealer.example",
+    )
 
 
 def test_audit_entries_page_newest_first_by_subject(dealer):
@@ -246,9 +267,8 @@ def test_audit_entries_page_newest_first_by_subject(dealer):
 def test_inventory_summary_counts_by_rooftop_per_version_and_finds_vins_and_stock_numbers(dealer):
     summaries = dealer.stores.inventory_summaries
     first = summaries.summary()
-    assert first.total() == 3 and {r.rooftop for r in first.rows} == set(dict(
-        (c[4], 1) for c in CUSTOMERS))
-    assert summaries.summary() is first                    # remembered for this inventory version
+    assert first.total() == 3 and {r.rooftop for r in first.rows} == set(dict((c[4], 1) for c in CUSTOMERS))
+    assert summaries.summary() is first  # remembered for this inventory version
     dealer.stores.inventory.import_listings(listings()[:2], replace=True)
     second = summaries.summary()
     assert second.version != first.version and second.total() == 2 and sum(second.removed.values()) == 1
@@ -268,22 +288,34 @@ def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
 
     settings = dataclasses.replace(dealer.settings, web=fast_web(login_failures_per_account=3))
     Accounts(dealer.stores.console, settings).add("sam@dealer.example", PASSWORD)
-    one, two = (TestClient(create_app(settings, open_stores(settings.database_url), services=()),
-                           base_url="https://dealer.example") for _ in range(2))
+    one, two = (
+        TestClient(
+            create_app(settings, open_stores(settings.database_url), services=()), base_url="https://dealer.example"
+        )
+        for _ in range(2)
+    )
     page = one.get("/console/login")
-    one.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": "sam@dealer.example",
-                                     "password": PASSWORD})
+    one.post(
+        "/console/login", data={"csrf_token": csrf_of(page.text), "email": "sam@dealer.example", "password": PASSWORD}
+    )
     two.cookies.set("aap_console", one.cookies["aap_console"], domain="dealer.example", path="/console/")
     assert two.get("/console/leads").status_code == 200
 
     def fail(client):
         form = client.get("/console/login")
-        return client.post("/console/login", data={"csrf_token": csrf_of(form.text),
-                                                   "email": "sam@dealer.example", "password": "wrong guess"})
+        return client.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example", "password": "wrong guess"},
+        )
 
     assert [fail(one).status_code, fail(two).status_code, fail(one).status_code] == [401, 401, 429]
     form = two.get("/console/login")
-    assert two.post("/console/login", data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example",
-                                            "password": PASSWORD}).status_code == 429
+    assert (
+        two.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example", "password": PASSWORD},
+        ).status_code
+        == 429
+    )
     for client in (one, two):
         client.app.state.stores.close()

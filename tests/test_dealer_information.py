@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from aap.agent import CallContext
 from aap.config.model import DealerProfile
 from aap.errors import AapError
-from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS, assert_valid
 
 CTX = CallContext(binding="test")
 
 
 def test_default_profile(agent):
-    response = assert_valid(agent.handle({"type": "dealer.information.request"}, CTX),
-                            "dealer-information-response")
+    response = assert_valid(agent.handle({"type": "dealer.information.request"}, CTX), "dealer-information-response")
     data = response["data"]
     assert data["name"] == "Bay Motors Group"
     assert [r["name"] for r in data["rooftops"]] == [r["name"] for r in DEFAULT_ROOFTOPS]
@@ -30,11 +29,11 @@ def test_answer_is_a_copy_of_the_configuration(agent):
 
 
 def test_seller_lookup_on_an_aggregate_endpoint(agent_factory, settings_factory):
-    seller = DealerProfile({"dealer_id": "north", "name": "North Cars",
-                            "rooftops": [dict(DEFAULT_ROOFTOPS[1])]})
+    seller = DealerProfile({"dealer_id": "north", "name": "North Cars", "rooftops": [dict(DEFAULT_ROOFTOPS[1])]})
     agent = agent_factory(settings_factory(scope="aggregate", dealers=(seller,), dealer_id="hub"))
-    data = assert_valid(agent.handle({"type": "dealer.information.request", "dealer_id": "north"}, CTX),
-                        "dealer-information-response")["data"]
+    data = assert_valid(
+        agent.handle({"type": "dealer.information.request", "dealer_id": "north"}, CTX), "dealer-information-response"
+    )["data"]
     assert (data["dealer_id"], data["name"]) == ("north", "North Cars")
     assert [r["name"] for r in data["rooftops"]] == ["Bay Motors Oakland"]
     hub = agent.handle({"type": "dealer.information.request", "dealer_id": "hub"}, CTX)["data"]

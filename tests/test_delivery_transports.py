@@ -14,13 +14,15 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from aap.leads import transports
 from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, WebhookTarget
+from aap.leads import transports
 from lead_support import Receiver, free_port
 
-ADF = '<?xml version="1.0" encoding="UTF-8"?>\n<?adf version="1.0"?>\n<adf><prospect status="new">' \
-      '<id sequence="1" source="AAP t">lead_1</id><requestdate>2026-03-02T17:00:00Z</requestdate>' \
-      '</prospect></adf>\n'
+ADF = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<?adf version="1.0"?>\n<adf><prospect status="new">'
+    '<id sequence="1" source="AAP t">lead_1</id><requestdate>2026-03-02T17:00:00Z</requestdate>'
+    "</prospect></adf>\n"
+)
 
 
 @pytest.fixture
@@ -48,8 +50,9 @@ async def test_adf_over_http_carries_the_lead_id_and_auth(receiver, monkeypatch)
 async def test_basic_auth_and_missing_secret(receiver, monkeypatch):
     monkeypatch.setenv("CRM_USER", "bay")
     monkeypatch.setenv("CRM_PASSWORD", "pw")
-    target = AdfHttpTarget("crm", receiver.url, auth=HttpAuth("basic", username_env="CRM_USER",
-                                                              password_env="CRM_PASSWORD"))
+    target = AdfHttpTarget(
+        "crm", receiver.url, auth=HttpAuth("basic", username_env="CRM_USER", password_env="CRM_PASSWORD")
+    )
     async with httpx.AsyncClient() as client:
         await transports.send_adf_http(client, target, ADF, "lead_1", "dlv_1", 5)
         assert receiver.requests[0]["headers"]["Authorization"] == "Basic YmF5OnB3"
@@ -59,8 +62,10 @@ async def test_basic_auth_and_missing_secret(receiver, monkeypatch):
     assert "CRM_PASSWORD" in str(caught.value) and not caught.value.permanent
 
 
-@pytest.mark.parametrize(("status", "permanent"), [(503, False), (500, False), (429, False), (408, False),
-                                                   (400, True), (401, True), (404, True)])
+@pytest.mark.parametrize(
+    ("status", "permanent"),
+    [(503, False), (500, False), (429, False), (408, False), (400, True), (401, True), (404, True)],
+)
 async def test_http_failures_say_whether_a_retry_can_help(receiver, status, permanent):
     receiver.status = status
     async with httpx.AsyncClient() as client:
@@ -134,8 +139,14 @@ def smtp_server():
 
 
 def smtp_target(port: int, **kw) -> SmtpTarget:
-    values = dict(name="mail", host="127.0.0.1", sender="aap@dealer.example", to=("leads@dealer.example",),
-                  port=port, starttls=False)
+    values = dict(
+        name="mail",
+        host="127.0.0.1",
+        sender="aap@dealer.example",
+        to=("leads@dealer.example",),
+        port=port,
+        starttls=False,
+    )
     values.update(kw)
     return SmtpTarget(**values)
 
@@ -145,7 +156,7 @@ async def test_smtp_delivers_the_adf_document_with_a_stable_message_id(smtp_serv
     port = smtp_server(inbox)
     target = smtp_target(port)
     await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "lead_1 (Bay Motors)", 5)
-    (mail_from, rcpt, content), = inbox.messages
+    ((mail_from, rcpt, content),) = inbox.messages
     assert mail_from == "aap@dealer.example" and rcpt == ["leads@dealer.example"]
     message = email.message_from_bytes(content, policy=email.policy.default)
     assert message["X-AAP-Lead-Id"] == "lead_1"
@@ -164,13 +175,15 @@ async def test_smtp_login_with_credentials_from_the_environment(smtp_server, mon
     port = smtp_server(inbox, authenticator=authenticator, auth_require_tls=False)
     monkeypatch.setenv("SMTP_USER", "bay")
     monkeypatch.setenv("SMTP_PASSWORD", "pw")
-    await transports.send_smtp(smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
-                               ADF, "lead_1", "dlv_1", "", 5)
+    await transports.send_smtp(
+        smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), ADF, "lead_1", "dlv_1", "", 5
+    )
     assert len(inbox.messages) == 1
     monkeypatch.setenv("SMTP_PASSWORD", "wrong")
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
-                                   ADF, "lead_1", "dlv_1", "", 5)
+        await transports.send_smtp(
+            smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), ADF, "lead_1", "dlv_1", "", 5
+        )
     assert "authentication failed" in str(caught.value)
 
 

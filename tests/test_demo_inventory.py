@@ -10,8 +10,8 @@ import pytest
 from aap.config.loader import load_settings
 from aap.config.model import DealerProfile
 from aap.inventory.demo import generate_listings, make_vin
-from aap.inventory.vin import expected_check_digit as vin_check_digit
 from aap.inventory.feed import check_rows
+from aap.inventory.vin import expected_check_digit as vin_check_digit
 from aap.spec import validate
 
 VIN = re.compile(r"^[A-HJ-NPR-Z0-9]{17}$")
@@ -70,7 +70,9 @@ def test_the_mix_covers_every_kind_of_unit(listings):
     electric = [x for x in bikes if x.get("fuel") == "bev"]
     assert electric and all(
         {"electric_range_mi", "battery_kwh", "motor_power_hp", "dc_fast_charge", "charge_port"} <= x.keys()
-        and "displacement_cc" not in x for x in electric)
+        and "displacement_cc" not in x
+        for x in electric
+    )
     assert any("displacement_cc" in x for x in bikes)
     assert all("mileage" not in x for x in listings if x.get("vehicle_type") == "trailer")
     assert len({x["make"] for x in listings}) > 20
@@ -135,12 +137,19 @@ def test_urls_are_https_and_timestamps_rfc3339(listings):
 def test_rooftops_and_dealer_ids_follow_the_settings(settings_factory):
     sellers = (
         DealerProfile({"dealer_id": "north", "name": "North Motors", "rooftops": [{"name": "North Motors"}]}),
-        DealerProfile({"dealer_id": "south", "name": "South Moto", "rooftops": [
-            {"name": "South Moto", "capabilities": ["sales", "powersports"]}]}),
+        DealerProfile(
+            {
+                "dealer_id": "south",
+                "name": "South Moto",
+                "rooftops": [{"name": "South Moto", "capabilities": ["sales", "powersports"]}],
+            }
+        ),
     )
     settings = settings_factory(
-        scope="aggregate", dealers=sellers,
-        filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"))
+        scope="aggregate",
+        dealers=sellers,
+        filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"),
+    )
     items = list(generate_listings(400, seed=3, settings=settings))
     assert {(x["dealer_id"], x["rooftop"]) for x in items} == {("north", "North Motors"), ("south", "South Moto")}
     assert {x.get("vehicle_type", "car") for x in items if x["dealer_id"] == "north"} == {"car"}

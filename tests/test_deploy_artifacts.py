@@ -67,8 +67,9 @@ def accepts(args: list[str]) -> click.Context:
 
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
-    done = subprocess.run([hadolint, "--failure-threshold", "info", str(ROOT / "Dockerfile")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [hadolint, "--failure-threshold", "info", str(ROOT / "Dockerfile")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -77,7 +78,7 @@ def test_dockerfile_rules_of_this_project():
     froms = [args for keyword, args in steps if keyword == "FROM"]
     assert froms and all(f.split()[0] == "python:${PYTHON_VERSION}-slim" for f in froms)
     assert any(k == "ARG" and a.startswith("PYTHON_VERSION=3.") for k, a in steps)
-    final = steps[max(i for i, (k, _) in enumerate(steps) if k == "FROM"):]
+    final = steps[max(i for i, (k, _) in enumerate(steps) if k == "FROM") :]
     keywords = [k for k, _ in final]
     # The package comes from the wheel built in the first stage, nothing else.
     assert any(k == "COPY" and a.startswith("--from=build /wheels") for k, a in final)
@@ -100,8 +101,7 @@ def test_dockerfile_rules_of_this_project():
     assert args[0] == "aap"
     ctx = accepts(args[1:])
     assert (ctx.params["host"], ctx.params["port"]) == ("0.0.0.0", 8000)
-    ignored = [line for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line and not line.startswith("#")]
+    ignored = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
     assert ignored[0] == "*" and {"!pyproject.toml", "!src/", "!LICENSE", "!README.md"} <= set(ignored)
 
 
@@ -110,7 +110,7 @@ def healthcheck_argv() -> list[str]:
     import json
 
     (health,) = [a for k, a in instructions(ROOT / "Dockerfile") if k == "HEALTHCHECK"]
-    argv = json.loads(health[health.index("CMD") + 3:].strip())
+    argv = json.loads(health[health.index("CMD") + 3 :].strip())
     assert argv[0] == "python"
     return [sys.executable, *argv[1:]]
 
@@ -123,16 +123,21 @@ def test_the_image_health_check_command_against_a_live_server(tmp_path):
     stores = open_stores(f"sqlite:///{tmp_path}/h.db")
     server.start(create_app(make_settings(server.base_url, f"sqlite:///{tmp_path}/h.db"), stores))
     try:
-        healthy = subprocess.run(healthcheck_argv(), capture_output=True, timeout=60,
-                                 env={"AAP_HEALTH_URL": f"{server.base_url}/healthz"})
+        healthy = subprocess.run(
+            healthcheck_argv(), capture_output=True, timeout=60, env={"AAP_HEALTH_URL": f"{server.base_url}/healthz"}
+        )
         assert healthy.returncode == 0, healthy.stderr
     finally:
         server.stop()
         stores.close()
     with socket.socket() as closed:  # bound, not listening: refused
         closed.bind(("127.0.0.1", 0))
-        down = subprocess.run(healthcheck_argv(), capture_output=True, timeout=60,
-                              env={"AAP_HEALTH_URL": f"http://127.0.0.1:{closed.getsockname()[1]}/healthz"})
+        down = subprocess.run(
+            healthcheck_argv(),
+            capture_output=True,
+            timeout=60,
+            env={"AAP_HEALTH_URL": f"http://127.0.0.1:{closed.getsockname()[1]}/healthz"},
+        )
     assert down.returncode != 0
 
 
@@ -151,7 +156,7 @@ def test_compose_runs_postgres_the_workers_delivery_and_the_feed_scheduler():
     assert commands["web"][:1] == ["serve"] and "--workers" in commands["web"]
     assert commands["deliver"] == ["deliver"]
     assert commands["feeds"] == ["feeds", "run"]
-    for name, args in commands.items():
+    for args in commands.values():
         if args[0] == "feeds" and "feeds" not in main.commands:
             continue  # `aap feeds run` lands with the feed scheduler (issue 12)
         accepts(args)

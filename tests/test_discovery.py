@@ -16,7 +16,6 @@ from aap.discovery import build
 from aap.discovery.agent_card import build_agent_card
 from aap.paths import DeploymentUrls
 from aap.spec import openapi_document, schema_bytes, schema_names, validate
-
 from conftest import make_settings
 
 LINKSET = 'application/linkset+json; profile="https://www.rfc-editor.org/info/rfc9727"'
@@ -39,11 +38,21 @@ def test_llms_txt_describes_dealer_skills_and_bindings(agent, client):
     text = response.text
     lines = text.splitlines()
     assert lines[0] == "# Bay Motors agent"
-    assert lines[2].startswith("> Test dealer agent. Bay Motors Group (3 rooftops) on the Auto Agent Protocol (AAP) "
-                               "3.1.0. Skills: dealer.information, inventory.facets, inventory.search")
+    assert lines[2].startswith(
+        "> Test dealer agent. Bay Motors Group (3 rooftops) on the Auto Agent Protocol (AAP) "
+        "3.1.0. Skills: dealer.information, inventory.facets, inventory.search"
+    )
     urls = DeploymentUrls(agent.settings.public_url)
-    for url in (urls.agent_card, urls.a2a, urls.a2a_openapi, urls.mcp, urls.poppy, urls.poppy_openapi,
-                urls.api_catalog, urls.schemas):
+    for url in (
+        urls.agent_card,
+        urls.a2a,
+        urls.a2a_openapi,
+        urls.mcp,
+        urls.poppy,
+        urls.poppy_openapi,
+        urls.api_catalog,
+        urls.schemas,
+    ):
         assert url in text, url
     assert EXTENSION_URI in text
     for rooftop in agent.settings.dealer.rooftops:
@@ -78,8 +87,11 @@ def test_llms_txt_welcome_message_and_configured_text_cannot_break_markdown(agen
     settings = dataclasses.replace(
         settings,
         dealer=DealerProfile(info),
-        agent=AgentIdentity(name="Bay\nMotors", description="Line one.\n# not a heading",
-                            documentation_url="https://docs.dealer.example/agent"),
+        agent=AgentIdentity(
+            name="Bay\nMotors",
+            description="Line one.\n# not a heading",
+            documentation_url="https://docs.dealer.example/agent",
+        ),
     )
     client = TestClient(app_for(agent_factory(settings)), base_url="https://dealer.example")
     text = client.get("/llms.txt").text
@@ -120,8 +132,11 @@ def test_api_catalog_is_an_rfc9727_linkset(agent, client):
     assert [item["href"] for item in linkset[0]["item"]] == anchors[1:]
     by_anchor = {entry["anchor"]: entry for entry in linkset}
     a2a = by_anchor[urls.a2a]
-    assert a2a["service-desc"][0] == {"href": urls.a2a_openapi, "type": "application/vnd.oai.openapi+json",
-                                      "title": "OpenAPI of the A2A JSON-RPC binding"}
+    assert a2a["service-desc"][0] == {
+        "href": urls.a2a_openapi,
+        "type": "application/vnd.oai.openapi+json",
+        "title": "OpenAPI of the A2A JSON-RPC binding",
+    }
     assert a2a["service-meta"][0]["href"] == urls.agent_card
     assert by_anchor[urls.mcp]["service-meta"][0]["href"] == urls.agent_card
     poppy_api = agent.settings.url("/poppy/v1")
@@ -132,8 +147,9 @@ def test_api_catalog_is_an_rfc9727_linkset(agent, client):
             if relation != "anchor":
                 assert all(set(t) >= {"href"} for t in targets)
     docs = a2a["service-doc"]
-    assert docs == [{"href": urls.llms_txt, "type": "text/markdown",
-                     "title": "llms.txt: the dealer agent and how to call it"}]
+    assert docs == [
+        {"href": urls.llms_txt, "type": "text/markdown", "title": "llms.txt: the dealer agent and how to call it"}
+    ]
 
 
 def test_api_catalog_head_matches_get(client):
@@ -166,8 +182,9 @@ def test_a2a_openapi_is_the_seed_with_this_server(agent, client):
     assert response.headers["content-type"] == "application/vnd.oai.openapi+json"
     assert response.headers["etag"]
     document = response.json()
-    assert document["servers"] == [{"url": "https://dealer.example/a2a",
-                                    "description": "Bay Motors agent: AAP over A2A JSON-RPC 2.0"}]
+    assert document["servers"] == [
+        {"url": "https://dealer.example/a2a", "description": "Bay Motors agent: AAP over A2A JSON-RPC 2.0"}
+    ]
     seed = openapi_document()
     assert {k: v for k, v in document.items() if k != "servers"} == {k: v for k, v in seed.items() if k != "servers"}
     assert seed["servers"][0]["url"] == "https://dealer.example/a2a"  # the seed itself is untouched
@@ -242,8 +259,10 @@ def test_the_discovery_documents_load_no_protocol_sdk():
     import subprocess
     import sys
 
-    code = ("import sys, aap.discovery.agent_card, aap.discovery.llms_txt; "
-            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'a2a') "
-            "or m.startswith('aap.bindings'))))")
+    code = (
+        "import sys, aap.discovery.agent_card, aap.discovery.llms_txt; "
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'a2a') "
+        "or m.startswith('aap.bindings'))))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert loaded == []

@@ -6,10 +6,11 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from aap.errors import AapError
 from aap.agent import CallContext
+from aap.errors import AapError
 from conftest import assert_valid
 from inventory_reference import EVIDENCE, INVENTORY, filters, listing, listings, normalise_facets, reference_facets
 
@@ -45,7 +46,11 @@ def test_unfiltered_facets_describe_the_usd_inventory(shop):
     assert data["mileage_range"] == {"min": 12, "max": 30000}
     assert data["years"] == [] and "year_range" not in data  # known empty vs unavailable
     assert [f["code"] for f in data["features"]] == [
-        "adaptive_cruise_control", "apple_carplay", "heated_front_seats", "sunroof"]
+        "adaptive_cruise_control",
+        "apple_carplay",
+        "heated_front_seats",
+        "sunroof",
+    ]
     assert all(f["count"] == 0 for f in data["features"])
 
 
@@ -58,22 +63,25 @@ def test_cad_facets_are_labelled_and_scoped(shop):
 
 
 def test_mileage_range_converts_exactly(agent_factory):
-    agent = agent_factory(listings=[listing("km", mileage=100, mileage_unit="km"),
-                                    listing("mi", mileage=7)])
+    agent = agent_factory(listings=[listing("km", mileage=100, mileage_unit="km"), listing("mi", mileage=7)])
     data = facets(agent)
     assert data["mileage_range"] == {"min": 7, "max": float(Fraction(100_000_000, 1_609_344))}
     assert facets(agent, mileage_unit="km")["mileage_range"] == {
-        "min": float(Fraction(7 * 1_609_344, 1_000_000)), "max": 100}
+        "min": float(Fraction(7 * 1_609_344, 1_000_000)),
+        "max": 100,
+    }
 
 
 def test_features_count_verified_present_only(agent_factory):
     present = dict(EVIDENCE["present"])
-    agent = agent_factory(listings=[
-        listing("a", feature_evidence=[present]),
-        listing("b", feature_evidence=[EVIDENCE["absent"]]),
-        listing("c", feature_evidence=[EVIDENCE["unknown"]]),
-        listing("d", feature_evidence=[present], currency="CAD"),
-    ])
+    agent = agent_factory(
+        listings=[
+            listing("a", feature_evidence=[present]),
+            listing("b", feature_evidence=[EVIDENCE["absent"]]),
+            listing("c", feature_evidence=[EVIDENCE["unknown"]]),
+            listing("d", feature_evidence=[present], currency="CAD"),
+        ]
+    )
     counts = {f["code"]: f["count"] for f in facets(agent)["features"]}
     assert counts == {"adaptive_cruise_control": 0, "apple_carplay": 0, "heated_front_seats": 0, "sunroof": 1}
     filtered = {f["code"]: f["count"] for f in facets(agent, filters={"status": ["available"]})["features"]}
@@ -81,9 +89,12 @@ def test_features_count_verified_present_only(agent_factory):
 
 
 def test_store_vocabulary_when_none_is_configured(agent_factory, settings_factory):
-    agent = agent_factory(settings_factory(features=()), [
-        listing("a", feature_evidence=[EVIDENCE["absent"]]),
-    ])
+    agent = agent_factory(
+        settings_factory(features=()),
+        [
+            listing("a", feature_evidence=[EVIDENCE["absent"]]),
+        ],
+    )
     assert facets(agent)["features"] == [{"code": "sunroof", "label": "Sunroof", "count": 0}]
 
 
@@ -135,10 +146,15 @@ def _compare(agent: Any, inventory: list[dict], request: dict[str, Any], setting
     assert normalise_facets(data) == expected
 
 
-@settings(max_examples=100, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(inventory=listings(), block=filters(), currency=st.sampled_from([None, "USD", "CAD"]),
-       unit=st.sampled_from([None, "mi", "km"]))
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    inventory=listings(),
+    block=filters(),
+    currency=st.sampled_from([None, "USD", "CAD"]),
+    unit=st.sampled_from([None, "mi", "km"]),
+)
 def test_facets_equal_reference(inventory, block, currency, unit, settings_factory, memory_agent):
     settings_ = settings_factory()
     request: dict[str, Any] = {"type": "inventory.facets.request"}

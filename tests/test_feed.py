@@ -35,9 +35,18 @@ def sample(demo_settings):
 
 def listing(**extra):
     base = {
-        "vehicle_id": "veh_1", "vin": "1HGCV1F30NA123456", "stock": "H12345", "year": 2024,
-        "make": "Honda", "model": "CR-V", "trim": "EX-L", "condition": "new",
-        "status": "available", "rooftop": SF, "msrp": 36000, "price": 35500,
+        "vehicle_id": "veh_1",
+        "vin": "1HGCV1F30NA123456",
+        "stock": "H12345",
+        "year": 2024,
+        "make": "Honda",
+        "model": "CR-V",
+        "trim": "EX-L",
+        "condition": "new",
+        "status": "available",
+        "rooftop": SF,
+        "msrp": 36000,
+        "price": 35500,
         "updated_at": "2026-04-30T08:42:00Z",
     }
     base.update(extra)
@@ -93,9 +102,18 @@ def test_csv_cells_are_parsed_per_schema_type(tmp_path):
     )
     (row,) = read_feed(str(path)).listings
     assert row == {
-        "vehicle_id": "veh_9", "stock": "S9", "year": 2024, "make": "Zero", "model": "SR/F",
-        "condition": "new", "status": "available", "price": 20295, "battery_kwh": 17.3,
-        "electric_range_mi": 171, "dc_fast_charge": True, "other_attributes": {"abs": True},
+        "vehicle_id": "veh_9",
+        "stock": "S9",
+        "year": 2024,
+        "make": "Zero",
+        "model": "SR/F",
+        "condition": "new",
+        "status": "available",
+        "price": 20295,
+        "battery_kwh": 17.3,
+        "electric_range_mi": 171,
+        "dc_fast_charge": True,
+        "other_attributes": {"abs": True},
         "updated_at": "2026-04-30T08:42:00Z",
     }
 
@@ -108,7 +126,13 @@ def test_integral_floats_in_integer_fields_become_ints(tmp_path):
 
 def test_blank_lines_are_skipped_and_line_numbers_stay_physical(tmp_path):
     path = tmp_path / "f.jsonl"
-    path.write_bytes(b"\n" + orjson.dumps(listing()) + b"\n\n" + orjson.dumps(listing(vehicle_id="veh_2", vin=None, stock="H2")) + b"\n")
+    path.write_bytes(
+        b"\n"
+        + orjson.dumps(listing())
+        + b"\n\n"
+        + orjson.dumps(listing(vehicle_id="veh_2", vin=None, stock="H2"))
+        + b"\n"
+    )
     assert read_feed(str(path)).lines == [2, 4]
 
 
@@ -118,8 +142,16 @@ def test_blank_lines_are_skipped_and_line_numbers_stay_physical(tmp_path):
 def test_bad_jsonl_row_reports_line_number_and_every_problem(tmp_path, demo_settings):
     rows = [
         listing(),
-        listing(vehicle_id="veh_2", vin="1HGCV1F30NA12345O", stock="S2", condition="excellent",
-                status="sold", price=-1, rooftop="Nowhere", currency="EUR"),
+        listing(
+            vehicle_id="veh_2",
+            vin="1HGCV1F30NA12345O",
+            stock="S2",
+            condition="excellent",
+            status="sold",
+            price=-1,
+            rooftop="Nowhere",
+            currency="EUR",
+        ),
         listing(vehicle_id="veh_3", vin=None, stock="S3"),
     ]
     error = feed_problems(write_jsonl(tmp_path / "f.jsonl", rows), settings=demo_settings)
@@ -137,7 +169,7 @@ def test_bad_csv_row_reports_its_line_and_unparsable_cells(tmp_path):
         "veh_1,S1,Honda,new,available,35500,false,[],2026-04-30T08:42:00Z\n"
         'veh_2,"S2\nsecond line",Honda,new,available,35,500,maybe,[{,yesterday\n'
         "veh_3,S3,Honda,new,available,1000,,,2026-04-30T08:42:00Z\n"
-        "veh_4,S4,Honda,new,available,25000.0,no,\"[{\"\"name\"\":\"\"Doc\"\"}]\",2026-04-30T08:42:00Z\n",
+        'veh_4,S4,Honda,new,available,25000.0,no,"[{""name"":""Doc""}]",2026-04-30T08:42:00Z\n',
         encoding="utf-8",
     )
     error = feed_problems(str(path))
@@ -174,9 +206,9 @@ def test_csv_header_problems(tmp_path):
 def test_duplicates_across_rows_name_the_first_line(tmp_path):
     rows = [
         listing(),
-        listing(vehicle_id="veh_2", stock="S2"),            # same VIN as line 1
-        listing(vehicle_id="veh_3", vin=None),               # same stock as line 1
-        listing(vin=None, stock="S4"),                       # same vehicle_id as line 1
+        listing(vehicle_id="veh_2", stock="S2"),  # same VIN as line 1
+        listing(vehicle_id="veh_3", vin=None),  # same stock as line 1
+        listing(vin=None, stock="S4"),  # same vehicle_id as line 1
     ]
     error = feed_problems(write_jsonl(tmp_path / "f.jsonl", rows))
     got = {(p.line, p.location, p.message) for p in error.problems}
@@ -194,14 +226,20 @@ def test_same_vin_at_two_aggregate_dealers_is_allowed(tmp_path):
 
 def test_rules_the_schema_cannot_express(tmp_path, demo_settings):
     evidence = {"code": "sunroof", "label": "Sunroof", "status": "unknown"}
-    rows = [listing(
-        feature_evidence=[evidence, dict(evidence), {"code": "jetpack", "label": "Jetpack", "status": "unknown"}],
-        fees=[{"name": "Doc", "amount": 1}, {"name": "Doc", "amount": 2}],
-        distance_mi=3.5,
-    )]
+    rows = [
+        listing(
+            feature_evidence=[evidence, dict(evidence), {"code": "jetpack", "label": "Jetpack", "status": "unknown"}],
+            fees=[{"name": "Doc", "amount": 1}, {"name": "Doc", "amount": 2}],
+            distance_mi=3.5,
+        )
+    ]
     error = feed_problems(write_jsonl(tmp_path / "f.jsonl", rows), settings=demo_settings)
     assert {p.location for p in error.problems} == {
-        "/feature_evidence/1/code", "/feature_evidence/2/code", "/fees/1/name", "/distance_mi"}
+        "/feature_evidence/1/code",
+        "/feature_evidence/2/code",
+        "/fees/1/name",
+        "/distance_mi",
+    }
 
 
 def test_unsupported_currency_is_rejected(tmp_path, demo_settings):
@@ -222,20 +260,25 @@ def test_dealer_id_option_fills_and_conflicts(tmp_path):
 def test_aggregate_scope_needs_known_dealer_and_vehicle_id(tmp_path, settings_factory):
     from aap.config.model import DealerProfile
 
-    sellers = (DealerProfile({"dealer_id": "springfield", "name": "Springfield Honda",
-                              "rooftops": [{"name": "Springfield Honda"}]}),)
-    settings = settings_factory(scope="aggregate", dealers=sellers,
-                                filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"))
+    sellers = (
+        DealerProfile(
+            {"dealer_id": "springfield", "name": "Springfield Honda", "rooftops": [{"name": "Springfield Honda"}]}
+        ),
+    )
+    settings = settings_factory(
+        scope="aggregate",
+        dealers=sellers,
+        filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"),
+    )
     rows = [
-        listing(rooftop=None),                                                   # no dealer_id
+        listing(rooftop=None),  # no dealer_id
         listing(dealer_id="nobody", vehicle_id="veh_2", stock="S2", rooftop=None),
         listing(dealer_id="springfield", vehicle_id=None, stock="S3", vin=None, rooftop="Springfield Honda"),
         listing(dealer_id="springfield", vehicle_id="veh_4", stock="S4", vin=None, rooftop="Elsewhere"),
         listing(dealer_id="springfield", vehicle_id="veh_5", stock="S5", vin=None, rooftop="Springfield Honda"),
     ]
     error = feed_problems(write_jsonl(tmp_path / "f.jsonl", rows), settings=settings)
-    assert {(p.line, p.location) for p in error.problems} == {
-        (1, ""), (2, "/dealer_id"), (3, ""), (4, "/rooftop")}
+    assert {(p.line, p.location) for p in error.problems} == {(1, ""), (2, "/dealer_id"), (3, ""), (4, "/rooftop")}
 
 
 def test_report_is_capped_but_counts_everything(tmp_path):

@@ -11,19 +11,21 @@ from aap.cli.main import main
 from aap.config.feeds import parse_schedule
 from aap.config.loader import ConfigError, load_settings
 
-BASE = '''
+BASE = """
 id = "demo"
 public_url = "https://dealer.example"
 [dealer]
 name = "Demo Motors"
 [[dealer.rooftops]]
 name = "Demo Motors"
-'''
+"""
 
 
 def test_feed_tables_report_every_problem(tmp_path):
     config = tmp_path / "aap.toml"
-    config.write_text(BASE + '''
+    config.write_text(
+        BASE
+        + """
 [[feeds]]
 name = "a"
 source = "https://user:secret@feeds.example/a.csv"
@@ -39,15 +41,23 @@ colour = "red"
 name = "c"
 source = "sftp://dealer@feeds.example/"
 timezone = "Mars/Olympus"
-''')
+"""
+    )
     with pytest.raises(ConfigError) as info:
         load_settings(str(config), environ={})
     text = "\n".join(info.value.problems)
-    for expected in ("feeds[0].source: must not carry a password", "feeds[0].schedule: must be at least every 1m",
-                     "feeds[0].format: must be one of", "feeds[0].password_env: must be the name of an environment",
-                     "feeds[1].name: is already the name of feeds[0]", "feeds[1].source: must use https://",
-                     "feeds[1].schedule: is not a valid cron expression", "feeds[1].colour: unknown key",
-                     "feeds[2].source: must name the file to fetch", "feeds[2].timezone: unknown IANA time zone"):
+    for expected in (
+        "feeds[0].source: must not carry a password",
+        "feeds[0].schedule: must be at least every 1m",
+        "feeds[0].format: must be one of",
+        "feeds[0].password_env: must be the name of an environment",
+        "feeds[1].name: is already the name of feeds[0]",
+        "feeds[1].source: must use https://",
+        "feeds[1].schedule: is not a valid cron expression",
+        "feeds[1].colour: unknown key",
+        "feeds[2].source: must name the file to fetch",
+        "feeds[2].timezone: unknown IANA time zone",
+    ):
         assert expected in text
 
 
@@ -75,5 +85,9 @@ def test_aap_feeds_run_once_and_history(tmp_path):
     runs = orjson.loads(history.stdout)
     assert [r["outcome"] for r in runs] == ["unchanged", "imported"]
     assert all(r["trigger"] == "schedule" for r in runs)
-    assert runner.invoke(main, ["feeds", "run", "--once", "--feed", "other", "--config", str(config),
-                                "--database", db]).exit_code == 2
+    assert (
+        runner.invoke(
+            main, ["feeds", "run", "--once", "--feed", "other", "--config", str(config), "--database", db]
+        ).exit_code
+        == 2
+    )

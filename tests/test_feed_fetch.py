@@ -46,19 +46,24 @@ COUNT = 12
 def _certificate(directory) -> tuple[str, str]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = directory / "cert.pem", directory / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return str(cert_path), str(key_path)
 
 
@@ -84,14 +89,17 @@ class FeedServer:
 
     @property
     def etag(self) -> str:
-        return f'"{len(self.body)}-{hash(self.body) & 0xffff:x}"'
+        return f'"{len(self.body)}-{hash(self.body) & 0xFFFF:x}"'
 
     async def feed(self, request: Request) -> Response:
         self.requests.append(dict(request.headers))
         if request.headers.get("if-none-match") == self.etag:
             return Response(status_code=304, headers={"ETag": self.etag})
-        return Response(self.body, media_type="text/tab-separated-values",
-                        headers={"ETag": self.etag, "Last-Modified": "Tue, 14 Jan 2025 08:00:00 GMT"})
+        return Response(
+            self.body,
+            media_type="text/tab-separated-values",
+            headers={"ETag": self.etag, "Last-Modified": "Tue, 14 Jan 2025 08:00:00 GMT"},
+        )
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -138,8 +146,11 @@ async def test_scheduled_https_feed_runs_when_due_and_skips_an_unchanged_feed(fe
     items = samples.vehicles(COUNT, seed=21)
     feed_server.body = samples.google_tsv(items)
     clock = [time.time()]
-    settings = make_settings("https://dealer.example", f"sqlite:///{tmp_path}/aap.db",
-                             feeds=(feed("google", feed_server.url, ca_file=feed_server.cert, schedule="every 1h"),))
+    settings = make_settings(
+        "https://dealer.example",
+        f"sqlite:///{tmp_path}/aap.db",
+        feeds=(feed("google", feed_server.url, ca_file=feed_server.cert, schedule="every 1h"),),
+    )
     stores = open_stores(settings.database_url)
     try:
         scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0])
@@ -161,8 +172,9 @@ async def test_a_failing_feed_keeps_the_inventory_and_backs_off(tmp_path):
     items = samples.vehicles(COUNT, seed=22)
     path.write_bytes(samples.dealer_csv(items))
     clock = [time.time()]
-    settings = make_settings("https://dealer.example", f"sqlite:///{tmp_path}/aap.db",
-                             feeds=(feed("local", str(path), retry_seconds=60.0),))
+    settings = make_settings(
+        "https://dealer.example", f"sqlite:///{tmp_path}/aap.db", feeds=(feed("local", str(path), retry_seconds=60.0),)
+    )
     stores = open_stores(settings.database_url)
     try:
         scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0])
@@ -204,15 +216,22 @@ async def test_sftp_feed_on_a_schedule(tmp_path, monkeypatch):
     (root / "outgoing" / "inventory.csv.gz").write_bytes(samples.gzipped(samples.dealer_csv(items)))
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     server = await asyncssh.listen(
-        "127.0.0.1", 0, server_host_keys=[host_key], server_factory=_Login,
-        sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(root).encode()))
+        "127.0.0.1",
+        0,
+        server_host_keys=[host_key],
+        server_factory=_Login,
+        sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=str(root).encode()),
+    )
     port = server.sockets[0].getsockname()[1]
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_bytes(f"[127.0.0.1]:{port} ".encode() + host_key.export_public_key())
     monkeypatch.setenv("PROVIDER_SFTP_PASSWORD", "s3cret")
     source = f"sftp://dealer@127.0.0.1:{port}/outgoing/inventory.csv.gz"
-    settings = make_settings("https://dealer.example", f"sqlite:///{tmp_path}/aap.db", feeds=(
-        feed("provider", source, password_env="PROVIDER_SFTP_PASSWORD", known_hosts=str(known_hosts)),))
+    settings = make_settings(
+        "https://dealer.example",
+        f"sqlite:///{tmp_path}/aap.db",
+        feeds=(feed("provider", source, password_env="PROVIDER_SFTP_PASSWORD", known_hosts=str(known_hosts)),),
+    )
     clock = [time.time()]
     stores = open_stores(settings.database_url)
     try:
@@ -225,8 +244,9 @@ async def test_sftp_feed_on_a_schedule(tmp_path, monkeypatch):
         (second,) = await scheduler.run_due()
         assert second.run.outcome == "unchanged"  # same size and modification time: not read again
         # A wrong host key is refused: the feed fails and the inventory stays.
-        known_hosts.write_bytes(f"[127.0.0.1]:{port} ".encode()
-                                + asyncssh.generate_private_key("ssh-ed25519").export_public_key())
+        known_hosts.write_bytes(
+            f"[127.0.0.1]:{port} ".encode() + asyncssh.generate_private_key("ssh-ed25519").export_public_key()
+        )
         clock[0] += 6 * 3600 + 1
         (third,) = await scheduler.run_due()
         assert third.run.outcome == "failed" and "host key" in third.run.message
@@ -245,10 +265,13 @@ async def test_two_schedulers_on_one_postgres_database_run_each_feed_once(pg_clu
     paths = []
     for n in range(3):
         path = tmp_path / f"dealer-{n}.csv"
-        path.write_bytes(samples.dealer_csv(samples.vehicles(COUNT, seed=30)[n * 4:(n + 1) * 4]))
+        path.write_bytes(samples.dealer_csv(samples.vehicles(COUNT, seed=30)[n * 4 : (n + 1) * 4]))
         paths.append(path)
-    settings = make_settings("https://dealer.example", url, feeds=tuple(
-        feed(f"feed-{n}", str(p), replace=False) for n, p in enumerate(paths)))
+    settings = make_settings(
+        "https://dealer.example",
+        url,
+        feeds=tuple(feed(f"feed-{n}", str(p), replace=False) for n, p in enumerate(paths)),
+    )
     stores = [open_stores(url), open_stores(url)]
     try:
         schedulers = [FeedScheduler(s, settings) for s in stores]
@@ -291,6 +314,9 @@ def test_serve_runs_feeds_and_reports_them(tmp_path):
         metrics = httpx.get(dep.base_url + "/metrics").text
         assert 'aap_feed_last_outcome{feed="nightly",outcome="imported"} 1' in metrics
         assert 'aap_feed_overdue{feed="stale"} 1' in metrics
-        success = next(line for line in metrics.splitlines()
-                       if line.startswith('aap_feed_last_success_timestamp_seconds{feed="nightly"}'))
+        success = next(
+            line
+            for line in metrics.splitlines()
+            if line.startswith('aap_feed_last_success_timestamp_seconds{feed="nightly"}')
+        )
         assert float(success.split()[-1]) > time.time() - 600

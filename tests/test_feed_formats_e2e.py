@@ -44,8 +44,10 @@ def a2a(http: httpx.Client, data: dict) -> dict:
 
 
 def import_feed(deployment, path: Path, *args: str) -> str:
-    result = CliRunner().invoke(main, ["import", str(path), "--replace", "--allow-shrink",
-                                       "--database", deployment.settings.database_url, *args])
+    result = CliRunner().invoke(
+        main,
+        ["import", str(path), "--replace", "--allow-shrink", "--database", deployment.settings.database_url, *args],
+    )
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -78,14 +80,17 @@ def check_published(http, items: list[samples.Vehicle], *, rooftops: bool = Fals
             assert listing["rooftop"] == item.rooftop
 
 
-@pytest.mark.parametrize(("name", "render", "fmt"), [
-    ("inventory.tsv", samples.google_tsv, "google-vehicle"),
-    ("vehicle-ads.csv", samples.google_csv, "google-vehicle"),
-    ("google.xml", samples.google_xml, "google-vehicle"),
-    ("catalog.csv", samples.meta_csv, "meta-vehicle"),
-    ("catalog.xml", samples.meta_xml, "meta-vehicle"),
-    ("export.csv", samples.dealer_csv, "dealer-csv"),
-])
+@pytest.mark.parametrize(
+    ("name", "render", "fmt"),
+    [
+        ("inventory.tsv", samples.google_tsv, "google-vehicle"),
+        ("vehicle-ads.csv", samples.google_csv, "google-vehicle"),
+        ("google.xml", samples.google_xml, "google-vehicle"),
+        ("catalog.csv", samples.meta_csv, "meta-vehicle"),
+        ("catalog.xml", samples.meta_xml, "meta-vehicle"),
+        ("export.csv", samples.dealer_csv, "dealer-csv"),
+    ],
+)
 def test_each_format_is_detected_imported_and_served(deployment, http, tmp_path, name, render, fmt):
     items = samples.vehicles(COUNT, seed=len(name))
     path = tmp_path / name
@@ -135,15 +140,33 @@ def test_messy_provider_csv_values_are_normalised(deployment, http, tmp_path):
 def test_mapping_file_maps_store_codes_and_columns(deployment, http, tmp_path):
     items = samples.vehicles(COUNT, seed=6)
     rows = samples.dealer_rows(items)
-    rows[0] = ["Serial", "Lot Number", "MY", "Manufacturer", "Model", "Trim", "Body", "Paint", "Kilometrage",
-               "Prix", "MSRP", "State", "CPO", "Pics", "Arrived", "Site", "Notes", "Options"]
+    rows[0] = [
+        "Serial",
+        "Lot Number",
+        "MY",
+        "Manufacturer",
+        "Model",
+        "Trim",
+        "Body",
+        "Paint",
+        "Kilometrage",
+        "Prix",
+        "MSRP",
+        "State",
+        "CPO",
+        "Pics",
+        "Arrived",
+        "Site",
+        "Notes",
+        "Options",
+    ]
     for row in rows[1:]:
         row[8] = row[8].replace(",", " ").replace(" mi", "")  # 28 411
         row[9] = row[9].replace("$", "").replace(",", ".") + ",00 €"  # 33.995,00 €
     path = tmp_path / "fr.csv"
     path.write_bytes(samples._delimited(rows, ";").encode("cp1252"))
     mapping = tmp_path / "mapping.toml"
-    mapping.write_text('''
+    mapping.write_text("""
 extends = "dealer-csv"
 unknown = "error"
 
@@ -167,7 +190,7 @@ currency = "USD"
 [rooftops]
 "DM-SF" = "Demo Motors San Francisco"
 "DM-OAK" = "Demo Motors Oakland Pre-Owned"
-''')
+""")
     output = import_feed(deployment, path, "--mapping", str(mapping))
     assert "format mapping (dealer-csv) (as given)" in output
     page = all_over_a2a(http)

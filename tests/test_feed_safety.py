@@ -71,10 +71,10 @@ def test_a_replace_never_removes_more_than_the_share(tmp_path, db, loaded):
 def test_skip_invalid_writes_every_bad_row_once(tmp_path, db, loaded):
     items, _ = loaded
     rows = samples.dealer_rows(items)
-    rows[3][0] = "1HGCV1F30NA12345"           # 16 characters
-    rows[3][9] = "$3x,995"                     # and a bad price in the same row
-    rows[7][14] = "13/45/2025"                 # no such day
-    rows[11][11] = "Demo"                      # no such sale condition
+    rows[3][0] = "1HGCV1F30NA12345"  # 16 characters
+    rows[3][9] = "$3x,995"  # and a bad price in the same row
+    rows[7][14] = "13/45/2025"  # no such day
+    rows[11][11] = "Demo"  # no such sale condition
     path = tmp_path / "bad.csv"
     path.write_bytes(samples._delimited(rows, ";").encode("cp1252"))
     rejects = tmp_path / "rejects.csv"
@@ -107,7 +107,7 @@ def test_all_or_nothing_by_default_lists_each_problem_once(tmp_path, db, loaded)
     result = invoke(str(path), "--strict", "--database", db)
     assert result.exit_code == 1
     assert "nothing was imported" in result.output
-    after = result.output[result.output.index(" rejected: "):]
+    after = result.output[result.output.index(" rejected: ") :]
     problems = [line for line in after.splitlines() if line.startswith("  - ")]
     assert len(problems) == 2
     assert problems[0].startswith('  - line 10, column "VIN": ') and "has a wrong check digit (expected" in problems[0]
@@ -124,7 +124,7 @@ def test_dry_run_writes_nothing(tmp_path, db, loaded):
     items, _ = loaded
     before = stored(db)
     newer = tmp_path / "newer.csv"
-    newer.write_bytes(samples.dealer_csv(samples.vehicles(COUNT + 5)[COUNT - 5:]))  # 5 kept, 20 new
+    newer.write_bytes(samples.dealer_csv(samples.vehicles(COUNT + 5)[COUNT - 5 :]))  # 5 kept, 20 new
     result = invoke(str(newer), "--replace", "--allow-shrink", "--dry-run", "--database", db, "--json")
     assert result.exit_code == 0, result.output
     summary = orjson.loads(result.stdout)

@@ -6,13 +6,13 @@ import gzip
 
 import pytest
 
+from aap.inventory.feed import FeedError
 from aap.inventory.feeds import MappingError, ReadOptions, read_feed_bytes
 from aap.inventory.feeds import transforms as t
 from aap.inventory.feeds.mapping import builtin_format, parse_format
 from aap.inventory.feeds.reader import detect
 from aap.inventory.feeds.source import SourceError, decode, open_text, sniff_delimiter
 from aap.inventory.vin import expected_check_digit, with_check_digit
-from aap.inventory.feed import FeedError
 
 
 class Row:
@@ -36,11 +36,19 @@ def run(transform, value, **options):
     return transform(value, t.Options(**options), row), row
 
 
-@pytest.mark.parametrize(("cell", "amount", "currency"), [
-    ("$33,995", 33995, None), ("24988.00", 24988, None), ("10,499.00 USD", 10499, "USD"),
-    ("10499 USD", 10499, "USD"), ("CAD 41,000", 41000, "CAD"), ("0", None, None),
-    ("Call for price", None, None), ("  $ 7,500 ", 7500, None),
-])
+@pytest.mark.parametrize(
+    ("cell", "amount", "currency"),
+    [
+        ("$33,995", 33995, None),
+        ("24988.00", 24988, None),
+        ("10,499.00 USD", 10499, "USD"),
+        ("10499 USD", 10499, "USD"),
+        ("CAD 41,000", 41000, "CAD"),
+        ("0", None, None),
+        ("Call for price", None, None),
+        ("  $ 7,500 ", 7500, None),
+    ],
+)
 def test_money(cell, amount, currency):
     value, row = run(t.money, cell)
     assert value == amount
@@ -57,10 +65,17 @@ def test_money_decimal_comma_only_when_asked():
         run(t.money, "$3x,995")
 
 
-@pytest.mark.parametrize(("cell", "reading", "unit"), [
-    ("28,411 mi", 28411, "mi"), ("45 000 km", 45000, "km"), ("52,777 miles", 52777, "mi"),
-    ("12", 12, None), ("12.000 KM", 12000, "km"), ("1.5", 2, None),
-])
+@pytest.mark.parametrize(
+    ("cell", "reading", "unit"),
+    [
+        ("28,411 mi", 28411, "mi"),
+        ("45 000 km", 45000, "km"),
+        ("52,777 miles", 52777, "mi"),
+        ("12", 12, None),
+        ("12.000 KM", 12000, "km"),
+        ("1.5", 2, None),
+    ],
+)
 def test_mileage(cell, reading, unit):
     value, row = run(t.mileage, cell)
     assert value == reading
@@ -68,25 +83,47 @@ def test_mileage(cell, reading, unit):
     assert run(t.mileage, "28,411", unit="km")[1].sides == {"mileage_unit": "km"}
 
 
-@pytest.mark.parametrize(("cell", "expected"), [
-    ("Yes", True), ("N", False), ("1", True), ("false", False), ("Certified", True), ("CPO", True), ("", None),
-])
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ("Yes", True),
+        ("N", False),
+        ("1", True),
+        ("false", False),
+        ("Certified", True),
+        ("CPO", True),
+        ("", None),
+    ],
+)
 def test_boolean(cell, expected):
     assert run(t.boolean, cell)[0] is expected
 
 
-@pytest.mark.parametrize(("cell", "expected"), [
-    ("New", "new"), ("USED", "used"), ("u", "used"), ("Pre-Owned", "used"), ("CPO", "cpo"),
-    ("Certified Pre-Owned", "cpo"), ("n", "new"),
-])
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ("New", "new"),
+        ("USED", "used"),
+        ("u", "used"),
+        ("Pre-Owned", "used"),
+        ("CPO", "cpo"),
+        ("Certified Pre-Owned", "cpo"),
+        ("n", "new"),
+    ],
+)
 def test_condition_vocabularies(cell, expected):
     assert run(t.condition, cell)[0] == expected
 
 
-@pytest.mark.parametrize(("cell", "expected"), [
-    ("01/15/2025", "2025-01-15"), ("1/5/25", "2025-01-05"), ("2025-01-15", "2025-01-15"),
-    ("2025-01-15T08:30:00Z", "2025-01-15"),
-])
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ("01/15/2025", "2025-01-15"),
+        ("1/5/25", "2025-01-05"),
+        ("2025-01-15", "2025-01-15"),
+        ("2025-01-15T08:30:00Z", "2025-01-15"),
+    ],
+)
 def test_dates(cell, expected):
     assert run(t.date_value, cell)[0] == expected
     assert run(t.date_value, "15/01/2025", order="dmy")[0] == "2025-01-15"
@@ -94,18 +131,25 @@ def test_dates(cell, expected):
         run(t.date_value, "2025-02-30")
 
 
-@pytest.mark.parametrize(("cell", "expected"), [
-    ("2025-01-15T08:30:00Z", "2025-01-15T08:30:00Z"), ("2025-01-15T08:30:00", "2025-01-15T08:30:00Z"),
-    ("2025-01-15 08:30:00-05:00", "2025-01-15T08:30:00-05:00"), ("01/15/2025 2:05 PM", "2025-01-15T14:05:00Z"),
-    ("2025-01-15", "2025-01-15T00:00:00Z"),
-])
+@pytest.mark.parametrize(
+    ("cell", "expected"),
+    [
+        ("2025-01-15T08:30:00Z", "2025-01-15T08:30:00Z"),
+        ("2025-01-15T08:30:00", "2025-01-15T08:30:00Z"),
+        ("2025-01-15 08:30:00-05:00", "2025-01-15T08:30:00-05:00"),
+        ("01/15/2025 2:05 PM", "2025-01-15T14:05:00Z"),
+        ("2025-01-15", "2025-01-15T00:00:00Z"),
+    ],
+)
 def test_datetimes(cell, expected):
     assert run(t.datetime_value, cell)[0] == expected
 
 
 def test_photo_lists():
-    value, row = run(t.photos, "http://a.example/1.jpg | https://a.example/2.jpg,https://a.example/2.jpg "
-                               "//a.example/3.jpg photo4.jpg")
+    value, row = run(
+        t.photos,
+        "http://a.example/1.jpg | https://a.example/2.jpg,https://a.example/2.jpg //a.example/3.jpg photo4.jpg",
+    )
     assert value == ["https://a.example/1.jpg", "https://a.example/2.jpg", "https://a.example/3.jpg"]
     assert any("photo4.jpg" in w and "left out" in w for w in row.warnings)
     assert any("1 photo URL(s) over http://" in w for w in row.warnings)
@@ -113,14 +157,14 @@ def test_photo_lists():
 
 
 def test_vin_check_digit():
-    assert expected_check_digit("1M8GDM9AXKP042788") == "X"      # the 49 CFR 565 worked example
+    assert expected_check_digit("1M8GDM9AXKP042788") == "X"  # the 49 CFR 565 worked example
     assert expected_check_digit("1HGCM82633A004352") == "3"
     assert run(t.vin, " 1hgcm82633a004352 ")[0] == "1HGCM82633A004352"
     value, row = run(t.vin, "1HGCM82603A004352")
     assert value == "1HGCM82603A004352" and row.warnings == ["has a wrong check digit (expected 3)"]
     with pytest.raises(t.TransformError, match="expected 3"):
         t.vin("1HGCM82603A004352", t.Options(), Row(strict=True))
-    assert run(t.vin, "WVWZZZ1JZXW000001")[1].warnings == []   # not North American: no rule
+    assert run(t.vin, "WVWZZZ1JZXW000001")[1].warnings == []  # not North American: no rule
     with pytest.raises(t.TransformError, match="is not a VIN"):
         run(t.vin, "1HGCM82633A00435O")
     assert with_check_digit("1HGCM82603A004352") == "1HGCM82633A004352"
@@ -148,26 +192,38 @@ def test_encodings_and_archives():
         open_text(b"\x1f\x8bnot gzip", "x.gz")
 
 
-@pytest.mark.parametrize(("header", "delimiter"), [
-    ("VIN,Make", ","), ("VIN;Make;Model", ";"), ("vin\tmake", "\t"), ("VIN|Make", "|"), ('"A;B",C', ","),
-])
+@pytest.mark.parametrize(
+    ("header", "delimiter"),
+    [
+        ("VIN,Make", ","),
+        ("VIN;Make;Model", ";"),
+        ("vin\tmake", "\t"),
+        ("VIN|Make", "|"),
+        ('"A;B",C', ","),
+    ],
+)
 def test_delimiter_sniffing(header, delimiter):
     assert sniff_delimiter(header + "\n1,2\n") == delimiter
 
 
-@pytest.mark.parametrize(("header", "expected"), [
-    (["vehicle_id", "vin", "price", "status", "updated_at"], "aap"),
-    (["id", "vin", "store_code", "price", "make", "model", "year"], "google-vehicle"),
-    (["vehicle_id", "make", "model", "year", "mileage.value", "state_of_vehicle"], "meta-vehicle"),
-    (["VIN", "Stock #", "Year", "Make", "Model", "Date In Stock", "Internet Price"], "dealer-csv"),
-    (["Serial", "Colour", "Wheels"], None),
-])
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (["vehicle_id", "vin", "price", "status", "updated_at"], "aap"),
+        (["id", "vin", "store_code", "price", "make", "model", "year"], "google-vehicle"),
+        (["vehicle_id", "make", "model", "year", "mileage.value", "state_of_vehicle"], "meta-vehicle"),
+        (["VIN", "Stock #", "Year", "Make", "Model", "Date In Stock", "Internet Price"], "dealer-csv"),
+        (["Serial", "Colour", "Wheels"], None),
+    ],
+)
 def test_detection_from_headers(header, expected):
     assert detect("delimited", header) == expected
 
 
 def test_xml_with_a_dtd_is_refused():
-    doc = b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaa">]><listings><listing><vin>&a;</vin></listing></listings>'
+    doc = (
+        b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "aaaa">]><listings><listing><vin>&a;</vin></listing></listings>'
+    )
     with pytest.raises(FeedError, match="DOCTYPE"):
         read_feed_bytes(doc, "x.xml", ReadOptions())
 
@@ -179,16 +235,29 @@ def test_unknown_format_says_how_to_fix_it():
 
 def test_mapping_files_report_every_problem():
     with pytest.raises(MappingError) as info:
-        parse_format({"extends": "nope", "unknown": "maybe", "columns": {"A": "distance_mi", "B": 3},
-                      "defaults": {"certified": True}}, "m.toml")
+        parse_format(
+            {
+                "extends": "nope",
+                "unknown": "maybe",
+                "columns": {"A": "distance_mi", "B": 3},
+                "defaults": {"certified": True},
+            },
+            "m.toml",
+        )
     text = "\n".join(info.value.problems)
     for path in ("extends", "unknown", "columns.A.field", "columns.B", "defaults.certified"):
         assert path in text
 
 
 def test_mapping_extends_a_builtin_format_and_ranks_first():
-    fmt = parse_format({"extends": "dealer-csv", "columns": {"Prix": {"field": "price", "decimal": ","}},
-                        "rooftops": {"SF01": "Demo SF"}}, "m.toml")
+    fmt = parse_format(
+        {
+            "extends": "dealer-csv",
+            "columns": {"Prix": {"field": "price", "decimal": ","}},
+            "rooftops": {"SF01": "Demo SF"},
+        },
+        "m.toml",
+    )
     (target,) = fmt.targets("prix") or ()
     assert target.options.decimal == "," and target.rank == 0
     (stock,) = fmt.targets("Stock #") or ()

@@ -9,7 +9,8 @@ check's, for generated values of both kinds and for arbitrary text.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rfc3339_validator import validate_rfc3339
 from rfc3986_validator import validate_rfc3986
 
@@ -45,46 +46,61 @@ DATE_ALPHABET = st.sampled_from(list("0123456789-:T.Zz+ t\n"))
 
 
 @PROPERTY
-@given(st.one_of(st.text(URI_ALPHABET, max_size=40),
-                 st.builds(lambda tail: "https://" + tail, st.text(URI_ALPHABET, max_size=30))))
+@given(
+    st.one_of(
+        st.text(URI_ALPHABET, max_size=40),
+        st.builds(lambda tail: "https://" + tail, st.text(URI_ALPHABET, max_size=30)),
+    )
+)
 def test_uri_verdicts_equal_the_full_grammar(value: str) -> None:
     assert is_uri(value) == full_uri(value)
 
 
 @PROPERTY
-@given(st.one_of(st.text(DATE_ALPHABET, max_size=30),
-                 st.builds(lambda a, b: a + b, st.from_regex(_PLAIN_DATE_TIME, fullmatch=True),
-                           st.text(DATE_ALPHABET, max_size=3))))
+@given(
+    st.one_of(
+        st.text(DATE_ALPHABET, max_size=30),
+        st.builds(
+            lambda a, b: a + b, st.from_regex(_PLAIN_DATE_TIME, fullmatch=True), st.text(DATE_ALPHABET, max_size=3)
+        ),
+    )
+)
 def test_date_time_verdicts_equal_the_full_grammar(value: str) -> None:
     assert is_date_time(value) == full_date_time(value)
 
 
-@pytest.mark.parametrize(("value", "valid"), [
-    ("https://cdn.dealer.example/1hgcv1f30na123456/1.jpg", True),
-    ("http://127.0.0.1:8000/a2a?x=1&y=2", True),
-    ("https://dealer.example/a%20b", True),        # percent-encoding: the full grammar says yes
-    ("https://dealer.example/a%zz", False),        # and no
-    ("https://dealer.example/#photos", True),
-    ("https://exa mple.example/", False),
-    ("mailto:sales@dealer.example", True),
-    ("/relative/path", False),
-    ("https://dealer.example/\n", False),
-])
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("https://cdn.dealer.example/1hgcv1f30na123456/1.jpg", True),
+        ("http://127.0.0.1:8000/a2a?x=1&y=2", True),
+        ("https://dealer.example/a%20b", True),  # percent-encoding: the full grammar says yes
+        ("https://dealer.example/a%zz", False),  # and no
+        ("https://dealer.example/#photos", True),
+        ("https://exa mple.example/", False),
+        ("mailto:sales@dealer.example", True),
+        ("/relative/path", False),
+        ("https://dealer.example/\n", False),
+    ],
+)
 def test_uri_examples(value: str, valid: bool) -> None:
     assert is_uri(value) is valid
 
 
-@pytest.mark.parametrize(("value", "valid"), [
-    ("2025-01-15T00:00:00Z", True),
-    ("2025-01-15T10:30:00.123456-07:00", True),
-    ("2024-02-29T00:00:00Z", True),    # a leap day: the full check
-    ("2025-02-29T00:00:00Z", False),
-    ("2025-04-31T00:00:00Z", False),
-    ("0000-01-01T00:00:00Z", False),
-    ("2025-01-15t00:00:00z", True),    # lower case: the full check upper-cases
-    ("2025-01-15T00:00:00", False),    # no offset
-    ("2025-01-15T24:00:00Z", False),
-    ("2025-01-15T00:00:00Z\n", False),
-])
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("2025-01-15T00:00:00Z", True),
+        ("2025-01-15T10:30:00.123456-07:00", True),
+        ("2024-02-29T00:00:00Z", True),  # a leap day: the full check
+        ("2025-02-29T00:00:00Z", False),
+        ("2025-04-31T00:00:00Z", False),
+        ("0000-01-01T00:00:00Z", False),
+        ("2025-01-15t00:00:00z", True),  # lower case: the full check upper-cases
+        ("2025-01-15T00:00:00", False),  # no offset
+        ("2025-01-15T24:00:00Z", False),
+        ("2025-01-15T00:00:00Z\n", False),
+    ],
+)
 def test_date_time_examples(value: str, valid: bool) -> None:
     assert is_date_time(value) is valid

@@ -8,10 +8,10 @@ import time
 import httpx
 import pytest
 
-from aap.store import open_stores
 from aap.server.app import create_app
-from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, assert_valid_response, send_message
 from aap.spec import validate
+from aap.store import open_stores
+from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, assert_valid_response, send_message
 from lead_support import EMAIL, FIRST, Receiver, http_route, lead_request, lead_settings
 
 

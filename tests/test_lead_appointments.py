@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from aap.leads import appointments as ap
 from aap.config.leads import AppointmentSettings
+from aap.leads import appointments as ap
 from lead_support import NOW, OAKLAND_ROOFTOP, ROOFTOPS, SF_ROOFTOP, VANCOUVER_ROOFTOP
 
 LA = ZoneInfo("America/Los_Angeles")
-SETTINGS = AppointmentSettings(slot_minutes=30, capacity_per_slot=1, min_lead_minutes=120,
-                               proposal_count=3, horizon_days=14)
+SETTINGS = AppointmentSettings(
+    slot_minutes=30, capacity_per_slot=1, min_lead_minutes=120, proposal_count=3, horizon_days=14
+)
 
 
 class Book:
@@ -33,8 +34,9 @@ class Book:
         return True
 
 
-def decide(kind: str, at: str | None, *, rooftop=None, now=NOW, settings=SETTINGS, book=None,
-           duration=None, unavailable=False):
+def decide(
+    kind: str, at: str | None, *, rooftop=None, now=NOW, settings=SETTINGS, book=None, duration=None, unavailable=False
+):
     appointment = {"appointment_type": kind}
     if at is not None:
         appointment["appointment_at"] = at
@@ -53,8 +55,7 @@ def test_no_time_given_is_requested():
 
 @pytest.mark.parametrize("duration", [24 * 60 + 1, 32749434861357420])
 def test_a_duration_longer_than_a_day_is_left_for_staff(duration):
-    outcome, _, book = decide("sales", "2026-03-03T10:00:00-08:00", rooftop=SF_ROOFTOP,
-                              duration=duration)
+    outcome, _, book = decide("sales", "2026-03-03T10:00:00-08:00", rooftop=SF_ROOFTOP, duration=duration)
     assert outcome.status == "requested" and outcome.reason == "duration_needs_review"
     assert book.booked == []
 
@@ -88,7 +89,9 @@ def test_closed_day_proposes_the_next_open_slots():
     outcome, _, book = decide("sales", "2026-03-08T11:00:00-07:00", rooftop=SF_ROOFTOP)
     assert outcome.status == "proposed" and book.booked == []
     assert outcome.proposed_times == [
-        "2026-03-09T09:00:00-07:00", "2026-03-09T09:30:00-07:00", "2026-03-09T10:00:00-07:00",
+        "2026-03-09T09:00:00-07:00",
+        "2026-03-09T09:30:00-07:00",
+        "2026-03-09T10:00:00-07:00",
     ]
     assert "confirmed_at" not in outcome.to_json("a")
 
@@ -97,7 +100,9 @@ def test_off_grid_time_proposes_the_following_grid_slots():
     outcome, _, _ = decide("sales", "2026-03-04T10:10:00-08:00", rooftop=SF_ROOFTOP)
     assert outcome.status == "proposed"
     assert outcome.proposed_times == [
-        "2026-03-04T10:30:00-08:00", "2026-03-04T11:00:00-08:00", "2026-03-04T11:30:00-08:00",
+        "2026-03-04T10:30:00-08:00",
+        "2026-03-04T11:00:00-08:00",
+        "2026-03-04T11:30:00-08:00",
     ]
 
 
@@ -126,10 +131,14 @@ def test_a_full_slot_is_not_confirmed_and_is_not_proposed():
 def test_capacity_allows_that_many_appointments_per_slot():
     settings = AppointmentSettings(capacity_per_slot=2)
     book = Book({"2026-03-03T19:00:00Z": 1})
-    assert decide("sales", "2026-03-03T11:00:00-08:00", rooftop=SF_ROOFTOP, book=book,
-                  settings=settings)[0].status == "confirmed"
-    assert decide("sales", "2026-03-03T11:00:00-08:00", rooftop=SF_ROOFTOP, book=book,
-                  settings=settings)[0].status == "proposed"
+    assert (
+        decide("sales", "2026-03-03T11:00:00-08:00", rooftop=SF_ROOFTOP, book=book, settings=settings)[0].status
+        == "confirmed"
+    )
+    assert (
+        decide("sales", "2026-03-03T11:00:00-08:00", rooftop=SF_ROOFTOP, book=book, settings=settings)[0].status
+        == "proposed"
+    )
 
 
 def test_long_appointments_take_every_slot_they_cover_and_must_end_by_closing():
@@ -160,8 +169,7 @@ def test_nothing_free_in_the_horizon_is_rejected():
     for day in (date(2026, 3, 2), date(2026, 3, 3)):
         for start in ap.day_slots(day, SF_ROOFTOP["schedules"][0]["value"], LA, 30, 30):
             full[start.strftime("%Y-%m-%dT%H:%M:%SZ")] = 1
-    outcome, _, _ = decide("sales", "2026-03-02T15:00:00-08:00", rooftop=SF_ROOFTOP, book=Book(full),
-                           settings=settings)
+    outcome, _, _ = decide("sales", "2026-03-02T15:00:00-08:00", rooftop=SF_ROOFTOP, book=Book(full), settings=settings)
     assert outcome.status == "rejected" and outcome.reason == "no_availability"
 
 
@@ -170,28 +178,32 @@ def test_nothing_free_in_the_horizon_is_rejected():
 
 def test_dst_spring_forward_day_uses_the_new_offset():
     # Oakland sales is open every day, Sunday 8 March 2026 included (clocks go 02:00 -> 03:00).
-    now = datetime(2026, 3, 5, 17, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 5, 17, 0, tzinfo=UTC)
     saturday = decide("sales", "2026-03-07T18:00:00Z", rooftop=OAKLAND_ROOFTOP, now=now)[0]
     sunday = decide("sales", "2026-03-08T17:00:00Z", rooftop=OAKLAND_ROOFTOP, now=now)[0]
     assert saturday.confirmed_at == "2026-03-07T10:00:00-08:00"
     assert sunday.confirmed_at == "2026-03-08T10:00:00-07:00"
     # 10:00 local on Sunday is 17:00Z, not 18:00Z: a request at 18:00Z is 11:00 local.
-    assert decide("sales", "2026-03-08T18:00:00Z", rooftop=OAKLAND_ROOFTOP,
-                  now=now)[0].confirmed_at == "2026-03-08T11:00:00-07:00"
+    assert (
+        decide("sales", "2026-03-08T18:00:00Z", rooftop=OAKLAND_ROOFTOP, now=now)[0].confirmed_at
+        == "2026-03-08T11:00:00-07:00"
+    )
 
 
 def test_dst_proposals_cross_the_change_with_the_right_offsets():
-    now = datetime(2026, 3, 5, 17, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 5, 17, 0, tzinfo=UTC)
     # 16:45 Saturday is off the grid and the last slot (16:30) starts before it, so the
     # alternatives are Sunday's, after the change to daylight time.
     outcome = decide("sales", "2026-03-07T16:45:00-08:00", rooftop=OAKLAND_ROOFTOP, now=now)[0]
     assert outcome.proposed_times == [
-        "2026-03-08T10:00:00-07:00", "2026-03-08T10:30:00-07:00", "2026-03-08T11:00:00-07:00",
+        "2026-03-08T10:00:00-07:00",
+        "2026-03-08T10:30:00-07:00",
+        "2026-03-08T11:00:00-07:00",
     ]
 
 
 def test_dst_fall_back_day_uses_the_standard_offset():
-    now = datetime(2026, 10, 29, 17, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 10, 29, 17, 0, tzinfo=UTC)
     before = decide("sales", "2026-10-31T10:00:00-07:00", rooftop=OAKLAND_ROOFTOP, now=now)[0]
     after = decide("sales", "2026-11-01T18:00:00Z", rooftop=OAKLAND_ROOFTOP, now=now)[0]
     assert before.confirmed_at == "2026-10-31T10:00:00-07:00"
@@ -217,11 +229,14 @@ def test_a_long_appointment_across_the_dst_gap_ends_on_real_time():
 # -- rooftop choice -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "listing_rooftop", "expected"), [
-    ("sales", None, "Bay Motors San Francisco"),        # first rooftop offering sales
-    ("service", None, "Bay Motors San Francisco"),      # the only one with a service schedule
-    ("test_drive", OAKLAND_ROOFTOP, "Bay Motors Oakland"),  # where the linked listing is
-])
+@pytest.mark.parametrize(
+    ("kind", "listing_rooftop", "expected"),
+    [
+        ("sales", None, "Bay Motors San Francisco"),  # first rooftop offering sales
+        ("service", None, "Bay Motors San Francisco"),  # the only one with a service schedule
+        ("test_drive", OAKLAND_ROOFTOP, "Bay Motors Oakland"),  # where the linked listing is
+    ],
+)
 def test_rooftop_choice(kind, listing_rooftop, expected):
     chosen = ap.choose_rooftop(list(ROOFTOPS), listing_rooftop, ap.DEPARTMENT[kind])
     assert chosen["name"] == expected

@@ -5,16 +5,28 @@ from __future__ import annotations
 import copy
 import logging
 from datetime import timedelta
+
 import orjson
 import pytest
 from click.testing import CliRunner
 
+from aap.agent import CallContext, DealerAgent
 from aap.cli import leads as cli
 from aap.config.leads import DeliverySettings
-from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
-from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, Receiver, http_route, lead_request, \
-    lead_settings
+from lead_support import (
+    CONSENT_TEXT,
+    EMAIL,
+    FIRST,
+    LAST,
+    MESSAGE,
+    NOW,
+    PHONE,
+    Receiver,
+    http_route,
+    lead_request,
+    lead_settings,
+)
 
 
 @pytest.fixture
@@ -39,8 +51,9 @@ def receiver():
 @pytest.fixture
 def deployment(tmp_path, receiver):
     url = f"sqlite:///{tmp_path}/cli.db"
-    settings = lead_settings(routes=[http_route(receiver.url)], database_url=url,
-                             delivery=DeliverySettings(max_attempts=1))
+    settings = lead_settings(
+        routes=[http_route(receiver.url)], database_url=url, delivery=DeliverySettings(max_attempts=1)
+    )
     agent = DealerAgent(settings, open_stores(url))
     yield agent
     agent.stores.close()
@@ -60,8 +73,9 @@ def test_list_shows_ids_and_states_but_no_customer_data(runner, deployment):
     assert "pending 1" in result.output and "requested" in result.output
     for value in (FIRST, LAST, EMAIL, PHONE, MESSAGE[:10]):
         assert value not in result.output
-    rows = orjson.loads(runner.invoke(cli.leads, ["list", "--json", "--database",
-                                                  deployment.settings.database_url]).stdout)
+    rows = orjson.loads(
+        runner.invoke(cli.leads, ["list", "--json", "--database", deployment.settings.database_url]).stdout
+    )
     assert [r["lead_id"] for r in rows] == [second, first]  # newest first
     assert rows[0]["deliveries"] == {"pending": 1}
 
@@ -72,8 +86,9 @@ def test_show_is_where_the_customer_data_is(runner, deployment):
     assert result.exit_code == 0, result.output
     for value in (FIRST, LAST, EMAIL, PHONE, CONSENT_TEXT, MESSAGE):
         assert value in result.output
-    record = orjson.loads(runner.invoke(cli.leads, ["show", lead_id, "--json", "--database",
-                                                    deployment.settings.database_url]).stdout)
+    record = orjson.loads(
+        runner.invoke(cli.leads, ["show", lead_id, "--json", "--database", deployment.settings.database_url]).stdout
+    )
     assert record["consent"]["consent_text"] == CONSENT_TEXT
     missing = runner.invoke(cli.leads, ["show", "lead_nope", "--database", deployment.settings.database_url])
     assert missing.exit_code == 1 and "No lead lead_nope" in missing.output

@@ -21,22 +21,31 @@ import pytest
 
 from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
-from lead_support import Receiver, free_port, lead_request, lead_settings, http_route
+from lead_support import Receiver, free_port, http_route, lead_request, lead_settings
 
 SERVER = Path(__file__).with_name("lead_server.py")
 AAP_HEADERS = {"A2A-Version": "1.0", "A2A-Extensions": "https://autoagentprotocol.org/extensions/aap/v3.1"}
 
 
 class ServerProcess:
-    def __init__(self, tmp_path: Path, crm_url: str, *, poll_seconds: float, timeout_seconds: float = 5,
-                 lease_seconds: float = 6) -> None:
+    def __init__(
+        self, tmp_path: Path, crm_url: str, *, poll_seconds: float, timeout_seconds: float = 5, lease_seconds: float = 6
+    ) -> None:
         self.port = free_port()
         self.database_url = f"sqlite:///{tmp_path}/crash.db"
         self.config = tmp_path / "server.json"
-        self.config.write_text(json.dumps({
-            "port": self.port, "database_url": self.database_url, "crm_url": crm_url,
-            "poll_seconds": poll_seconds, "timeout_seconds": timeout_seconds, "lease_seconds": lease_seconds,
-        }))
+        self.config.write_text(
+            json.dumps(
+                {
+                    "port": self.port,
+                    "database_url": self.database_url,
+                    "crm_url": crm_url,
+                    "poll_seconds": poll_seconds,
+                    "timeout_seconds": timeout_seconds,
+                    "lease_seconds": lease_seconds,
+                }
+            )
+        )
         self.log = tmp_path / "server.log"
         self.process: subprocess.Popen | None = None
 
@@ -44,11 +53,12 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, str(SERVER), str(self.config)],
-                                            stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                [sys.executable, str(SERVER), str(self.config)], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         for _ in range(600):  # bounded: up to ~30 s on a loaded machine
             if self.process.poll() is not None:
                 raise RuntimeError("server exited:\n" + self.log.read_text())
@@ -77,10 +87,15 @@ class ServerProcess:
 
     def submit(self, body: dict) -> dict:
         envelope = {
-            "jsonrpc": "2.0", "id": "lead-1", "method": "SendMessage",
+            "jsonrpc": "2.0",
+            "id": "lead-1",
+            "method": "SendMessage",
             "params": {
-                "message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [
-                    {"data": body, "mediaType": "application/vnd.autoagent.lead-submit-request+json"}]},
+                "message": {
+                    "messageId": "m-1",
+                    "role": "ROLE_USER",
+                    "parts": [{"data": body, "mediaType": "application/vnd.autoagent.lead-submit-request+json"}],
+                },
                 "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.lead-submit-response+json"]},
             },
         }
@@ -117,6 +132,7 @@ def drain_in_process(server: ServerProcess, crm_url: str) -> int:
     settings = lead_settings(routes=[http_route(crm_url)], database_url=server.database_url)
     stores = open_stores(server.database_url)
     try:
+
         async def run() -> int:
             async with httpx.AsyncClient() as client:
                 return await DeliveryWorker(stores.leads, settings).drain(client)

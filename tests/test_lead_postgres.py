@@ -14,9 +14,9 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from aap.agent import CallContext, DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.leads.worker import DeliveryWorker
-from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import NOW, Receiver, http_route, lead_request, lead_settings
 
@@ -66,9 +66,13 @@ def test_the_last_seat_goes_to_one_lead_on_postgres(pg_url):
     agents = [DealerAgent(settings, open_stores(pg_url)) for _ in range(4)]
     wanted = "2026-03-03T10:00:00-08:00"
     try:
-        results = race(4, lambda i: agents[i].handle(
-            lead_request(appointment={"appointment_type": "sales", "appointment_at": wanted}),
-            CallContext(binding="t", now=NOW))["data"]["appointment"]["status"])
+        results = race(
+            4,
+            lambda i: agents[i].handle(
+                lead_request(appointment={"appointment_type": "sales", "appointment_at": wanted}),
+                CallContext(binding="t", now=NOW),
+            )["data"]["appointment"]["status"],
+        )
         assert sorted(results) == ["confirmed", "proposed", "proposed", "proposed"]
     finally:
         for agent in agents:
@@ -77,12 +81,14 @@ def test_the_last_seat_goes_to_one_lead_on_postgres(pg_url):
 
 def test_outbox_workers_deliver_each_lead_once_on_postgres(pg_url):
     receiver = Receiver()
-    settings = lead_settings(routes=[http_route(receiver.url)], database_url=pg_url,
-                             delivery=DeliverySettings(batch_size=2))
+    settings = lead_settings(
+        routes=[http_route(receiver.url)], database_url=pg_url, delivery=DeliverySettings(batch_size=2)
+    )
     agent = DealerAgent(settings, open_stores(pg_url))
     try:
-        lead_ids = {agent.handle(lead_request(), CallContext(binding="t", now=NOW))["data"]["lead_id"]
-                    for _ in range(12)}
+        lead_ids = {
+            agent.handle(lead_request(), CallContext(binding="t", now=NOW))["data"]["lead_id"] for _ in range(12)
+        }
 
         def drain(_):
             stores = open_stores(pg_url)

@@ -6,7 +6,6 @@ import tomllib
 
 import pytest
 
-from aap.config.loader import ConfigError, parse_settings
 from aap.config.leads import (
     AdfHttpTarget,
     HttpAuth,
@@ -16,6 +15,7 @@ from aap.config.leads import (
     WebhookTarget,
     parse_leads_section,
 )
+from aap.config.loader import ConfigError, parse_settings
 from aap.config.table import Problems, Table
 from aap.server.runner import SettingsSource
 
@@ -26,6 +26,7 @@ def parse_leads_table(data):
     table = Table.absent("leads", problems) if data is None else Table(data, "leads", problems)
     settings = parse_leads_section(table, problems)
     return settings, problems.render()
+
 
 FULL = """
 consent_clock_skew_seconds = 60
@@ -95,8 +96,12 @@ def test_full_table_parses_into_typed_settings():
     assert settings.delivery.max_attempts == 5 and settings.delivery.in_process is False
     default, oakland = settings.routes
     crm, mail = default.targets
-    assert crm == AdfHttpTarget("crm", "https://crm.example.com/adf", (("X-Dealer", "bay"),),
-                                HttpAuth("basic", username_env="CRM_USER", password_env="CRM_PASSWORD"))
+    assert crm == AdfHttpTarget(
+        "crm",
+        "https://crm.example.com/adf",
+        (("X-Dealer", "bay"),),
+        HttpAuth("basic", username_env="CRM_USER", password_env="CRM_PASSWORD"),
+    )
     assert isinstance(mail, SmtpTarget) and mail.port == 587 and mail.starttls and not mail.ssl
     assert mail.to == ("leads@dealer.example", "bdc@dealer.example")
     assert mail.name == "smtp@*"  # default name: type@rooftop
@@ -111,19 +116,21 @@ def test_full_table_parses_into_typed_settings():
 
 def test_every_problem_is_reported_at_once():
     table = {
-        "idempotency_retention_hours": 12,          # below the 24 h the spec requires
+        "idempotency_retention_hours": 12,  # below the 24 h the spec requires
         "consent_clock_skew_seconds": -1,
-        "colour": "blue",                           # unknown key
+        "colour": "blue",  # unknown key
         "appointments": {"slot_minutes": 0, "on_unavailable": "shrug"},
         "delivery": {"max_backoff_seconds": 1, "base_backoff_seconds": 5},
         "routes": [
-            {"rooftop": "*", "targets": [
-                {"type": "adf_http", "url": "http://crm.example.com/adf"},        # clear text
-                {"type": "smtp", "host": "mail.example.com", "starttls": False,
-                 "from": "not-an-address", "to": []},
-                {"type": "webhook", "url": "https://h.example", "secret_env": "has space"},
-                {"type": "fax"},
-            ]},
+            {
+                "rooftop": "*",
+                "targets": [
+                    {"type": "adf_http", "url": "http://crm.example.com/adf"},  # clear text
+                    {"type": "smtp", "host": "mail.example.com", "starttls": False, "from": "not-an-address", "to": []},
+                    {"type": "webhook", "url": "https://h.example", "secret_env": "has space"},
+                    {"type": "fax"},
+                ],
+            },
             {"rooftop": "Oakland", "targets": []},
         ],
     }
@@ -148,25 +155,43 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_plain_http_and_smtp_are_allowed_to_loopback_only():
-    table = {"routes": [{"targets": [
-        {"type": "adf_http", "url": "http://127.0.0.1:8080/adf"},
-        {"type": "smtp", "host": "127.0.0.1", "port": 2525, "starttls": False,
-         "from": "a@b.example", "to": ["c@d.example"]},
-    ]}]}
+    table = {
+        "routes": [
+            {
+                "targets": [
+                    {"type": "adf_http", "url": "http://127.0.0.1:8080/adf"},
+                    {
+                        "type": "smtp",
+                        "host": "127.0.0.1",
+                        "port": 2525,
+                        "starttls": False,
+                        "from": "a@b.example",
+                        "to": ["c@d.example"],
+                    },
+                ]
+            }
+        ]
+    }
     settings, problems = parse_leads_table(table)
     assert problems == []
     assert settings.routes[0].targets[1].starttls is False
 
 
 def test_duplicate_target_names_and_secret_headers_are_rejected():
-    table = {"routes": [
-        {"rooftop": "*", "targets": [{"type": "webhook", "name": "x", "url": "https://a.example"}]},
-        {"rooftop": "A", "targets": [{"type": "webhook", "name": "x", "url": "https://b.example"}]},
-        {"rooftop": "B", "targets": [{"type": "webhook", "name": "y", "url": "https://c.example",
-                                      "headers": {"Idempotency-Key": "nope"}}]},
-    ]}
+    table = {
+        "routes": [
+            {"rooftop": "*", "targets": [{"type": "webhook", "name": "x", "url": "https://a.example"}]},
+            {"rooftop": "A", "targets": [{"type": "webhook", "name": "x", "url": "https://b.example"}]},
+            {
+                "rooftop": "B",
+                "targets": [
+                    {"type": "webhook", "name": "y", "url": "https://c.example", "headers": {"Idempotency-Key": "nope"}}
+                ],
+            },
+        ]
+    }
     _, problems = parse_leads_table(table)
-    assert any("target name \"x\" is already used" in p for p in problems)
+    assert any('target name "x" is already used' in p for p in problems)
     assert any("Idempotency-Key: is set by the delivery worker" in p for p in problems)
 
 
@@ -184,8 +209,7 @@ def test_section_feeds_the_loader_problem_list():
 
 
 def test_the_leads_table_is_a_registered_section_of_the_config_file():
-    doc = {"id": "t", "public_url": "https://dealer.example",
-           "dealer": {"name": "T", "rooftops": [{"name": "T Main"}]}}
+    doc = {"id": "t", "public_url": "https://dealer.example", "dealer": {"name": "T", "rooftops": [{"name": "T Main"}]}}
     assert parse_settings(doc, environ={}).leads == LeadSettings()
     settings = parse_settings({**doc, "leads": tomllib.loads(FULL)}, environ={})
     assert settings.leads.target("crm").url == "https://crm.example.com/adf"

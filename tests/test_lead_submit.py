@@ -5,14 +5,14 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from aap.errors import AapError
-from aap.config.leads import AppointmentSettings
-from aap.leads.timefmt import to_utc_z
 from aap.agent import CallContext, DealerAgent
+from aap.config.leads import AppointmentSettings
+from aap.errors import AapError
+from aap.leads.timefmt import to_utc_z
 from aap.spec import validate
 from aap.store import open_stores
 from lead_support import (
@@ -123,53 +123,114 @@ CASES = [
     ("consent absent", lambda b: _without(b, "consent"), "CONTACT_CONSENT_REQUIRED", "/consent"),
     ("consent null", lambda b: _set(b, None, "consent"), "CONTACT_CONSENT_REQUIRED", "/consent"),
     ("wrong scope", lambda b: _set(b, ["marketing"], "consent", "scope"), "INVALID_CONSENT", "/consent/scope/0"),
-    ("extra scope", lambda b: _set(b, ["lead_submission", "marketing"], "consent", "scope"),
-     "INVALID_CONSENT", "/consent/scope"),
-    ("blank consent text", lambda b: _set(b, "   ", "consent", "consent_text"), "INVALID_CONSENT",
-     "/consent/consent_text"),
-    ("granted_at without offset", lambda b: _set(b, "2026-03-02T16:55:00", "consent", "granted_at"),
-     "INVALID_CONSENT", "/consent/granted_at"),
-    ("granted in the future", lambda b: _set(b, "2026-03-02T17:10:00Z", "consent", "granted_at"),
-     "INVALID_CONSENT", "/consent/granted_at"),
-    ("expired", lambda b: _set(b, "2026-03-02T16:59:59Z", "consent", "expires_at"), "INVALID_CONSENT",
-     "/consent/expires_at"),
-    ("expires before granted", lambda b: _set(_set(b, "2026-03-02T16:50:00Z", "consent", "expires_at"),
-                                              "2026-03-02T16:55:00Z", "consent", "granted_at"),
-     "INVALID_CONSENT", "/consent/expires_at"),
-    ("no channels", lambda b: _set(b, [], "consent", "allowed_channels"), "INVALID_CONSENT",
-     "/consent/allowed_channels"),
-    ("email channel without email", lambda b: _without(b, "customer", "email"), "INVALID_CONSENT",
-     "/customer/email"),
-    ("sms channel without phone", lambda b: _without(b, "customer", "phone"), "INVALID_CONSENT",
-     "/customer/phone"),
-    ("phone channel without phone",
-     lambda b: _without(_set(b, ["email", "phone"], "consent", "allowed_channels"), "customer", "phone"),
-     "INVALID_CONSENT", "/customer/phone"),
-    ("preferred channel not consented", lambda b: _set(b, "phone", "customer", "preferred_contact"),
-     "INVALID_CONSENT", "/consent/allowed_channels"),
-    ("neither email nor phone",
-     lambda b: _without(_without(b, "customer", "email"), "customer", "phone"), "INVALID_CONSENT",
-     "/customer/email"),
-    ("vehicle condition from trade-in vocabulary",
-     lambda b: _set(b, {"make": "Honda", "condition": "excellent"}, "vehicle_of_interest"),
-     "INVALID_CONDITION", "/vehicle_of_interest/condition"),
-    ("trade-in condition from sale vocabulary",
-     lambda b: _set(b, {"make": "Honda", "condition": "new"}, "trade_in"), "INVALID_CONDITION",
-     "/trade_in/condition"),
-    ("unknown condition", lambda b: _set(b, {"condition": "mint"}, "trade_in"), "INVALID_CONDITION",
-     "/trade_in/condition"),
-    ("missing last name", lambda b: _without(b, "customer", "last_name"), "MISSING_REQUIRED_FIELD",
-     "/customer/last_name"),
-    ("missing idempotency key", lambda b: _without(b, "idempotency_key"), "MISSING_REQUIRED_FIELD",
-     "/idempotency_key"),
-    ("bad phone and unknown key", lambda b: _set(_set(b, "415-555", "customer", "phone"), 1, "colour"),
-     "SCHEMA_VALIDATION_FAILED", "/customer/phone"),
+    (
+        "extra scope",
+        lambda b: _set(b, ["lead_submission", "marketing"], "consent", "scope"),
+        "INVALID_CONSENT",
+        "/consent/scope",
+    ),
+    (
+        "blank consent text",
+        lambda b: _set(b, "   ", "consent", "consent_text"),
+        "INVALID_CONSENT",
+        "/consent/consent_text",
+    ),
+    (
+        "granted_at without offset",
+        lambda b: _set(b, "2026-03-02T16:55:00", "consent", "granted_at"),
+        "INVALID_CONSENT",
+        "/consent/granted_at",
+    ),
+    (
+        "granted in the future",
+        lambda b: _set(b, "2026-03-02T17:10:00Z", "consent", "granted_at"),
+        "INVALID_CONSENT",
+        "/consent/granted_at",
+    ),
+    (
+        "expired",
+        lambda b: _set(b, "2026-03-02T16:59:59Z", "consent", "expires_at"),
+        "INVALID_CONSENT",
+        "/consent/expires_at",
+    ),
+    (
+        "expires before granted",
+        lambda b: _set(
+            _set(b, "2026-03-02T16:50:00Z", "consent", "expires_at"), "2026-03-02T16:55:00Z", "consent", "granted_at"
+        ),
+        "INVALID_CONSENT",
+        "/consent/expires_at",
+    ),
+    (
+        "no channels",
+        lambda b: _set(b, [], "consent", "allowed_channels"),
+        "INVALID_CONSENT",
+        "/consent/allowed_channels",
+    ),
+    ("email channel without email", lambda b: _without(b, "customer", "email"), "INVALID_CONSENT", "/customer/email"),
+    ("sms channel without phone", lambda b: _without(b, "customer", "phone"), "INVALID_CONSENT", "/customer/phone"),
+    (
+        "phone channel without phone",
+        lambda b: _without(_set(b, ["email", "phone"], "consent", "allowed_channels"), "customer", "phone"),
+        "INVALID_CONSENT",
+        "/customer/phone",
+    ),
+    (
+        "preferred channel not consented",
+        lambda b: _set(b, "phone", "customer", "preferred_contact"),
+        "INVALID_CONSENT",
+        "/consent/allowed_channels",
+    ),
+    (
+        "neither email nor phone",
+        lambda b: _without(_without(b, "customer", "email"), "customer", "phone"),
+        "INVALID_CONSENT",
+        "/customer/email",
+    ),
+    (
+        "vehicle condition from trade-in vocabulary",
+        lambda b: _set(b, {"make": "Honda", "condition": "excellent"}, "vehicle_of_interest"),
+        "INVALID_CONDITION",
+        "/vehicle_of_interest/condition",
+    ),
+    (
+        "trade-in condition from sale vocabulary",
+        lambda b: _set(b, {"make": "Honda", "condition": "new"}, "trade_in"),
+        "INVALID_CONDITION",
+        "/trade_in/condition",
+    ),
+    (
+        "unknown condition",
+        lambda b: _set(b, {"condition": "mint"}, "trade_in"),
+        "INVALID_CONDITION",
+        "/trade_in/condition",
+    ),
+    (
+        "missing last name",
+        lambda b: _without(b, "customer", "last_name"),
+        "MISSING_REQUIRED_FIELD",
+        "/customer/last_name",
+    ),
+    ("missing idempotency key", lambda b: _without(b, "idempotency_key"), "MISSING_REQUIRED_FIELD", "/idempotency_key"),
+    (
+        "bad phone and unknown key",
+        lambda b: _set(_set(b, "415-555", "customer", "phone"), 1, "colour"),
+        "SCHEMA_VALIDATION_FAILED",
+        "/customer/phone",
+    ),
     ("message too long", lambda b: _set(b, "x" * 4001, "message"), "SCHEMA_VALIDATION_FAILED", "/message"),
-    ("appointment time without offset",
-     lambda b: _set(b, {"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00"}, "appointment"),
-     "SCHEMA_VALIDATION_FAILED", "/appointment/appointment_at"),
-    ("short appointment", lambda b: _set(b, {"appointment_type": "sales", "duration_minutes": 5}, "appointment"),
-     "SCHEMA_VALIDATION_FAILED", "/appointment/duration_minutes"),
+    (
+        "appointment time without offset",
+        lambda b: _set(b, {"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00"}, "appointment"),
+        "SCHEMA_VALIDATION_FAILED",
+        "/appointment/appointment_at",
+    ),
+    (
+        "short appointment",
+        lambda b: _set(b, {"appointment_type": "sales", "duration_minutes": 5}, "appointment"),
+        "SCHEMA_VALIDATION_FAILED",
+        "/appointment/duration_minutes",
+    ),
 ]
 
 
@@ -212,15 +273,18 @@ def test_condition_wins_over_schema_problems(make_agent):
 def test_every_consent_time_problem_is_listed_together_with_schema_problems(make_agent):
     # With schema problems the classifier runs before the skill, on the dealer's wall clock.
     agent = make_agent()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     body = lead_request(message="x" * 4001)
     body["consent"]["granted_at"] = to_utc_z(now + timedelta(hours=1))
     body["consent"]["expires_at"] = to_utc_z(now + timedelta(minutes=30))
     error = error_of(agent, body)
     assert error.code == "INVALID_CONSENT"
     keywords = {(p["instanceLocation"], p["keyword"]) for p in error.errors}
-    assert {("/consent/granted_at", "notInFuture"), ("/consent/expires_at", "afterGrantedAt"),
-            ("/message", "maxLength")} <= keywords
+    assert {
+        ("/consent/granted_at", "notInFuture"),
+        ("/consent/expires_at", "afterGrantedAt"),
+        ("/message", "maxLength"),
+    } <= keywords
 
 
 # -- idempotency ----------------------------------------------------------------------------
@@ -371,12 +435,15 @@ def test_two_leads_cannot_book_the_same_last_slot(make_agent):
 # -- appointments end to end ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("appointment", "status"), [
-    ({"appointment_type": "sales"}, "requested"),
-    ({"appointment_type": "test_drive", "appointment_at": "2026-03-03T11:00:00-08:00"}, "confirmed"),
-    ({"appointment_type": "sales", "appointment_at": "2026-03-08T11:00:00-07:00"}, "proposed"),  # closed Sunday
-    ({"appointment_type": "service", "appointment_at": "2026-03-03T08:00:00-08:00"}, "confirmed"),
-])
+@pytest.mark.parametrize(
+    ("appointment", "status"),
+    [
+        ({"appointment_type": "sales"}, "requested"),
+        ({"appointment_type": "test_drive", "appointment_at": "2026-03-03T11:00:00-08:00"}, "confirmed"),
+        ({"appointment_type": "sales", "appointment_at": "2026-03-08T11:00:00-07:00"}, "proposed"),  # closed Sunday
+        ({"appointment_type": "service", "appointment_at": "2026-03-03T08:00:00-08:00"}, "confirmed"),
+    ],
+)
 def test_appointment_outcomes(make_agent, appointment, status):
     agent = make_agent()
     response = submit(agent, lead_request(appointment=appointment))
@@ -394,8 +461,9 @@ def test_appointment_outcomes(make_agent, appointment, status):
 def test_rejected_appointment_on_a_received_lead(make_agent):
     rooftops = [{"name": "Bay Motors Oakland", "timezone": "America/Los_Angeles", "capabilities": ["sales"]}]
     agent = make_agent(lead_settings(rooftops=rooftops))
-    response = submit(agent, lead_request(appointment={"appointment_type": "service",
-                                                       "appointment_at": "2026-03-03T10:00:00-08:00"}))
+    response = submit(
+        agent, lead_request(appointment={"appointment_type": "service", "appointment_at": "2026-03-03T10:00:00-08:00"})
+    )
     assert validate(response, "lead-submit-response") == []
     assert response["data"]["status"] == "received"
     assert response["data"]["appointment"]["status"] == "rejected"
@@ -403,9 +471,10 @@ def test_rejected_appointment_on_a_received_lead(make_agent):
 
 def _fill_horizon(agent, days=1):
     """Book every sales seat in San Francisco for the next ``days`` days."""
+    from zoneinfo import ZoneInfo
+
     from aap.leads import appointments as ap
     from aap.leads.timefmt import to_utc_z
-    from zoneinfo import ZoneInfo
 
     tz = ZoneInfo("America/Los_Angeles")
     week = agent.settings.dealer.rooftops[0]["schedules"][0]["value"]
@@ -413,15 +482,24 @@ def _fill_horizon(agent, days=1):
         for offset in range(days + 2):
             day = (NOW.astimezone(tz) + timedelta(days=offset)).date()
             for start in ap.day_slots(day, week, tz, 30, 30):
-                agent.stores.leads.take_seats(tx, "bay-motors", "Bay Motors San Francisco", "sales",
-                                              [to_utc_z(start)], 1, f"appt_fill_{to_utc_z(start)}", "lead_fill")
+                agent.stores.leads.take_seats(
+                    tx,
+                    "bay-motors",
+                    "Bay Motors San Francisco",
+                    "sales",
+                    [to_utc_z(start)],
+                    1,
+                    f"appt_fill_{to_utc_z(start)}",
+                    "lead_fill",
+                )
 
 
 def test_no_alternative_in_the_horizon_rejects_the_appointment_by_default(make_agent):
     agent = make_agent(lead_settings(appointments=AppointmentSettings(horizon_days=1)))
     _fill_horizon(agent)
-    response = submit(agent, lead_request(appointment={"appointment_type": "sales",
-                                                       "appointment_at": "2026-03-02T14:00:00-08:00"}))
+    response = submit(
+        agent, lead_request(appointment={"appointment_type": "sales", "appointment_at": "2026-03-02T14:00:00-08:00"})
+    )
     assert response["data"]["status"] == "received"
     assert response["data"]["appointment"]["status"] == "rejected"
 
@@ -445,12 +523,20 @@ OTHER_VIN = "2T3P1RFV8PW654321"
 
 
 def test_identified_listing_links_the_lead_and_routes_by_its_rooftop(make_agent):
-    settings = lead_settings(routes=[http_route("http://127.0.0.1:9/a"),
-                                     http_route("http://127.0.0.1:9/b", rooftop="Bay Motors Oakland", name="oak")])
+    settings = lead_settings(
+        routes=[
+            http_route("http://127.0.0.1:9/a"),
+            http_route("http://127.0.0.1:9/b", rooftop="Bay Motors Oakland", name="oak"),
+        ]
+    )
     agent = make_agent(settings, listings=[listing(VIN)])
-    response = submit(agent, lead_request(vehicle_of_interest={"vin": VIN},
-                                          appointment={"appointment_type": "test_drive",
-                                                       "appointment_at": "2026-03-08T11:00:00-07:00"}))
+    response = submit(
+        agent,
+        lead_request(
+            vehicle_of_interest={"vin": VIN},
+            appointment={"appointment_type": "test_drive", "appointment_at": "2026-03-08T11:00:00-07:00"},
+        ),
+    )
     data = response["data"]
     assert data["dealer"]["name"] == "Bay Motors Oakland"
     assert data["appointment"]["status"] == "confirmed"  # Oakland is open on Sundays
@@ -484,9 +570,13 @@ def _sold(make_agent, settings=None):
 
 def test_no_longer_available_vehicle_accepts_the_lead_and_rejects_a_test_drive(make_agent):
     agent = _sold(make_agent)
-    response = submit(agent, lead_request(vehicle_of_interest={"vin": VIN},
-                                          appointment={"appointment_type": "test_drive",
-                                                       "appointment_at": "2026-03-03T11:00:00-08:00"}))
+    response = submit(
+        agent,
+        lead_request(
+            vehicle_of_interest={"vin": VIN},
+            appointment={"appointment_type": "test_drive", "appointment_at": "2026-03-03T11:00:00-08:00"},
+        ),
+    )
     assert validate(response, "lead-submit-response") == []
     assert response["data"]["status"] == "received"
     assert response["data"]["appointment"]["status"] == "rejected"
@@ -496,8 +586,7 @@ def test_no_longer_available_vehicle_accepts_the_lead_and_rejects_a_test_drive(m
 
 
 def test_no_longer_available_vehicle_can_be_rejected_by_policy(make_agent):
-    agent = _sold(make_agent, lead_settings(routes=[http_route("http://127.0.0.1:9/a")],
-                                            unavailable_vehicle="reject"))
+    agent = _sold(make_agent, lead_settings(routes=[http_route("http://127.0.0.1:9/a")], unavailable_vehicle="reject"))
     body = lead_request(vehicle_of_interest={"vin": VIN}, appointment={"appointment_type": "sales"})
     response = submit(agent, body)
     assert validate(response, "lead-submit-response") == []
@@ -515,8 +604,9 @@ def test_no_longer_available_vehicle_can_be_rejected_by_policy(make_agent):
 def test_no_customer_value_reaches_a_log_line(make_agent, caplog):
     caplog.set_level(logging.DEBUG)
     agent = make_agent()
-    body = lead_request(appointment={"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00-08:00",
-                                     "notes": MESSAGE})
+    body = lead_request(
+        appointment={"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00-08:00", "notes": MESSAGE}
+    )
     submit(agent, body)
     submit(agent, body)  # replay
     changed = copy.deepcopy(body)

@@ -4,8 +4,9 @@ idempotency, refused tokens, and the per-caller rate limit."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import httpx2

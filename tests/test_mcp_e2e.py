@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -15,10 +16,10 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from mcp import Client
 from referencing import Registry
 
-from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
-from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.bindings.mcp.schemas import bundled, output_schema
 from aap.bindings.mcp.tools import CAPABILITIES_META_KEY
+from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
+from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from mcp_helpers import LEGACY, MODERN, Dealer, lead_request, live_dealer
@@ -68,7 +69,10 @@ async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilitie
             assert (notes.read_only_hint, notes.open_world_hint) == (True, False)
         else:
             assert (notes.read_only_hint, notes.destructive_hint, notes.idempotent_hint, notes.open_world_hint) == (
-                False, False, True, True,
+                False,
+                False,
+                True,
+                True,
             )
         assert tool.meta["org.autoagentprotocol/skill"] == skill.id
         assert tool.meta["org.autoagentprotocol/request_schema"] == skill.request_schema_url
@@ -95,7 +99,11 @@ async def test_every_tool_answers_with_its_typed_response(dealer: Dealer, mode: 
 
         search = await client.call_tool(
             "aap_inventory_search",
-            {"type": "inventory.search.request", "pagination": {"limit": 5}, "sort": {"field": "price", "order": "asc"}},
+            {
+                "type": "inventory.search.request",
+                "pagination": {"limit": 5},
+                "sort": {"field": "price", "order": "asc"},
+            },
         )
         assert not search.is_error
         page = structured(search, "inventory-search-response")["data"]
@@ -125,7 +133,11 @@ async def test_skill_failures_are_is_error_results_carrying_aap_error(dealer: De
 
         invalid = await client.call_tool(
             "aap_inventory_search",
-            {"type": "inventory.search.request", "filters": {"make": "Honda", "year_min": "new"}, "pagination": {"limit": 0}},
+            {
+                "type": "inventory.search.request",
+                "filters": {"make": "Honda", "year_min": "new"},
+                "pagination": {"limit": 0},
+            },
         )
         assert invalid.is_error
         error = structured(invalid, "error")
@@ -156,9 +168,13 @@ async def test_skill_failures_are_is_error_results_carrying_aap_error(dealer: De
         # Every error is valid against the tool's own outputSchema, as a draft-07 reader (the
         # TypeScript SDK 1.x) and a 2020-12 reader see it: no client throws the AAP error away.
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        for name, result in (("aap_inventory_vehicle", missing), ("aap_inventory_search", invalid),
-                             ("aap_inventory_search", untyped), ("aap_dealer_information", foreign),
-                             ("aap_lead_submit", refused)):
+        for name, result in (
+            ("aap_inventory_vehicle", missing),
+            ("aap_inventory_search", invalid),
+            ("aap_inventory_search", untyped),
+            ("aap_dealer_information", foreign),
+            ("aap_lead_submit", refused),
+        ):
             published = {k: v for k, v in tools[name].output_schema.items() if k != "$schema"}
             for reader in (Draft7Validator, Draft202012Validator):
                 assert reader(published, registry=Registry()).is_valid(result.structured_content), (name, reader)
@@ -209,7 +225,8 @@ async def test_an_unexpected_failure_is_internal_error_without_detail(
     logged = [f"{r.getMessage()} {r.fields}" for r in caplog.records if r.name == "aap.mcp"]
     assert any(
         r.fields["error_type"] == "RuntimeError" and r.fields["error_id"] == error["error_id"]
-        for r in caplog.records if r.name == "aap.mcp"
+        for r in caplog.records
+        if r.name == "aap.mcp"
     ), logged
     assert not any("jane" in line or "10.0.0.7" in line for line in logged)
     assert all(r.exc_info is None for r in caplog.records if r.name == "aap.mcp")

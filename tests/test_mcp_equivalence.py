@@ -4,7 +4,8 @@ same errors, cursors and lead idempotency keys shared across the bindings."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -51,7 +52,11 @@ READS = [
     {"type": "inventory.facets.request"},
     {"type": "inventory.facets.request", "filters": {"condition": ["used"], "price_max": 40000}},
     {"type": "inventory.search.request", "pagination": {"limit": 7}, "sort": {"field": "price", "order": "asc"}},
-    {"type": "inventory.search.request", "filters": {"vehicle_type": ["car"], "year_min": 2020}, "pagination": {"limit": 3}},
+    {
+        "type": "inventory.search.request",
+        "filters": {"vehicle_type": ["car"], "year_min": 2020},
+        "pagination": {"limit": 3},
+    },
     {"type": "inventory.search.request", "filters": {"query": "awd"}, "pagination": {"limit": 4}},
 ]
 
@@ -88,7 +93,11 @@ async def test_a_cursor_from_a2a_continues_on_mcp(dealer: Dealer) -> None:
 
 
 async def test_errors_carry_the_same_code_and_problems(dealer: Dealer) -> None:
-    bad = {"type": "inventory.search.request", "filters": {"make": "Honda", "year_min": "x"}, "pagination": {"limit": 0}}
+    bad = {
+        "type": "inventory.search.request",
+        "filters": {"make": "Honda", "year_min": "x"},
+        "pagination": {"limit": 0},
+    }
     via_a2a = over_a2a(dealer, bad)
     async with Client(dealer.mcp_url, mode=MODERN) as client:
         via_mcp = await over_mcp(client, bad)

@@ -6,8 +6,9 @@ the fast path must leave alone are answered as before."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -16,8 +17,12 @@ import pytest
 from aap.bindings.mcp.http import McpHttpEndpoint
 from mcp_helpers import ACCEPT, LEGACY, MODERN, Dealer, envelope, legacy_headers, live_dealer, modern_call, rpc
 
-SEARCH = {"type": "inventory.search.request", "filters": {"price_max": 60000}, "sort": {"field": "price", "order": "asc"},
-          "pagination": {"limit": 5}}
+SEARCH = {
+    "type": "inventory.search.request",
+    "filters": {"price_max": 60000},
+    "sort": {"field": "price", "order": "asc"},
+    "pagination": {"limit": 5},
+}
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +67,10 @@ def without_error_ids(value: Any) -> Any:
     """The answer with what differs per call (``error_id``, ``created_at``, a cursor's issue time)
     blanked, also in the text block."""
     if isinstance(value, dict):
-        return {k: ("*" if k in ("error_id", "created_at", "next_cursor") else without_error_ids(v))
-                for k, v in value.items()}
+        return {
+            k: ("*" if k in ("error_id", "created_at", "next_cursor") else without_error_ids(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [without_error_ids(v) for v in value]
     if isinstance(value, str) and value.startswith("{"):
@@ -80,8 +87,12 @@ def both_ways(dealer: Dealer, endpoint: McpHttpEndpoint, body: Any, headers: dic
     for fast in (True, False):
         endpoint.fast = fast_calls if fast else None
         try:
-            response = httpx.post(dealer.mcp_url, content=orjson.dumps(body),
-                                  headers={"Content-Type": "application/json", **headers}, timeout=30)
+            response = httpx.post(
+                dealer.mcp_url,
+                content=orjson.dumps(body),
+                headers={"Content-Type": "application/json", **headers},
+                timeout=30,
+            )
         finally:
             endpoint.fast = fast_calls
         try:
@@ -120,8 +131,11 @@ def _variants() -> Iterator[tuple[str, dict, dict]]:
     yield "header name differs", body, {**headers, "Mcp-Name": "aap_dealer_information"}
     yield "method header missing", body, {k: v for k, v in headers.items() if k != "Mcp-Method"}
     yield "version header missing", body, {k: v for k, v in headers.items() if k != "MCP-Protocol-Version"}
-    yield "older handshake revision", tool_call("aap_inventory_search", SEARCH, version="2025-06-18")[0], \
-        legacy_headers("2025-06-18")
+    yield (
+        "older handshake revision",
+        tool_call("aap_inventory_search", SEARCH, version="2025-06-18")[0],
+        legacy_headers("2025-06-18"),
+    )
     yield "unknown tool", {**body, "params": {**body["params"], "name": "nope"}}, {**headers, "Mcp-Name": "nope"}
     yield "arguments not an object", {**body, "params": {**body["params"], "arguments": [1]}}, headers
     yield "extra member", {**body, "extra": 1}, headers
@@ -130,7 +144,11 @@ def _variants() -> Iterator[tuple[str, dict, dict]]:
     yield "param header", body, {**headers, "Mcp-Param-Make": "Honda"}
     legacy_body, legacy = tool_call("aap_inventory_search", SEARCH, version=LEGACY)
     yield "legacy with routing headers", legacy_body, {**legacy, "Mcp-Method": "tools/call"}
-    yield "legacy with _meta", {**legacy_body, "params": {**legacy_body["params"], "_meta": {"progressToken": 1}}}, legacy
+    yield (
+        "legacy with _meta",
+        {**legacy_body, "params": {**legacy_body["params"], "_meta": {"progressToken": 1}}},
+        legacy,
+    )
     yield "notification", {k: v for k, v in legacy_body.items() if k != "id"}, legacy
 
 
@@ -143,12 +161,17 @@ def test_anything_else_is_the_sdks_to_answer(dealer, endpoint, monkeypatch, labe
 
 
 def test_fast_answers_are_logged_and_counted_like_the_sdks(dealer, endpoint):
-    body, headers = tool_call("aap_inventory_vehicle", {"type": "inventory.vehicle.request", "vin": "1HGCV1F30NA000000"})
+    body, headers = tool_call(
+        "aap_inventory_vehicle", {"type": "inventory.vehicle.request", "vin": "1HGCV1F30NA000000"}
+    )
     before = httpx.get(dealer.base_url + "/metrics").text.count("VEHICLE_NOT_FOUND")
     httpx.post(dealer.mcp_url, json=body, headers={"Accept": ACCEPT, **headers})
     text = httpx.get(dealer.base_url + "/metrics").text
-    line = next(l for l in text.splitlines() if l.startswith("aap_errors_total") and 'binding="mcp"' in l
-                and "VEHICLE_NOT_FOUND" in l)
+    line = next(
+        row
+        for row in text.splitlines()
+        if row.startswith("aap_errors_total") and 'binding="mcp"' in row and "VEHICLE_NOT_FOUND" in row
+    )
     assert float(line.rsplit(" ", 1)[1]) >= 1 and before <= 1
 
 
@@ -178,8 +201,12 @@ def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, vers
         fast_calls, answers = endpoint.fast, []
         for fast in (True, True, False):  # admitted, then refused by the fast path, then by the SDK path
             endpoint.fast = fast_calls if fast else None
-            response = httpx.post(limited.mcp_url, content=orjson.dumps(body),
-                                  headers={"Content-Type": "application/json", **headers}, timeout=30)
+            response = httpx.post(
+                limited.mcp_url,
+                content=orjson.dumps(body),
+                headers={"Content-Type": "application/json", **headers},
+                timeout=30,
+            )
             answers.append((response.status_code, response.headers.get("retry-after"), response.json()))
         endpoint.fast = fast_calls
     assert answers[0][2]["result"]["isError"] is False and answers[0][1] is None

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from referencing import Registry
@@ -30,8 +31,14 @@ from signed_in_env import SignedInDealer, signed_in_dealer
 
 TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 NOT_FOUND_VIN = "1HGCV1F30NA000000"
-AN_ERROR = {"type": "aap.error", "error_id": "err_1", "code": "VEHICLE_NOT_FOUND", "message": "Not found.",
-            "retryable": False, "created_at": "2026-05-01T10:00:00Z"}
+AN_ERROR = {
+    "type": "aap.error",
+    "error_id": "err_1",
+    "code": "VEHICLE_NOT_FOUND",
+    "message": "Not found.",
+    "retryable": False,
+    "created_at": "2026-05-01T10:00:00Z",
+}
 
 
 def plan_for(dealer: SignedInDealer, token: str, instances: dict[str, list[tuple[str, Any]]]) -> dict[str, Any]:
@@ -45,15 +52,22 @@ def plan_for(dealer: SignedInDealer, token: str, instances: dict[str, list[tuple
         ("vehicle", "aap_inventory_vehicle", {"type": "inventory.vehicle.request", "vin": vehicle["vin"]}),
         ("lead", "aap_lead_submit", lead_request(vehicle, uuid.uuid4().hex)),
         ("VEHICLE_NOT_FOUND", "aap_inventory_vehicle", {"type": "inventory.vehicle.request", "vin": NOT_FOUND_VIN}),
-        ("SCHEMA_VALIDATION_FAILED", "aap_inventory_search",
-         {"type": "inventory.search.request", "filters": {"make": "Honda", "year_min": "new"}}),
+        (
+            "SCHEMA_VALIDATION_FAILED",
+            "aap_inventory_search",
+            {"type": "inventory.search.request", "filters": {"make": "Honda", "year_min": "new"}},
+        ),
         ("CONTACT_CONSENT_REQUIRED", "aap_lead_submit", no_consent),
     ]
     signed_lead = lead_request(vehicle, "node-" + uuid.uuid4().hex)
     plan_calls = [{"id": i, "tool": t, "arguments": a} for i, t, a in calls]
     plan_calls += [
-        {"id": "signed-in VEHICLE_NOT_FOUND", "tool": "aap_inventory_vehicle", "token": token,
-         "arguments": {"type": "inventory.vehicle.request", "vin": NOT_FOUND_VIN}},
+        {
+            "id": "signed-in VEHICLE_NOT_FOUND",
+            "tool": "aap_inventory_vehicle",
+            "token": token,
+            "arguments": {"type": "inventory.vehicle.request", "vin": NOT_FOUND_VIN},
+        },
         {"id": "signed-in lead", "tool": "aap_lead_submit", "token": token, "arguments": signed_lead},
         {"id": "signed-in lead again", "tool": "aap_lead_submit", "token": token, "arguments": signed_lead},
         {"id": "anonymous lead, same key", "tool": "aap_lead_submit", "arguments": signed_lead},
@@ -61,8 +75,12 @@ def plan_for(dealer: SignedInDealer, token: str, instances: dict[str, list[tuple
     verdicts = {SKILLS[skill_id].tool_name: [i for _, i in items] for skill_id, items in instances.items()}
     # the outputSchema as it was (the response alone), judged by Ajv on one real error
     before = {"schema": bundled("vehicle-detail-response"), "instances": [AN_ERROR]}
-    return {"url": dealer.mcp_url, "calls": plan_calls, "verdicts": verdicts,
-            "schemaVerdicts": {"success-only": before}}
+    return {
+        "url": dealer.mcp_url,
+        "calls": plan_calls,
+        "verdicts": verdicts,
+        "schemaVerdicts": {"success-only": before},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +95,9 @@ def instances(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[
 
 
 @pytest.fixture(scope="module")
-def report(dealer: SignedInDealer, instances: dict[str, list[tuple[str, Any]]],
-           tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def report(
+    dealer: SignedInDealer, instances: dict[str, list[tuple[str, Any]]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     agent = dealer.new_agent()
     token = agent.mcp_token()
     plan = plan_for(dealer, token, instances)
@@ -99,9 +118,13 @@ def test_tools_are_listed_with_the_published_output_schemas(report: dict[str, An
 
 
 def test_every_tool_answers_with_its_typed_response(report: dict[str, Any]) -> None:
-    for call_id, skill_id in (("dealer", "dealer.information"), ("facets", "inventory.facets"),
-                              ("search", "inventory.search"), ("vehicle", "inventory.vehicle"),
-                              ("lead", "lead.submit")):
+    for call_id, skill_id in (
+        ("dealer", "dealer.information"),
+        ("facets", "inventory.facets"),
+        ("search", "inventory.search"),
+        ("vehicle", "inventory.vehicle"),
+        ("lead", "lead.submit"),
+    ):
         outcome = report["calls"][call_id]
         assert "threw" not in outcome, outcome
         assert outcome["isError"] is False
@@ -127,8 +150,9 @@ def test_a_signed_in_typescript_agent_uses_its_bearer_token(report: dict[str, An
     assert anonymous["data"]["lead_id"] != first["data"]["lead_id"]  # another caller, another lead
 
 
-def test_ajv_reads_the_output_schemas_as_python_does(report: dict[str, Any],
-                                                     instances: dict[str, list[tuple[str, Any]]]) -> None:
+def test_ajv_reads_the_output_schemas_as_python_does(
+    report: dict[str, Any], instances: dict[str, list[tuple[str, Any]]]
+) -> None:
     for skill_id, items in instances.items():
         skill = SKILLS[skill_id]
         schema = {k: v for k, v in output_schema(skill.response_schema).items() if k != "$schema"}

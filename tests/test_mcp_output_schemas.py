@@ -45,9 +45,11 @@ def without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
 def readers(schema: dict[str, Any]) -> tuple[Any, Any, Any]:
     """(the project's 2020-12 reading with formats, plain 2020-12, draft-07 as Ajv reads it)."""
     bare = without_dialect(schema)
-    return (AapValidator(bare, registry=Registry(), format_checker=format_checker),
-            Draft202012Validator(bare, registry=Registry()),
-            Draft7Validator(bare, registry=Registry()))
+    return (
+        AapValidator(bare, registry=Registry(), format_checker=format_checker),
+        Draft202012Validator(bare, registry=Registry()),
+        Draft7Validator(bare, registry=Registry()),
+    )
 
 
 @pytest.mark.parametrize("skill_id", SKILL_IDS)
@@ -102,12 +104,22 @@ def test_without_the_portable_rewrite_draft_07_would_miss_a_constraint(
 
 
 CASES = [
-    ({"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}},
-     [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}, []]),
-    ({"type": "object", "dependentRequired": {"a": ["b", "c"]}},
-     [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}]),
-    ({"type": "object", "properties": {"x": {"$ref": "#/$defs/n", "maximum": 3}}, "$defs": {"n": {"type": "integer"}}},
-     [{"x": 2}, {"x": 5}, {"x": "2"}, {}]),
+    (
+        {"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}},
+        [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}, []],
+    ),
+    (
+        {"type": "object", "dependentRequired": {"a": ["b", "c"]}},
+        [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}],
+    ),
+    (
+        {
+            "type": "object",
+            "properties": {"x": {"$ref": "#/$defs/n", "maximum": 3}},
+            "$defs": {"n": {"type": "integer"}},
+        },
+        [{"x": 2}, {"x": 5}, {"x": "2"}, {}],
+    ),
 ]
 
 

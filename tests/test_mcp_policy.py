@@ -86,13 +86,20 @@ def test_the_mcp_config_table_is_parsed_and_checked() -> None:
     parsed = parse_mcp_section(table, problems)
     assert parsed.tools_cache_ttl_ms == 0
     assert parsed.allowed_origins[0] == "https://chat.example.com"
-    assert sorted(path for path, _ in problems.items) == ["mcp.allowed_hosts", "mcp.allowed_origins", "mcp.alowed_hosts"]
+    assert sorted(path for path, _ in problems.items) == [
+        "mcp.allowed_hosts",
+        "mcp.allowed_origins",
+        "mcp.alowed_hosts",
+    ]
 
     empty = Problems()
     assert parse_mcp_section(Table({}, "mcp", empty), empty) == McpSettings()
     assert empty.items == []
     # Settings built in code without an [mcp] section get its defaults.
-    built = Settings(deployment_id="t", public_url="https://dealer.example",
-                     agent=AgentIdentity("Test agent", "Test."),
-                     dealer=DealerProfile({"name": "Test Motors", "rooftops": [{"name": "Main"}]}))
+    built = Settings(
+        deployment_id="t",
+        public_url="https://dealer.example",
+        agent=AgentIdentity("Test agent", "Test."),
+        dealer=DealerProfile({"name": "Test Motors", "rooftops": [{"name": "Main"}]}),
+    )
     assert built.mcp == McpSettings()

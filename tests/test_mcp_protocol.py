@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -136,7 +137,9 @@ def test_base64_encoded_name_header_is_decoded(http: httpx.Client) -> None:
     assert result_of(http.post("/mcp", json=body, headers=headers))["isError"] is False
 
 
-@pytest.mark.parametrize("missing", ["io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/protocolVersion"])
+@pytest.mark.parametrize(
+    "missing", ["io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/protocolVersion"]
+)
 def test_incomplete_envelope_is_invalid_params(http: httpx.Client, missing: str) -> None:
     body, headers = modern_call("tools/list")
     del body["params"]["_meta"][missing]

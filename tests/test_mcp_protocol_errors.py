@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -19,11 +20,20 @@ from mcp_types import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
 from aap.bindings.mcp import answers, envelope
 from aap.config.model import RateLimit
 from http_helpers import AAP_HEADERS, send_message
-from mcp_helpers import ACCEPT, LEGACY, MODERN, Dealer, lead_request, legacy_headers, live_dealer, modern_call, rpc
+from mcp_helpers import ACCEPT, MODERN, Dealer, lead_request, legacy_headers, live_dealer, modern_call, rpc
 
 MARKER = "ZX-marker-7741"
-INTERNALS = ("pydantic", "errors.pydantic.dev", "http://", "https://", "validation error", "input_value",
-             "traceback", "mcp_types", MARKER.lower())
+INTERNALS = (
+    "pydantic",
+    "errors.pydantic.dev",
+    "http://",
+    "https://",
+    "validation error",
+    "input_value",
+    "traceback",
+    "mcp_types",
+    MARKER.lower(),
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +44,12 @@ def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
 
 def headers_for(era: str, method: str = "tools/list") -> dict[str, str]:
     if era == "modern":
-        return {"Accept": ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": method,
-                "Content-Type": "application/json"}
+        return {
+            "Accept": ACCEPT,
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": method,
+            "Content-Type": "application/json",
+        }
     return {**legacy_headers(), "Content-Type": "application/json"}
 
 
@@ -55,38 +69,74 @@ def refused(response: httpx.Response, status: int, code: int, message: str | Non
 
 # -- malformed JSON-RPC -----------------------------------------------------------------------
 MALFORMED = [
-    pytest.param(b'{"jsonrpc": "2.0", "id": 1, "method": "' + MARKER.encode(), -32700, envelope.PARSE_MESSAGE,
-                 id="truncated"),
+    pytest.param(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "' + MARKER.encode(), -32700, envelope.PARSE_MESSAGE, id="truncated"
+    ),
     pytest.param(b"", -32700, envelope.PARSE_MESSAGE, id="empty"),
     pytest.param(b'{"a": "\xff' + MARKER.encode() + b'"}', -32700, envelope.PARSE_MESSAGE, id="bad-utf8"),
-    pytest.param(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": 1' + b"0" * 400 + b"}}",
-                 -32700, envelope.PARSE_MESSAGE, id="number-beyond-double"),
-    pytest.param(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": NaN}}', -32700,
-                 envelope.PARSE_MESSAGE, id="nan"),
-    pytest.param(orjson.dumps([{"jsonrpc": "2.0", "id": 1, "method": MARKER}]), -32600, envelope.BATCH_MESSAGE,
-                 id="batch"),
+    pytest.param(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": 1' + b"0" * 400 + b"}}",
+        -32700,
+        envelope.PARSE_MESSAGE,
+        id="number-beyond-double",
+    ),
+    pytest.param(
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": NaN}}',
+        -32700,
+        envelope.PARSE_MESSAGE,
+        id="nan",
+    ),
+    pytest.param(
+        orjson.dumps([{"jsonrpc": "2.0", "id": 1, "method": MARKER}]), -32600, envelope.BATCH_MESSAGE, id="batch"
+    ),
     pytest.param(orjson.dumps(MARKER), -32600, envelope.ENVELOPE_MESSAGE, id="string"),
-    pytest.param(orjson.dumps({"jsonrpc": "1.0", "id": 1, "method": MARKER}), -32600, envelope.ENVELOPE_MESSAGE,
-                 id="jsonrpc-1.0"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": 5, "params": {"q": MARKER}}), -32600,
-                 envelope.ENVELOPE_MESSAGE, id="method-number"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": {"a": MARKER}, "method": "tools/list"}), -32600,
-                 envelope.ENVELOPE_MESSAGE, id="id-object"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": None, "method": "tools/list"}), -32600,
-                 envelope.ENVELOPE_MESSAGE, id="id-null"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}), -32600,
-                 envelope.ENVELOPE_MESSAGE, id="id-fraction"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"x": MARKER}}), -32600,
-                 envelope.ENVELOPE_MESSAGE, id="posted-response"),
-    pytest.param(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [MARKER]}), -32602,
-                 envelope.PARAMS_MESSAGE, id="params-array"),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "1.0", "id": 1, "method": MARKER}), -32600, envelope.ENVELOPE_MESSAGE, id="jsonrpc-1.0"
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": 5, "params": {"q": MARKER}}),
+        -32600,
+        envelope.ENVELOPE_MESSAGE,
+        id="method-number",
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": {"a": MARKER}, "method": "tools/list"}),
+        -32600,
+        envelope.ENVELOPE_MESSAGE,
+        id="id-object",
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": None, "method": "tools/list"}),
+        -32600,
+        envelope.ENVELOPE_MESSAGE,
+        id="id-null",
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}),
+        -32600,
+        envelope.ENVELOPE_MESSAGE,
+        id="id-fraction",
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"x": MARKER}}),
+        -32600,
+        envelope.ENVELOPE_MESSAGE,
+        id="posted-response",
+    ),
+    pytest.param(
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": [MARKER]}),
+        -32602,
+        envelope.PARAMS_MESSAGE,
+        id="params-array",
+    ),
 ]
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 @pytest.mark.parametrize(("body", "code", "message"), MALFORMED)
-def test_malformed_json_rpc_gets_a_fixed_short_message(dealer: Dealer, era: str, body: bytes, code: int,
-                                                       message: str) -> None:
+def test_malformed_json_rpc_gets_a_fixed_short_message(
+    dealer: Dealer, era: str, body: bytes, code: int, message: str
+) -> None:
     response = httpx.post(dealer.mcp_url, content=body, headers=headers_for(era))
     answer = refused(response, 400, code, message)
     assert "data" not in answer["error"]
@@ -123,8 +173,7 @@ def test_unknown_tool_and_bad_call_params_are_not_echoed(dealer: Dealer, era: st
 
 # -- every answer is JSON ------------------------------------------------------------------------
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-@pytest.mark.parametrize("content_type", ["text/plain", None, "application/x-www-form-urlencoded",
-                                          "application/jsonx"])
+@pytest.mark.parametrize("content_type", ["text/plain", None, "application/x-www-form-urlencoded", "application/jsonx"])
 def test_a_wrong_content_type_is_415_json(dealer: Dealer, era: str, content_type: str | None) -> None:
     headers = headers_for(era)
     del headers["Content-Type"]
@@ -188,14 +237,26 @@ def same_outcome(over_mcp: dict[str, Any], over_a2a: dict[str, Any]) -> None:
         assert bool(over_mcp["data"].get("next_cursor")) == bool(over_a2a["data"].get("next_cursor"))
 
 
-@pytest.mark.parametrize("literal", ["1" + "0" * 30, "1e30", "9223372036854775808", "18446744073709551615",
-                                     "18446744073709551616", "-9223372036854775809"])
-def test_integers_beyond_64_bits_answer_as_over_a2a(dealer: Dealer, literal: str,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "1" + "0" * 30,
+        "1e30",
+        "9223372036854775808",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775809",
+    ],
+)
+def test_integers_beyond_64_bits_answer_as_over_a2a(
+    dealer: Dealer, literal: str, caplog: pytest.LogCaptureFixture
+) -> None:
     modern, legacy, a2a = search_with(literal)
     _, headers = modern_call("tools/call", {"name": "aap_inventory_search"})
     with caplog.at_level(logging.ERROR):
-        over_modern = httpx.post(dealer.mcp_url, content=modern, headers={**headers, "Content-Type": "application/json"})
+        over_modern = httpx.post(
+            dealer.mcp_url, content=modern, headers={**headers, "Content-Type": "application/json"}
+        )
         over_legacy = httpx.post(dealer.mcp_url, content=legacy, headers=headers_for("legacy"))
         over_a2a = httpx.post(dealer.a2a_url, content=a2a, headers={**AAP_HEADERS, "Content-Type": "application/json"})
     assert not [r for r in caplog.records if r.name.startswith("aap")], [r.getMessage() for r in caplog.records]
@@ -216,8 +277,11 @@ def test_integers_beyond_64_bits_answer_as_over_a2a(dealer: Dealer, literal: str
 def test_a_number_beyond_a_double_is_a_parse_error_on_both_bindings(dealer: Dealer) -> None:
     mcp_body, legacy_body, a2a_body = search_with("9" * 400)
     _, headers = modern_call("tools/call", {"name": "aap_inventory_search"})
-    refused(httpx.post(dealer.mcp_url, content=mcp_body, headers={**headers, "Content-Type": "application/json"}),
-            400, -32700)
+    refused(
+        httpx.post(dealer.mcp_url, content=mcp_body, headers={**headers, "Content-Type": "application/json"}),
+        400,
+        -32700,
+    )
     refused(httpx.post(dealer.mcp_url, content=legacy_body, headers=headers_for("legacy")), 400, -32700)
     over_a2a = httpx.post(dealer.a2a_url, content=a2a_body, headers={**AAP_HEADERS, "Content-Type": "application/json"})
     assert over_a2a.json()["error"]["code"] == -32700
@@ -233,7 +297,11 @@ def test_a_huge_mileage_in_a_lead_is_received_as_over_a2a(dealer: Dealer, caplog
             body, headers = modern_call("tools/call", {"name": "aap_lead_submit", "arguments": request})
             url, headers = dealer.mcp_url, {**headers, "Content-Type": "application/json"}
         else:
-            body, url, headers = send_message(request), dealer.a2a_url, {**AAP_HEADERS, "Content-Type": "application/json"}
+            body, url, headers = (
+                send_message(request),
+                dealer.a2a_url,
+                {**AAP_HEADERS, "Content-Type": "application/json"},
+            )
         with caplog.at_level(logging.ERROR):
             response = httpx.post(url, content=orjson.dumps(body).replace(b"424242", b"1" + b"0" * 25), headers=headers)
         answers_by_binding[binding] = response.json()
@@ -275,22 +343,47 @@ def test_rate_limited_results_carry_retry_after(limited: Dealer, era: str) -> No
 VERSIONS = ("2026-07-28", "2025-11-25")
 
 
-@pytest.mark.parametrize(("error", "expected"), [
-    ({"code": -32601, "message": "Method not found", "data": "secret/x"}, {"code": -32601, "message": "Method not found"}),
-    ({"code": 0, "message": "KeyError: 'card number 4111'"}, {"code": -32603, "message": "Internal error"}),
-    ({"code": -32602, "message": "Invalid request parameters", "data": ""},
-     {"code": -32602, "message": "Invalid request parameters"}),
-    ({"code": -32602, "message": "Validation error: 3 validation errors for JSONRPCRequest\nid\n  Input should be"},
-     {"code": -32602, "message": "Invalid params"}),
-    ({"code": -32600, "message": "see https://errors.pydantic.dev/2.14/v/literal_error"},
-     {"code": -32600, "message": "Invalid Request"}),
-    ({"code": HEADER_MISMATCH, "message": "Mcp-Method header does not match the request body's method"},
-     {"code": HEADER_MISMATCH, "message": "Mcp-Method header does not match the request body's method"}),
-    ({"code": UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version",
-      "data": {"supported": ["2026-07-28"], "requested": "2030-01-01"}},
-     {"code": UNSUPPORTED_PROTOCOL_VERSION, "message": "Unsupported protocol version",
-      "data": {"supported": list(VERSIONS), "requested": "2030-01-01"}}),
-])
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (
+            {"code": -32601, "message": "Method not found", "data": "secret/x"},
+            {"code": -32601, "message": "Method not found"},
+        ),
+        ({"code": 0, "message": "KeyError: 'card number 4111'"}, {"code": -32603, "message": "Internal error"}),
+        (
+            {"code": -32602, "message": "Invalid request parameters", "data": ""},
+            {"code": -32602, "message": "Invalid request parameters"},
+        ),
+        (
+            {
+                "code": -32602,
+                "message": "Validation error: 3 validation errors for JSONRPCRequest\nid\n  Input should be",
+            },
+            {"code": -32602, "message": "Invalid params"},
+        ),
+        (
+            {"code": -32600, "message": "see https://errors.pydantic.dev/2.14/v/literal_error"},
+            {"code": -32600, "message": "Invalid Request"},
+        ),
+        (
+            {"code": HEADER_MISMATCH, "message": "Mcp-Method header does not match the request body's method"},
+            {"code": HEADER_MISMATCH, "message": "Mcp-Method header does not match the request body's method"},
+        ),
+        (
+            {
+                "code": UNSUPPORTED_PROTOCOL_VERSION,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": "2030-01-01"},
+            },
+            {
+                "code": UNSUPPORTED_PROTOCOL_VERSION,
+                "message": "Unsupported protocol version",
+                "data": {"supported": list(VERSIONS), "requested": "2030-01-01"},
+            },
+        ),
+    ],
+)
 def test_sdk_errors_are_edited(error: dict[str, Any], expected: dict[str, Any]) -> None:
     assert answers.edited_error(error, VERSIONS) == expected
 

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 
-
 def run(code: str, **env: str) -> str:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin", **env}).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin", **env}
+    ).stdout.strip()
 
 
 def test_the_arena_cap_and_the_trim_apply_on_glibc():
@@ -24,19 +24,22 @@ def test_an_operators_malloc_arena_max_is_left_alone():
 def test_the_trim_gives_back_what_a_large_build_freed():
     """40 MB of malloc'd blocks freed under one that stays (so malloc cannot shrink its heap from
     the top by itself): resident memory stays up without the trim and comes down with it."""
-    code = ("import aap.memory as m, sys\n"
-            "def rss():\n"
-            "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1])\n"
-            "blocks = [bytes(1000) + bytes([i % 256]) for i in range(40_000)]\n"
-            "kept = bytes(1000) + b'!'\n"
-            "del blocks\n"
-            "before = rss()\n"
-            "if sys.argv[-1] == 'trim':\n"
-            "    m.return_free_memory()\n"
-            "print(before - rss())\n")
+    code = (
+        "import aap.memory as m, sys\n"
+        "def rss():\n"
+        "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1])\n"
+        "blocks = [bytes(1000) + bytes([i % 256]) for i in range(40_000)]\n"
+        "kept = bytes(1000) + b'!'\n"
+        "del blocks\n"
+        "before = rss()\n"
+        "if sys.argv[-1] == 'trim':\n"
+        "    m.return_free_memory()\n"
+        "print(before - rss())\n"
+    )
 
     def freed(*argv: str) -> int:
-        return int(subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                                  check=True).stdout)
+        return int(
+            subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True).stdout
+        )
 
     assert freed("trim") > 20_000 > freed("keep")  # KiB

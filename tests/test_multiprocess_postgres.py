@@ -26,15 +26,18 @@ from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 from test_cli_serve import free_port, stop_server
 
 
-def start_server(url: str, *extra: str, log=subprocess.DEVNULL, port: int | None = None,
-                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    url: str, *extra: str, log=subprocess.DEVNULL, port: int | None = None, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
     port = port or free_port()
     environment = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
     env = environment | (env or {})
     env["AAP_DATABASE_URL"] = url  # the environment variable, as a container would set it
     process = subprocess.Popen(
         [sys.executable, "-m", "aap", "serve", "--port", str(port), *extra],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(900):  # bounded by count: seeding the demo feed can be slow on a busy box
@@ -86,8 +89,12 @@ def page(response: dict) -> dict:
 
 def test_workers_serve_one_inventory_and_honour_each_others_cursors(two_servers):
     _, a, b = two_servers
-    query = {"type": "inventory.search.request", "currency": "USD",
-             "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 5}}
+    query = {
+        "type": "inventory.search.request",
+        "currency": "USD",
+        "sort": {"field": "price", "order": "asc"},
+        "pagination": {"limit": 5},
+    }
     first = a2a(a, query)
     assert first["data"]["total"] > 0
     assert page(a2a(b, query)) == page(first)
@@ -134,16 +141,18 @@ def test_identical_lead_submissions_across_workers_make_one_lead(two_servers):
 
 def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
     """Two ``aap deliver`` processes drain one outbox: every lead reaches the CRM exactly once."""
-    from aap.config.loader import load_settings
     from aap.agent import CallContext, DealerAgent
+    from aap.config.loader import load_settings
     from lead_support import Receiver
     from test_aggregate import CONFIG, SHELBYVILLE, SPRINGFIELD
 
     springfield, shelbyville = Receiver(), Receiver()
     config = tmp_path / "aap.toml"
-    config.write_text(CONFIG.format(database=pg_url, springfield=springfield.url,
-                                    shelbyville=shelbyville.url)
-                      .replace("[leads.delivery]\n", "[leads.delivery]\nin_process = false\nbatch_size = 2\n"))
+    config.write_text(
+        CONFIG.format(database=pg_url, springfield=springfield.url, shelbyville=shelbyville.url).replace(
+            "[leads.delivery]\n", "[leads.delivery]\nin_process = false\nbatch_size = 2\n"
+        )
+    )
     settings = load_settings(str(config), environ={})
     stores = open_stores(pg_url)
     processes: list[subprocess.Popen] = []
@@ -151,13 +160,23 @@ def test_two_delivery_processes_deliver_each_lead_once(pg_url, tmp_path):
         stores.inventory.import_listings(SPRINGFIELD + SHELBYVILLE)
         agent = DealerAgent(settings, stores)
         vehicles = ["sh-1", "sh-2", "sf-1", "sf-2"]
-        leads = {agent.handle(lead_request(vehicle_of_interest={"vehicle_id": vehicles[i % 4]}),
-                              CallContext(binding="test"))["data"]["lead_id"] for i in range(24)}
+        leads = {
+            agent.handle(
+                lead_request(vehicle_of_interest={"vehicle_id": vehicles[i % 4]}), CallContext(binding="test")
+            )["data"]["lead_id"]
+            for i in range(24)
+        }
         assert len(leads) == 24
         env = {k: v for k, v in os.environ.items() if k not in ("AAP_DATABASE_URL", "AAP_PUBLIC_URL")}
-        processes = [subprocess.Popen([sys.executable, "-m", "aap", "deliver", "--config", str(config)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-                     for _ in range(2)]
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "aap", "deliver", "--config", str(config)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+            for _ in range(2)
+        ]
         for _ in range(600):  # bounded by count
             if len(springfield.requests) + len(shelbyville.requests) >= len(leads):
                 break
@@ -184,8 +203,10 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
 
     port = free_port()
     public = f"http://127.0.0.1:{port}"
-    env = {"SSL_CERT_FILE": str(poppy_ca.ca_file),  # the agent host's certificate is from the test CA
-           "AAP_ALLOW_LOOPBACK_CLIENTS": "1"}       # its client metadata is served on 127.0.0.1
+    env = {
+        "SSL_CERT_FILE": str(poppy_ca.ca_file),  # the agent host's certificate is from the test CA
+        "AAP_ALLOW_LOOPBACK_CLIENTS": "1",
+    }  # its client metadata is served on 127.0.0.1
     logs = [open(tmp_path / name, "wb") for name in ("a.log", "b.log")]
     servers: list[subprocess.Popen] = []
     client = PoppyClient(PersonalAgent(agent_host, name="multiprocess-agent"), public, poppy_ca.context())
@@ -207,11 +228,9 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
         granted = client.http.post(token_endpoint, data=client.grant_form(), headers={"DPoP": grant_proof})
         assert granted.status_code == 200, granted.text
         client.token = granted.json()["access_token"]
-        replayed = client.http.post(at_b(token_endpoint), data=client.grant_form(),
-                                    headers={"DPoP": grant_proof})
+        replayed = client.http.post(at_b(token_endpoint), data=client.grant_form(), headers={"DPoP": grant_proof})
         assert replayed.status_code == 400, replayed.text
-        assert replayed.json() == {"error": "invalid_dpop_proof",
-                                   "error_description": "the proof jti was already used"}
+        assert replayed.json() == {"error": "invalid_dpop_proof", "error_description": "the proof jti was already used"}
 
         # The API: a proof (jti J) spent on A is refused by B, resent as is or signed anew with J.
         operation = client.operation_url("dealerInformation")
@@ -223,8 +242,10 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
         for proof in (headers, client.auth_headers("POST", operation, jti=jti)):
             replay = client.http.post(at_b(operation), json=body, headers=proof)
             assert replay.status_code == 401, replay.text
-            assert replay.json() == {"error": "invalid_dpop_proof",
-                                     "error_description": "the proof jti was already used"}
+            assert replay.json() == {
+                "error": "invalid_dpop_proof",
+                "error_description": "the proof jti was already used",
+            }
             assert replay.headers["www-authenticate"].startswith('DPoP error="invalid_dpop_proof"')
 
         # B is not refusing everything: a fresh jti with the token A issued is accepted ...
@@ -254,8 +275,9 @@ def test_two_server_processes_share_one_rate_limit(pg_url, tmp_path):
     through once it has waited that long.
     """
     demo = (Path(aap.config.__file__).parent / "demo.toml").read_text()
-    limited = demo.replace("enabled = true\nper_minute = 600\nburst = 120",
-                           "enabled = true\nper_minute = 60\nburst = 40")
+    limited = demo.replace(
+        "enabled = true\nper_minute = 600\nburst = 120", "enabled = true\nper_minute = 60\nburst = 40"
+    )
     assert limited != demo
     config = tmp_path / "limited.toml"
     config.write_text(limited)

@@ -105,7 +105,7 @@ def test_serve_in_a_folder_with_aap_toml_serves_it_not_the_demo(runner, fake_run
     write_config(Path("aap.toml"))
     result = runner.invoke(main, ["serve", "--port", "0"])
     assert result.exit_code == 0, result.output
-    (settings, _), = fake_run
+    ((settings, _),) = fake_run
     assert settings.deployment_id == "example-motors" and settings.source_path == "aap.toml"
     assert not os.path.exists("aap-demo.db")  # nothing seeded
 
@@ -126,8 +126,12 @@ def test_demo_data_never_reaches_a_real_configuration(runner, fake_run, tmp_path
         stores.close()
 
     feed = tmp_path / "mine.jsonl"
-    assert runner.invoke(main, ["demo-inventory", "-n", "3", "-o", str(feed),
-                                "--config", str(tmp_path / "t.toml")]).exit_code == 0
+    assert (
+        runner.invoke(
+            main, ["demo-inventory", "-n", "3", "-o", str(feed), "--config", str(tmp_path / "t.toml")]
+        ).exit_code
+        == 0
+    )
     mine = write_config(tmp_path / "mine.toml")  # its own aap.db: three listings, nothing else
     imported = runner.invoke(main, ["import", str(feed), "--config", str(mine)])
     assert imported.exit_code == 0, imported.output
@@ -166,11 +170,12 @@ def test_a_feed_imported_as_the_demos_is_served_by_the_demo(runner, fake_run, tm
 
 
 def test_a_loopback_public_url_on_another_port_publishes_the_served_address(runner, fake_run, tmp_path):
-    config = write_config(tmp_path / "dev.toml", public_url="http://127.0.0.1:8000",
-                          database=f"sqlite:///{tmp_path}/dev.db")
+    config = write_config(
+        tmp_path / "dev.toml", public_url="http://127.0.0.1:8000", database=f"sqlite:///{tmp_path}/dev.db"
+    )
     result = runner.invoke(main, ["serve", "--config", str(config), "--port", "0"])
     assert result.exit_code == 0, result.output
-    (settings, kw), = fake_run
+    ((settings, kw),) = fake_run
     port = kw["bound_port"]
     assert port != 8000
     assert settings.public_url == f"http://127.0.0.1:{port}"
@@ -180,11 +185,12 @@ def test_a_loopback_public_url_on_another_port_publishes_the_served_address(runn
 
 
 def test_a_proxied_public_url_stays_as_configured(runner, fake_run, tmp_path):
-    config = write_config(tmp_path / "prod.toml", public_url="https://dealer.example",
-                          database=f"sqlite:///{tmp_path}/prod.db")
+    config = write_config(
+        tmp_path / "prod.toml", public_url="https://dealer.example", database=f"sqlite:///{tmp_path}/prod.db"
+    )
     result = runner.invoke(main, ["serve", "--config", str(config), "--port", "0"])
     assert result.exit_code == 0, result.output
-    (settings, _), = fake_run
+    ((settings, _),) = fake_run
     assert settings.public_url == "https://dealer.example"
     assert "publishing" not in result.output
 
@@ -214,8 +220,9 @@ def test_a_port_in_use_is_one_line_and_exit_2_before_any_banner(runner, fake_run
     assert fake_run == []
     assert "Serving" not in result.output and "demo listings" not in result.output
     errors = [line for line in result.stderr.splitlines() if not line.startswith("Configuration:")]
-    assert errors == [f"Cannot listen on 127.0.0.1:{port}: the port is already in use "
-                      "(another aap serve, or another program)."]
+    assert errors == [
+        f"Cannot listen on 127.0.0.1:{port}: the port is already in use (another aap serve, or another program)."
+    ]
 
 
 def test_serve_refuses_to_start_without_a_secret_it_will_need(runner, fake_run, tmp_path, monkeypatch):
@@ -239,8 +246,10 @@ def test_config_check_exit_codes_and_every_problem_at_once(runner, tmp_path, mon
 
     bad = write_config(tmp_path / "bad.toml", extra=HOOK)
     text = bad.read_text()
-    text = text.replace('phones = [{ name = "Sales", value = "+12175550100" }]',
-                        'phones = [{ name = "Sales", value = "(217) 555-0100" }, { value = "555" }]')
+    text = text.replace(
+        'phones = [{ name = "Sales", value = "+12175550100" }]',
+        'phones = [{ name = "Sales", value = "(217) 555-0100" }, { value = "555" }]',
+    )
     text = text.replace('timezone = "America/Chicago"', 'timezone = "America/Chicgo"')
     text = text.replace('website = "https://www.example-motors.example"', 'website = "www example"')
     bad.write_text(text)
@@ -256,8 +265,11 @@ def test_config_check_exit_codes_and_every_problem_at_once(runner, tmp_path, mon
     assert "environment variable HOOK_SECRET is not set" in problems[-1]
 
     monkeypatch.setenv("HOOK_SECRET", "set")
-    bad.write_text(text.replace(', { value = "555" }', "").replace("America/Chicgo", "America/Chicago")
-                   .replace('"www example"', '"https://www.example-motors.example"'))
+    bad.write_text(
+        text.replace(', { value = "555" }', "")
+        .replace("America/Chicgo", "America/Chicago")
+        .replace('"www example"', '"https://www.example-motors.example"')
+    )
     assert runner.invoke(main, ["config", "check", "--config", str(bad)]).exit_code == 0
     settings = load_settings(str(bad), environ={})
     assert settings.dealer.rooftops[0]["phones"] == [{"name": "Sales", "value": "+12175550100"}]
@@ -265,15 +277,18 @@ def test_config_check_exit_codes_and_every_problem_at_once(runner, tmp_path, mon
 
 def test_phone_numbers_are_read_in_the_rooftops_country(tmp_path):
     config = write_config(tmp_path / "ca.toml")
-    text = config.read_text().replace('country = "US" }', 'country = "CA" }').replace(
-        '"+12175550100"', '"604 555 0199"')
+    text = (
+        config.read_text().replace('country = "US" }', 'country = "CA" }').replace('"+12175550100"', '"604 555 0199"')
+    )
     config.write_text(text)
     assert load_settings(str(config), environ={}).dealer.rooftops[0]["phones"][0]["value"] == "+16045550199"
     config.write_text(text.replace('"604 555 0199"', '"0199"'))
     with pytest.raises(ConfigError) as caught:
         load_settings(str(config), environ={})
-    assert caught.value.problems == ["dealer.rooftops[0].phones[0].value: '0199' is not a valid phone "
-                                     "number in region CA; write it in E.164 form, e.g. +14155550100"]
+    assert caught.value.problems == [
+        "dealer.rooftops[0].phones[0].value: '0199' is not a valid phone "
+        "number in region CA; write it in E.164 form, e.g. +14155550100"
+    ]
 
 
 # -- aap db backup -------------------------------------------------------------------------------
@@ -300,8 +315,9 @@ def test_db_backup_is_a_consistent_restorable_copy(runner, backend, database_url
         restored_url = f"sqlite:///{target}"
     else:  # the restore of docs/deployment.md, into a fresh database
         restored_url = database_url_factory("restored")
-        subprocess.run(["pg_restore", "--no-owner", f"--dbname={restored_url}", str(target)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["pg_restore", "--no-owner", f"--dbname={restored_url}", str(target)], check=True, capture_output=True
+        )
     restored = open_stores(restored_url)
     try:
         assert restored.inventory.count() == 25
@@ -311,8 +327,9 @@ def test_db_backup_is_a_consistent_restorable_copy(runner, backend, database_url
 
 def test_db_backup_without_pg_dump_prints_the_command_without_the_password(runner, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    result = runner.invoke(main, ["db", "backup", "x.dump", "--database",
-                                  "postgresql://aap:pa55word@db.internal:5432/aap"])
+    result = runner.invoke(
+        main, ["db", "backup", "x.dump", "--database", "postgresql://aap:pa55word@db.internal:5432/aap"]
+    )
     assert result.exit_code == 1
     assert "pg_dump --format=custom --file=x.dump --dbname=postgresql://aap@db.internal:5432/aap" in result.output
     assert "pa55word" not in result.output
@@ -356,15 +373,23 @@ def record(message: str, **fields) -> logging.LogRecord:
 
 
 def test_log_formats_carry_ids_as_fields():
-    rec = record("delivery failed; will retry", delivery_id="dlv_1", lead_id="lead_2", attempt=3,
-                 error="HTTP 503 from crm", skipped=None)
+    rec = record(
+        "delivery failed; will retry",
+        delivery_id="dlv_1",
+        lead_id="lead_2",
+        attempt=3,
+        error="HTTP 503 from crm",
+        skipped=None,
+    )
     line = orjson.loads(JsonFormatter().format(rec))
     assert line["event"] == "delivery failed; will retry"
     assert (line["delivery_id"], line["lead_id"], line["attempt"]) == ("dlv_1", "lead_2", 3)
     assert "skipped" not in line
     text = TextFormatter().format(rec)
-    assert text.split(" ", 1)[1] == ('warning aap.leads.delivery delivery failed; will retry '
-                                     'delivery_id=dlv_1 lead_id=lead_2 attempt=3 error="HTTP 503 from crm"')
+    assert text.split(" ", 1)[1] == (
+        "warning aap.leads.delivery delivery failed; will retry "
+        'delivery_id=dlv_1 lead_id=lead_2 attempt=3 error="HTTP 503 from crm"'
+    )
 
 
 def test_deliver_takes_the_log_options(runner, tmp_path):
@@ -372,8 +397,9 @@ def test_deliver_takes_the_log_options(runner, tmp_path):
     logger = logging.getLogger("aap")
     saved = (logger.handlers[:], logger.propagate, logger.level)
     try:
-        result = runner.invoke(main, ["deliver", "--once", "--config", str(config), "--log-level", "warning",
-                                      "--log-format", "text"])
+        result = runner.invoke(
+            main, ["deliver", "--once", "--config", str(config), "--log-level", "warning", "--log-format", "text"]
+        )
         assert result.exit_code == 0, result.output
         assert logger.level == logging.WARNING
         assert isinstance(logger.handlers[0].formatter, TextFormatter)
@@ -402,4 +428,9 @@ def test_an_import_logs_its_counts_as_fields(tmp_path, caplog):
     (rec,) = [r for r in caplog.records if r.name == "aap.import"]
     assert rec.getMessage() == "inventory imported"
     assert {k: rec.fields[k] for k in ("inserted", "updated", "removed", "total", "replace")} == {
-        "inserted": 1, "updated": 0, "removed": 0, "total": 1, "replace": True}
+        "inserted": 1,
+        "updated": 0,
+        "removed": 0,
+        "total": 1,
+        "replace": True,
+    }

@@ -17,13 +17,23 @@ import orjson
 import pytest
 from aiosmtpd.controller import Controller
 
+from aap.agent import CallContext, DealerAgent
 from aap.config.leads import DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
-from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import (
-    CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, NOW, PHONE, Receiver, free_port, http_route, lead_request,
+    CONSENT_TEXT,
+    EMAIL,
+    FIRST,
+    LAST,
+    MESSAGE,
+    NOW,
+    PHONE,
+    Receiver,
+    free_port,
+    http_route,
+    lead_request,
     lead_settings,
 )
 
@@ -91,8 +101,12 @@ async def test_a_lead_is_delivered_once_as_adf_with_its_id(make_agent, receiver)
 
 
 async def test_crm_down_then_back_is_delivered_with_backoff(make_agent, receiver):
-    agent = make_agent(lead_settings(routes=[http_route(receiver.url)],
-                                     delivery=DeliverySettings(base_backoff_seconds=30, max_backoff_seconds=600)))
+    agent = make_agent(
+        lead_settings(
+            routes=[http_route(receiver.url)],
+            delivery=DeliverySettings(base_backoff_seconds=30, max_backoff_seconds=600),
+        )
+    )
     lead_id = submit(agent)["lead_id"]
     clock = Clock(NOW + timedelta(minutes=1))
     worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
@@ -116,9 +130,12 @@ async def test_crm_down_then_back_is_delivered_with_backoff(make_agent, receiver
 
 
 async def test_dead_letter_after_max_attempts_and_operator_retry(make_agent, receiver):
-    agent = make_agent(lead_settings(routes=[http_route(receiver.url)],
-                                     delivery=DeliverySettings(max_attempts=3, base_backoff_seconds=1,
-                                                               max_backoff_seconds=1)))
+    agent = make_agent(
+        lead_settings(
+            routes=[http_route(receiver.url)],
+            delivery=DeliverySettings(max_attempts=3, base_backoff_seconds=1, max_backoff_seconds=1),
+        )
+    )
     lead_id = submit(agent)["lead_id"]
     clock = Clock(NOW + timedelta(minutes=1))
     worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
@@ -167,8 +184,11 @@ async def test_consent_expired_before_delivery_is_not_sent_and_is_marked(make_ag
 async def test_a_target_removed_from_the_configuration_is_dead(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
-    worker = DeliveryWorker(agent.stores.leads, lead_settings(routes=[http_route(receiver.url, name="other")]),
-                            clock=Clock(NOW + timedelta(minutes=1)))
+    worker = DeliveryWorker(
+        agent.stores.leads,
+        lead_settings(routes=[http_route(receiver.url, name="other")]),
+        clock=Clock(NOW + timedelta(minutes=1)),
+    )
     await once(worker)
     (row,) = deliveries(agent, lead_id)
     assert row["status"] == "dead" and "no longer configured" in row["last_error"]
@@ -239,12 +259,14 @@ async def test_worker_delivers_by_smtp_to_a_local_server(make_agent):
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     try:
-        target = SmtpTarget("mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=port,
-                            starttls=False)
+        target = SmtpTarget(
+            "mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=port, starttls=False
+        )
         agent = make_agent(lead_settings(routes=[Route(targets=(target,))]))
         lead_id = submit(agent)["lead_id"]
-        assert await once(DeliveryWorker(agent.stores.leads, agent.settings,
-                                         clock=Clock(NOW + timedelta(minutes=1)))) == 1
+        assert (
+            await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))) == 1
+        )
     finally:
         controller.stop()
     (content,) = inbox.messages
@@ -262,8 +284,7 @@ async def test_webhook_carries_the_aap_lead_limited_to_consented_channels(make_a
     body = lead_request()
     body["consent"]["allowed_channels"] = ["email"]
     data = submit(agent, body)
-    assert await once(DeliveryWorker(agent.stores.leads, agent.settings,
-                                     clock=Clock(NOW + timedelta(minutes=1)))) == 1
+    assert await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))) == 1
     (got,) = receiver.requests
     document = orjson.loads(got["body"])
     assert document["type"] == "aap.lead" and document["lead_id"] == data["lead_id"]
@@ -312,8 +333,11 @@ async def test_delivery_lifespan_stays_out_when_delivery_runs_elsewhere(make_age
 
 async def test_delivery_logs_carry_no_customer_value(make_agent, receiver, caplog):
     caplog.set_level(logging.DEBUG)
-    agent = make_agent(lead_settings(routes=[http_route(receiver.url)],
-                                     delivery=DeliverySettings(max_attempts=2, base_backoff_seconds=1)))
+    agent = make_agent(
+        lead_settings(
+            routes=[http_route(receiver.url)], delivery=DeliverySettings(max_attempts=2, base_backoff_seconds=1)
+        )
+    )
     body = lead_request(appointment={"appointment_type": "sales", "notes": MESSAGE})
     expiring = lead_request()
     expiring["consent"]["expires_at"] = "2026-03-02T17:05:00Z"

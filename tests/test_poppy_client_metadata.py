@@ -8,8 +8,8 @@ import ipaddress
 
 import pytest
 
-from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry, address_allowed, cache_ttl
 from aap.config.poppy import LOOPBACK_ENV, PoppySettings
+from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry, address_allowed, cache_ttl
 from poppy_client import PersonalAgent
 from poppy_env import agent_host, poppy_ca  # noqa: F401
 
@@ -32,12 +32,25 @@ async def test_a_published_agent_is_loaded(agent_host, poppy_ca):
     assert [k["kid"] for k in info.keys] == [agent.kid]
 
 
-@pytest.mark.parametrize("address,allowed", [
-    ("127.0.0.1", False), ("::1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.0.1", False),
-    ("169.254.169.254", False), ("100.64.0.1", False), ("0.0.0.0", False), ("224.0.0.1", False),
-    ("fe80::1", False), ("fd00::1", False), ("::ffff:10.0.0.1", False), ("8.8.8.8", True),
-    ("2606:4700:4700::1111", True),
-])
+@pytest.mark.parametrize(
+    "address,allowed",
+    [
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.0.1", False),
+        ("169.254.169.254", False),
+        ("100.64.0.1", False),
+        ("0.0.0.0", False),
+        ("224.0.0.1", False),
+        ("fe80::1", False),
+        ("fd00::1", False),
+        ("::ffff:10.0.0.1", False),
+        ("8.8.8.8", True),
+        ("2606:4700:4700::1111", True),
+    ],
+)
 def test_address_policy(address, allowed):
     assert address_allowed(ipaddress.ip_address(address), False) is allowed
     # The development switch admits loopback and nothing else.
@@ -54,13 +67,16 @@ async def test_loopback_is_refused_without_the_development_switch(agent_host, po
     assert (await registry(poppy_ca, PoppySettings()).get(agent.client_id)).client_id == agent.client_id
 
 
-@pytest.mark.parametrize("client_id", [
-    "http://localhost/agent.json",
-    "https://user:pw@localhost/agent.json",
-    "https://localhost/agent.json#frag",
-    "https://10.0.0.1/agent.json",
-    "https://[::1]:1/agent.json",
-])
+@pytest.mark.parametrize(
+    "client_id",
+    [
+        "http://localhost/agent.json",
+        "https://user:pw@localhost/agent.json",
+        "https://localhost/agent.json#frag",
+        "https://10.0.0.1/agent.json",
+        "https://[::1]:1/agent.json",
+    ],
+)
 async def test_client_id_urls_that_are_never_fetched(poppy_ca, client_id):
     with pytest.raises(ClientMetadataError):
         await registry(poppy_ca, PoppySettings()).get(client_id)
@@ -90,7 +106,9 @@ async def test_document_rules(agent_host, poppy_ca):
     cases = {
         "differs from the URL": {**agent.metadata(), "client_id": agent.client_id + "?x"},
         "jwks_uri must be on the client_id host": {
-            **agent.metadata(), "jwks_uri": agent.jwks_uri.replace("localhost", "127.0.0.1")},
+            **agent.metadata(),
+            "jwks_uri": agent.jwks_uri.replace("localhost", "127.0.0.1"),
+        },
         "not valid PoppyClientMetadata": {k: v for k, v in agent.metadata().items() if k != "jwks_uri"},
     }
     for expected, document in cases.items():

@@ -10,8 +10,8 @@ import time
 import httpx
 
 from aap import EXTENSION_URI
-from aap.poppy import rotate_signing_key
 from aap.config.poppy import PoppySettings
+from aap.poppy import rotate_signing_key
 from aap.spec import validate
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import TEST_POPPY, PoppyDeployment, agent_host, client, dealer, personal_agent, poppy_ca  # noqa: F401
@@ -33,10 +33,18 @@ def test_poppy_json_is_the_aap_publication_profile(dealer, poppy_ca):
     assert document["organization"] == {"name": "Bay Motors Group", "domain": "localhost"}
     assert document["auth"] == {"issuer": dealer.url}  # guest-only: no direct/device/scopes
     assert document["apis"] == [
-        {"type": "openapi", "url": dealer.url + "/poppy/openapi.json", "description": document["apis"][0]["description"]},
+        {
+            "type": "openapi",
+            "url": dealer.url + "/poppy/openapi.json",
+            "description": document["apis"][0]["description"],
+        },
         # native MCP for signed-in agents (on by default): tests/test_poppy_mcp.py
-        {"type": "mcp", "url": dealer.url + "/mcp", "resource": dealer.url + "/mcp",
-         "description": document["apis"][1]["description"]},
+        {
+            "type": "mcp",
+            "url": dealer.url + "/mcp",
+            "resource": dealer.url + "/mcp",
+            "description": document["apis"][1]["description"],
+        },
     ]
     assert document["feedback"] == {"endpoint": dealer.url + "/poppy/feedback"}
     assert document["excluded_tasks"] == {"url": dealer.url + "/poppy/excluded-tasks.json"}
@@ -67,8 +75,11 @@ def test_issuer_and_protected_resource_metadata(dealer, poppy_ca):
     assert metadata["issuer"] == dealer.url
     assert metadata["token_endpoint"] == dealer.url + "/oauth/token"
     assert metadata["revocation_endpoint"] == dealer.url + "/oauth/revoke"
-    assert metadata["grant_types_supported"] == ["urn:ietf:params:oauth:grant-type:jwt-bearer", "refresh_token",
-                                                 "urn:ietf:params:oauth:grant-type:token-exchange"]
+    assert metadata["grant_types_supported"] == [
+        "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        "refresh_token",
+        "urn:ietf:params:oauth:grant-type:token-exchange",
+    ]
     assert metadata["protected_resources"][0] == "https://localhost"
     assert "poppy_domains" not in metadata and "scopes_supported" not in metadata
     resource = get(dealer, "/.well-known/oauth-protected-resource", poppy_ca).json()
@@ -98,11 +109,23 @@ def test_openapi_document(dealer, poppy_ca):
     assert document["openapi"] == "3.1.0"
     assert document["servers"] == [{"url": dealer.url + "/poppy/v1"}]
     operations = {path: item["post"]["operationId"] for path, item in document["paths"].items()}
-    assert operations == {"/dealer.information": "dealerInformation", "/inventory.facets": "inventoryFacets",
-                          "/inventory.search": "inventorySearch", "/inventory.vehicle": "inventoryVehicle",
-                          "/lead.submit": "leadSubmit"}
-    assert set(document["paths"]["/lead.submit"]["post"]["responses"]) == {"200", "400", "401", "404", "409",
-                                                                          "413", "429", "500"}
+    assert operations == {
+        "/dealer.information": "dealerInformation",
+        "/inventory.facets": "inventoryFacets",
+        "/inventory.search": "inventorySearch",
+        "/inventory.vehicle": "inventoryVehicle",
+        "/lead.submit": "leadSubmit",
+    }
+    assert set(document["paths"]["/lead.submit"]["post"]["responses"]) == {
+        "200",
+        "400",
+        "401",
+        "404",
+        "409",
+        "413",
+        "429",
+        "500",
+    }
     # Self-contained: every $ref points into this document and resolves.
     text = json.dumps(document)
     refs = {part.split('"')[0] for part in text.split('"$ref": "')[1:]}

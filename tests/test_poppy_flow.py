@@ -10,10 +10,26 @@ import httpx
 
 from aap.spec import validate
 from poppy_client import PoppyClient
-from poppy_env import TEST_POPPY, PoppyDeployment, lead_request, agent_host, client, dealer, personal_agent, poppy_ca, session_client  # noqa: F401
+from poppy_env import (  # noqa: F401
+    TEST_POPPY,
+    PoppyDeployment,
+    agent_host,
+    client,
+    dealer,
+    lead_request,
+    personal_agent,
+    poppy_ca,
+    session_client,
+)
 
-FORBIDDEN_IN_GUEST_RESPONSE = ("scope", "refresh_token", "refresh_token_expires_in", "issued_token_type",
-                               "session_id", "signed_in")
+FORBIDDEN_IN_GUEST_RESPONSE = (
+    "scope",
+    "refresh_token",
+    "refresh_token_expires_in",
+    "issued_token_type",
+    "session_id",
+    "signed_in",
+)
 
 
 def assert_api_response(response: httpx.Response, schema: str) -> dict:
@@ -49,22 +65,31 @@ def test_reference_client_walks_discovery_token_every_operation_and_feedback(cli
 
     # 3. every operation of the OpenAPI document
     operation_ids = {item["post"]["operationId"] for item in client.openapi["paths"].values()}
-    assert operation_ids == {"dealerInformation", "inventoryFacets", "inventorySearch", "inventoryVehicle",
-                             "leadSubmit"}
-    info = assert_api_response(client.call("dealerInformation", {"type": "dealer.information.request"}),
-                               "dealer-information-response")
+    assert operation_ids == {
+        "dealerInformation",
+        "inventoryFacets",
+        "inventorySearch",
+        "inventoryVehicle",
+        "leadSubmit",
+    }
+    info = assert_api_response(
+        client.call("dealerInformation", {"type": "dealer.information.request"}), "dealer-information-response"
+    )
     assert info["type"] == "dealer.information.response"
-    facets = assert_api_response(client.call("inventoryFacets", {"type": "inventory.facets.request"}),
-                                 "inventory-facets-response")
+    facets = assert_api_response(
+        client.call("inventoryFacets", {"type": "inventory.facets.request"}), "inventory-facets-response"
+    )
     assert facets["type"] == "inventory.facets.response"
     search = assert_api_response(
         client.call("inventorySearch", {"type": "inventory.search.request", "pagination": {"limit": 3}}),
-        "inventory-search-response")
+        "inventory-search-response",
+    )
     listings = search["data"]["vehicles"]
     assert 1 <= len(listings) <= 3
     vin = next(item["vin"] for item in listings if item.get("vin"))
-    vehicle = assert_api_response(client.call("inventoryVehicle", {"type": "inventory.vehicle.request", "vin": vin}),
-                                  "vehicle-detail-response")
+    vehicle = assert_api_response(
+        client.call("inventoryVehicle", {"type": "inventory.vehicle.request", "vin": vin}), "vehicle-detail-response"
+    )
     assert vehicle["type"] == "inventory.vehicle.response"
 
     lead_body = lead_request(vin, "poppy-walk-" + secrets.token_hex(8))
@@ -75,12 +100,25 @@ def test_reference_client_walks_discovery_token_every_operation_and_feedback(cli
     assert again["data"]["lead_id"] == lead["data"]["lead_id"]
 
     # 4. feedback: unknown kinds accepted; an excluded task gets its alternative
-    assert client.feedback({"kind": "missing", "task": "trade-in appraisal",
-                            "description": "The user wanted an instant trade-in offer."}).status_code == 202
-    assert client.feedback({"kind": "something-new", "task": "trade-in appraisal",
-                            "description": "A future kind."}).status_code == 202
-    alternative = client.feedback({"kind": "missing", "task": "Financing  Pre-Approval",
-                                   "description": "The user asked to be pre-approved."})
+    assert (
+        client.feedback(
+            {
+                "kind": "missing",
+                "task": "trade-in appraisal",
+                "description": "The user wanted an instant trade-in offer.",
+            }
+        ).status_code
+        == 202
+    )
+    assert (
+        client.feedback(
+            {"kind": "something-new", "task": "trade-in appraisal", "description": "A future kind."}
+        ).status_code
+        == 202
+    )
+    alternative = client.feedback(
+        {"kind": "missing", "task": "Financing  Pre-Approval", "description": "The user asked to be pre-approved."}
+    )
     assert alternative.status_code == 200
     assert validate(alternative.json(), "poppy-alternative") == []
     assert alternative.json() == TEST_POPPY.excluded_tasks[0].alternative
@@ -136,8 +174,9 @@ def test_skill_failures_are_aap_errors_with_http_statuses(session_client: PoppyC
     assert wrong_type.status_code == 400
     assert wrong_type.json()["code"] == "SCHEMA_VALIDATION_FAILED"
     url = session_client.operation_url("inventorySearch")
-    not_json = session_client.http.post(url, content=b"{", headers={
-        **session_client.auth_headers("POST", url), "Content-Type": "application/json"})
+    not_json = session_client.http.post(
+        url, content=b"{", headers={**session_client.auth_headers("POST", url), "Content-Type": "application/json"}
+    )
     assert not_json.status_code == 400 and not_json.json()["code"] == "SCHEMA_VALIDATION_FAILED"
 
 
@@ -205,10 +244,15 @@ def test_workers_share_tokens_replay_caches_and_keys_through_the_database(tmp_pa
         fresh = c.http.post(at_b, json={"type": "dealer.information.request"}, headers=c.auth_headers("POST", url))
         assert fresh.status_code == 200
         a.stop()  # "restart": only B is left
-        revoked = c.http.post(at_b.replace("/poppy/v1/dealer.information", "/oauth/revoke"), data={
-            "token": c.token, "client_id": c.agent.client_id,
-            "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-            "client_assertion": c.agent.client_assertion(c.issuer)})
+        revoked = c.http.post(
+            at_b.replace("/poppy/v1/dealer.information", "/oauth/revoke"),
+            data={
+                "token": c.token,
+                "client_id": c.agent.client_id,
+                "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                "client_assertion": c.agent.client_assertion(c.issuer),
+            },
+        )
         assert revoked.status_code == 200
         after = c.http.post(at_b, json={"type": "dealer.information.request"}, headers=c.auth_headers("POST", url))
         assert after.status_code == 401 and after.json()["error"] == "invalid_token"
@@ -224,13 +268,16 @@ def test_an_idle_session_ends_and_its_key_starts_a_fresh_one(dealer, client: Pop
     assert client.call("dealerInformation", {"type": "dealer.information.request"}).status_code == 200
     idle = dealer.poppy_settings.session_idle_ttl
     with sqlite3.connect(dealer.database_path) as conn:  # the Session was last used long ago
-        conn.execute("UPDATE poppy_sessions SET last_used_at = last_used_at - ? WHERE client_id = ?",
-                     (idle + 1, client.agent.client_id))
+        conn.execute(
+            "UPDATE poppy_sessions SET last_used_at = last_used_at - ? WHERE client_id = ?",
+            (idle + 1, client.agent.client_id),
+        )
     ended = client.call("dealerInformation", {"type": "dealer.information.request"})
     assert ended.status_code == 401 and ended.json()["error"] == "invalid_token"
     client.start_session()  # the same key, a new Session
     assert client.call("dealerInformation", {"type": "dealer.information.request"}).status_code == 200
     with sqlite3.connect(dealer.database_path) as conn:
-        sessions = conn.execute("SELECT COUNT(*) FROM poppy_sessions WHERE client_id = ?",
-                                (client.agent.client_id,)).fetchone()[0]
+        sessions = conn.execute(
+            "SELECT COUNT(*) FROM poppy_sessions WHERE client_id = ?", (client.agent.client_id,)
+        ).fetchone()[0]
     assert sessions == 1

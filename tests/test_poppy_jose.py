@@ -50,8 +50,9 @@ def test_a_signature_of_the_wrong_length_is_refused(key: ECKey) -> None:
 def test_a_critical_extension_is_refused_even_when_signed(key: ECKey) -> None:
     """RFC 7515 §4.1.11: an extension listed in ``crit`` that is not understood fails."""
     # joserfc refuses to sign such a header, so it is signed by the algorithm directly.
-    signing_input = ".".join(b64url(orjson.dumps(part)) for part in
-                             ({"alg": "ES256", "crit": ["exp"], "exp": 5}, CLAIMS))
+    signing_input = ".".join(
+        b64url(orjson.dumps(part)) for part in ({"alg": "ES256", "crit": ["exp"], "exp": 5}, CLAIMS)
+    )
     signature = _registry().get_alg("ES256").sign(signing_input.encode("ascii"), key)
     token = signing_input + "." + b64url(signature)
     with pytest.raises(JoseProblem, match="crit"):

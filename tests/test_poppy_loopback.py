@@ -11,8 +11,9 @@ grant for the advertised resource gets a token.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from starlette.applications import Starlette
@@ -32,8 +33,9 @@ class HttpLoopbackDealer:
     def __init__(self, directory, ca, public_url: str | None = None) -> None:
         self.server = LiveServer()
         self.url = public_url or self.server.base_url
-        settings = dataclasses.replace(make_settings(), public_url=self.url,
-                                       database_url=f"sqlite:///{directory}/aap.db")
+        settings = dataclasses.replace(
+            make_settings(), public_url=self.url, database_url=f"sqlite:///{directory}/aap.db"
+        )
         self.stores = open_stores(settings.database_url)
         parts = build(DealerAgent(settings, self.stores), settings=TEST_POPPY, ssl_context=ca.context())
 
@@ -53,16 +55,19 @@ class HttpLoopbackDealer:
 
 @pytest.fixture(params=["http-loopback", "https"])
 def deployment(request, tmp_path, poppy_ca) -> Iterator[Any]:
-    dealer: Any = (PoppyDeployment(tmp_path, poppy_ca, inventory=0) if request.param == "https"
-                   else HttpLoopbackDealer(tmp_path, poppy_ca))
+    dealer: Any = (
+        PoppyDeployment(tmp_path, poppy_ca, inventory=0)
+        if request.param == "https"
+        else HttpLoopbackDealer(tmp_path, poppy_ca)
+    )
     yield dealer
     dealer.stop()
 
 
-def test_the_metadata_documents_agree_and_the_advertised_resource_gets_a_token(deployment, agent_host,
-                                                                               poppy_ca):
-    client = PoppyClient(PersonalAgent(agent_host, name=f"loopback-{id(deployment)}"), deployment.url,
-                         poppy_ca.context())
+def test_the_metadata_documents_agree_and_the_advertised_resource_gets_a_token(deployment, agent_host, poppy_ca):
+    client = PoppyClient(
+        PersonalAgent(agent_host, name=f"loopback-{id(deployment)}"), deployment.url, poppy_ca.context()
+    )
     try:
         client.discover()
         issuer = client.issuer_metadata

@@ -14,7 +14,8 @@ import math
 import sqlite3
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import orjson
@@ -50,8 +51,11 @@ def database(dealer: SignedInDealer) -> sqlite3.Connection:
 def snapshot(dealer: SignedInDealer) -> dict[str, list[str]]:
     """Every Poppy row (rate-limit buckets count attempts on purpose and are left out)."""
     with database(dealer) as conn:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                  if r[0].startswith("poppy_")]
+        tables = [
+            r[0]
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if r[0].startswith("poppy_")
+        ]
         return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in tables}
 
 
@@ -85,8 +89,9 @@ def lead_data(response: httpx.Response) -> dict[str, Any]:
 
 
 # -- discovery -----------------------------------------------------------------------------
-def test_poppy_json_lists_the_mcp_endpoint_and_its_metadata_resolves(dealer: SignedInDealer,
-                                                                     agent: SignedInAgent) -> None:
+def test_poppy_json_lists_the_mcp_endpoint_and_its_metadata_resolves(
+    dealer: SignedInDealer, agent: SignedInAgent
+) -> None:
     poppy, metadata = agent.client.poppy, agent.client.issuer_metadata
     assert validate(poppy, "poppy") == []
     entry = agent.client.mcp_api()
@@ -145,13 +150,14 @@ def test_reads_and_tools_list_work_with_a_token_too(agent: SignedInAgent) -> Non
 def test_a_token_for_another_resource_is_refused(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     token = agent.mcp_token()
     with database(dealer) as conn:
-        conn.execute("UPDATE poppy_tokens SET resource = ? WHERE token_type = 'Bearer' AND token_hash = ?",
-                     (dealer.url + "/other-mcp", _hash(token)))
+        conn.execute(
+            "UPDATE poppy_tokens SET resource = ? WHERE token_type = 'Bearer' AND token_hash = ?",
+            (dealer.url + "/other-mcp", _hash(token)),
+        )
     mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
     # the guest Session token is DPoP-bound and bound to no MCP resource: refused as a Bearer token
     session_token = agent.client.token
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"},
-                                       session_token))
+    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, session_token))
 
 
 def test_an_expired_token_is_refused(dealer: SignedInDealer, agent: SignedInAgent) -> None:
@@ -174,8 +180,10 @@ def test_a_revoked_mcp_token_is_refused_and_its_session_lives_on(dealer: SignedI
     assert agent.client.revoke(token).status_code == 200
     mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
     assert agent.client.call("dealerInformation", {"type": "dealer.information.request"}).status_code == 200
-    assert agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"},
-                          agent.mcp_token()).status_code == 200
+    assert (
+        agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, agent.mcp_token()).status_code
+        == 200
+    )
 
 
 def test_a_renewed_session_ends_the_older_mcp_tokens(dealer: SignedInDealer, agent: SignedInAgent) -> None:
@@ -184,8 +192,9 @@ def test_a_renewed_session_ends_the_older_mcp_tokens(dealer: SignedInDealer, age
     mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
 
 
-@pytest.mark.parametrize("authorization", ["Bearer", "Bearer a b", "Basic dXNlcjpwYXNz", "DPoP {token}",
-                                           "Bearer {token}x", "bearer {token}"])
+@pytest.mark.parametrize(
+    "authorization", ["Bearer", "Bearer a b", "Basic dXNlcjpwYXNz", "DPoP {token}", "Bearer {token}x", "bearer {token}"]
+)
 def test_malformed_or_altered_credentials(dealer: SignedInDealer, agent: SignedInAgent, authorization: str) -> None:
     token = agent.mcp_token()
     body = {"type": "dealer.information.request"}
@@ -217,39 +226,94 @@ def test_exchange_refusals(dealer: SignedInDealer, agent: SignedInAgent) -> None
     stranger_key = ECKey.generate_key("P-256", private=True)
     bearer = agent.mcp_token()
     cases: list[tuple[str, Callable[[], httpx.Response], int, str]] = [
-        ("another resource", lambda: client.token_request(form=client.exchange_form(resource=dealer.url)),
-         400, "invalid_target"),
-        ("the API as resource", lambda: client.token_request(
-            form=client.exchange_form(resource=client.operation_url("dealerInformation"))), 400, "invalid_target"),
-        ("no resource", lambda: client.token_request(form=client.exchange_form(resource=None)), 400,
-         "invalid_target"),
-        ("MCP URL with a slash", lambda: client.token_request(
-            form=client.exchange_form(resource=dealer.mcp_url + "/")), 400, "invalid_target"),
-        ("another audience", lambda: client.token_request(
-            form=client.exchange_form(audience="https://elsewhere.example/mcp")), 400, "invalid_target"),
+        (
+            "another resource",
+            lambda: client.token_request(form=client.exchange_form(resource=dealer.url)),
+            400,
+            "invalid_target",
+        ),
+        (
+            "the API as resource",
+            lambda: client.token_request(form=client.exchange_form(resource=client.operation_url("dealerInformation"))),
+            400,
+            "invalid_target",
+        ),
+        ("no resource", lambda: client.token_request(form=client.exchange_form(resource=None)), 400, "invalid_target"),
+        (
+            "MCP URL with a slash",
+            lambda: client.token_request(form=client.exchange_form(resource=dealer.mcp_url + "/")),
+            400,
+            "invalid_target",
+        ),
+        (
+            "another audience",
+            lambda: client.token_request(form=client.exchange_form(audience="https://elsewhere.example/mcp")),
+            400,
+            "invalid_target",
+        ),
         ("a scope", lambda: client.token_request(form=client.exchange_form(scope="leads")), 400, "invalid_scope"),
-        ("session_id", lambda: client.token_request(form=client.exchange_form(session_id="s")), 400,
-         "invalid_request"),
-        ("wrong subject type", lambda: client.token_request(
-            form=client.exchange_form(subject_token_type="urn:ietf:params:oauth:token-type:jwt")), 400,
-         "invalid_request"),
-        ("an actor token", lambda: client.token_request(form=client.exchange_form(actor_token="x")), 400,
-         "invalid_request"),
-        ("unknown subject", lambda: client.token_request(form=client.exchange_form(subject_token="nope")), 400,
-         "invalid_request"),
-        ("a Bearer token as subject", lambda: client.token_request(form=client.exchange_form(subject_token=bearer)),
-         400, "invalid_request"),
-        ("another client's subject", lambda: client.token_request(
-            form=client.exchange_form(subject_token=other.client.token)), 400, "invalid_request"),
-        ("no DPoP proof", lambda: client.token_request(form=client.exchange_form(), proof=None), 400,
-         "invalid_dpop_proof"),
-        ("a proof by another key", lambda: client.token_request(
-            form=client.exchange_form(), proof=client.agent.dpop_proof(stranger_key, "POST", endpoint)), 400,
-         "invalid_dpop_proof"),
-        ("a proof with ath", lambda: client.token_request(form=client.exchange_form(), proof=client.agent.dpop_proof(
-            client.session_key, "POST", endpoint, access_token=client.token)), 400, "invalid_dpop_proof"),
-        ("no client assertion", lambda: client.token_request(form=client.exchange_form(client_assertion=None)), 401,
-         "invalid_client"),
+        ("session_id", lambda: client.token_request(form=client.exchange_form(session_id="s")), 400, "invalid_request"),
+        (
+            "wrong subject type",
+            lambda: client.token_request(
+                form=client.exchange_form(subject_token_type="urn:ietf:params:oauth:token-type:jwt")
+            ),
+            400,
+            "invalid_request",
+        ),
+        (
+            "an actor token",
+            lambda: client.token_request(form=client.exchange_form(actor_token="x")),
+            400,
+            "invalid_request",
+        ),
+        (
+            "unknown subject",
+            lambda: client.token_request(form=client.exchange_form(subject_token="nope")),
+            400,
+            "invalid_request",
+        ),
+        (
+            "a Bearer token as subject",
+            lambda: client.token_request(form=client.exchange_form(subject_token=bearer)),
+            400,
+            "invalid_request",
+        ),
+        (
+            "another client's subject",
+            lambda: client.token_request(form=client.exchange_form(subject_token=other.client.token)),
+            400,
+            "invalid_request",
+        ),
+        (
+            "no DPoP proof",
+            lambda: client.token_request(form=client.exchange_form(), proof=None),
+            400,
+            "invalid_dpop_proof",
+        ),
+        (
+            "a proof by another key",
+            lambda: client.token_request(
+                form=client.exchange_form(), proof=client.agent.dpop_proof(stranger_key, "POST", endpoint)
+            ),
+            400,
+            "invalid_dpop_proof",
+        ),
+        (
+            "a proof with ath",
+            lambda: client.token_request(
+                form=client.exchange_form(),
+                proof=client.agent.dpop_proof(client.session_key, "POST", endpoint, access_token=client.token),
+            ),
+            400,
+            "invalid_dpop_proof",
+        ),
+        (
+            "no client assertion",
+            lambda: client.token_request(form=client.exchange_form(client_assertion=None)),
+            401,
+            "invalid_client",
+        ),
     ]
     for label, send, status, error in cases:
         try:
@@ -262,8 +326,9 @@ def test_a_replayed_exchange_proof_is_refused(dealer: SignedInDealer, agent: Sig
     client = agent.client
     proof = client.agent.dpop_proof(client.session_key, "POST", client.issuer_metadata["token_endpoint"])
     assert client.token_request(form=client.exchange_form(), proof=proof).status_code == 200
-    token_refused(dealer, lambda: client.token_request(form=client.exchange_form(), proof=proof), 400,
-                  "invalid_dpop_proof")
+    token_refused(
+        dealer, lambda: client.token_request(form=client.exchange_form(), proof=proof), 400, "invalid_dpop_proof"
+    )
 
 
 def test_a_revoked_subject_cannot_be_exchanged(dealer: SignedInDealer, agent: SignedInAgent) -> None:
@@ -283,11 +348,17 @@ def test_integers_beyond_64_bits_answer_as_over_the_poppy_api(dealer: SignedInDe
     search = {"type": "inventory.search.request", "filters": {"price_max": 424242}, "pagination": {"limit": 2}}
     literal = b"1" + b"0" * 30
     url = agent.client.operation_url("inventorySearch")
-    over_api = agent.http.post(url, content=orjson.dumps(search).replace(b"424242", literal),
-                               headers={**agent.client.auth_headers("POST", url), "Content-Type": "application/json"})
+    over_api = agent.http.post(
+        url,
+        content=orjson.dumps(search).replace(b"424242", literal),
+        headers={**agent.client.auth_headers("POST", url), "Content-Type": "application/json"},
+    )
     body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": search})
-    over_mcp = agent.http.post(dealer.mcp_url, content=orjson.dumps(body).replace(b"424242", literal),
-                               headers={**headers, "Content-Type": "application/json"})
+    over_mcp = agent.http.post(
+        dealer.mcp_url,
+        content=orjson.dumps(body).replace(b"424242", literal),
+        headers={**headers, "Content-Type": "application/json"},
+    )
     assert over_api.status_code == 200, over_api.text
     by_mcp, by_api = over_mcp.json()["result"]["structuredContent"], over_api.json()
     # the continuation cursor carries its issue second: compared by presence only
@@ -344,12 +415,18 @@ def test_the_verifier_refuses(dealer: SignedInDealer, agent: SignedInAgent) -> N
 def test_mcp_use_keeps_the_session_alive(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     token = agent.mcp_token()
     with database(dealer) as conn:
-        conn.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = "
-                     "(SELECT session_id FROM poppy_tokens WHERE token_hash = ?)", (time.time() - 3600, _hash(token)))
+        conn.execute(
+            "UPDATE poppy_sessions SET last_used_at = ? WHERE id = "
+            "(SELECT session_id FROM poppy_tokens WHERE token_hash = ?)",
+            (time.time() - 3600, _hash(token)),
+        )
     assert verifier_for(dealer)(f"Bearer {token}", dealer.mcp_url) is not None
     with database(dealer) as conn:
-        (last_used,) = conn.execute("SELECT s.last_used_at FROM poppy_sessions s JOIN poppy_tokens t "
-                                    "ON t.session_id = s.id WHERE t.token_hash = ?", (_hash(token),)).fetchone()
+        (last_used,) = conn.execute(
+            "SELECT s.last_used_at FROM poppy_sessions s JOIN poppy_tokens t "
+            "ON t.session_id = s.id WHERE t.token_hash = ?",
+            (_hash(token),),
+        ).fetchone()
     assert time.time() - last_used < 600
 
 

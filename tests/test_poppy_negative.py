@@ -10,7 +10,7 @@ import pytest
 from joserfc.jwk import ECKey
 
 from poppy_client import PersonalAgent, PoppyClient, b64url, new_jti, public_jwk
-from poppy_env import api_refused, refused, agent_host, client, dealer, personal_agent, poppy_ca, session_client  # noqa: F401
+from poppy_env import agent_host, api_refused, client, dealer, personal_agent, poppy_ca, refused, session_client  # noqa: F401
 
 INFO = {"type": "dealer.information.request"}
 
@@ -26,8 +26,11 @@ def test_client_assertion_with_wrong_aud_is_invalid_client(dealer, client: Poppy
 
 
 def test_session_assertion_with_wrong_aud_is_invalid_grant(dealer, client: PoppyClient):
-    form = client.grant_form(assertion=client.agent.session_assertion(
-        client.issuer, client.user_id, aud=client.issuer_metadata["token_endpoint"]))
+    form = client.grant_form(
+        assertion=client.agent.session_assertion(
+            client.issuer, client.user_id, aud=client.issuer_metadata["token_endpoint"]
+        )
+    )
     refused(dealer, lambda: client.token_request(form=form), 400, "invalid_grant")
 
 
@@ -62,8 +65,10 @@ def test_replayed_assertion_jtis_are_refused(dealer, client: PoppyClient):
     refused(dealer, lambda: client.token_request(form=replayed_session), 400, "invalid_grant")
     # One jti for both assertions is refused even when fresh.
     jti = new_jti()
-    same = client.grant_form(client_assertion=client.agent.client_assertion(client.issuer, jti=jti),
-                             assertion=client.agent.session_assertion(client.issuer, client.user_id, jti=jti))
+    same = client.grant_form(
+        client_assertion=client.agent.client_assertion(client.issuer, jti=jti),
+        assertion=client.agent.session_assertion(client.issuer, client.user_id, jti=jti),
+    )
     refused(dealer, lambda: client.token_request(form=same), 400, "invalid_grant")
 
 
@@ -73,16 +78,18 @@ def test_assertions_must_be_es256_signed_by_a_published_key(dealer, client: Popp
     cases = [
         client.agent.client_assertion(issuer, key=stranger),  # right kid, wrong key
         client.agent.client_assertion(issuer, header={"alg": "ES256", "kid": "unknown-kid"}),
-        client.agent.client_assertion(issuer, header={"alg": "ES256", "kid": client.agent.kid,
-                                                      "jwk": public_jwk(stranger)}, key=stranger),
+        client.agent.client_assertion(
+            issuer, header={"alg": "ES256", "kid": client.agent.kid, "jwk": public_jwk(stranger)}, key=stranger
+        ),
         client.agent.client_assertion(issuer, header={"alg": "ES256", "kid": client.agent.kid, "typ": "dpop+jwt"}),
     ]
     unsigned = client.agent.client_assertion(issuer).rsplit(".", 1)[0]
     header = b64url(b'{"alg":"none"}')
     cases.append(header + "." + unsigned.split(".")[1] + ".")
     cases.append(header + "." + unsigned.split(".")[1] + ".AAAA")
-    cases.append(b64url(b'{"alg":"HS256","kid":"' + client.agent.kid.encode() + b'"}') + "."
-                 + unsigned.split(".")[1] + ".AAAA")
+    cases.append(
+        b64url(b'{"alg":"HS256","kid":"' + client.agent.kid.encode() + b'"}') + "." + unsigned.split(".")[1] + ".AAAA"
+    )
     for assertion in cases:
         form = client.grant_form(client_assertion=assertion)
         refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
@@ -107,10 +114,19 @@ def test_token_request_shape_errors(dealer, client: PoppyClient):
     # A repeated parameter is invalid (RFC 6749 §3.2).
     endpoint = client.issuer_metadata["token_endpoint"]
     pairs = list(client.grant_form().items()) + [("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer")]
-    refused(dealer, lambda: client.http.post(
-        endpoint, content=httpx.QueryParams(pairs).__str__().encode(),
-        headers={"Content-Type": "application/x-www-form-urlencoded",
-                 "DPoP": client.agent.dpop_proof(client.session_key, "POST", endpoint)}), 400, "invalid_request")
+    refused(
+        dealer,
+        lambda: client.http.post(
+            endpoint,
+            content=httpx.QueryParams(pairs).__str__().encode(),
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "DPoP": client.agent.dpop_proof(client.session_key, "POST", endpoint),
+            },
+        ),
+        400,
+        "invalid_request",
+    )
     # An advertised protected resource is accepted.
     ok = client.token_request(form=client.grant_form(resource="https://localhost"))
     assert ok.status_code == 200
@@ -121,22 +137,27 @@ def test_token_endpoint_dpop_rules(dealer, client: PoppyClient):
     key = client.session_key
     refused(dealer, lambda: client.token_request(proof=None), 400, "invalid_dpop_proof")
     proofs = [
-        client.agent.dpop_proof(key, "POST", endpoint, ath=b64url(b"x" * 32)),              # ath present
-        client.agent.dpop_proof(key, "POST", endpoint + "/other"),                           # htu mismatch
-        client.agent.dpop_proof(key, "GET", endpoint),                                       # htm mismatch
-        client.agent.dpop_proof(key, "POST", endpoint, iat=time.time() - 300),               # stale
-        client.agent.dpop_proof(key, "POST", endpoint, header={"typ": "JWT", "alg": "ES256",
-                                                              "jwk": public_jwk(key)}),     # wrong typ
-        client.agent.dpop_proof(key, "POST", endpoint, header={"typ": "dpop+jwt", "alg": "ES256",
-                                                              "jwk": key.as_dict(private=True)}),  # private jwk
-        client.agent.dpop_proof(client.agent.identity, "POST", endpoint),                    # identity key
+        client.agent.dpop_proof(key, "POST", endpoint, ath=b64url(b"x" * 32)),  # ath present
+        client.agent.dpop_proof(key, "POST", endpoint + "/other"),  # htu mismatch
+        client.agent.dpop_proof(key, "GET", endpoint),  # htm mismatch
+        client.agent.dpop_proof(key, "POST", endpoint, iat=time.time() - 300),  # stale
+        client.agent.dpop_proof(
+            key, "POST", endpoint, header={"typ": "JWT", "alg": "ES256", "jwk": public_jwk(key)}
+        ),  # wrong typ
+        client.agent.dpop_proof(
+            key, "POST", endpoint, header={"typ": "dpop+jwt", "alg": "ES256", "jwk": key.as_dict(private=True)}
+        ),  # private jwk
+        client.agent.dpop_proof(client.agent.identity, "POST", endpoint),  # identity key
     ]
     for proof in proofs:
         refused(dealer, lambda: client.token_request(proof=proof), 400, "invalid_dpop_proof")
-    two = [("DPoP", client.agent.dpop_proof(key, "POST", endpoint)),
-           ("DPoP", client.agent.dpop_proof(key, "POST", endpoint))]
-    refused(dealer, lambda: client.http.post(endpoint, data=client.grant_form(), headers=two), 400,
-            "invalid_dpop_proof")
+    two = [
+        ("DPoP", client.agent.dpop_proof(key, "POST", endpoint)),
+        ("DPoP", client.agent.dpop_proof(key, "POST", endpoint)),
+    ]
+    refused(
+        dealer, lambda: client.http.post(endpoint, data=client.grant_form(), headers=two), 400, "invalid_dpop_proof"
+    )
 
 
 def test_replayed_dpop_jti_at_the_token_endpoint(dealer, client: PoppyClient):
@@ -158,13 +179,16 @@ def test_client_metadata_whose_client_id_differs_from_its_url(dealer, agent_host
     c.close()
 
 
-@pytest.mark.parametrize("client_id", [
-    "https://10.0.0.8/agent.json",
-    "https://192.168.1.20/agent.json",
-    "https://169.254.169.254/latest/meta-data",
-    "https://[fd00::1]/agent.json",
-    "https://100.64.0.1/agent.json",
-])
+@pytest.mark.parametrize(
+    "client_id",
+    [
+        "https://10.0.0.8/agent.json",
+        "https://192.168.1.20/agent.json",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[fd00::1]/agent.json",
+        "https://100.64.0.1/agent.json",
+    ],
+)
 def test_private_address_client_id_is_refused(dealer, client: PoppyClient, client_id):
     form = client.grant_form(client_id=client_id)
     response = refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
@@ -177,8 +201,9 @@ def test_blocked_and_unlisted_clients_are_refused(tmp_path, poppy_ca, agent_host
 
     agent = PersonalAgent(agent_host, name="blocked")
     other = PersonalAgent(agent_host, name="not-blocked")
-    deployment = PoppyDeployment(tmp_path, poppy_ca, PoppySettings(allow_loopback_clients=True,
-                                 blocked_clients=(agent.client_id,)), inventory=0)
+    deployment = PoppyDeployment(
+        tmp_path, poppy_ca, PoppySettings(allow_loopback_clients=True, blocked_clients=(agent.client_id,)), inventory=0
+    )
     try:
         c = PoppyClient(agent, deployment.url, poppy_ca.context())
         c.discover()
@@ -217,7 +242,9 @@ def test_dpop_htu_and_htm_must_match(dealer, session_client: PoppyClient):
         api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
     # Pinned: scheme/host case and the default port are normalised.
     upper = url.replace("https://localhost", "HTTPS://LOCALHOST")
-    assert session_client.http.post(url, json=INFO, headers=session_client.auth_headers("POST", upper)).status_code == 200
+    assert (
+        session_client.http.post(url, json=INFO, headers=session_client.auth_headers("POST", upper)).status_code == 200
+    )
 
 
 def test_proof_signed_by_another_key_than_the_tokens(dealer, session_client: PoppyClient):
@@ -239,8 +266,11 @@ def test_missing_or_wrong_ath(dealer, session_client: PoppyClient):
 def test_token_used_after_revocation(dealer, session_client: PoppyClient):
     assert session_client.revoke(session_client.token).status_code == 200
     url = session_client.operation_url("dealerInformation")
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=session_client.auth_headers("POST", url)),
-                "invalid_token")
+    api_refused(
+        dealer,
+        lambda: session_client.http.post(url, json=INFO, headers=session_client.auth_headers("POST", url)),
+        "invalid_token",
+    )
 
 
 def test_token_presentation_rules(dealer, session_client: PoppyClient):
@@ -254,20 +284,30 @@ def test_token_presentation_rules(dealer, session_client: PoppyClient):
     forged = session_client.auth_headers("POST", url, token=token[:-4] + "AAAA")
     api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=forged), "invalid_token")
     in_query = session_client.auth_headers("POST", url)
-    refused(dealer, lambda: session_client.http.post(url, params={"access_token": token}, json=INFO,
-                                                     headers=in_query), 400, "invalid_request")
+    refused(
+        dealer,
+        lambda: session_client.http.post(url, params={"access_token": token}, json=INFO, headers=in_query),
+        400,
+        "invalid_request",
+    )
 
 
 def test_revocation_requires_client_authentication_and_is_scoped_to_the_client(dealer, session_client, agent_host):
     endpoint = session_client.issuer_metadata["revocation_endpoint"]
-    refused(dealer, lambda: session_client.http.post(endpoint, data={"token": session_client.token}), 401,
-            "invalid_client")
+    refused(
+        dealer, lambda: session_client.http.post(endpoint, data={"token": session_client.token}), 401, "invalid_client"
+    )
     # Another agent cannot revoke this agent's token: 200 {} (RFC 7009) and the token still works.
     other = PersonalAgent(agent_host, name="other-revoker")
-    response = session_client.http.post(endpoint, data={
-        "token": session_client.token, "client_id": other.client_id,
-        "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-        "client_assertion": other.client_assertion(session_client.issuer)})
+    response = session_client.http.post(
+        endpoint,
+        data={
+            "token": session_client.token,
+            "client_id": other.client_id,
+            "client_assertion_type": "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            "client_assertion": other.client_assertion(session_client.issuer),
+        },
+    )
     assert response.status_code == 200 and response.json() == {}
     assert session_client.call("dealerInformation", INFO).status_code == 200
     # Unknown tokens: 200 {} too.
@@ -276,11 +316,20 @@ def test_revocation_requires_client_authentication_and_is_scoped_to_the_client(d
 
 def test_feedback_rules(dealer, session_client: PoppyClient):
     url = session_client.poppy["feedback"]["endpoint"]
-    for body in ({"kind": "missing", "task": "x" * 201, "description": "d"},
-                 {"kind": "", "task": "t", "description": "d"},
-                 {"kind": "missing", "task": "   ", "description": "d"},
-                 {"kind": "missing", "task": "t"}):
-        refused(dealer, lambda: session_client.http.post(url, json=body, headers=session_client.auth_headers("POST", url)),
-                400, "invalid_request")
-    api_refused(dealer, lambda: session_client.http.post(url, json={"kind": "missing", "task": "t", "description": "d"}),
-                "invalid_token")
+    for body in (
+        {"kind": "missing", "task": "x" * 201, "description": "d"},
+        {"kind": "", "task": "t", "description": "d"},
+        {"kind": "missing", "task": "   ", "description": "d"},
+        {"kind": "missing", "task": "t"},
+    ):
+        refused(
+            dealer,
+            lambda: session_client.http.post(url, json=body, headers=session_client.auth_headers("POST", url)),
+            400,
+            "invalid_request",
+        )
+    api_refused(
+        dealer,
+        lambda: session_client.http.post(url, json={"kind": "missing", "task": "t", "description": "d"}),
+        "invalid_token",
+    )

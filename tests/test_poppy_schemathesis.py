@@ -21,14 +21,20 @@ from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401
 
 EXAMPLES_PER_OPERATION = 12
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory, poppy_ca, agent_host):
-    deployment = PoppyDeployment(tmp_path_factory.mktemp("poppy-fuzz"), poppy_ca, inventory=20,
-                                 rate_limit=RateLimit(enabled=False))
+    deployment = PoppyDeployment(
+        tmp_path_factory.mktemp("poppy-fuzz"), poppy_ca, inventory=20, rate_limit=RateLimit(enabled=False)
+    )
     client = PoppyClient(PersonalAgent(agent_host, name="fuzz-agent"), deployment.url, poppy_ca.context())
     client.discover()
     client.start_session()
@@ -44,13 +50,19 @@ def test_native_api_conforms_to_its_openapi_document(fuzz_target, poppy_ca, mode
     server = client.openapi["servers"][0]["url"]
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.definition.raw["operationId"] for op in operations} == {
-        "dealerInformation", "inventoryFacets", "inventorySearch", "inventoryVehicle", "leadSubmit"}
+        "dealerInformation",
+        "inventoryFacets",
+        "inventorySearch",
+        "inventoryVehicle",
+        "leadSubmit",
+    }
     statuses: dict[str, set[int]] = {}
     for operation in operations:
         url = server + operation.path
 
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy(generation_mode=mode))
         def exercise(case):
             headers = client.auth_headers("POST", url)

@@ -15,13 +15,27 @@ from poppy_env import agent_host, api_refused, client, dealer, lead_request, per
 INFO = {"type": "dealer.information.request"}
 
 
-def session_headers(client: PoppyClient, url: str, *, delegated: ECKey | None = None, delegation: str | None = None,
-                    sid: str | None = None, **claims) -> dict[str, str]:
+def session_headers(
+    client: PoppyClient,
+    url: str,
+    *,
+    delegated: ECKey | None = None,
+    delegation: str | None = None,
+    sid: str | None = None,
+    **claims,
+) -> dict[str, str]:
     delegated = delegated or client.session_key
     delegation = delegation or client.agent.delegation(delegated)
-    jwt = client.agent.poppy_session(delegated, delegation, issuer=client.issuer, user_id=client.user_id,
-                                     sid=sid or "sid_" + b64url(secrets.token_bytes(8)), method="POST", url=url,
-                                     **claims)
+    jwt = client.agent.poppy_session(
+        delegated,
+        delegation,
+        issuer=client.issuer,
+        user_id=client.user_id,
+        sid=sid or "sid_" + b64url(secrets.token_bytes(8)),
+        method="POST",
+        url=url,
+        **claims,
+    )
     return {"Poppy-Session": jwt}
 
 
@@ -70,8 +84,10 @@ def test_poppy_session_with_an_access_token_bound_to_the_delegated_key(dealer, c
     api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=missing), "invalid_token")
     # A token bound to another key does not go with this Poppy-Session.
     other = ECKey.generate_key("P-256", private=True)
-    foreign = {**session_headers(client, url, delegated=other, access_token=client.token),
-               "Authorization": f"DPoP {client.token}"}
+    foreign = {
+        **session_headers(client, url, delegated=other, access_token=client.token),
+        "Authorization": f"DPoP {client.token}",
+    }
     api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=foreign), "invalid_token")
     # ath without a token, and a DPoP proof mixed in, are refused.
     stray = session_headers(client, url, ath=b64url(b"1" * 32))
@@ -121,13 +137,30 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
     ]
     # Signed by another key than the one the kid names.
     stranger = ECKey.generate_key("P-256", private=True)
-    forged = agent.poppy_session(stranger, delegation, issuer=client.issuer, user_id=client.user_id, sid="s1",
-                                 method="POST", url=url, kid=delegated.thumbprint())
+    forged = agent.poppy_session(
+        stranger,
+        delegation,
+        issuer=client.issuer,
+        user_id=client.user_id,
+        sid="s1",
+        method="POST",
+        url=url,
+        kid=delegated.thumbprint(),
+    )
     cases.append({"Poppy-Session": forged})
     for headers in cases:
         api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
-    unknown_client = agent.poppy_session(delegated, delegation, issuer=client.issuer, user_id=client.user_id,
-                                         sid="s1", method="POST", url=url, iss="https://10.0.0.1/agent.json",
-                                         jti=new_jti())
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers={"Poppy-Session": unknown_client}),
-                "invalid_token")
+    unknown_client = agent.poppy_session(
+        delegated,
+        delegation,
+        issuer=client.issuer,
+        user_id=client.user_id,
+        sid="s1",
+        method="POST",
+        url=url,
+        iss="https://10.0.0.1/agent.json",
+        jti=new_jti(),
+    )
+    api_refused(
+        dealer, lambda: client.http.post(url, json=INFO, headers={"Poppy-Session": unknown_client}), "invalid_token"
+    )

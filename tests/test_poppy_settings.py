@@ -32,8 +32,10 @@ def test_a_full_table():
         "metadata_timeout": 2,
         "blocked_clients": ["https://bad.example/agent.json"],
         "excluded_tasks": [
-            {"task": "financing pre-approval",
-             "alternative": {"references": [{"type": "web", "url": "https://examplemotors.com/finance"}]}},
+            {
+                "task": "financing pre-approval",
+                "alternative": {"references": [{"type": "web", "url": "https://examplemotors.com/finance"}]},
+            },
             {"task": "book service"},
         ],
     }
@@ -61,10 +63,16 @@ def test_every_problem_is_reported_at_once():
     assert settings == PoppySettings()  # nothing half-applied from the bad keys
     wheres = [p.split(":")[0] for p in problems]
     assert wheres == [
-        "poppy.access_token_ttl", "poppy.dpop_iat_window", "poppy.allow_loopback_clients",
-        "poppy.organization.domain", "poppy.organization.color", "poppy.allowed_clients",
-        "poppy.excluded_tasks[0].task", "poppy.excluded_tasks[1].alternative.references[0].url",
-        "poppy.excluded_tasks[2]", "poppy.typo",
+        "poppy.access_token_ttl",
+        "poppy.dpop_iat_window",
+        "poppy.allow_loopback_clients",
+        "poppy.organization.domain",
+        "poppy.organization.color",
+        "poppy.allowed_clients",
+        "poppy.excluded_tasks[0].task",
+        "poppy.excluded_tasks[1].alternative.references[0].url",
+        "poppy.excluded_tasks[2]",
+        "poppy.typo",
     ]
 
 

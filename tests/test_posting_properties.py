@@ -15,11 +15,13 @@ PostgreSQL; bounded by example counts.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aap.agent import CallContext, DealerAgent
 from aap.config.model import ALL_FILTERS, DealerProfile
@@ -29,8 +31,9 @@ from conftest import make_settings, reset_database, rooftop, snapshot_database
 from inventory_reference import SF_POINT, filters, listings
 
 CTX = CallContext(binding="test")
-PROPERTY = settings(max_examples=25, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 SELLERS = ("d1", "d2", "d3", "elsewhere")  # "elsewhere" is not configured: its listings are never served
 
 
@@ -40,13 +43,21 @@ def _seller(dealer_id: str, *rooftops: dict[str, Any]) -> DealerProfile:
 
 SETTINGS = make_settings(
     dealers=(
-        _seller("d1", rooftop("Bay Motors San Francisco", SF_POINT, city="San Francisco"),
-                rooftop("Bay Motors Oakland", {"latitude": 37.8044, "longitude": -122.2712}, city="Oakland")),
-        _seller("d2", rooftop("Bay Motors Vancouver", {"latitude": 49.2827, "longitude": -123.1207},
-                              city="Vancouver", country="CA")),
+        _seller(
+            "d1",
+            rooftop("Bay Motors San Francisco", SF_POINT, city="San Francisco"),
+            rooftop("Bay Motors Oakland", {"latitude": 37.8044, "longitude": -122.2712}, city="Oakland"),
+        ),
+        _seller(
+            "d2",
+            rooftop(
+                "Bay Motors Vancouver", {"latitude": 49.2827, "longitude": -123.1207}, city="Vancouver", country="CA"
+            ),
+        ),
         _seller("d3", rooftop("Elsewhere", None, city="Nowhere")),
     ),
-    scope="aggregate", filters=tuple(f for f in ALL_FILTERS if f != "rooftops"),
+    scope="aggregate",
+    filters=tuple(f for f in ALL_FILTERS if f != "rooftops"),
 )
 
 
@@ -118,8 +129,9 @@ def _three(db: Any) -> tuple[Stores, Stores, Stores]:
     return indexed, remembering, fresh
 
 
-def _apply(stores: Stores, seller: str, kind: str, feed: list[dict[str, Any]],
-           sold: dict[str, list[dict[str, Any]]]) -> None:
+def _apply(
+    stores: Stores, seller: str, kind: str, feed: list[dict[str, Any]], sold: dict[str, list[dict[str, Any]]]
+) -> None:
     if kind == "sell":
         gone = [dict(item, status="sold") for item in sold.get(seller, [])[:2]]
         stores.inventory.import_listings(gone, dealer_id=seller)
@@ -163,17 +175,30 @@ def test_the_index_is_refreshed_for_what_changed(agent_factory, ctx):
     agent = agent_factory(settings=SETTINGS)
     store = agent.stores.inventory
     for seller in ("d1", "d2"):
-        store.import_listings([{"vehicle_id": f"{seller}-{i}", "status": "available", "make": "Honda",
-                                "updated_at": "2026-04-30T08:00:00Z"} for i in range(5)], dealer_id=seller)
+        store.import_listings(
+            [
+                {
+                    "vehicle_id": f"{seller}-{i}",
+                    "status": "available",
+                    "make": "Honda",
+                    "updated_at": "2026-04-30T08:00:00Z",
+                }
+                for i in range(5)
+            ],
+            dealer_id=seller,
+        )
     search = {"type": "inventory.search.request", "filters": {"make": ["Honda"]}}
     assert agent.handle(search, ctx)["data"]["total"] == 10
     before = store.postings._kept[0]
-    store.import_listings([{"vehicle_id": "d2-9", "status": "available", "make": "Toyota",
-                            "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="d2", replace=True)
+    store.import_listings(
+        [{"vehicle_id": "d2-9", "status": "available", "make": "Toyota", "updated_at": "2026-04-30T08:00:00Z"}],
+        dealer_id="d2",
+        replace=True,
+    )
     assert agent.handle(search, ctx)["data"]["total"] == 5
     after = store.postings._kept[0]
     assert after.version == before.version + 1
-    assert after.sellers["d1"] is before.sellers["d1"]           # untouched: shared, not rebuilt
+    assert after.sellers["d1"] is before.sellers["d1"]  # untouched: shared, not rebuilt
     assert len(after.sellers["d2"]) == 1
 
 
@@ -185,18 +210,31 @@ def test_a_build_in_chunks_equals_a_build_at_once(agent_factory, monkeypatch):
     agent = agent_factory(settings=SETTINGS)
     store = agent.stores.inventory
     for seller in ("d1", "d2", "elsewhere"):
-        store.import_listings([{"vehicle_id": f"{seller}-{i}", "status": "available",
-                                "make": ("Honda", "Toyota", "Kia")[i % 3], "model": f"M{i % 4}",
-                                "vin": f"1HGCV1F3{i:09d}", "price": 10_000 + 997 * i,
-                                "features": ["sunroof"] if i % 2 else [],
-                                "updated_at": "2026-04-30T08:00:00Z"} for i in range(13)], dealer_id=seller)
+        store.import_listings(
+            [
+                {
+                    "vehicle_id": f"{seller}-{i}",
+                    "status": "available",
+                    "make": ("Honda", "Toyota", "Kia")[i % 3],
+                    "model": f"M{i % 4}",
+                    "vin": f"1HGCV1F3{i:09d}",
+                    "price": 10_000 + 997 * i,
+                    "features": ["sunroof"] if i % 2 else [],
+                    "updated_at": "2026-04-30T08:00:00Z",
+                }
+                for i in range(13)
+            ],
+            dealer_id=seller,
+        )
 
     def built(chunk: int) -> dict[str, Any]:
         monkeypatch.setattr(module, "BUILD_CHUNK", chunk)
         with store.db.read() as tx:
             index = module.Postings.build(tx)
-        return {name: getattr(index, name) for name in ("version", "sellers", "columns", "features", "parts",
-                                                        "chars", "buckets")}
+        return {
+            name: getattr(index, name)
+            for name in ("version", "sellers", "columns", "features", "parts", "chars", "buckets")
+        }
 
     at_once = built(10**9)
     assert len(at_once["sellers"]) == 3 and at_once["parts"]
@@ -211,9 +249,19 @@ def test_price_ranges_are_exact_at_every_bucket_edge(agent_factory, ctx):
     agent = agent_factory(settings=SETTINGS)
     store = agent.stores.inventory
     prices = [None, 0, 1, 999, 1000, 1001, 1999, 2000, 2001, 4999, 5000, 40_000, 40_001, 39_999, 41_000]
-    store.import_listings([{"vehicle_id": f"p{i}", "status": "available", "make": "Honda",
-                            **({"price": p} if p is not None else {}),
-                            "updated_at": "2026-04-30T08:00:00Z"} for i, p in enumerate(prices)], dealer_id="d1")
+    store.import_listings(
+        [
+            {
+                "vehicle_id": f"p{i}",
+                "status": "available",
+                "make": "Honda",
+                **({"price": p} if p is not None else {}),
+                "updated_at": "2026-04-30T08:00:00Z",
+            }
+            for i, p in enumerate(prices)
+        ],
+        dealer_id="d1",
+    )
     store.build_index()
     sql = DealerAgent(SETTINGS, Stores(agent.stores.db))
     sql.stores.inventory.postings.enabled = False
@@ -224,13 +272,19 @@ def test_price_ranges_are_exact_at_every_bucket_edge(agent_factory, ctx):
             if low is not None and high is not None and low > high:
                 continue
             price = {k: v for k, v in (("price_min", low), ("price_max", high)) if v is not None}
-            request = {"type": "inventory.search.request", "filters": {"make": ["Honda"], **price},
-                       "pagination": {"limit": 50}}
+            request = {
+                "type": "inventory.search.request",
+                "filters": {"make": ["Honda"], **price},
+                "pagination": {"limit": 50},
+            }
             with store.snapshot() as snapshot:
                 assert snapshot.postings() is not None, "the posting index is built"
             assert _answer(agent, request) == _answer(sql, request), price
-            expected = sum(1 for p in prices if p is not None and (low is None or p >= low)
-                           and (high is None or p <= high)) if price else len(prices)
+            expected = (
+                sum(1 for p in prices if p is not None and (low is None or p >= low) and (high is None or p <= high))
+                if price
+                else len(prices)
+            )
             assert _answer(agent, request)[0] == expected, price
             asked += 1
     assert asked > 80

@@ -35,8 +35,9 @@ def entries(error: AapError) -> list[tuple[str, str]]:
 
 def test_unknown_feature_code_and_schema_error_are_listed_together():
     with open_memory_agent() as agent:
-        error = error_of(agent, {"type": "inventory.search.request",
-                                 "filters": {"features_all": ["no_such_feature"], "make": 5}})
+        error = error_of(
+            agent, {"type": "inventory.search.request", "filters": {"features_all": ["no_such_feature"], "make": 5}}
+        )
     assert error.code == "SCHEMA_VALIDATION_FAILED"  # the first stage names the code
     assert entries(error) == [("/filters/features_all/0", "capability"), ("/filters/make", "type")]
 
@@ -44,15 +45,25 @@ def test_unknown_feature_code_and_schema_error_are_listed_together():
 def test_unadvertised_filter_and_unsupported_sort_come_with_the_schema_problems():
     settings = make_settings(filters=("make", "price_max"), sort_fields=("price",))
     with open_memory_agent(settings) as agent:
-        error = error_of(agent, {"type": "inventory.facets.request",
-                                 "filters": {"model": ["Civic"], "price_max": "20000"}})
+        error = error_of(
+            agent, {"type": "inventory.facets.request", "filters": {"model": ["Civic"], "price_max": "20000"}}
+        )
         assert entries(error) == [("/filters/model", "capability"), ("/filters/price_max", "type")]
-        search = error_of(agent, {"type": "inventory.search.request", "filters": {"model": ["Civic"]},
-                                  "sort": {"field": "year", "order": "asc"},
-                                  "pagination": {"limit": 0}})
+        search = error_of(
+            agent,
+            {
+                "type": "inventory.search.request",
+                "filters": {"model": ["Civic"]},
+                "sort": {"field": "year", "order": "asc"},
+                "pagination": {"limit": 0},
+            },
+        )
     assert search.code == "SCHEMA_VALIDATION_FAILED"
-    assert entries(search) == [("/filters/model", "capability"), ("/pagination/limit", "minimum"),
-                               ("/sort/field", "capability")]
+    assert entries(search) == [
+        ("/filters/model", "capability"),
+        ("/pagination/limit", "minimum"),
+        ("/sort/field", "capability"),
+    ]
 
 
 def test_capability_problems_alone_keep_their_own_code():
@@ -86,8 +97,9 @@ def test_a_wrong_trade_in_condition_is_one_entry_naming_the_values_both_rules_al
 
 
 def test_one_entry_per_location_and_keyword_everywhere():
-    lead = lead_request(trade_in={"condition": "mint", "year": "x"},
-                        vehicle_of_interest={"condition": "excellent", "year": 1.5})
+    lead = lead_request(
+        trade_in={"condition": "mint", "year": "x"}, vehicle_of_interest={"condition": "excellent", "year": 1.5}
+    )
     problems = validate(lead, "lead-submit-request")
     counts = Counter((p["instanceLocation"], p["keyword"]) for p in problems)
     assert counts and max(counts.values()) == 1, problems

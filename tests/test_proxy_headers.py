@@ -60,8 +60,9 @@ class Served:
         self.log_path = tmp_path / "server.log"
         self.log = open(self.log_path, "wb")
         environ = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (env or {})
-        self.proc = subprocess.Popen([sys.executable, "-c", script], stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=environ)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=self.log, stderr=subprocess.STDOUT, env=environ
+        )
         for _ in range(300):  # bounded by count (~30 s on a loaded machine)
             if self.proc.poll() is not None:
                 break
@@ -112,21 +113,31 @@ def test_a_configured_proxy_has_its_clients_counted_apart(tmp_path):
         served.stop()
     assert all("result" in a for a in clients)  # five clients, one request each
     assert ["result" in a for a in same] == [True, True, True, False]  # one client, burst 3
-    assert served.access_clients() == [anonymous_caller_key(f"203.0.113.{i}") for i in range(5)] \
-        + [anonymous_caller_key("198.51.100.7")] * 4
+    assert (
+        served.access_clients()
+        == [anonymous_caller_key(f"203.0.113.{i}") for i in range(5)] + [anonymous_caller_key("198.51.100.7")] * 4
+    )
 
 
 def test_forwarded_allow_ips_is_checked_and_normalised(tmp_path):
     config = tmp_path / "aap.toml"
-    config.write_text(CONFIG.format(base="https://dealer.example", directory=tmp_path,
-                                    server='[server]\nforwarded_allow_ips = ["10.1.2.3", "10.0.0.9/8", "::1"]'))
+    config.write_text(
+        CONFIG.format(
+            base="https://dealer.example",
+            directory=tmp_path,
+            server='[server]\nforwarded_allow_ips = ["10.1.2.3", "10.0.0.9/8", "::1"]',
+        )
+    )
     settings = load_settings(str(config), environ={})
     assert settings.forwarded_allow_ips == ("10.1.2.3", "10.0.0.0/8", "::1")
     assert proxy_options(settings) == {"proxy_headers": True, "forwarded_allow_ips": ["10.1.2.3", "10.0.0.0/8", "::1"]}
     assert load_settings(None, environ={}).forwarded_allow_ips == ()
     assert proxy_options(load_settings(None, environ={})) == {"proxy_headers": False}
     for bad in ('"*"', '"proxy.internal"', '"10.0.0.0/33"'):
-        config.write_text(CONFIG.format(base="https://dealer.example", directory=tmp_path,
-                                        server=f"[server]\nforwarded_allow_ips = [{bad}]"))
+        config.write_text(
+            CONFIG.format(
+                base="https://dealer.example", directory=tmp_path, server=f"[server]\nforwarded_allow_ips = [{bad}]"
+            )
+        )
         with pytest.raises(ConfigError, match="forwarded_allow_ips"):
             load_settings(str(config), environ={})

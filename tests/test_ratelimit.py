@@ -11,8 +11,8 @@ spend go back to the bucket.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import pytest
 
@@ -75,7 +75,7 @@ def test_a_busy_caller_costs_at_most_one_write_per_twenty_requests(processes):
     clock = Clock()
     counter = WriteCounter(processes[0].db)
     rl = limiter(processes[0], clock, per_minute=60_000_000, burst=1_000_000)
-    for i in range(400):
+    for _ in range(400):
         clock.now += 0.0005  # 2,000 requests a second
         rl.check("busy")
     assert counter.writes <= 400 // 20
@@ -264,7 +264,7 @@ def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(pro
             await asyncio.sleep(0)  # other requests run: a top-up started is under way
 
     asyncio.run(requests(500))
-    assert calls["check"] == 5            # leases of 1, 4, 16, 64 and 128 while it grows
+    assert calls["check"] == 5  # leases of 1, 4, 16, 64 and 128 while it grows
     assert calls["top_up"] >= (500 - 53) // rl.max_lease
     assert counter.writes <= 500 // 20
 

@@ -9,7 +9,8 @@ the replica to catch up is bounded by count, never by a clock.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import psycopg
@@ -25,8 +26,7 @@ from inventory_reference import listing
 from pg_cluster import PostgresCluster
 
 CTX = CallContext(binding="test")
-SEARCH = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"},
-          "pagination": {"limit": 10}}
+SEARCH = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 10}}
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,9 @@ def deployment(clusters) -> Iterator[tuple[Stores, str, Any]]:
     stores reading from the replica); the replica has replayed the inventory."""
     primary_cluster, replica, url = clusters
     stores = open_stores(url)
-    stores.inventory.import_listings([listing(f"r{i:02d}", make="Honda", price=10_000 + i) for i in range(25)],
-                                     replace=True)
+    stores.inventory.import_listings(
+        [listing(f"r{i:02d}", make="Honda", price=10_000 + i) for i in range(25)], replace=True
+    )
     replica_url = replica.url_of(url)
     caught_up(stores, replica_url)
     opened: list[Stores] = []
@@ -96,7 +97,7 @@ def test_reads_come_from_the_replica_and_a_cursor_never_goes_back_in_time(deploy
     replay(replica_url, "pause")
     primary.inventory.import_listings([listing("late", make="Honda", price=1)])
 
-    assert total(on_replica)["total"] == 25      # the replica answered: it has not replayed "late"
+    assert total(on_replica)["total"] == 25  # the replica answered: it has not replayed "late"
     first = total(on_primary)
     assert first["total"] == 26 and first["vehicles"][0]["vehicle_id"] == "late"
     # The next page, asked where a replica answers: that replica is behind the cursor's
@@ -164,14 +165,25 @@ def test_a_replica_stopped_midway_is_skipped(clusters, deployment):
 
 
 # -- configuration ------------------------------------------------------------------------
-BASE = {"id": "x", "public_url": "https://dealer.example",
-        "dealer": {"name": "D", "rooftops": [{"name": "R", "timezone": "UTC"}]}}
+BASE = {
+    "id": "x",
+    "public_url": "https://dealer.example",
+    "dealer": {"name": "D", "rooftops": [{"name": "R", "timezone": "UTC"}]},
+}
 
 
 def test_database_table_with_read_urls():
-    settings = parse_settings(dict(BASE, database={
-        "url": "postgresql://aap@primary/aap", "read_urls": ["postgresql://aap@replica-1/aap"],
-        "max_replica_lag_ms": 2000}), environ={})
+    settings = parse_settings(
+        dict(
+            BASE,
+            database={
+                "url": "postgresql://aap@primary/aap",
+                "read_urls": ["postgresql://aap@replica-1/aap"],
+                "max_replica_lag_ms": 2000,
+            },
+        ),
+        environ={},
+    )
     assert settings.database_url == "postgresql://aap@primary/aap"
     assert settings.database_read_urls == ("postgresql://aap@replica-1/aap",)
     assert settings.max_replica_lag_ms == 2000
@@ -180,19 +192,31 @@ def test_database_table_with_read_urls():
 
 
 def test_replicas_from_the_environment():
-    settings = parse_settings(dict(BASE, database="postgresql://aap@primary/aap"), environ={
-        "AAP_DATABASE_READ_URLS": "postgresql://aap@r1/aap, postgresql://aap@r2/aap",
-        "AAP_DATABASE_URL": "postgresql://aap@other/aap"})
+    settings = parse_settings(
+        dict(BASE, database="postgresql://aap@primary/aap"),
+        environ={
+            "AAP_DATABASE_READ_URLS": "postgresql://aap@r1/aap, postgresql://aap@r2/aap",
+            "AAP_DATABASE_URL": "postgresql://aap@other/aap",
+        },
+    )
     assert settings.database_url == "postgresql://aap@other/aap"
     assert settings.database_read_urls == ("postgresql://aap@r1/aap", "postgresql://aap@r2/aap")
 
 
 def test_replica_problems_are_reported_with_their_paths():
     with pytest.raises(ConfigError) as caught:
-        parse_settings(dict(BASE, database={"url": "sqlite:///aap.db", "read_urls": ["mysql://x"],
-                                            "max_replica_lag_ms": -1, "bogus": 1}), environ={})
+        parse_settings(
+            dict(
+                BASE,
+                database={"url": "sqlite:///aap.db", "read_urls": ["mysql://x"], "max_replica_lag_ms": -1, "bogus": 1},
+            ),
+            environ={},
+        )
     problems = "\n".join(caught.value.problems)
-    for expected in ("database.read_urls: item 0 must be a postgresql:// URL",
-                     "database.read_urls: read replicas need a PostgreSQL primary",
-                     "database.max_replica_lag_ms", "database.bogus: unknown key"):
+    for expected in (
+        "database.read_urls: item 0 must be a postgresql:// URL",
+        "database.read_urls: read replicas need a PostgreSQL primary",
+        "database.max_replica_lag_ms",
+        "database.bogus: unknown key",
+    ):
         assert expected in problems, problems

@@ -7,7 +7,6 @@ assert the structure that makes it hold (what runs, how often, on how much), nev
 
 from __future__ import annotations
 
-
 import httpx
 import pytest
 
@@ -52,8 +51,13 @@ def test_a_hundred_thousand_feature_codes_are_refused_before_validation(monkeypa
     with open_memory_agent() as agent:
         error = refusal(agent, {**SEARCH, "filters": {"features_all": ["x"] * 100_000}})
     assert error.code == "SCHEMA_VALIDATION_FAILED"
-    assert error.errors == [{"instanceLocation": "/filters/features_all", "keyword": "maxItems",
-                             "error": "must have at most 100 items (this endpoint's bound)"}]
+    assert error.errors == [
+        {
+            "instanceLocation": "/filters/features_all",
+            "keyword": "maxItems",
+            "error": "must have at most 100 items (this endpoint's bound)",
+        }
+    ]
     assert validations.count == 0 and explanations.count == 0
 
 
@@ -72,11 +76,13 @@ def test_every_bound_is_reported_at_its_place_without_quoting_anything():
     from aap.spec.bounds import Bounds, bound_problems
 
     bounds = Bounds(items=4, string=5, name=5, depth=3, values=40)
-    instance = {"list": [1, 2, 3, 4, 5], "text": "toolong", "names": {"longname": 1},
-                "a": {"b": {"c": {"d": 1}}}}
+    instance = {"list": [1, 2, 3, 4, 5], "text": "toolong", "names": {"longname": 1}, "a": {"b": {"c": {"d": 1}}}}
     problems = bound_problems(instance, bounds)
     assert [(p["instanceLocation"], p["keyword"]) for p in problems] == [
-        ("/list", "maxItems"), ("/text", "maxLength"), ("/names", "propertyNames"), ("/a/b/c", "maxDepth"),
+        ("/list", "maxItems"),
+        ("/text", "maxLength"),
+        ("/names", "propertyNames"),
+        ("/a/b/c", "maxDepth"),
     ]
     assert all("toolong" not in p["error"] and "longname" not in p["instanceLocation"] for p in problems)
 
@@ -85,11 +91,21 @@ def test_the_walk_stops_at_the_value_budget_whatever_the_body():
     from aap.spec.bounds import REQUEST_BOUNDS, Bounds, bound_problems
 
     problems = bound_problems([[0] * 20 for _ in range(100)], Bounds(items=1000, values=50))
-    assert problems == [{"instanceLocation": "", "keyword": "maxValues",
-                         "error": "must hold at most 50 JSON values in all (this endpoint's bound on one request)"}]
+    assert problems == [
+        {
+            "instanceLocation": "",
+            "keyword": "maxValues",
+            "error": "must hold at most 50 JSON values in all (this endpoint's bound on one request)",
+        }
+    ]
     problems = bound_problems({"k": ["x" * 20_000] * 100_000}, Bounds(problems=5))
-    assert problems == [{"instanceLocation": "/k", "keyword": "maxItems",
-                         "error": "must have at most 100 items (this endpoint's bound)"}]
+    assert problems == [
+        {
+            "instanceLocation": "/k",
+            "keyword": "maxItems",
+            "error": "must have at most 100 items (this endpoint's bound)",
+        }
+    ]
     # within the bounds nothing is reported
     assert bound_problems(lead_request()) == []
     assert bound_problems({**SEARCH, "filters": {"make": ["Honda"] * REQUEST_BOUNDS.items}}) == []
@@ -100,8 +116,10 @@ def test_a_lead_over_the_bounds_is_refused_with_the_bounds_alone(monkeypatch):
     lead = lead_request(message="x" * 10_001)
     with open_memory_agent() as agent:
         error = refusal(agent, lead)
-    assert (error.code, [(p["instanceLocation"], p["keyword"]) for p in error.errors]) == \
-        ("SCHEMA_VALIDATION_FAILED", [("/message", "maxLength")])
+    assert (error.code, [(p["instanceLocation"], p["keyword"]) for p in error.errors]) == (
+        "SCHEMA_VALIDATION_FAILED",
+        [("/message", "maxLength")],
+    )
     assert validations.count == 0
 
 
@@ -153,8 +171,7 @@ def test_over_a2a_a_lead_costs_its_tokens(tmp_path):
     """Burst 8: two leads (4 tokens each) pass, the third is refused; a search still costs one."""
     rule = RateLimit(enabled=True, per_minute=1, burst=8)
     with Deployment(tmp_path, inventory=0, rate_limit=rule) as dep, httpx.Client(base_url=dep.base_url) as http:
-        answers = [http.post("/a2a", headers=AAP_HEADERS, json=send_message(lead_request())).json()
-                   for _ in range(3)]
+        answers = [http.post("/a2a", headers=AAP_HEADERS, json=send_message(lead_request())).json() for _ in range(3)]
     assert ["result" in a for a in answers] == [True, True, False]
     assert aap_error_of(answers[2])["code"] == "RATE_LIMITED"
 
@@ -172,8 +189,7 @@ class FrozenClock:
         return self.now
 
 
-LONG_QUERY = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) "
-              "SELECT count(*) FROM c")
+LONG_QUERY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) SELECT count(*) FROM c"
 
 
 def test_time_limits_nest_and_the_outer_one_holds_again(database_url, monkeypatch):
@@ -190,7 +206,7 @@ def test_time_limits_nest_and_the_outer_one_holds_again(database_url, monkeypatc
                 clock = FrozenClock()
                 monkeypatch.setattr(dialect_module, "time", clock)
                 with pytest.raises(StatementTimeout):
-                    with db.dialect.time_limit(tx, 10_000):          # deadline 10 s
+                    with db.dialect.time_limit(tx, 10_000):  # deadline 10 s
                         with pytest.raises(StatementTimeout):
                             with db.dialect.time_limit(tx, 60_000):  # never beyond the outer one
                                 clock.now = 11.0
@@ -198,9 +214,9 @@ def test_time_limits_nest_and_the_outer_one_holds_again(database_url, monkeypatc
                         clock.now = 0.0
                         with db.dialect.time_limit(tx, 5_000):
                             assert tx.one(LONG_QUERY)[0] == 100_000
-                        clock.now = 20.0                             # past the outer deadline only
+                        clock.now = 20.0  # past the outer deadline only
                         tx.one(LONG_QUERY)
-                assert tx.one(LONG_QUERY)[0] == 100_000              # no limit left open
+                assert tx.one(LONG_QUERY)[0] == 100_000  # no limit left open
             else:
                 with db.dialect.time_limit(tx, 10_000):
                     with pytest.raises(StatementTimeout):
@@ -240,14 +256,18 @@ def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monk
     monkeypatch.setattr(Dialect, "time_limit", watched)
     seen: list[list[float]] = []
     overrun = False
-    for name in ("search", "facets"):
-        def reading(self, *args, _original=getattr(InventorySnapshot, name), **kwargs):
+
+    def recording(original):
+        def reading(self, *args, **kwargs):
             seen.append(list(open_limits))
             if overrun:
                 raise StatementTimeout()
-            return _original(self, *args, **kwargs)
+            return original(self, *args, **kwargs)
 
-        monkeypatch.setattr(InventorySnapshot, name, reading)
+        return reading
+
+    for name in ("search", "facets"):
+        monkeypatch.setattr(InventorySnapshot, name, recording(getattr(InventorySnapshot, name)))
     with open_memory_agent(dataclasses.replace(make_settings(), search_timeout_ms=750)) as agent:
         for skill in ("inventory.search.request", "inventory.facets.request"):
             assert agent.handle({"type": skill, "filters": {"make": ["Honda"]}}, CallContext("test"))["data"]
@@ -277,19 +297,35 @@ def test_mcp_never_hands_a_request_over_the_bounds_to_the_sdk(tmp_path):
 
     with pytest.MonkeyPatch.context() as patch, live_dealer(tmp_path, count=0) as dealer:
         patch.setattr(sdk_module.LazySdk, "handle_request", counted)
-        unusual = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "x-extra": 1,  # not plain: the SDK's
-                   "params": {"name": "aap_inventory_search", "arguments": huge}}
+        unusual = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "x-extra": 1,  # not plain: the SDK's
+            "params": {"name": "aap_inventory_search", "arguments": huge},
+        }
         answer = httpx.post(dealer.mcp_url, json=unusual, headers=headers, timeout=60)
         assert answer.status_code == 400 and handed == []
         error = answer.json()["error"]
         assert (answer.json()["id"], error["code"]) == (7, -32602)
-        assert error["data"]["errors"] == [{"instanceLocation": "/params/arguments/filters/features_all",
-                                            "keyword": "maxItems",
-                                            "error": "must have at most 100 items (this endpoint's bound)"}]
-        plain = {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
-                 "params": {"name": "aap_inventory_search", "arguments": huge}}
+        assert error["data"]["errors"] == [
+            {
+                "instanceLocation": "/params/arguments/filters/features_all",
+                "keyword": "maxItems",
+                "error": "must have at most 100 items (this endpoint's bound)",
+            }
+        ]
+        plain = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {"name": "aap_inventory_search", "arguments": huge},
+        }
         result = httpx.post(dealer.mcp_url, json=plain, headers=headers, timeout=60).json()["result"]
         assert result["isError"] and result["structuredContent"]["details"]["errors"][0]["keyword"] == "maxItems"
-        small = {**unusual, "params": {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request"}}}
+        small = {
+            **unusual,
+            "params": {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request"}},
+        }
         assert httpx.post(dealer.mcp_url, json=small, headers=headers, timeout=60).status_code in (200, 400)
         assert handed == [1]  # within the bounds, the SDK answers it as before

@@ -37,8 +37,11 @@ def worker_for(agent, clock: Clock) -> DeliveryWorker:
 
 async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent):
     port = free_port()  # nothing listens: connection refused
-    agent = make_agent(lead_settings(routes=[http_route(f"http://127.0.0.1:{port}/adf")],
-                                     delivery=DeliverySettings(base_backoff_seconds=1)))
+    agent = make_agent(
+        lead_settings(
+            routes=[http_route(f"http://127.0.0.1:{port}/adf")], delivery=DeliverySettings(base_backoff_seconds=1)
+        )
+    )
     lead_id = submit(agent)["lead_id"]
     clock = Clock(NOW + timedelta(minutes=1))
     worker = worker_for(agent, clock)
@@ -61,8 +64,9 @@ async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent
 async def test_the_webhook_says_resend_false_after_a_refused_connection(make_agent):
     port = free_port()
     hook = WebhookTarget("hook", f"http://127.0.0.1:{port}/hook")
-    agent = make_agent(lead_settings(routes=[Route(targets=(hook,))],
-                                     delivery=DeliverySettings(base_backoff_seconds=1)))
+    agent = make_agent(
+        lead_settings(routes=[Route(targets=(hook,))], delivery=DeliverySettings(base_backoff_seconds=1))
+    )
     submit(agent)
     clock = Clock(NOW + timedelta(minutes=1))
     worker = worker_for(agent, clock)
@@ -81,8 +85,9 @@ async def test_the_webhook_says_resend_false_after_a_refused_connection(make_age
 async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, resend):
     crm = Receiver()
     try:
-        agent = make_agent(lead_settings(routes=[http_route(crm.url)],
-                                         delivery=DeliverySettings(base_backoff_seconds=1)))
+        agent = make_agent(
+            lead_settings(routes=[http_route(crm.url)], delivery=DeliverySettings(base_backoff_seconds=1))
+        )
         submit(agent)
         clock = Clock(NOW + timedelta(minutes=1))
         worker = worker_for(agent, clock)
@@ -99,8 +104,11 @@ async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, re
 async def test_an_answer_lost_to_a_read_timeout_makes_the_next_one_a_resend(make_agent):
     crm = Receiver()
     try:
-        agent = make_agent(lead_settings(routes=[http_route(crm.url)],
-                                         delivery=DeliverySettings(base_backoff_seconds=1, timeout_seconds=0.5)))
+        agent = make_agent(
+            lead_settings(
+                routes=[http_route(crm.url)], delivery=DeliverySettings(base_backoff_seconds=1, timeout_seconds=0.5)
+            )
+        )
         lead_id = submit(agent)["lead_id"]
         clock = Clock(NOW + timedelta(minutes=1))
         worker = worker_for(agent, clock)
@@ -170,40 +178,48 @@ def failing(exc: Exception) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
-@pytest.mark.parametrize(("exc", "reached"), [
-    (httpx.ConnectError("[Errno 111] Connection refused"), False),
-    (httpx.ConnectError("[Errno -2] Name or service not known"), False),  # DNS
-    (httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), False),  # TLS
-    (httpx.ConnectTimeout("timed out"), False),
-    (httpx.PoolTimeout("timed out"), False),
-    (httpx.UnsupportedProtocol("no scheme"), False),
-    (httpx.ReadTimeout("timed out"), True),
-    (httpx.WriteTimeout("timed out"), True),
-    (httpx.ReadError("reset"), True),
-    (httpx.WriteError("broken pipe"), True),
-    (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
-])
+@pytest.mark.parametrize(
+    ("exc", "reached"),
+    [
+        (httpx.ConnectError("[Errno 111] Connection refused"), False),
+        (httpx.ConnectError("[Errno -2] Name or service not known"), False),  # DNS
+        (httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), False),  # TLS
+        (httpx.ConnectTimeout("timed out"), False),
+        (httpx.PoolTimeout("timed out"), False),
+        (httpx.UnsupportedProtocol("no scheme"), False),
+        (httpx.ReadTimeout("timed out"), True),
+        (httpx.WriteTimeout("timed out"), True),
+        (httpx.ReadError("reset"), True),
+        (httpx.WriteError("broken pipe"), True),
+        (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
+    ],
+)
 async def test_http_failures_say_whether_the_request_may_have_reached_the_crm(exc, reached):
     async with failing(exc) as client:
         with pytest.raises(transports.SendError) as caught:
-            await transports.send_adf_http(client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF,
-                                           "lead_1", "dlv_1", 5)
+            await transports.send_adf_http(
+                client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF, "lead_1", "dlv_1", 5
+            )
     assert caught.value.reached is reached and not caught.value.permanent
 
 
-@pytest.mark.parametrize(("status", "reached"), [(500, True), (502, True), (503, True), (400, True),
-                                                 (408, False), (425, False), (429, False)])
+@pytest.mark.parametrize(
+    ("status", "reached"),
+    [(500, True), (502, True), (503, True), (400, True), (408, False), (425, False), (429, False)],
+)
 async def test_http_answers_say_whether_the_crm_may_have_the_lead(status, reached):
     async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(status))) as client:
         with pytest.raises(transports.SendError) as caught:
-            await transports.send_adf_http(client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF,
-                                           "lead_1", "dlv_1", 5)
+            await transports.send_adf_http(
+                client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF, "lead_1", "dlv_1", 5
+            )
     assert caught.value.reached is reached
 
 
 async def test_a_down_smtp_server_was_never_reached():
-    target = SmtpTarget("mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",),
-                                   port=free_port(), starttls=False)
+    target = SmtpTarget(
+        "mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=free_port(), starttls=False
+    )
     with pytest.raises(transports.SendError) as caught:
         await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 2)
     assert caught.value.reached is False

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from aap.agent import CallContext
 from aap.config.model import DealerProfile
 from aap.errors import AapError
 from aap.inventory.geo import haversine_mi
-from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS, OAKLAND, SF, VANCOUVER, assert_valid
 from inventory_reference import EVIDENCE, INVENTORY, listing
 
@@ -64,8 +64,12 @@ def test_semantic_problems_are_collected_together(agent_factory, settings_factor
     )
     assert err.code == "SCHEMA_VALIDATION_FAILED"
     assert {e["instanceLocation"] for e in err.errors} == {
-        "/currency", "/pagination/skip", "/pagination/limit",
-        "/filters/price_min", "/filters/year_min", "/filters/make/0",
+        "/currency",
+        "/pagination/skip",
+        "/pagination/limit",
+        "/filters/price_min",
+        "/filters/year_min",
+        "/filters/make/0",
     }
 
 
@@ -85,8 +89,11 @@ def test_semantic_errors_come_before_capability_errors(agent_factory, settings_f
 
 def test_unsupported_filters_are_named(agent_factory, settings_factory):
     agent = agent_factory(settings_factory(filters=("make", "model")))
-    err = failure(agent, filters={"make": ["Honda"], "trim": ["LX"], "near": {
-        "latitude": 1, "longitude": 2, "radius_mi": 3}}, sort={"field": "distance_mi", "order": "asc"})
+    err = failure(
+        agent,
+        filters={"make": ["Honda"], "trim": ["LX"], "near": {"latitude": 1, "longitude": 2, "radius_mi": 3}},
+        sort={"field": "distance_mi", "order": "asc"},
+    )
     assert err.code == "UNSUPPORTED_FILTER"
     assert not err.retryable
     assert {e["instanceLocation"] for e in err.errors} >= {"/filters/trim", "/filters/near"}
@@ -100,8 +107,9 @@ def test_unknown_feature_code_is_an_unsupported_filter(shop):
 
 
 def test_store_vocabulary_applies_without_configured_features(agent_factory, settings_factory):
-    evidence = [{"code": "tow_package", "label": "Tow package", "status": "absent",
-                 "source": "dealer", "text": "Not fitted."}]
+    evidence = [
+        {"code": "tow_package", "label": "Tow package", "status": "absent", "source": "dealer", "text": "Not fitted."}
+    ]
     agent = agent_factory(settings_factory(features=()), [listing("a", feature_evidence=evidence)])
     assert search(agent, filters={"features_any": ["tow_package"]})["total"] == 0
     assert failure(agent, filters={"features_any": ["sunroof"]}).code == "UNSUPPORTED_FILTER"
@@ -129,21 +137,27 @@ def first_page(agent: Any, **body: Any) -> dict[str, Any]:
 
 
 def continue_with(agent: Any, cursor: str, ctx: CallContext = NOW_CTX, limit: int = 2, **body: Any) -> Any:
-    return agent.handle({
-        "type": "inventory.search.request",
-        "pagination": {"limit": limit, "cursor": cursor},
-        "sort": {"field": "price", "order": "asc"},
-        **body,
-    }, ctx)
+    return agent.handle(
+        {
+            "type": "inventory.search.request",
+            "pagination": {"limit": limit, "cursor": cursor},
+            "sort": {"field": "price", "order": "asc"},
+            **body,
+        },
+        ctx,
+    )
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda c: c[:-2] + ("A" if c[-2] != "A" else "B") + c[-1],     # signature altered
-    lambda c: ("e" if c[0] != "e" else "f") + c[1:],                # payload altered
-    lambda c: c.replace(".", ""),                                   # structure broken
-    lambda c: "not-a-cursor",
-    lambda c: c + "." + c,
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c: c[:-2] + ("A" if c[-2] != "A" else "B") + c[-1],  # signature altered
+        lambda c: ("e" if c[0] != "e" else "f") + c[1:],  # payload altered
+        lambda c: c.replace(".", ""),  # structure broken
+        lambda c: "not-a-cursor",
+        lambda c: c + "." + c,
+    ],
+)
 def test_tampered_cursor(shop, mutate):
     cursor = first_page(shop)["next_cursor"]
     with pytest.raises(AapError) as err:
@@ -153,17 +167,23 @@ def test_tampered_cursor(shop, mutate):
     assert not err.value.retryable
 
 
-@pytest.mark.parametrize("change", [
-    {"filters": {"make": ["Honda"]}},
-    {"currency": "CAD"},
-    {"mileage_unit": "km"},
-    {"sort": {"field": "price", "order": "desc"}},
-    {"pagination": {"limit": 3}},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"filters": {"make": ["Honda"]}},
+        {"currency": "CAD"},
+        {"mileage_unit": "km"},
+        {"sort": {"field": "price", "order": "desc"}},
+        {"pagination": {"limit": 3}},
+    ],
+)
 def test_cursor_bound_to_the_effective_query(shop, change):
     cursor = first_page(shop)["next_cursor"]
-    body = {"type": "inventory.search.request", "pagination": {"limit": 2, "cursor": cursor},
-            "sort": {"field": "price", "order": "asc"}}
+    body = {
+        "type": "inventory.search.request",
+        "pagination": {"limit": 2, "cursor": cursor},
+        "sort": {"field": "price", "order": "asc"},
+    }
     for key, value in change.items():
         body[key] = dict(value, cursor=cursor) if key == "pagination" else value
     with pytest.raises(AapError) as err:
@@ -173,8 +193,9 @@ def test_cursor_bound_to_the_effective_query(shop, change):
 
 def test_cursor_accepts_the_same_effective_query_spelled_differently(shop):
     data = first_page(shop, filters={"make": ["Honda", "Ford", "Toyota", "Acme Moto"]})
-    again = continue_with(shop, data["next_cursor"],
-                          filters={"make": ["ford ", "TOYOTA", "honda", "acme moto"]}, currency="USD")
+    again = continue_with(
+        shop, data["next_cursor"], filters={"make": ["ford ", "TOYOTA", "honda", "acme moto"]}, currency="USD"
+    )
     assert again["data"]["vehicles"]
 
 
@@ -228,8 +249,11 @@ def test_cursor_survives_inserts_and_deletes(agent_factory):
     assert seen == ["v00", "v01", "v02", "v03"]
     # Between pages: v04 sold, v05 removed by a replace, a new cheap listing and a new dear one.
     changed = [item for item in inventory if item["vehicle_id"] not in ("v04", "v05")]
-    changed += [listing("v04", price=4000, status="sold"), listing("new-cheap", price=1),
-                listing("new-dear", price=99_000)]
+    changed += [
+        listing("v04", price=4000, status="sold"),
+        listing("new-cheap", price=1),
+        listing("new-dear", price=99_000),
+    ]
     agent.stores.inventory.import_listings(changed, replace=True)
     cursor = page["next_cursor"]
     while cursor:
@@ -258,8 +282,9 @@ def test_oversized_sort_keys_still_give_a_short_cursor(agent_factory):
         if data["next_cursor"] is None:
             break
         assert len(data["next_cursor"]) <= 4096
-        data = search(agent, pagination={"limit": 1, "cursor": data["next_cursor"]},
-                      sort={"field": "make", "order": "asc"})
+        data = search(
+            agent, pagination={"limit": 1, "cursor": data["next_cursor"]}, sort={"field": "make", "order": "asc"}
+        )
     assert walked == ["v0", "v1", "v2"]
 
 
@@ -286,8 +311,7 @@ def test_term_filters_are_whole_values_casefolded(shop):
     assert search(shop, filters={"make": ["Hond"]})["total"] == 0
     assert search(shop, filters={"exterior_color": ["black"]})["total"] == 0
     assert ids(search(shop, filters={"exterior_color": ["crystal black pearl"]})) == ["h1"]
-    assert ids(search(shop, filters={"charge_port": ["nacs"]}, sort={"field": "make", "order": "asc"})) == [
-        "m1", "e1"]
+    assert ids(search(shop, filters={"charge_port": ["nacs"]}, sort={"field": "make", "order": "asc"})) == ["m1", "e1"]
 
 
 def test_applied_filters_are_normalised_and_deduplicated(shop):
@@ -332,8 +356,7 @@ def test_mileage_context_converts_exactly(shop):
     # t1: 20,000 km = 12,427.42 mi; h2: 30,000 mi = 48,280.32 km
     assert set(ids(search(shop, filters={"mileage_max": 12427}))) == {"h1"}
     assert set(ids(search(shop, filters={"mileage_max": 12428}))) == {"h1", "t1"}
-    km = search(shop, mileage_unit="km", filters={"mileage_max": 48280},
-                sort={"field": "mileage", "order": "desc"})
+    km = search(shop, mileage_unit="km", filters={"mileage_max": 48280}, sort={"field": "mileage", "order": "desc"})
     assert km["mileage_unit"] == "km"
     assert ids(km) == ["t1", "h1"]
     assert "h2" in ids(search(shop, mileage_unit="km", filters={"mileage_max": 48281}))
@@ -359,11 +382,13 @@ def test_string_sort_casefolds_first(shop):
 
 
 def test_updated_at_sorts_by_instant(agent_factory):
-    agent = agent_factory(listings=[
-        listing("late-offset", updated_at="2026-04-30T10:00:00+05:00"),   # 05:00Z
-        listing("utc", updated_at="2026-04-30T06:00:00Z"),
-        listing("early", updated_at="2026-04-30T01:00:00-03:00"),        # 04:00Z
-    ])
+    agent = agent_factory(
+        listings=[
+            listing("late-offset", updated_at="2026-04-30T10:00:00+05:00"),  # 05:00Z
+            listing("utc", updated_at="2026-04-30T06:00:00Z"),
+            listing("early", updated_at="2026-04-30T01:00:00-03:00"),  # 04:00Z
+        ]
+    )
     assert ids(search(agent, sort={"field": "updated_at", "order": "asc"})) == ["early", "late-offset", "utc"]
 
 
@@ -402,12 +427,14 @@ def test_rooftops_filter_is_exact(shop):
 
 
 def test_features_match_only_present_evidence(agent_factory):
-    agent = agent_factory(listings=[
-        listing("yes", feature_evidence=[EVIDENCE["present"]]),
-        listing("no", feature_evidence=[EVIDENCE["absent"]]),
-        listing("unknown", feature_evidence=[EVIDENCE["unknown"]]),
-        listing("silent", trim="Sunroof Edition", features=["Sunroof"]),
-    ])
+    agent = agent_factory(
+        listings=[
+            listing("yes", feature_evidence=[EVIDENCE["present"]]),
+            listing("no", feature_evidence=[EVIDENCE["absent"]]),
+            listing("unknown", feature_evidence=[EVIDENCE["unknown"]]),
+            listing("silent", trim="Sunroof Edition", features=["Sunroof"]),
+        ]
+    )
     data = search(agent, filters={"features_all": ["sunroof"]})
     assert ids(data) == ["yes"]
     assert data["vehicles"][0]["feature_evidence"] == [EVIDENCE["present"]]
@@ -453,7 +480,7 @@ def test_query_tokens_are_case_insensitive_substrings(shop):
     assert set(ids(data)) == {"h1"}
     assert data["query_terms"] == ["HON", "cr-"]
     assert ids(search(shop, filters={"query": "carplay"})) == ["h1"]  # features text counts
-    assert search(shop, filters={"query": '"CR-V"'})["total"] == 0    # quotes are characters
+    assert search(shop, filters={"query": '"CR-V"'})["total"] == 0  # quotes are characters
     assert search(shop, filters={"query": "Honda under 40k"})["total"] == 0  # no NL parsing
     assert search(shop, filters={"query": "honda civic"})["total"] == 1  # tokens may hit different fields
 
@@ -465,33 +492,35 @@ def test_query_tokens_never_span_two_fields(agent_factory):
 
 
 def test_query_wildcard_characters_are_literal(agent_factory):
-    agent = agent_factory(listings=[listing("x", stock="A_1"), listing("y", stock="AB1"),
-                                    listing("z", stock="100%")])
+    agent = agent_factory(listings=[listing("x", stock="A_1"), listing("y", stock="AB1"), listing("z", stock="100%")])
     assert ids(search(agent, filters={"query": "a_1"})) == ["x"]
     assert ids(search(agent, filters={"query": "0%"})) == ["z"]
 
 
 def test_vin_and_stock_are_exact(agent_factory):
-    agent = agent_factory(listings=[listing("x", vin="1HGCV1F30NA123456", stock="H12"),
-                                    listing("y", stock="h12")])
+    agent = agent_factory(listings=[listing("x", vin="1HGCV1F30NA123456", stock="H12"), listing("y", stock="h12")])
     assert ids(search(agent, filters={"vin": "1HGCV1F30NA123456"})) == ["x"]
     assert ids(search(agent, filters={"stock": "h12"})) == ["y"]
 
 
 def test_aggregate_results_carry_dealer_and_vehicle_ids(agent_factory, settings_factory):
-    north = DealerProfile({"dealer_id": "north", "name": "North Cars",
-                           "rooftops": [dict(DEFAULT_ROOFTOPS[0])]})
-    south = DealerProfile({"dealer_id": "south", "name": "South Cars",
-                           "rooftops": [dict(DEFAULT_ROOFTOPS[1])]})
-    settings = settings_factory(scope="aggregate", dealers=(north, south),
-                                filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"))
+    north = DealerProfile({"dealer_id": "north", "name": "North Cars", "rooftops": [dict(DEFAULT_ROOFTOPS[0])]})
+    south = DealerProfile({"dealer_id": "south", "name": "South Cars", "rooftops": [dict(DEFAULT_ROOFTOPS[1])]})
+    settings = settings_factory(
+        scope="aggregate",
+        dealers=(north, south),
+        filters=tuple(f for f in settings_factory().search.filters if f != "rooftops"),
+    )
     agent = agent_factory(settings)
-    agent.stores.inventory.import_listings([{"vin": "1HGCV1F30NA123456", "status": "available",
-                                             "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="north")
-    agent.stores.inventory.import_listings([{"stock": "S1", "status": "available",
-                                             "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="south")
-    agent.stores.inventory.import_listings([{"stock": "Z1", "status": "available",
-                                             "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="unknown")
+    agent.stores.inventory.import_listings(
+        [{"vin": "1HGCV1F30NA123456", "status": "available", "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="north"
+    )
+    agent.stores.inventory.import_listings(
+        [{"stock": "S1", "status": "available", "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="south"
+    )
+    agent.stores.inventory.import_listings(
+        [{"stock": "Z1", "status": "available", "updated_at": "2026-04-30T08:00:00Z"}], dealer_id="unknown"
+    )
     data = search(agent)
     assert data["total"] == 2
     assert {v["dealer_id"] for v in data["vehicles"]} == {"north", "south"}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import orjson
 import psycopg
@@ -26,15 +26,21 @@ COLORS = ("Red", "Blue", "Black", "White")
 
 def inventory(count: int) -> list[dict]:
     return [
-        listing(f"v{i:04d}", make="Honda" if i % 3 else "Toyota", model="Civic",
-                exterior_color=COLORS[i % 4], price=20_000 + i * 10, mileage=i,
-                rooftop="Bay Motors Oakland", condition="used")
+        listing(
+            f"v{i:04d}",
+            make="Honda" if i % 3 else "Toyota",
+            model="Civic",
+            exterior_color=COLORS[i % 4],
+            price=20_000 + i * 10,
+            mileage=i,
+            rooftop="Bay Motors Oakland",
+            condition="used",
+        )
         for i in range(count)
     ]
 
 
-HONDA = {"type": "inventory.search.request", "filters": {"make": ["Honda"]},
-         "pagination": {"limit": 5}}
+HONDA = {"type": "inventory.search.request", "filters": {"make": ["Honda"]}, "pagination": {"limit": 5}}
 HONDAS = sum(1 for i in range(300) if i % 3)
 
 
@@ -82,14 +88,20 @@ def test_a_slow_count_is_remembered_and_refreshed_by_the_next_import(agent_facto
 
 
 def seller_inventory(dealer: str, count: int, make: str = "Honda") -> list[dict]:
-    return [listing(f"{dealer}-{i:03d}", make=make, model="Civic", price=20_000 + i,
-                    dealer_id=dealer) for i in range(count)]
+    return [
+        listing(f"{dealer}-{i:03d}", make=make, model="Civic", price=20_000 + i, dealer_id=dealer) for i in range(count)
+    ]
 
 
 def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, settings_factory):
     """Per-seller versions: an import invalidates only the shares of the sellers it changed."""
-    agent = counting_in_sql(agent_factory(listings=seller_inventory("d-a", 40) + seller_inventory("d-b", 30)
-                                          + seller_inventory("d-c", 20, make="Toyota")))
+    agent = counting_in_sql(
+        agent_factory(
+            listings=seller_inventory("d-a", 40)
+            + seller_inventory("d-b", 30)
+            + seller_inventory("d-c", 20, make="Toyota")
+        )
+    )
     store = agent.stores.inventory
     store.totals.remember_count_ms = 0
     assert search(agent, ctx)["total"] == 70
@@ -102,11 +114,11 @@ def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, s
     with agent.stores.db.transaction() as tx:
         tx.execute("UPDATE inv_count SET partials = ?", (orjson.dumps({"d-a": 400, "d-b": 30}).decode(),))
     store.import_listings(seller_inventory("d-b", 5), dealer_id="d-b", replace=True)
-    assert search(agent, ctx)["total"] == 400 + 5      # d-b counted again, d-a remembered
+    assert search(agent, ctx)["total"] == 400 + 5  # d-b counted again, d-a remembered
     store.import_listings(seller_inventory("d-c", 3, make="Honda"), dealer_id="d-c", replace=True)
     assert search(agent, ctx)["total"] == 400 + 5 + 3  # a seller that had no match now has some
     store.import_listings(seller_inventory("d-a", 1), dealer_id="d-a", replace=True)
-    assert search(agent, ctx)["total"] == 1 + 5 + 3    # d-a's own import: its share is exact again
+    assert search(agent, ctx)["total"] == 1 + 5 + 3  # d-a's own import: its share is exact again
 
 
 def test_a_total_is_remembered_only_for_the_version_it_counted(agent_factory, ctx):
@@ -170,10 +182,11 @@ def test_without_a_budget_the_count_is_always_exact(agent_factory, ctx):
 def test_keyword_tokens_are_substrings_of_fields(agent_factory, ctx, backend, postings):
     """Keyword tokens, counted by the posting index and by SQL. (PostgreSQL used to keep a
     trigram index for them; the posting index replaced it, see docs/search.md.)"""
-    agent = agent_factory(listings=[
-        listing(f"k{i}", make="Honda" if i % 2 else "Toyota", model="Civic", stock=f"ST{i:03d}")
-        for i in range(40)
-    ])
+    agent = agent_factory(
+        listings=[
+            listing(f"k{i}", make="Honda" if i % 2 else "Toyota", model="Civic", stock=f"ST{i:03d}") for i in range(40)
+        ]
+    )
     agent.stores.inventory.postings.enabled = postings
     if backend == "postgresql":
         with agent.stores.db.read() as tx:
@@ -182,9 +195,9 @@ def test_keyword_tokens_are_substrings_of_fields(agent_factory, ctx, backend, po
     def total(query: str) -> int:
         return search(agent, ctx, {"type": "inventory.search.request", "filters": {"query": query}})["total"]
 
-    assert total("civ") == 40                      # substrings, case-insensitive
-    assert total("ONDA civ") == 20                 # every token, each in some field
-    assert total("onda st01") == 5                 # ST010..ST019, the odd ones
+    assert total("civ") == 40  # substrings, case-insensitive
+    assert total("ONDA civ") == 20  # every token, each in some field
+    assert total("onda st01") == 5  # ST010..ST019, the odd ones
     assert total("1") == len([i for i in range(40) if "1" in f"{i:03d}"])  # short: no trigram
     assert total("toyota 7") == len([i for i in range(0, 40, 2) if "7" in f"{i:03d}"])
 
@@ -207,14 +220,24 @@ def walk(agent, ctx, request) -> tuple[list[str], set]:
 def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, sort):
     """With its total remembered, a dense keyword search pages through the sort index (SQLite
     tests each row's own text instead of scanning all of it): same vehicles, same order."""
-    feed = [listing(f"w{i:04d}", make="Honda" if i % 4 else "Toyota", model="Civic", stock=f"S{i}",
-                    price=10_000 + (i * 7919) % 5000, updated_at=f"2026-04-{1 + i % 28:02d}T08:00:00Z")
-            for i in range(1000)]
+    feed = [
+        listing(
+            f"w{i:04d}",
+            make="Honda" if i % 4 else "Toyota",
+            model="Civic",
+            stock=f"S{i}",
+            price=10_000 + (i * 7919) % 5000,
+            updated_at=f"2026-04-{1 + i % 28:02d}T08:00:00Z",
+        )
+        for i in range(1000)
+    ]
     request = {"type": "inventory.search.request", "filters": {"query": "honda 1"}, "sort": sort}
     expected = sorted(
         (item for item in feed if item["make"] == "Honda" and "1" in item["stock"]),
-        key=lambda item: (-(item["price"] if sort["field"] == "price" else
-                            int(item["updated_at"][8:10])), item["vehicle_id"]),
+        key=lambda item: (
+            -(item["price"] if sort["field"] == "price" else int(item["updated_at"][8:10])),
+            item["vehicle_id"],
+        ),
     )
     counted = counting_in_sql(agent_factory(listings=feed))
     counted.stores.inventory.totals.remember_count_ms = float("inf")  # never remembered: scan every time

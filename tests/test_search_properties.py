@@ -13,12 +13,13 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from aap.agent import CallContext
 from aap.config.model import ALL_SORT_FIELDS
 from aap.errors import AapError
 from aap.store.inventory import search as search_module
-from aap.agent import CallContext
 from conftest import DEFAULT_ROOFTOPS
 from inventory_reference import filters, listings, reference_search
 
@@ -83,10 +84,10 @@ PLANS = st.sampled_from([0, 10**9])
 
 
 @PROPERTY
-@given(inventory=listings(), request=requests(), configured=st.booleans(), rooftops=st.sampled_from([1, 3]),
-       plan=PLANS)
-def test_cursor_walk_equals_reference(inventory, request, configured, rooftops, plan, settings_factory,
-                                      memory_agent, assert_valid):
+@given(inventory=listings(), request=requests(), configured=st.booleans(), rooftops=st.sampled_from([1, 3]), plan=PLANS)
+def test_cursor_walk_equals_reference(
+    inventory, request, configured, rooftops, plan, settings_factory, memory_agent, assert_valid
+):
     """``rooftops=1``: a null Vehicle.rooftop then sits at the one rooftop (near)."""
     kw = {} if configured else {"features": ()}
     settings_ = settings_factory(rooftops=DEFAULT_ROOFTOPS[:rooftops], **kw)
@@ -104,8 +105,9 @@ def test_cursor_walk_equals_reference(inventory, request, configured, rooftops, 
 
 @pytest.mark.parametrize("order", ["asc", "desc"])
 @pytest.mark.parametrize("field", ALL_SORT_FIELDS)
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_every_sort_visits_each_match_once(field, order, data, settings_factory, memory_agent, assert_valid):
     inventory = data.draw(listings(max_size=16))
@@ -131,12 +133,12 @@ def test_skip_enters_the_same_order(inventory, request, skip, settings_factory, 
         expected = reference_search(inventory, request, settings_)
         assert data["skip"] == skip
         assert data["total"] == len(expected)
-        assert [v["vehicle_id"] for v in data["vehicles"]] == expected[skip:skip + limit]
+        assert [v["vehicle_id"] for v in data["vehicles"]] == expected[skip : skip + limit]
         assert (data["next_cursor"] is None) == (skip + limit >= len(expected))
         if data["next_cursor"] is not None:
             rest = dict(request, pagination={"limit": limit, "cursor": data["next_cursor"]})
             ids, _ = walk(agent, rest, assert_valid)
-            assert ids == expected[skip + limit:]
+            assert ids == expected[skip + limit :]
 
 
 @PROPERTY

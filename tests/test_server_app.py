@@ -18,7 +18,7 @@ from aap.config.model import RateLimit
 from aap.server import app as app_module
 from aap.server.logconfig import JsonFormatter
 from aap.spec import validate
-from http_helpers import Deployment, aap_error_of, assert_valid_response, detail_of, send_message, ERROR_INFO
+from http_helpers import ERROR_INFO, Deployment, aap_error_of, assert_valid_response, detail_of, send_message
 
 DEALER = {"type": "dealer.information.request"}
 SECRET = "zq-secret-4711@customer.example"
@@ -98,6 +98,7 @@ def test_deployment_urls_follow_the_public_base_url():
     assert urls.poppy_operation("inventory.search") == "https://platform.example/dealers/42/poppy/v1/inventory.search"
     assert urls.poppy_api == "https://platform.example/dealers/42/poppy/v1"
     assert urls.mcp_protected_resource == "https://platform.example/dealers/42/.well-known/oauth-protected-resource/mcp"
+
 
 def test_unknown_path_json_404(http):
     response = http.get("/no-such-thing")
@@ -193,15 +194,17 @@ def test_body_limit_answers_the_poppy_api_in_aap_error(http):
     assert validate(error, "error") == []
     assert error["code"] == "SCHEMA_VALIDATION_FAILED" and "4096" in error["message"]
     assert error["details"]["errors"] == [
-        {"instanceLocation": "", "keyword": "maxLength", "error": "The request body exceeds 4096 bytes."}]
+        {"instanceLocation": "", "keyword": "maxLength", "error": "The request body exceeds 4096 bytes."}
+    ]
 
 
 def test_body_limit_answers_other_paths_in_the_plain_shape(http):
     for path in ("/llms.txt", "/no-such-thing"):
         response = http.post(path, content=OVERSIZED, headers={"Content-Type": "application/json"})
         assert response.status_code == 413
-        assert response.json() == {"error": {"status": 413, "message": (
-            "The request body is larger than this endpoint accepts (4096 bytes).")}}
+        assert response.json() == {
+            "error": {"status": 413, "message": ("The request body is larger than this endpoint accepts (4096 bytes).")}
+        }
 
 
 def test_error_shapes_pick_exact_paths_and_the_longest_prefix():
@@ -220,13 +223,17 @@ def test_error_shapes_pick_exact_paths_and_the_longest_prefix():
     assert shapes.for_path("/healthz") is plain_error
     assert plain_error(500, AapError("INTERNAL_ERROR")).status_code == 500
 
+
 # -- metrics ------------------------------------------------------------------------------------
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
     """Every sample of an exposition, by name and label set (label order is the library's)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_metrics(http):
@@ -344,8 +351,9 @@ def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_
         raise RuntimeError("database said: " + SECRET)
 
     def build(agent):
-        return BindingParts(routes=[Route("/poppy/v1/crash", crash, methods=["POST"]),
-                                    Route("/crash", crash, methods=["GET"])])
+        return BindingParts(
+            routes=[Route("/poppy/v1/crash", crash, methods=["POST"]), Route("/crash", crash, methods=["GET"])]
+        )
 
     monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
     caplog.set_level(logging.INFO, logger="aap")
@@ -359,8 +367,10 @@ def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_
     logged = [r for r in caplog.records if r.getMessage() == "internal error"]
     assert [r.fields["endpoint"] for r in logged] == ["/poppy/v1/crash", "/crash"]
     assert logged[0].fields["error_id"] == error["error_id"]
-    assert all(r.fields["error_type"] == "RuntimeError" and r.fields["where"].startswith("test_server_app.py:crash:")
-               for r in logged)
+    assert all(
+        r.fields["error_type"] == "RuntimeError" and r.fields["where"].startswith("test_server_app.py:crash:")
+        for r in logged
+    )
     for record in caplog.records:
         assert "zq-secret" not in JsonFormatter().format(record)
     assert "zq-secret" not in api.text + plain.text
@@ -389,6 +399,7 @@ def test_each_binding_resolves_the_skill_once(deployment, http):
     finally:
         del agent.skill_for
 
+
 # -- rate limiting ------------------------------------------------------------------------------
 def test_rate_limited_per_caller(tmp_path):
     with Deployment(tmp_path, inventory=0, rate_limit=RateLimit(enabled=True, per_minute=6, burst=2)) as dep:
@@ -396,8 +407,8 @@ def test_rate_limited_per_caller(tmp_path):
             ok = [http.post("/a2a", json=send_message(DEALER)) for _ in range(2)]
             limited = http.post("/a2a", json=send_message(DEALER, request_id="r3"))
             # The bucket lives in the database: another app on the same database shares it.
-            from aap.ratelimit import RateLimiter, anonymous_caller_key
             from aap.errors import AapError
+            from aap.ratelimit import RateLimiter, anonymous_caller_key
 
             shared = RateLimiter(dep.stores.state, dep.settings.rate_limit)
             with pytest.raises(AapError):
@@ -460,8 +471,10 @@ def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp
         raise AssertionError("the router must not see a direct path's method")
 
     def build(agent):
-        return BindingParts(routes=[Route("/poppy/v1/hot", routed, methods=["POST"])],
-                            direct={("/poppy/v1/hot", "POST"): direct, ("/poppy/v1/crash", None): direct})
+        return BindingParts(
+            routes=[Route("/poppy/v1/hot", routed, methods=["POST"])],
+            direct={("/poppy/v1/hot", "POST"): direct, ("/poppy/v1/crash", None): direct},
+        )
 
     monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
     caplog.set_level(logging.INFO, logger="aap")
@@ -477,7 +490,11 @@ def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp
     assert seen == ["POST", "PUT"]
     logged = [r.fields for r in caplog.records if r.getMessage() == "request"]
     assert [(f["path"], f["status"]) for f in logged] == [
-        ("/poppy/v1/hot", 200), ("/poppy/v1/hot", 405), ("/poppy/v1/hot", 413), ("/poppy/v1/crash", 500)]
+        ("/poppy/v1/hot", 200),
+        ("/poppy/v1/hot", 405),
+        ("/poppy/v1/hot", 413),
+        ("/poppy/v1/crash", 500),
+    ]
     assert "zq-secret" not in crash.text
 
 
@@ -487,8 +504,11 @@ def test_listing_documents_pass_through_a2a_mcp_and_poppy_as_stored(deployment, 
     from aap.agent import CallContext
     from aap.bindings.mcp.calls import success_result
 
-    request = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"},
-               "pagination": {"limit": 10}}
+    request = {
+        "type": "inventory.search.request",
+        "sort": {"field": "price", "order": "asc"},
+        "pagination": {"limit": 10},
+    }
     agent = deployment.app.state.agent
     skill = agent.skill_for(request)
     now = CallContext(binding="test").now

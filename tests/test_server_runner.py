@@ -36,7 +36,8 @@ def free_port() -> int:
 # -- settings travel to workers as their source ---------------------------------------------------
 def sources(tmp_path) -> list[SettingsSource]:
     config = tmp_path / "aap.toml"
-    config.write_text(textwrap.dedent("""
+    config.write_text(
+        textwrap.dedent("""
         id = "round-trip"
         public_url = "https://dealer.example"
         tenant = "t-1"
@@ -53,7 +54,8 @@ def sources(tmp_path) -> list[SettingsSource]:
         name = "Round Trip Motors"
         [[dealer.rooftops]]
         name = "Round Trip Motors"
-        """))
+        """)
+    )
     database = {"database": f"sqlite:///{tmp_path}/a.db"}
     return [
         SettingsSource(None, {**database, "public_url": "https://dealer.example"}, environ={}),
@@ -77,16 +79,22 @@ def test_settings_source_json_round_trip(tmp_path):
 
 
 def test_settings_source_refuses_anything_else():
-    for data in (b'{"__dataclass__": "subprocess:Popen", "args": "true"}', b"[]",
-                 b'{"config": 1, "overrides": {}, "environ": null}',
-                 b'{"config": null, "overrides": {}, "environ": {"A": 1}}'):
+    for data in (
+        b'{"__dataclass__": "subprocess:Popen", "args": "true"}',
+        b"[]",
+        b'{"config": 1, "overrides": {}, "environ": null}',
+        b'{"config": null, "overrides": {}, "environ": {"A": 1}}',
+    ):
         with pytest.raises(ValueError, match="not a serialised SettingsSource"):
             SettingsSource.from_json(data)
 
 
 def test_app_from_env(tmp_path, monkeypatch):
-    source = SettingsSource(None, {"database": f"sqlite:///{tmp_path}/a.db", "public_url": "https://dealer.example",
-                                   "tenant": "x"}, environ={})
+    source = SettingsSource(
+        None,
+        {"database": f"sqlite:///{tmp_path}/a.db", "public_url": "https://dealer.example", "tenant": "x"},
+        environ={},
+    )
     monkeypatch.setenv(server.SOURCE_ENV, source.to_json().decode())
     app = server.app_from_env()
     assert app.state.settings == source.load()
@@ -112,8 +120,9 @@ class ServerProcess:
     """``run(...)`` in a child process; waits for /healthz, stops with SIGINT by pid."""
 
     def __init__(self, tmp_path: Path, public_url: str, port: int, **run_kwargs) -> None:
-        self.source = SettingsSource(None, {"public_url": public_url, "database": f"sqlite:///{tmp_path}/aap.db"},
-                                     environ={})
+        self.source = SettingsSource(
+            None, {"public_url": public_url, "database": f"sqlite:///{tmp_path}/aap.db"}, environ={}
+        )
         script = textwrap.dedent(
             f"""
             from aap.server.runner import SettingsSource, run
@@ -202,7 +211,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -218,9 +227,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
 
@@ -264,9 +271,11 @@ def test_one_scrape_sees_every_worker(tmp_path, monkeypatch):
         """A2A requests each worker counted, read from its own file (``counter_<pid>.db``)."""
         counts = {}
         for path in shared.glob("counter_*.db"):
-            counts[path.stem] = sum(value for key, value, *_ in MmapedDict.read_all_values_from_file(str(path))
-                                    if jsonlib.loads(key)[1] == "aap_requests_total"
-                                    and jsonlib.loads(key)[2].get("binding") == "a2a")
+            counts[path.stem] = sum(
+                value
+                for key, value, *_ in MmapedDict.read_all_values_from_file(str(path))
+                if jsonlib.loads(key)[1] == "aap_requests_total" and jsonlib.loads(key)[2].get("binding") == "a2a"
+            )
         return counts
 
     try:
@@ -280,11 +289,17 @@ def test_one_scrape_sees_every_worker(tmp_path, monkeypatch):
         per_worker = served_per_worker()
         assert sum(1 for n in per_worker.values() if n) >= 2, per_worker
         assert sum(per_worker.values()) == sent
-        key = ("aap_requests_total", frozenset({"binding": "a2a", "skill": "dealer.information", "status": "200"}.items()))
+        key = (
+            "aap_requests_total",
+            frozenset({"binding": "a2a", "skill": "dealer.information", "status": "200"}.items()),
+        )
         for _ in range(4):  # whichever worker answers the scrape
             text = httpx.get(base + "/metrics").text
-            values = {(s.name, frozenset(s.labels.items())): s.value
-                      for family in text_string_to_metric_families(text) for s in family.samples}
+            values = {
+                (s.name, frozenset(s.labels.items())): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            }
             assert values[key] == sent
             assert values[("process_resident_memory_bytes", frozenset())] > 0
     finally:

@@ -42,9 +42,14 @@ def test_the_home_page_shows_the_dealer_its_rooftops_and_how_to_connect(site):
     assert "<h1>Bay Motors Group</h1>" in html
     for rooftop in ("Bay Motors San Francisco", "Bay Motors Oakland", "Bay Motors Vancouver"):
         assert f"<h3>{rooftop}</h3>" in html
-    assert "<th scope=\"row\">Sunday</th><td>Closed</td>" in html and "09:00–19:00" in html
-    for url in (f"{BASE}/.well-known/agent-card.json", f"{BASE}/mcp", f"{BASE}/llms.txt", f"{BASE}/a2a/openapi.json",
-                f"{BASE}/.well-known/api-catalog"):
+    assert '<th scope="row">Sunday</th><td>Closed</td>' in html and "09:00–19:00" in html
+    for url in (
+        f"{BASE}/.well-known/agent-card.json",
+        f"{BASE}/mcp",
+        f"{BASE}/llms.txt",
+        f"{BASE}/a2a/openapi.json",
+        f"{BASE}/.well-known/api-catalog",
+    ):
         assert f'data-copy="{url}"' in html, url
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert page.headers["x-frame-options"] == "DENY"
@@ -62,9 +67,13 @@ def test_the_form_offers_exactly_the_advertised_filters_and_sorts(tmp_path):
     stores.close()
     names = set(re.findall(r'<(?:input|select)[^>]* name="([a-z_]+)"', html))
     assert names == {"make", "price_max", "condition", "sort", "currency", "unit"}
-    assert re.findall(r'<option value="([a-z_]+:(?:asc|desc))"', html) == \
-        ["price:asc", "price:desc", "year:asc", "year:desc"]
-    assert refused.status_code == 200   # a filter the deployment does not advertise is not read at all
+    assert re.findall(r'<option value="([a-z_]+:(?:asc|desc))"', html) == [
+        "price:asc",
+        "price:desc",
+        "year:asc",
+        "year:desc",
+    ]
+    assert refused.status_code == 200  # a filter the deployment does not advertise is not read at all
 
 
 def test_search_filters_sorts_and_pages_through_the_core(site):
@@ -101,7 +110,7 @@ def test_without_offset_paging_too_the_next_page_follows_the_cursor(tmp_path):
         second = client.get(link)
         bad = client.get("/?cursor=not-a-cursor")
     stores.close()
-    assert second.status_code == 200 and 'First page' in second.text and "page 2 of" in second.text
+    assert second.status_code == 200 and "First page" in second.text and "page 2 of" in second.text
     assert not set(VEHICLE_LINK.findall(first.text)) & set(VEHICLE_LINK.findall(second.text))
     assert bad.status_code == 400 and "Please check the search" in bad.text
 
@@ -149,15 +158,33 @@ def test_the_stylesheet_and_script_are_served_from_the_package(site):
 
 
 def test_an_aggregate_page_lists_its_sellers(tmp_path):
-    sellers = tuple(DealerProfile({"dealer_id": f"seller-{n}", "name": f"Seller {n}", "rooftops": [
-        {"name": f"Seller {n} Store", "address": {"city": city, "country": "US"}}]})
-        for n, city in ((1, "Springfield"), (2, "Shelbyville")))
-    settings = make_settings(scope="aggregate", dealers=sellers,
-                             filters=("make", "price_max"))
+    sellers = tuple(
+        DealerProfile(
+            {
+                "dealer_id": f"seller-{n}",
+                "name": f"Seller {n}",
+                "rooftops": [{"name": f"Seller {n} Store", "address": {"city": city, "country": "US"}}],
+            }
+        )
+        for n, city in ((1, "Springfield"), (2, "Shelbyville"))
+    )
+    settings = make_settings(scope="aggregate", dealers=sellers, filters=("make", "price_max"))
     client, stores = client_for(settings, tmp_path, count=0)
-    stores.inventory.import_listings([{"vin": "1HGCV1F30NA000101", "make": "Honda", "model": "Fit", "year": 2024,
-                                       "status": "available", "price": 20000, "rooftop": "Seller 1 Store",
-                                       "updated_at": "2026-01-01T00:00:00Z"}], dealer_id="seller-1")
+    stores.inventory.import_listings(
+        [
+            {
+                "vin": "1HGCV1F30NA000101",
+                "make": "Honda",
+                "model": "Fit",
+                "year": 2024,
+                "status": "available",
+                "price": 20000,
+                "rooftop": "Seller 1 Store",
+                "updated_at": "2026-01-01T00:00:00Z",
+            }
+        ],
+        dealer_id="seller-1",
+    )
     with client:
         html = client.get("/").text
     stores.close()
@@ -180,8 +207,10 @@ def test_an_api_only_host_turns_the_pages_off(tmp_path):
     settings = dataclasses.replace(make_settings(), web=WebSettings(public_page=False, console=False))
     client, stores = client_for(settings, tmp_path, count=1)
     with client:
-        answers = {path: client.get(path) for path in ("/", "/vehicles/x", "/api-docs/a2a", "/assets/aap.css",
-                                                      "/console/login")}
+        answers = {
+            path: client.get(path)
+            for path in ("/", "/vehicles/x", "/api-docs/a2a", "/assets/aap.css", "/console/login")
+        }
         card = client.get("/.well-known/agent-card.json")
     stores.close()
     assert {path: a.status_code for path, a in answers.items()} == dict.fromkeys(answers, 404)

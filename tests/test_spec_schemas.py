@@ -1,4 +1,5 @@
 """The per-component schema files, the standalone seeds and the local registry."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,8 @@ from referencing.exceptions import Unresolvable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import schema_split  # noqa: E402
-
 import aap.spec as spec  # noqa: E402
+import schema_split  # noqa: E402
 from aap import SCHEMA_BASE_URL  # noqa: E402
 from aap.spec import schema_files  # noqa: E402
 
@@ -30,18 +30,21 @@ def test_files_are_in_sync_with_the_openapi_document():
         assert on_disk[name] == text, name
 
 
-@pytest.mark.parametrize("component,stem", [
-    ("InventorySearchRequest", "inventory-search-request"),
-    ("VehicleDetailRequest", "vehicle-detail-request"),
-    ("AapExtensionParams", "aap-extension-params"),
-    ("JsonRpcResponse", "json-rpc-response"),
-    ("A2aMessage", "a2a-message"),
-    ("A2aDataPart", "a2a-data-part"),
-    ("PoppyOauthMetadata", "poppy-oauth-metadata"),
-    ("PoppyMcpResourceMetadata", "poppy-mcp-resource-metadata"),
-    ("McpEndpoint", "mcp-endpoint"),
-    ("AgentCard", "agent-card-component"),
-])
+@pytest.mark.parametrize(
+    "component,stem",
+    [
+        ("InventorySearchRequest", "inventory-search-request"),
+        ("VehicleDetailRequest", "vehicle-detail-request"),
+        ("AapExtensionParams", "aap-extension-params"),
+        ("JsonRpcResponse", "json-rpc-response"),
+        ("A2aMessage", "a2a-message"),
+        ("A2aDataPart", "a2a-data-part"),
+        ("PoppyOauthMetadata", "poppy-oauth-metadata"),
+        ("PoppyMcpResourceMetadata", "poppy-mcp-resource-metadata"),
+        ("McpEndpoint", "mcp-endpoint"),
+        ("AgentCard", "agent-card-component"),
+    ],
+)
 def test_component_file_stems(component, stem):
     assert schema_split.component_stem(component) == stem
     assert stem in spec.schema_names()
@@ -90,16 +93,19 @@ def test_ids_and_dialect():
 
 
 def test_standalone_seeds_ship_verbatim():
-    assert (SCHEMAS / "agent-card.schema.json").read_bytes() == (
-        SEEDS / "001_3b6c1b248c9a63be.txt").read_bytes()
+    assert (SCHEMAS / "agent-card.schema.json").read_bytes() == (SEEDS / "001_3b6c1b248c9a63be.txt").read_bytes()
     assert (SCHEMAS / "poppy-alternative-v3.0.schema.json").read_bytes() == (
-        SEEDS / "000_e377c48ef45a2838.txt").read_bytes()
+        SEEDS / "000_e377c48ef45a2838.txt"
+    ).read_bytes()
     assert (SCHEMAS / "poppy-session-jwt-v3.2.schema.json").read_bytes() == (
-        SEEDS / "003_6f7ce1aa19fe78ba.txt").read_bytes()
+        SEEDS / "003_6f7ce1aa19fe78ba.txt"
+    ).read_bytes()
     assert spec.schema_url("poppy-alternative-v3.0") == (
-        "https://autoagentprotocol.org/v3.0/schemas/poppy-alternative.schema.json")
+        "https://autoagentprotocol.org/v3.0/schemas/poppy-alternative.schema.json"
+    )
     assert spec.schema_url("poppy-session-jwt-v3.2") == (
-        "https://autoagentprotocol.org/v3.2/schemas/poppy-session-jwt.schema.json")
+        "https://autoagentprotocol.org/v3.2/schemas/poppy-session-jwt.schema.json"
+    )
 
 
 def test_refs_between_files_are_relative():
@@ -147,8 +153,9 @@ def test_registry_knows_ids_and_file_names():
 def test_registry_never_fetches():
     with pytest.raises(Unresolvable):
         schema_files.registry().resolver().lookup("https://autoagentprotocol.org/v3.1/schemas/x.json")
-    validator = Draft202012Validator({"$ref": "https://example.com/remote.schema.json"},
-                                     registry=schema_files.registry())
+    validator = Draft202012Validator(
+        {"$ref": "https://example.com/remote.schema.json"}, registry=schema_files.registry()
+    )
     with pytest.raises(Unresolvable):
         validator.validate({})
 
@@ -178,9 +185,11 @@ def test_component_examples_validate_through_the_split_files():
         for pointer, sub in _with_examples(doc):
             if not pointer:
                 continue
-            v = Draft202012Validator({"$ref": doc["$id"] + "#" + pointer},
-                                     registry=schema_files.registry(),
-                                     format_checker=Draft202012Validator.FORMAT_CHECKER)
+            v = Draft202012Validator(
+                {"$ref": doc["$id"] + "#" + pointer},
+                registry=schema_files.registry(),
+                format_checker=Draft202012Validator.FORMAT_CHECKER,
+            )
             for example in sub["examples"]:
                 assert not list(v.iter_errors(example)), (stem, pointer)
                 nested += 1
@@ -190,8 +199,11 @@ def test_component_examples_validate_through_the_split_files():
 def test_send_message_request_examples_validate():
     operation = spec.openapi_document()["paths"]["/"]["post"]
     examples = operation["requestBody"]["content"]["application/json"]["examples"]
-    by_type = {spec.schema(s)["properties"]["type"].get("const"): s for s in spec.schema_names()
-               if "type" in spec.schema(s).get("properties", {})}
+    by_type = {
+        spec.schema(s)["properties"]["type"].get("const"): s
+        for s in spec.schema_names()
+        if "type" in spec.schema(s).get("properties", {})
+    }
     for name, example in examples.items():
         value = example["value"]
         assert spec.validate(value, "json-rpc-request") == [], name
@@ -199,8 +211,7 @@ def test_send_message_request_examples_validate():
         data = part["data"]
         assert data["type"] == f"{name}.request"
         assert spec.validate(data, by_type[data["type"]]) == [], name
-        assert part["mediaType"] == (
-            f"application/vnd.autoagent.{by_type[data['type']]}+json")
+        assert part["mediaType"] == (f"application/vnd.autoagent.{by_type[data['type']]}+json")
     assert len(examples) == 5
 
 
@@ -217,7 +228,12 @@ def test_public_accessors_return_copies():
 
 
 def test_unknown_schema_names_are_refused():
-    for call in (spec.schema, spec.schema_url, spec.schema_bytes,
-                 lambda n: spec.validate({}, n), lambda n: spec.is_valid({}, n)):
+    for call in (
+        spec.schema,
+        spec.schema_url,
+        spec.schema_bytes,
+        lambda n: spec.validate({}, n),
+        lambda n: spec.is_valid({}, n),
+    ):
         with pytest.raises(spec.UnknownSchema):
             call("no-such-schema")

@@ -1,4 +1,5 @@
 """The rebuilt OpenAPI document is a faithful reading of the flattened seed."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import seed_rebuild as sr  # noqa: E402
-
 from aap.spec.formats import checker as format_checker  # noqa: E402
 
 OPENAPI_PATH = ROOT / "src" / "aap" / "spec" / "schemas" / "openapi-jsonrpc.json"
@@ -29,19 +29,31 @@ def document() -> dict:
 @pytest.fixture(scope="module")
 def registry(document) -> Registry:
     return Registry().with_resource(
-        "urn:aap:openapi", Resource.from_contents(document, default_specification=DRAFT202012))
+        "urn:aap:openapi", Resource.from_contents(document, default_specification=DRAFT202012)
+    )
 
 
 def _validator(registry: Registry, pointer: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": "urn:aap:openapi#" + pointer}, registry=registry,
-                                format_checker=format_checker)
+    return Draft202012Validator(
+        {"$ref": "urn:aap:openapi#" + pointer}, registry=registry, format_checker=format_checker
+    )
 
 
 # -------------------------------------------------------------- schema walking
 
-SUBSCHEMA = ("items", "contains", "not", "if", "then", "else", "propertyNames",
-             "additionalProperties", "unevaluatedItems", "unevaluatedProperties",
-             "contentSchema")
+SUBSCHEMA = (
+    "items",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "additionalProperties",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+)
 SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "dependentSchemas")
 
@@ -67,8 +79,7 @@ def all_schemas(document):
         yield from walk_schemas(schema, ("components", "schemas", name))
     for method in document["paths"]["/"].values():
         for i, param in enumerate(method.get("parameters", [])):
-            yield from walk_schemas(param["schema"], ("paths", "/", "post", "parameters", i,
-                                                      "schema"))
+            yield from walk_schemas(param["schema"], ("paths", "/", "post", "parameters", i, "schema"))
 
 
 def ptr(path) -> str:
@@ -77,14 +88,18 @@ def ptr(path) -> str:
 
 # ------------------------------------------------------------------ round trip
 
+
 def test_reflattening_reproduces_the_seed_byte_for_byte(document):
     assert sr.reflatten(document) == SEED_TEXT
 
 
 def test_reflattening_gives_the_seed_token_sequence(document):
     def tokens(text):
-        return [(ln.dashes, ln.key, None if ln.scalar is None else
-                 (type(ln.scalar.value).__name__, ln.scalar.value)) for ln in sr.tokenize(text)]
+        return [
+            (ln.dashes, ln.key, None if ln.scalar is None else (type(ln.scalar.value).__name__, ln.scalar.value))
+            for ln in sr.tokenize(text)
+        ]
+
     assert tokens(sr.reflatten(document)) == tokens(SEED_TEXT)
 
 
@@ -94,17 +109,20 @@ def test_committed_json_is_the_tools_output(document):
 
 def test_every_seed_key_survives_once(document):
     """No duplicate keys: each key line of the seed became exactly one JSON member."""
+
     def count(node):
         if isinstance(node, dict):
             return len(node) + sum(count(v) for v in node.values())
         if isinstance(node, list):
             return sum(count(v) for v in node)
         return 0
+
     keys = sum(1 for ln in sr.tokenize(SEED_TEXT) if ln.key is not None)
     assert count(document) == keys
 
 
 # -------------------------------------------------------------------- examples
+
 
 def test_every_schema_examples_entry_validates(document, registry):
     checked = 0
@@ -141,11 +159,16 @@ def test_path_examples_validate_against_their_media_type_schema(document, regist
                 assert not errors, (body, name, [e.message for e in errors])
                 checked.append((body, name))
     assert [name for _body, name in checked] == [
-        "dealer.information", "inventory.facets", "inventory.search", "inventory.vehicle",
-        "lead.submit"]
+        "dealer.information",
+        "inventory.facets",
+        "inventory.search",
+        "inventory.vehicle",
+        "lead.submit",
+    ]
 
 
 # ------------------------------------------------------------ schema validity
+
 
 def test_every_ref_resolves(document, registry):
     resolver = registry.resolver("urn:aap:openapi")
@@ -159,7 +182,7 @@ def test_every_ref_resolves(document, registry):
 
 
 def test_components_are_valid_2020_12_schemas(document):
-    for name, schema in document["components"]["schemas"].items():
+    for schema in document["components"]["schemas"].values():
         Draft202012Validator.check_schema(schema)
 
 
@@ -180,7 +203,7 @@ def test_boolean_schemas_are_only_forbidden_properties(document):
 
 def test_scalar_typing_follows_yaml_1_2_core(document):
     comps = document["components"]["schemas"]
-    assert comps["Address"]["examples"][0]["zip"] == "94103"            # quoted
+    assert comps["Address"]["examples"][0]["zip"] == "94103"  # quoted
     assert comps["Address"]["properties"]["zip"]["examples"] == ["94103", "94103-1234"]
     assert comps["Customer"]["properties"]["phone"]["examples"] == ["+14155550123"]
     assert comps["JsonRpcRequest"]["properties"]["jsonrpc"]["const"] == "2.0"
@@ -191,18 +214,36 @@ def test_scalar_typing_follows_yaml_1_2_core(document):
     assert comps["Vehicle"]["properties"]["rooftop"]["type"] == ["string", "null"]
     assert comps["Vehicle"]["properties"]["updated_at"]["examples"] == ["2026-04-30T08:42:00Z"]
     assert comps["McpEndpoint"]["properties"]["protocol_versions"]["allOf"][0] == {
-        "contains": {"const": "2026-07-28"}}                             # no timestamps
-    assert comps["DealerInformation"]["$defs"]["day_hours"]["oneOf"][0]["properties"][
-        "open"]["examples"] == ["09:00"]                                  # no sexagesimal
+        "contains": {"const": "2026-07-28"}
+    }  # no timestamps
+    assert comps["DealerInformation"]["$defs"]["day_hours"]["oneOf"][0]["properties"]["open"]["examples"] == [
+        "09:00"
+    ]  # no sexagesimal
     assert comps["AapExtensionParams"]["properties"]["version"]["const"] == "3.1.0"
 
 
-@pytest.mark.parametrize("text,value", [
-    ("null", None), ("~", None), ('"null"', "null"), ("true", True), ("False", False),
-    ("2024", 2024), ("-96.797", -96.797), ("10.5", 10.5), ('"2.0"', "2.0"), ("1e3", 1000.0),
-    ("2026-04-30T11:05:00Z", "2026-04-30T11:05:00Z"), ("3.1.0", "3.1.0"), ("09:00", "09:00"),
-    ('"+14155550123"', "+14155550123"), ("0x1F", 31), ("0o17", 15), ("[]", []),
-])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("null", None),
+        ("~", None),
+        ('"null"', "null"),
+        ("true", True),
+        ("False", False),
+        ("2024", 2024),
+        ("-96.797", -96.797),
+        ("10.5", 10.5),
+        ('"2.0"', "2.0"),
+        ("1e3", 1000.0),
+        ("2026-04-30T11:05:00Z", "2026-04-30T11:05:00Z"),
+        ("3.1.0", "3.1.0"),
+        ("09:00", "09:00"),
+        ('"+14155550123"', "+14155550123"),
+        ("0x1F", 31),
+        ("0o17", 15),
+        ("[]", []),
+    ],
+)
 def test_scalar_resolution(text, value):
     (line,) = sr.tokenize(f"k: {text}")
     assert line.scalar.value == value
@@ -211,30 +252,40 @@ def test_scalar_resolution(text, value):
 
 # ------------------------------------------------------------------ tokenizer
 
+
 def test_quoted_scalars_may_contain_key_and_dash_lookalikes():
     lines = sr.tokenize('a: "x: y - z" b: - "c: d" - e f: g')
     assert [(ln.dashes, ln.key, ln.scalar and ln.scalar.value) for ln in lines] == [
-        (0, "a", "x: y - z"), (0, "b", None), (1, None, "c: d"), (1, None, "e"),
-        (0, "f", "g")]
+        (0, "a", "x: y - z"),
+        (0, "b", None),
+        (1, None, "c: d"),
+        (1, None, "e"),
+        (0, "f", "g"),
+    ]
 
 
 def test_quoted_keys():
     lines = sr.tokenize('"200": description: ok "@type": x')
     assert [(ln.key, ln.scalar and ln.scalar.value) for ln in lines] == [
-        ("200", None), ("description", "ok"), ("@type", "x")]
+        ("200", None),
+        ("description", "ok"),
+        ("@type", "x"),
+    ]
 
 
 def test_plain_scalars_keep_inner_quotes_and_brackets():
-    (line,) = sr.tokenize('description: scope MUST be ["lead_submission"] (e.g. \'x\').')
-    assert line.scalar.value == 'scope MUST be ["lead_submission"] (e.g. \'x\').'
+    (line,) = sr.tokenize("description: scope MUST be [\"lead_submission\"] (e.g. 'x').")
+    assert line.scalar.value == "scope MUST be [\"lead_submission\"] (e.g. 'x')."
 
 
 # ------------------------------------------------ nesting chosen by validation
 
-MINI = ("openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
-        "Thing: type: object properties: a: type: object properties: b: type: string "
-        "additionalProperties: false c: type: string additionalProperties: false "
-        "examples: - a: b: x c: y description: A thing.")
+MINI = (
+    "openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
+    "Thing: type: object properties: a: type: object properties: b: type: string "
+    "additionalProperties: false c: type: string additionalProperties: false "
+    "examples: - a: b: x c: y description: A thing."
+)
 
 
 def test_example_nesting_follows_its_schema():
@@ -247,24 +298,34 @@ def test_example_nesting_follows_its_schema():
 
 
 def test_keywords_follow_the_schema_type():
-    text = ("openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
-            "Tags: type: array items: type: string minLength: 1 minItems: 1 "
-            "description: Tags. uniqueItems: true")
+    text = (
+        "openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
+        "Tags: type: array items: type: string minLength: 1 minItems: 1 "
+        "description: Tags. uniqueItems: true"
+    )
     tags = sr.rebuild(text)["components"]["schemas"]["Tags"]
-    assert tags == {"type": "array", "items": {"type": "string", "minLength": 1},
-                    "minItems": 1, "description": "Tags.", "uniqueItems": True}
+    assert tags == {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1},
+        "minItems": 1,
+        "description": "Tags.",
+        "uniqueItems": True,
+    }
 
 
 def test_required_goes_to_the_schema_that_declares_the_names():
-    text = ("openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
-            "Ext: type: object properties: uri: type: string params: type: object "
-            "required: - uri")
+    text = (
+        "openapi: 3.1.0 info: title: t version: 1.0.0 paths: {} components: schemas: "
+        "Ext: type: object properties: uri: type: string params: type: object "
+        "required: - uri"
+    )
     ext = sr.rebuild(text)["components"]["schemas"]["Ext"]
     assert ext["required"] == ["uri"]
     assert ext["properties"]["params"] == {"type": "object"}
 
 
 # --------------------------------------------------- the standalone agent card
+
 
 def test_agent_card_component_differs_from_seed_001_only_as_reported(document):
     seed = json.loads((sr.ROOT / "tools" / "seeds" / "001_3b6c1b248c9a63be.txt").read_text())
@@ -273,8 +334,7 @@ def test_agent_card_component_differs_from_seed_001_only_as_reported(document):
     card_props = component["properties"]
     ext = card_props["capabilities"]["properties"]["extensions"]
     assert ext["items"]["$ref"] == "#/components/schemas/AgentCard/$defs/extension"
-    assert ext["contains"]["properties"]["params"]["$ref"] == (
-        "#/components/schemas/AapExtensionParams")
+    assert ext["contains"]["properties"]["params"]["$ref"] == ("#/components/schemas/AapExtensionParams")
     assert card_props["skills"]["items"]["$ref"] == "#/components/schemas/AgentCard/$defs/skill"
     ext["items"]["$ref"] = "#/$defs/extension"
     ext["contains"]["properties"]["params"]["$ref"] = "./aap-extension-params.schema.json"
@@ -295,7 +355,6 @@ def test_poppy_alternative_component_matches_seed_000_structure(document):
 
 
 def test_overrides_are_all_used():
-    parser = sr.Parser(sr.tokenize(SEED_TEXT),
-                       previous=json.loads(OPENAPI_PATH.read_text(encoding="utf-8")))
+    parser = sr.Parser(sr.tokenize(SEED_TEXT), previous=json.loads(OPENAPI_PATH.read_text(encoding="utf-8")))
     parser.parse()
     assert parser.used_overrides == set(sr.OVERRIDES)

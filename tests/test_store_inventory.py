@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from aap.config.model import Feature
 from aap.agent import CallContext
+from aap.config.model import Feature
 from aap.store import open_stores
 from aap.store.inventory import InventoryImportError, ListingRow, epoch_us, synthesized_id
 from aap.store.inventory.rows import PreparedListing
@@ -45,27 +46,78 @@ def test_import_counts(store):
 
 def test_a_listing_row_holds_each_field_in_its_column():
     feed_listing = listing(
-        "v1", dealer_id="d1", status="pending", condition="used", currency="CAD", vin="1HGCV1F30NA123456",
-        stock=" St-9 ", make=" Honda ", model="CR-V", trim="EX-L", transmission="Automatic", fuel="Gas",
-        driveline="AWD", body="SUV", exterior_color="Crystal Black", interior_color="Gray", charge_port="NACS",
-        rooftop="Bay Motors Oakland", year=2024, price=35500, list_price=36000.0, msrp=37000, mileage=12,
-        mileage_unit="km", updated_at="2026-04-30T08:00:00.5+02:00", electric_range_mi=40,
-        dc_fast_charge=True, displacement_cc=1998,
+        "v1",
+        dealer_id="d1",
+        status="pending",
+        condition="used",
+        currency="CAD",
+        vin="1HGCV1F30NA123456",
+        stock=" St-9 ",
+        make=" Honda ",
+        model="CR-V",
+        trim="EX-L",
+        transmission="Automatic",
+        fuel="Gas",
+        driveline="AWD",
+        body="SUV",
+        exterior_color="Crystal Black",
+        interior_color="Gray",
+        charge_port="NACS",
+        rooftop="Bay Motors Oakland",
+        year=2024,
+        price=35500,
+        list_price=36000.0,
+        msrp=37000,
+        mileage=12,
+        mileage_unit="km",
+        updated_at="2026-04-30T08:00:00.5+02:00",
+        electric_range_mi=40,
+        dc_fast_charge=True,
+        displacement_cc=1998,
     )
     row = PreparedListing(feed_listing, 0, None).row
     assert isinstance(row, ListingRow)
     assert row._asdict() == {
-        "id": "v1", "dealer_id": "d1", "status": "pending", "condition": "used", "vehicle_type": "car",
-        "currency": "CAD", "vin": "1HGCV1F30NA123456", "stock": " St-9 ", "stock_k": "st-9",
-        "make": " Honda ", "make_k": "honda", "model": "CR-V", "model_k": "cr-v", "trim_k": "ex-l",
-        "transmission_k": "automatic", "fuel_k": "gas", "driveline_k": "awd", "body_k": "suv",
-        "exterior_color_k": "crystal black", "interior_color_k": "gray", "charge_port_k": "nacs",
-        "rooftop": "Bay Motors Oakland", "year": 2024, "price": 35500, "list_price": 36000, "msrp": 37000,
-        "odometer_mm": 12_000_000, "updated_us": epoch_us("2026-04-30T06:00:00.5Z"),
-        "electric_range_mi": 40.0, "dc_fast_charge": 1, "displacement_cc": 1998,
+        "id": "v1",
+        "dealer_id": "d1",
+        "status": "pending",
+        "condition": "used",
+        "vehicle_type": "car",
+        "currency": "CAD",
+        "vin": "1HGCV1F30NA123456",
+        "stock": " St-9 ",
+        "stock_k": "st-9",
+        "make": " Honda ",
+        "make_k": "honda",
+        "model": "CR-V",
+        "model_k": "cr-v",
+        "trim_k": "ex-l",
+        "transmission_k": "automatic",
+        "fuel_k": "gas",
+        "driveline_k": "awd",
+        "body_k": "suv",
+        "exterior_color_k": "crystal black",
+        "interior_color_k": "gray",
+        "charge_port_k": "nacs",
+        "rooftop": "Bay Motors Oakland",
+        "year": 2024,
+        "price": 35500,
+        "list_price": 36000,
+        "msrp": 37000,
+        "odometer_mm": 12_000_000,
+        "updated_us": epoch_us("2026-04-30T06:00:00.5Z"),
+        "electric_range_mi": 40.0,
+        "dc_fast_charge": 1,
+        "displacement_cc": 1998,
     }
     bare = PreparedListing(listing("v2", make="  "), 1, None).row
-    assert (bare.make, bare.make_k, bare.vehicle_type, bare.currency, bare.dc_fast_charge) == (None, None, "car", "USD", None)
+    assert (bare.make, bare.make_k, bare.vehicle_type, bare.currency, bare.dc_fast_charge) == (
+        None,
+        None,
+        "car",
+        "USD",
+        None,
+    )
 
 
 def test_import_is_atomic(store):
@@ -84,16 +136,19 @@ def test_import_is_atomic(store):
     assert store.inventory_version() == version
 
 
-@pytest.mark.parametrize("bad, reason", [
-    ([listing("x"), listing("x")], "twice"),
-    ([listing("x", updated_at="yesterday")], "updated_at"),
-    ([listing("x", updated_at="2026-04-30T08:00:00")], "updated_at"),
-    ([{"status": "available", "updated_at": "2026-04-30T08:00:00Z"}], "vehicle_id, vin or stock"),
-    ([listing("x", feature_evidence=[EVIDENCE["present"], EVIDENCE["absent"]])], "twice"),
-    ([listing("x", price=2**63)], "too large"),
-    ([listing("x", mileage=2**62)], "too large"),
-    ([listing("x", make="\ud800")], "Unicode"),
-])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ([listing("x"), listing("x")], "twice"),
+        ([listing("x", updated_at="yesterday")], "updated_at"),
+        ([listing("x", updated_at="2026-04-30T08:00:00")], "updated_at"),
+        ([{"status": "available", "updated_at": "2026-04-30T08:00:00Z"}], "vehicle_id, vin or stock"),
+        ([listing("x", feature_evidence=[EVIDENCE["present"], EVIDENCE["absent"]])], "twice"),
+        ([listing("x", price=2**63)], "too large"),
+        ([listing("x", mileage=2**62)], "too large"),
+        ([listing("x", make="\ud800")], "Unicode"),
+    ],
+)
 def test_import_rejects_what_it_cannot_store(store, bad, reason):
     store.import_listings([listing("before")])
     with pytest.raises(InventoryImportError) as err:
@@ -104,8 +159,7 @@ def test_import_rejects_what_it_cannot_store(store, bad, reason):
 
 
 def test_synthesized_ids_are_stable_and_exposed(store):
-    item = {"vin": "1HGCV1F30NA123456", "stock": "S1", "status": "available",
-            "updated_at": "2026-04-30T08:00:00Z"}
+    item = {"vin": "1HGCV1F30NA123456", "stock": "S1", "status": "available", "updated_at": "2026-04-30T08:00:00Z"}
     store.import_listings([item])
     expected = synthesized_id(None, "1HGCV1F30NA123456", "S1")
     (record,) = store.find(vin="1HGCV1F30NA123456")
@@ -156,13 +210,16 @@ def test_version_and_vocabulary(store):
     assert store.feature_vocabulary() == []
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("1970-01-01T00:00:00Z", 0),
-    ("1970-01-01T00:00:00.5Z", 500_000),
-    ("1970-01-01t01:00:00+01:00", 0),
-    ("1969-12-31T23:00:00.000001-01:00", 1),
-    ("2016-12-31T23:59:60Z", 1_483_228_799_000_000),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1970-01-01T00:00:00Z", 0),
+        ("1970-01-01T00:00:00.5Z", 500_000),
+        ("1970-01-01t01:00:00+01:00", 0),
+        ("1969-12-31T23:00:00.000001-01:00", 1),
+        ("2016-12-31T23:59:60Z", 1_483_228_799_000_000),
+    ],
+)
 def test_epoch_us(text, expected):
     assert epoch_us(text) == expected
 
@@ -181,11 +238,14 @@ def test_vocabulary_beyond_the_bitmask_capacity(agent_factory, settings_factory)
     def evidence(code: str, status: str = "present") -> dict[str, Any]:
         return {"code": code, "label": code, "status": status, "source": "dealer", "text": "Checked."}
 
-    agent = agent_factory(settings_factory(features=vocabulary), [
-        listing("all", feature_evidence=[evidence(c) for c in codes]),
-        listing("late", feature_evidence=[evidence("code_259"), evidence("code_001", "absent")]),
-        listing("early", feature_evidence=[evidence("code_001")]),
-    ])
+    agent = agent_factory(
+        settings_factory(features=vocabulary),
+        [
+            listing("all", feature_evidence=[evidence(c) for c in codes]),
+            listing("late", feature_evidence=[evidence("code_259"), evidence("code_001", "absent")]),
+            listing("early", feature_evidence=[evidence("code_001")]),
+        ],
+    )
 
     def hits(**f: Any) -> list[str]:
         data = agent.handle({"type": "inventory.search.request", "filters": f}, CTX)["data"]
@@ -196,8 +256,10 @@ def test_vocabulary_beyond_the_bitmask_capacity(agent_factory, settings_factory)
     assert hits(features_any=["code_001", "code_258"]) == ["all", "early"]
     assert hits(features_any=["code_258", "code_259"]) == ["all", "late"]
     for block in ({}, {"status": ["available"]}):
-        data = agent.handle({"type": "inventory.facets.request", "filters": block} if block
-                            else {"type": "inventory.facets.request"}, CTX)["data"]
+        data = agent.handle(
+            {"type": "inventory.facets.request", "filters": block} if block else {"type": "inventory.facets.request"},
+            CTX,
+        )["data"]
         counts = {f["code"]: f["count"] for f in data["features"]}
         assert (counts["code_001"], counts["code_259"], counts["code_100"]) == (2, 2, 1)
     agent.stores.inventory.import_listings([listing("all", status="sold")])
@@ -206,6 +268,7 @@ def test_vocabulary_beyond_the_bitmask_capacity(agent_factory, settings_factory)
 
 
 # -- derived data stays exact across import sequences -----------------------------
+
 
 def _mutate(draw: Any, inventory: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A later feed: some listings kept, some changed, some sold, some new."""
@@ -216,10 +279,20 @@ def _mutate(draw: Any, inventory: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append(item)
         elif fate == "change":
             changed = dict(item)
-            changed.update(draw(st.sampled_from([
-                {"price": 1}, {"currency": "CAD"}, {"make": "Ford"}, {"status": "pending"},
-                {"feature_evidence": [dict(EVIDENCE["present"])]}, {"rooftop": "Bay Motors Oakland"},
-            ])))
+            changed.update(
+                draw(
+                    st.sampled_from(
+                        [
+                            {"price": 1},
+                            {"currency": "CAD"},
+                            {"make": "Ford"},
+                            {"status": "pending"},
+                            {"feature_evidence": [dict(EVIDENCE["present"])]},
+                            {"rooftop": "Bay Motors Oakland"},
+                        ]
+                    )
+                )
+            )
             out.append(changed)
         elif fate == "sell":
             out.append(dict(item, status="sold"))
@@ -233,8 +306,7 @@ def histories(draw: Any) -> list[tuple[list[dict[str, Any]], bool]]:
     current = first
     for _ in range(draw(st.integers(1, 3))):
         later = _mutate(draw, current)
-        extra = [item for item in draw(listings(max_size=4))
-                 if listing_id(item) not in {listing_id(x) for x in later}]
+        extra = [item for item in draw(listings(max_size=4)) if listing_id(item) not in {listing_id(x) for x in later}]
         current = later + extra
         steps.append((current, draw(st.booleans())))
     return steps
@@ -253,8 +325,9 @@ def _apply(state: dict[str, dict[str, Any]], feed: list[dict[str, Any]], replace
             state.pop(key, None)
 
 
-@settings(max_examples=80, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(history=histories(), currency=st.sampled_from(["USD", "CAD"]))
 def test_counts_and_search_stay_exact_across_imports(history, currency, settings_factory, memory_agent):
     settings_ = settings_factory()
@@ -265,11 +338,13 @@ def test_counts_and_search_stay_exact_across_imports(history, currency, settings
             _apply(state, feed, replace)
         live = list(state.values())
         assert agent.stores.inventory.count() == len(live)
-        for request in ({"currency": currency}, {"currency": currency, "filters": {"status": [
-                "available", "intransit", "pending"]}}):
+        for request in (
+            {"currency": currency},
+            {"currency": currency, "filters": {"status": ["available", "intransit", "pending"]}},
+        ):
             data = agent.handle({"type": "inventory.facets.request", **request}, CTX)["data"]
-            assert normalise_facets(assert_valid(
-                {"type": "inventory.facets.response", "data": data}, "inventory-facets-response")["data"]
+            assert normalise_facets(
+                assert_valid({"type": "inventory.facets.response", "data": data}, "inventory-facets-response")["data"]
             ) == reference_facets(live, request, settings_)
         search = {"type": "inventory.search.request", "currency": currency, "pagination": {"limit": 100}}
         data = agent.handle(search, CTX)["data"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -48,7 +48,7 @@ def test_token_bucket_refills(workers):
 
 def test_token_bucket_accepts_datetimes_and_tolerates_clock_steps(workers):
     state, _ = workers
-    moment = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    moment = datetime(2026, 5, 1, tzinfo=UTC)
     assert state.take_token("d", capacity=1, refill_per_second=0.5, now=moment) == 0.0
     assert state.take_token("d", capacity=1, refill_per_second=0.5, now=moment) == pytest.approx(2.0)
     earlier = moment.timestamp() - 50  # a clock step backwards never mints tokens
@@ -88,7 +88,7 @@ def test_remember_once_detects_replays_across_workers(workers):
     assert one.remember_once("jti", "abc", expires_at=200.0, now=100.0) is True
     assert two.remember_once("jti", "abc", expires_at=200.0, now=150.0) is False
     assert two.remember_once("dpop", "abc", expires_at=200.0, now=150.0) is True  # namespaced
-    assert one.remember_once("jti", "abc", expires_at=400.0, now=250.0) is True   # expired: forgotten
+    assert one.remember_once("jti", "abc", expires_at=400.0, now=250.0) is True  # expired: forgotten
 
 
 def test_remember_once_is_atomic_under_contention(workers):
@@ -118,4 +118,3 @@ def test_values_expire(workers):
     assert two.get_value("ns", "k", now=250.0) == "v2"
     assert two.get_value("ns", "k", now=300.0) is None
     assert two.get_value("ns", "missing") is None
-

@@ -20,10 +20,18 @@ CONFIG = ROOT / "pyproject.toml"
 
 def mypy(target: Path, cache_dir: Path) -> tuple[int, str]:
     """(exit status, report) of mypy on ``target`` with the project's configuration."""
-    stdout, stderr, status = api.run([
-        "--config-file", str(CONFIG), "--cache-dir", str(cache_dir),
-        "--show-error-codes", "--no-color-output", "--no-pretty", str(target),
-    ])
+    stdout, stderr, status = api.run(
+        [
+            "--config-file",
+            str(CONFIG),
+            "--cache-dir",
+            str(cache_dir),
+            "--show-error-codes",
+            "--no-color-output",
+            "--no-pretty",
+            str(target),
+        ]
+    )
     return status, stdout + stderr
 
 
@@ -32,14 +40,14 @@ def test_source_passes_mypy(tmp_path: Path) -> None:
     assert status == 0, f"mypy found type errors (run `mypy` in the repository root):\n{report}"
 
 
-BAD_CORE_MODULE = '''
+BAD_CORE_MODULE = """
 def untyped(value):                  # strict on core packages: every function annotated
     return value
 
 
 def total(prices: list[int]) -> int:
     return sum(prices) + "0"         # an error under any configuration
-'''
+"""
 
 
 def test_the_check_rejects_type_errors(tmp_path: Path) -> None:
@@ -62,7 +70,19 @@ def test_core_packages_are_strict(flag: str) -> None:
     strict = [o for o in config["overrides"] if o.get(flag) is True]
     assert strict, f"no [[tool.mypy.overrides]] section sets {flag}"
     modules = set(strict[0]["module"])
-    core = {"aap", "aap.errors", "aap.loopback", "aap.paths", "aap.protocols", "aap.spec.*",
-            "aap.config.*", "aap.inventory.*", "aap.store.*", "aap.leads.*", "aap.skills.*",
-            "aap.agent", "aap.ratelimit"}
+    core = {
+        "aap",
+        "aap.errors",
+        "aap.loopback",
+        "aap.paths",
+        "aap.protocols",
+        "aap.spec.*",
+        "aap.config.*",
+        "aap.inventory.*",
+        "aap.store.*",
+        "aap.leads.*",
+        "aap.skills.*",
+        "aap.agent",
+        "aap.ratelimit",
+    }
     assert core <= modules, f"{flag} does not cover {sorted(core - modules)}"

@@ -36,8 +36,11 @@ def cli(tmp_path, monkeypatch):
 def sign_in(url: str, email: str, password: str):
     stores = open_stores(url)
     try:
-        return Accounts(stores.console, load_settings(None, overrides={"database": url})).sign_in(
-            email, password, "127.0.0.1").user
+        return (
+            Accounts(stores.console, load_settings(None, overrides={"database": url}))
+            .sign_in(email, password, "127.0.0.1")
+            .user
+        )
     finally:
         stores.close()
 
@@ -66,8 +69,15 @@ def test_refusals_say_why_and_exit_non_zero(cli):
     cases = {
         ("add", "a@dealer.example", "--password-stdin"): "there is already an account",
         ("add", "b@dealer.example", "--password-stdin"): "at least 12 characters",
-        ("add", "c@dealer.example", "--role", "admin", "--rooftop", "Demo Motors San Francisco",
-         "--password-stdin"): "an admin sees every lead",
+        (
+            "add",
+            "c@dealer.example",
+            "--role",
+            "admin",
+            "--rooftop",
+            "Demo Motors San Francisco",
+            "--password-stdin",
+        ): "an admin sees every lead",
         ("add", "d@dealer.example", "--rooftop", "Atlantis", "--password-stdin"): "no rooftop 'Atlantis'",
         ("passwd", "nobody@dealer.example", "--password-stdin"): "no account for nobody@dealer.example",
         ("remove", "nobody@dealer.example"): "no account for nobody@dealer.example",

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from aap.agent import CallContext
 from aap.config.model import DealerProfile
 from aap.errors import AapError
-from aap.agent import CallContext
 from aap.store.inventory import synthesized_id
 from conftest import DEFAULT_ROOFTOPS, assert_valid
 from inventory_reference import listing
@@ -33,12 +33,14 @@ def refused(agent: Any, **ids: Any) -> AapError:
 
 @pytest.fixture
 def shop(agent_factory):
-    return agent_factory(listings=[
-        listing("a", vin=VIN, stock="S1", price=30000),
-        listing("b", stock="S2"),
-        {"vin": OTHER_VIN, "status": "intransit", "updated_at": "2026-04-30T08:00:00Z"},
-        listing("cad", stock="C1", currency="CAD", price=40000),
-    ])
+    return agent_factory(
+        listings=[
+            listing("a", vin=VIN, stock="S1", price=30000),
+            listing("b", stock="S2"),
+            {"vin": OTHER_VIN, "status": "intransit", "updated_at": "2026-04-30T08:00:00Z"},
+            listing("cad", stock="C1", currency="CAD", price=40000),
+        ]
+    )
 
 
 def test_each_identifier_finds_the_listing(shop):
@@ -100,8 +102,7 @@ def test_aggregate_lookup_carries_the_seller(agent_factory, settings_factory):
         DealerProfile({"dealer_id": name, "name": name.title(), "rooftops": [dict(DEFAULT_ROOFTOPS[0])]})
         for name in ("north", "south")
     )
-    agent = agent_factory(settings_factory(scope="aggregate", dealers=sellers,
-                                           filters=("make", "model")))
+    agent = agent_factory(settings_factory(scope="aggregate", dealers=sellers, filters=("make", "model")))
     for seller in ("north", "south", "gone"):
         agent.stores.inventory.import_listings([listing(f"{seller}-1", vin=VIN)], dealer_id=seller)
     assert refused(agent, vin=VIN).code == "VEHICLE_NOT_FOUND"  # two sellers list that VIN

@@ -81,10 +81,16 @@ def test_one_work_per_agent(agent_factory):
 def test_work_shape_keeps_names_not_values(agent_factory):
     agent: DealerAgent = agent_factory()
     search, lead = SKILLS["inventory.search"], SKILLS["lead.submit"]
-    one = {"type": "inventory.search.request", "filters": {"make": ["Honda"], "price_max": 1},
-           "sort": {"field": "price"}}
-    two = {"type": "inventory.search.request", "filters": {"price_max": 99, "make": ["Kia"]},
-           "sort": {"field": "price", "order": "desc"}}
+    one = {
+        "type": "inventory.search.request",
+        "filters": {"make": ["Honda"], "price_max": 1},
+        "sort": {"field": "price"},
+    }
+    two = {
+        "type": "inventory.search.request",
+        "filters": {"price_max": 99, "make": ["Kia"]},
+        "sort": {"field": "price", "order": "desc"},
+    }
     assert agent.work_shape(search, one) == agent.work_shape(search, two)
     paged = {**one, "pagination": {"cursor": "abc"}}
     assert agent.work_shape(search, paged) != agent.work_shape(search, one)

@@ -15,6 +15,7 @@ Output, next to it:
 
 Run ``python tools/schema_split.py`` to regenerate, ``--check`` to verify.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "src" / "aap" / "spec" / "schemas"
 OPENAPI = SCHEMAS / "openapi-jsonrpc.json"
-SEEDS = ROOT / "tools" / "seeds"   # copies of the spec seeds, as received
+SEEDS = ROOT / "tools" / "seeds"  # copies of the spec seeds, as received
 BASE = "https://autoagentprotocol.org/v3.1/schemas/"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 # The standalone seed schemas, shipped byte for byte.
 STANDALONE = {
-    "001_3b6c1b248c9a63be.txt": "agent-card",   # its $id names agent-card.schema.json
-    "000_e377c48ef45a2838.txt": None,           # stem from $id (+ version, see below)
+    "001_3b6c1b248c9a63be.txt": "agent-card",  # its $id names agent-card.schema.json
+    "000_e377c48ef45a2838.txt": None,  # stem from $id (+ version, see below)
     "003_6f7ce1aa19fe78ba.txt": None,
 }
 # Components whose standalone seed wins the plain stem.
@@ -52,8 +53,7 @@ def component_stem(name: str) -> str:
 
 def seed_stem(schema: dict) -> str:
     """Stem for a standalone seed from its $id; other AAP versions get a suffix."""
-    m = re.match(r"^https://autoagentprotocol\.org/(v[\d.]+)/schemas/(.+)\.schema\.json$",
-                 schema["$id"])
+    m = re.match(r"^https://autoagentprotocol\.org/(v[\d.]+)/schemas/(.+)\.schema\.json$", schema["$id"])
     if not m:
         raise ValueError(f"unexpected $id {schema['$id']}")
     version, stem = m.groups()
@@ -65,7 +65,7 @@ def _rewrite_refs(node: Any, own: str, stems: dict[str, str]) -> Any:
         out = {}
         for k, v in node.items():
             if k == "$ref" and isinstance(v, str) and v.startswith("#/components/schemas/"):
-                rest = v[len("#/components/schemas/"):]
+                rest = v[len("#/components/schemas/") :]
                 name, _, tail = rest.partition("/")
                 fragment = "#/" + tail if tail else ""
                 if name == own:
@@ -131,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     present = {p.name for p in SCHEMAS.glob("*.schema.json")}
     stale = sorted(present - set(files))
     if args.check:
-        wrong = [n for n, t in files.items()
-                 if not (SCHEMAS / n).exists() or (SCHEMAS / n).read_text(encoding="utf-8") != t]
+        wrong = [
+            n for n, t in files.items() if not (SCHEMAS / n).exists() or (SCHEMAS / n).read_text(encoding="utf-8") != t
+        ]
         for n in wrong + stale:
             print(f"out of date: {n}")
         return 1 if wrong or stale else 0

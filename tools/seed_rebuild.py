@@ -26,6 +26,7 @@ Run ``python tools/seed_rebuild.py`` to regenerate
 writing.  ``tests/test_spec_seed.py`` re-flattens the output and compares it with the
 seed byte for byte.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,9 +84,26 @@ def resolve_plain(text: str) -> Any:
     return text
 
 
-_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v",
-            "f": "\f", "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\",
-            "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+_ESCAPES = {
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "\t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    "e": "\x1b",
+    " ": " ",
+    '"': '"',
+    "/": "/",
+    "\\": "\\",
+    "N": "\x85",
+    "_": "\xa0",
+    "L": "\u2028",
+    "P": "\u2029",
+}
 
 
 def _read_double_quoted(text: str, i: int) -> tuple[str, int]:
@@ -102,7 +120,7 @@ def _read_double_quoted(text: str, i: int) -> tuple[str, int]:
             e = text[j + 1]
             if e in "xuU":
                 width = {"x": 2, "u": 4, "U": 8}[e]
-                out.append(chr(int(text[j + 2: j + 2 + width], 16)))
+                out.append(chr(int(text[j + 2 : j + 2 + width], 16)))
                 j += 2 + width
                 continue
             out.append(_ESCAPES[e])
@@ -114,6 +132,7 @@ def _read_double_quoted(text: str, i: int) -> tuple[str, int]:
 
 # ------------------------------------------------------------------------- tokenizer
 
+
 @dataclass(frozen=True)
 class Scalar:
     value: Any
@@ -124,6 +143,7 @@ class Scalar:
 @dataclass(frozen=True)
 class Line:
     """One original YAML line: ``- `` markers, then ``key:`` [scalar] or a scalar."""
+
     index: int
     dashes: int
     key: str | None
@@ -312,43 +332,94 @@ FREE = "free"
 STR, NUM, NONNEG, BOOL, SCAL = "str", "num", "nonneg", "bool", "scalar"
 
 OBJECTS: dict[str, dict[str, str]] = {
-    "root": {"openapi": STR, "info": "info", "jsonSchemaDialect": STR, "servers": "list:server",
-             "paths": "paths", "webhooks": "paths", "components": "components",
-             "security": "list:free", "tags": "list:tag", "externalDocs": "extdocs"},
-    "info": {"title": STR, "summary": STR, "description": STR, "termsOfService": STR,
-             "contact": "contact", "license": "license", "version": STR},
+    "root": {
+        "openapi": STR,
+        "info": "info",
+        "jsonSchemaDialect": STR,
+        "servers": "list:server",
+        "paths": "paths",
+        "webhooks": "paths",
+        "components": "components",
+        "security": "list:free",
+        "tags": "list:tag",
+        "externalDocs": "extdocs",
+    },
+    "info": {
+        "title": STR,
+        "summary": STR,
+        "description": STR,
+        "termsOfService": STR,
+        "contact": "contact",
+        "license": "license",
+        "version": STR,
+    },
     "contact": {"name": STR, "url": STR, "email": STR},
     "license": {"name": STR, "identifier": STR, "url": STR},
     "server": {"url": STR, "description": STR, "variables": "map:free"},
     "tag": {"name": STR, "description": STR, "externalDocs": "extdocs"},
     "extdocs": {"description": STR, "url": STR},
-    "pathitem": {"$ref": STR, "summary": STR, "description": STR, "servers": "list:server",
-                 "parameters": "list:parameter",
-                 **{m: "operation" for m in ("get", "put", "post", "delete", "options", "head",
-                                             "patch", "trace")}},
-    "operation": {"tags": "list:str", "summary": STR, "description": STR,
-                  "externalDocs": "extdocs", "operationId": STR,
-                  "parameters": "list:parameter", "requestBody": "requestbody",
-                  "responses": "responses", "callbacks": "map:free", "deprecated": BOOL,
-                  "security": "list:free", "servers": "list:server"},
-    "parameter": {"name": STR, "in": STR, "description": STR, "required": BOOL,
-                  "deprecated": BOOL, "allowEmptyValue": BOOL, "style": STR, "explode": BOOL,
-                  "allowReserved": BOOL, "schema": SCHEMA, "example": "example",
-                  "examples": "examples", "content": "content"},
+    "pathitem": {
+        "$ref": STR,
+        "summary": STR,
+        "description": STR,
+        "servers": "list:server",
+        "parameters": "list:parameter",
+        **{m: "operation" for m in ("get", "put", "post", "delete", "options", "head", "patch", "trace")},
+    },
+    "operation": {
+        "tags": "list:str",
+        "summary": STR,
+        "description": STR,
+        "externalDocs": "extdocs",
+        "operationId": STR,
+        "parameters": "list:parameter",
+        "requestBody": "requestbody",
+        "responses": "responses",
+        "callbacks": "map:free",
+        "deprecated": BOOL,
+        "security": "list:free",
+        "servers": "list:server",
+    },
+    "parameter": {
+        "name": STR,
+        "in": STR,
+        "description": STR,
+        "required": BOOL,
+        "deprecated": BOOL,
+        "allowEmptyValue": BOOL,
+        "style": STR,
+        "explode": BOOL,
+        "allowReserved": BOOL,
+        "schema": SCHEMA,
+        "example": "example",
+        "examples": "examples",
+        "content": "content",
+    },
     "requestbody": {"description": STR, "content": "content", "required": BOOL},
-    "mediatype": {"schema": SCHEMA, "example": "example", "examples": "examples",
-                  "encoding": "map:free"},
-    "exampleobj": {"summary": STR, "description": STR, "value": "example",
-                   "externalValue": STR},
-    "response": {"description": STR, "headers": "map:header", "content": "content",
-                 "links": "map:free"},
-    "header": {"description": STR, "required": BOOL, "deprecated": BOOL, "schema": SCHEMA,
-               "example": "example", "examples": "examples", "content": "content"},
-    "components": {"schemas": "components:schemas", "responses": "map:response",
-                   "parameters": "map:parameter", "examples": "examples",
-                   "requestBodies": "map:requestbody", "headers": "map:header",
-                   "securitySchemes": "map:free", "links": "map:free", "callbacks": "map:free",
-                   "pathItems": "paths"},
+    "mediatype": {"schema": SCHEMA, "example": "example", "examples": "examples", "encoding": "map:free"},
+    "exampleobj": {"summary": STR, "description": STR, "value": "example", "externalValue": STR},
+    "response": {"description": STR, "headers": "map:header", "content": "content", "links": "map:free"},
+    "header": {
+        "description": STR,
+        "required": BOOL,
+        "deprecated": BOOL,
+        "schema": SCHEMA,
+        "example": "example",
+        "examples": "examples",
+        "content": "content",
+    },
+    "components": {
+        "schemas": "components:schemas",
+        "responses": "map:response",
+        "parameters": "map:parameter",
+        "examples": "examples",
+        "requestBodies": "map:requestbody",
+        "headers": "map:header",
+        "securitySchemes": "map:free",
+        "links": "map:free",
+        "callbacks": "map:free",
+        "pathItems": "paths",
+    },
 }
 
 # name maps: kind -> (value kind, key pattern)
@@ -357,7 +428,7 @@ NAMEMAPS: dict[str, tuple[str, re.Pattern[str] | None]] = {
     "content": ("mediatype", re.compile(r"^[\w.+*-]+/[\w.+*-]+$")),
     "examples": ("exampleobj", None),
     "responses": ("response", re.compile(r"^(default|[1-5](\d\d|XX))$")),
-    "schemas": (SCHEMA, None),          # properties, $defs, patternProperties, ...
+    "schemas": (SCHEMA, None),  # properties, $defs, patternProperties, ...
     # component names are PascalCase throughout the seed
     "components:schemas": (SCHEMA, re.compile(r"^[A-Z][A-Za-z0-9]*$")),
     "map:free": (FREE, None),
@@ -372,49 +443,111 @@ TYPES = {"string", "number", "integer", "boolean", "object", "array", "null"}
 
 SCHEMA_KEYWORDS: dict[str, str] = {
     # core
-    "$schema": STR, "$id": STR, "$ref": STR, "$anchor": STR, "$dynamicRef": STR,
-    "$dynamicAnchor": STR, "$comment": STR, "$defs": "schemas", "$vocabulary": "map:free",
+    "$schema": STR,
+    "$id": STR,
+    "$ref": STR,
+    "$anchor": STR,
+    "$dynamicRef": STR,
+    "$dynamicAnchor": STR,
+    "$comment": STR,
+    "$defs": "schemas",
+    "$vocabulary": "map:free",
     # applicators
-    "allOf": "list:schema", "anyOf": "list:schema", "oneOf": "list:schema", "not": SCHEMA,
-    "if": SCHEMA, "then": SCHEMA, "else": SCHEMA, "dependentSchemas": "schemas",
-    "prefixItems": "list:schema", "items": SCHEMA, "contains": SCHEMA,
-    "properties": "schemas", "patternProperties": "schemas", "additionalProperties": SCHEMA,
-    "propertyNames": SCHEMA, "unevaluatedItems": SCHEMA, "unevaluatedProperties": SCHEMA,
+    "allOf": "list:schema",
+    "anyOf": "list:schema",
+    "oneOf": "list:schema",
+    "not": SCHEMA,
+    "if": SCHEMA,
+    "then": SCHEMA,
+    "else": SCHEMA,
+    "dependentSchemas": "schemas",
+    "prefixItems": "list:schema",
+    "items": SCHEMA,
+    "contains": SCHEMA,
+    "properties": "schemas",
+    "patternProperties": "schemas",
+    "additionalProperties": SCHEMA,
+    "propertyNames": SCHEMA,
+    "unevaluatedItems": SCHEMA,
+    "unevaluatedProperties": SCHEMA,
     # validation
-    "type": "type", "enum": "enum", "const": "example", "multipleOf": NUM, "maximum": NUM,
-    "exclusiveMaximum": NUM, "minimum": NUM, "exclusiveMinimum": NUM, "maxLength": NONNEG,
-    "minLength": NONNEG, "pattern": STR, "maxItems": NONNEG, "minItems": NONNEG,
-    "uniqueItems": BOOL, "maxContains": NONNEG, "minContains": NONNEG,
-    "maxProperties": NONNEG, "minProperties": NONNEG, "required": "list:str",
+    "type": "type",
+    "enum": "enum",
+    "const": "example",
+    "multipleOf": NUM,
+    "maximum": NUM,
+    "exclusiveMaximum": NUM,
+    "minimum": NUM,
+    "exclusiveMinimum": NUM,
+    "maxLength": NONNEG,
+    "minLength": NONNEG,
+    "pattern": STR,
+    "maxItems": NONNEG,
+    "minItems": NONNEG,
+    "uniqueItems": BOOL,
+    "maxContains": NONNEG,
+    "minContains": NONNEG,
+    "maxProperties": NONNEG,
+    "minProperties": NONNEG,
+    "required": "list:str",
     "dependentRequired": "map:strlist",
     # format, content, meta-data
-    "format": STR, "contentEncoding": STR, "contentMediaType": STR, "contentSchema": SCHEMA,
-    "title": STR, "description": STR, "default": "example", "deprecated": BOOL,
-    "readOnly": BOOL, "writeOnly": BOOL, "examples": "list:example",
+    "format": STR,
+    "contentEncoding": STR,
+    "contentMediaType": STR,
+    "contentSchema": SCHEMA,
+    "title": STR,
+    "description": STR,
+    "default": "example",
+    "deprecated": BOOL,
+    "readOnly": BOOL,
+    "writeOnly": BOOL,
+    "examples": "list:example",
     # OpenAPI 3.1 additions
-    "discriminator": "map:free", "xml": "map:free", "externalDocs": "extdocs",
+    "discriminator": "map:free",
+    "xml": "map:free",
+    "externalDocs": "extdocs",
     "example": "example",
 }
 
 # keyword families, for applicability to a schema's declared type
-OBJ_ONLY = {"properties", "patternProperties", "additionalProperties", "required",
-            "dependentRequired", "dependentSchemas", "propertyNames", "minProperties",
-            "maxProperties", "unevaluatedProperties"}
-ARR_ONLY = {"items", "prefixItems", "contains", "minContains", "maxContains", "minItems",
-            "maxItems", "uniqueItems", "unevaluatedItems"}
-STR_ONLY = {"minLength", "maxLength", "pattern", "format", "contentEncoding",
-            "contentMediaType", "contentSchema"}
+OBJ_ONLY = {
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "required",
+    "dependentRequired",
+    "dependentSchemas",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "unevaluatedProperties",
+}
+ARR_ONLY = {
+    "items",
+    "prefixItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "unevaluatedItems",
+}
+STR_ONLY = {"minLength", "maxLength", "pattern", "format", "contentEncoding", "contentMediaType", "contentSchema"}
 NUM_ONLY = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
-FAMILY_TYPES = [(OBJ_ONLY, {"object"}), (ARR_ONLY, {"array"}), (STR_ONLY, {"string"}),
-                (NUM_ONLY, {"number", "integer"})]
-IN_PLACE = ("allOf", "anyOf", "oneOf")            # lists of in-place subschemas
-IN_PLACE_SINGLE = ("not", "if", "then", "else")    # single in-place subschemas
-ANNOTATIONS = {"description", "title", "examples", "default", "$comment", "deprecated",
-               "readOnly", "writeOnly"}
+FAMILY_TYPES = [
+    (OBJ_ONLY, {"object"}),
+    (ARR_ONLY, {"array"}),
+    (STR_ONLY, {"string"}),
+    (NUM_ONLY, {"number", "integer"}),
+]
+IN_PLACE = ("allOf", "anyOf", "oneOf")  # lists of in-place subschemas
+IN_PLACE_SINGLE = ("not", "if", "then", "else")  # single in-place subschemas
+ANNOTATIONS = {"description", "title", "examples", "default", "$comment", "deprecated", "readOnly", "writeOnly"}
 
 # where boolean schemas may appear (the seed uses `false` for forbidden properties)
-BOOL_SCHEMA_KEYWORDS = {"additionalProperties", "unevaluatedProperties", "unevaluatedItems",
-                        "items", "propertyNames"}
+BOOL_SCHEMA_KEYWORDS = {"additionalProperties", "unevaluatedProperties", "unevaluatedItems", "items", "propertyNames"}
 
 
 def _types_of(schema: dict) -> set[str] | None:
@@ -437,8 +570,7 @@ def _inferred_types(schema: dict) -> set[str] | None:
     if not values:
         for k in ("anyOf", "oneOf"):
             branches = schema.get(k)
-            if isinstance(branches, list) and branches and all(
-                    isinstance(b, dict) for b in branches):
+            if isinstance(branches, list) and branches and all(isinstance(b, dict) for b in branches):
                 union: set[str] = set()
                 for b in branches:
                     t = _types_of(b) or _inferred_types(b)
@@ -493,8 +625,7 @@ def value_fits_types(value: Any, types: set[str] | None) -> bool:
     return False
 
 
-def schema_problems(schema: Any, types: set[str] | None = None,
-                    strict: bool = True) -> list[str]:
+def schema_problems(schema: Any, types: set[str] | None = None, strict: bool = True) -> list[str]:
     """Structural impossibilities in one schema object (not descending into properties).
 
     ``types`` is the effective type inherited by in-place subschemas (allOf items,
@@ -505,7 +636,7 @@ def schema_problems(schema: Any, types: set[str] | None = None,
     problems = []
     own = _types_of(schema)
     eff = own if own is not None else types
-    for k, v in schema.items():
+    for k in schema:
         if not keyword_fits_types(k, eff):
             problems.append(f"{k} does not apply to type {sorted(eff or [])}")
     for k in ("const",):
@@ -517,11 +648,9 @@ def schema_problems(schema: Any, types: set[str] | None = None,
                 problems.append("enum member does not fit type")
     if ("then" in schema or "else" in schema) and "if" not in schema:
         problems.append("then/else without if")
-    if schema.get("additionalProperties") is False and not (
-            "properties" in schema or "patternProperties" in schema):
+    if schema.get("additionalProperties") is False and not ("properties" in schema or "patternProperties" in schema):
         problems.append("additionalProperties: false without properties")
-    if strict and schema.get("additionalProperties") is False and isinstance(
-            schema.get("required"), list):
+    if strict and schema.get("additionalProperties") is False and isinstance(schema.get("required"), list):
         declared = set(schema.get("properties", {}))
         pats = [re.compile(p) for p in schema.get("patternProperties", {})]
         for name in schema["required"]:
@@ -543,6 +672,7 @@ def schema_problems(schema: Any, types: set[str] | None = None,
 # open at that point (as the parse would otherwise continue it), ``attach`` the
 # pointer of the container that must receive it.
 
+
 @dataclass(frozen=True)
 class Override:
     key: str
@@ -555,17 +685,19 @@ OVERRIDES: list[Override] = [
     Override(
         key="mileage_unit",
         after="/components/schemas/InventorySearchResponse/properties/data/dependentSchemas"
-              "/currency/allOf/1/else/properties/facets/properties/mileage_unit",
+        "/currency/allOf/1/else/properties/facets/properties/mileage_unit",
         attach="/components/schemas/InventorySearchResponse/properties/data/dependentSchemas",
         why="`mileage_unit: {$ref: .../dependentSchemas/currency}` reuses the currency "
-            "dependent schema for the other query context; as a property of the "
-            "currency `else` branch it would be a no-op on a string.  The schema's "
-            "description ('Explicit 3.1 query contexts require matching ...') covers both "
-            "contexts; data declares mileage_unit, so rule 9 cannot tell."),
+        "dependent schema for the other query context; as a property of the "
+        "currency `else` branch it would be a no-op on a string.  The schema's "
+        "description ('Explicit 3.1 query contexts require matching ...') covers both "
+        "contexts; data declares mileage_unit, so rule 9 cannot tell.",
+    ),
 ]
 
 
 # --------------------------------------------------------------------------- parser
+
 
 class ParseError(Exception):
     pass
@@ -574,9 +706,10 @@ class ParseError(Exception):
 @dataclass
 class FreeRoot:
     """One example/const/default/enum value: validated against its schema at close."""
-    owner: tuple          # path of the schema (or media type) it exemplifies
-    path: tuple           # path of the value itself
-    check: bool           # validate against the owner schema?
+
+    owner: tuple  # path of the schema (or media type) it exemplifies
+    path: tuple  # path of the value itself
+    check: bool  # validate against the owner schema?
     obj: Any = None
 
 
@@ -627,8 +760,7 @@ class Decision:
 
 
 class Parser:
-    def __init__(self, lines: list[Line], previous: dict | None = None,
-                 overrides: list[Override] = OVERRIDES):
+    def __init__(self, lines: list[Line], previous: dict | None = None, overrides: list[Override] = OVERRIDES):
         self.lines = lines
         self.previous = previous
         self.checker = ExampleChecker(previous) if previous is not None else None
@@ -708,8 +840,9 @@ class Parser:
         if vkind in ("type", "typename"):
             return value in TYPES
         if vkind == SCHEMA:
-            if value is False and (frame.kind == "schemas" and frame.path and
-                                   frame.path[-1] in ("properties", "patternProperties")):
+            if value is False and (
+                frame.kind == "schemas" and frame.path and frame.path[-1] in ("properties", "patternProperties")
+            ):
                 return True  # forbidden property
             if isinstance(value, bool) and frame.kind == SCHEMA and key in BOOL_SCHEMA_KEYWORDS:
                 return True
@@ -757,8 +890,7 @@ class Parser:
                     self._record(cps)
                     return self.document
                 continue
-            cps.append([i + 1, self._alternatives(i + 1, new_state), 0, len(self.undo),
-                        new_state])
+            cps.append([i + 1, self._alternatives(i + 1, new_state), 0, len(self.undo), new_state])
         raise ParseError("no parse")
 
     def _record(self, cps: list[list]) -> None:
@@ -767,8 +899,7 @@ class Parser:
                 line = self.lines[i]
                 stack = state[0]
                 names = [pointer(stack[a].path) if a is not None else "(pending)" for a in alts]
-                self.decisions[i] = Decision(i, line.key if not line.dashes else "-",
-                                             names[k - 1], names)
+                self.decisions[i] = Decision(i, line.key if not line.dashes else "-", names[k - 1], names)
 
     def _alternatives(self, i: int, state) -> list:
         """Stack indices of containers that may take line i, best first."""
@@ -857,9 +988,11 @@ class Parser:
         if key in ("required", "anyOf", "oneOf") and len(t1) > 1:
             names = set(self._peek_required(i))
             if names:
+
                 def declared(c: int) -> int:
                     props = stack[c].obj.get("properties", {}) if stack[c].kind == SCHEMA else {}
                     return len(names & set(props))
+
                 best = max(declared(c) for c in t1)
                 if best:
                     good = [c for c in t1 if declared(c) == best]
@@ -867,24 +1000,27 @@ class Parser:
         # rule 2: an annotation after a value subschema (items, additionalProperties)
         # describes the array or map that owns it, unless that already has one
         if key in ANNOTATIONS:
-            values = [c for c in t1 if stack[c].path and
-                      stack[c].path[-1] in ("items", "additionalProperties")]
+            values = [c for c in t1 if stack[c].path and stack[c].path[-1] in ("items", "additionalProperties")]
             t1 = [c for c in t1 if c not in values] + values
         # rule 3: additionalProperties/unevaluatedProperties close an object that
         # declares its properties, not an if/then/else/not, a branch or a schema
         # nested in one (unless that branch is itself a `type: object` declaration)
         if key in ("additionalProperties", "unevaluatedProperties") and not line.bare:
+
             def declares(c: int) -> bool:
                 obj = stack[c].obj
-                return (not _under_in_place(stack[c].path) or
-                        (obj.get("type") == "object" and "properties" in obj))
+                return not _under_in_place(stack[c].path) or (obj.get("type") == "object" and "properties" in obj)
+
             own = [c for c in t1 if declares(c)]
             t1 = own + [c for c in t1 if c not in own]
         # rule 4: a `$ref` schema takes annotations as siblings (description,
         # default...), not further assertions
         if key not in ANNOTATIONS:
-            refs = [c for c in t1 if stack[c].kind == SCHEMA and "$ref" in stack[c].obj and
-                    set(stack[c].obj) <= ANNOTATIONS | {"$ref"}]
+            refs = [
+                c
+                for c in t1
+                if stack[c].kind == SCHEMA and "$ref" in stack[c].obj and set(stack[c].obj) <= ANNOTATIONS | {"$ref"}
+            ]
             t1 = [c for c in t1 if c not in refs] + refs
         # rule 5: provenance comments describe the whole component
         if key == "$comment":
@@ -899,12 +1035,18 @@ class Parser:
         # `required: [x]` or `maxProperties: 0` ends there; only `not` may join it
         # (the exclusive-or idiom `- required: [a]  not: {required: [b]}`)
         if key != "not":
+
             def single(c: int) -> bool:
                 f = stack[c]
-                return (f.kind == SCHEMA and _is_in_place(f.path) and
-                        isinstance(f.path[-1], int) and f.path[-2] in ("anyOf", "oneOf") and
-                        len(f.obj) == 1 and next(iter(f.obj)) in
-                        ("required", "maxProperties", "minProperties"))
+                return (
+                    f.kind == SCHEMA
+                    and _is_in_place(f.path)
+                    and isinstance(f.path[-1], int)
+                    and f.path[-2] in ("anyOf", "oneOf")
+                    and len(f.obj) == 1
+                    and next(iter(f.obj)) in ("required", "maxProperties", "minProperties")
+                )
+
             singles = [c for c in t1 if single(c)]
             t1 = [c for c in t1 if c not in singles] + singles
         # rule 8: property names required by their schema in the previous pass
@@ -1005,8 +1147,7 @@ class Parser:
             out.append(sch)
             ref = sch.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/"):
-                path = tuple(p.replace("~1", "/").replace("~0", "~")
-                             for p in ref[2:].split("/"))
+                path = tuple(p.replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/"))
                 for doc in (self.document, self.previous):
                     target = _get(doc, path) if doc is not None else None
                     if isinstance(target, dict):
@@ -1075,13 +1216,11 @@ class Parser:
             return True
         return self.checker.ok(root, final)
 
-    def _new_container(self, parent: Frame, key: Any, vkind: str, is_seq: bool,
-                       path: tuple) -> Frame:
+    def _new_container(self, parent: Frame, key: Any, vkind: str, is_seq: bool, path: tuple) -> Frame:
         obj: Any = [] if is_seq else {}
         free = parent.free
         if vkind == "example":
-            free = FreeRoot(owner=self._owner_of(parent, key), path=path,
-                            check=self._checkable(parent, key), obj=obj)
+            free = FreeRoot(owner=self._owner_of(parent, key), path=path, check=self._checkable(parent, key), obj=obj)
             kind = FREE
         elif vkind == "enum" or vkind == "list:example":
             kind = vkind
@@ -1095,15 +1234,15 @@ class Parser:
         return Frame(kind, obj, path, free)
 
     def _owner_of(self, parent: Frame, key: Any) -> tuple:
-        if parent.kind == "list:example":      # schema examples item
+        if parent.kind == "list:example":  # schema examples item
             return parent.path[:-1]
-        if parent.kind == "exampleobj":        # Example object "value"
+        if parent.kind == "exampleobj":  # Example object "value"
             return parent.path[:-2] + ("schema",)
         if parent.kind == "enum":
             return parent.path[:-1]
-        if parent.kind in ("mediatype", "parameter", "header"):   # "example"
+        if parent.kind in ("mediatype", "parameter", "header"):  # "example"
             return parent.path + ("schema",)
-        return parent.path                      # const / default / example in a schema
+        return parent.path  # const / default / example in a schema
 
     @staticmethod
     def _checkable(parent: Frame, key: Any) -> bool:
@@ -1113,8 +1252,7 @@ class Parser:
             return False
         return True
 
-    def _place_scalar(self, frame: Frame, key: Any, vkind: str, scalar: Scalar,
-                      path: tuple) -> bool:
+    def _place_scalar(self, frame: Frame, key: Any, vkind: str, scalar: Scalar, path: tuple) -> bool:
         value = scalar.value
         if not self._scalar_fits(vkind, value, frame, key):
             return False
@@ -1133,8 +1271,7 @@ class Parser:
         else:
             self._append(frame.obj, value)
         if vkind == "example" or frame.kind in ("list:example", "enum"):
-            root = FreeRoot(owner=self._owner_of(frame, key), path=path,
-                            check=self._checkable(frame, key), obj=value)
+            root = FreeRoot(owner=self._owner_of(frame, key), path=path, check=self._checkable(frame, key), obj=value)
             if not self._check_free(root, final=True):
                 return False
         elif frame.free is not None:
@@ -1202,8 +1339,7 @@ class Parser:
                 types = self._effective_types()
                 if not keyword_fits_types(pkey, types):
                     return None
-            container = self._new_container(pframe, pkey, pkind, is_seq,
-                                            pframe.path + (pkey,))
+            container = self._new_container(pframe, pkey, pkind, is_seq, pframe.path + (pkey,))
             if pframe.is_map:
                 self._set(pframe.obj, pkey, container.obj)
             else:
@@ -1269,10 +1405,26 @@ def _get(doc: Any, path: tuple) -> Any:
 
 # ------------------------------------------------------------- example validation
 
-PERMANENT = {"additionalProperties", "unevaluatedProperties", "propertyNames", "type",
-             "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-             "exclusiveMaximum", "maxLength", "minLength", "multipleOf", "maxItems",
-             "maxProperties", "uniqueItems", "maxContains", "false"}
+PERMANENT = {
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "type",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "maxLength",
+    "minLength",
+    "multipleOf",
+    "maxItems",
+    "maxProperties",
+    "uniqueItems",
+    "maxContains",
+    "false",
+}
 
 
 class ExampleChecker:
@@ -1282,7 +1434,8 @@ class ExampleChecker:
 
         self.document = document
         self.registry = Registry().with_resource(
-            "urn:aap:openapi", Resource.from_contents(document, default_specification=DRAFT202012))
+            "urn:aap:openapi", Resource.from_contents(document, default_specification=DRAFT202012)
+        )
         self._validators: dict[tuple, Any] = {}
         self._cls = Draft202012Validator
         self._skill_schema = {}
@@ -1298,8 +1451,7 @@ class ExampleChecker:
                 self._validators[owner] = None
             else:
                 schema = {"$ref": "urn:aap:openapi#" + pointer(owner)}
-                self._validators[owner] = self._cls(
-                    schema, registry=self.registry, format_checker=FORMAT_CHECKER)
+                self._validators[owner] = self._cls(schema, registry=self.registry, format_checker=FORMAT_CHECKER)
         return self._validators[owner]
 
     def _is_jsonrpc_request(self, owner: tuple) -> bool:
@@ -1332,11 +1484,16 @@ class ExampleChecker:
         root = frame.free
         if root is None:
             return False
-        rel = frame.path[len(root.path):]
+        rel = frame.path[len(root.path) :]
         owner = _get(self.document, root.owner)
         schemas = [owner]
-        if self._is_jsonrpc_request(root.owner) and len(rel) >= 4 and rel[:3] == (
-                "params", "message", "parts") and len(rel) >= 5 and rel[4] == "data":
+        if (
+            self._is_jsonrpc_request(root.owner)
+            and len(rel) >= 4
+            and rel[:3] == ("params", "message", "parts")
+            and len(rel) >= 5
+            and rel[4] == "data"
+        ):
             data = _get(root.obj, rel[:5])
             t = data.get("type") if isinstance(data, dict) else None
             if t in self._skill_schema:
@@ -1370,8 +1527,9 @@ class ExampleChecker:
             out.append(s)
             ref = s.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/"):
-                todo.append(_get(self.document, tuple(
-                    p.replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/"))))
+                todo.append(
+                    _get(self.document, tuple(p.replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/")))
+                )
             for k in IN_PLACE:
                 todo.extend(s.get(k) or [])
             for k in ("then", "else"):
@@ -1401,6 +1559,7 @@ def _permanent(error) -> bool:
 
 # ----------------------------------------------------------------------- top level
 
+
 def load_seed() -> str:
     return SEED.read_text(encoding="utf-8").rstrip("\n")
 
@@ -1414,8 +1573,7 @@ def rebuild(text: str | None = None, max_passes: int = 6, verbose: bool = False)
         parser = Parser(lines, previous)
         document = parser.parse()
         if verbose:
-            print(f"pass {n}: {parser.steps} steps, "
-                  f"{len(parser.decisions)} open decisions", file=sys.stderr)
+            print(f"pass {n}: {parser.steps} steps, {len(parser.decisions)} open decisions", file=sys.stderr)
         if document == previous:
             rebuild.last_parser = parser  # type: ignore[attr-defined]
             return document

@@ -24,8 +24,8 @@ import hashlib
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -98,8 +98,7 @@ class SignIn:
 class Accounts:
     """Account management, sign-in and sessions over a :class:`ConsoleStore`."""
 
-    def __init__(self, store: ConsoleStore, settings: Settings, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: ConsoleStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = settings
         self.web = settings.web
@@ -118,21 +117,32 @@ class Accounts:
         if dealer_id is not None:
             if self.settings.scope != "aggregate" or self.settings.profile_for(dealer_id) is None:
                 sellers = [p.dealer_id for p in self.settings.dealers if p.dealer_id]
-                raise AccountError(f"no seller {dealer_id!r} on this endpoint"
-                                   + (f" (sellers: {', '.join(sellers)})" if sellers else ""))
+                raise AccountError(
+                    f"no seller {dealer_id!r} on this endpoint"
+                    + (f" (sellers: {', '.join(sellers)})" if sellers else "")
+                )
         profiles = [self.settings.profile_for(dealer_id)] if dealer_id else self.settings.all_profiles()
         known = {r["name"] for p in profiles if p is not None for r in p.rooftops}
         unknown = [r for r in rooftops if r not in known]
         if unknown:
-            raise AccountError(f"no rooftop {unknown[0]!r}" + (f" of seller {dealer_id}" if dealer_id else "")
-                               + f"; rooftops: {', '.join(sorted(known))}")
+            raise AccountError(
+                f"no rooftop {unknown[0]!r}"
+                + (f" of seller {dealer_id}" if dealer_id else "")
+                + f"; rooftops: {', '.join(sorted(known))}"
+            )
 
-    def add(self, email: str, password: str, *, role: str = "staff", dealer_id: str | None = None,
-            rooftops: tuple[str, ...] = ()) -> User:
+    def add(
+        self,
+        email: str,
+        password: str,
+        *,
+        role: str = "staff",
+        dealer_id: str | None = None,
+        rooftops: tuple[str, ...] = (),
+    ) -> User:
         address = normalise_email(email)
         self._check_scope(role, dealer_id, rooftops)
-        user = self.store.add_user(address, hash_password(password), role, dealer_id, tuple(rooftops),
-                                   self.now_ms())
+        user = self.store.add_user(address, hash_password(password), role, dealer_id, tuple(rooftops), self.now_ms())
         if user is None:
             raise AccountError(f"there is already an account for {address}")
         return user
@@ -177,9 +187,13 @@ class Accounts:
             user = None
         if user is None:
             window = self.web.lockout_minutes * 60_000
-            locked_now = [self.store.record_failure(key, limit, window, now) for key, limit in (
-                (account_key, self.web.login_failures_per_account),
-                (address_key, self.web.login_failures_per_address))]
+            locked_now = [
+                self.store.record_failure(key, limit, window, now)
+                for key, limit in (
+                    (account_key, self.web.login_failures_per_account),
+                    (address_key, self.web.login_failures_per_address),
+                )
+            ]
             return SignIn(None, now + window if any(locked_now) else None)
         self.store.clear_failures(account_key)
         if stored is not None and _hasher.check_needs_rehash(stored):
@@ -204,8 +218,10 @@ class Accounts:
         if row is None:
             return None
         now = self.now_ms()
-        if now - row.seen_ms > self.web.session_idle_minutes * 60_000 \
-                or now - row.created_ms > self.web.session_max_hours * 3_600_000:
+        if (
+            now - row.seen_ms > self.web.session_idle_minutes * 60_000
+            or now - row.created_ms > self.web.session_max_hours * 3_600_000
+        ):
             self.store.end_session(row.session_hash)
             return None
         if now - row.seen_ms >= TOUCH_EVERY_MS:
@@ -217,8 +233,9 @@ class Accounts:
 
     def purge(self) -> int:
         now = self.now_ms()
-        return self.store.purge_sessions(now - self.web.session_idle_minutes * 60_000,
-                                         now - self.web.session_max_hours * 3_600_000)
+        return self.store.purge_sessions(
+            now - self.web.session_idle_minutes * 60_000, now - self.web.session_max_hours * 3_600_000
+        )
 
 
 def _digest_full(token: str) -> str:

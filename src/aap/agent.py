@@ -12,9 +12,10 @@ callers that hold only the payload. Nothing here knows about HTTP or JSON-RPC.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from aap.config.model import Settings
 from aap.errors import AapError, Problem, problem
@@ -33,7 +34,7 @@ class CallContext:
     binding: str
     caller_id: str | None = None
     client_id: str | None = None
-    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
     #: The binding writes the answer with ``orjson.dumps`` as it is: stored listing documents
     #: may stay encoded in it (``orjson.Fragment``) instead of being decoded and encoded again.
     raw_documents: bool = False
@@ -98,8 +99,7 @@ class DealerAgent:
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Classifier] = {}
         self.register("dealer.information", dealer_information.run)
-        self.register("inventory.facets", inventory_facets.run,
-                      inventory_search.make_classifier(self, sort=False))
+        self.register("inventory.facets", inventory_facets.run, inventory_search.make_classifier(self, sort=False))
         self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self))
         self.register("inventory.vehicle", inventory_vehicle.run)
         lead_submit.install(self)  # brings its own error classifier
@@ -157,8 +157,11 @@ class DealerAgent:
         if isinstance(filters, dict) and len(filters) > _NAMES:
             names = ["(many)"]  # more names than the schema has: refused, without sorting them all
         else:
-            names = sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME) \
-                if isinstance(filters, dict) else []
+            names = (
+                sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME)
+                if isinstance(filters, dict)
+                else []
+            )
         sort = payload.get("sort")
         field = sort.get("field") if isinstance(sort, dict) else None
         pagination = payload.get("pagination")
@@ -190,8 +193,12 @@ class DealerAgent:
         _require_object(payload)
         over = bound_problems(payload)
         if over:
-            raise AapError("SCHEMA_VALIDATION_FAILED", "The request is larger than this endpoint accepts.",
-                           errors=over, hint="Send fewer or shorter values (docs/search.md, \"Request bounds\").")
+            raise AapError(
+                "SCHEMA_VALIDATION_FAILED",
+                "The request is larger than this endpoint accepts.",
+                errors=over,
+                hint='Send fewer or shorter values (docs/search.md, "Request bounds").',
+            )
         request: dict[str, Any] = normalize_numbers(payload)
         problems = validate(request, skill.request_schema, budget=VALIDATION_BUDGET)
         if problems:

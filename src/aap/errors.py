@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 
@@ -34,8 +34,12 @@ class ErrorCode:
 _CODES = [
     ErrorCode("UNSUPPORTED_SKILL", -32004, 400, False, "This agent does not implement the requested skill."),
     ErrorCode("UNSUPPORTED_FILTER", -32602, 400, False, "The request uses a filter this deployment does not support."),
-    ErrorCode("UNSUPPORTED_SORT", -32602, 400, False, "The request uses a sort field this deployment does not support."),
-    ErrorCode("INVALID_CURSOR", -32602, 400, False, "The pagination cursor is invalid, expired or does not match this query."),
+    ErrorCode(
+        "UNSUPPORTED_SORT", -32602, 400, False, "The request uses a sort field this deployment does not support."
+    ),
+    ErrorCode(
+        "INVALID_CURSOR", -32602, 400, False, "The pagination cursor is invalid, expired or does not match this query."
+    ),
     ErrorCode("SCHEMA_VALIDATION_FAILED", -32602, 400, False, "The request does not match the AAP schema."),
     ErrorCode("MISSING_REQUIRED_FIELD", -32602, 400, False, "A required field is missing."),
     ErrorCode("INVALID_CONDITION", -32602, 400, False, "A vehicle condition uses the wrong vocabulary."),
@@ -43,9 +47,17 @@ _CODES = [
     ErrorCode("VEHICLE_NOT_FOUND", -32000, 404, False, "The requested vehicle could not be found."),
     ErrorCode("VEHICLE_UNAVAILABLE", -32000, 404, False, "The requested vehicle is no longer available."),
     ErrorCode("CONTACT_CONSENT_REQUIRED", -32602, 400, False, "A lead needs the customer's contact consent."),
-    ErrorCode("INVALID_CONSENT", -32602, 400, False, "The consent grant is malformed, expired or does not cover the contact data."),
+    ErrorCode(
+        "INVALID_CONSENT",
+        -32602,
+        400,
+        False,
+        "The consent grant is malformed, expired or does not cover the contact data.",
+    ),
     ErrorCode("APPOINTMENT_TIME_UNAVAILABLE", -32000, 409, False, "The requested appointment time is not available."),
-    ErrorCode("IDEMPOTENCY_CONFLICT", -32000, 409, False, "This idempotency key was already used with a different request."),
+    ErrorCode(
+        "IDEMPOTENCY_CONFLICT", -32000, 409, False, "This idempotency key was already used with a different request."
+    ),
     ErrorCode("RATE_LIMITED", -32000, 429, True, "Too many requests; retry after the indicated delay."),
     ErrorCode("INTERNAL_ERROR", -32603, 500, True, "The dealer agent hit an unexpected error."),
 ]
@@ -55,14 +67,14 @@ CODES: dict[str, ErrorCode] = {c.name: c for c in _CODES}
 
 def now_rfc3339() -> str:
     """Current UTC time as RFC 3339 with an explicit ``Z`` offset (second precision)."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 class Problem(TypedDict):
     """One ``details.errors[]`` entry (seed 004 ``Error.details.errors[]``); ``error`` never quotes
     a customer value."""
 
-    instanceLocation: str   # JSON Pointer to the field, "" for the whole request
+    instanceLocation: str  # JSON Pointer to the field, "" for the whole request
     keyword: str
     error: str
 

@@ -26,7 +26,11 @@ MCP_HANDSHAKE_VERSION = "2025-11-25"
 #: Every MCP revision ``/mcp`` serves, newest first: the two above and the older handshake
 #: revisions the same SDK negotiates (docs/mcp.md).
 MCP_PROTOCOL_VERSIONS: tuple[str, ...] = (
-    MCP_MODERN_VERSION, MCP_HANDSHAKE_VERSION, "2025-06-18", "2025-03-26", "2024-11-05",
+    MCP_MODERN_VERSION,
+    MCP_HANDSHAKE_VERSION,
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
 )
 
 #: ``McpEndpoint.transport`` (seed 004).

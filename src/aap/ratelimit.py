@@ -35,8 +35,8 @@ import hashlib
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from aap.config.model import RateLimit
 from aap.errors import AapError
@@ -72,8 +72,8 @@ class _Lease:
 
     tokens: int = 0
     expires: float = 0.0
-    size: int = 1                 # tokens to ask for at the next lease
-    refused_until: float = 0.0    # the shared bucket was short of ``refused_cost`` tokens until then
+    size: int = 1  # tokens to ask for at the next lease
+    refused_until: float = 0.0  # the shared bucket was short of ``refused_cost`` tokens until then
     refused_cost: int = 0
 
 
@@ -148,8 +148,13 @@ class RateLimiter:
             want = max(cost, lease.size)
         rate = self.rule.per_minute / 60.0
         granted, wait = self.state.lease_tokens(
-            key, need=cost, want=want, capacity=self.rule.burst, refill_per_second=rate,
-            give_back=float(give_back), now=now,
+            key,
+            need=cost,
+            want=want,
+            capacity=self.rule.burst,
+            refill_per_second=rate,
+            give_back=float(give_back),
+            now=now,
         )
         with self._lock:
             lease = self._leases.setdefault(key, lease)  # a sweep may have dropped it meanwhile
@@ -172,9 +177,14 @@ class RateLimiter:
         now = self.clock()
         with self._lock:
             lease = self._leases.get(self._bucket_key(caller_key))
-            return (lease is not None and lease.size > 1 and lease.size >= self.max_lease
-                    and lease.expires > now and lease.refused_until <= now
-                    and lease.tokens <= lease.size * LOW_WATER)
+            return (
+                lease is not None
+                and lease.size > 1
+                and lease.size >= self.max_lease
+                and lease.expires > now
+                and lease.refused_until <= now
+                and lease.tokens <= lease.size * LOW_WATER
+            )
 
     def top_up(self, caller_key: str) -> None:
         """Add a lease's worth of tokens to ``caller_key``'s live lease (blocking: one write).
@@ -193,7 +203,11 @@ class RateLimiter:
                 return
             want = lease.size
         granted, _wait = self.state.lease_tokens(
-            key, need=1, want=want, capacity=self.rule.burst, refill_per_second=self.rule.per_minute / 60.0,
+            key,
+            need=1,
+            want=want,
+            capacity=self.rule.burst,
+            refill_per_second=self.rule.per_minute / 60.0,
             now=now,
         )
         if granted:
@@ -216,8 +230,9 @@ class RateLimiter:
                     returns.append((key, float(lease.tokens)))
                 del self._leases[key]
         if returns:
-            self.state.return_tokens(returns, capacity=self.rule.burst,
-                                     refill_per_second=self.rule.per_minute / 60.0, now=now)
+            self.state.return_tokens(
+                returns, capacity=self.rule.burst, refill_per_second=self.rule.per_minute / 60.0, now=now
+            )
 
     def release(self) -> None:
         """Give every unused leased token back to the shared bucket (when the process stops)."""
@@ -225,8 +240,9 @@ class RateLimiter:
             returns = [(key, float(lease.tokens)) for key, lease in self._leases.items() if lease.tokens]
             self._leases.clear()
         if returns:
-            self.state.return_tokens(returns, capacity=self.rule.burst,
-                                     refill_per_second=self.rule.per_minute / 60.0, now=self.clock())
+            self.state.return_tokens(
+                returns, capacity=self.rule.burst, refill_per_second=self.rule.per_minute / 60.0, now=self.clock()
+            )
 
     def _refusal(self, wait: float) -> AapError:
         retry_after_ms = max(1, math.ceil(wait * 1000))

@@ -134,11 +134,19 @@ class A2ABinding:
         client = scope.get("client")
         caller = anonymous_caller_key(client[0] if client else None)
         outcome = await self.process(body, Headers(scope=scope), caller)
-        annotate(scope, binding="a2a", skill=outcome.skill, aap_code=outcome.aap_code,
-                 rpc_code=outcome.rpc_code, error_id=outcome.error_id)
+        annotate(
+            scope,
+            binding="a2a",
+            skill=outcome.skill,
+            aap_code=outcome.aap_code,
+            rpc_code=outcome.rpc_code,
+            error_id=outcome.error_id,
+        )
         headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in outcome.headers.items()]
-        headers += [(b"content-length", str(len(outcome.content)).encode("latin-1")),
-                    (b"content-type", b"application/json")]
+        headers += [
+            (b"content-length", str(len(outcome.content)).encode("latin-1")),
+            (b"content-type", b"application/json"),
+        ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": outcome.content})
 
@@ -179,8 +187,9 @@ class A2ABinding:
             self._check_media_for_skill(call, skill)
             shape = self.agent.work_shape(skill, call.data)
             await admit_work(self.agent, caller_key, skill.id, shape)  # what the work costs beyond the first token
-            response = await self.work.run(shape, self.agent.run, skill, call.data,
-                                           CallContext(binding="a2a", caller_id=None, raw_documents=True))
+            response = await self.work.run(
+                shape, self.agent.run, skill, call.data, CallContext(binding="a2a", caller_id=None, raw_documents=True)
+            )
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),
@@ -344,9 +353,7 @@ class A2ABinding:
         declared = self.settings.tenant
         if declared:
             if tenant != declared:
-                violations.append(
-                    ("tenant", "must echo the tenant declared by this interface on the agent card")
-                )
+                violations.append(("tenant", "must echo the tenant declared by this interface on the agent card"))
         elif tenant not in (None, ""):
             violations.append(("tenant", "must be omitted: this interface declares no tenant"))
 
@@ -474,4 +481,3 @@ def build(agent: DealerAgent) -> BindingParts:
         error_shapes={A2A_PATH: rpc.error_shape},
         direct={(A2A_PATH, "POST"): binding},
     )
-

@@ -9,7 +9,8 @@ the same shapes. The layout of an AAP error is explained in docs/a2a.md.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from starlette.responses import Response
@@ -74,7 +75,7 @@ class RpcError(Exception):
             self.data.append(bad_request(violations))
 
     @classmethod
-    def listing(cls, code: int, what: str, reason: str, violations: list[tuple[str, str]]) -> "RpcError":
+    def listing(cls, code: int, what: str, reason: str, violations: list[tuple[str, str]]) -> RpcError:
         """One error naming every ``(field, problem)`` at once, in the message and a BadRequest."""
         message = f"{what}: " + "; ".join(f"{f} {d}" for f, d in violations) + "."
         return cls(code, message, reason=reason, violations=violations)
@@ -117,9 +118,7 @@ def aap_error(err: AapError, field_prefix: str = "") -> dict[str, Any]:
     problems = err.errors
     if problems:
         data.append(
-            bad_request(
-                [(pointer_to_field(p["instanceLocation"], field_prefix), p["error"]) for p in problems]
-            )
+            bad_request([(pointer_to_field(p["instanceLocation"], field_prefix), p["error"]) for p in problems])
         )
     data.append(struct(payload))
     return {"code": err.spec.jsonrpc_code, "message": err.message, "data": data}
@@ -146,8 +145,9 @@ def error_response(
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return Response(orjson.dumps(failure(request_id, error)), status_code=status,
-                    media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(failure(request_id, error)), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def error_shape(status: int, error: AapError) -> Response:
@@ -158,6 +158,7 @@ def error_shape(status: int, error: AapError) -> Response:
     ``aap.error`` detail. ``id`` is null: the request was not read.
     """
     if status >= 500:
-        return Response(orjson.dumps(failure(None, aap_error(error))), status_code=status,
-                        media_type="application/json")
+        return Response(
+            orjson.dumps(failure(None, aap_error(error))), status_code=status, media_type="application/json"
+        )
     return error_response(status, INVALID_REQUEST, error.message)

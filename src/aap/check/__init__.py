@@ -9,5 +9,17 @@ from aap.check.registry import RULES, Fail, Rule, Skip, rule
 from aap.check.rules import all_rules
 from aap.check.runner import Report, RuleResult, run_checks, select_rules
 
-__all__ = ["CheckContext", "CheckOptions", "RULES", "Fail", "Rule", "Skip", "all_rules", "rule",
-           "Report", "RuleResult", "run_checks", "select_rules"]
+__all__ = [
+    "CheckContext",
+    "CheckOptions",
+    "RULES",
+    "Fail",
+    "Rule",
+    "Skip",
+    "all_rules",
+    "rule",
+    "Report",
+    "RuleResult",
+    "run_checks",
+    "select_rules",
+]

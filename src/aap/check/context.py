@@ -9,8 +9,9 @@ that document reports the failure itself.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 from urllib.parse import urlsplit
 
 import httpx
@@ -62,7 +63,7 @@ def loopback_as_https(value: Any) -> Any:
     checked.
     """
     if isinstance(value, str):
-        return "https://" + value[len("http://"):] if is_loopback_http(value) else value
+        return "https://" + value[len("http://") :] if is_loopback_http(value) else value
     if isinstance(value, dict):
         return {k: loopback_as_https(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -92,7 +93,7 @@ class _Memo(Generic[T]):
 
     def __init__(self, compute: Callable[[], Awaitable[T]]) -> None:
         self.compute = compute
-        self.result: tuple[T] | None = None     # (value,) once computed
+        self.result: tuple[T] | None = None  # (value,) once computed
         self.error: Skip | Fail | None = None
 
     async def get(self) -> T:
@@ -115,7 +116,7 @@ class CheckContext:
 
     def __post_init__(self) -> None:
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-        self._memos: dict[str, _Memo[Any]] = {}   # each key is always asked with one type
+        self._memos: dict[str, _Memo[Any]] = {}  # each key is always asked with one type
         self._transports: dict[str, BindingTransport] = {}
         self.card_url: str | None = None
         self.card_response: httpx.Response | None = None
@@ -290,8 +291,7 @@ class CheckContext:
             self.require_valid(response, outcome.skill.response_schema, f"{outcome.skill.response_type} over {binding}")
         return response
 
-    async def expect_error(self, binding: str, payload: dict[str, Any], codes: set[str], what: str
-                           ) -> AapRemoteError:
+    async def expect_error(self, binding: str, payload: dict[str, Any], codes: set[str], what: str) -> AapRemoteError:
         """Call and require an aap.error with one of ``codes``."""
         outcome = await self.call(binding, payload)
         if outcome.error is None:

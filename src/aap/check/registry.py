@@ -12,8 +12,9 @@ rule as its module is imported.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the context imports Fail and Skip from here
     from aap.check.context import CheckContext
@@ -63,4 +64,3 @@ def rule(rule_id: str, title: str, spec: str, *, level: str = "must") -> Callabl
         return func
 
     return decorate
-

@@ -17,8 +17,9 @@ def render_table(report: Report, console: Console, *, verbose: bool = False) -> 
     """One row per rule; failures show their spec reference and every problem."""
     if report.unreachable is not None:
         console.print(Text.assemble(Text("UNREACHABLE", style="bold red"), f"  {report.unreachable}"))
-        console.print(Text.assemble(Text("NOT CONFORMANT", style="bold red"),
-                                    "  (no rule ran: nothing answers at the target)"))
+        console.print(
+            Text.assemble(Text("NOT CONFORMANT", style="bold red"), "  (no rule ran: nothing answers at the target)")
+        )
         return
     title = f"AAP conformance: {report.target}"
     if report.card_url:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 import ssl
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
@@ -102,8 +103,9 @@ async def run_rule(ctx: CheckContext, rule: Rule) -> RuleResult:
     except Skip as exc:
         result = RuleResult(rule, "skip", exc.reason)
     except httpx.HTTPError as exc:
-        result = RuleResult(rule, "warn" if rule.level == "should" else "fail",
-                            f"network error: {type(exc).__name__}: {exc}")
+        result = RuleResult(
+            rule, "warn" if rule.level == "should" else "fail", f"network error: {type(exc).__name__}: {exc}"
+        )
     except Exception as exc:  # noqa: BLE001 - a crashing rule is reported, never hides the others
         result = RuleResult(rule, "error", f"the checker crashed in this rule: {type(exc).__name__}: {exc}")
     result.duration_ms = int((time.perf_counter() - started) * 1000)
@@ -121,10 +123,11 @@ async def run_checks(
 ) -> Report:
     """Check ``target`` (a domain, base URL or agent-card URL) and return the report."""
     own_http = http is None
-    http = http or httpx.AsyncClient(timeout=timeout, verify=verify, follow_redirects=False,
-                                     headers={"User-Agent": f"aap-check/{__version__}"})
+    http = http or httpx.AsyncClient(
+        timeout=timeout, verify=verify, follow_redirects=False, headers={"User-Agent": f"aap-check/{__version__}"}
+    )
     ctx = CheckContext(target, http, options or CheckOptions())
-    report = Report(target, datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
+    report = Report(target, datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
     try:
         selected = select_rules(rules)
         try:

@@ -23,27 +23,67 @@ def verify_option(ca_file: str | None, insecure: bool) -> ssl.SSLContext | bool:
 
 @click.command("check")
 @click.argument("url")
-@click.option("--allow-writes", is_flag=True,
-              help="Also check lead.submit (writes one clearly marked test lead, then replays it).")
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Also check lead.submit (writes one clearly marked test lead, then replays it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for CI).")
-@click.option("--binding", "bindings", multiple=True, type=click.Choice(BINDING_CHOICES),
-              help="Exercise only these bindings (repeatable). Default: every advertised binding.")
-@click.option("--rule", "rules", multiple=True, metavar="GLOB",
-              help="Run only rules whose id matches (repeatable), e.g. 'search.*'.")
-@click.option("--poppy-client-id", metavar="URL",
-              help="HTTPS client_id of a personal-agent identity the dealer can fetch (enables Poppy calls).")
-@click.option("--poppy-client-key", type=click.Path(exists=True, dir_okay=False),
-              help="ES256 private key of that identity (PEM or JWK JSON).")
+@click.option(
+    "--binding",
+    "bindings",
+    multiple=True,
+    type=click.Choice(BINDING_CHOICES),
+    help="Exercise only these bindings (repeatable). Default: every advertised binding.",
+)
+@click.option(
+    "--rule",
+    "rules",
+    multiple=True,
+    metavar="GLOB",
+    help="Run only rules whose id matches (repeatable), e.g. 'search.*'.",
+)
+@click.option(
+    "--poppy-client-id",
+    metavar="URL",
+    help="HTTPS client_id of a personal-agent identity the dealer can fetch (enables Poppy calls).",
+)
+@click.option(
+    "--poppy-client-key",
+    type=click.Path(exists=True, dir_okay=False),
+    help="ES256 private key of that identity (PEM or JWK JSON).",
+)
 @click.option("--poppy-key-id", metavar="KID", help="kid of that key in the identity's JWKS (default: the key's).")
-@click.option("--max-walk", default=500, show_default=True, type=click.IntRange(10, 100_000),
-              help="Most listings walked by one pagination check.")
-@click.option("--ca-file", type=click.Path(exists=True, dir_okay=False),
-              help="Trust this CA bundle (e.g. a self-signed development deployment).")
+@click.option(
+    "--max-walk",
+    default=500,
+    show_default=True,
+    type=click.IntRange(10, 100_000),
+    help="Most listings walked by one pagination check.",
+)
+@click.option(
+    "--ca-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Trust this CA bundle (e.g. a self-signed development deployment).",
+)
 @click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
 @click.option("--timeout", default=30.0, show_default=True, help="Per-request timeout in seconds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing rules too.")
-def check_command(url, allow_writes, as_json, bindings, rules, poppy_client_id, poppy_client_key, poppy_key_id,
-                  max_walk, ca_file, insecure, timeout, verbose) -> None:
+def check_command(
+    url,
+    allow_writes,
+    as_json,
+    bindings,
+    rules,
+    poppy_client_id,
+    poppy_client_key,
+    poppy_key_id,
+    max_walk,
+    ca_file,
+    insecure,
+    timeout,
+    verbose,
+) -> None:
     """Check the AAP endpoint at URL (domain, base URL or agent-card URL) for conformance.
 
     Exits 0 when no rule fails, 1 when any rule fails or nothing answers at URL,
@@ -75,8 +115,9 @@ def check_command(url, allow_writes, as_json, bindings, rules, poppy_client_id, 
         poppy_identity=identity,
         max_walk=max_walk,
     )
-    report = asyncio.run(run_checks(url, options, rules=rules, verify=verify_option(ca_file, insecure),
-                                    timeout=timeout))
+    report = asyncio.run(
+        run_checks(url, options, rules=rules, verify=verify_option(ca_file, insecure), timeout=timeout)
+    )
     if as_json:
         click.echo(render_json(report))
     else:

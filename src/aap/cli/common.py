@@ -13,8 +13,9 @@ rooftops never mix with a real deployment's (docs/configuration.md).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.console import Console
@@ -37,14 +38,20 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "text")
 
 config_option = click.option(
-    "--config", "config", type=click.Path(dir_okay=False), default=None,
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
     help=f"Deployment TOML file (see `aap init`). Default: ${CONFIG_ENV}, else ./{DEFAULT_CONFIG} "
-         "if it exists, else the built-in demo dealer group.",
+    "if it exists, else the built-in demo dealer group.",
 )
 database_option = click.option(
-    "--database", "database", envvar="AAP_DATABASE_URL", default=None, metavar="URL",
-    help="Database URL, e.g. sqlite:///aap.db (also AAP_DATABASE_URL). "
-         "Default: the configuration's `database`.",
+    "--database",
+    "database",
+    envvar="AAP_DATABASE_URL",
+    default=None,
+    metavar="URL",
+    help="Database URL, e.g. sqlite:///aap.db (also AAP_DATABASE_URL). Default: the configuration's `database`.",
 )
 
 
@@ -54,12 +61,22 @@ def log_options(func: Callable[..., Any]) -> Callable[..., Any]:
     The choices are :mod:`aap.server.logconfig`'s, repeated here because
     importing ``aap.server`` loads the whole web stack.
     """
-    func = click.option("--log-format", type=click.Choice(LOG_FORMATS), default="json", show_default=True,
-                        envvar="AAP_LOG_FORMAT",
-                        help="Log lines as JSON objects (for a collector) or key=value text "
-                             "(also AAP_LOG_FORMAT).")(func)
-    func = click.option("--log-level", type=click.Choice(LOG_LEVELS), default="info", show_default=True,
-                        envvar="AAP_LOG_LEVEL", help="Least severe level logged (also AAP_LOG_LEVEL).")(func)
+    func = click.option(
+        "--log-format",
+        type=click.Choice(LOG_FORMATS),
+        default="json",
+        show_default=True,
+        envvar="AAP_LOG_FORMAT",
+        help="Log lines as JSON objects (for a collector) or key=value text (also AAP_LOG_FORMAT).",
+    )(func)
+    func = click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS),
+        default="info",
+        show_default=True,
+        envvar="AAP_LOG_LEVEL",
+        help="Least severe level logged (also AAP_LOG_LEVEL).",
+    )(func)
     return func
 
 
@@ -72,13 +89,13 @@ class ConfigChoice:
 
     def describe(self) -> str:
         if self.path is None:
-            return (f"Configuration: the built-in demo dealer group (no --config, no {CONFIG_ENV}, "
-                    f"no ./{DEFAULT_CONFIG})")
+            return (
+                f"Configuration: the built-in demo dealer group (no --config, no {CONFIG_ENV}, no ./{DEFAULT_CONFIG})"
+            )
         return f"Configuration: {self.path} ({self.reason})"
 
 
-def find_config(option: str | None, environ: Mapping[str, str] | None = None,
-                cwd: str | None = None) -> ConfigChoice:
+def find_config(option: str | None, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> ConfigChoice:
     """``--config``, else ``$AAP_CONFIG``, else ``./aap.toml`` when it exists, else the demo.
 
     A file named by the option or the variable is used even if it does not
@@ -110,8 +127,9 @@ def fail_config(exc: ConfigError) -> NoReturn:
     fail(f"Configuration rejected{where}: {len(exc.problems)} problem(s)", exc.problems)
 
 
-def load_or_fail(config: str | None, overrides: dict[str, Any] | None = None, *,
-                 announce: bool = True, require_secrets: bool = False) -> Settings:
+def load_or_fail(
+    config: str | None, overrides: dict[str, Any] | None = None, *, announce: bool = True, require_secrets: bool = False
+) -> Settings:
     """The settings :func:`find_config` picks, or exit listing every configuration problem.
 
     ``announce`` prints which configuration is used (on stderr);
@@ -145,18 +163,19 @@ def open_stores_or_fail(settings: Settings) -> Stores:
     from aap.store import open_stores  # the store: loaded only when a command needs it
 
     try:
-        stores = open_stores(settings.database_url, settings.database_read_urls,
-                             max_replica_lag_ms=settings.max_replica_lag_ms)
+        stores = open_stores(
+            settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
+        )
     except Exception as exc:  # noqa: BLE001 - a driver error: one line, not a traceback
-        fail(f"Cannot open the database {redacted(settings.database_url)}",
-             [f"{type(exc).__name__}: {exc}"])
+        fail(f"Cannot open the database {redacted(settings.database_url)}", [f"{type(exc).__name__}: {exc}"])
     if not is_demo(settings) and stores.state.mark(DEMO_MARK) is not None:
         stores.close()
-        fail(f"The database {redacted(settings.database_url)} holds the demo dealer group "
-             f"(seeded by aap serve without a configuration); {settings.source_path} never "
-             "serves demo data.",
-             ["set `database` in the configuration (or --database) to another database, "
-              "or delete this one"])
+        fail(
+            f"The database {redacted(settings.database_url)} holds the demo dealer group "
+            f"(seeded by aap serve without a configuration); {settings.source_path} never "
+            "serves demo data.",
+            ["set `database` in the configuration (or --database) to another database, or delete this one"],
+        )
     return stores
 
 

@@ -75,10 +75,15 @@ def backup(path: str, config: str | None, database: str | None) -> None:
     argv, extra = pg_dump_command(url, path)
     shown = shlex.join(argv) + ("  # with PGPASSWORD set to the database password" if extra else "")
     if shutil.which("pg_dump") is None:
-        fail("No backup made: pg_dump is not installed here (Debian: apt-get install postgresql-client). "
-             "Run this where it is:", [shown])
+        fail(
+            "No backup made: pg_dump is not installed here (Debian: apt-get install postgresql-client). "
+            "Run this where it is:",
+            [shown],
+        )
     done = subprocess.run(argv, env={**os.environ, **extra}, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        fail(f"No backup made: pg_dump exited with status {done.returncode}",
-             [line for line in done.stderr.splitlines() if line.strip()][-5:])
+        fail(
+            f"No backup made: pg_dump exited with status {done.returncode}",
+            [line for line in done.stderr.splitlines() if line.strip()][-5:],
+        )
     console.print(Text(f"Backed up {redacted(url)} to {path} with pg_dump ({os.path.getsize(path):,} bytes)."))

@@ -14,12 +14,18 @@ from aap.inventory.feed import write_feed
 
 
 @click.command("demo-inventory")
-@click.option("--count", "-n", type=click.IntRange(min=0), default=2000, show_default=True,
-              help="Number of listings.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Random seed; the same count and seed give the same feed.")
-@click.option("--output", "-o", "output", required=True, metavar="FILE",
-              help="Output file: JSON Lines, or CSV when FILE ends in .csv; '-' for stdout (JSON Lines).")
+@click.option("--count", "-n", type=click.IntRange(min=0), default=2000, show_default=True, help="Number of listings.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Random seed; the same count and seed give the same feed."
+)
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    required=True,
+    metavar="FILE",
+    help="Output file: JSON Lines, or CSV when FILE ends in .csv; '-' for stdout (JSON Lines).",
+)
 @config_option
 def command(count: int, seed: int, output: str, config: str | None) -> None:
     """Generate a realistic demo inventory feed for the configured rooftops."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
@@ -34,13 +34,26 @@ def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """URL argument and the connection options shared by the three commands."""
     decorators = [
         click.argument("url"),
-        click.option("--binding", default="a2a", show_default=True, type=click.Choice(BINDING_CHOICES),
-                     help="How to call the dealer."),
-        click.option("--mcp-version", default="2026-07-28", show_default=True,
-                     type=click.Choice(("2026-07-28", "2025-11-25")), help="MCP revision (with --binding mcp)."),
+        click.option(
+            "--binding",
+            default="a2a",
+            show_default=True,
+            type=click.Choice(BINDING_CHOICES),
+            help="How to call the dealer.",
+        ),
+        click.option(
+            "--mcp-version",
+            default="2026-07-28",
+            show_default=True,
+            type=click.Choice(("2026-07-28", "2025-11-25")),
+            help="MCP revision (with --binding mcp).",
+        ),
         click.option("--poppy-client-id", metavar="URL", help="Personal-agent client_id (with --binding poppy)."),
-        click.option("--poppy-client-key", type=click.Path(exists=True, dir_okay=False),
-                     help="Its ES256 private key, PEM or JWK (with --binding poppy)."),
+        click.option(
+            "--poppy-client-key",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Its ES256 private key, PEM or JWK (with --binding poppy).",
+        ),
         click.option("--poppy-key-id", metavar="KID", help="kid of that key in the agent's JWKS."),
         click.option("--json", "as_json", is_flag=True, help="Print the dealer's JSON response."),
         click.option("--ca-file", type=click.Path(exists=True, dir_okay=False), help="Trust this CA bundle."),
@@ -51,9 +64,16 @@ def client_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str | None = None,
-                poppy_client_key: str | None = None, poppy_key_id: str | None = None,
-                ca_file: str | None = None, insecure: bool = False) -> AapClient:
+def make_client(
+    url: str,
+    binding: str,
+    mcp_version: str,
+    poppy_client_id: str | None = None,
+    poppy_client_key: str | None = None,
+    poppy_key_id: str | None = None,
+    ca_file: str | None = None,
+    insecure: bool = False,
+) -> AapClient:
     """An unopened :class:`AapClient` for the connection options of :func:`client_options`."""
     from aap.client import AapClient, PoppyIdentity  # httpx and JOSE: loaded only when a command runs
 
@@ -65,8 +85,13 @@ def make_client(url: str, binding: str, mcp_version: str, poppy_client_id: str |
             identity = PoppyIdentity.from_key_file(poppy_client_id, poppy_client_key, poppy_key_id)
         except (ValueError, TypeError) as exc:
             raise click.UsageError(f"cannot use --poppy-client-key: {exc}") from None
-    return AapClient(url, binding=binding, mcp_protocol_version=mcp_version, poppy_identity=identity,
-                     verify=verify_option(ca_file, insecure))
+    return AapClient(
+        url,
+        binding=binding,
+        mcp_protocol_version=mcp_version,
+        poppy_identity=identity,
+        verify=verify_option(ca_file, insecure),
+    )
 
 
 def opened(client: AapClient) -> Discovery:
@@ -138,9 +163,28 @@ def parse_filters(text: str | None) -> dict[str, Any]:
 @click.option("--mileage-unit", type=click.Choice(("mi", "km")))
 @click.option("--all", "walk_all", is_flag=True, help="Follow next_cursor through every page.")
 @click.option("--max-results", default=1000, show_default=True, help="Stop --all after this many listings.")
-def search_command(as_json, make, model, body, condition, year_min, year_max, price_min, price_max, mileage_max,
-                   query, filters_json, sort, limit, cursor, currency, mileage_unit, walk_all, max_results,
-                   **conn) -> None:
+def search_command(
+    as_json,
+    make,
+    model,
+    body,
+    condition,
+    year_min,
+    year_max,
+    price_min,
+    price_max,
+    mileage_max,
+    query,
+    filters_json,
+    sort,
+    limit,
+    cursor,
+    currency,
+    mileage_unit,
+    walk_all,
+    max_results,
+    **conn,
+) -> None:
     """Search a dealer's inventory.
 
     --json prints the dealer's response object; with --all, a JSON array of
@@ -150,8 +194,14 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
     for key, value in (("make", make), ("model", model), ("body", body), ("condition", condition)):
         if value:
             filters[key] = list(value)
-    for key, value in (("year_min", year_min), ("year_max", year_max), ("price_min", price_min),
-                       ("price_max", price_max), ("mileage_max", mileage_max), ("query", query)):
+    for key, value in (
+        ("year_min", year_min),
+        ("year_max", year_max),
+        ("price_min", price_min),
+        ("price_max", price_max),
+        ("mileage_max", mileage_max),
+        ("query", query),
+    ):
         if value is not None:
             filters[key] = value
     kwargs = {"sort": sort, "limit": limit, "currency": currency, "mileage_unit": mileage_unit}
@@ -177,8 +227,9 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
         echo_json([p.raw for p in pages] if walk_all else pages[0].raw)
         return
     first, last = pages[0], pages[-1]
-    table = Table(title=f"{found.name}: {first.total if first.total is not None else '?'} matching",
-                  box=box.SIMPLE_HEAD)
+    table = Table(
+        title=f"{found.name}: {first.total if first.total is not None else '?'} matching", box=box.SIMPLE_HEAD
+    )
     table.add_column("Vehicle", overflow="fold")
     for column in ("Price", "Mileage", "Status"):
         table.add_column(column, no_wrap=True)
@@ -188,8 +239,14 @@ def search_command(as_json, make, model, body, condition, year_min, year_max, pr
     for page in pages:
         for car in page.vehicles:
             name = " ".join(str(v) for v in (car.year, car.make, car.model, car.trim) if v) or "—"
-            table.add_row(name, money(car.price, car.currency), distance(car.mileage, car.mileage_unit),
-                          car.status or "—", car.rooftop or "—", car.vin or car.stock or car.vehicle_id or "—")
+            table.add_row(
+                name,
+                money(car.price, car.currency),
+                distance(car.mileage, car.mileage_unit),
+                car.status or "—",
+                car.rooftop or "—",
+                car.vin or car.stock or car.vehicle_id or "—",
+            )
     console = Console()
     console.print(table)
     sort_used = first.sort or {}
@@ -253,11 +310,17 @@ def dealer_command(as_json, dealer_id, **conn) -> None:
         table.add_column(column, overflow="fold")
     for rooftop in info.rooftops:
         address = rooftop.get("address") or {}
-        place = ", ".join(str(address[k]) for k in ("address_line_1", "city", "state", "zip", "country")
-                          if address.get(k))
+        place = ", ".join(
+            str(address[k]) for k in ("address_line_1", "city", "state", "zip", "country") if address.get(k)
+        )
         phones = ", ".join(p.get("value", "") for p in rooftop.get("phones") or [])
-        table.add_row(rooftop.get("name", ""), place or "—", phones or "—", rooftop.get("timezone") or "—",
-                      ", ".join(rooftop.get("capabilities") or []) or "—")
+        table.add_row(
+            rooftop.get("name", ""),
+            place or "—",
+            phones or "—",
+            rooftop.get("timezone") or "—",
+            ", ".join(rooftop.get("capabilities") or []) or "—",
+        )
     console.print(table)
     console.print(f"agent card: {found.card_url}")
     if found.mcp_url:

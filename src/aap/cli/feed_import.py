@@ -35,27 +35,55 @@ def _is_url(source: str) -> bool:
 
 @click.command("import")
 @click.argument("source")
-@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
-              help="Feed format (docs/feeds.md). Default: detected from the header or document "
-                   "(jsonl and csv are the aap format).")
-@click.option("--mapping", type=click.Path(dir_okay=False), default=None,
-              help="A mapping file (TOML): source column -> AAP field, transforms, defaults.")
-@click.option("--replace", is_flag=True,
-              help="Full replace: listings missing from the feed are removed (only the "
-                   "--dealer-id dealer's, when given). Default: upsert.")
-@click.option("--dealer-id", default=None, metavar="ID",
-              help="Seller of every listing without a dealer_id (required per listing in "
-                   "aggregate scope); with --replace, only this dealer's inventory is replaced.")
-@click.option("--skip-invalid", is_flag=True,
-              help="Import the valid rows; write the rejected ones to the rejects file.")
-@click.option("--rejects", "rejects_path", type=click.Path(dir_okay=False), default=None,
-              help="Where to write rejected rows (CSV). Default with --skip-invalid: "
-                   "<feed name>.rejects.csv in the current directory.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_CHOICES),
+    default=None,
+    help="Feed format (docs/feeds.md). Default: detected from the header or document "
+    "(jsonl and csv are the aap format).",
+)
+@click.option(
+    "--mapping",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A mapping file (TOML): source column -> AAP field, transforms, defaults.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Full replace: listings missing from the feed are removed (only the "
+    "--dealer-id dealer's, when given). Default: upsert.",
+)
+@click.option(
+    "--dealer-id",
+    default=None,
+    metavar="ID",
+    help="Seller of every listing without a dealer_id (required per listing in "
+    "aggregate scope); with --replace, only this dealer's inventory is replaced.",
+)
+@click.option(
+    "--skip-invalid", is_flag=True, help="Import the valid rows; write the rejected ones to the rejects file."
+)
+@click.option(
+    "--rejects",
+    "rejects_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write rejected rows (CSV). Default with --skip-invalid: "
+    "<feed name>.rejects.csv in the current directory.",
+)
 @click.option("--dry-run", is_flag=True, help="Check and count everything; write nothing.")
-@click.option("--allow-shrink", is_flag=True,
-              help="Let --replace remove more than --max-removed-share of the inventory.")
-@click.option("--max-removed-share", type=click.FloatRange(0, 1), default=0.5, show_default=True,
-              help="The largest share of the inventory a --replace may remove.")
+@click.option(
+    "--allow-shrink", is_flag=True, help="Let --replace remove more than --max-removed-share of the inventory."
+)
+@click.option(
+    "--max-removed-share",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="The largest share of the inventory a --replace may remove.",
+)
 @click.option("--strict", is_flag=True, help="A wrong VIN check digit is an error, not a warning.")
 @click.option("--encoding", default=None, help="The file's encoding (default: detected).")
 @click.option("--delimiter", default=None, help="The cell delimiter (default: sniffed).")
@@ -69,12 +97,31 @@ def _is_url(source: str) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 @database_option
 @config_option
-def command(source: str, fmt: str | None, mapping: str | None, replace: bool, dealer_id: str | None,
-            skip_invalid: bool, rejects_path: str | None, dry_run: bool, allow_shrink: bool,
-            max_removed_share: float, strict: bool, encoding: str | None, delimiter: str | None,
-            force: bool, username_env: str | None, password_env: str | None, token_env: str | None,
-            key_file: str | None, known_hosts: str | None, ca_file: str | None, as_json: bool,
-            database: str | None, config: str | None) -> None:
+def command(
+    source: str,
+    fmt: str | None,
+    mapping: str | None,
+    replace: bool,
+    dealer_id: str | None,
+    skip_invalid: bool,
+    rejects_path: str | None,
+    dry_run: bool,
+    allow_shrink: bool,
+    max_removed_share: float,
+    strict: bool,
+    encoding: str | None,
+    delimiter: str | None,
+    force: bool,
+    username_env: str | None,
+    password_env: str | None,
+    token_env: str | None,
+    key_file: str | None,
+    known_hosts: str | None,
+    ca_file: str | None,
+    as_json: bool,
+    database: str | None,
+    config: str | None,
+) -> None:
     """Import an inventory feed from a file or an https:// or sftp:// URL.
 
     Formats: aap (JSON Lines or CSV of InventoryListing objects), google-vehicle,
@@ -107,9 +154,17 @@ def command(source: str, fmt: str | None, mapping: str | None, replace: bool, de
             _usage(f"Mapping file {mapping} rejected: {len(exc.problems)} problem(s)", exc.problems)
     settings = load_or_fail(config, {"database": database})
     request = ImportRequest(
-        source=source, trigger="cli", format="aap" if fmt in ("jsonl", "csv") else fmt,
-        mapping=feed_format, encoding=encoding, delimiter=delimiter, dealer_id=dealer_id,
-        replace=replace, partial=skip_invalid, strict=strict, dry_run=dry_run,
+        source=source,
+        trigger="cli",
+        format="aap" if fmt in ("jsonl", "csv") else fmt,
+        mapping=feed_format,
+        encoding=encoding,
+        delimiter=delimiter,
+        dealer_id=dealer_id,
+        replace=replace,
+        partial=skip_invalid,
+        strict=strict,
+        dry_run=dry_run,
         max_removed_share=None if allow_shrink else max_removed_share,
         credentials=Credentials(username_env, password_env, token_env, key_file, known_hosts, ca_file),
     )
@@ -134,10 +189,18 @@ def command(source: str, fmt: str | None, mapping: str | None, replace: bool, de
             if key is not None and token is not None:
                 success = bool(result and result.ok and not dry_run)
                 validators = result.fetched.validators if success and result and result.fetched else previous
-                stores.feeds.release(key, token, now_ms=_now_ms(), next_run_ms=0,
-                                     outcome=result.run.outcome if result else "failed", success=success,
-                                     failures=0, etag=validators.etag, last_modified=validators.last_modified,
-                                     fingerprint=validators.fingerprint)
+                stores.feeds.release(
+                    key,
+                    token,
+                    now_ms=_now_ms(),
+                    next_run_ms=0,
+                    outcome=result.run.outcome if result else "failed",
+                    success=success,
+                    failures=0,
+                    etag=validators.etag,
+                    last_modified=validators.last_modified,
+                    fingerprint=validators.fingerprint,
+                )
     finally:
         stores.close()
     written = None
@@ -193,8 +256,11 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
     run = result.run
     report = result.report
     if report is not None:
-        how = "detected from the " + {"xml": "document", "jsonl": "content"}.get(report.kind, "header") \
-            if report.detected else "as given"
+        how = (
+            "detected from the " + {"xml": "document", "jsonl": "content"}.get(report.kind, "header")
+            if report.detected
+            else "as given"
+        )
         details = [f"format {report.format} ({how})", f"encoding {report.encoding}"]
         if report.delimiter:
             details.append("delimiter " + ("tab" if report.delimiter == "\t" else repr(report.delimiter)))
@@ -204,8 +270,7 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
         for name, count in sorted(report.defaults.items()):
             value = "available" if name == "status" else (report.file_time if name == "updated_at" else "")
             note = " (the feed's own time)" if name == "updated_at" else ""
-            console.print(Text(f"Default {name} = {value or 'from the mapping'}{note} for "
-                               f"{_count(count, 'row')}."))
+            console.print(Text(f"Default {name} = {value or 'from the mapping'}{note} for {_count(count, 'row')}."))
         for column, fate in report.columns.items():
             console.print(Text(f'Column "{column}": {fate}.'))
         if report.warning_total:
@@ -230,10 +295,13 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
         return
     stats = result.stats
     verb = "Would import" if run.dry_run else "Imported"
-    skipped = f"; {_count(run.skipped, 'row')} skipped" + (f" (see {rejects})" if rejects else "") \
-        if run.skipped else ""
-    console.print(Text(
-        f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
-        f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
-        + (" Dry run: nothing was written." if run.dry_run else "")
-    ))
+    skipped = (
+        f"; {_count(run.skipped, 'row')} skipped" + (f" (see {rejects})" if rejects else "") if run.skipped else ""
+    )
+    console.print(
+        Text(
+            f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
+            f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
+            + (" Dry run: nothing was written." if run.dry_run else "")
+        )
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -19,7 +19,7 @@ from aap.cli.common import config_option, console, database_option, fail, load_o
 def _stamp(ms: int | None) -> str:
     if not ms:
         return "-"
-    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).replace(microsecond=0)
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(microsecond=0)
     return moment.isoformat().replace("+00:00", "Z")
 
 
@@ -53,9 +53,15 @@ def run_command(config: str | None, database: str | None, once: bool, names: tup
             for result in results:
                 run = result.run
                 style = "green" if result.ok else "bold red"
-                console.print(Text(f"{run.feed}: {run.outcome}" + (f" ({run.message})" if run.message else "")
-                                   + f"; {run.inserted} new, {run.updated} updated, {run.removed} removed, "
-                                   f"{run.skipped} skipped", style=style))
+                console.print(
+                    Text(
+                        f"{run.feed}: {run.outcome}"
+                        + (f" ({run.message})" if run.message else "")
+                        + f"; {run.inserted} new, {run.updated} updated, {run.removed} removed, "
+                        f"{run.skipped} skipped",
+                        style=style,
+                    )
+                )
             held = len(set(names) or known) - len(results)
             if held:
                 console.print(Text(f"{held} feed(s) were being imported by another process."))
@@ -85,8 +91,9 @@ async def _forever(scheduler: Any) -> None:
 @click.option("--run", "run_id", default=None, metavar="RUN_ID", help="One run, with its problems.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=30, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def history_command(config: str | None, database: str | None, feed: str | None, run_id: str | None,
-                    limit: int, as_json: bool) -> None:
+def history_command(
+    config: str | None, database: str | None, feed: str | None, run_id: str | None, limit: int, as_json: bool
+) -> None:
     """Every import, newest first: when, source, format, counts, duration, outcome."""
     from aap.store import open_stores
 
@@ -116,14 +123,41 @@ def history_command(config: str | None, database: str | None, feed: str | None, 
             click.echo("rejected lines: " + ", ".join(str(n) for n in run.rejected_lines[:200]))
         return
     table = Table(title=f"{len(runs)} import(s)")
-    for column in ("started", "feed", "trigger", "source", "format", "outcome", "new", "updated",
-                   "removed", "skipped", "warnings", "seconds"):
+    for column in (
+        "started",
+        "feed",
+        "trigger",
+        "source",
+        "format",
+        "outcome",
+        "new",
+        "updated",
+        "removed",
+        "skipped",
+        "warnings",
+        "seconds",
+    ):
         table.add_column(column)
     for run in runs:
-        table.add_row(*(Text(str(v)) for v in (
-            _stamp(run.started_ms), run.feed or "-", run.trigger, run.source, run.format or "-",
-            run.outcome, run.inserted, run.updated, run.removed, run.skipped, run.warnings,
-            f"{(run.finished_ms - run.started_ms) / 1000:.1f}")))
+        table.add_row(
+            *(
+                Text(str(v))
+                for v in (
+                    _stamp(run.started_ms),
+                    run.feed or "-",
+                    run.trigger,
+                    run.source,
+                    run.format or "-",
+                    run.outcome,
+                    run.inserted,
+                    run.updated,
+                    run.removed,
+                    run.skipped,
+                    run.warnings,
+                    f"{(run.finished_ms - run.started_ms) / 1000:.1f}",
+                )
+            )
+        )
     out = Console(width=200, highlight=False, soft_wrap=True)
     with out.capture() as captured:
         out.print(table)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -41,7 +41,7 @@ def _stores(config: str | None, database: str | None) -> Stores:
 def _stamp(ms: int | None) -> str:
     if ms is None:
         return "-"
-    moment = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).replace(microsecond=0)
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(microsecond=0)
     return moment.isoformat().replace("+00:00", "Z")
 
 
@@ -58,12 +58,17 @@ def leads() -> None:
 @config_option
 @database_option
 @click.option("--status", type=click.Choice(["received", "rejected"]), default=None, help="Lead status.")
-@click.option("--delivery", type=click.Choice(DELIVERY_STATES), default=None,
-              help="Only leads with a delivery in this state (e.g. dead).")
+@click.option(
+    "--delivery",
+    type=click.Choice(DELIVERY_STATES),
+    default=None,
+    help="Only leads with a delivery in this state (e.g. dead).",
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def list_command(config: str | None, database: str | None, status: str | None, delivery: str | None,
-                 limit: int, as_json: bool) -> None:
+def list_command(
+    config: str | None, database: str | None, status: str | None, delivery: str | None, limit: int, as_json: bool
+) -> None:
     """Newest leads first: ids, routing and delivery states (no customer data)."""
     stores = _stores(config, database)
     try:
@@ -74,15 +79,36 @@ def list_command(config: str | None, database: str | None, status: str | None, d
         _emit_json(rows)
         return
     table = Table(title=f"{len(rows)} lead(s)", show_lines=False)
-    for column in ("lead", "received", "dealer", "rooftop", "status", "appointment", "vehicle",
-                   "source agent", "deliveries"):
+    for column in (
+        "lead",
+        "received",
+        "dealer",
+        "rooftop",
+        "status",
+        "appointment",
+        "vehicle",
+        "source agent",
+        "deliveries",
+    ):
         table.add_column(column)
     for row in rows:
         deliveries = ", ".join(f"{state} {count}" for state, count in sorted(row["deliveries"].items())) or "none"
-        table.add_row(*(Text(str(v)) for v in (
-            row["lead_id"], row["received_at"], row["dealer_id"], row["rooftop"] or "-", row["status"],
-            row["appointment_status"] or "-", row["vehicle_link"], row["source_agent"], deliveries,
-        )))
+        table.add_row(
+            *(
+                Text(str(v))
+                for v in (
+                    row["lead_id"],
+                    row["received_at"],
+                    row["dealer_id"],
+                    row["rooftop"] or "-",
+                    row["status"],
+                    row["appointment_status"] or "-",
+                    row["vehicle_link"],
+                    row["source_agent"],
+                    deliveries,
+                )
+            )
+        )
     click.echo(_render(table))
 
 
@@ -135,19 +161,23 @@ def show_command(lead_id: str, config: str | None, database: str | None, as_json
         lines += ["Message", f"  {request['message']}"]
     if lead["appointment"]:
         appt = lead["appointment"]
-        lines += ["Appointment",
-                  f"  {appt.get('appointment_id')}  {appt.get('appointment_type')}  {appt.get('status')}"
-                  f"  rooftop {appt.get('rooftop') or '-'}",
-                  f"  requested     {appt.get('requested_at') or '-'}",
-                  f"  confirmed at  {appt.get('confirmed_at') or '-'}",
-                  f"  proposed      {', '.join(appt.get('proposed_times') or []) or '-'}"]
+        lines += [
+            "Appointment",
+            f"  {appt.get('appointment_id')}  {appt.get('appointment_type')}  {appt.get('status')}"
+            f"  rooftop {appt.get('rooftop') or '-'}",
+            f"  requested     {appt.get('requested_at') or '-'}",
+            f"  confirmed at  {appt.get('confirmed_at') or '-'}",
+            f"  proposed      {', '.join(appt.get('proposed_times') or []) or '-'}",
+        ]
     lines.append("Deliveries")
     if not lead["deliveries"]:
         lines.append("  none")
     for d in lead["deliveries"]:
-        lines.append(f"  {d['delivery_id']}  {d['target']} ({d['kind']})  {d['status']}  attempts {d['attempts']}"
-                     f"  next {_stamp(d['next_attempt_ms']) if d['status'] == 'pending' else '-'}"
-                     f"  delivered {_stamp(d['delivered_ms'])}")
+        lines.append(
+            f"  {d['delivery_id']}  {d['target']} ({d['kind']})  {d['status']}  attempts {d['attempts']}"
+            f"  next {_stamp(d['next_attempt_ms']) if d['status'] == 'pending' else '-'}"
+            f"  delivered {_stamp(d['delivered_ms'])}"
+        )
         if d["last_error"]:
             lines.append(f"      last error: {d['last_error']}")
     click.echo("\n".join(lines))
@@ -165,8 +195,7 @@ def retry_command(lead_id: str, config: str | None, database: str | None, includ
 
     stores = _stores(config, database)
     try:
-        count = retry_deliveries(stores.leads, lead_id, datetime.now(timezone.utc),
-                                 include_delivered=include_delivered)
+        count = retry_deliveries(stores.leads, lead_id, datetime.now(UTC), include_delivered=include_delivered)
     except RetryRefused as refused:
         if refused.reason == "not_found":
             fail(f"No lead {lead_id}.")
@@ -193,8 +222,7 @@ def deliver(config: str | None, database: str | None, once: bool, log_level: str
 
     settings = load_or_fail(config, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
-        console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.",
-                           style="yellow"))
+        console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.", style="yellow"))
     configure_logging(log_level, log_format)
     stores = open_stores_or_fail(settings)
 

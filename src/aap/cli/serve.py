@@ -39,22 +39,54 @@ DEMO_LISTINGS = 2000
 @config_option
 @database_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="Port to listen on (0: any free port, published as chosen).")
-@click.option("--public-url", envvar="AAP_PUBLIC_URL", default=None, metavar="URL",
-              help="Public base URL published in discovery documents (also AAP_PUBLIC_URL). "
-                   "Default: the configuration's; a loopback one on another port than "
-                   "--port becomes this server's own address.")
-@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Serve HTTPS directly with this certificate (PEM).")
-@click.option("--ssl-keyfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Private key (PEM) of --ssl-certfile.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes (they share the database).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on (0: any free port, published as chosen).",
+)
+@click.option(
+    "--public-url",
+    envvar="AAP_PUBLIC_URL",
+    default=None,
+    metavar="URL",
+    help="Public base URL published in discovery documents (also AAP_PUBLIC_URL). "
+    "Default: the configuration's; a loopback one on another port than "
+    "--port becomes this server's own address.",
+)
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Serve HTTPS directly with this certificate (PEM).",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Private key (PEM) of --ssl-certfile.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes (they share the database).",
+)
 @log_options
-def command(config: str | None, database: str | None, host: str, port: int,
-            public_url: str | None, ssl_certfile: str | None, ssl_keyfile: str | None,
-            workers: int, log_level: str, log_format: str) -> None:
+def command(
+    config: str | None,
+    database: str | None,
+    host: str,
+    port: int,
+    public_url: str | None,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    workers: int,
+    log_level: str,
+    log_format: str,
+) -> None:
     """Serve the AAP dealer agent over HTTP(S)."""
     if bool(ssl_certfile) != bool(ssl_keyfile):
         raise click.UsageError("--ssl-certfile and --ssl-keyfile go together.")
@@ -79,8 +111,13 @@ def command(config: str | None, database: str | None, host: str, port: int,
     else:
         served = local_public_url(settings.public_url, host, port, tls=tls)
     if served is not None and served != settings.public_url and not is_demo(settings):
-        console.print(Text(f"public_url {settings.public_url} is a loopback address other than this "
-                           f"server's; publishing {served} instead.", style="yellow"))
+        console.print(
+            Text(
+                f"public_url {settings.public_url} is a loopback address other than this "
+                f"server's; publishing {served} instead.",
+                style="yellow",
+            )
+        )
     if served is not None and served != settings.public_url:
         overrides["public_url"] = served
         settings = reload_or_fail(settings, overrides)
@@ -94,25 +131,42 @@ def command(config: str | None, database: str | None, host: str, port: int,
     try:
         if is_demo(settings):
             if not claim_for_demo(stores, settings):
-                fail(f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
-                     "group did not load; the demo never serves it as its own.",
-                     ["serve it with its configuration (--config), or give the demo another database"])
+                fail(
+                    f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
+                    "group did not load; the demo never serves it as its own.",
+                    ["serve it with its configuration (--config), or give the demo another database"],
+                )
             seed_demo_inventory(settings, stores)
         no_accounts = settings.web.console and not stores.console.users()
     finally:
         stores.close()
 
-    console.print(Text(f"Serving {settings.agent.name} at {settings.base_url} "
-                       f"(database {redacted(settings.database_url)})"))
-    pages = ([f"public page {settings.base_url}/"] if settings.web.public_page else []) + \
-        ([f"staff console {settings.base_url}/console/"] if settings.web.console else [])
+    console.print(
+        Text(f"Serving {settings.agent.name} at {settings.base_url} (database {redacted(settings.database_url)})")
+    )
+    pages = ([f"public page {settings.base_url}/"] if settings.web.public_page else []) + (
+        [f"staff console {settings.base_url}/console/"] if settings.web.console else []
+    )
     if pages:
-        console.print(Text("Browse: " + ", ".join(pages) + (
-            " (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")))
+        console.print(
+            Text(
+                "Browse: "
+                + ", ".join(pages)
+                + (" (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")
+            )
+        )
     # Each worker process loads the settings again from the same source (see aap.server.runner).
-    run(SettingsSource(settings.source_path, overrides), host=host, port=port, sock=sock,
-        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, workers=workers,
-        log_level=log_level, log_format=log_format)
+    run(
+        SettingsSource(settings.source_path, overrides),
+        host=host,
+        port=port,
+        sock=sock,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        workers=workers,
+        log_level=log_level,
+        log_format=log_format,
+    )
 
 
 def seed_demo_inventory(settings: Settings, stores: Stores, count: int = DEMO_LISTINGS) -> int:

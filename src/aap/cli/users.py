@@ -8,8 +8,9 @@ which would leave them in the shell history and the process list.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.text import Text
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from aap.store.console import User
 
 password_stdin_option = click.option(
-    "--password-stdin", is_flag=True, help="Read the password from standard input (one line) instead of asking.")
+    "--password-stdin", is_flag=True, help="Read the password from standard input (one line) instead of asking."
+)
 
 
 def _open(config: str | None, database: str | None) -> tuple[Stores, Accounts]:
@@ -61,19 +63,39 @@ def users() -> None:
 @users.command("add")
 @click.argument("email")
 @click.option("--role", type=click.Choice(["admin", "staff"]), default="staff", show_default=True)
-@click.option("--seller", "seller", metavar="DEALER_ID", default=None,
-              help="Aggregate scope: the seller whose leads this staff account sees.")
-@click.option("--rooftop", "rooftops", multiple=True, metavar="NAME",
-              help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop).")
+@click.option(
+    "--seller",
+    "seller",
+    metavar="DEALER_ID",
+    default=None,
+    help="Aggregate scope: the seller whose leads this staff account sees.",
+)
+@click.option(
+    "--rooftop",
+    "rooftops",
+    multiple=True,
+    metavar="NAME",
+    help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop).",
+)
 @password_stdin_option
 @config_option
 @database_option
-def add_command(email: str, role: str, seller: str | None, rooftops: tuple[str, ...], password_stdin: bool,
-                config: str | None, database: str | None) -> None:
+def add_command(
+    email: str,
+    role: str,
+    seller: str | None,
+    rooftops: tuple[str, ...],
+    password_stdin: bool,
+    config: str | None,
+    database: str | None,
+) -> None:
     """Create an account for EMAIL."""
-    user = _change(config, database, "Account not added",
-                   lambda accounts: accounts.add(email, _password(password_stdin), role=role, dealer_id=seller,
-                                                 rooftops=rooftops))
+    user = _change(
+        config,
+        database,
+        "Account not added",
+        lambda accounts: accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=rooftops),
+    )
     console.print(Text(f"Account {user.email} ({user.role}) added."))
 
 
@@ -84,8 +106,12 @@ def add_command(email: str, role: str, seller: str | None, rooftops: tuple[str, 
 @database_option
 def passwd_command(email: str, password_stdin: bool, config: str | None, database: str | None) -> None:
     """Set a new password for EMAIL (its console sessions end)."""
-    user = _change(config, database, "Password not changed",
-                   lambda accounts: accounts.set_password(email, _password(password_stdin)))
+    user = _change(
+        config,
+        database,
+        "Password not changed",
+        lambda accounts: accounts.set_password(email, _password(password_stdin)),
+    )
     console.print(Text(f"Password of {user.email} changed; its sessions ended."))
 
 
@@ -110,9 +136,12 @@ def list_command(config: str | None, database: str | None) -> None:
     finally:
         stores.close()
     for user in accounts:
-        sees = "every lead" if user.role == "admin" or not (user.dealer_id or user.rooftops) else \
-            ", ".join(([f"seller {user.dealer_id}"] if user.dealer_id else []) + list(user.rooftops))
-        added = datetime.fromtimestamp(user.created_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+        sees = (
+            "every lead"
+            if user.role == "admin" or not (user.dealer_id or user.rooftops)
+            else ", ".join(([f"seller {user.dealer_id}"] if user.dealer_id else []) + list(user.rooftops))
+        )
+        added = datetime.fromtimestamp(user.created_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
         click.echo(f"{user.email}\t{user.role}\t{sees}\tadded {added}")
     if not accounts:
         console.print(Text("No account yet: `aap users add EMAIL --role admin`."))

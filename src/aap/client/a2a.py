@@ -24,8 +24,14 @@ from aap.skills.catalog import SkillInfo
 RETRYABLE_RPC = {-32603}
 
 
-def envelope(skill: SkillInfo, payload: dict[str, Any], *, tenant: str | None = None,
-             request_id: str | int | None = None, context_id: str | None = None) -> dict[str, Any]:
+def envelope(
+    skill: SkillInfo,
+    payload: dict[str, Any],
+    *,
+    tenant: str | None = None,
+    request_id: str | int | None = None,
+    context_id: str | None = None,
+) -> dict[str, Any]:
     """The JSON-RPC ``SendMessage`` request carrying ``payload`` as the single DataPart."""
     message: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),
@@ -118,7 +124,8 @@ class A2ATransport:
             else:
                 outcome.error = ProtocolError(
                     "A2A endpoint did not answer with a JSON-RPC 2.0 object",
-                    binding=self.name, http_status=response.status_code,
+                    binding=self.name,
+                    http_status=response.status_code,
                 )
             return
         if "error" in body:
@@ -126,14 +133,18 @@ class A2ATransport:
             aap_error = find_aap_error(error)
             if aap_error is not None:
                 outcome.error = remote_error(
-                    aap_error, binding=self.name, http_status=response.status_code,
+                    aap_error,
+                    binding=self.name,
+                    http_status=response.status_code,
                     header_retry_after_ms=retry_after_ms(response.headers),
                 )
                 return
             code = error.get("code") if isinstance(error, dict) else None
             outcome.error = ProtocolError(
                 f"JSON-RPC error {code}: {error.get('message') if isinstance(error, dict) else error}",
-                binding=self.name, http_status=response.status_code, rpc_code=code,
+                binding=self.name,
+                http_status=response.status_code,
+                rpc_code=code,
                 data=error.get("data") if isinstance(error, dict) else None,
                 retryable=code in RETRYABLE_RPC or response.status_code in (429, 503),
                 retry_after_ms=retry_after_ms(response.headers),
@@ -143,7 +154,8 @@ class A2ATransport:
         if data is None:
             outcome.error = ProtocolError(
                 f"A2A result carries no {skill.response_type} DataPart in result.message",
-                binding=self.name, http_status=response.status_code,
+                binding=self.name,
+                http_status=response.status_code,
             )
             return
         outcome.response = data

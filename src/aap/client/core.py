@@ -18,8 +18,9 @@ import asyncio
 import random
 import ssl
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Generator, Mapping
+from typing import Any
 
 import httpx
 
@@ -85,13 +86,13 @@ def _sort(sort: Any) -> dict[str, str] | None:
 class _Opening:
     """What ``AapClient.discover`` returns: usable with ``async with`` or ``await``."""
 
-    def __init__(self, client: "AapClient") -> None:
+    def __init__(self, client: AapClient) -> None:
         self.client = client
 
-    def __await__(self) -> Generator[Any, None, "AapClient"]:
+    def __await__(self) -> Generator[Any, None, AapClient]:
         return self.client.open().__await__()
 
-    async def __aenter__(self) -> "AapClient":
+    async def __aenter__(self) -> AapClient:
         return await self.client.open()
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -137,7 +138,7 @@ class AapClient:
         """Read the dealer's agent card and pick the binding: ``async with`` or ``await`` it."""
         return _Opening(cls(target, **kwargs))
 
-    async def open(self) -> "AapClient":
+    async def open(self) -> AapClient:
         if self.transport is not None:
             return self
         try:
@@ -166,7 +167,7 @@ class AapClient:
         if self._own_http:
             await self.http.aclose()
 
-    async def __aenter__(self) -> "AapClient":
+    async def __aenter__(self) -> AapClient:
         return await self.open()
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -202,8 +203,9 @@ class AapClient:
             payload["dealer_id"] = dealer_id
         return DealerInfo(await self.call(payload))
 
-    async def facets(self, filters: Mapping[str, Any] | None = None, *, currency: str | None = None,
-                     mileage_unit: str | None = None) -> Facets:
+    async def facets(
+        self, filters: Mapping[str, Any] | None = None, *, currency: str | None = None, mileage_unit: str | None = None
+    ) -> Facets:
         payload: dict[str, Any] = {"type": "inventory.facets.request"}
         if filters:
             payload["filters"] = dict(filters)
@@ -247,8 +249,9 @@ class AapClient:
         """One page of ``inventory.search`` (``sort=("price", "asc")``, ``limit=``, ``cursor=``...)."""
         return SearchPage.from_response(await self.call(self.search_request(filters, **kwargs)))
 
-    async def iter_pages(self, filters: Mapping[str, Any] | None = None, *, max_pages: int | None = None,
-                         **kwargs: Any) -> AsyncIterator[SearchPage]:
+    async def iter_pages(
+        self, filters: Mapping[str, Any] | None = None, *, max_pages: int | None = None, **kwargs: Any
+    ) -> AsyncIterator[SearchPage]:
         """Every page of a search, following ``next_cursor`` with the same query until it is null."""
         if "cursor" in kwargs or "skip" in kwargs:
             raise ValueError("iter_pages walks from the first page; do not pass cursor or skip")
@@ -262,15 +265,15 @@ class AapClient:
             if cursor is None or (max_pages is not None and pages >= max_pages):
                 return
 
-    async def iter_search(self, filters: Mapping[str, Any] | None = None, **kwargs: Any
-                          ) -> AsyncIterator[Listing]:
+    async def iter_search(self, filters: Mapping[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[Listing]:
         """Every matching listing across all pages (the dealer's order)."""
         async for page in self.iter_pages(filters, **kwargs):
             for vehicle in page.vehicles:
                 yield vehicle
 
-    async def vehicle(self, *, vin: str | None = None, stock: str | None = None,
-                      vehicle_id: str | None = None) -> VehicleDetail:
+    async def vehicle(
+        self, *, vin: str | None = None, stock: str | None = None, vehicle_id: str | None = None
+    ) -> VehicleDetail:
         payload: dict[str, Any] = {"type": "inventory.vehicle.request"}
         for name, value in (("vin", vin), ("stock", stock), ("vehicle_id", vehicle_id)):
             if value is not None:

@@ -98,8 +98,11 @@ def aap_extension(card: dict[str, Any]) -> dict[str, Any] | None:
 
 def jsonrpc_interface(card: dict[str, Any]) -> dict[str, Any] | None:
     """The preferred JSONRPC interface: the first with protocolVersion 1.0, else the first JSONRPC one."""
-    interfaces = [i for i in card.get("supportedInterfaces") or []
-                  if isinstance(i, dict) and i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)]
+    interfaces = [
+        i
+        for i in card.get("supportedInterfaces") or []
+        if isinstance(i, dict) and i.get("protocolBinding") == "JSONRPC" and isinstance(i.get("url"), str)
+    ]
     for interface in interfaces:
         if interface.get("protocolVersion") == A2A_PROTOCOL_VERSION:
             return interface
@@ -111,8 +114,7 @@ def parse_card(card_url: str, card: Any) -> Discovery:
         raise DiscoveryError(f"{card_url} is not a JSON object")
     extension = aap_extension(card)
     if extension is None:
-        found = [e.get("uri") for e in (card.get("capabilities") or {}).get("extensions") or []
-                 if isinstance(e, dict)]
+        found = [e.get("uri") for e in (card.get("capabilities") or {}).get("extensions") or [] if isinstance(e, dict)]
         raise DiscoveryError(f"the agent card does not declare the AAP extension {EXTENSION_URI} (found {found})")
     params = extension.get("params")
     if not isinstance(params, dict):

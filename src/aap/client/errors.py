@@ -127,11 +127,22 @@ class InternalServerError(AapRemoteError):
 ERRORS_BY_CODE: dict[str, type[AapRemoteError]] = {
     cls.code: cls
     for cls in (
-        UnsupportedSkillError, UnsupportedFilterError, UnsupportedSortError, InvalidCursorError,
-        SchemaValidationFailedError, MissingRequiredFieldError, InvalidConditionError,
-        DealerNotFoundError, VehicleNotFoundError, VehicleUnavailableError,
-        ContactConsentRequiredError, InvalidConsentError, AppointmentTimeUnavailableError,
-        IdempotencyConflictError, RateLimitedError, InternalServerError,
+        UnsupportedSkillError,
+        UnsupportedFilterError,
+        UnsupportedSortError,
+        InvalidCursorError,
+        SchemaValidationFailedError,
+        MissingRequiredFieldError,
+        InvalidConditionError,
+        DealerNotFoundError,
+        VehicleNotFoundError,
+        VehicleUnavailableError,
+        ContactConsentRequiredError,
+        InvalidConsentError,
+        AppointmentTimeUnavailableError,
+        IdempotencyConflictError,
+        RateLimitedError,
+        InternalServerError,
     )
 }
 

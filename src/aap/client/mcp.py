@@ -62,8 +62,10 @@ def jsonrpc_message(response: httpx.Response, request_id: Any) -> Any:
     ctype = response.headers.get("content-type", "")
     if ctype.startswith("text/event-stream"):
         for message in parse_sse(response.text):
-            if isinstance(message, dict) and message.get("id") == request_id and (
-                "result" in message or "error" in message
+            if (
+                isinstance(message, dict)
+                and message.get("id") == request_id
+                and ("result" in message or "error" in message)
             ):
                 return message
         return None
@@ -92,8 +94,9 @@ class McpTransport:
         return self.protocol_version == MODERN
 
     # -- low level ---------------------------------------------------------
-    def build(self, method: str, params: dict[str, Any] | None = None, *, notification: bool = False
-              ) -> tuple[dict[str, Any], dict[str, str]]:
+    def build(
+        self, method: str, params: dict[str, Any] | None = None, *, notification: bool = False
+    ) -> tuple[dict[str, Any], dict[str, str]]:
         """The JSON-RPC body and HTTP headers of one request in this transport's revision."""
         params = dict(params or {})
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -123,8 +126,7 @@ class McpTransport:
         content = body if isinstance(body, (bytes, str)) else orjson.dumps(body)
         return await self.http.post(self.url, content=content, headers=headers)
 
-    async def request(self, method: str, params: dict[str, Any] | None = None
-                      ) -> tuple[httpx.Response, Any]:
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> tuple[httpx.Response, Any]:
         """Send one request; return the HTTP response and its JSON-RPC message (or None)."""
         if not self.modern and method != "initialize":
             await self.initialize()
@@ -142,39 +144,46 @@ class McpTransport:
             error = message["error"]
             raise ProtocolError(
                 f"MCP {method}: JSON-RPC error {error.get('code')}: {error.get('message')}",
-                binding=self.name, http_status=response.status_code, rpc_code=error.get("code"),
-                data=error.get("data"), retryable=response.status_code in (429, 503),
+                binding=self.name,
+                http_status=response.status_code,
+                rpc_code=error.get("code"),
+                data=error.get("data"),
+                retryable=response.status_code in (429, 503),
                 retry_after_ms=retry_after_ms(response.headers),
             )
         if response.status_code >= 400:
             raise http_failure(self.name, response, f"MCP {method}")
         if not isinstance(message, dict) or not isinstance(message.get("result"), dict):
-            raise ProtocolError(f"MCP {method}: no JSON-RPC result in the answer", binding=self.name,
-                                http_status=response.status_code)
+            raise ProtocolError(
+                f"MCP {method}: no JSON-RPC result in the answer", binding=self.name, http_status=response.status_code
+            )
         return message["result"]
 
     async def initialize(self) -> None:
         """Legacy handshake, once per transport."""
         if self.negotiated:
             return
-        body, headers = self.build("initialize", {
-            "protocolVersion": self.protocol_version,
-            "capabilities": {},
-            "clientInfo": CLIENT_INFO,
-        })
+        body, headers = self.build(
+            "initialize",
+            {
+                "protocolVersion": self.protocol_version,
+                "capabilities": {},
+                "clientInfo": CLIENT_INFO,
+            },
+        )
         try:
             response = await self.post(body, headers)
         except httpx.HTTPError as exc:
             raise network_failure(self.name, exc, "MCP initialize failed") from exc
         message = jsonrpc_message(response, body["id"])
         if response.status_code >= 400 or not isinstance(message, dict) or "result" not in message:
-            raise ProtocolError("MCP initialize was refused", binding=self.name, http_status=response.status_code,
-                                data=message)
+            raise ProtocolError(
+                "MCP initialize was refused", binding=self.name, http_status=response.status_code, data=message
+            )
         result = message["result"]
         version = result.get("protocolVersion")
         if version != self.protocol_version:
-            raise ProtocolError(f"MCP server negotiated {version!r}, not {self.protocol_version}",
-                                binding=self.name)
+            raise ProtocolError(f"MCP server negotiated {version!r}, not {self.protocol_version}", binding=self.name)
         self.negotiated = version
         self.server_info = result.get("serverInfo")
         self.session_id = response.headers.get("mcp-session-id")
@@ -211,17 +220,23 @@ class McpTransport:
     def interpret(self, outcome: CallOutcome, response: httpx.Response, message: Any) -> None:
         skill = outcome.skill
         if not isinstance(message, dict):
-            outcome.error = (http_failure(self.name, response, "MCP tools/call")
-                             if response.status_code >= 400 else
-                             ProtocolError("MCP answer is not a JSON-RPC message", binding=self.name,
-                                           http_status=response.status_code))
+            outcome.error = (
+                http_failure(self.name, response, "MCP tools/call")
+                if response.status_code >= 400
+                else ProtocolError(
+                    "MCP answer is not a JSON-RPC message", binding=self.name, http_status=response.status_code
+                )
+            )
             return
         if isinstance(message.get("error"), dict):
             error = message["error"]
             outcome.error = ProtocolError(
                 f"MCP tools/call: JSON-RPC error {error.get('code')}: {error.get('message')}",
-                binding=self.name, http_status=response.status_code, rpc_code=error.get("code"),
-                data=error.get("data"), retryable=response.status_code in (429, 503),
+                binding=self.name,
+                http_status=response.status_code,
+                rpc_code=error.get("code"),
+                data=error.get("data"),
+                retryable=response.status_code in (429, 503),
                 retry_after_ms=retry_after_ms(response.headers),
             )
             return
@@ -234,23 +249,31 @@ class McpTransport:
             structured = _json_text(result.get("content"))
         if result.get("isError"):
             if isinstance(structured, dict) and structured.get("type") == "aap.error":
-                outcome.error = remote_error(structured, binding=self.name, http_status=response.status_code,
-                                             header_retry_after_ms=retry_after_ms(response.headers))
+                outcome.error = remote_error(
+                    structured,
+                    binding=self.name,
+                    http_status=response.status_code,
+                    header_retry_after_ms=retry_after_ms(response.headers),
+                )
             else:
-                outcome.error = ProtocolError("MCP tool failed without an aap.error object",
-                                              binding=self.name, data=result)
+                outcome.error = ProtocolError(
+                    "MCP tool failed without an aap.error object", binding=self.name, data=result
+                )
             return
         if not isinstance(structured, dict) or structured.get("type") != skill.response_type:
-            outcome.error = ProtocolError(f"MCP result carries no {skill.response_type} structuredContent",
-                                          binding=self.name, data=result)
+            outcome.error = ProtocolError(
+                f"MCP result carries no {skill.response_type} structuredContent", binding=self.name, data=result
+            )
             return
         outcome.response = structured
 
     async def aclose(self) -> None:
         if self.session_id:
             try:
-                await self.http.delete(self.url, headers={"Mcp-Session-Id": self.session_id,
-                                                          "MCP-Protocol-Version": self.negotiated or LEGACY})
+                await self.http.delete(
+                    self.url,
+                    headers={"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": self.negotiated or LEGACY},
+                )
             except httpx.HTTPError:
                 pass
             self.session_id = None

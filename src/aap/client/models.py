@@ -71,7 +71,7 @@ class SearchPage:
     vehicles: list[Listing] = field(default_factory=list)
 
     @classmethod
-    def from_response(cls, response: dict[str, Any]) -> "SearchPage":
+    def from_response(cls, response: dict[str, Any]) -> SearchPage:
         data = response.get("data") or {}
         return cls(response, [Listing(v) for v in data.get("vehicles") or []])
 
@@ -97,7 +97,7 @@ class SearchPage:
         return self.data.get("mileage_unit") or "mi"
 
     @property
-    def facets(self) -> "Facets | None":
+    def facets(self) -> Facets | None:
         facets = self.data.get("facets")
         return Facets(facets) if isinstance(facets, dict) else None
 
@@ -115,7 +115,7 @@ class Facets:
     data: dict[str, Any]
 
     @classmethod
-    def from_response(cls, response: dict[str, Any]) -> "Facets":
+    def from_response(cls, response: dict[str, Any]) -> Facets:
         return cls(response.get("data") or {})
 
     def terms(self, name: str) -> list[FacetValue] | None:

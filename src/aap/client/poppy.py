@@ -131,8 +131,9 @@ class PoppyTransport:
         except httpx.HTTPError as exc:
             raise DiscoveryError(f"{what}: {type(exc).__name__} fetching {url}", binding=self.name) from exc
         if response.status_code != 200:
-            raise DiscoveryError(f"{what}: HTTP {response.status_code} from {url}", binding=self.name,
-                                 http_status=response.status_code)
+            raise DiscoveryError(
+                f"{what}: HTTP {response.status_code} from {url}", binding=self.name, http_status=response.status_code
+            )
         body = json_body(response)
         if not isinstance(body, dict):
             raise DiscoveryError(f"{what}: {url} did not return a JSON object", binding=self.name)
@@ -150,8 +151,7 @@ class PoppyTransport:
             raise DiscoveryError("issuer metadata names a different issuer than poppy.json", binding=self.name)
         if not isinstance(metadata.get("token_endpoint"), str):
             raise DiscoveryError("issuer metadata has no token_endpoint", binding=self.name)
-        api = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "openapi"),
-                   None)
+        api = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "openapi"), None)
         if api is None or not isinstance(api.get("url"), str):
             raise DiscoveryError("poppy.json lists no openapi API", binding=self.name)
         openapi = await self._get_json(api["url"], "Poppy OpenAPI document")
@@ -187,7 +187,9 @@ class PoppyTransport:
             if response.status_code != 200 or not isinstance(body, dict) or "access_token" not in body:
                 raise AuthError(
                     f"Poppy token request refused: HTTP {response.status_code} {error or ''}".strip(),
-                    error=error, binding=self.name, http_status=response.status_code,
+                    error=error,
+                    binding=self.name,
+                    http_status=response.status_code,
                     retryable=response.status_code in (429, 503),
                     retry_after_ms=retry_after_ms(response.headers),
                 )
@@ -240,8 +242,7 @@ class PoppyTransport:
             await self.open()
             url = self.operations.get(skill.id)
             if url is None:
-                raise DiscoveryError(f"the Poppy OpenAPI document has no operation for {skill.id}",
-                                     binding=self.name)
+                raise DiscoveryError(f"the Poppy OpenAPI document has no operation for {skill.id}", binding=self.name)
             return await self.authorized_post(url, payload)
 
         response = await outcome.attempt(post(), "Poppy request failed")
@@ -250,23 +251,31 @@ class PoppyTransport:
         body = json_body(response)
         outcome.record(response, body)
         if isinstance(body, dict) and body.get("type") == "aap.error":
-            outcome.error = remote_error(body, binding=self.name, http_status=response.status_code,
-                                         header_retry_after_ms=retry_after_ms(response.headers))
+            outcome.error = remote_error(
+                body,
+                binding=self.name,
+                http_status=response.status_code,
+                header_retry_after_ms=retry_after_ms(response.headers),
+            )
         elif response.status_code >= 400:
             error = body.get("error") if isinstance(body, dict) else None
             if error:
                 outcome.error = AuthError(
-                    f"Poppy API refused the call: HTTP {response.status_code} {error}", error=error,
-                    binding=self.name, http_status=response.status_code,
-                    retryable=response.status_code in (429, 503), retry_after_ms=retry_after_ms(response.headers),
+                    f"Poppy API refused the call: HTTP {response.status_code} {error}",
+                    error=error,
+                    binding=self.name,
+                    http_status=response.status_code,
+                    retryable=response.status_code in (429, 503),
+                    retry_after_ms=retry_after_ms(response.headers),
                 )
             else:
                 outcome.error = http_failure(self.name, response, "Poppy API")
         elif isinstance(body, dict) and body.get("type") == skill.response_type:
             outcome.response = body
         else:
-            outcome.error = ProtocolError(f"Poppy API answer is not a {skill.response_type}",
-                                          binding=self.name, http_status=response.status_code)
+            outcome.error = ProtocolError(
+                f"Poppy API answer is not a {skill.response_type}", binding=self.name, http_status=response.status_code
+            )
         return outcome
 
     async def aclose(self) -> None:

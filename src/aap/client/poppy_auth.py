@@ -82,7 +82,7 @@ class PoppyIdentity:
     agent_id: str | None = None
 
     @classmethod
-    def from_key_file(cls, client_id: str, path: str, kid: str | None = None, **kwargs: Any) -> "PoppyIdentity":
+    def from_key_file(cls, client_id: str, path: str, kid: str | None = None, **kwargs: Any) -> PoppyIdentity:
         with open(path, "rb") as fh:
             raw = fh.read()
         source: Any = raw

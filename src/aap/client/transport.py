@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 

@@ -72,8 +72,9 @@ def _check_rooftops(info: dict[str, Any], path: str, problems: Problems) -> None
         name = rooftop.get("name")
         if isinstance(name, str):
             if name in names:
-                problems.add(join(at, "name"), f"duplicates rooftops[{names[name]}].name "
-                                               "(listings refer to rooftops by name)")
+                problems.add(
+                    join(at, "name"), f"duplicates rooftops[{names[name]}].name (listings refer to rooftops by name)"
+                )
             else:
                 names[name] = i
         normalise_phones(rooftop, at, problems)
@@ -88,11 +89,15 @@ def _check_rooftops(info: dict[str, Any], path: str, problems: Problems) -> None
                 continue
             for day in WEEKDAYS:
                 hours = week.get(day)
-                if (isinstance(hours, dict) and isinstance(hours.get("open"), str)
-                        and isinstance(hours.get("close"), str)
-                        and hours["open"] >= hours["close"]):
-                    problems.add(join(join(join(join(at, "schedules"), j), "value"), day),
-                                 "close must be later than open")
+                if (
+                    isinstance(hours, dict)
+                    and isinstance(hours.get("open"), str)
+                    and isinstance(hours.get("close"), str)
+                    and hours["open"] >= hours["close"]
+                ):
+                    problems.add(
+                        join(join(join(join(at, "schedules"), j), "value"), day), "close must be later than open"
+                    )
 
 
 def _unique_names(items: Any, path: str, what: str, problems: Problems) -> None:
@@ -104,8 +109,7 @@ def _unique_names(items: Any, path: str, what: str, problems: Problems) -> None:
         if not isinstance(name, str):
             continue
         if name in seen:
-            problems.add(join(join(path, i), "name"), f"duplicates {what} [{seen[name]}]; "
-                                                      f"{what} names must be unique")
+            problems.add(join(join(path, i), "name"), f"duplicates {what} [{seen[name]}]; {what} names must be unique")
         else:
             seen[name] = i
 
@@ -146,13 +150,14 @@ def scope_rules(parsed: dict[str, Any], problems: Problems) -> None:
     dealers_reported = any(p == "dealers" or p.startswith("dealers[") for p, _ in problems.items)
     if search.scope != "aggregate":
         if dealers or dealers_reported:
-            problems.add("dealers", "[[dealers]] is only allowed with search.scope = \"aggregate\"")
+            problems.add("dealers", '[[dealers]] is only allowed with search.scope = "aggregate"')
         return
     if not dealers and not dealers_reported:
-        problems.add("dealers", "scope = \"aggregate\" needs at least one [[dealers]] "
-                                "table (the sellers behind this endpoint)")
+        problems.add(
+            "dealers", 'scope = "aggregate" needs at least one [[dealers]] table (the sellers behind this endpoint)'
+        )
     dealer = parsed.get("dealer")
-    if dealer is not None and dealer.dealer_id and any(
-            p.dealer_id == dealer.dealer_id for p in dealers):
-        problems.add("dealer.dealer_id", "must differ from every [[dealers]] dealer_id "
-                                         "(the operator is not one of the sellers)")
+    if dealer is not None and dealer.dealer_id and any(p.dealer_id == dealer.dealer_id for p in dealers):
+        problems.add(
+            "dealer.dealer_id", "must differ from every [[dealers]] dealer_id (the operator is not one of the sellers)"
+        )

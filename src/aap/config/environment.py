@@ -11,7 +11,7 @@ instead of a delivery failing hours later.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
 from aap.config.model import Settings
@@ -38,8 +38,11 @@ def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
 
 def missing_variables(leads: LeadSettings, environ: Mapping[str, str]) -> list[tuple[str, str]]:
     """``(TOML path, message)`` per referenced variable that is unset or empty (never its value)."""
-    return [(path, f"environment variable {name} is not set")
-            for path, name in referenced_variables(leads) if not environ.get(name)]
+    return [
+        (path, f"environment variable {name} is not set")
+        for path, name in referenced_variables(leads)
+        if not environ.get(name)
+    ]
 
 
 def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from aap.config.table import Problems, Table
@@ -66,25 +66,25 @@ class FeedSettings:
     """One scheduled feed."""
 
     name: str
-    source: str                         # https://..., sftp://..., or a local path
+    source: str  # https://..., sftp://..., or a local path
     schedule: Schedule
-    format: str | None = None           # None: detect (or the mapping's)
-    mapping: str | None = None          # a mapping file (docs/feeds.md)
+    format: str | None = None  # None: detect (or the mapping's)
+    mapping: str | None = None  # a mapping file (docs/feeds.md)
     dealer_id: str | None = None
-    replace: bool = True                # a scheduled feed is the whole inventory
-    max_removed_share: float = 0.5      # replace safety: never drop more than this share
+    replace: bool = True  # a scheduled feed is the whole inventory
+    max_removed_share: float = 0.5  # replace safety: never drop more than this share
     skip_invalid: bool = False
     strict: bool = False
     encoding: str | None = None
     delimiter: str | None = None
-    username_env: str | None = None     # https basic auth
-    password_env: str | None = None     # https basic auth, or the sftp password
-    token_env: str | None = None        # https bearer token
-    key_file: str | None = None         # sftp private key (a path; the key stays in its file)
-    known_hosts: str | None = None      # sftp host keys (default: ~/.ssh/known_hosts)
-    ca_file: str | None = None          # https: a private certificate authority
+    username_env: str | None = None  # https basic auth
+    password_env: str | None = None  # https basic auth, or the sftp password
+    token_env: str | None = None  # https bearer token
+    key_file: str | None = None  # sftp private key (a path; the key stays in its file)
+    known_hosts: str | None = None  # sftp host keys (default: ~/.ssh/known_hosts)
+    ca_file: str | None = None  # https: a private certificate authority
     timeout_seconds: float = 300.0
-    retry_seconds: float = 60.0         # first retry after a failure, doubling each time
+    retry_seconds: float = 60.0  # first retry after a failure, doubling each time
 
     @property
     def scheme(self) -> str:
@@ -136,7 +136,7 @@ def parse_schedule(text: str, zone: str = "UTC") -> Schedule | str:
     from cronsim import CronSim, CronSimError
 
     try:
-        next(CronSim(text, datetime.now(timezone.utc)))
+        next(CronSim(text, datetime.now(UTC)))
     except (CronSimError, StopIteration) as exc:
         return f"is not a valid cron expression ({exc})"
     return Schedule(text, cron=text, zone=zone)
@@ -189,21 +189,26 @@ def _feed(table: Table, index: int, names: dict[str, str]) -> FeedSettings | Non
     username_env = _env(table, "username_env")
     password_env = _env(table, "password_env")
     token_env = _env(table, "token_env")
-    if token_env and (username_env or password_env) and source is not None \
-            and source_scheme(source) != "sftp":
+    if token_env and (username_env or password_env) and source is not None and source_scheme(source) != "sftp":
         table.problem("token_env", "give either token_env or username_env/password_env")
     settings = FeedSettings(
-        name=name, source=source or "", schedule=schedule if isinstance(schedule, Schedule)
-        else Schedule("every 6h", interval=21600.0),
-        format=fmt, mapping=mapping,
+        name=name,
+        source=source or "",
+        schedule=schedule if isinstance(schedule, Schedule) else Schedule("every 6h", interval=21600.0),
+        format=fmt,
+        mapping=mapping,
         dealer_id=table.string("dealer_id", None),
         replace=table.boolean("replace", True),
         max_removed_share=table.number("max_removed_share", 0.5, minimum=0.0, maximum=1.0),
         skip_invalid=table.boolean("skip_invalid", False),
         strict=table.boolean("strict", False),
-        encoding=encoding, delimiter=delimiter,
-        username_env=username_env, password_env=password_env, token_env=token_env,
-        key_file=table.string("key_file", None), known_hosts=table.string("known_hosts", None),
+        encoding=encoding,
+        delimiter=delimiter,
+        username_env=username_env,
+        password_env=password_env,
+        token_env=token_env,
+        key_file=table.string("key_file", None),
+        known_hosts=table.string("known_hosts", None),
         ca_file=table.string("ca_file", None),
         timeout_seconds=table.number("timeout_seconds", 300.0, minimum=1.0, maximum=86400.0),
         retry_seconds=table.number("retry_seconds", 60.0, minimum=1.0, maximum=86400.0),

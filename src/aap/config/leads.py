@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
@@ -46,8 +45,16 @@ from aap.loopback import is_loopback_host
 DEFAULT_ADF_CONTENT_TYPE = "application/x-adf+xml; charset=utf-8"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_RESERVED_HEADERS = {"content-type", "content-length", "host", "idempotency-key",
-                     "x-aap-lead-id", "x-aap-delivery-id", "x-aap-signature", "x-aap-timestamp"}
+_RESERVED_HEADERS = {
+    "content-type",
+    "content-length",
+    "host",
+    "idempotency-key",
+    "x-aap-lead-id",
+    "x-aap-delivery-id",
+    "x-aap-signature",
+    "x-aap-timestamp",
+}
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,7 @@ class WebhookTarget:
     kind: str = "webhook"
 
 
-Target = Union[AdfHttpTarget, SmtpTarget, WebhookTarget]
+Target = AdfHttpTarget | SmtpTarget | WebhookTarget
 
 
 @dataclass(frozen=True)
@@ -124,11 +131,11 @@ class Route:
 class AppointmentSettings:
     """Slot grid and booking policy for appointment requests."""
 
-    slot_minutes: int = 30          # grid step from each day's opening time
-    capacity_per_slot: int = 1      # concurrent appointments per department and slot
-    min_lead_minutes: int = 120     # earliest bookable start is now + this
-    proposal_count: int = 3         # alternatives offered with ``proposed``
-    horizon_days: int = 14          # how far ahead anything is booked or proposed
+    slot_minutes: int = 30  # grid step from each day's opening time
+    capacity_per_slot: int = 1  # concurrent appointments per department and slot
+    min_lead_minutes: int = 120  # earliest bookable start is now + this
+    proposal_count: int = 3  # alternatives offered with ``proposed``
+    horizon_days: int = 14  # how far ahead anything is booked or proposed
     on_unavailable: str = "reject_appointment"  # or "error" (APPOINTMENT_TIME_UNAVAILABLE)
 
 
@@ -139,11 +146,11 @@ class DeliverySettings:
     max_attempts: int = 12
     base_backoff_seconds: float = 30.0
     max_backoff_seconds: float = 3600.0
-    timeout_seconds: float = 15.0   # one HTTP request or SMTP session
-    poll_seconds: float = 2.0       # idle wait between outbox scans
-    lease_seconds: float = 120.0    # a claimed row is re-claimable after this (worker crash)
-    batch_size: int = 10            # rows claimed and sent concurrently per scan
-    in_process: bool = True         # run the worker inside ``aap serve``
+    timeout_seconds: float = 15.0  # one HTTP request or SMTP session
+    poll_seconds: float = 2.0  # idle wait between outbox scans
+    lease_seconds: float = 120.0  # a claimed row is re-claimable after this (worker crash)
+    batch_size: int = 10  # rows claimed and sent concurrently per scan
+    in_process: bool = True  # run the worker inside ``aap serve``
 
     def backoff(self, attempts: int) -> float:
         """Delay after the ``attempts``-th failed try: base * 2^(attempts-1), capped."""
@@ -187,12 +194,11 @@ class LeadSettings:
 def parse_leads_section(table: Table, problems: Problems) -> LeadSettings:
     """The ``[leads]`` table (defaults when absent); every problem goes to ``problems``."""
     base = LeadSettings()
-    skew = table.integer("consent_clock_skew_seconds", base.consent_clock_skew_seconds,
-                         minimum=0, maximum=3600)
-    retention = table.integer("idempotency_retention_hours", base.idempotency_retention_hours,
-                              minimum=24, maximum=24 * 365)
-    unavailable = table.string("unavailable_vehicle", base.unavailable_vehicle,
-                               choices=("accept", "reject"))
+    skew = table.integer("consent_clock_skew_seconds", base.consent_clock_skew_seconds, minimum=0, maximum=3600)
+    retention = table.integer(
+        "idempotency_retention_hours", base.idempotency_retention_hours, minimum=24, maximum=24 * 365
+    )
+    unavailable = table.string("unavailable_vehicle", base.unavailable_vehicle, choices=("accept", "reject"))
     appointments = _appointments(table.table("appointments"))
     delivery = _delivery(table.table("delivery"))
     routes = _routes(table)
@@ -204,14 +210,11 @@ def _appointments(table: Table) -> AppointmentSettings:
     base = AppointmentSettings()
     appointments = AppointmentSettings(
         slot_minutes=table.integer("slot_minutes", base.slot_minutes, minimum=5, maximum=480),
-        capacity_per_slot=table.integer("capacity_per_slot", base.capacity_per_slot,
-                                        minimum=1, maximum=1000),
-        min_lead_minutes=table.integer("min_lead_minutes", base.min_lead_minutes,
-                                       minimum=0, maximum=7 * 24 * 60),
+        capacity_per_slot=table.integer("capacity_per_slot", base.capacity_per_slot, minimum=1, maximum=1000),
+        min_lead_minutes=table.integer("min_lead_minutes", base.min_lead_minutes, minimum=0, maximum=7 * 24 * 60),
         proposal_count=table.integer("proposal_count", base.proposal_count, minimum=1, maximum=10),
         horizon_days=table.integer("horizon_days", base.horizon_days, minimum=1, maximum=365),
-        on_unavailable=table.string("on_unavailable", base.on_unavailable,
-                                    choices=("reject_appointment", "error")),
+        on_unavailable=table.string("on_unavailable", base.on_unavailable, choices=("reject_appointment", "error")),
     )
     table.finish()
     return appointments
@@ -221,12 +224,13 @@ def _delivery(table: Table) -> DeliverySettings:
     base = DeliverySettings()
     delivery = DeliverySettings(
         max_attempts=table.integer("max_attempts", base.max_attempts, minimum=1, maximum=100),
-        base_backoff_seconds=table.number("base_backoff_seconds", base.base_backoff_seconds,
-                                          minimum=0.01, maximum=86400),
-        max_backoff_seconds=table.number("max_backoff_seconds", base.max_backoff_seconds,
-                                         minimum=0.01, maximum=7 * 86400),
-        timeout_seconds=table.number("timeout_seconds", base.timeout_seconds,
-                                     minimum=0.1, maximum=600),
+        base_backoff_seconds=table.number(
+            "base_backoff_seconds", base.base_backoff_seconds, minimum=0.01, maximum=86400
+        ),
+        max_backoff_seconds=table.number(
+            "max_backoff_seconds", base.max_backoff_seconds, minimum=0.01, maximum=7 * 86400
+        ),
+        timeout_seconds=table.number("timeout_seconds", base.timeout_seconds, minimum=0.1, maximum=600),
         poll_seconds=table.number("poll_seconds", base.poll_seconds, minimum=0.01, maximum=3600),
         lease_seconds=table.number("lease_seconds", base.lease_seconds, minimum=1, maximum=86400),
         batch_size=table.integer("batch_size", base.batch_size, minimum=1, maximum=1000),
@@ -235,8 +239,7 @@ def _delivery(table: Table) -> DeliverySettings:
     if delivery.max_backoff_seconds < delivery.base_backoff_seconds:
         table.problem("max_backoff_seconds", "must not be smaller than base_backoff_seconds")
     if delivery.lease_seconds <= delivery.timeout_seconds:
-        table.problem("lease_seconds", "must be longer than timeout_seconds (a live send must not "
-                                       "lose its claim)")
+        table.problem("lease_seconds", "must be longer than timeout_seconds (a live send must not lose its claim)")
     table.finish()
     return delivery
 
@@ -261,8 +264,11 @@ def _routes(leads: Table) -> tuple[Route, ...]:
             if target is None:
                 continue
             if target.name in seen_names:
-                raw.problem("name", f"target name \"{target.name}\" is already used by "
-                                    f"{seen_names[target.name]}; give each target a unique name")
+                raw.problem(
+                    "name",
+                    f'target name "{target.name}" is already used by '
+                    f"{seen_names[target.name]}; give each target a unique name",
+                )
                 continue
             seen_names[target.name] = raw.path
             targets.append(target)
@@ -309,27 +315,28 @@ def _smtp(table: Table, name: str) -> SmtpTarget | None:
     if ssl and starttls:
         table.problem("starttls", "cannot be combined with ssl = true (implicit TLS)")
     if host is not None and not (ssl or starttls) and not is_loopback_host(host):
-        table.problem("starttls", "must be true (or ssl = true) for a non-loopback SMTP host: "
-                                  "customer data never travels in clear text")
+        table.problem(
+            "starttls",
+            "must be true (or ssl = true) for a non-loopback SMTP host: customer data never travels in clear text",
+        )
     username_env = _env_name(table, "username_env")
     password_env = _env_name(table, "password_env")
     if (username_env is None) != (password_env is None):
-        table.problem("password_env" if password_env is None else "username_env",
-                      "username_env and password_env go together")
+        table.problem(
+            "password_env" if password_env is None else "username_env", "username_env and password_env go together"
+        )
     subject = table.string("subject", "New AAP lead")
     if "\n" in subject or "\r" in subject:
         table.problem("subject", "must be a single line")
     if host is None or sender is None:
         return None
-    return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env,
-                      subject)
+    return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env, subject)
 
 
 def _env_name(table: Table, key: str) -> str | None:
     value = table.string(key)
     if value is not None and not _ENV_NAME.match(value):
-        table.problem(key, "must be an environment variable name "
-                           "(the secret itself never goes in the file)")
+        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
         return None
     return value
 
@@ -362,8 +369,9 @@ def _auth(table: Table) -> HttpAuth | None:
         return None
     kind = table.string("type", "bearer", choices=("basic", "bearer"))
     if kind == "basic":
-        auth = HttpAuth("basic", username_env=_env_name(table, "username_env"),
-                        password_env=_env_name(table, "password_env"))
+        auth = HttpAuth(
+            "basic", username_env=_env_name(table, "username_env"), password_env=_env_name(table, "password_env")
+        )
         if auth.username_env is None and not table.problems.has(table.at("username_env")):
             table.problem("username_env", "is required for basic auth")
         if auth.password_env is None and not table.problems.has(table.at("password_env")):

@@ -17,9 +17,10 @@ import copy
 import dataclasses
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from aap.config.dealer import parse_dealer, parse_dealers, scope_rules
 from aap.config.environment import missing_variables
@@ -94,8 +95,11 @@ SECTIONS: tuple[Section, ...] = (
     Section("search", parse_search),
     Section("features", parse_features, array=True),
     Section("rate_limit", parse_rate_limit),
-    Section("server", parse_server, fields=("max_body_bytes", "cursor_ttl_seconds",
-                                             "count_timeout_ms", "search_timeout_ms", "forwarded_allow_ips")),
+    Section(
+        "server",
+        parse_server,
+        fields=("max_body_bytes", "cursor_ttl_seconds", "count_timeout_ms", "search_timeout_ms", "forwarded_allow_ips"),
+    ),
     Section("dealer", parse_dealer),
     Section("dealers", parse_dealers, array=True),
     Section("mcp", parse_mcp_section),
@@ -130,10 +134,14 @@ def _apply_override(doc: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def parse_settings(doc: dict[str, Any], *, source: str | None = None,
-                   overrides: Mapping[str, Any] | None = None,
-                   environ: Mapping[str, str] | None = None,
-                   require_secrets: bool = False) -> Settings:
+def parse_settings(
+    doc: dict[str, Any],
+    *,
+    source: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    require_secrets: bool = False,
+) -> Settings:
     """Validate a parsed TOML document (plus env and explicit overrides) into Settings.
 
     ``overrides`` maps dotted TOML keys (``"database"``, ``"public_url"``,
@@ -196,13 +204,16 @@ def packaged_toml(name: str) -> str:
     return resources.files("aap.config").joinpath(name).read_text(encoding="utf-8")
 
 
-def load_settings(path: str | None = None, *, overrides: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None, require_secrets: bool = False) -> Settings:
+def load_settings(
+    path: str | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    require_secrets: bool = False,
+) -> Settings:
     """Load ``path``, or the built-in demo dealer group when ``path`` is None."""
     if path is None:
         doc = tomllib.loads(packaged_toml(DEMO_CONFIG))
-        return parse_settings(doc, source=None, overrides=overrides, environ=environ,
-                              require_secrets=require_secrets)
+        return parse_settings(doc, source=None, overrides=overrides, environ=environ, require_secrets=require_secrets)
     doc = read_toml(path)
-    return parse_settings(doc, source=str(path), overrides=overrides, environ=environ,
-                          require_secrets=require_secrets)
+    return parse_settings(doc, source=str(path), overrides=overrides, environ=environ, require_secrets=require_secrets)

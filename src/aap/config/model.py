@@ -21,23 +21,62 @@ from aap.config.poppy import PoppySettings
 from aap.config.web import WebSettings
 
 ALL_FILTERS: tuple[str, ...] = (
-    "make", "model", "trim", "condition", "vehicle_type", "transmission", "fuel",
-    "electric_range_mi_min", "electric_range_mi_max", "dc_fast_charge", "charge_port",
-    "driveline", "body", "displacement_cc_min", "displacement_cc_max", "exterior_color",
-    "interior_color", "rooftops", "status", "features_all", "features_any", "near",
-    "year_min", "year_max", "price_min", "price_max", "mileage_max", "vin", "stock", "query",
+    "make",
+    "model",
+    "trim",
+    "condition",
+    "vehicle_type",
+    "transmission",
+    "fuel",
+    "electric_range_mi_min",
+    "electric_range_mi_max",
+    "dc_fast_charge",
+    "charge_port",
+    "driveline",
+    "body",
+    "displacement_cc_min",
+    "displacement_cc_max",
+    "exterior_color",
+    "interior_color",
+    "rooftops",
+    "status",
+    "features_all",
+    "features_any",
+    "near",
+    "year_min",
+    "year_max",
+    "price_min",
+    "price_max",
+    "mileage_max",
+    "vin",
+    "stock",
+    "query",
 )
 
 ALL_SORT_FIELDS: tuple[str, ...] = (
-    "price", "list_price", "msrp", "mileage", "year", "make", "model", "stock",
-    "updated_at", "distance_mi",
+    "price",
+    "list_price",
+    "msrp",
+    "mileage",
+    "year",
+    "make",
+    "model",
+    "stock",
+    "updated_at",
+    "distance_mi",
 )
 
 #: How far behind its primary a read replica may be and still answer (``[database]``).
 DEFAULT_REPLICA_LAG_MS = 5000
 
 WEEKDAYS: tuple[str, ...] = (
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
 )
 
 

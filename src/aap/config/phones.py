@@ -54,8 +54,9 @@ def normalise_phones(rooftop: dict[str, Any], path: str, problems: Problems) -> 
             continue  # the schema check reports it
         e164 = to_e164(value, region)
         if e164 is None:
-            problems.add(join(join(join(path, "phones"), i), "value"),
-                         f"{value!r} is not a valid phone number in region {region}; "
-                         "write it in E.164 form, e.g. +14155550100")
+            problems.add(
+                join(join(join(path, "phones"), i), "value"),
+                f"{value!r} is not a valid phone number in region {region}; write it in E.164 form, e.g. +14155550100",
+            )
         else:
             phone["value"] = e164

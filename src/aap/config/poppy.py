@@ -39,29 +39,29 @@ class PoppySettings:
     # Development switch: admit client metadata served from a loopback address
     # (still HTTPS with a verified certificate). Also AAP_ALLOW_LOOPBACK_CLIENTS=1.
     allow_loopback_clients: bool = False
-    organization_name: str | None = None    # default: the dealer's name
+    organization_name: str | None = None  # default: the dealer's name
     organization_domain: str | None = None  # default: the public URL's host
-    access_token_ttl: int = 3600            # seconds; 60 ... 86400 (a day at most)
-    session_idle_ttl: int = 7 * 86400       # a Session unused this long is over
-    clock_skew: int = 30                    # seconds tolerated on assertion iat/exp
-    dpop_iat_window: int = 60               # |now - proof iat| must stay within this
-    delegation_max_lifetime: int = 86400    # Poppy-Session (3.2) delegation exp - iat bound
-    accept_poppy_session: bool = True       # accept the 3.2 Poppy-Session header on the API
-    metadata_max_bytes: int = 100_000       # client metadata / JWKS document size cap
-    metadata_timeout: float = 5.0           # seconds for one whole fetch
-    metadata_cache_entries: int = 256       # clients kept in the per-process cache
+    access_token_ttl: int = 3600  # seconds; 60 ... 86400 (a day at most)
+    session_idle_ttl: int = 7 * 86400  # a Session unused this long is over
+    clock_skew: int = 30  # seconds tolerated on assertion iat/exp
+    dpop_iat_window: int = 60  # |now - proof iat| must stay within this
+    delegation_max_lifetime: int = 86400  # Poppy-Session (3.2) delegation exp - iat bound
+    accept_poppy_session: bool = True  # accept the 3.2 Poppy-Session header on the API
+    metadata_max_bytes: int = 100_000  # client metadata / JWKS document size cap
+    metadata_timeout: float = 5.0  # seconds for one whole fetch
+    metadata_cache_entries: int = 256  # clients kept in the per-process cache
     metadata_cache_min_ttl: int = 60
     metadata_cache_max_ttl: int = 86400
-    metadata_failure_ttl: int = 30          # a failed fetch is remembered this long
-    jwks_refresh_interval: int = 30         # at most one JWKS refetch per client per interval
-    allowed_clients: tuple[str, ...] = ()   # non-empty: only these client_ids
-    blocked_clients: tuple[str, ...] = ()   # refused at once, tokens included
+    metadata_failure_ttl: int = 30  # a failed fetch is remembered this long
+    jwks_refresh_interval: int = 30  # at most one JWKS refetch per client per interval
+    allowed_clients: tuple[str, ...] = ()  # non-empty: only these client_ids
+    blocked_clients: tuple[str, ...] = ()  # refused at once, tokens included
     feedback_enabled: bool = True
-    feedback_daily_limit: int = 100         # reports stored per (client, User ID) per 24 h
+    feedback_daily_limit: int = 100  # reports stored per (client, User ID) per 24 h
     # Native MCP for signed-in agents (docs/poppy.md, "MCP for personal agents"): an `mcp` entry in
     # poppy.json and RFC 8693 token exchange for short-lived Bearer tokens bound to the MCP URL.
     mcp_enabled: bool = True
-    mcp_token_ttl: int = 600                # seconds; 60 ... 3600, never beyond the subject token
+    mcp_token_ttl: int = 600  # seconds; 60 ... 3600, never beyond the subject token
     excluded_tasks: tuple[ExcludedTask, ...] = ()
 
     @property
@@ -83,40 +83,38 @@ def parse_poppy_section(table: Table, problems: Problems) -> PoppySettings:
     """
     base = PoppySettings()
     values: dict[str, Any] = {
-        "access_token_ttl": table.integer("access_token_ttl", base.access_token_ttl,
-                                          minimum=60, maximum=86400),
-        "session_idle_ttl": table.integer("session_idle_ttl", base.session_idle_ttl,
-                                          minimum=300, maximum=30 * 86400),
+        "access_token_ttl": table.integer("access_token_ttl", base.access_token_ttl, minimum=60, maximum=86400),
+        "session_idle_ttl": table.integer("session_idle_ttl", base.session_idle_ttl, minimum=300, maximum=30 * 86400),
         "clock_skew": table.integer("clock_skew", base.clock_skew, minimum=0, maximum=300),
-        "dpop_iat_window": table.integer("dpop_iat_window", base.dpop_iat_window,
-                                         minimum=5, maximum=600),
-        "delegation_max_lifetime": table.integer("delegation_max_lifetime",
-                                                 base.delegation_max_lifetime,
-                                                 minimum=60, maximum=30 * 86400),
-        "metadata_max_bytes": table.integer("metadata_max_bytes", base.metadata_max_bytes,
-                                            minimum=1024, maximum=1_000_000),
-        "metadata_timeout": table.number("metadata_timeout", base.metadata_timeout,
-                                         minimum=0.5, maximum=30),
-        "metadata_cache_entries": table.integer("metadata_cache_entries",
-                                                base.metadata_cache_entries,
-                                                minimum=1, maximum=100_000),
-        "metadata_cache_min_ttl": table.integer("metadata_cache_min_ttl",
-                                                base.metadata_cache_min_ttl,
-                                                minimum=0, maximum=86400),
-        "metadata_cache_max_ttl": table.integer("metadata_cache_max_ttl",
-                                                base.metadata_cache_max_ttl,
-                                                minimum=60, maximum=7 * 86400),
-        "metadata_failure_ttl": table.integer("metadata_failure_ttl", base.metadata_failure_ttl,
-                                              minimum=0, maximum=3600),
-        "jwks_refresh_interval": table.integer("jwks_refresh_interval",
-                                               base.jwks_refresh_interval,
-                                               minimum=0, maximum=3600),
-        "feedback_daily_limit": table.integer("feedback_daily_limit", base.feedback_daily_limit,
-                                              minimum=0, maximum=1_000_000),
+        "dpop_iat_window": table.integer("dpop_iat_window", base.dpop_iat_window, minimum=5, maximum=600),
+        "delegation_max_lifetime": table.integer(
+            "delegation_max_lifetime", base.delegation_max_lifetime, minimum=60, maximum=30 * 86400
+        ),
+        "metadata_max_bytes": table.integer(
+            "metadata_max_bytes", base.metadata_max_bytes, minimum=1024, maximum=1_000_000
+        ),
+        "metadata_timeout": table.number("metadata_timeout", base.metadata_timeout, minimum=0.5, maximum=30),
+        "metadata_cache_entries": table.integer(
+            "metadata_cache_entries", base.metadata_cache_entries, minimum=1, maximum=100_000
+        ),
+        "metadata_cache_min_ttl": table.integer(
+            "metadata_cache_min_ttl", base.metadata_cache_min_ttl, minimum=0, maximum=86400
+        ),
+        "metadata_cache_max_ttl": table.integer(
+            "metadata_cache_max_ttl", base.metadata_cache_max_ttl, minimum=60, maximum=7 * 86400
+        ),
+        "metadata_failure_ttl": table.integer(
+            "metadata_failure_ttl", base.metadata_failure_ttl, minimum=0, maximum=3600
+        ),
+        "jwks_refresh_interval": table.integer(
+            "jwks_refresh_interval", base.jwks_refresh_interval, minimum=0, maximum=3600
+        ),
+        "feedback_daily_limit": table.integer(
+            "feedback_daily_limit", base.feedback_daily_limit, minimum=0, maximum=1_000_000
+        ),
         "mcp_token_ttl": table.integer("mcp_token_ttl", base.mcp_token_ttl, minimum=60, maximum=3600),
     }
-    for switch in ("enabled", "allow_loopback_clients", "accept_poppy_session",
-                   "feedback_enabled", "mcp_enabled"):
+    for switch in ("enabled", "allow_loopback_clients", "accept_poppy_session", "feedback_enabled", "mcp_enabled"):
         values[switch] = table.boolean(switch, getattr(base, switch))
     values.update(_organization(table.table("organization")))
     for key in ("allowed_clients", "blocked_clients"):
@@ -136,15 +134,20 @@ def _organization(table: Table) -> dict[str, str | None]:
         table.problem("domain", "must be a bare host name (no scheme, port or path)")
         domain = None
     table.finish()
-    return {"organization_name": name.strip() if name else None,
-            "organization_domain": domain.lower() if domain else None}
+    return {
+        "organization_name": name.strip() if name else None,
+        "organization_domain": domain.lower() if domain else None,
+    }
 
 
 def _is_hostname(value: str) -> bool:
     labels = value.split(".")
     return len(value) <= 253 and all(
-        0 < len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii()
-        and not label.startswith("-") and not label.endswith("-")
+        0 < len(label) <= 63
+        and label.replace("-", "").isalnum()
+        and label.isascii()
+        and not label.startswith("-")
+        and not label.endswith("-")
         for label in labels
     )
 
@@ -168,8 +171,9 @@ def _excluded_tasks(table: Table) -> tuple[ExcludedTask, ...]:
             task = None
         alternative = entry.raw("alternative", None)
         entry.finish()
-        valid = alternative is None or schema_check(alternative, "poppy-alternative",
-                                                    entry.at("alternative"), entry.problems)
+        valid = alternative is None or schema_check(
+            alternative, "poppy-alternative", entry.at("alternative"), entry.problems
+        )
         if task is not None and valid:
             tasks.append(ExcludedTask(task, alternative))
     return tuple(tasks)

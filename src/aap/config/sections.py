@@ -14,8 +14,8 @@ from typing import Any
 
 from aap.config.model import (
     ALL_FILTERS,
-    DEFAULT_REPLICA_LAG_MS,
     ALL_SORT_FIELDS,
+    DEFAULT_REPLICA_LAG_MS,
     AgentIdentity,
     Feature,
     RateLimit,
@@ -61,9 +61,14 @@ def parse_root(root: Table) -> dict[str, Any]:
             table.problem("read_urls", f"item {i} must be a postgresql:// URL (replicas of a PostgreSQL primary)")
     if read_urls and not database.startswith(_POSTGRES):
         table.problem("read_urls", "read replicas need a PostgreSQL primary (url)")
-    return {"deployment_id": deployment_id, "public_url": public_url,
-            "database_url": database, "database_read_urls": read_urls,
-            "max_replica_lag_ms": max_lag_ms, "tenant": root.string("tenant")}
+    return {
+        "deployment_id": deployment_id,
+        "public_url": public_url,
+        "database_url": database,
+        "database_read_urls": read_urls,
+        "max_replica_lag_ms": max_lag_ms,
+        "tenant": root.string("tenant"),
+    }
 
 
 # -- [agent] ----------------------------------------------------------------------
@@ -94,7 +99,8 @@ def agent_defaults(parsed: dict[str, Any], problems: Problems) -> None:
     dealer_name = dealer.name if dealer is not None else "AAP dealer"
     parsed["agent"] = AgentIdentity(
         name=values.get("name") or dealer_name,
-        description=values.get("description") or (
+        description=values.get("description")
+        or (
             f"Auto Agent Protocol 3.1 agent of {dealer_name}: live vehicle inventory search, "
             "vehicle details and dealership information."
         ),
@@ -113,8 +119,7 @@ def parse_search(table: Table, problems: Problems) -> SearchCapabilities:
     base = SearchCapabilities()
     scope = table.string("scope", base.scope, choices=("dealer", "aggregate"))
     currencies = table.strings("currencies", base.currencies, choices=("USD", "CAD"))
-    default_currency = table.string("default_currency", base.default_currency,
-                                    choices=("USD", "CAD"))
+    default_currency = table.string("default_currency", base.default_currency, choices=("USD", "CAD"))
     unit = table.string("default_mileage_unit", base.default_mileage_unit, choices=("mi", "km"))
     default_limit = table.integer("default_limit", base.default_limit, minimum=1, maximum=100)
     max_limit = table.integer("max_limit", base.max_limit, minimum=1, maximum=100)
@@ -140,24 +145,31 @@ def parse_search(table: Table, problems: Problems) -> SearchCapabilities:
     if default_currency not in currencies:
         table.problem("default_currency", "must be one of search.currencies")
     if scope == "aggregate" and "rooftops" in filters:
-        table.problem("filters", "'rooftops' is not allowed with scope = \"aggregate\" "
-                                 "(rooftop names are ambiguous across dealers)")
+        table.problem(
+            "filters",
+            "'rooftops' is not allowed with scope = \"aggregate\" (rooftop names are ambiguous across dealers)",
+        )
     if "distance_mi" in sort_fields and "near" not in filters:
         table.problem("sort_fields", "'distance_mi' needs the 'near' filter in search.filters")
     if default_sort[0] == "distance_mi":
-        table.problem("default_sort.field", "must not be 'distance_mi' "
-                                            "(an unfiltered search has no origin)")
+        table.problem("default_sort.field", "must not be 'distance_mi' (an unfiltered search has no origin)")
     elif default_sort[0] not in sort_fields:
         table.problem("default_sort.field", "must be one of search.sort_fields")
 
     capabilities = SearchCapabilities(
-        scope=scope, filters=filters, sort_fields=sort_fields, default_sort=default_sort,
-        default_limit=default_limit, max_limit=max_limit, offset=offset,
-        currencies=currencies, default_currency=default_currency, default_mileage_unit=unit,
+        scope=scope,
+        filters=filters,
+        sort_fields=sort_fields,
+        default_sort=default_sort,
+        default_limit=default_limit,
+        max_limit=max_limit,
+        offset=offset,
+        currencies=currencies,
+        default_currency=default_currency,
+        default_mileage_unit=unit,
     )
     schema_check(capabilities.to_json(), "inventory-capabilities", "search", problems)
     return capabilities
-
 
 
 # -- [[features]] -----------------------------------------------------------------
@@ -203,8 +215,7 @@ def parse_rate_limit(table: Table, problems: Problems) -> RateLimit:
 
 def parse_server(table: Table, problems: Problems) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "max_body_bytes": table.integer("max_body_bytes", 1_048_576, minimum=1024,
-                                        maximum=64 * 1024 * 1024),
+        "max_body_bytes": table.integer("max_body_bytes", 1_048_576, minimum=1024, maximum=64 * 1024 * 1024),
         "cursor_ttl_seconds": table.integer("cursor_ttl_seconds", 86_400, minimum=60),
         "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
         "search_timeout_ms": table.integer("search_timeout_ms", 10_000, minimum=0, maximum=600_000),
@@ -225,8 +236,9 @@ def _proxy_addresses(table: Table) -> tuple[str, ...]:
     good: list[str] = []
     for value in values:
         try:
-            good.append(str(ipaddress.ip_network(value, strict=False)) if "/" in value
-                        else str(ipaddress.ip_address(value)))
+            good.append(
+                str(ipaddress.ip_network(value, strict=False)) if "/" in value else str(ipaddress.ip_address(value))
+            )
         except ValueError:
             table.problem("forwarded_allow_ips", f"{value!r} is not an IP address or network (e.g. 10.0.0.0/8)")
     return tuple(good)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Any, Final, Iterable, Iterator, Mapping, TypeVar, overload
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final, TypeVar, overload
 
 from aap.config.urls import endpoint_url_problem, public_url_problem
 from aap.spec import validate
@@ -21,7 +22,7 @@ class _Missing(enum.Enum):
     MISSING = enum.auto()
 
 
-_MISSING: Final = _Missing.MISSING   # a key absent from the table (None is a default)
+_MISSING: Final = _Missing.MISSING  # a key absent from the table (None is a default)
 _T = TypeVar("_T")
 _INDEX = re.compile(r"\[\d+\]")
 
@@ -69,8 +70,12 @@ def pointer_to_path(base: str, pointer: str) -> str:
 
 def _type_name(value: Any) -> str:
     return {
-        bool: "a boolean", int: "an integer", float: "a float", str: "a string",
-        list: "an array", dict: "a table",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a float",
+        str: "a string",
+        list: "an array",
+        dict: "a table",
     }.get(type(value), "a date/time")
 
 
@@ -94,7 +99,7 @@ class Table:
         self._read: set[str] = set()
 
     @classmethod
-    def absent(cls, path: str, problems: Problems) -> "Table":
+    def absent(cls, path: str, problems: Problems) -> Table:
         table = cls({}, path, problems)
         table.present = False
         return table
@@ -113,15 +118,16 @@ class Table:
         return key in self.data
 
     @overload
-    def string(self, key: str, *, required: bool = False,
-               choices: Iterable[str] | None = None) -> str | None: ...
+    def string(self, key: str, *, required: bool = False, choices: Iterable[str] | None = None) -> str | None: ...
 
     @overload
-    def string(self, key: str, default: _T, *, required: bool = False,
-               choices: Iterable[str] | None = None) -> str | _T: ...
+    def string(
+        self, key: str, default: _T, *, required: bool = False, choices: Iterable[str] | None = None
+    ) -> str | _T: ...
 
-    def string(self, key: str, default: object = None, *, required: bool = False,
-               choices: Iterable[str] | None = None) -> object:
+    def string(
+        self, key: str, default: object = None, *, required: bool = False, choices: Iterable[str] | None = None
+    ) -> object:
         value = self.raw(key)
         if value is _MISSING:
             if required:
@@ -138,8 +144,7 @@ class Table:
             return default
         return value
 
-    def integer(self, key: str, default: int, *, minimum: int | None = None,
-                maximum: int | None = None) -> int:
+    def integer(self, key: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
         value = self.raw(key)
         if value is _MISSING:
             return default
@@ -150,8 +155,7 @@ class Table:
             return default
         return value
 
-    def number(self, key: str, default: float, *, minimum: float | None = None,
-               maximum: float | None = None) -> float:
+    def number(self, key: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
         """An integer or float, returned as a float (seconds, mostly)."""
         value = self.raw(key)
         if value is _MISSING:
@@ -163,8 +167,7 @@ class Table:
             return default
         return float(value)
 
-    def _in_range(self, key: str, value: float, kind: str, minimum: float | None,
-                  maximum: float | None) -> bool:
+    def _in_range(self, key: str, value: float, kind: str, minimum: float | None, maximum: float | None) -> bool:
         """Report an out-of-range value once, naming both bounds when there are two."""
         low_ok = minimum is None or value >= minimum
         high_ok = maximum is None or value <= maximum
@@ -187,8 +190,9 @@ class Table:
             return default
         return value
 
-    def strings(self, key: str, default: _T, *, required: bool = False,
-                choices: Iterable[str] | None = None, min_items: int = 1) -> tuple[str, ...] | _T:
+    def strings(
+        self, key: str, default: _T, *, required: bool = False, choices: Iterable[str] | None = None, min_items: int = 1
+    ) -> tuple[str, ...] | _T:
         """An array of distinct strings, each among ``choices`` when given."""
         value = self.raw(key)
         if value is _MISSING:
@@ -214,8 +218,7 @@ class Table:
             else:
                 seen.add(item)
         if len(value) < min_items:
-            self.problem(key, "must be a non-empty array" if min_items == 1
-                         else f"needs at least {min_items} items")
+            self.problem(key, "must be a non-empty array" if min_items == 1 else f"needs at least {min_items} items")
             ok = False
         return tuple(value) if ok else default
 
@@ -223,11 +226,9 @@ class Table:
     def url(self, key: str, *, required: bool = False, endpoint: bool = False) -> str | None: ...
 
     @overload
-    def url(self, key: str, default: _T, *, required: bool = False,
-            endpoint: bool = False) -> str | _T: ...
+    def url(self, key: str, default: _T, *, required: bool = False, endpoint: bool = False) -> str | _T: ...
 
-    def url(self, key: str, default: object = None, *, required: bool = False,
-            endpoint: bool = False) -> object:
+    def url(self, key: str, default: object = None, *, required: bool = False, endpoint: bool = False) -> object:
         """A URL the deployment publishes, or with ``endpoint=True`` one it calls
         (which may carry a query); see :mod:`aap.config.urls`."""
         value = self.string(key, _MISSING, required=required)
@@ -239,7 +240,7 @@ class Table:
             return default
         return value
 
-    def table(self, key: str, *, required: bool = False) -> "Table":
+    def table(self, key: str, *, required: bool = False) -> Table:
         value = self.raw(key)
         if value is _MISSING:
             if required:
@@ -247,7 +248,7 @@ class Table:
             return Table.absent(self.at(key), self.problems)
         return Table(value, self.at(key), self.problems)
 
-    def tables(self, key: str, *, min_items: int = 0) -> Iterator["Table"]:
+    def tables(self, key: str, *, min_items: int = 0) -> Iterator[Table]:
         """The items of an array of tables (``[[path.key]]``), in order.
 
         The array itself is checked at once; an item that is not a table is
@@ -262,11 +263,15 @@ class Table:
             self.problem(key, f"must be an array of tables ({header}), not {_type_name(value)}")
             value = []
         elif len(value) < min_items:
-            self.problem(key, f"must be a non-empty array of tables ({header})" if min_items == 1
-                         else f"needs at least {min_items} tables ({header})")
+            self.problem(
+                key,
+                f"must be a non-empty array of tables ({header})"
+                if min_items == 1
+                else f"needs at least {min_items} tables ({header})",
+            )
         return self._items(self.at(key), value)
 
-    def _items(self, path: str, items: list[Any]) -> Iterator["Table"]:
+    def _items(self, path: str, items: list[Any]) -> Iterator[Table]:
         for i, item in enumerate(items):
             if isinstance(item, dict):
                 yield Table(item, join(path, i), self.problems)
@@ -282,7 +287,6 @@ class Table:
 def _num(value: float | None) -> str:
     """``86400`` rather than ``86400.0`` or ``1e+06`` in messages."""
     return str(int(value)) if value is not None and float(value).is_integer() else str(value)
-
 
 
 def schema_check(instance: Any, schema: str, base: str, problems: Problems) -> bool:

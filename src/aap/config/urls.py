@@ -25,19 +25,25 @@ _LOOPBACK_NAMES = "localhost, 127.0.0.1 or [::1]"
 def public_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be published in the discovery documents, or None."""
     return _url_problem(
-        url, query=False,
-        plain_http=("must use https:// (HTTPS is required for every URL the AAP discovery "
-                    "documents carry; plain http:// is allowed only on "
-                    f"{_LOOPBACK_NAMES}, for local development)"),
+        url,
+        query=False,
+        plain_http=(
+            "must use https:// (HTTPS is required for every URL the AAP discovery "
+            "documents carry; plain http:// is allowed only on "
+            f"{_LOOPBACK_NAMES}, for local development)"
+        ),
     )
 
 
 def endpoint_url_problem(url: str) -> str | None:
     """Why the deployment may not send data to ``url`` (a query is allowed), or None."""
     return _url_problem(
-        url, query=True,
-        plain_http=("must use https:// (customer data never travels in clear text; "
-                    f"plain http:// is allowed only to {_LOOPBACK_NAMES})"),
+        url,
+        query=True,
+        plain_http=(
+            "must use https:// (customer data never travels in clear text; "
+            f"plain http:// is allowed only to {_LOOPBACK_NAMES})"
+        ),
     )
 
 
@@ -50,8 +56,9 @@ def _url_problem(value: str, *, query: bool, plain_http: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "must be an absolute http(s) URL"
     if (parts.query and not query) or parts.fragment or parts.username or parts.password:
-        return ("must not carry a fragment or credentials" if query
-                else "must not carry a query, fragment or credentials")
+        return (
+            "must not carry a fragment or credentials" if query else "must not carry a query, fragment or credentials"
+        )
     if parts.scheme == "http" and not is_loopback_host(parts.hostname):
         return plain_http
     return None

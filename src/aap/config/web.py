@@ -40,16 +40,20 @@ def parse_web_section(table: Table, problems: Problems) -> WebSettings:
     settings = WebSettings(
         public_page=table.boolean("public_page", base.public_page),
         console=table.boolean("console", base.console),
-        session_idle_minutes=table.integer("session_idle_minutes", base.session_idle_minutes,
-                                           minimum=1, maximum=24 * 60),
+        session_idle_minutes=table.integer(
+            "session_idle_minutes", base.session_idle_minutes, minimum=1, maximum=24 * 60
+        ),
         session_max_hours=table.integer("session_max_hours", base.session_max_hours, minimum=1, maximum=24 * 30),
-        login_failures_per_account=table.integer("login_failures_per_account", base.login_failures_per_account,
-                                                 minimum=1, maximum=1000),
-        login_failures_per_address=table.integer("login_failures_per_address", base.login_failures_per_address,
-                                                 minimum=1, maximum=100_000),
+        login_failures_per_account=table.integer(
+            "login_failures_per_account", base.login_failures_per_account, minimum=1, maximum=1000
+        ),
+        login_failures_per_address=table.integer(
+            "login_failures_per_address", base.login_failures_per_address, minimum=1, maximum=100_000
+        ),
         lockout_minutes=table.integer("lockout_minutes", base.lockout_minutes, minimum=1, maximum=24 * 60),
-        check_timeout_seconds=table.integer("check_timeout_seconds", base.check_timeout_seconds,
-                                            minimum=5, maximum=3600),
+        check_timeout_seconds=table.integer(
+            "check_timeout_seconds", base.check_timeout_seconds, minimum=5, maximum=3600
+        ),
     )
     table.finish()
     return settings

@@ -16,7 +16,8 @@ each time someone views or exports it. ``[web] console = false`` removes it.
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -59,14 +60,33 @@ class Console:
         """One audit entry (blocking): who did what to which lead or account."""
         self.stores.console.audit(actor, action, subject, dict(detail), self.now_ms())
 
-    def page(self, request: Request, name: str, context: Mapping[str, Any], *, status_code: int = 200,
-             visit: Visit | None = None, headers: Mapping[str, str] | None = None) -> Response:
-        common = {"site_name": f"{self.settings.agent.name} · Console", "assets": ASSETS,
-                  "layout": "console_layout.html", "visit": visit, "path": request.url.path,
-                  "csrf": visit.session.csrf_token if visit else None,
-                  "aggregate": self.settings.scope == "aggregate"}
-        return render(self.pages, request, name, {**common, **context}, status_code=status_code,
-                      headers={**NO_STORE, **(headers or {})})
+    def page(
+        self,
+        request: Request,
+        name: str,
+        context: Mapping[str, Any],
+        *,
+        status_code: int = 200,
+        visit: Visit | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        common = {
+            "site_name": f"{self.settings.agent.name} · Console",
+            "assets": ASSETS,
+            "layout": "console_layout.html",
+            "visit": visit,
+            "path": request.url.path,
+            "csrf": visit.session.csrf_token if visit else None,
+            "aggregate": self.settings.scope == "aggregate",
+        }
+        return render(
+            self.pages,
+            request,
+            name,
+            {**common, **context},
+            status_code=status_code,
+            headers={**NO_STORE, **(headers or {})},
+        )
 
     def guarded(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
         """An endpoint that needs a signed-in visit (an admin's with ``admin``); errors become pages."""
@@ -79,19 +99,36 @@ class Console:
             except SignInNeeded:
                 if request.method == "GET":
                     return RedirectResponse(f"{LOGIN_PATH}?next={request.url.path}", status_code=303)
-                return self.page(request, "error.html", {
-                    "heading": "Signed out", "message": "Your session ended. Sign in again, then repeat the action.",
-                    "back": LOGIN_PATH}, status_code=401)
+                return self.page(
+                    request,
+                    "error.html",
+                    {
+                        "heading": "Signed out",
+                        "message": "Your session ended. Sign in again, then repeat the action.",
+                        "back": LOGIN_PATH,
+                    },
+                    status_code=401,
+                )
             except Refused as refused:
-                return self.page(request, "error.html", {"heading": "Not allowed", "message": refused.message,
-                                                         "back": CONSOLE_PREFIX}, status_code=refused.status,
-                                 headers=refused.headers)
+                return self.page(
+                    request,
+                    "error.html",
+                    {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                    status_code=refused.status,
+                    headers=refused.headers,
+                )
             except Exception as exc:  # logged once without its text (it may quote customer data)
                 error = unexpected(exc, binding="console", endpoint=request.url.path)
-                return self.page(request, "error.html", {
-                    "heading": "Something went wrong",
-                    "message": f"The console could not show this page (error {error.error_id}).",
-                    "back": CONSOLE_PREFIX}, status_code=500)
+                return self.page(
+                    request,
+                    "error.html",
+                    {
+                        "heading": "Something went wrong",
+                        "message": f"The console could not show this page (error {error.error_id}).",
+                        "back": CONSOLE_PREFIX,
+                    },
+                    status_code=500,
+                )
 
         return endpoint
 

@@ -85,8 +85,15 @@ class Auth:
         return request.url.scheme == "https" or self.console.settings.public_url.startswith("https://")
 
     def _cookie(self, response: Response, request: Request, name: str, value: str, max_age: int) -> None:
-        response.set_cookie(name, value, max_age=max_age, path=CONSOLE_PREFIX, httponly=True,
-                            secure=self.secure(request), samesite="lax")
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path=CONSOLE_PREFIX,
+            httponly=True,
+            secure=self.secure(request),
+            samesite="lax",
+        )
 
     # -- the checks --------------------------------------------------------------------
     def _token(self, request: Request) -> str | None:
@@ -124,8 +131,9 @@ class Auth:
             form = await request.form(max_fields=MAX_FORM_FIELDS, max_files=0)
             sent = form.get("csrf_token")
             if not isinstance(sent, str) or not hmac.compare_digest(sent, session.csrf_token):
-                raise Refused(403, "This form has expired or was not sent from the console; reload the page "
-                                   "and try again.")
+                raise Refused(
+                    403, "This form has expired or was not sent from the console; reload the page and try again."
+                )
         if admin and session.user.role != "admin":
             raise Refused(403, "Only an administrator may open this page.")
         return Visit(session, form, client_address(request))
@@ -133,18 +141,38 @@ class Auth:
     # -- sign-in and sign-out ---------------------------------------------------------------
     def _next(self, value: Any) -> str:
         """Where to go after signing in: a console path only (never another site)."""
-        if isinstance(value, str) and value.startswith(CONSOLE_PREFIX) and "//" not in value \
-                and "\\" not in value and value != LOGIN_PATH:
+        if (
+            isinstance(value, str)
+            and value.startswith(CONSOLE_PREFIX)
+            and "//" not in value
+            and "\\" not in value
+            and value != LOGIN_PATH
+        ):
             return value
         return CONSOLE_PREFIX + "leads"
 
-    def _login_page(self, request: Request, *, status: int = 200, error: str | None = None,
-                    email: str = "", headers: dict[str, str] | None = None) -> Response:
+    def _login_page(
+        self,
+        request: Request,
+        *,
+        status: int = 200,
+        error: str | None = None,
+        email: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         token = secrets.token_urlsafe(24)
-        response = self.console.page(request, "login.html", {
-            "csrf": token, "error": error, "email": email,
-            "next": self._next(request.query_params.get("next")) if request.method == "GET" else None,
-        }, status_code=status, headers=headers)
+        response = self.console.page(
+            request,
+            "login.html",
+            {
+                "csrf": token,
+                "error": error,
+                "email": email,
+                "next": self._next(request.query_params.get("next")) if request.method == "GET" else None,
+            },
+            status_code=status,
+            headers=headers,
+        )
         self._cookie(response, request, LOGIN_COOKIE, self.login_tokens.sign(token).decode(), 3600)
         return response
 
@@ -162,11 +190,14 @@ class Auth:
         email = form.get("email")
         password = form.get("password")
         if expected is None or not isinstance(sent, str) or not hmac.compare_digest(sent, expected):
-            return self._login_page(request, status=403,
-                                    error="The sign-in form expired. Please sign in again.")
+            return self._login_page(request, status=403, error="The sign-in form expired. Please sign in again.")
         if not isinstance(email, str) or not isinstance(password, str) or not email or not password:
-            return self._login_page(request, status=400, error="Enter your e-mail address and password.",
-                                    email=email if isinstance(email, str) else "")
+            return self._login_page(
+                request,
+                status=400,
+                error="Enter your e-mail address and password.",
+                email=email if isinstance(email, str) else "",
+            )
         address = client_address(request)
         outcome = await run_in_threadpool(self.accounts.sign_in, email, password, address)
         if outcome.user is None:
@@ -174,11 +205,14 @@ class Auth:
                 minutes = max(1, -(-(outcome.locked_until_ms - self.accounts.now_ms()) // 60_000))
                 log.warning("console sign-in refused: locked out", extra={"fields": {"reason": "locked"}})
                 return self._login_page(
-                    request, status=429, email=email, headers={"Retry-After": str(minutes * 60)},
-                    error=f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes > 1 else ''}.")
+                    request,
+                    status=429,
+                    email=email,
+                    headers={"Retry-After": str(minutes * 60)},
+                    error=f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes > 1 else ''}.",
+                )
             log.info("console sign-in refused", extra={"fields": {"reason": "credentials"}})
-            return self._login_page(request, status=401, error="The e-mail address or password is wrong.",
-                                    email=email)
+            return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
         token = await run_in_threadpool(self.accounts.start_session, outcome.user)
         await run_in_threadpool(self.console.audit, outcome.user.email, "sign_in", None, {"address": address})
         response = RedirectResponse(self._next(form.get("next")), status_code=303)
@@ -194,9 +228,12 @@ class Auth:
             except SignInNeeded:
                 return RedirectResponse(LOGIN_PATH, status_code=303)
             except Refused as refused:  # a forged sign-out leaves the session alone
-                return self.console.page(request, "error.html", {
-                    "heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
-                    status_code=refused.status)
+                return self.console.page(
+                    request,
+                    "error.html",
+                    {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                    status_code=refused.status,
+                )
             await run_in_threadpool(self.accounts.end_session, token)
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
@@ -62,8 +63,9 @@ class CheckRunner:
         """A new run in the background; None when one is already running."""
         target = self.console.settings.public_url
         now = self.console.now_ms()
-        run_id = await self.console.blocking(self.console.stores.console.start_check, started_by, target, now,
-                                             now - (self.timeout + 30) * 1000)
+        run_id = await self.console.blocking(
+            self.console.stores.console.start_check, started_by, target, now, now - (self.timeout + 30) * 1000
+        )
         if run_id is not None:
             task = asyncio.create_task(self._run(run_id, target))
             self.tasks.add(task)
@@ -74,15 +76,18 @@ class CheckRunner:
         state, report = "failed", None
         try:
             process = await asyncio.create_subprocess_exec(
-                *self.command(target), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL)
+                *self.command(target),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
             self.processes.add(process)
             try:
                 output, _ = await asyncio.wait_for(process.communicate(), self.timeout)
                 parsed = orjson.loads(output[:REPORT_LIMIT]) if output else None
                 if isinstance(parsed, dict) and "results" in parsed:
                     state, report = "done", parsed
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 state = "timeout"
             finally:
                 if process.returncode is None:
@@ -92,8 +97,9 @@ class CheckRunner:
         except (OSError, ValueError) as exc:
             log.error("conformance run failed", extra={"fields": {"error_type": type(exc).__name__}})
         finally:
-            await self.console.blocking(self.console.stores.console.finish_check, run_id, state, report,
-                                        self.console.now_ms())
+            await self.console.blocking(
+                self.console.stores.console.finish_check, run_id, state, report, self.console.now_ms()
+            )
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -126,9 +132,12 @@ def counters(exposition: str) -> dict[str, Any]:
             elif sample.name == "aap_errors_total":
                 code = sample.labels.get("code", "")
                 errors[code] = errors.get(code, 0.0) + sample.value
-    return {"requests": sorted(requests.items()), "errors": sorted(errors.items(), key=lambda item: -item[1]),
-            "rate_limited": errors.get("RATE_LIMITED", 0.0),
-            "server_errors": sum(row["5xx"] for row in requests.values())}
+    return {
+        "requests": sorted(requests.items()),
+        "errors": sorted(errors.items(), key=lambda item: -item[1]),
+        "rate_limited": errors.get("RATE_LIMITED", 0.0),
+        "server_errors": sum(row["5xx"] for row in requests.values()),
+    }
 
 
 async def read_metrics(request: Request) -> dict[str, Any] | None:
@@ -146,8 +155,14 @@ async def read_metrics(request: Request) -> dict[str, Any] | None:
 
 def discovery_links(console: Console) -> list[tuple[str, str]]:
     urls = DeploymentUrls(console.settings.public_url)
-    links = [("Agent card", urls.agent_card), ("llms.txt", urls.llms_txt), ("API catalog", urls.api_catalog),
-             ("A2A OpenAPI", urls.a2a_openapi), ("JSON Schemas", urls.schemas), ("MCP endpoint", urls.mcp)]
+    links = [
+        ("Agent card", urls.agent_card),
+        ("llms.txt", urls.llms_txt),
+        ("API catalog", urls.api_catalog),
+        ("A2A OpenAPI", urls.a2a_openapi),
+        ("JSON Schemas", urls.schemas),
+        ("MCP endpoint", urls.mcp),
+    ]
     if console.settings.poppy.enabled:
         links += [("Poppy document", urls.poppy), ("Poppy OpenAPI", urls.poppy_openapi)]
     return links + [("Health", urls.url(HEALTHZ_PATH)), ("Metrics", urls.url(METRICS_PATH))]
@@ -157,12 +172,21 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
     async def page(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)
         backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms())
-        return console.page(request, "health.html", {
-            "run": run, "links": discovery_links(console), "metrics": await read_metrics(request),
-            "backlog": backlog, "timeout": runner.timeout, "target": console.settings.public_url,
-            "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),
-            "started": request.query_params.get("started"),
-        }, visit=visit)
+        return console.page(
+            request,
+            "health.html",
+            {
+                "run": run,
+                "links": discovery_links(console),
+                "metrics": await read_metrics(request),
+                "backlog": backlog,
+                "timeout": runner.timeout,
+                "target": console.settings.public_url,
+                "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),
+                "started": request.query_params.get("started"),
+            },
+            visit=visit,
+        )
 
     async def start(request: Request, visit: Visit) -> Response:
         run_id = await runner.start(visit.email)
@@ -171,8 +195,9 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
 
     async def state(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)
-        return JSONResponse({"state": f"{run.run_id}:{run.state}" if run else ""},
-                            headers={"Cache-Control": "no-store"})
+        return JSONResponse(
+            {"state": f"{run.run_id}:{run.state}" if run else ""}, headers={"Cache-Control": "no-store"}
+        )
 
     return [
         Route(PAGE, console.guarded(page), methods=["GET"]),

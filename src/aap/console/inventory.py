@@ -51,12 +51,27 @@ def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int =
     for run in stores.feeds.runs(limit=limit * 3 if dealer_id else limit):
         if run.dry_run or (dealer_id is not None and run.dealer_id != dealer_id):
             continue
-        records.append(ImportRecord(
-            run.started_ms, run.finished_ms, run.feed or run.source, run.outcome, run.dealer_id,
-            {"rows": run.rows, "new": run.inserted, "updated": run.updated, "removed": run.removed,
-             "rejected": run.skipped or len(run.rejected_lines), "warnings": run.warnings,
-             "available after": run.total or 0},
-            run.message, run.problems, run.rejected_lines))
+        records.append(
+            ImportRecord(
+                run.started_ms,
+                run.finished_ms,
+                run.feed or run.source,
+                run.outcome,
+                run.dealer_id,
+                {
+                    "rows": run.rows,
+                    "new": run.inserted,
+                    "updated": run.updated,
+                    "removed": run.removed,
+                    "rejected": run.skipped or len(run.rejected_lines),
+                    "warnings": run.warnings,
+                    "available after": run.total or 0,
+                },
+                run.message,
+                run.problems,
+                run.rejected_lines,
+            )
+        )
     return records[:limit]
 
 
@@ -76,15 +91,23 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
             totals[key] = totals.get(key, 0) + value
     removed = sum(n for d, n in summary.removed.items() if seller is None or d == seller)
     term = (request.query_params.get("q") or "").strip()[:40]
-    found = (await console.blocking(console.stores.inventory_summaries.lookup, term, dealer_id=seller)
-             if term else [])
+    found = await console.blocking(console.stores.inventory_summaries.lookup, term, dealer_id=seller) if term else []
     history = await console.blocking(import_history, console.stores, dealer_id=seller)
-    return console.page(request, "inventory.html", {
-        "by_rooftop": sorted(by_rooftop.items(), key=lambda item: (item[0][0] or "", item[0][1] or "")),
-        "totals": totals, "removed": removed, "term": term, "found": found, "history": history,
-        "vehicle_prefix": VEHICLE_PAGE_PREFIX if console.settings.web.public_page else None,
-        "version": summary.version,
-    }, visit=visit)
+    return console.page(
+        request,
+        "inventory.html",
+        {
+            "by_rooftop": sorted(by_rooftop.items(), key=lambda item: (item[0][0] or "", item[0][1] or "")),
+            "totals": totals,
+            "removed": removed,
+            "term": term,
+            "found": found,
+            "history": history,
+            "vehicle_prefix": VEHICLE_PAGE_PREFIX if console.settings.web.public_page else None,
+            "version": summary.version,
+        },
+        visit=visit,
+    )
 
 
 def routes(console: Console) -> list[Route]:

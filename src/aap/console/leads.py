@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from starlette.datastructures import QueryParams
@@ -33,14 +34,28 @@ if TYPE_CHECKING:
 
 PAGE_SIZE = 50
 INBOX = CONSOLE_PREFIX + "leads"
-CSV_COLUMNS = ("lead_id", "received_at", "dealer_id", "rooftop", "status", "first_name", "last_name", "email",
-               "phone", "vehicle", "source_agent", "appointment_status", "delivery_state", "handled_at")
+CSV_COLUMNS = (
+    "lead_id",
+    "received_at",
+    "dealer_id",
+    "rooftop",
+    "status",
+    "first_name",
+    "last_name",
+    "email",
+    "phone",
+    "vehicle",
+    "source_agent",
+    "appointment_status",
+    "delivery_state",
+    "handled_at",
+)
 
 
 def _day_ms(text: str, problems: list[str], label: str) -> int | None:
     """A ``YYYY-MM-DD`` date (UTC) as epoch milliseconds at its start."""
     try:
-        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
     except ValueError:
         problems.append(f"{label}: enter a date as YYYY-MM-DD.")
         return None
@@ -73,8 +88,9 @@ def read_filter(params: QueryParams | Any, console: Console, scope: LeadScope) -
         end += 86_400_000  # the "to" day is included
     handled = {"open": False, "handled": True}.get(text("handled"))
     query = text("q")[:200] or None
-    return InboxFilter(status or None, dealer_id, text("rooftop") or None, start, end, delivery or None,
-                       handled, query), problems
+    return InboxFilter(
+        status or None, dealer_id, text("rooftop") or None, start, end, delivery or None, handled, query
+    ), problems
 
 
 def _filter_detail(wanted: InboxFilter) -> dict[str, Any]:
@@ -88,8 +104,7 @@ def _filter_detail(wanted: InboxFilter) -> dict[str, Any]:
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
     if scope.rooftops:
         return list(scope.rooftops)
-    profiles = ([console.settings.profile_for(scope.dealer_id)] if scope.dealer_id
-                else console.settings.all_profiles())
+    profiles = [console.settings.profile_for(scope.dealer_id)] if scope.dealer_id else console.settings.all_profiles()
     return sorted({r["name"] for p in profiles if p is not None for r in p.rooftops})
 
 
@@ -110,18 +125,35 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
     scope = scope_of(visit.session.user)
     wanted, problems = read_filter(request.query_params, console, scope)
     before = _parse_before(request.query_params.get("before"))
-    rows, next_key = await console.blocking(console.stores.lead_inbox.page, scope, wanted, before=before,
-                                            limit=PAGE_SIZE)
-    await console.blocking(console.audit, visit.email, "leads.list", None,
-                           {**_filter_detail(wanted), "rows": len(rows), "older": before is not None})
+    rows, next_key = await console.blocking(
+        console.stores.lead_inbox.page, scope, wanted, before=before, limit=PAGE_SIZE
+    )
+    await console.blocking(
+        console.audit,
+        visit.email,
+        "leads.list",
+        None,
+        {**_filter_detail(wanted), "rows": len(rows), "older": before is not None},
+    )
     kept = [(k, v) for k, v in request.query_params.multi_items() if k != "before"]
-    return console.page(request, "leads.html", {
-        "rows": rows, "filter": request.query_params, "problems": problems,
-        "older": f"{INBOX}?{urlencode(kept + [('before', f'{next_key[0]}.{next_key[1]}')])}" if next_key else None,
-        "newest": f"{INBOX}?{urlencode(kept)}" if before else None,
-        "statuses": LEAD_STATUSES, "deliveries": DELIVERY_FILTERS, "rooftops": _rooftop_choices(console, scope),
-        "sellers": _seller_choices(console, scope), "export_fields": kept,
-    }, visit=visit, status_code=400 if problems else 200)
+    return console.page(
+        request,
+        "leads.html",
+        {
+            "rows": rows,
+            "filter": request.query_params,
+            "problems": problems,
+            "older": f"{INBOX}?{urlencode(kept + [('before', f'{next_key[0]}.{next_key[1]}')])}" if next_key else None,
+            "newest": f"{INBOX}?{urlencode(kept)}" if before else None,
+            "statuses": LEAD_STATUSES,
+            "deliveries": DELIVERY_FILTERS,
+            "rooftops": _rooftop_choices(console, scope),
+            "sellers": _seller_choices(console, scope),
+            "export_fields": kept,
+        },
+        visit=visit,
+        status_code=400 if problems else 200,
+    )
 
 
 def _csv_cell(value: Any) -> str:
@@ -137,12 +169,32 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
     for row in rows:
-        handled = (datetime.fromtimestamp(row.handled_ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-                   if row.handled_ms is not None else "")
-        writer.writerow([_csv_cell(v) for v in (
-            row.lead_id, row.received_at, row.dealer_id, row.rooftop, row.status, row.first_name, row.last_name,
-            row.email, row.phone, row.vehicle, row.source_agent, row.appointment_status, row.delivery_state,
-            handled)])
+        handled = (
+            datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+            if row.handled_ms is not None
+            else ""
+        )
+        writer.writerow(
+            [
+                _csv_cell(v)
+                for v in (
+                    row.lead_id,
+                    row.received_at,
+                    row.dealer_id,
+                    row.rooftop,
+                    row.status,
+                    row.first_name,
+                    row.last_name,
+                    row.email,
+                    row.phone,
+                    row.vehicle,
+                    row.source_agent,
+                    row.appointment_status,
+                    row.delivery_state,
+                    handled,
+                )
+            ]
+        )
         if buffer.tell() > 64 * 1024:
             yield buffer.getvalue()
             buffer.seek(0)
@@ -157,10 +209,12 @@ async def export(console: Console, request: Request, visit: Visit) -> Response:
     if problems:
         raise Refused(400, " ".join(problems))
     await console.blocking(console.audit, visit.email, "leads.export", None, _filter_detail(wanted))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return StreamingResponse(
-        csv_lines(console.stores.lead_inbox.export(scope, wanted)), media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="leads-{stamp}.csv"', "Cache-Control": "no-store"})
+        csv_lines(console.stores.lead_inbox.export(scope, wanted)),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="leads-{stamp}.csv"', "Cache-Control": "no-store"},
+    )
 
 
 async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str, Any]:
@@ -172,7 +226,7 @@ async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str
 
 def _consent_expired(lead: dict[str, Any]) -> bool:
     expires = parse_rfc3339((lead.get("consent") or {}).get("expires_at"))
-    return expires is not None and expires <= datetime.now(timezone.utc)
+    return expires is not None and expires <= datetime.now(UTC)
 
 
 def delivery_state(lead: dict[str, Any]) -> str:
@@ -187,19 +241,41 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
     access = await console.blocking(console.stores.console.audit_entries, subject=lead_id, limit=10)
     targets = {d["delivery_id"]: d["target"] for d in lead["deliveries"]}
     sent = [a for a in lead["attempts"] if a["payload"]]
-    adf = next((a for a in reversed(sent) if "xml" in (a["content_type"] or "") or
-                (a["payload"] or "").lstrip().startswith("<?xml")), None)
+    adf = next(
+        (
+            a
+            for a in reversed(sent)
+            if "xml" in (a["content_type"] or "") or (a["payload"] or "").lstrip().startswith("<?xml")
+        ),
+        None,
+    )
     webhook = next((a for a in reversed(sent) if (a["content_type"] or "").startswith("application/json")), None)
     waiting = any(d["status"] in ("pending", "delivering") for d in lead["deliveries"])
     retryable = any(d["status"] in ("dead", "pending") for d in lead["deliveries"])
-    return console.page(request, "lead.html", {
-        "lead": lead, "request_body": lead["request"], "customer": lead["request"].get("customer") or {},
-        "targets": targets, "adf": adf, "webhook": webhook, "waiting": waiting,
-        "retryable": retryable and not _consent_expired(lead), "consent_expired": _consent_expired(lead),
-        "access": access, "notice": request.query_params.get("notice"), "state": delivery_state(lead),
-        "vehicle_page": (VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
-                         if lead.get("vehicle_id") and console.settings.web.public_page else None),
-    }, visit=visit)
+    return console.page(
+        request,
+        "lead.html",
+        {
+            "lead": lead,
+            "request_body": lead["request"],
+            "customer": lead["request"].get("customer") or {},
+            "targets": targets,
+            "adf": adf,
+            "webhook": webhook,
+            "waiting": waiting,
+            "retryable": retryable and not _consent_expired(lead),
+            "consent_expired": _consent_expired(lead),
+            "access": access,
+            "notice": request.query_params.get("notice"),
+            "state": delivery_state(lead),
+            "vehicle_page": (
+                VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
+                if lead.get("vehicle_id") and console.settings.web.public_page
+                else None
+            ),
+        },
+        visit=visit,
+    )
 
 
 async def state(console: Console, request: Request, visit: Visit) -> Response:
@@ -213,12 +289,14 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
     await _lead_or_404(console, visit, lead_id)
     include_delivered = visit.form is not None and visit.form.get("all") == "1"
     try:
-        count = await console.blocking(retry_deliveries, console.stores.leads, lead_id, datetime.now(timezone.utc),
-                                       include_delivered=include_delivered)
+        count = await console.blocking(
+            retry_deliveries, console.stores.leads, lead_id, datetime.now(UTC), include_delivered=include_delivered
+        )
     except RetryRefused as refused:
         raise Refused(409, str(refused)) from None
-    await console.blocking(console.audit, visit.email, "lead.retry", lead_id,
-                           {"deliveries": count, "all": include_delivered})
+    await console.blocking(
+        console.audit, visit.email, "lead.retry", lead_id, {"deliveries": count, "all": include_delivered}
+    )
     notice = f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
     return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?{urlencode({'notice': notice})}", status_code=303)
 
@@ -226,8 +304,13 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
 async def handled(console: Console, request: Request, visit: Visit) -> Response:
     lead_id = request.path_params["lead_id"]
     done = visit.form is not None and visit.form.get("handled") == "1"
-    changed = await console.blocking(console.stores.lead_inbox.mark_handled, lead_id, scope_of(visit.session.user),
-                                     visit.email if done else None, console.now_ms())
+    changed = await console.blocking(
+        console.stores.lead_inbox.mark_handled,
+        lead_id,
+        scope_of(visit.session.user),
+        visit.email if done else None,
+        console.now_ms(),
+    )
     if not changed:
         raise Refused(404, "There is no such lead, or it is not one of your leads.")
     await console.blocking(console.audit, visit.email, "lead.handled" if done else "lead.reopened", lead_id, {})
@@ -239,6 +322,7 @@ def routes(console: Console) -> list[Route]:
         async def endpoint(request: Request, visit: Visit) -> Response:
             response: Response = await handler(console, request, visit)
             return response
+
         return console.guarded(endpoint)
 
     return [
@@ -249,4 +333,3 @@ def routes(console: Console) -> list[Route]:
         Route(INBOX + "/{lead_id:str}/retry", bind(retry), methods=["POST"]),
         Route(INBOX + "/{lead_id:str}/handled", bind(handled), methods=["POST"]),
     ]
-

@@ -38,14 +38,35 @@ def _secret(visit: Visit, name: str) -> str:
 
 
 def routes(console: Console) -> list[Route]:
-    def users_page(request: Request, visit: Visit, users: list[Any], *, error: str | None = None,
-                   notice: str | None = None, status: int = 200) -> Response:
-        sellers = [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id] \
-            if console.settings.scope == "aggregate" else []
+    def users_page(
+        request: Request,
+        visit: Visit,
+        users: list[Any],
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> Response:
+        sellers = (
+            [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id]
+            if console.settings.scope == "aggregate"
+            else []
+        )
         rooftops = sorted({r["name"] for p in console.settings.all_profiles() for r in p.rooftops})
-        return console.page(request, "users.html", {
-            "users": users, "roles": ROLES, "sellers": sellers, "rooftops": rooftops, "error": error,
-            "notice": notice or request.query_params.get("notice")}, visit=visit, status_code=status)
+        return console.page(
+            request,
+            "users.html",
+            {
+                "users": users,
+                "roles": ROLES,
+                "sellers": sellers,
+                "rooftops": rooftops,
+                "error": error,
+                "notice": notice or request.query_params.get("notice"),
+            },
+            visit=visit,
+            status_code=status,
+        )
 
     async def list_users(request: Request, visit: Visit) -> Response:
         return users_page(request, visit, await console.blocking(console.stores.console.users))
@@ -55,14 +76,25 @@ def routes(console: Console) -> list[Route]:
         email = _field(visit, "email")
         rooftops = tuple(v for v in visit.form.getlist("rooftops") if isinstance(v, str) and v)
         try:
-            user = await console.blocking(console.accounts.add, email, _secret(visit, "password"),
-                                          role=_field(visit, "role") or "staff",
-                                          dealer_id=_field(visit, "seller") or None, rooftops=rooftops)
+            user = await console.blocking(
+                console.accounts.add,
+                email,
+                _secret(visit, "password"),
+                role=_field(visit, "role") or "staff",
+                dealer_id=_field(visit, "seller") or None,
+                rooftops=rooftops,
+            )
         except AccountError as exc:
-            return users_page(request, visit, await console.blocking(console.stores.console.users),
-                              error=str(exc), status=400)
-        await console.blocking(console.audit, visit.email, "user.add", user.email,
-                               {"role": user.role, "seller": user.dealer_id, "rooftops": list(user.rooftops)})
+            return users_page(
+                request, visit, await console.blocking(console.stores.console.users), error=str(exc), status=400
+            )
+        await console.blocking(
+            console.audit,
+            visit.email,
+            "user.add",
+            user.email,
+            {"role": user.role, "seller": user.dealer_id, "rooftops": list(user.rooftops)},
+        )
         return RedirectResponse(f"{USERS}?notice=Account+{user.email}+added.", status_code=303)
 
     async def _target(visit: Visit, request: Request) -> Any:
@@ -86,8 +118,9 @@ def routes(console: Console) -> list[Route]:
         try:
             digest = await console.blocking(hash_password, _secret(visit, "password"))
         except AccountError as exc:
-            return users_page(request, visit, await console.blocking(console.stores.console.users),
-                              error=str(exc), status=400)
+            return users_page(
+                request, visit, await console.blocking(console.stores.console.users), error=str(exc), status=400
+            )
         await console.blocking(console.stores.console.set_password, user.user_id, digest, console.now_ms())
         await console.blocking(console.audit, visit.email, "user.password", user.email, {})
         return RedirectResponse(f"{USERS}?notice=Password+of+{user.email}+changed.", status_code=303)
@@ -96,19 +129,22 @@ def routes(console: Console) -> list[Route]:
         before = request.query_params.get("before")
         before_ms = int(before) if before and before.isdigit() else None
         subject = request.query_params.get("subject") or None
-        entries = await console.blocking(console.stores.console.audit_entries, subject=subject,
-                                         before_ms=before_ms, limit=100)
+        entries = await console.blocking(
+            console.stores.console.audit_entries, subject=subject, before_ms=before_ms, limit=100
+        )
         older = entries[-1].at_ms if len(entries) == 100 else None
-        return console.page(request, "audit.html", {"entries": entries, "older": older, "subject": subject},
-                            visit=visit)
+        return console.page(
+            request, "audit.html", {"entries": entries, "older": older, "subject": subject}, visit=visit
+        )
 
     async def account_page(request: Request, visit: Visit) -> Response:
         error = None
         notice = None
         status = 200
         if request.method == "POST":
-            outcome = await console.blocking(console.accounts.sign_in, visit.email, _secret(visit, "current"),
-                                             visit.address)
+            outcome = await console.blocking(
+                console.accounts.sign_in, visit.email, _secret(visit, "current"), visit.address
+            )
             if outcome.user is None:
                 error, status = "The current password is wrong.", 400
             elif _secret(visit, "password") != _secret(visit, "again"):
@@ -119,12 +155,18 @@ def routes(console: Console) -> list[Route]:
                 except AccountError as exc:
                     error, status = str(exc), 400
                 else:
-                    await console.blocking(console.stores.console.set_password, visit.session.user.user_id,
-                                           digest, console.now_ms(), end_sessions=False)
+                    await console.blocking(
+                        console.stores.console.set_password,
+                        visit.session.user.user_id,
+                        digest,
+                        console.now_ms(),
+                        end_sessions=False,
+                    )
                     await console.blocking(console.audit, visit.email, "user.password", visit.email, {})
                     notice = "Your password was changed."
-        return console.page(request, "account.html", {"error": error, "notice": notice}, visit=visit,
-                            status_code=status)
+        return console.page(
+            request, "account.html", {"error": error, "notice": notice}, visit=visit, status_code=status
+        )
 
     return [
         Route(USERS, console.guarded(list_users, admin=True), methods=["GET"]),

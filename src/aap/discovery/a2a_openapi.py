@@ -22,7 +22,10 @@ MEDIA_TYPE = "application/vnd.oai.openapi+json"
 def build_document(settings: Settings) -> dict[str, Any]:
     document = copy.deepcopy(openapi_document())
     document["servers"] = [
-        {"url": DeploymentUrls(settings.public_url).a2a, "description": f"{settings.agent.name}: AAP over A2A JSON-RPC 2.0"}
+        {
+            "url": DeploymentUrls(settings.public_url).a2a,
+            "description": f"{settings.agent.name}: AAP over A2A JSON-RPC 2.0",
+        }
     ]
     return document
 

@@ -10,7 +10,8 @@ bindings themselves.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import orjson
 from starlette.requests import Request

@@ -53,12 +53,14 @@ def build_linkset(settings: Settings) -> dict[str, Any]:
         {"anchor": urls.mcp, "service-doc": docs, "service-meta": [card]},
     ]
     if poppy:
-        linkset.append({
-            "anchor": urls.poppy_api,
-            "service-desc": [_link(urls.poppy_openapi, OPENAPI_JSON, "OpenAPI of the native API")],
-            "service-doc": docs,
-            "service-meta": [_link(urls.poppy, "application/json", "Poppy discovery document")],
-        })
+        linkset.append(
+            {
+                "anchor": urls.poppy_api,
+                "service-desc": [_link(urls.poppy_openapi, OPENAPI_JSON, "OpenAPI of the native API")],
+                "service-doc": docs,
+                "service-meta": [_link(urls.poppy, "application/json", "Poppy discovery document")],
+            }
+        )
     return {"linkset": linkset}
 
 

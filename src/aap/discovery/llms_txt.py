@@ -12,7 +12,8 @@ poppy.json.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from aap import AAP_VERSION, EXTENSION_URI
 from aap.config.model import Settings
@@ -95,7 +96,7 @@ def _skills_section(skills: list[SkillInfo], urls: DeploymentUrls, poppy: bool) 
     for s in skills:
         lines.append(
             f"- [{s.id}]({urls.schema(s.request_schema + '.schema.json')}): {_one_line(s.description)} "
-            f"Request `{{\"type\":\"{s.request_type}\",...}}` ({s.request_media_type}); "
+            f'Request `{{"type":"{s.request_type}",...}}` ({s.request_media_type}); '
             f"response `{s.response_type}` ([schema]({urls.schema(s.response_schema + '.schema.json')})). "
             f"MCP tool `{s.tool_name}`"
             + (f"; Poppy `POST {urls.poppy_operation(s.id)}`." if poppy else ".")
@@ -110,8 +111,12 @@ def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | No
         "message": {
             "messageId": "<new UUID>",
             "role": "ROLE_USER",
-            "parts": [{"data": EXAMPLE_REQUESTS.get(search.id, {"type": search.request_type}),
-                       "mediaType": search.request_media_type}],
+            "parts": [
+                {
+                    "data": EXAMPLE_REQUESTS.get(search.id, {"type": search.request_type}),
+                    "mediaType": search.request_media_type,
+                }
+            ],
         },
         "configuration": {"acceptedOutputModes": [search.response_media_type]},
     }
@@ -129,9 +134,9 @@ def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | No
         _compact(body),
         "```",
         "",
-        "The answer is `result.message.parts[0].data` = `{\"type\":\"<skill>.response\",\"data\":{...}}`. "
+        'The answer is `result.message.parts[0].data` = `{"type":"<skill>.response","data":{...}}`. '
         "A skill failure is a JSON-RPC error whose `data[]` holds a "
-        f"`{STRUCT_TYPE}` detail with `value.type == \"aap.error\"` "
+        f'`{STRUCT_TYPE}` detail with `value.type == "aap.error"` '
         "(`code`, `message`, `retryable`, `details.errors[]`).",
     ]
 

@@ -9,7 +9,7 @@ verbatim: the ``$id`` values stay the canonical identifiers.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import orjson
 
@@ -28,10 +28,7 @@ def schema_documents(names: Iterable[str] | None = None) -> dict[str, StaticDocu
     """``<name>.schema.json`` → document, for every schema the package carries."""
     if names is None:
         names = spec.schema_names()
-    return {
-        f"{name}{SUFFIX}": StaticDocument(spec.schema_bytes(name), MEDIA_TYPE, MAX_AGE)
-        for name in sorted(names)
-    }
+    return {f"{name}{SUFFIX}": StaticDocument(spec.schema_bytes(name), MEDIA_TYPE, MAX_AGE) for name in sorted(names)}
 
 
 def index_document(settings: Settings, documents: dict[str, StaticDocument]) -> StaticDocument:

@@ -19,7 +19,7 @@ import hashlib
 import os
 import ssl
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -66,7 +66,7 @@ class Fetched:
     data: bytes | None
     name: str
     validators: Validators
-    file_time: str | None = None   # RFC 3339: Last-Modified, or the file's modification time
+    file_time: str | None = None  # RFC 3339: Last-Modified, or the file's modification time
 
     @property
     def unchanged(self) -> bool:
@@ -85,7 +85,7 @@ def display_source(source: str) -> str:
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _env(name: str | None, what: str) -> str | None:
@@ -103,7 +103,7 @@ def _fetch_file(path: str, previous: Validators) -> Fetched:
     except OSError as exc:
         raise FetchError(f"{path}: {exc.strerror}") from None
     fingerprint = f"{status.st_size}:{status.st_mtime_ns}"
-    file_time = _rfc3339(datetime.fromtimestamp(status.st_mtime, tz=timezone.utc))
+    file_time = _rfc3339(datetime.fromtimestamp(status.st_mtime, tz=UTC))
     name = os.path.basename(path)
     if previous.fingerprint == fingerprint:
         return Fetched(None, name, previous, file_time)
@@ -128,16 +128,18 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
     if token:
         headers["Authorization"] = f"Bearer {token}"
     elif credentials.username_env or credentials.password_env:
-        auth = httpx.BasicAuth(_env(credentials.username_env, "user name") or "",
-                               _env(credentials.password_env, "password") or "")
+        auth = httpx.BasicAuth(
+            _env(credentials.username_env, "user name") or "", _env(credentials.password_env, "password") or ""
+        )
     verify: Any = True
     if credentials.ca_file:
         verify = ssl.create_default_context(cafile=credentials.ca_file)
     shown = display_source(source)
     name = unquote(urlsplit(source).path.rsplit("/", 1)[-1]) or "feed"
     try:
-        async with httpx.AsyncClient(verify=verify, timeout=credentials.timeout_seconds,
-                                     follow_redirects=True) as client:
+        async with httpx.AsyncClient(
+            verify=verify, timeout=credentials.timeout_seconds, follow_redirects=True
+        ) as client:
             async with client.stream("GET", source, headers=headers, auth=auth) as response:
                 if response.status_code == 304:
                     return Fetched(None, name, previous)
@@ -197,7 +199,7 @@ async def _fetch_sftp(source: str, previous: Validators, credentials: Credential
                 attrs = await sftp.stat(path)
                 size, mtime = attrs.size or 0, attrs.mtime or 0
                 fingerprint = f"{size}:{mtime}"
-                file_time = _rfc3339(datetime.fromtimestamp(mtime, tz=timezone.utc)) if mtime else None
+                file_time = _rfc3339(datetime.fromtimestamp(mtime, tz=UTC)) if mtime else None
                 if previous.fingerprint == fingerprint:
                     return Fetched(None, name, previous, file_time)
                 if size > MAX_FEED_BYTES:
@@ -211,13 +213,12 @@ async def _fetch_sftp(source: str, previous: Validators, credentials: Credential
         raise FetchError(f"{shown}: authentication failed") from None
     except asyncssh.SFTPError as exc:
         raise FetchError(f"{shown}: {exc.reason}") from None
-    except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+    except (TimeoutError, OSError, asyncssh.Error) as exc:
         raise FetchError(f"{shown}: {type(exc).__name__}") from None
     return Fetched(data, name, Validators(fingerprint=fingerprint), file_time)
 
 
-async def fetch(source: str, previous: Validators = Validators(),
-                credentials: Credentials = Credentials()) -> Fetched:
+async def fetch(source: str, previous: Validators = Validators(), credentials: Credentials = Credentials()) -> Fetched:
     """The feed at ``source`` (a path, ``https://`` or ``sftp://`` URL), unless unchanged."""
     scheme = source_scheme(source)
     if scheme == "file":

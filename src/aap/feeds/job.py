@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aap.config.model import Settings
 from aap.feeds import pipeline
@@ -42,9 +43,9 @@ Progress = Callable[[str, int], None]  # (stage: "reading" | "importing", count)
 class ImportRequest:
     """What to import and how."""
 
-    source: str                              # a path, or an https:// or sftp:// URL
-    trigger: str = "cli"                     # "cli" or "schedule"
-    feed: str | None = None                  # the [[feeds]] name
+    source: str  # a path, or an https:// or sftp:// URL
+    trigger: str = "cli"  # "cli" or "schedule"
+    feed: str | None = None  # the [[feeds]] name
     format: str | None = None
     mapping: FeedFormat | None = None
     encoding: str | None = None
@@ -54,7 +55,7 @@ class ImportRequest:
     partial: bool = False
     strict: bool = False
     dry_run: bool = False
-    max_removed_share: float | None = 0.5    # None: --allow-shrink
+    max_removed_share: float | None = 0.5  # None: --allow-shrink
     credentials: Credentials = Credentials()
 
 
@@ -74,8 +75,14 @@ class ImportResult:
 
 
 def _problem_json(problem: FeedProblem) -> dict[str, Any]:
-    return {"line": problem.line, "column": problem.column, "value": problem.value,
-            "location": problem.location, "message": problem.message, "text": str(problem)}
+    return {
+        "line": problem.line,
+        "column": problem.column,
+        "value": problem.value,
+        "location": problem.location,
+        "message": problem.message,
+        "text": str(problem),
+    }
 
 
 def _now_ms() -> int:
@@ -83,21 +90,44 @@ def _now_ms() -> int:
 
 
 def read_options(request: ImportRequest, settings: Settings, file_time: str | None) -> ReadOptions:
-    return ReadOptions(format=request.format, mapping=request.mapping, encoding=request.encoding,
-                       delimiter=request.delimiter, dealer_id=request.dealer_id, strict=request.strict,
-                       partial=request.partial, file_time=file_time, settings=settings)
+    return ReadOptions(
+        format=request.format,
+        mapping=request.mapping,
+        encoding=request.encoding,
+        delimiter=request.delimiter,
+        dealer_id=request.dealer_id,
+        strict=request.strict,
+        partial=request.partial,
+        file_time=file_time,
+        settings=settings,
+    )
 
 
-async def run_import(stores: Stores, settings: Settings, request: ImportRequest, *,
-                     previous: Validators = Validators(), progress: Progress | None = None) -> ImportResult:
+async def run_import(
+    stores: Stores,
+    settings: Settings,
+    request: ImportRequest,
+    *,
+    previous: Validators | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
     """Fetch (unless unchanged since ``previous``), read, check and import one feed; record the run."""
     started = _now_ms()
-    run = FeedRun(trigger=request.trigger, source=display_source(request.source), started_ms=started,
-                  finished_ms=started, outcome="failed", feed=request.feed, format=request.format,
-                  dealer_id=request.dealer_id, replace=request.replace, dry_run=request.dry_run)
+    run = FeedRun(
+        trigger=request.trigger,
+        source=display_source(request.source),
+        started_ms=started,
+        finished_ms=started,
+        outcome="failed",
+        feed=request.feed,
+        format=request.format,
+        dealer_id=request.dealer_id,
+        replace=request.replace,
+        dry_run=request.dry_run,
+    )
     result = ImportResult(run)
     try:
-        fetched = await fetch(request.source, previous, request.credentials)
+        fetched = await fetch(request.source, previous or Validators(), request.credentials)
     except FetchError as exc:
         return _finish(stores, result, "failed", str(exc))
     result.fetched = fetched
@@ -105,15 +135,18 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
         return _finish(stores, result, "unchanged", "the source has not changed since the last import")
     options = read_options(request, settings, fetched.file_time)
     import_kwargs: dict[str, Any] = {
-        "dealer_id": request.dealer_id, "replace": request.replace, "dry_run": request.dry_run,
+        "dealer_id": request.dealer_id,
+        "replace": request.replace,
+        "dry_run": request.dry_run,
         "max_removed_share": request.max_removed_share if request.replace else None,
     }
     importing = (lambda n: progress("importing", n)) if progress else None
     outcome = None
     if _pipelined(request, fetched.data):
         try:
-            outcome = await asyncio.to_thread(pipeline.read_and_import, stores, fetched.data, fetched.name,
-                                              options, import_kwargs, importing)
+            outcome = await asyncio.to_thread(
+                pipeline.read_and_import, stores, fetched.data, fetched.name, options, import_kwargs, importing
+            )
         except pipeline.Unavailable:
             outcome = None  # read here instead
     if outcome is not None:
@@ -134,8 +167,12 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
         return _imported(stores, result, outcome.stats, request)
     try:
         report = await asyncio.to_thread(
-            read_feed_bytes, fetched.data, fetched.name, options,
-            progress=(lambda n: progress("reading", n)) if progress else None)
+            read_feed_bytes,
+            fetched.data,
+            fetched.name,
+            options,
+            progress=(lambda n: progress("reading", n)) if progress else None,
+        )
     except FeedError as exc:
         return _file_rejected(stores, result, exc)
     result.report = report
@@ -147,9 +184,12 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
         return _empty(stores, result, report)
     try:
         stats = await asyncio.to_thread(
-            stores.inventory.import_listings, report.listings,
-            keep=[r.listing for r in report.rejected] if request.replace else (), progress=importing,
-            **import_kwargs)
+            stores.inventory.import_listings,
+            report.listings,
+            keep=[r.listing for r in report.rejected] if request.replace else (),
+            progress=importing,
+            **import_kwargs,
+        )
     except (ShrinkRefused, InventoryImportError) as exc:
         return _store_error(stores, result, exc, report.lines)
     return _imported(stores, result, stats, request)
@@ -157,8 +197,9 @@ async def run_import(stores: Stores, settings: Settings, request: ImportRequest,
 
 def _pipelined(request: ImportRequest, data: bytes) -> bool:
     """Large feeds are read in a child process, unless a partial replace needs every rejected row first."""
-    return (len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available()
-            and not (request.partial and request.replace))
+    return (
+        len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available() and not (request.partial and request.replace)
+    )
 
 
 def _describe(run: FeedRun, report: FeedReport) -> None:
@@ -168,9 +209,14 @@ def _describe(run: FeedRun, report: FeedReport) -> None:
     run.problems = [_problem_json(p) for p in report.problems[:FIRST_PROBLEMS]]
     run.rejected_lines = [r.line for r in report.rejected]
     run.details = {
-        "encoding": report.encoding, "delimiter": report.delimiter, "archive": report.archive,
-        "detected": report.detected, "defaults": report.defaults, "columns": report.columns,
-        "file_time": report.file_time, "problem_total": report.problem_total,
+        "encoding": report.encoding,
+        "delimiter": report.delimiter,
+        "archive": report.archive,
+        "detected": report.detected,
+        "defaults": report.defaults,
+        "columns": report.columns,
+        "file_time": report.file_time,
+        "problem_total": report.problem_total,
     }
 
 
@@ -181,22 +227,33 @@ def _file_rejected(stores: Stores, result: ImportResult, exc: FeedError) -> Impo
 
 
 def _rejected(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
-    return _finish(stores, result, "rejected", f"{report.problem_total} problem(s) in "
-                   f"{len(report.rejected)} row(s); nothing was imported")
+    return _finish(
+        stores,
+        result,
+        "rejected",
+        f"{report.problem_total} problem(s) in {len(report.rejected)} row(s); nothing was imported",
+    )
 
 
 def _empty(stores: Stores, result: ImportResult, report: FeedReport) -> ImportResult:
-    why = ("the feed has no listings (an empty or header-only file, as a truncated transfer gives)"
-           if not report.rows else "no row of the feed is valid")
+    why = (
+        "the feed has no listings (an empty or header-only file, as a truncated transfer gives)"
+        if not report.rows
+        else "no row of the feed is valid"
+    )
     return _finish(stores, result, "refused", f"{why}; nothing was imported")
 
 
 def _store_error(stores: Stores, result: ImportResult, exc: BaseException, lines: list[int]) -> ImportResult:
     if isinstance(exc, ShrinkRefused):
         result.stats = exc.stats
-        return _finish(stores, result, "refused",
-                       f"the replace would remove {exc.stats.omitted} of {exc.stats.before} listings, more "
-                       f"than {exc.share:.0%}; nothing was imported (--allow-shrink to accept it)")
+        return _finish(
+            stores,
+            result,
+            "refused",
+            f"the replace would remove {exc.stats.omitted} of {exc.stats.before} listings, more "
+            f"than {exc.share:.0%}; nothing was imported (--allow-shrink to accept it)",
+        )
     if isinstance(exc, InventoryImportError):
         line = lines[exc.index] if 0 <= exc.index < len(lines) else 0
         problem = FeedProblem(line, "", exc.reason)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import orjson
 
@@ -51,7 +52,7 @@ class Outcome:
 
     report: FeedReport | None
     stats: ImportStats | None = None
-    error: BaseException | None = None         # Rejected, Empty, ShrinkRefused, InventoryImportError
+    error: BaseException | None = None  # Rejected, Empty, ShrinkRefused, InventoryImportError
     file_error: FeedError | None = None
     lines: list[int] | None = None
 
@@ -84,8 +85,14 @@ def available() -> bool:
     return "forkserver" in multiprocessing.get_all_start_methods()
 
 
-def read_and_import(stores: Stores, data: bytes, name: str, options: ReadOptions,
-                    import_kwargs: dict[str, Any], progress: Callable[[int], None] | None = None) -> Outcome:
+def read_and_import(
+    stores: Stores,
+    data: bytes,
+    name: str,
+    options: ReadOptions,
+    import_kwargs: dict[str, Any],
+    progress: Callable[[int], None] | None = None,
+) -> Outcome:
     """Read ``data`` in a child process while importing its listings here (blocking: run in a thread)."""
     context = multiprocessing.get_context("forkserver")
     # The fork server loads the reader once; each child is then a cheap fork of it.

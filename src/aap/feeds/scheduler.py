@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
@@ -37,27 +38,42 @@ if TYPE_CHECKING:
 log = logging.getLogger("aap.feeds")
 
 MIN_LEASE_SECONDS = 120.0
-MAX_IDLE_SECONDS = 60.0   # a scheduler looks at the feeds at least this often
+MAX_IDLE_SECONDS = 60.0  # a scheduler looks at the feeds at least this often
 
 
 def request_for(feed: FeedSettings, *, dry_run: bool = False) -> ImportRequest:
     """The import a ``[[feeds]]`` entry asks for (its mapping file read now)."""
     mapping = read_mapping(feed.mapping) if feed.mapping else None
     return ImportRequest(
-        source=feed.source, trigger="schedule", feed=feed.name, format=feed.format, mapping=mapping,
-        encoding=feed.encoding, delimiter=feed.delimiter, dealer_id=feed.dealer_id,
-        replace=feed.replace, partial=feed.skip_invalid, strict=feed.strict, dry_run=dry_run,
+        source=feed.source,
+        trigger="schedule",
+        feed=feed.name,
+        format=feed.format,
+        mapping=mapping,
+        encoding=feed.encoding,
+        delimiter=feed.delimiter,
+        dealer_id=feed.dealer_id,
+        replace=feed.replace,
+        partial=feed.skip_invalid,
+        strict=feed.strict,
+        dry_run=dry_run,
         max_removed_share=feed.max_removed_share,
-        credentials=Credentials(feed.username_env, feed.password_env, feed.token_env, feed.key_file,
-                                feed.known_hosts, feed.ca_file, feed.timeout_seconds),
+        credentials=Credentials(
+            feed.username_env,
+            feed.password_env,
+            feed.token_env,
+            feed.key_file,
+            feed.known_hosts,
+            feed.ca_file,
+            feed.timeout_seconds,
+        ),
     )
 
 
 class FeedScheduler:
     """Runs the configured feeds of one deployment on its database."""
 
-    def __init__(self, stores: Stores, settings: Settings, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, stores: Stores, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self.stores = stores
         self.settings = settings
         self.clock = clock
@@ -96,27 +112,57 @@ class FeedScheduler:
         if result.ok:
             validators = result.fetched.validators if result.fetched else previous
             await asyncio.to_thread(
-                store.release, feed.name, token, now_ms=int(now * 1000),
-                next_run_ms=int(feed.schedule.next_after(now) * 1000), outcome=run.outcome, success=True,
-                failures=0, etag=validators.etag, last_modified=validators.last_modified,
-                fingerprint=validators.fingerprint)
-            log.info("feed %s: %s (%d new, %d updated, %d removed, %d skipped)", feed.name, run.outcome,
-                     run.inserted, run.updated, run.removed, run.skipped)
+                store.release,
+                feed.name,
+                token,
+                now_ms=int(now * 1000),
+                next_run_ms=int(feed.schedule.next_after(now) * 1000),
+                outcome=run.outcome,
+                success=True,
+                failures=0,
+                etag=validators.etag,
+                last_modified=validators.last_modified,
+                fingerprint=validators.fingerprint,
+            )
+            log.info(
+                "feed %s: %s (%d new, %d updated, %d removed, %d skipped)",
+                feed.name,
+                run.outcome,
+                run.inserted,
+                run.updated,
+                run.removed,
+                run.skipped,
+            )
         else:
             failures += 1
             delay = retry_delay(feed, failures, now)
             await asyncio.to_thread(
-                store.release, feed.name, token, now_ms=int(now * 1000),
-                next_run_ms=int((now + delay) * 1000), outcome=run.outcome, success=False,
-                failures=failures)
-            log.warning("feed %s: %s (failure %d; retry in %.0fs): %s", feed.name, run.outcome, failures,
-                        delay, run.message)
+                store.release,
+                feed.name,
+                token,
+                now_ms=int(now * 1000),
+                next_run_ms=int((now + delay) * 1000),
+                outcome=run.outcome,
+                success=False,
+                failures=failures,
+            )
+            log.warning(
+                "feed %s: %s (failure %d; retry in %.0fs): %s", feed.name, run.outcome, failures, delay, run.message
+            )
         return result
 
     def _failed_run(self, feed: FeedSettings, message: str) -> FeedRun:
         now = self._ms()
-        return FeedRun(trigger="schedule", source=feed.source, started_ms=now, finished_ms=now,
-                       outcome="failed", feed=feed.name, message=message, replace=feed.replace)
+        return FeedRun(
+            trigger="schedule",
+            source=feed.source,
+            started_ms=now,
+            finished_ms=now,
+            outcome="failed",
+            feed=feed.name,
+            message=message,
+            replace=feed.replace,
+        )
 
     async def _renew(self, name: str, token: str, lease_ms: int) -> None:
         while True:
@@ -180,5 +226,5 @@ async def feeds_lifespan(app: Starlette) -> AsyncIterator[None]:
         stop.set()
         try:
             await asyncio.wait_for(task, timeout=10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             task.cancel()

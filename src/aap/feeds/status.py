@@ -29,10 +29,14 @@ class FeedStatus:
     overdue: bool
 
     def to_json(self) -> dict[str, object]:
-        return {"status": "overdue" if self.overdue else ("ok" if self.last_success_ms else "pending"),
-                "last_success_ms": self.last_success_ms, "last_run_ms": self.last_run_ms,
-                "last_outcome": self.last_outcome, "next_run_ms": self.next_run_ms,
-                "failures": self.failures}
+        return {
+            "status": "overdue" if self.overdue else ("ok" if self.last_success_ms else "pending"),
+            "last_success_ms": self.last_success_ms,
+            "last_run_ms": self.last_run_ms,
+            "last_outcome": self.last_outcome,
+            "next_run_ms": self.next_run_ms,
+            "failures": self.failures,
+        }
 
 
 def feed_statuses(stores: Stores, settings: Settings, now: float) -> list[FeedStatus]:
@@ -50,15 +54,17 @@ def feed_statuses(stores: Stores, settings: Settings, now: float) -> list[FeedSt
         else:
             first = stores.feeds.runs(limit=1, feed=feed.name, oldest=True)
             overdue = bool(first) and now_ms - first[0].started_ms > limit_ms
-        out.append(FeedStatus(
-            feed.name,
-            state.last_success_ms if state else None,
-            state.last_run_ms if state else None,
-            state.last_outcome if state else None,
-            state.next_run_ms if state else None,
-            state.failures if state else 0,
-            overdue,
-        ))
+        out.append(
+            FeedStatus(
+                feed.name,
+                state.last_success_ms if state else None,
+                state.last_run_ms if state else None,
+                state.last_outcome if state else None,
+                state.next_run_ms if state else None,
+                state.failures if state else 0,
+                overdue,
+            )
+        )
     return out
 
 
@@ -76,20 +82,27 @@ def render_metrics(statuses: list[FeedStatus]) -> str:
         "# TYPE aap_feed_last_success_timestamp_seconds gauge",
     ]
     for s in statuses:
-        out.append(f'aap_feed_last_success_timestamp_seconds{{feed="{_label(s.name)}"}} '
-                   f"{(s.last_success_ms or 0) / 1000:.3f}")
-    out += ["# HELP aap_feed_last_outcome The outcome of each feed's last run (1 for that outcome).",
-            "# TYPE aap_feed_last_outcome gauge"]
+        out.append(
+            f'aap_feed_last_success_timestamp_seconds{{feed="{_label(s.name)}"}} {(s.last_success_ms or 0) / 1000:.3f}'
+        )
+    out += [
+        "# HELP aap_feed_last_outcome The outcome of each feed's last run (1 for that outcome).",
+        "# TYPE aap_feed_last_outcome gauge",
+    ]
     for s in statuses:
         for outcome in OUTCOMES:
             value = 1 if s.last_outcome == outcome else 0
             out.append(f'aap_feed_last_outcome{{feed="{_label(s.name)}",outcome="{outcome}"}} {value}')
-    out += ["# HELP aap_feed_overdue 1 when a feed has not succeeded within twice its schedule.",
-            "# TYPE aap_feed_overdue gauge"]
+    out += [
+        "# HELP aap_feed_overdue 1 when a feed has not succeeded within twice its schedule.",
+        "# TYPE aap_feed_overdue gauge",
+    ]
     for s in statuses:
         out.append(f'aap_feed_overdue{{feed="{_label(s.name)}"}} {int(s.overdue)}')
-    out += ["# HELP aap_feed_consecutive_failures Failed runs of each feed since its last success.",
-            "# TYPE aap_feed_consecutive_failures gauge"]
+    out += [
+        "# HELP aap_feed_consecutive_failures Failed runs of each feed since its last success.",
+        "# TYPE aap_feed_consecutive_failures gauge",
+    ]
     for s in statuses:
         out.append(f'aap_feed_consecutive_failures{{feed="{_label(s.name)}"}} {s.failures}')
     return "\n".join(out) + "\n"

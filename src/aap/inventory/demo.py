@@ -12,32 +12,33 @@ is a prefix of a longer one, so benchmarks and tests can rely on exact figures.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from datetime import UTC, date, datetime, timedelta
+from functools import cache
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from aap.config.model import Settings
-from aap.inventory.vin import CHARACTER_VALUES, POSITION_WEIGHTS
 from aap.inventory.demo_catalogue import (
     BODY_ONLY,
-    CARS,
     CAR_COLORS,
+    CARS,
     EXTRA_FEATURES,
     FEATURE_TYPES,
     INTERIORS,
-    MOTORCYCLES,
     MOTO_COLORS,
+    MOTORCYCLES,
     NOTES,
     OTHERS,
     RVS,
-    TRAILERS,
     TRAILER_COLORS,
+    TRAILERS,
 )
+from aap.inventory.vin import CHARACTER_VALUES, POSITION_WEIGHTS
 
 # Feed time anchor: listings were updated in the 60 days before it.
-ANCHOR = datetime(2026, 5, 1, tzinfo=timezone.utc)
+ANCHOR = datetime(2026, 5, 1, tzinfo=UTC)
 CURRENT_MODEL_YEAR = 2026
 CAD_PER_USD = 1.37
 
@@ -70,8 +71,7 @@ _DAYS = [(date(1970, 1, 1) + timedelta(days=_FIRST_DAY + i)).isoformat() for i i
 def rfc3339(epoch: int) -> str:
     """UTC RFC 3339 timestamp of ``epoch`` seconds within the feed window."""
     seconds = epoch % 86400
-    return (f"{_DAYS[epoch // 86400 - _FIRST_DAY]}T{seconds // 3600:02d}:"
-            f"{seconds // 60 % 60:02d}:{seconds % 60:02d}Z")
+    return f"{_DAYS[epoch // 86400 - _FIRST_DAY]}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}Z"
 
 
 # -- VINs ------------------------------------------------------------------------------
@@ -91,12 +91,12 @@ def make_vin(wmi: str, vds: str, year: int, index: int, salt: int) -> str:
     return f"{head}{'X' if remainder == 10 else remainder}{tail}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _head_sum(head: str) -> int:
     return sum(CHARACTER_VALUES[c] * w for c, w in zip(head, POSITION_WEIGHTS))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _vds(model: str) -> str:
     """Five VIN characters derived from the model name (stable, VIN-legal)."""
     h = 0
@@ -174,17 +174,19 @@ def rooftops_for(settings: Settings) -> list[Rooftop]:
             canadian = country in ("CA", "CAN", "CANADA")
             currency = rooftop.get("currency") or ("CAD" if canadian else "USD")
             lowered = name.lower()
-            out.append(Rooftop(
-                name=name,
-                dealer_id=profile.dealer_id if settings.scope == "aggregate" else None,
-                prefix=prefix,
-                currency=currency,
-                km=canadian or currency == "CAD",
-                mix=_mix(set(rooftop.get("capabilities") or ())),
-                used_only="pre-owned" in lowered or "used" in lowered.split(),
-                fees=tuple((f["name"], f["amount"]) for f in rooftop.get("fees") or ()),
-                site=_site(rooftop),
-            ))
+            out.append(
+                Rooftop(
+                    name=name,
+                    dealer_id=profile.dealer_id if settings.scope == "aggregate" else None,
+                    prefix=prefix,
+                    currency=currency,
+                    km=canadian or currency == "CAD",
+                    mix=_mix(set(rooftop.get("capabilities") or ())),
+                    used_only="pre-owned" in lowered or "used" in lowered.split(),
+                    fees=tuple((f["name"], f["amount"]) for f in rooftop.get("fees") or ()),
+                    site=_site(rooftop),
+                )
+            )
     return out
 
 
@@ -219,7 +221,7 @@ class _Builder:
         self.rnd = rnd
         self.salt = salt
         self.vocab_by_type: dict[str, list[tuple[str, str]]] = {
-            kind: [(c, l) for c, l in vocabulary if kind in FEATURE_TYPES.get(c, {kind})]
+            kind: [(c, label) for c, label in vocabulary if kind in FEATURE_TYPES.get(c, {kind})]
             for kind in ("car", "motorcycle", "trailer", "rv", "other")
         }
 
@@ -256,9 +258,16 @@ class _Builder:
         t = int(rnd() * len(trims))
         pt = pick(rnd, powertrains)
         item: dict[str, Any] = {
-            "_wmi": wmi, "_model": model, "_base": round(msrp * (1 + 0.09 * t) / 5) * 5,
-            "year": year, "make": make, "model": model, "trim": trims[t], "condition": condition,
-            "body": body, "driveline": pick(rnd, drivelines),
+            "_wmi": wmi,
+            "_model": model,
+            "_base": round(msrp * (1 + 0.09 * t) / 5) * 5,
+            "year": year,
+            "make": make,
+            "model": model,
+            "trim": trims[t],
+            "condition": condition,
+            "body": body,
+            "driveline": pick(rnd, drivelines),
             "exterior_color": pick(rnd, CAR_COLORS),
             "interior_color": pick(rnd, INTERIORS),
         }
@@ -266,17 +275,27 @@ class _Builder:
             item["vehicle_type"] = "car"
         if pt[0] == "bev":
             _, range_mi, kwh, hp, port, dcfc = pt
-            item.update(fuel="bev", transmission="automatic", electric_range_mi=range_mi,
-                        battery_kwh=kwh, motor_power_hp=hp, dc_fast_charge=dcfc, charge_port=port)
+            item.update(
+                fuel="bev",
+                transmission="automatic",
+                electric_range_mi=range_mi,
+                battery_kwh=kwh,
+                motor_power_hp=hp,
+                dc_fast_charge=dcfc,
+                charge_port=port,
+            )
         else:
             fuel, engine, cc, city, hwy, transmission = pt
             item.update(fuel=fuel, engine=engine, displacement_cc=cc, transmission=transmission)
             if fuel != "phev" or rnd() < 0.5:
                 item["city_mpg"], item["highway_mpg"] = city, hwy
             if fuel == "phev":
-                item.update(electric_range_mi=pick(rnd, (21, 22, 25, 32, 37, 40)),
-                            battery_kwh=pick(rnd, (14.4, 17.3, 25.7)),
-                            dc_fast_charge=False, charge_port="j1772")
+                item.update(
+                    electric_range_mi=pick(rnd, (21, 22, 25, 32, 37, 40)),
+                    battery_kwh=pick(rnd, (14.4, 17.3, 25.7)),
+                    dc_fast_charge=False,
+                    charge_port="j1772",
+                )
         item["_miles_per_year"] = 11_500
         return item
 
@@ -285,15 +304,29 @@ class _Builder:
         make, model, body, msrp, pt, wmi, drive, wheels = pick(rnd, MOTORCYCLES)
         condition, year = self._condition_year(rooftop, 0.6)
         item: dict[str, Any] = {
-            "_wmi": wmi, "_model": model, "_base": msrp, "vehicle_type": "motorcycle",
-            "year": year, "make": make, "model": model, "condition": condition, "body": body,
+            "_wmi": wmi,
+            "_model": model,
+            "_base": msrp,
+            "vehicle_type": "motorcycle",
+            "year": year,
+            "make": make,
+            "model": model,
+            "condition": condition,
+            "body": body,
             "exterior_color": pick(rnd, MOTO_COLORS),
             "other_attributes": {"final_drive": drive, "wheel_count": wheels, "abs": True},
         }
         if pt[0] == "bev":
             _, range_mi, kwh, hp, port, dcfc = pt
-            item.update(fuel="bev", transmission="automatic", electric_range_mi=range_mi,
-                        battery_kwh=kwh, motor_power_hp=hp, dc_fast_charge=dcfc, charge_port=port)
+            item.update(
+                fuel="bev",
+                transmission="automatic",
+                electric_range_mi=range_mi,
+                battery_kwh=kwh,
+                motor_power_hp=hp,
+                dc_fast_charge=dcfc,
+                charge_port=port,
+            )
         else:
             _, engine, cc, transmission = pt
             item.update(fuel="gas", engine=engine, displacement_cc=cc, transmission=transmission)
@@ -305,14 +338,20 @@ class _Builder:
         rnd = self.rnd
         make, model, body, msrp, length, weight, sleeps, axles, hitch, wmi = pick(rnd, TRAILERS)
         condition, year = self._condition_year(_ANY, 0.65)
-        attrs: dict[str, Any] = {"length_ft": length, "dry_weight_lbs": weight, "axles": axles,
-                                 "hitch": hitch}
+        attrs: dict[str, Any] = {"length_ft": length, "dry_weight_lbs": weight, "axles": axles, "hitch": hitch}
         if sleeps:
             attrs["sleeps"] = sleeps
         return {
-            "_wmi": wmi, "_model": model, "_base": msrp, "_miles_per_year": 0,
-            "vehicle_type": "trailer", "year": year, "make": make, "model": model,
-            "condition": "used" if condition == "cpo" else condition, "body": body,
+            "_wmi": wmi,
+            "_model": model,
+            "_base": msrp,
+            "_miles_per_year": 0,
+            "vehicle_type": "trailer",
+            "year": year,
+            "make": make,
+            "model": model,
+            "condition": "used" if condition == "cpo" else condition,
+            "body": body,
             "exterior_color": pick(rnd, TRAILER_COLORS),
             "other_attributes": attrs,
         }
@@ -322,13 +361,22 @@ class _Builder:
         make, model, body, msrp, engine, cc, fuel, transmission, length, sleeps, chassis, wmi = pick(rnd, RVS)
         condition, year = self._condition_year(_ANY, 0.55)
         return {
-            "_wmi": wmi, "_model": model, "_base": msrp, "_miles_per_year": 5_000,
-            "vehicle_type": "rv", "year": year, "make": make, "model": model,
-            "condition": "used" if condition == "cpo" else condition, "body": body,
-            "engine": engine, "displacement_cc": cc, "fuel": fuel, "transmission": transmission,
+            "_wmi": wmi,
+            "_model": model,
+            "_base": msrp,
+            "_miles_per_year": 5_000,
+            "vehicle_type": "rv",
+            "year": year,
+            "make": make,
+            "model": model,
+            "condition": "used" if condition == "cpo" else condition,
+            "body": body,
+            "engine": engine,
+            "displacement_cc": cc,
+            "fuel": fuel,
+            "transmission": transmission,
             "exterior_color": pick(rnd, TRAILER_COLORS),
-            "other_attributes": {"length_ft": length, "sleeps": sleeps, "chassis": chassis,
-                                 "generator": rnd() < 0.8},
+            "other_attributes": {"length_ft": length, "sleeps": sleeps, "chassis": chassis, "generator": rnd() < 0.8},
         }
 
     def _other(self) -> dict[str, Any]:
@@ -336,10 +384,20 @@ class _Builder:
         make, model, body, msrp, engine, cc, wmi = pick(rnd, OTHERS)
         condition, year = self._condition_year(_ANY, 0.6)
         return {
-            "_wmi": wmi, "_model": model, "_base": msrp, "_miles_per_year": 900,
-            "vehicle_type": "other", "year": year, "make": make, "model": model,
-            "condition": "used" if condition == "cpo" else condition, "body": body,
-            "engine": engine, "displacement_cc": cc, "fuel": "gas", "transmission": "cvt",
+            "_wmi": wmi,
+            "_model": model,
+            "_base": msrp,
+            "_miles_per_year": 900,
+            "vehicle_type": "other",
+            "year": year,
+            "make": make,
+            "model": model,
+            "condition": "used" if condition == "cpo" else condition,
+            "body": body,
+            "engine": engine,
+            "displacement_cc": cc,
+            "fuel": "gas",
+            "transmission": "cvt",
             "exterior_color": pick(rnd, MOTO_COLORS),
             "other_attributes": {"seats": 2, "wheel_count": 4},
         }
@@ -374,8 +432,11 @@ class _Builder:
         # Odometer (native unit; km in Canada).
         if per_year:
             age = max(CURRENT_MODEL_YEAR - year, 0)
-            miles = (2 + int(rnd() * 39)) if condition == "new" else int(
-                per_year * (age + rnd()) * (0.6 + 0.8 * rnd())) + 150
+            miles = (
+                (2 + int(rnd() * 39))
+                if condition == "new"
+                else int(per_year * (age + rnd()) * (0.6 + 0.8 * rnd())) + 150
+            )
             if condition == "cpo":
                 miles = min(miles, 60_000)
             if rooftop.km:
@@ -398,10 +459,12 @@ class _Builder:
         out["updated_at"] = updated_at
         out["inventory_date"] = _DAYS[(updated // 86400) - _FIRST_DAY - int(rnd() * 90)]
         trim = f" {out['trim']}" if "trim" in out else ""
-        out["description"] = (
-            f"{year} {out['make']} {out['model']}{trim} in {out['exterior_color']}"
-            + (", certified pre-owned with a multi-point inspection." if condition == "cpo"
-               else ", brand new." if condition == "new" else ", pre-owned.")
+        out["description"] = f"{year} {out['make']} {out['model']}{trim} in {out['exterior_color']}" + (
+            ", certified pre-owned with a multi-point inspection."
+            if condition == "cpo"
+            else ", brand new."
+            if condition == "new"
+            else ", pre-owned."
         )
         if rnd() < 0.25:
             out["notes"] = pick(rnd, NOTES)
@@ -418,7 +481,7 @@ class _Builder:
             out["msrp"] = msrp
         else:
             age = max(CURRENT_MODEL_YEAR - year, 0)
-            value = base * factor * (0.86 ** age) * (0.9 + 0.15 * rnd())
+            value = base * factor * (0.86**age) * (0.9 + 0.15 * rnd())
             list_price = max(int(value / 100) * 100 - 5, 995)
         # Fees: omitted (not disclosed), [] (none) or the rooftop's itemization.
         r = rnd()
@@ -442,8 +505,7 @@ class _Builder:
     def _evidence(self, out: dict[str, Any], kind: str, observed_at: str) -> None:
         rnd = self.rnd
         body = out.get("body")
-        vocab = [(c, l) for c, l in self.vocab_by_type[kind]
-                 if c not in BODY_ONLY or body in BODY_ONLY[c]]
+        vocab = [(c, label) for c, label in self.vocab_by_type[kind] if c not in BODY_ONLY or body in BODY_ONLY[c]]
         if not vocab:
             return
         chosen = sample(rnd, vocab, int(rnd() * (min(7, len(vocab)) + 1)))
@@ -461,7 +523,10 @@ class _Builder:
                 if s < 0.45:
                     entry["source"], entry["text"] = "inventory", f"Equipment sheet for this unit lists: {label}."
                 elif s < 0.8:
-                    entry["source"], entry["text"] = "manufacturer", f"Manufacturer build data for this VIN includes: {label}."
+                    entry["source"], entry["text"] = (
+                        "manufacturer",
+                        f"Manufacturer build data for this VIN includes: {label}.",
+                    )
                 else:
                     entry["source"], entry["text"] = "dealer", f"Verified on the unit by our staff: {label}."
                 if rnd() < 0.3:

@@ -19,8 +19,9 @@ import csv
 import math
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -32,18 +33,49 @@ MAX_REPORTED = 100  # problems kept in a FeedError (all are counted)
 STRING, INTEGER, NUMBER, BOOLEAN, JSON = "string", "integer", "number", "boolean", "json"
 
 COLUMNS: dict[str, str] = {
-    "vehicle_id": STRING, "dealer_id": STRING, "vin": STRING, "stock": STRING,
-    "vehicle_type": STRING, "year": INTEGER, "make": STRING, "model": STRING, "trim": STRING,
-    "condition": STRING, "status": STRING, "rooftop": STRING, "currency": STRING,
-    "msrp": INTEGER, "list_price": INTEGER, "price": INTEGER, "fees": JSON,
-    "mileage": INTEGER, "mileage_unit": STRING, "body": STRING, "transmission": STRING,
-    "driveline": STRING, "engine": STRING, "displacement_cc": INTEGER, "fuel": STRING,
-    "city_mpg": INTEGER, "highway_mpg": INTEGER, "electric_range_mi": NUMBER,
-    "battery_kwh": NUMBER, "motor_power_hp": NUMBER, "dc_fast_charge": BOOLEAN,
-    "charge_port": STRING, "exterior_color": STRING, "interior_color": STRING,
-    "features": JSON, "feature_evidence": JSON, "photos": JSON, "vdp_url": STRING,
-    "description": STRING, "notes": STRING, "other_attributes": JSON,
-    "inventory_date": STRING, "updated_at": STRING,
+    "vehicle_id": STRING,
+    "dealer_id": STRING,
+    "vin": STRING,
+    "stock": STRING,
+    "vehicle_type": STRING,
+    "year": INTEGER,
+    "make": STRING,
+    "model": STRING,
+    "trim": STRING,
+    "condition": STRING,
+    "status": STRING,
+    "rooftop": STRING,
+    "currency": STRING,
+    "msrp": INTEGER,
+    "list_price": INTEGER,
+    "price": INTEGER,
+    "fees": JSON,
+    "mileage": INTEGER,
+    "mileage_unit": STRING,
+    "body": STRING,
+    "transmission": STRING,
+    "driveline": STRING,
+    "engine": STRING,
+    "displacement_cc": INTEGER,
+    "fuel": STRING,
+    "city_mpg": INTEGER,
+    "highway_mpg": INTEGER,
+    "electric_range_mi": NUMBER,
+    "battery_kwh": NUMBER,
+    "motor_power_hp": NUMBER,
+    "dc_fast_charge": BOOLEAN,
+    "charge_port": STRING,
+    "exterior_color": STRING,
+    "interior_color": STRING,
+    "features": JSON,
+    "feature_evidence": JSON,
+    "photos": JSON,
+    "vdp_url": STRING,
+    "description": STRING,
+    "notes": STRING,
+    "other_attributes": JSON,
+    "inventory_date": STRING,
+    "updated_at": STRING,
 }
 #: Fields a feed must not carry: the search computes them.
 COMPUTED_FIELDS = frozenset({"distance_mi"})
@@ -132,8 +164,14 @@ class Feed:
         return iter(self.listings)
 
 
-def read_feed(path: str, *, settings: Settings | None = None, dealer_id: str | None = None,
-              format: str | None = None, progress: Progress | None = None) -> Feed:
+def read_feed(
+    path: str,
+    *,
+    settings: Settings | None = None,
+    dealer_id: str | None = None,
+    format: str | None = None,
+    progress: Progress | None = None,
+) -> Feed:
     """Every listing of the feed at ``path``, or a :class:`FeedError` with every problem.
 
     ``dealer_id`` is given to listings that carry none (a listing with another
@@ -144,14 +182,23 @@ def read_feed(path: str, *, settings: Settings | None = None, dealer_id: str | N
     total = os.path.getsize(path)
     with open(path, "rb") as handle:
         rows = csv_rows(handle) if fmt == "csv" else jsonl_rows(handle)
-        return check_rows(rows, settings=settings, dealer_id=dealer_id, source=str(path),
-                          progress=(lambda done: progress(done, total)) if progress else None)
+        return check_rows(
+            rows,
+            settings=settings,
+            dealer_id=dealer_id,
+            source=str(path),
+            progress=(lambda done: progress(done, total)) if progress else None,
+        )
 
 
-def check_rows(rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]], *,
-               settings: Settings | None = None, dealer_id: str | None = None,
-               source: str | None = None,
-               progress: Callable[[int], None] | None = None) -> Feed:
+def check_rows(
+    rows: Iterable[tuple[int, int, Any, list[tuple[str, str]]]],
+    *,
+    settings: Settings | None = None,
+    dealer_id: str | None = None,
+    source: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Feed:
     """Validate parsed rows ``(line, offset, listing | None, parse problems)``; see :func:`read_feed`."""
     collector = _Collector()
     checker = ListingChecker(settings, dealer_id)
@@ -190,8 +237,9 @@ class ListingChecker:
     rows are not remembered, so a later valid row is not called their duplicate.
     """
 
-    def __init__(self, settings: Settings | None = None, dealer_id: str | None = None, *,
-                 remember_rejected: bool = True) -> None:
+    def __init__(
+        self, settings: Settings | None = None, dealer_id: str | None = None, *, remember_rejected: bool = True
+    ) -> None:
         self.dealer_id = dealer_id
         self.rules = _DeploymentRules(settings, dealer_id)
         self.seen = _Duplicates()
@@ -238,7 +286,7 @@ class _Lines:
         self.line = 0
         self.first = True
 
-    def __iter__(self) -> "_Lines":
+    def __iter__(self) -> _Lines:
         return self
 
     def __next__(self) -> str:
@@ -281,8 +329,7 @@ def csv_rows(handle: BinaryIO, delimiter: str = ",") -> Iterator[tuple[int, int,
         if not any(cells):
             continue
         if len(cells) != len(header):
-            yield start, lines.offset, None, [
-                ("", f"has {len(cells)} cells but the header has {len(header)} columns")]
+            yield start, lines.offset, None, [("", f"has {len(cells)} cells but the header has {len(header)} columns")]
             continue
         row, row_problems = csv_cells_to_listing(header, cells)
         yield start, lines.offset, row, row_problems
@@ -295,8 +342,9 @@ def _header_problems(header: list[str]) -> list[tuple[str, str]]:
         if name in COMPUTED_FIELDS:
             problems.append(("", f"column {name!r} is computed by the search and cannot be imported"))
         elif name not in COLUMNS:
-            problems.append(("", f"unknown column {name!r} (dealer-specific values go in "
-                                 "the other_attributes JSON column)"))
+            problems.append(
+                ("", f"unknown column {name!r} (dealer-specific values go in the other_attributes JSON column)")
+            )
         elif name in seen:
             problems.append(("", f"column {name!r} appears twice"))
         seen.add(name)
@@ -381,9 +429,12 @@ def _listing_rules(row: dict[str, Any]) -> list[tuple[str, str]]:
             code = entry.get("code") if isinstance(entry, dict) else None
             if isinstance(code, str):
                 if code in codes:
-                    problems.append((f"/feature_evidence/{i}/code",
-                                     f"duplicates feature_evidence/{codes[code]} "
-                                     "(at most one entry per code)"))
+                    problems.append(
+                        (
+                            f"/feature_evidence/{i}/code",
+                            f"duplicates feature_evidence/{codes[code]} (at most one entry per code)",
+                        )
+                    )
                 else:
                     codes[code] = i
     fees = row.get("fees")
@@ -393,8 +444,12 @@ def _listing_rules(row: dict[str, Any]) -> list[tuple[str, str]]:
             fee_name = fee.get("name") if isinstance(fee, dict) else None
             if isinstance(fee_name, str):
                 if fee_name in names:
-                    problems.append((f"/fees/{i}/name", f"duplicates fees/{names[fee_name]} "
-                                                        "(fee names are unique within a listing)"))
+                    problems.append(
+                        (
+                            f"/fees/{i}/name",
+                            f"duplicates fees/{names[fee_name]} (fee names are unique within a listing)",
+                        )
+                    )
                 else:
                     names[fee_name] = i
     return problems
@@ -410,8 +465,7 @@ class _DeploymentRules:
             return
         self.aggregate = settings.scope == "aggregate"
         self.rooftops = {
-            profile.dealer_id: {r["name"] for r in profile.rooftops}
-            for profile in settings.all_profiles()
+            profile.dealer_id: {r["name"] for r in profile.rooftops} for profile in settings.all_profiles()
         }
         self.currencies = set(settings.search.currencies)
         self.codes = {f.code for f in settings.features}
@@ -426,8 +480,7 @@ class _DeploymentRules:
         dealer_id = row.get("dealer_id")
         if self.aggregate:
             if dealer_id is None:
-                problems.append(("", "needs a dealer_id in aggregate scope (a dealer_id "
-                                     "field/column or --dealer-id)"))
+                problems.append(("", "needs a dealer_id in aggregate scope (a dealer_id field/column or --dealer-id)"))
             elif dealer_id not in self.rooftops:
                 problems.append(("/dealer_id", "is not a dealer_id of any [[dealers]] table"))
             if "vehicle_id" not in row:
@@ -442,14 +495,16 @@ class _DeploymentRules:
             problems.append(("/rooftop", "is not the name of a rooftop of this dealer"))
         currency = row.get("currency", "USD")
         if isinstance(currency, str) and currency not in self.currencies:
-            problems.append(("/currency" if "currency" in row else "",
-                             f"{currency} listings cannot be searched: search.currencies "
-                             f"is {sorted(self.currencies)}"))
+            problems.append(
+                (
+                    "/currency" if "currency" in row else "",
+                    f"{currency} listings cannot be searched: search.currencies is {sorted(self.currencies)}",
+                )
+            )
         for i, entry in enumerate(row.get("feature_evidence") or ()):
             code = entry.get("code") if isinstance(entry, dict) else None
             if isinstance(code, str) and code not in self.codes:
-                problems.append((f"/feature_evidence/{i}/code",
-                                 "is not in the configured [[features]] vocabulary"))
+                problems.append((f"/feature_evidence/{i}/code", "is not in the configured [[features]] vocabulary"))
         return problems
 
 
@@ -464,15 +519,16 @@ class _Duplicates:
     def check(self, row: dict[str, Any], line: int) -> list[tuple[str, str]]:
         dealer = row.get("dealer_id")
         vehicle_id, vin, stock = row.get("vehicle_id"), row.get("vin"), row.get("stock")
-        first: list[tuple[str, int]] = []   # (field, line that first had the value)
+        first: list[tuple[str, int]] = []  # (field, line that first had the value)
         if isinstance(vehicle_id, str):
             first.append(("vehicle_id", self.vehicle_ids.setdefault(vehicle_id, line)))
         if isinstance(vin, str):
             first.append(("vin", self.vins.setdefault((dealer, vin), line)))
         if isinstance(stock, str):
             first.append(("stock", self.stocks.setdefault((dealer, stock), line)))
-        return [(f"/{field}", f"duplicates the {field} of line {earlier}")
-                for field, earlier in first if earlier != line]
+        return [
+            (f"/{field}", f"duplicates the {field} of line {earlier}") for field, earlier in first if earlier != line
+        ]
 
 
 # -- writing -----------------------------------------------------------------------

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 EARTH_RADIUS_MI = 3958.7613
 _MARGIN_DEG = 1e-6  # ~10 cm: covers floating-point rounding in the box bounds

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS, Settings
 from aap.errors import AapError, Problem, problem
@@ -29,8 +30,16 @@ MM_PER_UNIT: dict[str, int] = {"mi": 1_609_344, "km": 1_000_000}
 
 # Free-text term filters: whole-value equality of their term keys (docs/search.md, "Term filters").
 TERM_FILTERS: tuple[str, ...] = (
-    "make", "model", "trim", "transmission", "fuel", "driveline", "body",
-    "exterior_color", "interior_color", "charge_port",
+    "make",
+    "model",
+    "trim",
+    "transmission",
+    "fuel",
+    "driveline",
+    "body",
+    "exterior_color",
+    "interior_color",
+    "charge_port",
 )
 RANGE_PAIRS: tuple[tuple[str, str], ...] = (
     ("year_min", "year_max"),
@@ -89,10 +98,10 @@ class Criteria:
 
     currency: str
     mileage_unit: str
-    applied: dict[str, Any]                    # applied_filters, as echoed to the caller
-    terms: dict[str, tuple[str, ...]]          # term filter -> casefolded keys
-    tokens: tuple[str, ...] = ()               # query tokens, original case, input order
-    places: tuple[Place, ...] | None = None    # near: rooftops inside the radius
+    applied: dict[str, Any]  # applied_filters, as echoed to the caller
+    terms: dict[str, tuple[str, ...]]  # term filter -> casefolded keys
+    tokens: tuple[str, ...] = ()  # query tokens, original case, input order
+    places: tuple[Place, ...] | None = None  # near: rooftops inside the radius
     dealer_ids: tuple[str, ...] | None = None  # aggregate: the configured sellers
     aggregate: bool = False
     digest: str = ""
@@ -173,30 +182,41 @@ def _check_request(
     caps = settings.search
     currency = request.get("currency")
     if currency is not None and currency not in caps.currencies:
-        checks.semantic.append(problem(
-            "/currency", "enum",
-            "Currency is not offered here; supported: " + ", ".join(caps.currencies) + ".",
-        ))
+        checks.semantic.append(
+            problem(
+                "/currency",
+                "enum",
+                "Currency is not offered here; supported: " + ", ".join(caps.currencies) + ".",
+            )
+        )
     filters = request.get("filters") or {}
     for low, high in RANGE_PAIRS:
         if low in filters and high in filters and filters[low] > filters[high]:
-            checks.semantic.append(problem(
-                f"/filters/{low}", "range", f"{low} must not be greater than {high}.",
-            ))
+            checks.semantic.append(
+                problem(
+                    f"/filters/{low}",
+                    "range",
+                    f"{low} must not be greater than {high}.",
+                )
+            )
     checks.semantic += unpaired_surrogates(filters, "/filters")
     for key in TERM_FILTERS:
         for index, value in enumerate(filters.get(key, ())):
             if not value.strip():
-                checks.semantic.append(problem(
-                    f"/filters/{key}/{index}", "pattern",
-                    "A term value must contain a non-whitespace character.",
-                ))
+                checks.semantic.append(
+                    problem(
+                        f"/filters/{key}/{index}",
+                        "pattern",
+                        "A term value must contain a non-whitespace character.",
+                    )
+                )
 
     checks.capability += filter_capability_problems(filters, settings, vocabulary)
 
 
-def filter_capability_problems(filters: Any, settings: Settings,
-                               vocabulary: Callable[[], Iterable[str]]) -> list[Problem]:
+def filter_capability_problems(
+    filters: Any, settings: Settings, vocabulary: Callable[[], Iterable[str]]
+) -> list[Problem]:
     """Filters this deployment does not advertise, and feature codes outside its vocabulary.
 
     Tolerates any shape, so that a request failing its schema still hears about these
@@ -211,25 +231,39 @@ def filter_capability_problems(filters: Any, settings: Settings,
         if key not in ALL_FILTERS:
             continue
         if key not in caps.filters:
-            found.append(problem(
-                f"/filters/{key}", "capability", f"Filter {key} is not supported by this deployment.",
-            ))
+            found.append(
+                problem(
+                    f"/filters/{key}",
+                    "capability",
+                    f"Filter {key} is not supported by this deployment.",
+                )
+            )
         elif key == "rooftops" and caps.scope == "aggregate":
-            found.append(problem(
-                "/filters/rooftops", "capability",
-                "Rooftop names are ambiguous on an aggregate endpoint; filter by near instead.",
-            ))
-    wanted = [(key, i, code) for key in FEATURE_FILTERS if key in caps.filters
-              and isinstance(filters.get(key), list)
-              for i, code in enumerate(filters[key]) if isinstance(code, str)]
+            found.append(
+                problem(
+                    "/filters/rooftops",
+                    "capability",
+                    "Rooftop names are ambiguous on an aggregate endpoint; filter by near instead.",
+                )
+            )
+    wanted = [
+        (key, i, code)
+        for key in FEATURE_FILTERS
+        if key in caps.filters and isinstance(filters.get(key), list)
+        for i, code in enumerate(filters[key])
+        if isinstance(code, str)
+    ]
     if wanted:
         known = set(vocabulary())
         for key, index, code in wanted:
             if code not in known:
-                found.append(problem(
-                    f"/filters/{key}/{index}", "capability",
-                    "Feature code is not in the vocabulary advertised by inventory.facets.",
-                ))
+                found.append(
+                    problem(
+                        f"/filters/{key}/{index}",
+                        "capability",
+                        "Feature code is not in the vocabulary advertised by inventory.facets.",
+                    )
+                )
     return found
 
 
@@ -241,8 +275,9 @@ def sort_capability_problems(sort: Any, settings: Settings) -> list[Problem]:
     return []
 
 
-def capability_problems(request: Any, settings: Settings, vocabulary: Callable[[], Iterable[str]],
-                        *, sort: bool) -> list[Problem]:
+def capability_problems(
+    request: Any, settings: Settings, vocabulary: Callable[[], Iterable[str]], *, sort: bool
+) -> list[Problem]:
     """Every capability problem of a search (``sort``) or facets request, whatever its shape."""
     if not isinstance(request, dict):
         return []
@@ -277,8 +312,7 @@ def rooftop_index(settings: Settings) -> RooftopIndex[RooftopKey]:
         for rooftop in rooftops:
             geo = rooftop.get("geo")
             if geo:
-                item: RooftopKey = (profile.dealer_id if aggregate else None, rooftop["name"],
-                                    len(rooftops) == 1)
+                item: RooftopKey = (profile.dealer_id if aggregate else None, rooftop["name"], len(rooftops) == 1)
                 located.append(Located(len(located), geo["latitude"], geo["longitude"], item))
     index = RooftopIndex(located)
     if len(_INDEXES) >= _INDEXES_KEPT:
@@ -331,8 +365,14 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
             canonical[key] = value
     places = _places(settings, filters["near"]) if "near" in filters else None
     dealer_ids = _dealer_ids(settings)
-    digest = _digest({"currency": currency, "unit": unit, "filters": canonical,
-                      "dealers": list(dealer_ids) if dealer_ids is not None else None})
+    digest = _digest(
+        {
+            "currency": currency,
+            "unit": unit,
+            "filters": canonical,
+            "dealers": list(dealer_ids) if dealer_ids is not None else None,
+        }
+    )
     return Criteria(
         currency=currency,
         mileage_unit=unit,
@@ -369,14 +409,21 @@ def build_search_query(
     pagination = request.get("pagination") or {}
     # Semantic checks on pagination go before the filter checks' capability stage.
     if "skip" in pagination and not caps.offset:
-        checks.semantic.append(problem(
-            "/pagination/skip", "offset",
-            "This deployment does not accept skip; continue with next_cursor instead.",
-        ))
+        checks.semantic.append(
+            problem(
+                "/pagination/skip",
+                "offset",
+                "This deployment does not accept skip; continue with next_cursor instead.",
+            )
+        )
     if "limit" in pagination and pagination["limit"] > caps.max_limit:
-        checks.semantic.append(problem(
-            "/pagination/limit", "maximum", f"limit must not exceed max_limit {caps.max_limit}.",
-        ))
+        checks.semantic.append(
+            problem(
+                "/pagination/limit",
+                "maximum",
+                f"limit must not exceed max_limit {caps.max_limit}.",
+            )
+        )
     _check_request(request, settings, vocabulary, checks)
     sort = request.get("sort")
     checks.sort += sort_capability_problems(sort, settings)

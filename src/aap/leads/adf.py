@@ -25,9 +25,22 @@ from aap.leads.appointments import TYPE_LABEL, human_time
 
 MEDIA_TYPE = "application/x-adf+xml"
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_VEHICLE_FIELDS = ("year", "make", "model", "vin", "stock", "trim", "body", "transmission",
-                   "exterior_color", "interior_color", "condition", "displacement_cc",
-                   "other_attributes", "vehicle_type")
+_VEHICLE_FIELDS = (
+    "year",
+    "make",
+    "model",
+    "vin",
+    "stock",
+    "trim",
+    "body",
+    "transmission",
+    "exterior_color",
+    "interior_color",
+    "condition",
+    "displacement_cc",
+    "other_attributes",
+    "vehicle_type",
+)
 
 
 def clean(value: Any) -> str:
@@ -40,10 +53,10 @@ class LeadView:
     """What the document is rendered from: the stored lead plus the seller's profile."""
 
     lead_id: str
-    source: str                      # id source label, e.g. "AAP demo-auto-group"
+    source: str  # id source label, e.g. "AAP demo-auto-group"
     received_at: str
     request: dict[str, Any]
-    listing: dict[str, Any] | None   # the linked listing, when there is one
+    listing: dict[str, Any] | None  # the linked listing, when there is one
     appointment: dict[str, Any] | None  # the stored appointment outcome
     vendor_name: str
     rooftop: dict[str, Any] | None
@@ -76,9 +89,17 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def _vehicle(parent: ET.Element, given: dict[str, Any], listing: dict[str, Any] | None,
-             interest: str, notes: list[str], *, trade_in: bool = False, vehicle_id: str | None = None,
-             source: str = "") -> None:
+def _vehicle(
+    parent: ET.Element,
+    given: dict[str, Any],
+    listing: dict[str, Any] | None,
+    interest: str,
+    notes: list[str],
+    *,
+    trade_in: bool = False,
+    vehicle_id: str | None = None,
+    source: str = "",
+) -> None:
     """One ``<vehicle>``: the buyer's description, gaps filled from the linked listing."""
     merged = dict(given)
     if listing:
@@ -114,8 +135,13 @@ def _vehicle(parent: ET.Element, given: dict[str, Any], listing: dict[str, Any] 
     # Odometer and price each come from one source, with that source's unit/currency.
     mileage_source = given if "mileage" in given else (listing or {})
     if "mileage" in mileage_source:
-        _sub(vehicle, "odometer", mileage_source["mileage"], status="unknown",
-             units=mileage_source.get("mileage_unit", "mi"))
+        _sub(
+            vehicle,
+            "odometer",
+            mileage_source["mileage"],
+            status="unknown",
+            units=mileage_source.get("mileage_unit", "mi"),
+        )
     if trade_in and condition in ("excellent", "good", "fair", "poor"):
         _sub(vehicle, "condition", condition)
     if merged.get("exterior_color") or merged.get("interior_color"):
@@ -178,9 +204,11 @@ def appointment_text(appointment: dict[str, Any], request_appointment: dict[str,
     elif status == "requested":
         text = f"Appointment ({label}{where}):{asked}; please contact the customer to schedule it"
     else:
-        reason = {"not_offered": "not offered at this location",
-                  "vehicle_unavailable": "vehicle no longer available",
-                  "no_availability": "no free time in the booking horizon"}.get(appointment.get("reason", ""), "")
+        reason = {
+            "not_offered": "not offered at this location",
+            "vehicle_unavailable": "vehicle no longer available",
+            "no_availability": "no free time in the booking horizon",
+        }.get(appointment.get("reason", ""), "")
         text = f"Appointment ({label}{where}):{asked}; could not be booked" + (f" ({reason})" if reason else "")
     if request_appointment.get("duration_minutes"):
         text += f"; duration {request_appointment['duration_minutes']} minutes"
@@ -224,11 +252,17 @@ def render(view: LeadView) -> str:
     if "email" in channels and customer.get("email"):
         _sub(contact, "email", customer["email"], preferredcontact="1" if preferred == "email" else None)
     if ("phone" in channels or "sms" in channels) and customer.get("phone"):
-        _sub(contact, "phone", customer["phone"], type="cellphone" if "sms" in channels else "voice",
-             preferredcontact="1" if preferred in ("phone", "sms") else None)
+        _sub(
+            contact,
+            "phone",
+            customer["phone"],
+            type="cellphone" if "sms" in channels else "voice",
+            preferredcontact="1" if preferred in ("phone", "sms") else None,
+        )
     address = customer.get("address")
-    if isinstance(address, dict) and any(address.get(k) for k in
-                                         ("address_line_1", "address_line_2", "city", "state", "zip")):
+    if isinstance(address, dict) and any(
+        address.get(k) for k in ("address_line_1", "address_line_2", "city", "state", "zip")
+    ):
         addr = _sub(contact, "address")
         _sub(addr, "street", address.get("address_line_1", ""), line="1")
         if address.get("address_line_2"):
@@ -244,8 +278,10 @@ def render(view: LeadView) -> str:
         lines.append(appointment_text(appointment, request.get("appointment") or {}))
     allowed = ", ".join(channels)
     sms_note = " (text messages to the phone number)" if "sms" in channels else ""
-    lines.append(f"Contact consent: {allowed}{sms_note}; use only these channels"
-                 + (f"; preferred: {preferred}" if preferred else ""))
+    lines.append(
+        f"Contact consent: {allowed}{sms_note}; use only these channels"
+        + (f"; preferred: {preferred}" if preferred else "")
+    )
     if consent.get("expires_at"):
         lines.append(f"Consent expires at {consent['expires_at']}; do not contact the customer after that")
     _sub(customer_el, "comments", "\n".join(lines))

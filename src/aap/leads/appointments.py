@@ -22,9 +22,10 @@ within the horizon → ``rejected`` (or ``APPOINTMENT_TIME_UNAVAILABLE`` when
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Callable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aap.config.leads import AppointmentSettings
@@ -33,8 +34,12 @@ from aap.leads.timefmt import parse_rfc3339, to_local, to_utc_z
 #: Which department's schedule an appointment type uses.
 DEPARTMENT = {"sales": "sales", "test_drive": "sales", "trade_in": "sales", "service": "service"}
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-TYPE_LABEL = {"sales": "sales visit", "service": "service visit", "test_drive": "test drive",
-              "trade_in": "trade-in appraisal"}
+TYPE_LABEL = {
+    "sales": "sales visit",
+    "service": "service visit",
+    "test_drive": "test drive",
+    "trade_in": "trade-in appraisal",
+}
 
 
 def schedule_for(rooftop: dict[str, Any], department: str) -> dict[str, Any] | None:
@@ -57,8 +62,9 @@ def offers(rooftop: dict[str, Any], department: str) -> bool | None:
     return None
 
 
-def choose_rooftop(rooftops: list[dict[str, Any]], listing_rooftop: dict[str, Any] | None,
-                   department: str) -> dict[str, Any] | None:
+def choose_rooftop(
+    rooftops: list[dict[str, Any]], listing_rooftop: dict[str, Any] | None, department: str
+) -> dict[str, Any] | None:
     """The linked listing's rooftop, else the only rooftop, else the first offering the department."""
     if listing_rooftop is not None:
         return listing_rooftop
@@ -120,16 +126,26 @@ class Outcome:
         return body
 
 
-def plan(appointment: dict[str, Any], rooftops: list[dict[str, Any]],
-         listing_rooftop: dict[str, Any] | None, settings: AppointmentSettings,
-         vehicle_unavailable: bool = False) -> Plan:
+def plan(
+    appointment: dict[str, Any],
+    rooftops: list[dict[str, Any]],
+    listing_rooftop: dict[str, Any] | None,
+    settings: AppointmentSettings,
+    vehicle_unavailable: bool = False,
+) -> Plan:
     kind = appointment["appointment_type"]
     department = DEPARTMENT[kind]
     rooftop = choose_rooftop(rooftops, listing_rooftop, department)
     duration = appointment.get("duration_minutes") or settings.slot_minutes
-    result = Plan(kind, department, rooftop, zone(rooftop),
-                  schedule_for(rooftop, department) if rooftop else None,
-                  parse_rfc3339(appointment.get("appointment_at")), int(duration))
+    result = Plan(
+        kind,
+        department,
+        rooftop,
+        zone(rooftop),
+        schedule_for(rooftop, department) if rooftop else None,
+        parse_rfc3339(appointment.get("appointment_at")),
+        int(duration),
+    )
     if rooftop is not None and offers(rooftop, department) is False:
         result.blocked = "not_offered"
     elif kind == "test_drive" and vehicle_unavailable:
@@ -152,14 +168,15 @@ def _hhmm(value: Any) -> time | None:
 def _local(day: date, clock: time, tz: ZoneInfo) -> datetime | None:
     """The aware instant of a wall-clock time, or None when DST skips it."""
     moment = datetime.combine(day, clock, tzinfo=tz)
-    round_trip = moment.astimezone(timezone.utc).astimezone(tz)
+    round_trip = moment.astimezone(UTC).astimezone(tz)
     if (round_trip.hour, round_trip.minute) != (clock.hour, clock.minute):
         return None  # inside a spring-forward gap: that wall time does not exist
     return moment
 
 
-def day_slots(day: date, week: dict[str, Any], tz: ZoneInfo, slot_minutes: int,
-              duration_minutes: int) -> list[datetime]:
+def day_slots(
+    day: date, week: dict[str, Any], tz: ZoneInfo, slot_minutes: int, duration_minutes: int
+) -> list[datetime]:
     """Bookable starts on ``day`` (rooftop local), as UTC instants: the grid from opening,
     each ending by closing. Arithmetic is done in UTC (Python adds wall-clock time
     within one zone, which is wrong across a DST change).
@@ -173,14 +190,14 @@ def day_slots(day: date, week: dict[str, Any], tz: ZoneInfo, slot_minutes: int,
     close_at = _local(day, closes, tz)
     if close_at is None:
         return []
-    close_utc = close_at.astimezone(timezone.utc)
+    close_utc = close_at.astimezone(UTC)
     starts = []
     minute = opens.hour * 60 + opens.minute
     end_minute = closes.hour * 60 + closes.minute
     while minute + slot_minutes <= end_minute:
         start = _local(day, time(minute // 60, minute % 60), tz)
         if start is not None:
-            start_utc = start.astimezone(timezone.utc)
+            start_utc = start.astimezone(UTC)
             if start_utc + timedelta(minutes=duration_minutes) <= close_utc:
                 starts.append(start_utc)
         minute += slot_minutes
@@ -190,7 +207,7 @@ def day_slots(day: date, week: dict[str, Any], tz: ZoneInfo, slot_minutes: int,
 def seats_for(start: datetime, duration_minutes: int, slot_minutes: int) -> list[datetime]:
     """The grid slots (UTC) an appointment starting at ``start`` covers."""
     count = max(1, math.ceil(duration_minutes / slot_minutes))
-    base = start.astimezone(timezone.utc)
+    base = start.astimezone(UTC)
     return [base + timedelta(minutes=slot_minutes * i) for i in range(count)]
 
 
@@ -206,9 +223,13 @@ def _days(first: date, last: date) -> Iterator[date]:
 MAX_BOOKABLE_MINUTES = 24 * 60
 
 
-def decide(p: Plan, now: datetime, settings: AppointmentSettings,
-           usage: Callable[[str, str], dict[str, int]],
-           take: Callable[[list[str]], bool]) -> Outcome:
+def decide(
+    p: Plan,
+    now: datetime,
+    settings: AppointmentSettings,
+    usage: Callable[[str, str], dict[str, int]],
+    take: Callable[[list[str]], bool],
+) -> Outcome:
     """Confirm, propose, leave as requested or reject, booking seats through ``take``.
 
     ``usage(first_utc, last_utc)`` returns ``{slot_start_utc: seats_taken}`` and
@@ -236,13 +257,14 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
     taken = usage(to_utc_z(earliest), to_utc_z(horizon + timedelta(minutes=p.duration_minutes + slot)))
 
     def free(start: datetime) -> bool:
-        return all(taken.get(to_utc_z(s), 0) < settings.capacity_per_slot
-                   for s in seats_for(start, p.duration_minutes, slot))
+        return all(
+            taken.get(to_utc_z(s), 0) < settings.capacity_per_slot for s in seats_for(start, p.duration_minutes, slot)
+        )
 
     def bookable(start: datetime) -> bool:
         return earliest <= start <= horizon
 
-    wanted = p.requested_at.astimezone(timezone.utc)
+    wanted = p.requested_at.astimezone(UTC)
     grid = day_slots(wanted.astimezone(tz).date(), week, tz, slot, p.duration_minutes)
     if wanted in grid and bookable(wanted) and free(wanted):
         seats = [to_utc_z(s) for s in seats_for(wanted, p.duration_minutes, slot)]
@@ -264,8 +286,7 @@ def decide(p: Plan, now: datetime, settings: AppointmentSettings,
     if not proposals:
         proposals = alternatives(earliest)
     if proposals:
-        return Outcome("proposed", proposed_times=[to_local(s, tz) for s in proposals],
-                       reason="alternatives")
+        return Outcome("proposed", proposed_times=[to_local(s, tz) for s in proposals], reason="alternatives")
     return Outcome("rejected", reason="no_availability")
 
 
@@ -276,8 +297,7 @@ def describe(outcome: Outcome, p: Plan) -> str:
     if outcome.status == "confirmed":
         return f"Your {label}{where} is confirmed for {human_time(outcome.confirmed_at, p.tz)}."
     if outcome.status == "proposed":
-        return (f"The requested time for your {label}{where} is not available; "
-                f"please choose one of the proposed times.")
+        return f"The requested time for your {label}{where} is not available; please choose one of the proposed times."
     if outcome.status == "requested":
         return f"The dealership will contact you to schedule your {label}{where}."
     if outcome.reason == "not_offered":

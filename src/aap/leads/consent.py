@@ -34,9 +34,9 @@ _CONDITION_LOCATIONS = ("/vehicle_of_interest/condition", "/trade_in/condition")
 _MESSAGES = {
     "CONTACT_CONSENT_REQUIRED": "A lead needs the customer's consent grant (consent) for this submission.",
     "INVALID_CONSENT": "The consent grant is malformed, expired, not yet valid or does not cover "
-                       "the contact data; see details.errors.",
+    "the contact data; see details.errors.",
     "INVALID_CONDITION": "A vehicle condition uses the wrong vocabulary: vehicle_of_interest takes "
-                         "new, used or cpo; trade_in takes excellent, good, fair or poor.",
+    "new, used or cpo; trade_in takes excellent, good, fair or poor.",
     "MISSING_REQUIRED_FIELD": "A required field is missing; see details.errors.",
     "SCHEMA_VALIDATION_FAILED": "The lead does not match the lead.submit.request schema; see details.errors.",
 }
@@ -57,18 +57,27 @@ def coupling_problems(payload: dict[str, Any]) -> list[Problem]:
         for channel in channels:
             needed = CHANNEL_FIELD.get(channel)
             if needed and needed not in customer:
-                found.append(problem(
-                    f"/customer/{needed}", "required",
-                    f"is required because consent.allowed_channels contains {channel}",
-                ))
+                found.append(
+                    problem(
+                        f"/customer/{needed}",
+                        "required",
+                        f"is required because consent.allowed_channels contains {channel}",
+                    )
+                )
         preferred = customer.get("preferred_contact")
-        if isinstance(preferred, str) and preferred in CHANNEL_FIELD and isinstance(
-            consent.get("allowed_channels"), list
-        ) and preferred not in channels:
-            found.append(problem(
-                "/consent/allowed_channels", "contains",
-                f"must contain {preferred}, the customer's preferred_contact",
-            ))
+        if (
+            isinstance(preferred, str)
+            and preferred in CHANNEL_FIELD
+            and isinstance(consent.get("allowed_channels"), list)
+            and preferred not in channels
+        ):
+            found.append(
+                problem(
+                    "/consent/allowed_channels",
+                    "contains",
+                    f"must contain {preferred}, the customer's preferred_contact",
+                )
+            )
     return found
 
 
@@ -84,8 +93,9 @@ def timestamp_problems(payload: dict[str, Any]) -> list[Problem]:
         ("/appointment/appointment_at", appointment.get("appointment_at")),
     ):
         if isinstance(value, str) and parse_rfc3339(value) is None:
-            found.append(problem(location, "format",
-                                 "must be an RFC 3339 date-time with a timezone offset (Z or ±HH:MM)"))
+            found.append(
+                problem(location, "format", "must be an RFC 3339 date-time with a timezone offset (Z or ±HH:MM)")
+            )
     return found
 
 
@@ -96,15 +106,20 @@ def consent_time_problems(payload: dict[str, Any], now: datetime, skew_seconds: 
     expires = parse_rfc3339(consent.get("expires_at"))
     found = []
     if granted is not None and granted > now + timedelta(seconds=skew_seconds):
-        found.append(problem("/consent/granted_at", "notInFuture",
-                             "granted_at is in the future; consent must be given before the lead is sent"))
+        found.append(
+            problem(
+                "/consent/granted_at",
+                "notInFuture",
+                "granted_at is in the future; consent must be given before the lead is sent",
+            )
+        )
     if expires is not None:
         if granted is not None and expires <= granted:
-            found.append(problem("/consent/expires_at", "afterGrantedAt",
-                                 "expires_at must be later than granted_at"))
+            found.append(problem("/consent/expires_at", "afterGrantedAt", "expires_at must be later than granted_at"))
         if expires <= now:
-            found.append(problem("/consent/expires_at", "notExpired",
-                                 "the consent grant has expired; ask the customer again"))
+            found.append(
+                problem("/consent/expires_at", "notExpired", "the consent grant has expired; ask the customer again")
+            )
     return found
 
 
@@ -121,8 +136,9 @@ def semantic_problems(
 ) -> list[Problem]:
     """The problems only this module sees, minus those the schema already reported."""
     found: list[Problem] = []
-    for candidate in timestamp_problems(payload) + consent_time_problems(payload, now, skew_seconds) \
-            + coupling_problems(payload):
+    for candidate in (
+        timestamp_problems(payload) + consent_time_problems(payload, now, skew_seconds) + coupling_problems(payload)
+    ):
         if not _already(schema_problems + found, candidate):
             found.append(candidate)
     return found
@@ -136,9 +152,7 @@ def _condition_problem(payload: dict[str, Any]) -> bool:
     return isinstance(trade, dict) and "condition" in trade and trade["condition"] not in TRADE_CONDITIONS
 
 
-def classify(
-    payload: Any, schema_problems: list[Problem], now: datetime, skew_seconds: int
-) -> AapError | None:
+def classify(payload: Any, schema_problems: list[Problem], now: datetime, skew_seconds: int) -> AapError | None:
     """The AapError for everything wrong with ``payload``, or None when nothing is."""
     if not isinstance(payload, dict):
         problems = list(schema_problems) or [problem("", "type", "The lead must be a JSON object.")]
@@ -151,13 +165,9 @@ def classify(
         code = "CONTACT_CONSENT_REQUIRED"
         if not any(p.get("instanceLocation") == "/consent" for p in problems):
             problems.insert(0, problem("/consent", "required", "is required"))
-    elif coupling_problems(payload) or any(
-        p.get("instanceLocation", "").startswith("/consent") for p in problems
-    ):
+    elif coupling_problems(payload) or any(p.get("instanceLocation", "").startswith("/consent") for p in problems):
         code = "INVALID_CONSENT"
-    elif _condition_problem(payload) or any(
-        p.get("instanceLocation") in _CONDITION_LOCATIONS for p in problems
-    ):
+    elif _condition_problem(payload) or any(p.get("instanceLocation") in _CONDITION_LOCATIONS for p in problems):
         code = "INVALID_CONDITION"
     elif len(problems) == 1 and problems[0].get("keyword") == "required":
         code = "MISSING_REQUIRED_FIELD"

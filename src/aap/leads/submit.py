@@ -27,13 +27,12 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from aap.config.leads import LeadSettings
 from aap.config.model import DealerProfile, Settings
 from aap.errors import AapError
 from aap.leads import appointments
 from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
-from aap.config.leads import LeadSettings
-from aap.store.leads import NewLead
 from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
 from aap.store.db import Tx
@@ -51,8 +50,9 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, department: str, *,
-                   aggregate: bool = False) -> dict[str, str]:
+def dealer_contact(
+    profile: DealerProfile, rooftop: dict[str, Any] | None, department: str, *, aggregate: bool = False
+) -> dict[str, str]:
     """``data.dealer``: the rooftop (or seller) name and an E.164 phone, the department's first.
 
     On an aggregate endpoint the name is the seller's (or the operator's) own, never a
@@ -60,34 +60,40 @@ def dealer_contact(profile: DealerProfile, rooftop: dict[str, Any] | None, depar
     "Aggregate endpoints").
     """
     contact = {"name": profile.name if aggregate else (rooftop or {}).get("name") or profile.name}
-    phones = [p for p in (rooftop or {}).get("phones") or [] if isinstance(p, dict)
-              and isinstance(p.get("value"), str) and _E164.match(p["value"])]
+    phones = [
+        p
+        for p in (rooftop or {}).get("phones") or []
+        if isinstance(p, dict) and isinstance(p.get("value"), str) and _E164.match(p["value"])
+    ]
     preferred = [p for p in phones if department in str(p.get("name", "")).lower()]
     if preferred or phones:
         contact["phone"] = (preferred or phones)[0]["value"]
     return contact
 
 
-def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | None,
-             unmatched: bool = False) -> str:
+def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | None, unmatched: bool = False) -> str:
     if unmatched:  # aggregate endpoint, no seller identified: the operator says it has it
-        parts = [f"Thank you. {dealer_name} received your inquiry; it could not be matched to one seller "
-                 f"on {dealer_name}, so {dealer_name} will follow up using the contact channels you allowed."]
+        parts = [
+            f"Thank you. {dealer_name} received your inquiry; it could not be matched to one seller "
+            f"on {dealer_name}, so {dealer_name} will follow up using the contact channels you allowed."
+        ]
         if sentence:
             parts.append(sentence)
         return " ".join(parts)[:2000]
     if status == "rejected":
-        parts = [f"The vehicle you asked about is no longer available, so {dealer_name} "
-                 "did not accept this inquiry."]
+        parts = [f"The vehicle you asked about is no longer available, so {dealer_name} did not accept this inquiry."]
     else:
-        parts = [f"Thank you. {dealer_name} received your inquiry and will follow up using the "
-                 "contact channels you allowed."]
+        parts = [
+            f"Thank you. {dealer_name} received your inquiry and will follow up using the contact channels you allowed."
+        ]
         if link.state == "unavailable":
-            parts.append("The vehicle you asked about is no longer available; the dealership may "
-                         "suggest similar vehicles.")
+            parts.append(
+                "The vehicle you asked about is no longer available; the dealership may suggest similar vehicles."
+            )
         elif link.state == "unknown":
-            parts.append("The vehicle identifiers did not match a current listing; your description "
-                         "was passed on as given.")
+            parts.append(
+                "The vehicle identifiers did not match a current listing; your description was passed on as given."
+            )
     if sentence:
         parts.append(sentence)
     return " ".join(parts)[:2000]
@@ -113,8 +119,10 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
         record = store.claim_key(tx, dealer_id, caller, key, digest, now_ms, expires_ms)
         if record is not None:
             if record.payload_hash != digest or record.response is None:
-                raise AapError("IDEMPOTENCY_CONFLICT", hint="Use a new idempotency_key for a different "
-                                                            "submission; resend the original payload to replay.")
+                raise AapError(
+                    "IDEMPOTENCY_CONFLICT",
+                    hint="Use a new idempotency_key for a different submission; resend the original payload to replay.",
+                )
             replay = copy.deepcopy(record.response)
             replay["data"]["replayed"] = True
             log.info("lead replayed", extra={"fields": {"lead_id": record.lead_id, "dealer_id": dealer_id}})
@@ -123,15 +131,24 @@ def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dic
         problem = classify(request, [], now, ls.consent_clock_skew_seconds)
         if problem is not None:
             raise problem
-        response, lead, targets = _accept(request, ctx, ls, settings, profile, dealer_id, link, now,
-                                          store, tx)
+        response, lead, targets = _accept(request, ctx, ls, settings, profile, dealer_id, link, now, store, tx)
         store.insert_lead(tx, lead, request["consent"], targets, now_ms)
         store.complete_key(tx, dealer_id, caller, key, lead.lead_id, response)
 
-    log.info("lead received", extra={"fields": {
-        "lead_id": lead.lead_id, "dealer_id": dealer_id, "rooftop": lead.rooftop, "status": lead.status,
-        "appointment": lead.appointment_status, "vehicle": link.state, "deliveries": len(targets),
-    }})
+    log.info(
+        "lead received",
+        extra={
+            "fields": {
+                "lead_id": lead.lead_id,
+                "dealer_id": dealer_id,
+                "rooftop": lead.rooftop,
+                "status": lead.status,
+                "appointment": lead.appointment_status,
+                "vehicle": link.state,
+                "deliveries": len(targets),
+            }
+        },
+    )
     return response
 
 
@@ -149,9 +166,18 @@ def identified_seller(settings: Settings, link: VehicleLink, vehicle: Any) -> De
     return None
 
 
-def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, settings: Settings,
-            profile: DealerProfile, dealer_id: str, link: VehicleLink, now: datetime, store: LeadStore,
-            tx: Tx) -> tuple[dict[str, Any], NewLead, list[tuple[str, str]]]:
+def _accept(
+    request: dict[str, Any],
+    ctx: CallContext,
+    ls: LeadSettings,
+    settings: Settings,
+    profile: DealerProfile,
+    dealer_id: str,
+    link: VehicleLink,
+    now: datetime,
+    store: LeadStore,
+    tx: Tx,
+) -> tuple[dict[str, Any], NewLead, list[tuple[str, str]]]:
     """Decide the outcome of a new submission inside the transaction (no writes but seats)."""
     lead_id = _new_id("lead")
     listing_rooftop = profile.rooftop(link.rooftop_name) if link.state == "linked" else None
@@ -164,8 +190,13 @@ def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, setting
     data_appointment = None
     if isinstance(request.get("appointment"), dict):
         appointment_id = _new_id("appt")
-        plan = appointments.plan(request["appointment"], profile.rooftops, listing_rooftop,
-                                 ls.appointments, vehicle_unavailable=link.state == "unavailable")
+        plan = appointments.plan(
+            request["appointment"],
+            profile.rooftops,
+            listing_rooftop,
+            ls.appointments,
+            vehicle_unavailable=link.state == "unavailable",
+        )
         if status == "rejected":
             outcome = appointments.Outcome("rejected", reason="lead_rejected")
         else:
@@ -205,42 +236,68 @@ def _accept(request: dict[str, Any], ctx: CallContext, ls: LeadSettings, setting
     if status == "received":
         route = ls.route_for(profile.dealer_id, rooftop_name)
         if route is None:
-            log.warning("lead has no delivery route; stored only", extra={"fields": {
-                "lead_id": lead_id, "dealer_id": dealer_id, "rooftop": rooftop_name}})
+            log.warning(
+                "lead has no delivery route; stored only",
+                extra={"fields": {"lead_id": lead_id, "dealer_id": dealer_id, "rooftop": rooftop_name}},
+            )
         else:
             targets = [(t.name, t.kind) for t in route.targets]
 
     consent = request["consent"]
     expires = parse_rfc3339(consent.get("expires_at"))
     lead = NewLead(
-        lead_id=lead_id, dealer_id=dealer_id, rooftop=rooftop_name, status=status,
-        caller_id=caller_scope(ctx.caller_id), binding=getattr(ctx, "binding", "unknown"),
-        client_id=getattr(ctx, "client_id", None), source_agent=request["source_agent"]["name"],
-        idempotency_key=request["idempotency_key"], vehicle_id=link.vehicle_id, vehicle_link=link.state,
-        listing=link.listing, appointment_id=appointment_id,
+        lead_id=lead_id,
+        dealer_id=dealer_id,
+        rooftop=rooftop_name,
+        status=status,
+        caller_id=caller_scope(ctx.caller_id),
+        binding=getattr(ctx, "binding", "unknown"),
+        client_id=getattr(ctx, "client_id", None),
+        source_agent=request["source_agent"]["name"],
+        idempotency_key=request["idempotency_key"],
+        vehicle_id=link.vehicle_id,
+        vehicle_link=link.state,
+        listing=link.listing,
+        appointment_id=appointment_id,
         appointment_status=data_appointment["status"] if data_appointment else None,
-        appointment=appointment_json, request=request, response=response,
-        received_at=to_utc_z(now), received_ms=epoch_ms(now),
+        appointment=appointment_json,
+        request=request,
+        response=response,
+        received_at=to_utc_z(now),
+        received_ms=epoch_ms(now),
         consent_expires_ms=epoch_ms(expires) if expires else None,
     )
     return response, lead, targets
 
 
-def _book(plan: appointments.Plan, now: datetime, ls: LeadSettings, store: LeadStore, tx: Tx,
-          dealer_id: str, appointment_id: str, lead_id: str) -> appointments.Outcome:
+def _book(
+    plan: appointments.Plan,
+    now: datetime,
+    ls: LeadSettings,
+    store: LeadStore,
+    tx: Tx,
+    dealer_id: str,
+    appointment_id: str,
+    lead_id: str,
+) -> appointments.Outcome:
     rooftop = plan.rooftop_name or ""
     outcome = appointments.decide(
-        plan, now, ls.appointments,
+        plan,
+        now,
+        ls.appointments,
         usage=lambda first, last: store.seat_usage(tx, dealer_id, rooftop, plan.department, first, last),
-        take=lambda seats: store.take_seats(tx, dealer_id, rooftop, plan.department, seats,
-                                            ls.appointments.capacity_per_slot, appointment_id, lead_id),
+        take=lambda seats: store.take_seats(
+            tx, dealer_id, rooftop, plan.department, seats, ls.appointments.capacity_per_slot, appointment_id, lead_id
+        ),
     )
-    if outcome.status == "rejected" and outcome.reason == "no_availability" \
-            and ls.appointments.on_unavailable == "error":
+    if (
+        outcome.status == "rejected"
+        and outcome.reason == "no_availability"
+        and ls.appointments.on_unavailable == "error"
+    ):
         raise AapError(
             "APPOINTMENT_TIME_UNAVAILABLE",
-            "The requested appointment time is not available and there is no alternative in the "
-            "booking horizon.",
+            "The requested appointment time is not available and there is no alternative in the booking horizon.",
             hint="Resend without an appointment, or without appointment_at so the dealer schedules it.",
         )
     return outcome

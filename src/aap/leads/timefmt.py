@@ -8,11 +8,9 @@ is checked first.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 
-_RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$"
-)
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
 
 
 def parse_rfc3339(value: object) -> datetime | None:
@@ -23,7 +21,7 @@ def parse_rfc3339(value: object) -> datetime | None:
     if "." in text:  # Python keeps at most 6 fractional digits
         head, _, rest = text.partition(".")
         digits = rest[: len(rest) - 6]
-        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits):]}"
+        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -33,7 +31,7 @@ def parse_rfc3339(value: object) -> datetime | None:
 
 def to_utc_z(moment: datetime) -> str:
     """``2026-05-03T18:00:00Z`` (second precision, UTC)."""
-    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def to_local(moment: datetime, tz: tzinfo) -> str:
@@ -43,4 +41,3 @@ def to_local(moment: datetime, tz: tzinfo) -> str:
 
 def epoch_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
-

@@ -24,9 +24,9 @@ import os
 import smtplib
 import ssl
 import time
+from collections.abc import Generator
 from email.message import EmailMessage
 from email.utils import formatdate
-from collections.abc import Generator
 from typing import Any
 
 import httpx
@@ -40,8 +40,7 @@ _RETRYABLE_STATUS = {408, 425, 429}
 _NOT_PROCESSED_STATUS = {408, 425, 429}
 #: httpx failures raised before the request left: nothing reached the CRM (DNS and TLS
 #: failures are ConnectErrors: they happen while connecting).
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol,
-             httpx.InvalidURL)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL)
 
 
 class SendError(Exception):
@@ -84,16 +83,21 @@ class _Bearer(httpx.Auth):
 
 
 def lead_headers(lead_id: str, delivery_id: str) -> dict[str, str]:
-    return {"Idempotency-Key": lead_id, "X-AAP-Lead-Id": lead_id, "X-AAP-Delivery-Id": delivery_id,
-            "User-Agent": USER_AGENT}
+    return {
+        "Idempotency-Key": lead_id,
+        "X-AAP-Lead-Id": lead_id,
+        "X-AAP-Delivery-Id": delivery_id,
+        "User-Agent": USER_AGENT,
+    }
 
 
-async def _post(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str],
-                auth: httpx.Auth | None, timeout: float) -> None:
+async def _post(
+    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], auth: httpx.Auth | None, timeout: float
+) -> None:
     try:
         response = await client.post(
-            url, content=body, headers=headers, timeout=timeout,
-            auth=httpx.USE_CLIENT_DEFAULT if auth is None else auth)  # the worker's client has none
+            url, content=body, headers=headers, timeout=timeout, auth=httpx.USE_CLIENT_DEFAULT if auth is None else auth
+        )  # the worker's client has none
     except httpx.HTTPError as exc:
         raise SendError(f"{type(exc).__name__} while posting", reached=not isinstance(exc, _NOT_SENT)) from None
     if 200 <= response.status_code < 300:
@@ -103,8 +107,9 @@ async def _post(client: httpx.AsyncClient, url: str, body: bytes, headers: dict[
     raise SendError(f"HTTP {status}", permanent=permanent, reached=status not in _NOT_PROCESSED_STATUS)
 
 
-async def send_adf_http(client: httpx.AsyncClient, target: AdfHttpTarget, adf: str, lead_id: str,
-                        delivery_id: str, timeout: float) -> None:
+async def send_adf_http(
+    client: httpx.AsyncClient, target: AdfHttpTarget, adf: str, lead_id: str, delivery_id: str, timeout: float
+) -> None:
     headers = dict(target.headers)
     headers.update(lead_headers(lead_id, delivery_id))
     headers["Content-Type"] = target.content_type
@@ -117,8 +122,14 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-async def send_webhook(client: httpx.AsyncClient, target: WebhookTarget, document: dict[str, Any],
-                       lead_id: str, delivery_id: str, timeout: float) -> None:
+async def send_webhook(
+    client: httpx.AsyncClient,
+    target: WebhookTarget,
+    document: dict[str, Any],
+    lead_id: str,
+    delivery_id: str,
+    timeout: float,
+) -> None:
     body = orjson.dumps(document)
     headers = dict(target.headers)
     headers.update(lead_headers(lead_id, delivery_id))
@@ -169,8 +180,7 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
             server.send_message(message, from_addr=target.sender, to_addrs=list(target.to))
     except smtplib.SMTPRecipientsRefused as exc:  # before DATA: the server never took the message
         codes = sorted({code for code, _ in exc.recipients.values()})
-        raise SendError(f"SMTP recipients refused ({codes})",
-                        permanent=all(500 <= c < 600 for c in codes)) from None
+        raise SendError(f"SMTP recipients refused ({codes})", permanent=all(500 <= c < 600 for c in codes)) from None
     except smtplib.SMTPAuthenticationError as exc:
         raise SendError(f"SMTP authentication failed ({exc.smtp_code})") from None
     except smtplib.SMTPResponseException as exc:  # a definite refusal, of the envelope or the data
@@ -179,14 +189,24 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
         raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sending) from None
 
 
-async def send_smtp(target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str,
-                    timeout: float) -> None:
+async def send_smtp(
+    target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str, timeout: float
+) -> None:
     message = build_email(target, adf, lead_id, delivery_id, subject_suffix)
     await asyncio.to_thread(_smtp_send, target, message, timeout)
 
 
-async def send(client: httpx.AsyncClient, target: Target, *, adf: str, document: dict[str, Any],
-               lead_id: str, delivery_id: str, subject_suffix: str, timeout: float) -> None:
+async def send(
+    client: httpx.AsyncClient,
+    target: Target,
+    *,
+    adf: str,
+    document: dict[str, Any],
+    lead_id: str,
+    delivery_id: str,
+    subject_suffix: str,
+    timeout: float,
+) -> None:
     """Dispatch on the target type."""
     if isinstance(target, AdfHttpTarget):
         await send_adf_http(client, target, adf, lead_id, delivery_id, timeout)

@@ -69,6 +69,5 @@ def link_vehicle(inventory: InventoryStore, vehicle: Any) -> VehicleLink:
     if not live and matches:
         dealers = {r.dealer_id for r in matches}
         if len(matches) == 1 or len(dealers) == 1:
-            return VehicleLink("unavailable", matches[0].id if len(matches) == 1 else None,
-                               next(iter(dealers)))
+            return VehicleLink("unavailable", matches[0].id if len(matches) == 1 else None, next(iter(dealers)))
     return VehicleLink("unknown")

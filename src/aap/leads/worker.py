@@ -19,16 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import orjson
 
 from aap import AAP_VERSION
+from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.config.model import DealerProfile, Settings
 from aap.leads import adf, transports
-from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
 
@@ -56,8 +57,7 @@ def filtered_request(request: dict[str, Any]) -> dict[str, Any]:
 class DeliveryWorker:
     """One worker's view of the outbox (stateless apart from its settings)."""
 
-    def __init__(self, store: LeadStore, settings: Settings, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: LeadStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.settings = settings
         self.leads: LeadSettings = settings.leads
@@ -74,10 +74,16 @@ class DeliveryWorker:
         profile = self._profile(d.dealer_id)
         rooftop = profile.rooftop(d.rooftop) if d.rooftop else None
         return adf.LeadView(
-            lead_id=d.lead_id, source=f"AAP {self.settings.deployment_id}", received_at=d.received_at,
-            request=d.request, listing=d.listing, appointment=d.appointment,
-            vendor_name=(rooftop or {}).get("name") or profile.name, rooftop=rooftop,
-            dealer_id=profile.dealer_id, resend=d.reached,
+            lead_id=d.lead_id,
+            source=f"AAP {self.settings.deployment_id}",
+            received_at=d.received_at,
+            request=d.request,
+            listing=d.listing,
+            appointment=d.appointment,
+            vendor_name=(rooftop or {}).get("name") or profile.name,
+            rooftop=rooftop,
+            dealer_id=profile.dealer_id,
+            resend=d.reached,
         )
 
     def document(self, d: Delivery) -> dict[str, Any]:
@@ -101,8 +107,9 @@ class DeliveryWorker:
     async def run_once(self, client: httpx.AsyncClient) -> int:
         """Claim one batch of due rows and process them concurrently; returns the batch size."""
         policy = self.leads.delivery
-        batch = await asyncio.to_thread(self.store.claim_due, self.now_ms(),
-                                        int(policy.lease_seconds * 1000), policy.batch_size)
+        batch = await asyncio.to_thread(
+            self.store.claim_due, self.now_ms(), int(policy.lease_seconds * 1000), policy.batch_size
+        )
         if batch:
             await asyncio.gather(*(self._deliver(client, d) for d in batch))
         return len(batch)
@@ -125,8 +132,9 @@ class DeliveryWorker:
             return "expired_consent"
         target = self.leads.target(d.target)
         if target is None:
-            await asyncio.to_thread(self.store.mark_dead, d, self.now_ms(),
-                                    f"target {d.target} is no longer configured", attempt)
+            await asyncio.to_thread(
+                self.store.mark_dead, d, self.now_ms(), f"target {d.target} is no longer configured", attempt
+            )
             log.error("delivery dead: target no longer configured", extra=_fields(d))
             return "dead"
         try:
@@ -134,8 +142,13 @@ class DeliveryWorker:
             adf_text, document = adf.render(view), self.document(d)
             attempt = Attempt(attempt.started_ms, *sent_payload(target, adf_text, document))
             await transports.send(
-                client, target, adf=adf_text, document=document, lead_id=d.lead_id,
-                delivery_id=d.delivery_id, subject_suffix=f"{d.lead_id} ({view.vendor_name})",
+                client,
+                target,
+                adf=adf_text,
+                document=document,
+                lead_id=d.lead_id,
+                delivery_id=d.delivery_id,
+                subject_suffix=f"{d.lead_id} ({view.vendor_name})",
                 timeout=policy.timeout_seconds,
             )
         except transports.SendError as exc:
@@ -146,8 +159,11 @@ class DeliveryWorker:
         if held:
             log.info("delivery delivered", extra=_fields(d))
         else:
-            log.warning("delivery sent after its claim lapsed; another worker may resend it "
-                        "(the CRM can drop the duplicate by lead id)", extra=_fields(d))
+            log.warning(
+                "delivery sent after its claim lapsed; another worker may resend it "
+                "(the CRM can drop the duplicate by lead id)",
+                extra=_fields(d),
+            )
         return "delivered"
 
     async def _failed(self, d: Delivery, error: str, permanent: bool, attempt: Attempt, reached: bool) -> str:
@@ -159,8 +175,7 @@ class DeliveryWorker:
             log.error("delivery dead", extra=_fields(d, error=error))
             return "dead"
         delay = policy.backoff(d.tries)
-        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, attempt,
-                                reached=reached)
+        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, attempt, reached=reached)
         log.warning("delivery failed; will retry", extra=_fields(d, error=error, retry_in_s=round(delay, 1)))
         return "pending"
 
@@ -182,14 +197,22 @@ def sent_payload(target: Target, adf_text: str, document: dict[str, Any]) -> tup
 
 def _fields(d: Delivery, **more: object) -> dict[str, Any]:
     """The log fields of a delivery: ids and routing as values, never inside the message."""
-    return {"fields": {"delivery_id": d.delivery_id, "lead_id": d.lead_id, "target": d.target,
-                       "kind": d.kind, "attempt": d.attempts, **more}}
+    return {
+        "fields": {
+            "delivery_id": d.delivery_id,
+            "lead_id": d.lead_id,
+            "target": d.target,
+            "kind": d.kind,
+            "attempt": d.attempts,
+            **more,
+        }
+    }
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), timeout=max(0.0, seconds))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 
@@ -233,5 +256,5 @@ async def delivery_lifespan(app: Starlette) -> AsyncIterator[None]:
         stop.set()
         try:
             await asyncio.wait_for(task, timeout=settings.leads.delivery.timeout_seconds + 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             task.cancel()

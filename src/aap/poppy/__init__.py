@@ -14,8 +14,9 @@ every rule enforced.
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -59,9 +60,11 @@ from aap.web.parts import BindingParts
 __all__ = ["build", "mcp_verifier", "PoppySettings", "PoppyContext", "rotate_signing_key"]
 
 
-def _document(render: Callable[[], dict[str, Any]], max_age: int = 300, *,
-              blocking: bool = False) -> Callable[[Request], Awaitable[Response]]:
+def _document(
+    render: Callable[[], dict[str, Any]], max_age: int = 300, *, blocking: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
     """A JSON document route; ``blocking`` renders in a worker thread (it reads the database)."""
+
     async def endpoint(request: Request) -> Response:
         document = await run_in_threadpool(render) if blocking else render()
         body = orjson.dumps(document, option=orjson.OPT_INDENT_2)
@@ -90,12 +93,19 @@ def mcp_routes(ctx: PoppyContext) -> list[BaseRoute]:
     """
     if not ctx.mcp_enabled:
         return []
-    return [Route(MCP_PROTECTED_RESOURCE_PATH, _document(lambda: discovery.mcp_resource_metadata(ctx)),
-                  methods=["GET", "HEAD"], name="poppy_mcp_protected_resource")]
+    return [
+        Route(
+            MCP_PROTECTED_RESOURCE_PATH,
+            _document(lambda: discovery.mcp_resource_metadata(ctx)),
+            methods=["GET", "HEAD"],
+            name="poppy_mcp_protected_resource",
+        )
+    ]
 
 
-def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
-          ssl_context: ssl.SSLContext | None = None) -> BindingParts:
+def build(
+    agent: DealerAgent, *, settings: PoppySettings | None = None, ssl_context: ssl.SSLContext | None = None
+) -> BindingParts:
     """All Poppy routes for ``agent``. ``settings`` overrides ``agent.settings.poppy`` (tests);
     ``ssl_context`` overrides the trust store used to fetch client metadata."""
     options = settings if settings is not None else agent.settings.poppy
@@ -126,15 +136,36 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
     routes: list[BaseRoute] = [
         *mcp_routes(ctx),
         Route(POPPY_PATH, _document(lambda: discovery.poppy_document(ctx)), methods=["GET", "HEAD"], name="poppy"),
-        Route(OAUTH_METADATA_PATH, _document(lambda: discovery.issuer_metadata(ctx)), methods=["GET", "HEAD"],
-              name="poppy_issuer_metadata"),
-        Route(PROTECTED_RESOURCE_PATH, _document(lambda: discovery.protected_resource_metadata(ctx)),
-              methods=["GET", "HEAD"], name="poppy_protected_resource"),
-        Route(POPPY_EXCLUDED_TASKS_PATH, _document(lambda: discovery.excluded_tasks_document(ctx)),
-              methods=["GET", "HEAD"], name="poppy_excluded_tasks"),
-        Route(POPPY_OPENAPI_PATH, _document(_cached(lambda: openapi_document(ctx))), methods=["GET", "HEAD"],
-              name="poppy_openapi"),
-        Route(JWKS_PATH, _document(ctx.keys.public_jwks, max_age=60, blocking=True), methods=["GET", "HEAD"], name="poppy_jwks"),
+        Route(
+            OAUTH_METADATA_PATH,
+            _document(lambda: discovery.issuer_metadata(ctx)),
+            methods=["GET", "HEAD"],
+            name="poppy_issuer_metadata",
+        ),
+        Route(
+            PROTECTED_RESOURCE_PATH,
+            _document(lambda: discovery.protected_resource_metadata(ctx)),
+            methods=["GET", "HEAD"],
+            name="poppy_protected_resource",
+        ),
+        Route(
+            POPPY_EXCLUDED_TASKS_PATH,
+            _document(lambda: discovery.excluded_tasks_document(ctx)),
+            methods=["GET", "HEAD"],
+            name="poppy_excluded_tasks",
+        ),
+        Route(
+            POPPY_OPENAPI_PATH,
+            _document(_cached(lambda: openapi_document(ctx))),
+            methods=["GET", "HEAD"],
+            name="poppy_openapi",
+        ),
+        Route(
+            JWKS_PATH,
+            _document(ctx.keys.public_jwks, max_age=60, blocking=True),
+            methods=["GET", "HEAD"],
+            name="poppy_jwks",
+        ),
         Route(TOKEN_PATH, token, methods=["POST"], name="poppy_token"),
         Route(REVOKE_PATH, revoke, methods=["POST"], name="poppy_revoke"),
     ]
@@ -154,8 +185,11 @@ def build(agent: DealerAgent, *, settings: PoppySettings | None = None,
         app.state.poppy = ctx
         yield
 
-    shapes: dict[str, ErrorShape] = {OAUTH_PREFIX: oauth_error_shape, POPPY_FEEDBACK_PATH: oauth_error_shape,
-              POPPY_API_PREFIX: aap_error_shape}
+    shapes: dict[str, ErrorShape] = {
+        OAUTH_PREFIX: oauth_error_shape,
+        POPPY_FEEDBACK_PATH: oauth_error_shape,
+        POPPY_API_PREFIX: aap_error_shape,
+    }
     return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes, direct=direct)
 
 

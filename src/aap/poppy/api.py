@@ -51,14 +51,17 @@ async def read_json(request: Request, skill: SkillInfo) -> Any:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     accepted = ("application/json", skill.request_media_type)
     if media_type not in accepted:
-        raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
-            "", "contentMediaType", "Send the request body as " + " or ".join(accepted) + ".")])
+        raise AapError(
+            "SCHEMA_VALIDATION_FAILED",
+            errors=[problem("", "contentMediaType", "Send the request body as " + " or ".join(accepted) + ".")],
+        )
     body = await request.body()
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
-            "", "type", "The request body is not valid JSON.")]) from exc
+        raise AapError(
+            "SCHEMA_VALIDATION_FAILED", errors=[problem("", "type", "The request body is not valid JSON.")]
+        ) from exc
 
 
 class SkillEndpoint:
@@ -89,15 +92,18 @@ class SkillEndpoint:
 
     async def _run(self, payload: Any, caller: Caller) -> Response:
         if isinstance(payload, dict) and payload.get("type") != self.skill.request_type:
-            raise AapError("SCHEMA_VALIDATION_FAILED", errors=[problem(
-                "/type", "const", f"This operation takes '{self.skill.request_type}' messages.")])
+            raise AapError(
+                "SCHEMA_VALIDATION_FAILED",
+                errors=[problem("/type", "const", f"This operation takes '{self.skill.request_type}' messages.")],
+            )
         agent = self.ctx.agent
         work = work_for(agent)
         shape = agent.work_shape(self.skill, payload)
         await consume(self.ctx, caller)  # the request's single-use values, with the calls in flight
         await admit(agent, "poppy:" + caller.caller_id, work.tokens(self.skill.id, shape))
-        context = CallContext(binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id,
-                              raw_documents=True)
+        context = CallContext(
+            binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id, raw_documents=True
+        )
         result = await work.run(shape, agent.run, self.skill, payload, context)
         return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
 
@@ -162,11 +168,15 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
                 "operationId": skill.operation_id,
                 "summary": skill.name,
                 "description": f"{skill.description} Request and response are the AAP typed messages "
-                               f"'{skill.request_type}' and '{skill.response_type}'.",
+                f"'{skill.request_type}' and '{skill.response_type}'.",
                 "tags": list(skill.tags[:1]),
-                "requestBody": {"required": True, "content": {
-                    media: {"schema": ref(skill.request_schema)}
-                    for media in ("application/json", skill.request_media_type)}},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        media: {"schema": ref(skill.request_schema)}
+                        for media in ("application/json", skill.request_media_type)
+                    },
+                },
                 "responses": dict(sorted(responses.items())),
             }
         }
@@ -193,7 +203,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
                     "type": "http",
                     "scheme": "DPoP",
                     "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
-                                   "sent with a DPoP proof header bound to it (ath).",
+                    "sent with a DPoP proof header bound to it (ath).",
                 }
             },
         },

@@ -121,8 +121,10 @@ def verify(
     if not isinstance(jti, str) or not MIN_JTI <= len(jti) <= MAX_JTI:
         raise AssertionProblem("jti must be a string of 16 to 256 characters")
     agent_id = claims.get("agent_id")
-    if kind == "session" and agent_id is not None and (
-        not isinstance(agent_id, str) or not 1 <= len(agent_id) <= MAX_ID
+    if (
+        kind == "session"
+        and agent_id is not None
+        and (not isinstance(agent_id, str) or not 1 <= len(agent_id) <= MAX_ID)
     ):
         raise AssertionProblem("agent_id must be a string of 1 to 256 characters")
     return Assertion(claims, sub, jti, exp, agent_id if kind == "session" else None)

@@ -19,8 +19,8 @@ from aap.poppy import tokens
 from aap.poppy.context import PoppyContext, caller_identity
 from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.oauth import OAuthError, resource_error
-from aap.store.poppy import Replayed, SessionUse
 from aap.poppy.session_header import SessionProblem, verify_session_header
+from aap.store.poppy import Replayed, SessionUse
 from aap.web.work import work_for
 
 TOUCH_EVERY = 60.0
@@ -32,12 +32,12 @@ class Caller:
     """A verified, signed-out personal-agent caller."""
 
     client_id: str
-    sub: str                 # the stable, opaque Poppy User ID
+    sub: str  # the stable, opaque Poppy User ID
     agent_id: str | None
-    session_id: str | None   # the guest Session behind the token, if a token was used
-    via: str                 # "dpop" or "poppy-session"
+    session_id: str | None  # the guest Session behind the token, if a token was used
+    via: str  # "dpop" or "poppy-session"
     pending: tuple[tuple[str, str, float], ...] = ()  # single-use values to consume
-    touch: bool = False      # mark the Session as used now
+    touch: bool = False  # mark the Session as used now
 
     @property
     def caller_id(self) -> str:
@@ -75,8 +75,9 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
         if request.headers.getlist("dpop"):
             raise _bad_request("send either a DPoP proof or a Poppy-Session, not both")
         try:
-            session = await verify_session_header(ctx, session_values, method=request.method, url=url,
-                                                  now=now, access_token=token)
+            session = await verify_session_header(
+                ctx, session_values, method=request.method, url=url, now=now, access_token=token
+            )
         except SessionProblem as exc:
             raise resource_error("invalid_token", str(exc)) from exc
         session_id = None
@@ -88,30 +89,45 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
                 raise resource_error("invalid_token", "the access token is not bound to this Poppy-Session key")
             session_id = bound.id
             touch = now - bound.last_used_at > TOUCH_EVERY
-        return Caller(session.client_id, session.sub, session.agent_id, session_id, "poppy-session",
-                      (session.replay,), touch)
+        return Caller(
+            session.client_id, session.sub, session.agent_id, session_id, "poppy-session", (session.replay,), touch
+        )
 
     if token is None:
         raise resource_error("invalid_token", "a DPoP-bound access token is required")
     record = await work_for(ctx.agent).run(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
     try:
-        proof = verify_proof(request.headers.getlist("dpop"), method=request.method, url=url, now=now,
-                             window=ctx.settings.dpop_iat_window, access_token=token)
+        proof = verify_proof(
+            request.headers.getlist("dpop"),
+            method=request.method,
+            url=url,
+            now=now,
+            window=ctx.settings.dpop_iat_window,
+            access_token=token,
+        )
     except DpopProblem as exc:
         raise resource_error("invalid_dpop_proof", str(exc)) from exc
     bound = record.session
     if proof.jkt != bound.jkt:
         raise resource_error("invalid_dpop_proof", "the proof is not signed by the token's key")
-    return Caller(bound.client_id, bound.sub, bound.agent_id, bound.id, "dpop", (proof.replay,),
-                  now - bound.last_used_at > TOUCH_EVERY)
+    return Caller(
+        bound.client_id,
+        bound.sub,
+        bound.agent_id,
+        bound.id,
+        "dpop",
+        (proof.replay,),
+        now - bound.last_used_at > TOUCH_EVERY,
+    )
 
 
 async def consume(ctx: PoppyContext, caller: Caller) -> None:
     """Record the request's single-use values, in the next batch of concurrent calls
     (:mod:`aap.poppy.uses`): one write for the calls in flight together."""
     try:
-        await ctx.uses.record(SessionUse(caller.session_id, caller.pending,
-                                         touch=caller.touch and caller.session_id is not None))
+        await ctx.uses.record(
+            SessionUse(caller.session_id, caller.pending, touch=caller.touch and caller.session_id is not None)
+        )
     except Replayed as exc:
         if caller.via == "dpop":
             raise resource_error("invalid_dpop_proof", "the proof jti was already used") from exc

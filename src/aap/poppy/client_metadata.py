@@ -19,8 +19,8 @@ import socket
 import ssl
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -29,8 +29,8 @@ import httpcore
 import httpx
 import orjson
 
-from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.config.poppy import PoppySettings
+from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.spec import validate
 
 V = TypeVar("V")
@@ -86,9 +86,14 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         self._inner = httpcore.AnyIOBackend()
         self._allow_loopback = allow_loopback
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None,
-                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.AsyncNetworkStream:
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
         try:
             infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
@@ -99,15 +104,16 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         failure: Exception | None = None
         for address in dict.fromkeys(addresses):  # every vetted address, in resolver order
             try:
-                return await self._inner.connect_tcp(str(address), port, timeout=timeout,
-                                                     local_address=local_address, socket_options=socket_options)
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
             except httpcore.ConnectError as exc:
                 failure = exc
         raise httpcore.ConnectError("could not connect") from failure
 
-    async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                  socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
-                                  ) -> httpcore.AsyncNetworkStream:
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
+    ) -> httpcore.AsyncNetworkStream:
         raise _RefusedAddress()
 
     async def sleep(self, seconds: float) -> None:
@@ -125,7 +131,11 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, ssl_context: ssl.SSLContext, allow_loopback: bool) -> None:
         super().__init__(verify=ssl_context, trust_env=False, retries=0)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context, max_connections=4, http1=True, http2=False, retries=0,
+            ssl_context=ssl_context,
+            max_connections=4,
+            http1=True,
+            http2=False,
+            retries=0,
             network_backend=_GuardedBackend(allow_loopback),
         )
 
@@ -234,8 +244,7 @@ class ClientRegistry:
         keys = usable_keys(jwks)
         if not keys:
             raise ClientMetadataError("the JWK Set has no usable ES256 signing key")
-        return ClientInfo(client_id, metadata["client_name"], metadata["jwks_uri"], keys,
-                          now + min(ttl, jwks_ttl), now)
+        return ClientInfo(client_id, metadata["client_name"], metadata["jwks_uri"], keys, now + min(ttl, jwks_ttl), now)
 
     async def fetch_json(self, url: str, what: str) -> tuple[Any, float]:
         """GET ``url`` under every limit; returns the JSON value and its cache lifetime."""
@@ -253,12 +262,17 @@ class ClientRegistry:
         try:
             with anyio.fail_after(timeout):
                 async with httpx.AsyncClient(
-                    transport=transport, follow_redirects=False, trust_env=False,
-                    timeout=httpx.Timeout(timeout), headers={"Accept": "application/json", "Accept-Encoding": "identity"},
+                    transport=transport,
+                    follow_redirects=False,
+                    trust_env=False,
+                    timeout=httpx.Timeout(timeout),
+                    headers={"Accept": "application/json", "Accept-Encoding": "identity"},
                 ) as client:
                     async with client.stream("GET", url) as response:
                         if response.status_code != 200:
-                            raise ClientMetadataError(f"{what} answered HTTP {response.status_code} (redirects are not followed)")
+                            raise ClientMetadataError(
+                                f"{what} answered HTTP {response.status_code} (redirects are not followed)"
+                            )
                         declared = response.headers.get("content-length")
                         if declared is not None and declared.isdigit() and int(declared) > limit:
                             raise ClientMetadataError(f"{what} document is larger than {limit} bytes")

@@ -15,14 +15,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aap.agent import DealerAgent
+from aap.config.poppy import PoppySettings
 from aap.loopback import is_loopback_url
 from aap.paths import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
-from aap.config.poppy import PoppySettings
+from aap.poppy.uses import UseBatches
 from aap.ratelimit import RateLimiter
 from aap.store.poppy import PoppyStore
-from aap.poppy.uses import UseBatches
 from aap.web.work import work_for
 
 PURGE_EVERY = 300.0
@@ -114,5 +114,5 @@ def caller_identity(client_id: str, sub: str) -> str:
 
     Hashed so the value is bounded and carries no caller-chosen text into other stores.
     """
-    digest = hashlib.sha256(f"{client_id}\n{sub}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{client_id}\n{sub}".encode()).hexdigest()
     return f"poppy:{digest[:40]}"

@@ -48,13 +48,15 @@ def poppy_document(ctx: PoppyContext) -> dict[str, Any]:
     }
     if ctx.mcp_enabled:
         # Native MCP for signed-in agents: a Bearer token for this exact URL by token exchange.
-        document["apis"].append({
-            "type": "mcp",
-            "url": urls.mcp,
-            "resource": ctx.mcp_resource,
-            "description": f"The same AAP {AAP_VERSION} skills as MCP tools; public reads need no token, a signed-in "
-                           "agent exchanges its DPoP Session token for a Bearer token bound to this URL.",
-        })
+        document["apis"].append(
+            {
+                "type": "mcp",
+                "url": urls.mcp,
+                "resource": ctx.mcp_resource,
+                "description": f"The same AAP {AAP_VERSION} skills as MCP tools; public reads need no token, a signed-in "
+                "agent exchanges its DPoP Session token for a Bearer token bound to this URL.",
+            }
+        )
     if ctx.settings.feedback_enabled:
         document["feedback"] = {"endpoint": urls.poppy_feedback}
     return document

@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from aap.poppy.jose import (CompactJws, JoseProblem, access_token_hash, numeric_date, public_p256_key, same,
-                            p256_thumbprint)
+from aap.poppy.jose import (
+    CompactJws,
+    JoseProblem,
+    access_token_hash,
+    numeric_date,
+    p256_thumbprint,
+    public_p256_key,
+    same,
+)
 
 DPOP_TYP = "dpop+jwt"
 #: Any whitespace character (``str.isspace``'s, in C: a proof is checked on every API call).
@@ -28,7 +35,7 @@ class DpopProblem(ValueError):
 
 @dataclass(frozen=True)
 class DpopProof:
-    jkt: str       # RFC 7638 thumbprint of the proof key
+    jkt: str  # RFC 7638 thumbprint of the proof key
     jti: str
     iat: float
     replay: tuple[str, str, float]  # (scope, entry, expires_at) to consume

@@ -61,8 +61,14 @@ def _check_form(ctx: PoppyContext, form: dict[str, str]) -> str:
     return form["subject_token"]
 
 
-async def exchange(ctx: PoppyContext, request: Request, form: dict[str, str], client: ClientInfo,
-                   client_assertion: Assertion, now: float) -> Response:
+async def exchange(
+    ctx: PoppyContext,
+    request: Request,
+    form: dict[str, str],
+    client: ClientInfo,
+    client_assertion: Assertion,
+    now: float,
+) -> Response:
     """Answer one token-exchange request from the authenticated ``client``."""
     subject_token = _check_form(ctx, form)
     try:
@@ -72,21 +78,34 @@ async def exchange(ctx: PoppyContext, request: Request, form: dict[str, str], cl
     if subject.session.client_id != client.client_id:
         raise invalid_request("subject_token was not issued to this client")
     try:
-        proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.urls.token_endpoint,
-                             now=now, window=ctx.settings.dpop_iat_window, access_token=None)
+        proof = verify_proof(
+            request.headers.getlist("dpop"),
+            method="POST",
+            url=ctx.urls.token_endpoint,
+            now=now,
+            window=ctx.settings.dpop_iat_window,
+            access_token=None,
+        )
     except DpopProblem as exc:
         raise token_endpoint_dpop_error(str(exc)) from exc
     if proof.jkt != subject.session.jkt:
         raise token_endpoint_dpop_error("the proof is not signed by the subject token's Session key")
 
     expires_at = min(float(int(now) + ctx.settings.mcp_token_ttl), subject.expires_at)
-    token, expires_at = await run_in_threadpool(tokens.mint, ctx, jkt=None, resource=ctx.mcp_resource, now=now,
-                                                expires_at=expires_at)
+    token, expires_at = await run_in_threadpool(
+        tokens.mint, ctx, jkt=None, resource=ctx.mcp_resource, now=now, expires_at=expires_at
+    )
     client_entry = client_assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
     try:
-        await run_in_threadpool(ctx.store.exchange, subject_token=subject_token, token=token,
-                                resource=ctx.mcp_resource, expires_at=expires_at,
-                                consumed=[client_entry, proof.replay], now=now)
+        await run_in_threadpool(
+            ctx.store.exchange,
+            subject_token=subject_token,
+            token=token,
+            resource=ctx.mcp_resource,
+            expires_at=expires_at,
+            consumed=[client_entry, proof.replay],
+            now=now,
+        )
     except Replayed as exc:
         if exc.entry == client_entry[1]:
             raise invalid_client("the client assertion jti was already used") from exc

@@ -46,10 +46,14 @@ def parse_report(raw: bytes) -> dict[str, Any]:
     if isinstance(body, dict):
         for name in ("task", "description"):
             if isinstance(body.get(name), str) and not body[name].strip():
-                problems.append({"instanceLocation": f"/{name}", "keyword": "minLength", "error": f"{name} must not be blank"})
+                problems.append(
+                    {"instanceLocation": f"/{name}", "keyword": "minLength", "error": f"{name} must not be blank"}
+                )
     if problems:
         where = ", ".join(sorted({p["instanceLocation"] or "/" for p in problems}))
-        raise OAuthError("invalid_request", f"the feedback report is not a valid PoppyFeedbackRequest (at {where})", 400)
+        raise OAuthError(
+            "invalid_request", f"the feedback report is not a valid PoppyFeedbackRequest (at {where})", 400
+        )
     return body
 
 
@@ -58,13 +62,17 @@ async def receive(ctx: PoppyContext, caller: Caller, raw: bytes) -> Response:
     alternative = alternative_for(ctx, body["task"])
     await consume(ctx, caller)
     stored = await run_in_threadpool(
-        ctx.store.add_feedback, client_id=caller.client_id, sub=caller.sub, agent_id=caller.agent_id,
-        body=body, answered_with_alternative=alternative is not None,
-        daily_limit=ctx.settings.feedback_daily_limit, now=time.time(),
+        ctx.store.add_feedback,
+        client_id=caller.client_id,
+        sub=caller.sub,
+        agent_id=caller.agent_id,
+        body=body,
+        answered_with_alternative=alternative is not None,
+        daily_limit=ctx.settings.feedback_daily_limit,
+        now=time.time(),
     )
     if stored is None:
-        raise OAuthError("rate_limited", "the daily feedback quota for this User ID is used up", 429,
-                         retry_after=3600)
+        raise OAuthError("rate_limited", "the daily feedback quota for this User ID is used up", 429, retry_after=3600)
     if alternative is not None:
         return JSONResponse(alternative, headers=NO_STORE)
     return Response(status_code=202, headers=NO_STORE)

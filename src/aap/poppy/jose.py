@@ -17,6 +17,7 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
 if TYPE_CHECKING:
     from joserfc.jwk import ECKey
     from joserfc.jws import JWSRegistry
@@ -25,7 +26,6 @@ ALGORITHMS = ("ES256",)
 MAX_JWS_BYTES = 16_384
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
-
 
 
 @cache
@@ -105,9 +105,7 @@ class CompactJws:
 
         signing_input, _, signature = self.token.rpartition(".")
         try:
-            ok = _registry().get_alg("ES256").verify(
-                signing_input.encode("ascii"), b64url_decode(signature), key
-            )
+            ok = _registry().get_alg("ES256").verify(signing_input.encode("ascii"), b64url_decode(signature), key)
         except (JoseError, ValueError, TypeError) as exc:
             raise JoseProblem("signature invalid") from exc
         if not ok:

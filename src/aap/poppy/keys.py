@@ -39,8 +39,9 @@ class SigningKeys:
             rows = self.store.signing_keys()
             if not any(retired is None for _, _, _, retired in rows):
                 key = ECKey.generate_key("P-256", private=True)
-                self.store.add_signing_key(key.thumbprint(), key.as_dict(private=True),
-                                           retire_others=False, only_if_none=True)
+                self.store.add_signing_key(
+                    key.thumbprint(), key.as_dict(private=True), retire_others=False, only_if_none=True
+                )
                 rows = self.store.signing_keys()
             self._keys = [(kid, ECKey.import_key(jwk), retired) for kid, jwk, _, retired in rows]
             self._loaded_at = time.monotonic()

@@ -19,8 +19,15 @@ DPOP_ALGS = 'algs="ES256"'
 class OAuthError(Exception):
     """An RFC 6749 / 9449 error. ``challenge`` adds ``WWW-Authenticate: DPoP`` (resource errors)."""
 
-    def __init__(self, error: str, description: str, status: int = 400, *, challenge: bool = False,
-                 retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        error: str,
+        description: str,
+        status: int = 400,
+        *,
+        challenge: bool = False,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(f"{error}: {description}")
         self.error = error
         self.description = description
@@ -36,8 +43,9 @@ class OAuthError(Exception):
             )
         if self.retry_after is not None:
             headers["Retry-After"] = str(self.retry_after)
-        return JSONResponse({"error": self.error, "error_description": self.description},
-                            status_code=self.status, headers=headers)
+        return JSONResponse(
+            {"error": self.error, "error_description": self.description}, status_code=self.status, headers=headers
+        )
 
 
 def invalid_client(description: str) -> OAuthError:

@@ -11,6 +11,7 @@ is self-contained and resolvable offline.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urldefrag, urljoin
@@ -40,14 +41,9 @@ def bundle(names: dict[str, str]) -> dict[str, Any]:
     wanted = dict(names)
     out: dict[str, Any] = {}
     pending = list(wanted)
-    while pending:
-        stem = pending.pop()
-        if wanted[stem] in out:
-            continue
-        if stem not in docs:
-            raise KeyError(f"no packaged schema named {stem!r}")
-        document = docs[stem]
-        base = document["$id"]
+
+    def referrer(stem: str, base: str) -> Callable[[str], str]:
+        """The ``$ref`` rewriter of schema ``stem`` (whose ``$id`` is ``base``); queues what it meets."""
 
         def component_ref(ref: str) -> str:
             target, fragment = urldefrag(urljoin(base, ref))
@@ -61,7 +57,16 @@ def bundle(names: dict[str, str]) -> dict[str, Any]:
                 raise KeyError(f"schema {stem!r} uses an anchor ref {ref!r}; only JSON pointers are bundled")
             return f"#/components/schemas/{wanted[target_stem]}{fragment}"
 
-        out[wanted[stem]] = _rewrite(copy.deepcopy(document), component_ref, top=True)
+        return component_ref
+
+    while pending:
+        stem = pending.pop()
+        if wanted[stem] in out:
+            continue
+        if stem not in docs:
+            raise KeyError(f"no packaged schema named {stem!r}")
+        document = docs[stem]
+        out[wanted[stem]] = _rewrite(copy.deepcopy(document), referrer(stem, document["$id"]), top=True)
     return out
 
 

@@ -46,7 +46,7 @@ class PoppySession:
     sub: str
     sid: str
     agent_id: str | None
-    jkt: str                           # thumbprint of the delegated key
+    jkt: str  # thumbprint of the delegated key
     replay: tuple[str, str, float]
 
 
@@ -119,12 +119,22 @@ async def verify_session_header(
         delegation.verify(identity_key)
     except JoseProblem as exc:
         raise SessionProblem("poppy_dlg signature invalid") from exc
-    return _check_claims(ctx, jwt, delegation.claims, client_id, method=method, url=url, now=now,
-                         access_token=access_token)
+    return _check_claims(
+        ctx, jwt, delegation.claims, client_id, method=method, url=url, now=now, access_token=access_token
+    )
 
 
-def _check_claims(ctx: PoppyContext, jwt: CompactJws, dclaims: dict[str, Any], client_id: str, *,
-                  method: str, url: str, now: float, access_token: str | None) -> PoppySession:
+def _check_claims(
+    ctx: PoppyContext,
+    jwt: CompactJws,
+    dclaims: dict[str, Any],
+    client_id: str,
+    *,
+    method: str,
+    url: str,
+    now: float,
+    access_token: str | None,
+) -> PoppySession:
     settings = ctx.settings
     claims = jwt.claims
     if dclaims.get("iss") != client_id:

@@ -99,8 +99,9 @@ async def authenticate_client(ctx: PoppyContext, form: dict[str, str], now: floa
     if key is None:
         raise invalid_client("the client assertion is not signed by a published identity key")
     try:
-        assertion = assertions.verify(jwt, key, kind="client", client_id=client_id, issuer=ctx.issuer,
-                                      now=now, skew=ctx.settings.clock_skew)
+        assertion = assertions.verify(
+            jwt, key, kind="client", client_id=client_id, issuer=ctx.issuer, now=now, skew=ctx.settings.clock_skew
+        )
     except AssertionProblem as exc:
         raise invalid_client(f"client assertion: {exc}") from exc
     return client, assertion
@@ -112,8 +113,9 @@ async def limit_network(ctx: PoppyContext, request: Request) -> None:
     try:
         await run_in_threadpool(ctx.limiter.check, key)
     except AapError as exc:
-        raise OAuthError("rate_limited", "too many requests; retry later", 429,
-                         retry_after=retry_after_seconds(exc)) from exc
+        raise OAuthError(
+            "rate_limited", "too many requests; retry later", 429, retry_after=retry_after_seconds(exc)
+        ) from exc
 
 
 async def token(ctx: PoppyContext, request: Request) -> Response:
@@ -145,8 +147,14 @@ async def _grant(ctx: PoppyContext, request: Request, form: dict[str, str]) -> R
     return await _guest_grant(ctx, request, form, client, client_assertion, now)
 
 
-async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str], client: ClientInfo,
-                       client_assertion: Assertion, now: float) -> Response:
+async def _guest_grant(
+    ctx: PoppyContext,
+    request: Request,
+    form: dict[str, str],
+    client: ClientInfo,
+    client_assertion: Assertion,
+    now: float,
+) -> Response:
     settings = ctx.settings
     if "assertion" not in form:
         raise invalid_request("assertion (the Session assertion) is required")
@@ -155,8 +163,9 @@ async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]
         client, key = await _identity_key(ctx, client, jwt)
         if key is None:
             raise AssertionProblem("not signed by a published identity key")
-        session = assertions.verify(jwt, key, kind="session", client_id=client.client_id,
-                                    issuer=ctx.issuer, now=now, skew=settings.clock_skew)
+        session = assertions.verify(
+            jwt, key, kind="session", client_id=client.client_id, issuer=ctx.issuer, now=now, skew=settings.clock_skew
+        )
     except AssertionProblem as exc:
         raise invalid_grant(f"Session assertion: {exc}") from exc
     if session.jti == client_assertion.jti:
@@ -171,8 +180,14 @@ async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]
     if resource is not None and resource == ctx.mcp_resource:
         raise OAuthError("invalid_target", "MCP tokens come from token exchange, not from the guest grant", 400)
     try:
-        proof = verify_proof(request.headers.getlist("dpop"), method="POST", url=ctx.urls.token_endpoint,
-                             now=now, window=settings.dpop_iat_window, access_token=None)
+        proof = verify_proof(
+            request.headers.getlist("dpop"),
+            method="POST",
+            url=ctx.urls.token_endpoint,
+            now=now,
+            window=settings.dpop_iat_window,
+            access_token=None,
+        )
     except DpopProblem as exc:
         raise token_endpoint_dpop_error(str(exc)) from exc
     identity_thumbprints = {public_p256_key(jwk).thumbprint() for jwk in client.keys}
@@ -185,9 +200,17 @@ async def _guest_grant(ctx: PoppyContext, request: Request, form: dict[str, str]
     try:
         await run_in_threadpool(
             ctx.store.start_session,
-            jkt=proof.jkt, client_id=client.client_id, sub=session.sub, agent_id=session.agent_id,
-            token=access_token, token_type="DPoP", resource=resource, expires_at=expires_at,
-            idle_ttl=settings.session_idle_ttl, consumed=[client_entry, session_entry, proof.replay], now=now,
+            jkt=proof.jkt,
+            client_id=client.client_id,
+            sub=session.sub,
+            agent_id=session.agent_id,
+            token=access_token,
+            token_type="DPoP",
+            resource=resource,
+            expires_at=expires_at,
+            idle_ttl=settings.session_idle_ttl,
+            consumed=[client_entry, session_entry, proof.replay],
+            now=now,
         )
     except Replayed as exc:
         if exc.entry == client_entry[1]:

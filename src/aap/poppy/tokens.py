@@ -24,8 +24,9 @@ TOKEN_TYP = "at+jwt"
 VERIFIED_TOKENS = 4096
 
 
-def remember_verified(cache: dict[str, tuple[str, dict[str, Any]]], token: str,
-                      verified: tuple[str, dict[str, Any]]) -> None:
+def remember_verified(
+    cache: dict[str, tuple[str, dict[str, Any]]], token: str, verified: tuple[str, dict[str, Any]]
+) -> None:
     """Keep a checked signature: the same bytes under the same key stay valid (the key is
     looked up again on every use, so a dropped key ends them; the record is the truth)."""
     cache[token] = verified
@@ -33,8 +34,9 @@ def remember_verified(cache: dict[str, tuple[str, dict[str, Any]]], token: str,
         cache.pop(next(iter(cache)), None)
 
 
-def mint(ctx: PoppyContext, *, jkt: str | None, resource: str | None, now: float,
-         expires_at: float | None = None) -> tuple[str, float]:
+def mint(
+    ctx: PoppyContext, *, jkt: str | None, resource: str | None, now: float, expires_at: float | None = None
+) -> tuple[str, float]:
     """A new signed token; returns (token, expires_at).
 
     ``jkt`` binds a DPoP token to its key (``cnf.jkt``); an exchanged MCP Bearer

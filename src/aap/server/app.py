@@ -18,8 +18,8 @@ exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -35,9 +35,9 @@ import aap.site
 from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
+from aap.config.urls import public_url_problem
 from aap.feeds.scheduler import feeds_lifespan
 from aap.leads.worker import delivery_lifespan
-from aap.config.urls import public_url_problem
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
 from aap.server.operations import healthz_endpoint, metrics_endpoint
 from aap.store import Stores
@@ -57,8 +57,15 @@ def mcp_surface(agent: DealerAgent) -> BindingParts:
 
 
 #: The protocol doors, then the pages for people (docs/console.md), in mounting order.
-SURFACES: tuple[Surface, ...] = (a2a.build, mcp_surface, aap.discovery.build, aap.poppy.build, aap.site.build,
-                                 aap.console.build)
+SURFACES: tuple[Surface, ...] = (
+    a2a.build,
+    mcp_surface,
+    aap.discovery.build,
+    aap.poppy.build,
+    aap.site.build,
+    aap.console.build,
+)
+
 
 @asynccontextmanager
 async def posting_index_lifespan(app: Starlette) -> AsyncIterator[None]:

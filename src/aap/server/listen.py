@@ -84,8 +84,7 @@ def local_public_url(public_url: str, host: str, port: int, *, tls: bool) -> str
     if not is_loopback_host(parts.hostname) or parts.scheme != ("https" if tls else "http"):
         return None
     public_host = (parts.hostname or "").lower()
-    same_host = (host in WILDCARD_HOSTS or public_host == "localhost"
-                 or public_host == host.strip("[]").lower())
+    same_host = host in WILDCARD_HOSTS or public_host == "localhost" or public_host == host.strip("[]").lower()
     if same_host and public_port == port:
         return None
     if not same_host:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import logging.config
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 
 class JsonFormatter(logging.Formatter):

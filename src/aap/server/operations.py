@@ -82,5 +82,4 @@ async def healthz_endpoint(request: Request) -> Response:
 async def metrics_endpoint(request: Request) -> Response:
     annotate(request.scope, binding="metrics")
     feeds = render_metrics(await run_in_threadpool(_feeds, request))
-    return Response(request.app.state.metrics.render() + feeds, media_type=None,
-                    headers={"Content-Type": CONTENT_TYPE})
+    return Response(request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE})

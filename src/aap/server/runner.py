@@ -29,8 +29,9 @@ from __future__ import annotations
 import gc
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 import uvicorn
@@ -38,9 +39,9 @@ from starlette.applications import Starlette
 from uvicorn.supervisors import Multiprocess
 
 from aap.config.environment import environment_problems
-from aap.memory import limit_malloc_arenas
 from aap.config.loader import ConfigError, load_settings
 from aap.config.model import Settings
+from aap.memory import limit_malloc_arenas
 from aap.server.app import check_public_url, create_app
 from aap.server.listen import bind
 from aap.server.logconfig import log_config
@@ -74,14 +75,16 @@ class SettingsSource:
         return orjson.dumps({"config": self.config, "overrides": dict(self.overrides), "environ": self.environ})
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> "SettingsSource":
+    def from_json(cls, data: bytes | str) -> SettingsSource:
         value = orjson.loads(data)
         if not isinstance(value, dict) or set(value) != {"config", "overrides", "environ"}:
             raise ValueError("not a serialised SettingsSource")
         config, overrides, environ = value["config"], value["overrides"], value["environ"]
         if not (config is None or isinstance(config, str)) or not isinstance(overrides, dict):
             raise ValueError("not a serialised SettingsSource")
-        if environ is not None and not (isinstance(environ, dict) and all(isinstance(v, str) for v in environ.values())):
+        if environ is not None and not (
+            isinstance(environ, dict) and all(isinstance(v, str) for v in environ.values())
+        ):
             raise ValueError("not a serialised SettingsSource")
         return cls(config, overrides, environ)
 
@@ -92,8 +95,14 @@ def app_from_env() -> Starlette:
     if not data:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
-    return settled(create_app(settings, open_stores(settings.database_url, settings.database_read_urls,
-                                                 max_replica_lag_ms=settings.max_replica_lag_ms)))
+    return settled(
+        create_app(
+            settings,
+            open_stores(
+                settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
+            ),
+        )
+    )
 
 
 def settled(app: Starlette) -> Starlette:
@@ -165,8 +174,9 @@ def run(
     if sock is None:
         sock = bind(host, port)
     # Migrates once, before any worker starts.
-    stores = open_stores(settings.database_url, settings.database_read_urls,
-                         max_replica_lag_ms=settings.max_replica_lag_ms)
+    stores = open_stores(
+        settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
+    )
     if workers == 1:
         try:
             _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sock)

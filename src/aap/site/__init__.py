@@ -90,13 +90,20 @@ class PublicSite:
         if self.settings.scope == "aggregate":
             for profile in self.settings.dealers:
                 if profile.dealer_id:
-                    sellers.append(self._run("dealer.information", {"type": "dealer.information.request",
-                                                                    "dealer_id": profile.dealer_id})["data"])
+                    sellers.append(
+                        self._run(
+                            "dealer.information", {"type": "dealer.information.request", "dealer_id": profile.dealer_id}
+                        )["data"]
+                    )
         return own, sellers
 
     def _common(self, request: Request) -> dict[str, Any]:
-        return {"site_name": self.settings.agent.name, "assets": SITE_ASSETS_PREFIX,
-                "poppy": self.settings.poppy.enabled, "layout": "site_layout.html"}
+        return {
+            "site_name": self.settings.agent.name,
+            "assets": SITE_ASSETS_PREFIX,
+            "poppy": self.settings.poppy.enabled,
+            "layout": "site_layout.html",
+        }
 
     def _limited(self, request: Request) -> None:
         self.limiter.check(anonymous_caller(request))
@@ -108,9 +115,14 @@ class PublicSite:
         if retry is not None:
             headers["Retry-After"] = str(retry)
         heading = "Too many requests" if error.code == "RATE_LIMITED" else "Not available"
-        return render(self.pages, request, "error.html",
-                      {**self._common(request), "heading": heading, "message": error.message, "back": SITE_PATH},
-                      status_code=status, headers=headers)
+        return render(
+            self.pages,
+            request,
+            "error.html",
+            {**self._common(request), "heading": heading, "message": error.message, "back": SITE_PATH},
+            status_code=status,
+            headers=headers,
+        )
 
     # -- GET / --------------------------------------------------------------------------------
     def _home(self, request: Request) -> tuple[dict[str, Any], int]:
@@ -137,16 +149,28 @@ class PublicSite:
             result = None
         sellers_by_id = {s.get("dealer_id"): s["name"] for s in sellers}
         context = {
-            **self._common(request), "dealer": own, "sellers": sellers, "sellers_by_id": sellers_by_id,
-            "rooftops": rooftops, "caps": caps, "form": form, "fields": offered(caps), "facets": facets,
-            "features": self.settings.features, "sort_options": sort_options(caps), "radii": RADII_MI,
-            "places": sorted(places), "option_labels": OPTION_LABELS, "result": result,
-            "pager": self._pager(request, form, result), "connect": self._connect(),
+            **self._common(request),
+            "dealer": own,
+            "sellers": sellers,
+            "sellers_by_id": sellers_by_id,
+            "rooftops": rooftops,
+            "caps": caps,
+            "form": form,
+            "fields": offered(caps),
+            "facets": facets,
+            "features": self.settings.features,
+            "sort_options": sort_options(caps),
+            "radii": RADII_MI,
+            "places": sorted(places),
+            "option_labels": OPTION_LABELS,
+            "result": result,
+            "pager": self._pager(request, form, result),
+            "connect": self._connect(),
         }
         return context, status
 
     def _pager(self, request: Request, form: Any, result: dict[str, Any] | None) -> dict[str, Any]:
-        """"Next page" follows the agent's cursor, a keyset: the fortieth page costs what the
+        """ "Next page" follows the agent's cursor, a keyset: the fortieth page costs what the
         first does. The links never ask for a page by offset (a ``skip`` sorts every match,
         docs/benchmarks.md); going back is the browser's Back, or the first page."""
         if not result:
@@ -159,8 +183,11 @@ class PublicSite:
 
         total = result.get("total")
         limit = result.get("limit") or caps.default_limit
-        out: dict[str, Any] = {"total": total, "page": form.page,
-                               "pages": None if total is None else max(1, -(-total // limit))}
+        out: dict[str, Any] = {
+            "total": total,
+            "page": form.page,
+            "pages": None if total is None else max(1, -(-total // limit)),
+        }
         if form.page > 1 or form.cursor:
             out["first"] = link([])
         if result.get("next_cursor"):
@@ -179,8 +206,10 @@ class PublicSite:
             {"label": "A2A OpenAPI document", "url": urls.a2a_openapi, "docs": API_DOCS_PREFIX + "a2a"},
         ]
         if self.settings.poppy.enabled:
-            out += [{"label": "Poppy document", "url": urls.poppy},
-                    {"label": "Poppy OpenAPI document", "url": urls.poppy_openapi, "docs": API_DOCS_PREFIX + "poppy"}]
+            out += [
+                {"label": "Poppy document", "url": urls.poppy},
+                {"label": "Poppy OpenAPI document", "url": urls.poppy_openapi, "docs": API_DOCS_PREFIX + "poppy"},
+            ]
         return out
 
     async def home(self, request: Request) -> Response:
@@ -194,14 +223,24 @@ class PublicSite:
     # -- GET /vehicles/{vehicle_id} -------------------------------------------------------------
     def _vehicle(self, request: Request, vehicle_id: str) -> dict[str, Any]:
         self._limited(request)
-        vehicle = self._run("inventory.vehicle", {"type": "inventory.vehicle.request",
-                                                  "vehicle_id": vehicle_id})["data"]
-        dealer = self._run("dealer.information", {"type": "dealer.information.request",
-                                                  **({"dealer_id": vehicle["dealer_id"]}
-                                                     if vehicle.get("dealer_id") else {})})["data"]
+        vehicle = self._run("inventory.vehicle", {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})[
+            "data"
+        ]
+        dealer = self._run(
+            "dealer.information",
+            {
+                "type": "dealer.information.request",
+                **({"dealer_id": vehicle["dealer_id"]} if vehicle.get("dealer_id") else {}),
+            },
+        )["data"]
         rooftop = next((r for r in dealer["rooftops"] if r["name"] == vehicle.get("rooftop")), None)
-        return {**self._common(request), "vehicle": vehicle, "dealer": dealer, "rooftop": rooftop,
-                "connect": self._connect()}
+        return {
+            **self._common(request),
+            "vehicle": vehicle,
+            "dealer": dealer,
+            "rooftop": rooftop,
+            "connect": self._connect(),
+        }
 
     async def vehicle(self, request: Request) -> Response:
         annotate(request.scope, binding="site", skill="inventory.vehicle")
@@ -225,19 +264,44 @@ class PublicSite:
         annotate(request.scope, binding="site")
         name = request.path_params["name"]
         if name not in API_DOCUMENTS:
-            return render(self.pages, request, "error.html", {
-                **self._common(request), "heading": "No such API document",
-                "message": "The API documents are: " + ", ".join(API_DOCUMENTS), "back": SITE_PATH},
-                status_code=404)
+            return render(
+                self.pages,
+                request,
+                "error.html",
+                {
+                    **self._common(request),
+                    "heading": "No such API document",
+                    "message": "The API documents are: " + ", ".join(API_DOCUMENTS),
+                    "back": SITE_PATH,
+                },
+                status_code=404,
+            )
         document = await self._document(request, name)
         if document is None:
-            return render(self.pages, request, "error.html", {
-                **self._common(request), "heading": "Not served here",
-                "message": f"This deployment does not serve the {API_DOCUMENTS[name][1]}.", "back": SITE_PATH},
-                status_code=404)
-        return render(self.pages, request, "api_docs.html", {
-            **self._common(request), "doc": document, "name": name, "json_url": API_DOCUMENTS[name][0],
-            "documents": API_DOCUMENTS})
+            return render(
+                self.pages,
+                request,
+                "error.html",
+                {
+                    **self._common(request),
+                    "heading": "Not served here",
+                    "message": f"This deployment does not serve the {API_DOCUMENTS[name][1]}.",
+                    "back": SITE_PATH,
+                },
+                status_code=404,
+            )
+        return render(
+            self.pages,
+            request,
+            "api_docs.html",
+            {
+                **self._common(request),
+                "doc": document,
+                "name": name,
+                "json_url": API_DOCUMENTS[name][0],
+                "documents": API_DOCUMENTS,
+            },
+        )
 
 
 def build(agent: DealerAgent) -> BindingParts:

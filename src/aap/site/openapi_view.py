@@ -90,7 +90,7 @@ def describe(schema: Any, depth: int = 0) -> list[TypeRef]:
     if isinstance(ref, str):
         prefix = "#/components/schemas/"
         if ref.startswith(prefix):  # a component, or a part of one ("Vehicle/properties/status")
-            path = ref[len(prefix):]
+            path = ref[len(prefix) :]
             return [TypeRef(path, _anchor(path.split("/", 1)[0]))]
         return [TypeRef(ref)]
     if depth > 3:
@@ -130,8 +130,10 @@ def _properties(schema: Any) -> list[Property]:
     props = schema.get("properties")
     if not isinstance(props, dict):
         return []
-    return [Property(name, describe(sub), name in required, _text((sub or {}).get("description")))
-            for name, sub in props.items()]
+    return [
+        Property(name, describe(sub), name in required, _text((sub or {}).get("description")))
+        for name, sub in props.items()
+    ]
 
 
 def _bodies(content: Any) -> list[Body]:
@@ -152,31 +154,51 @@ def build(document: dict[str, Any]) -> DocumentView:
             if not isinstance(op, dict):
                 continue
             params = [
-                Property(f"{p.get('name')} ({p.get('in')})", describe(p.get("schema")), bool(p.get("required")),
-                         _text(p.get("description")))
-                for p in [*shared, *(op.get("parameters") or [])] if isinstance(p, dict)
+                Property(
+                    f"{p.get('name')} ({p.get('in')})",
+                    describe(p.get("schema")),
+                    bool(p.get("required")),
+                    _text(p.get("description")),
+                )
+                for p in [*shared, *(op.get("parameters") or [])]
+                if isinstance(p, dict)
             ]
             body = op.get("requestBody") or {}
             responses = [
                 ResponseView(str(code), _text((spec or {}).get("description")), _bodies((spec or {}).get("content")))
                 for code, spec in (op.get("responses") or {}).items()
             ]
-            operations.append(Operation(
-                method, path, f"op-{method}-{''.join(ch if ch.isalnum() else '-' for ch in path)}",
-                _text(op.get("summary")), _text(op.get("description")), params,
-                _bodies(body.get("content") if isinstance(body, dict) else None), responses,
-            ))
+            operations.append(
+                Operation(
+                    method,
+                    path,
+                    f"op-{method}-{''.join(ch if ch.isalnum() else '-' for ch in path)}",
+                    _text(op.get("summary")),
+                    _text(op.get("description")),
+                    params,
+                    _bodies(body.get("content") if isinstance(body, dict) else None),
+                    responses,
+                )
+            )
     schemas = []
     for name, schema in sorted(((document.get("components") or {}).get("schemas") or {}).items()):
         spec = schema if isinstance(schema, dict) else {}
-        schemas.append(SchemaView(
-            name, _anchor(name), _text(spec.get("description")), describe(spec) if "properties" not in spec
-            else [TypeRef("object")], _properties(spec),
-            [str(v) for v in spec.get("enum") or []],
-        ))
+        schemas.append(
+            SchemaView(
+                name,
+                _anchor(name),
+                _text(spec.get("description")),
+                describe(spec) if "properties" not in spec else [TypeRef("object")],
+                _properties(spec),
+                [str(v) for v in spec.get("enum") or []],
+            )
+        )
     return DocumentView(
-        _text(info.get("title")) or "API", _text(info.get("version")), _text(document.get("openapi")),
+        _text(info.get("title")) or "API",
+        _text(info.get("version")),
+        _text(document.get("openapi")),
         _text(info.get("description")),
         [_text(s.get("url")) for s in document.get("servers") or [] if isinstance(s, dict)],
-        operations, schemas,
+        operations,
+        schemas,
     )

@@ -11,8 +11,9 @@ here, everything else by the core's validator, like for any other caller.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from starlette.datastructures import QueryParams
 
@@ -132,8 +133,12 @@ def _int(text: str, label: str, problems: list[str]) -> int | None:
         return None
 
 
-def read_form(params: QueryParams, caps: SearchCapabilities, features: Sequence[Feature],
-              places: Mapping[str, Mapping[str, float]]) -> tuple[SearchForm, dict[str, Any]]:
+def read_form(
+    params: QueryParams,
+    caps: SearchCapabilities,
+    features: Sequence[Feature],
+    places: Mapping[str, Mapping[str, float]],
+) -> tuple[SearchForm, dict[str, Any]]:
     """The form's state and the ``filters`` block it asks for.
 
     ``places`` maps rooftop names to their ``geo`` (for the ``near`` field).

@@ -17,13 +17,13 @@ from aap import SCHEMA_BASE_URL
 
 @dataclass(frozen=True)
 class SkillInfo:
-    id: str             # e.g. "inventory.search"
-    stem: str           # media-type / schema-file stem, e.g. "inventory-search"
-    name: str           # human name on the agent card
+    id: str  # e.g. "inventory.search"
+    stem: str  # media-type / schema-file stem, e.g. "inventory-search"
+    name: str  # human name on the agent card
     description: str
     tags: tuple[str, ...]
-    tool_name: str      # the MCP tool, e.g. "aap_inventory_search"
-    operation_id: str   # the Poppy native API operation, e.g. "inventorySearch"
+    tool_name: str  # the MCP tool, e.g. "aap_inventory_search"
+    operation_id: str  # the Poppy native API operation, e.g. "inventorySearch"
     read_only: bool = True
 
     @property
@@ -64,34 +64,49 @@ SKILLS: dict[str, SkillInfo] = {
     s.id: s
     for s in (
         SkillInfo(
-            "dealer.information", "dealer-information", "Dealer information",
+            "dealer.information",
+            "dealer-information",
+            "Dealer information",
             "Public dealership profile: rooftops, addresses, hours, contacts, fees and services.",
             ("dealer", "profile", "hours", "locations"),
-            "aap_dealer_information", "dealerInformation",
+            "aap_dealer_information",
+            "dealerInformation",
         ),
         SkillInfo(
-            "inventory.facets", "inventory-facets", "Inventory facets",
+            "inventory.facets",
+            "inventory-facets",
+            "Inventory facets",
             "Counts and ranges over the matching inventory, and the feature-code vocabulary.",
             ("inventory", "facets", "vehicles"),
-            "aap_inventory_facets", "inventoryFacets",
+            "aap_inventory_facets",
+            "inventoryFacets",
         ),
         SkillInfo(
-            "inventory.search", "inventory-search", "Inventory search",
+            "inventory.search",
+            "inventory-search",
+            "Inventory search",
             "Search live vehicle inventory with structured filters, keyword tokens, sorting and cursor pagination.",
             ("inventory", "search", "vehicles"),
-            "aap_inventory_search", "inventorySearch",
+            "aap_inventory_search",
+            "inventorySearch",
         ),
         SkillInfo(
-            "inventory.vehicle", "vehicle-detail", "Vehicle detail",
+            "inventory.vehicle",
+            "vehicle-detail",
+            "Vehicle detail",
             "One listing by VIN, stock number or vehicle_id, with availability and pricing.",
             ("inventory", "vehicle", "detail"),
-            "aap_inventory_vehicle", "inventoryVehicle",
+            "aap_inventory_vehicle",
+            "inventoryVehicle",
         ),
         SkillInfo(
-            "lead.submit", "lead-submit", "Submit lead",
+            "lead.submit",
+            "lead-submit",
+            "Submit lead",
             "Send a consented customer lead (vehicle interest, trade-in, appointment) to the dealer.",
             ("lead", "contact", "appointment", "test-drive"),
-            "aap_lead_submit", "leadSubmit",
+            "aap_lead_submit",
+            "leadSubmit",
             read_only=False,
         ),
     )

@@ -74,9 +74,7 @@ class CursorCodec:
         if len(token) <= MAX_CURSOR_CHARS:
             return token
         ref = secrets.token_urlsafe(24)
-        self.state.put_value(
-            _PARKED, ref, orjson.dumps([key, position.id]).decode(), issued + self.ttl + 60
-        )
+        self.state.put_value(_PARKED, ref, orjson.dumps([key, position.id]).decode(), issued + self.ttl + 60)
         return self._sign([_VERSION, digest, issued, {"ref": ref}, inventory_version])
 
     def read(self, token: str, now: datetime) -> ReadCursor:

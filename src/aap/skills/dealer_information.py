@@ -17,8 +17,7 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     if profile is None:
         raise AapError(
             "DEALER_NOT_FOUND",
-            hint="Use a dealer_id taken from a listing on this endpoint, or omit it for the "
-            "endpoint's own profile.",
+            hint="Use a dealer_id taken from a listing on this endpoint, or omit it for the endpoint's own profile.",
         )
     # A copy: bindings serialise the answer and must never alter the configuration.
     return {"type": "dealer.information.response", "data": copy.deepcopy(profile.info)}

@@ -12,9 +12,10 @@ null exactly when the matching set is exhausted.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from aap.errors import AapError, Problem
 from aap.inventory.query import SearchQuery, build_search_query, capability_problems, feature_vocabulary
@@ -85,7 +86,8 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
 
     # A read replica may answer; a continuation never from an inventory older than its cursor's.
     query, hits, total, version = agent.stores.inventory.read(
-        answer, min_version=cursor.min_version if cursor is not None else 0)
+        answer, min_version=cursor.min_version if cursor is not None else 0
+    )
 
     page = hits[: query.limit]
     next_cursor = None
@@ -112,13 +114,15 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     }
     if query.skip is not None:
         data["skip"] = query.skip
-    data.update({
-        "limit": query.limit,
-        "vehicles": vehicles,
-        "next_cursor": next_cursor,
-        "applied_filters": criteria.applied,
-        "sort": query.sort,
-    })
+    data.update(
+        {
+            "limit": query.limit,
+            "vehicles": vehicles,
+            "next_cursor": next_cursor,
+            "applied_filters": criteria.applied,
+            "sort": query.sort,
+        }
+    )
     if criteria.tokens:
         data["query_terms"] = list(criteria.tokens)
     return {"type": "inventory.search.response", "data": data}

@@ -37,8 +37,7 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
 
     # Listings matching *every* identifier sent.
     matching = [
-        r for r in records
-        if all(getattr(r, attr) == sent[name] for name, attr in _IDENTIFIERS if name in sent)
+        r for r in records if all(getattr(r, attr) == sent[name] for name, attr in _IDENTIFIERS if name in sent)
     ]
     if not matching:
         if len(sent) > 1 and records:
@@ -53,8 +52,10 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
         # The vehicle exists, several times (two sellers list one VIN, two rooftops share a
         # stock number): say so and name each listing, never guess (docs/search.md,
         # "inventory.vehicle"). Listing ids and sellers are what a search shows anyway.
-        matches = [{"vehicle_id": r.id, **({"dealer_id": r.dealer_id} if r.dealer_id else {})}
-                   for r in sorted(available, key=lambda r: r.id)[:MAX_MATCHES]]
+        matches = [
+            {"vehicle_id": r.id, **({"dealer_id": r.dealer_id} if r.dealer_id else {})}
+            for r in sorted(available, key=lambda r: r.id)[:MAX_MATCHES]
+        ]
         raise AapError(
             "VEHICLE_NOT_FOUND",
             "Several listings on this endpoint carry this identifier; ask for one of them by its vehicle_id.",

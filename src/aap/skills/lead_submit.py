@@ -8,8 +8,9 @@ object or raises :class:`~aap.errors.AapError`. The work itself lives in
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from aap.config.model import Settings
 from aap.errors import AapError, Problem
@@ -32,12 +33,11 @@ def make_classifier(settings: Settings) -> Callable[[Any, list[Problem]], AapErr
 
     def classify(payload: Any, problems: list[Problem]) -> AapError:
         skew = settings.leads.consent_clock_skew_seconds
-        error = consent.classify(payload, problems, datetime.now(timezone.utc), skew)
+        error = consent.classify(payload, problems, datetime.now(UTC), skew)
         # Only reached with schema problems, so there is always an error to return.
         return error or AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 
     return classify
-
 
 
 def install(agent: DealerAgent) -> None:

@@ -8,6 +8,7 @@ local registry only (see :mod:`aap.spec.schema_files`); nothing is fetched.
 ``validate()`` returns every problem at once, ready for ``details.errors[]``, and
 never quotes the instance (request values are customer data).
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,8 +19,16 @@ from aap.spec import schema_files
 from aap.spec.validator import UnknownSchema, compiled, is_valid, problem_order, validate
 
 __all__ = [
-    "UnknownSchema", "compiled", "is_valid", "openapi_document", "problem_order", "schema", "schema_bytes",
-    "schema_names", "schema_url", "validate",
+    "UnknownSchema",
+    "compiled",
+    "is_valid",
+    "openapi_document",
+    "problem_order",
+    "schema",
+    "schema_bytes",
+    "schema_names",
+    "schema_url",
+    "validate",
 ]
 
 

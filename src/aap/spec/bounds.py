@@ -67,31 +67,56 @@ def bound_problems(instance: Any, bounds: Bounds = REQUEST_BOUNDS) -> list[Probl
         value, path, depth = stack.pop()
         seen += 1
         if seen > bounds.values:
-            found.append(problem("", "maxValues", f"must hold at most {bounds.values} JSON values in all "
-                                                  "(this endpoint's bound on one request)"))
+            found.append(
+                problem(
+                    "",
+                    "maxValues",
+                    f"must hold at most {bounds.values} JSON values in all (this endpoint's bound on one request)",
+                )
+            )
             break
         if isinstance(value, str):
             if len(value) > bounds.string:
-                found.append(problem(_pointer(path), "maxLength",
-                                     f"must be at most {bounds.string} characters long (this endpoint's bound)"))
+                found.append(
+                    problem(
+                        _pointer(path),
+                        "maxLength",
+                        f"must be at most {bounds.string} characters long (this endpoint's bound)",
+                    )
+                )
         elif isinstance(value, (dict, list)):
             if depth >= bounds.depth:
-                found.append(problem(_pointer(path), "maxDepth",
-                                     f"nests deeper than {bounds.depth} levels (this endpoint's bound)"))
+                found.append(
+                    problem(
+                        _pointer(path), "maxDepth", f"nests deeper than {bounds.depth} levels (this endpoint's bound)"
+                    )
+                )
             elif isinstance(value, dict):
                 if len(value) > bounds.items:
-                    found.append(problem(_pointer(path), "maxProperties",
-                                         f"must have at most {bounds.items} properties (this endpoint's bound)"))
+                    found.append(
+                        problem(
+                            _pointer(path),
+                            "maxProperties",
+                            f"must have at most {bounds.items} properties (this endpoint's bound)",
+                        )
+                    )
                 elif any(not isinstance(k, str) or len(k) > bounds.name for k in value):
-                    found.append(problem(_pointer(path), "propertyNames",
-                                         f"has a property name longer than {bounds.name} characters "
-                                         "(this endpoint's bound)"))
+                    found.append(
+                        problem(
+                            _pointer(path),
+                            "propertyNames",
+                            f"has a property name longer than {bounds.name} characters (this endpoint's bound)",
+                        )
+                    )
                 else:
                     members = list(value.items())
                     stack.extend((v, (path, k), depth + 1) for k, v in reversed(members))
             elif len(value) > bounds.items:
-                found.append(problem(_pointer(path), "maxItems",
-                                     f"must have at most {bounds.items} items (this endpoint's bound)"))
+                found.append(
+                    problem(
+                        _pointer(path), "maxItems", f"must have at most {bounds.items} items (this endpoint's bound)"
+                    )
+                )
             else:
                 stack.extend((v, (path, i), depth + 1) for i, v in reversed(list(enumerate(value))))
         if len(found) >= bounds.problems:

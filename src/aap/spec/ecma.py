@@ -9,6 +9,7 @@ tokens so ``re.search`` answers as jsonschema-rs does; everything else is left a
 is (``.`` included: jsonschema-rs, like ``re``, lets it match anything but ``\n``).
 The tests compare the two engines character by character.
 """
+
 from __future__ import annotations
 
 import functools

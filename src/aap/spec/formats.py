@@ -3,6 +3,7 @@
 JSON Schema 2020-12 treats ``format`` as an annotation unless asked; AAP's contract
 depends on it (timestamps must carry an offset, URLs must be URLs), so these are on.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -18,7 +19,8 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 # quoted strings or address literals, which no buyer agent should need)
 _EMAIL = re.compile(
     r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}")
+    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}"
+)
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
 # all used with fullmatch: `$` would also accept a trailing newline, and so would
 # rfc3339-validator and rfc3986-validator (they end their patterns with `$`)
@@ -31,11 +33,15 @@ _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
 # and a query of those and "/" and "?" (RFC 3986 §3; no percent-encoding, no fragment):
 _PLAIN_HTTP_URI = re.compile(
     r"https?://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
-    r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?", re.ASCII)
+    r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?",
+    re.ASCII,
+)
 # An RFC 3339 date-time in upper case whose day exists in every month (01-28) of a year after 0:
 _PLAIN_DATE_TIME = re.compile(
     r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
-    r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)", re.ASCII)
+    r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
+    re.ASCII,
+)
 
 checker = FormatChecker(formats=())
 

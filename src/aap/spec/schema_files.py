@@ -7,6 +7,7 @@ The same resources back the jsonschema-rs registry (:func:`rust_registry`).
 Anything else is refused: the schema URLs are identifiers, and a validator that
 fetched them would make request handling depend on a third-party host.
 """
+
 from __future__ import annotations
 
 import functools

@@ -19,6 +19,7 @@ are no JSON number (and it reads the schemas without ``$schema``, see
 (:mod:`aap.spec.formats`).  Values it cannot take (strings with unpaired
 surrogates) go to the python path whole.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,8 +52,7 @@ class UnknownSchema(KeyError):
     """No bundled schema has this name."""
 
 
-def _pattern(validator: Validator, pattern: str, instance: Any,
-             schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+def _pattern(validator: Validator, pattern: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not ecma.compile(pattern).search(instance):
         yield ValidationError("does not match the pattern")
 
@@ -67,8 +67,10 @@ def _is_number(checker: TypeChecker, instance: object) -> bool:
 
 # types-jsonschema declares extend() without annotations; what it returns is a validator class.
 AapValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, validators={"pattern": _pattern},
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _is_number))
+    Draft202012Validator,
+    validators={"pattern": _pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _is_number),
+)
 
 
 def _schema(name: str) -> dict[str, Any]:
@@ -78,7 +80,7 @@ def _schema(name: str) -> dict[str, Any]:
     return documents[name]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(name: str) -> Validator:
     """The explaining validator for schema ``name`` (file stem), built once per process."""
     _schema(name)
@@ -86,7 +88,7 @@ def compiled(name: str) -> Validator:
     return AapValidator(stripped[name], registry=resources, format_checker=format_checker)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fast(name: str) -> jsonschema_rs.Validator:
     """The jsonschema-rs validator for schema ``name``: same resources, same formats."""
     schema = _schema(name)
@@ -94,8 +96,13 @@ def fast(name: str) -> jsonschema_rs.Validator:
     checks: dict[str, Callable[[object], bool]] = {fmt: _anything for fmt in _all_formats()}
     checks.update(formats.functions())
     return jsonschema_rs.validator_for(
-        schema, registry=schema_files.rust_registry(), retriever=schema_files.no_fetch,
-        validate_formats=True, ignore_unknown_formats=True, formats=checks)
+        schema,
+        registry=schema_files.rust_registry(),
+        retriever=schema_files.no_fetch,
+        validate_formats=True,
+        ignore_unknown_formats=True,
+        formats=checks,
+    )
 
 
 def _anything(value: object) -> bool:
@@ -116,6 +123,7 @@ def _all_formats() -> frozenset[str]:
         elif isinstance(node, list):
             for v in node:
                 walk(v)
+
     for document in schema_files.documents().values():
         walk(document)
     return frozenset(found)
@@ -161,8 +169,11 @@ def validate(instance: Any, name: str, *, budget: float | None = None) -> list[P
                 allowed[key] = both = [x for x in allowed[key] if any(_same(x, y) for y in values)]
                 out[key] = _problem(key[0], key[1], _allowed_message(key[1], both))
         if deadline is not None and time.thread_time() > deadline:
-            out[("", "budget")] = _problem("", "budget", "further problems were not listed: checking this "
-                                                         "request took longer than this endpoint allows")
+            out[("", "budget")] = _problem(
+                "",
+                "budget",
+                "further problems were not listed: checking this request took longer than this endpoint allows",
+            )
             break
     return sorted(out.values(), key=problem_order)
 
@@ -192,11 +203,11 @@ def problem_order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, st
     """The order of ``details.errors[]``: by location (numeric segments numerically), keyword, text."""
     parts = p["instanceLocation"].split("/")
     # numeric segments in numeric order, so /items/10 follows /items/9
-    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), \
-        p["keyword"], p["error"]
+    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), p["keyword"], p["error"]
 
 
 # ------------------------------------------------------------------------ helpers
+
 
 def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
@@ -235,6 +246,7 @@ def _type_words(t: Any) -> str:
 
 # ---------------------------------------------------------------- explanation
 
+
 def _explain_all(errors: Iterable[ValidationError], root: Validator) -> Iterator[Problem]:
     for error in errors:
         yield from _explain(error, root)
@@ -244,11 +256,11 @@ def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
     loc = _pointer(e.absolute_path)
     # a `false` subschema has no keyword (jsonschema leaves it None, its stubs say unset)
     kw = e.validator if isinstance(e.validator, str) else None
-    value: Any = e.validator_value          # the keyword's value: any JSON from the schema
+    value: Any = e.validator_value  # the keyword's value: any JSON from the schema
     instance = e.instance
     schema = e.schema if isinstance(e.schema, dict) else {}
 
-    if kw is None or kw == "false":                      # a `false` subschema
+    if kw is None or kw == "false":  # a `false` subschema
         yield _problem(loc, "false", "is not allowed here")
         return
     if kw == "additionalProperties" and isinstance(instance, dict):
@@ -258,8 +270,7 @@ def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
         hint = f"; allowed: {', '.join(allowed)}" if allowed and len(allowed) <= 60 else ""
         for key in instance:
             if key not in declared and not any(p.search(key) for p in patterns):
-                yield _problem(f"{loc}/{_escape(key)}", "additionalProperties",
-                               "is not an allowed property" + hint)
+                yield _problem(f"{loc}/{_escape(key)}", "additionalProperties", "is not an allowed property" + hint)
         return
     if kw == "unevaluatedProperties" and isinstance(instance, dict):
         yield _problem(loc, kw, "has properties that no subschema allows")
@@ -274,8 +285,7 @@ def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
             if trigger in instance:
                 for name in needed:
                     if name not in instance:
-                        yield _problem(f"{loc}/{_escape(name)}", kw,
-                                       f"is required when {trigger} is present")
+                        yield _problem(f"{loc}/{_escape(name)}", kw, f"is required when {trigger} is present")
         return
     if kw in ("anyOf", "oneOf"):
         yield from _explain_branches(e, loc, root)
@@ -304,8 +314,10 @@ def _closest_item(e: ValidationError, loc: str, root: Validator) -> Iterator[Pro
             return  # some item matches: the count is the problem, not an item
         best: list[Problem] | None = None
         for i, item in enumerate(items):
-            probs = [_problem(f"{loc}/{i}{p['instanceLocation']}", p["keyword"], p["error"])
-                     for p in _explain_all(checker.iter_errors(item), checker)]
+            probs = [
+                _problem(f"{loc}/{i}{p['instanceLocation']}", p["keyword"], p["error"])
+                for p in _explain_all(checker.iter_errors(item), checker)
+            ]
             if best is None or len(probs) < len(best):
                 best = probs
     except Exception:  # a ref outside this resource: keep the plain entry
@@ -322,8 +334,7 @@ def _explain_branches(e: ValidationError, loc: str, root: Validator) -> Iterator
         branches.setdefault(sub.relative_schema_path[0], []).append(sub)
     n = len(alternatives)
     if kw == "oneOf" and len(branches) < n:
-        yield _problem(loc, "oneOf", "matches more than one of the allowed alternatives; "
-                                     "it must match exactly one")
+        yield _problem(loc, "oneOf", "matches more than one of the allowed alternatives; it must match exactly one")
         return
     explained = {i: list(_explain_all(errs, root)) for i, errs in branches.items()}
     # `anyOf: [{required: [vin]}, {required: [stock]}, ...]` -> one entry
@@ -354,7 +365,7 @@ def _explain_branches(e: ValidationError, loc: str, root: Validator) -> Iterator
             all_type = False
         else:
             t = sub_schema.get("type")
-            for x in (t if isinstance(t, list) else [t]):
+            for x in t if isinstance(t, list) else [t]:
                 if x and x not in types:
                     types.append(x)
         if not any(p["keyword"] in ("const", "enum") for p in top):
@@ -369,12 +380,14 @@ def _explain_branches(e: ValidationError, loc: str, root: Validator) -> Iterator
     if all_const and consts:
         yield _problem(loc, "enum", f"must be one of: {', '.join(_show(c) for c in consts)}")
         return
+
     # otherwise: the problems of the closest branch (fewest problems, no type
     # mismatch at this location if possible; ties go to the first branch)
     def score(i: int) -> tuple[bool, int, int]:
         probs = explained.get(i, [])
         wrong_type = any(p["keyword"] == "type" and p["instanceLocation"] == loc for p in probs)
         return (wrong_type, len(probs), i)
+
     best = min(range(n), key=score)
     yield from explained.get(best, [])
 

@@ -60,5 +60,5 @@ def pg_dump_command(url: str, destination: str) -> tuple[list[str], dict[str, st
         netloc = parts.netloc.replace(f":{parts.password}@", "@", 1)
         url = urlunsplit(parts._replace(netloc=netloc))
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+        url = "postgresql://" + url[len("postgres://") :]
     return ["pg_dump", "--format=custom", f"--file={destination}", f"--dbname={url}"], extra

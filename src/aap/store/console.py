@@ -121,7 +121,7 @@ class CheckRun:
     finished_ms: int | None
     started_by: str
     target: str
-    state: str           # running, done, failed, timeout
+    state: str  # running, done, failed, timeout
     report: dict[str, Any] | None
 
 
@@ -139,16 +139,16 @@ class ConsoleStore:
         self.db = db
 
     # -- accounts --------------------------------------------------------------------
-    def add_user(self, email: str, password_hash: str, role: str, dealer_id: str | None,
-                 rooftops: tuple[str, ...], now_ms: int) -> User | None:
+    def add_user(
+        self, email: str, password_hash: str, role: str, dealer_id: str | None, rooftops: tuple[str, ...], now_ms: int
+    ) -> User | None:
         """A new account; None when the e-mail is taken."""
         user_id = "usr_" + uuid.uuid4().hex[:20]
         with self.db.transaction() as tx:
             inserted = tx.execute(
                 "INSERT INTO console_users (user_id, email, password_hash, role, dealer_id, rooftops, created_ms,"
                 " password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING",
-                (user_id, email, password_hash, role, dealer_id, orjson.dumps(list(rooftops)).decode(),
-                 now_ms, now_ms),
+                (user_id, email, password_hash, role, dealer_id, orjson.dumps(list(rooftops)).decode(), now_ms, now_ms),
             ).rowcount
         if inserted != 1:
             return None
@@ -172,9 +172,13 @@ class ConsoleStore:
     def set_password(self, user_id: str, password_hash: str, now_ms: int, *, end_sessions: bool = True) -> bool:
         """Replace the hash; ``end_sessions`` signs the account out everywhere (a reset, not a rehash)."""
         with self.db.transaction() as tx:
-            changed = tx.execute(
-                "UPDATE console_users SET password_hash = ?, password_ms = ? WHERE user_id = ?",
-                (password_hash, now_ms, user_id)).rowcount == 1
+            changed = (
+                tx.execute(
+                    "UPDATE console_users SET password_hash = ?, password_ms = ? WHERE user_id = ?",
+                    (password_hash, now_ms, user_id),
+                ).rowcount
+                == 1
+            )
             if changed and end_sessions:
                 tx.execute("DELETE FROM console_sessions WHERE user_id = ?", (user_id,))
         return changed
@@ -191,15 +195,20 @@ class ConsoleStore:
     # -- sessions ----------------------------------------------------------------------
     def add_session(self, session_hash: str, user_id: str, csrf_token: str, now_ms: int) -> None:
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms)"
-                       " VALUES (?, ?, ?, ?, ?)", (session_hash, user_id, csrf_token, now_ms, now_ms))
+            tx.execute(
+                "INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session_hash, user_id, csrf_token, now_ms, now_ms),
+            )
 
     def session(self, session_hash: str) -> Session | None:
         with self.db.read() as tx:
             row = tx.fetchone(
                 f"SELECT s.session_hash, s.csrf_token, s.created_ms, s.seen_ms, {_USER_COLUMNS}"
                 " FROM console_sessions s JOIN console_users u ON u.user_id = s.user_id"
-                " WHERE s.session_hash = ?", (session_hash,))
+                " WHERE s.session_hash = ?",
+                (session_hash,),
+            )
         if row is None:
             return None
         return Session(row[0], _user(row[4:]), row[1], int(row[2]), int(row[3]))
@@ -215,16 +224,20 @@ class ConsoleStore:
     def purge_sessions(self, idle_before_ms: int, created_before_ms: int) -> int:
         """Forget sessions idle since ``idle_before_ms`` or started before ``created_before_ms``."""
         with self.db.transaction() as tx:
-            return tx.execute("DELETE FROM console_sessions WHERE seen_ms < ? OR created_ms < ?",
-                              (idle_before_ms, created_before_ms)).rowcount
+            return tx.execute(
+                "DELETE FROM console_sessions WHERE seen_ms < ? OR created_ms < ?", (idle_before_ms, created_before_ms)
+            ).rowcount
 
     # -- sign-in throttling ----------------------------------------------------------------
     def locked_until(self, keys: tuple[str, ...], now_ms: int) -> int | None:
         """The latest lockout end among ``keys`` still in force, or None."""
         marks = ", ".join("?" for _ in keys)
         with self.db.read() as tx:
-            row = tx.one(f"SELECT MAX(locked_until_ms) FROM console_throttle WHERE throttle_key IN ({marks})"
-                         " AND locked_until_ms > ?", (*keys, now_ms))
+            row = tx.one(
+                f"SELECT MAX(locked_until_ms) FROM console_throttle WHERE throttle_key IN ({marks})"
+                " AND locked_until_ms > ?",
+                (*keys, now_ms),
+            )
         return None if row[0] is None else int(row[0])
 
     def record_failure(self, key: str, limit: int, window_ms: int, now_ms: int) -> bool:
@@ -234,18 +247,28 @@ class ConsoleStore:
         One write transaction: concurrent failures on several workers all count.
         """
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM console_throttle WHERE first_ms < ? AND (locked_until_ms IS NULL"
-                       " OR locked_until_ms < ?) AND throttle_key <> ?", (now_ms - window_ms, now_ms, key))
-            tx.execute("INSERT INTO console_throttle (throttle_key, failures, first_ms) VALUES (?, 0, ?)"
-                       " ON CONFLICT (throttle_key) DO NOTHING", (key, now_ms))
+            tx.execute(
+                "DELETE FROM console_throttle WHERE first_ms < ? AND (locked_until_ms IS NULL"
+                " OR locked_until_ms < ?) AND throttle_key <> ?",
+                (now_ms - window_ms, now_ms, key),
+            )
+            tx.execute(
+                "INSERT INTO console_throttle (throttle_key, failures, first_ms) VALUES (?, 0, ?)"
+                " ON CONFLICT (throttle_key) DO NOTHING",
+                (key, now_ms),
+            )
             tx.execute(
                 "UPDATE console_throttle SET failures = CASE WHEN first_ms < ? THEN 1 ELSE failures + 1 END,"
                 " first_ms = CASE WHEN first_ms < ? THEN ? ELSE first_ms END WHERE throttle_key = ?",
-                (now_ms - window_ms, now_ms - window_ms, now_ms, key))
+                (now_ms - window_ms, now_ms - window_ms, now_ms, key),
+            )
             failures = int(tx.one("SELECT failures FROM console_throttle WHERE throttle_key = ?", (key,))[0])
             if failures >= limit:
-                tx.execute("UPDATE console_throttle SET locked_until_ms = ?, failures = 0, first_ms = ?"
-                           " WHERE throttle_key = ?", (now_ms + window_ms, now_ms, key))
+                tx.execute(
+                    "UPDATE console_throttle SET locked_until_ms = ?, failures = 0, first_ms = ?"
+                    " WHERE throttle_key = ?",
+                    (now_ms + window_ms, now_ms, key),
+                )
                 return True
         return False
 
@@ -256,12 +279,14 @@ class ConsoleStore:
     # -- the audit log ---------------------------------------------------------------------
     def audit(self, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO console_audit (audit_id, at_ms, actor, action, subject, detail)"
-                       " VALUES (?, ?, ?, ?, ?, ?)",
-                       ("aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()))
+            tx.execute(
+                "INSERT INTO console_audit (audit_id, at_ms, actor, action, subject, detail) VALUES (?, ?, ?, ?, ?, ?)",
+                ("aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()),
+            )
 
-    def audit_entries(self, *, subject: str | None = None, before_ms: int | None = None,
-                      limit: int = 100) -> list[AuditEntry]:
+    def audit_entries(
+        self, *, subject: str | None = None, before_ms: int | None = None, limit: int = 100
+    ) -> list[AuditEntry]:
         """Newest first; ``subject`` limits them to one lead (or account)."""
         conditions: list[str] = []
         params: list[Any] = []
@@ -273,8 +298,11 @@ class ConsoleStore:
             params.append(before_ms)
         where = where_all(conditions)
         with self.db.read() as tx:
-            rows = tx.fetchall(f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
-                               f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}", params)
+            rows = tx.fetchall(
+                f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
+                f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}",
+                params,
+            )
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], orjson.loads(r[4])) for r in rows]
 
     # -- conformance runs ------------------------------------------------------------------
@@ -285,24 +313,41 @@ class ConsoleStore:
         """
         run_id = "chk_" + uuid.uuid4().hex[:20]
         with self.db.transaction() as tx:
-            tx.execute("UPDATE console_checks SET state = 'failed', finished_ms = ? WHERE state = 'running'"
-                       " AND started_ms < ?", (now_ms, stale_before_ms))
+            tx.execute(
+                "UPDATE console_checks SET state = 'failed', finished_ms = ? WHERE state = 'running'"
+                " AND started_ms < ?",
+                (now_ms, stale_before_ms),
+            )
             if tx.one("SELECT COUNT(*) FROM console_checks WHERE state = 'running'")[0]:
                 return None
-            tx.execute("INSERT INTO console_checks (run_id, started_ms, started_by, target, state)"
-                       " VALUES (?, ?, ?, ?, 'running')", (run_id, now_ms, started_by, target))
+            tx.execute(
+                "INSERT INTO console_checks (run_id, started_ms, started_by, target, state)"
+                " VALUES (?, ?, ?, ?, 'running')",
+                (run_id, now_ms, started_by, target),
+            )
         return run_id
 
     def finish_check(self, run_id: str, state: str, report: dict[str, Any] | None, now_ms: int) -> None:
         with self.db.transaction() as tx:
-            tx.execute("UPDATE console_checks SET state = ?, report = ?, finished_ms = ? WHERE run_id = ?",
-                       (state, None if report is None else orjson.dumps(report).decode(), now_ms, run_id))
+            tx.execute(
+                "UPDATE console_checks SET state = ?, report = ?, finished_ms = ? WHERE run_id = ?",
+                (state, None if report is None else orjson.dumps(report).decode(), now_ms, run_id),
+            )
 
     def latest_check(self) -> CheckRun | None:
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT run_id, started_ms, finished_ms, started_by, target, state, report"
-                              " FROM console_checks ORDER BY started_ms DESC, run_id DESC LIMIT 1")
+            row = tx.fetchone(
+                "SELECT run_id, started_ms, finished_ms, started_by, target, state, report"
+                " FROM console_checks ORDER BY started_ms DESC, run_id DESC LIMIT 1"
+            )
         if row is None:
             return None
-        return CheckRun(row[0], int(row[1]), None if row[2] is None else int(row[2]), row[3], row[4], row[5],
-                        None if row[6] is None else orjson.loads(row[6]))
+        return CheckRun(
+            row[0],
+            int(row[1]),
+            None if row[2] is None else int(row[2]),
+            row[3],
+            row[4],
+            row[5],
+            None if row[6] is None else orjson.loads(row[6]),
+        )

@@ -13,9 +13,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from aap.store.dialect import SQLITE, Dialect
@@ -126,16 +127,14 @@ class Database:
 
     # -- connections --------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         conn.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 
-    def _holder(self) -> "_Holder":
+    def _holder(self) -> _Holder:
         """This thread's connection slot (the connection itself is opened lazily)."""
         holder = getattr(self._local, "holder", None)
         if holder is None:
@@ -155,7 +154,7 @@ class Database:
             lock = holder.lock  # close() takes it too: never closes a connection mid-statement
         with lock:
             if holder is None:
-                if self._memory_conn is None:   # closed while this thread waited for the lock
+                if self._memory_conn is None:  # closed while this thread waited for the lock
                     raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
                 conn = self._memory_conn
             else:

@@ -16,8 +16,9 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Sequence, cast
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import psycopg
@@ -70,8 +71,9 @@ class Dialect:
     #: scope): readers keep their snapshot meanwhile (SQLite's WAL).
     reloads_live_in_bulk = True
     #: (name, statement that creates it) of the indexes of some tables (``{marks}``: theirs).
-    indexes_of = ("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
-                  "AND tbl_name IN ({marks})")
+    indexes_of = (
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ({marks})"
+    )
     #: Count every facet in the database in one pass (grouping sets). SQLite aggregates by
     #: sorting, one sort per ``GROUP BY``; fetching the narrow columns once and counting in
     #: Python is cheaper there.
@@ -99,7 +101,7 @@ class Dialect:
         if not milliseconds:
             yield
             return
-        conn = cast(sqlite3.Cursor, tx.raw).connection   # this dialect runs on sqlite3 only
+        conn = cast(sqlite3.Cursor, tx.raw).connection  # this dialect runs on sqlite3 only
         stack = _deadlines(conn)
         deadline = time.monotonic() + milliseconds / 1000
         if stack:
@@ -127,8 +129,9 @@ class Dialect:
         """``column`` among ``values`` (any number of them), as one parameter: a JSON array."""
         return f"{column} IN (SELECT value FROM json_each(?))", ["[" + ",".join(map(str, values)) + "]"]
 
-    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                    on_conflict: str = "") -> None:
+    def insert_rows(
+        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], on_conflict: str = ""
+    ) -> None:
         """Add ``rows`` to ``table``, ``on_conflict`` (an ``ON CONFLICT`` clause) deciding about
         keys already there (SQLite: one prepared INSERT, run per row in C)."""
         marks = ", ".join("?" * len(columns))
@@ -219,8 +222,9 @@ class PostgresDialect(Dialect):
     # an empty inventory lose nothing by waiting; a live inventory is never locked so.
     reloads_in_bulk = True
     reloads_live_in_bulk = False
-    indexes_of = ("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-                  "AND tablename IN ({marks})")
+    indexes_of = (
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename IN ({marks})"
+    )
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True
     # COPY pays per statement: larger batches amortise it.
@@ -260,8 +264,9 @@ class PostgresDialect(Dialect):
         """Serialise concurrent migrations from several workers (an advisory lock)."""
         tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
 
-    def insert_rows(self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
-                    on_conflict: str = "") -> None:
+    def insert_rows(
+        self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], on_conflict: str = ""
+    ) -> None:
         """``COPY`` the rows into a staging table, then one set-based ``INSERT ... SELECT``.
 
         COPY streams rows without a statement per row (psycopg's ``executemany``
@@ -308,14 +313,15 @@ class PostgresDialect(Dialect):
         table changed.
         """
         for table in tables:
-            tx.execute(f"ALTER TABLE {table} SET (autovacuum_vacuum_scale_factor = 0.01, "
-                       "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.01)")
+            tx.execute(
+                f"ALTER TABLE {table} SET (autovacuum_vacuum_scale_factor = 0.01, "
+                "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.01)"
+            )
 
     @contextmanager
     def large_write(self, tx: Tx) -> Iterator[None]:
         """Nothing to tune: the server's buffer cache is shared and sized by its operator."""
         yield
-
 
 
 SQLITE = Dialect()

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 
@@ -120,14 +121,29 @@ class FeedRun:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "feed": self.feed, "trigger": self.trigger, "source": self.source,
-            "format": self.format, "dealer_id": self.dealer_id, "replace": self.replace,
-            "dry_run": self.dry_run, "started_ms": self.started_ms, "finished_ms": self.finished_ms,
-            "duration_ms": self.finished_ms - self.started_ms, "outcome": self.outcome,
-            "message": self.message, "rows": self.rows, "inserted": self.inserted,
-            "updated": self.updated, "removed": self.removed, "skipped": self.skipped,
-            "warnings": self.warnings, "total": self.total, "problems": self.problems,
-            "rejected_lines": self.rejected_lines, "details": self.details,
+            "run_id": self.run_id,
+            "feed": self.feed,
+            "trigger": self.trigger,
+            "source": self.source,
+            "format": self.format,
+            "dealer_id": self.dealer_id,
+            "replace": self.replace,
+            "dry_run": self.dry_run,
+            "started_ms": self.started_ms,
+            "finished_ms": self.finished_ms,
+            "duration_ms": self.finished_ms - self.started_ms,
+            "outcome": self.outcome,
+            "message": self.message,
+            "rows": self.rows,
+            "inserted": self.inserted,
+            "updated": self.updated,
+            "removed": self.removed,
+            "skipped": self.skipped,
+            "warnings": self.warnings,
+            "total": self.total,
+            "problems": self.problems,
+            "rejected_lines": self.rejected_lines,
+            "details": self.details,
         }
 
 
@@ -148,16 +164,61 @@ class FeedState:
     last_success_ms: int | None
 
 
-_STATE_COLUMNS = ("feed, next_run_ms, failures, lease_token, lease_until_ms, etag, last_modified, "
-                  "fingerprint, last_run_ms, last_outcome, last_success_ms")
+_STATE_COLUMNS = (
+    "feed, next_run_ms, failures, lease_token, lease_until_ms, etag, last_modified, "
+    "fingerprint, last_run_ms, last_outcome, last_success_ms"
+)
 
 
 def _run(row: tuple[Any, ...]) -> FeedRun:
-    (run_id, feed, trigger, source, fmt, dealer_id, replace, dry_run, started, finished, outcome,
-     message, rows, inserted, updated, removed, skipped, warnings, total, problems, lines, details) = row
-    return FeedRun(trigger, source, started, finished, outcome, feed, fmt, dealer_id, bool(replace),
-                   bool(dry_run), message, rows, inserted, updated, removed, skipped, warnings, total,
-                   orjson.loads(problems), orjson.loads(lines), orjson.loads(details), run_id)
+    (
+        run_id,
+        feed,
+        trigger,
+        source,
+        fmt,
+        dealer_id,
+        replace,
+        dry_run,
+        started,
+        finished,
+        outcome,
+        message,
+        rows,
+        inserted,
+        updated,
+        removed,
+        skipped,
+        warnings,
+        total,
+        problems,
+        lines,
+        details,
+    ) = row
+    return FeedRun(
+        trigger,
+        source,
+        started,
+        finished,
+        outcome,
+        feed,
+        fmt,
+        dealer_id,
+        bool(replace),
+        bool(dry_run),
+        message,
+        rows,
+        inserted,
+        updated,
+        removed,
+        skipped,
+        warnings,
+        total,
+        orjson.loads(problems),
+        orjson.loads(lines),
+        orjson.loads(details),
+        run_id,
+    )
 
 
 class FeedStore:
@@ -170,10 +231,27 @@ class FeedStore:
     def record(self, run: FeedRun) -> str:
         """Store one import (and forget runs older than the retention)."""
         values = (
-            run.run_id, run.feed, run.trigger, run.source, run.format, run.dealer_id, int(run.replace),
-            int(run.dry_run), run.started_ms, run.finished_ms, run.outcome, run.message, run.rows,
-            run.inserted, run.updated, run.removed, run.skipped, run.warnings, run.total,
-            orjson.dumps(run.problems).decode(), orjson.dumps(run.rejected_lines[:MAX_REJECTED_LINES]).decode(),
+            run.run_id,
+            run.feed,
+            run.trigger,
+            run.source,
+            run.format,
+            run.dealer_id,
+            int(run.replace),
+            int(run.dry_run),
+            run.started_ms,
+            run.finished_ms,
+            run.outcome,
+            run.message,
+            run.rows,
+            run.inserted,
+            run.updated,
+            run.removed,
+            run.skipped,
+            run.warnings,
+            run.total,
+            orjson.dumps(run.problems).decode(),
+            orjson.dumps(run.rejected_lines[:MAX_REJECTED_LINES]).decode(),
             orjson.dumps(run.details).decode(),
         )
         with self.db.transaction() as tx:
@@ -181,8 +259,9 @@ class FeedStore:
             tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (run.started_ms - RETENTION_MS,))
         return run.run_id
 
-    def runs(self, *, limit: int = 50, feed: str | None = None, oldest: bool = False,
-             before_ms: int | None = None) -> list[FeedRun]:
+    def runs(
+        self, *, limit: int = 50, feed: str | None = None, oldest: bool = False, before_ms: int | None = None
+    ) -> list[FeedRun]:
         """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed;
         ``before_ms`` pages back (runs started before it, for a console's next page)."""
         conditions: list[str] = []
@@ -196,8 +275,10 @@ class FeedStore:
         where = where_all(conditions)
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
-            rows = tx.fetchall(f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} "
-                               f"ORDER BY started_ms {order}, run_id {order} LIMIT ?", [*params, limit])
+            rows = tx.fetchall(
+                f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} ORDER BY started_ms {order}, run_id {order} LIMIT ?",
+                [*params, limit],
+            )
         return [_run(row) for row in rows]
 
     def run(self, run_id: str) -> FeedRun | None:
@@ -209,8 +290,10 @@ class FeedStore:
     def ensure(self, feeds: Iterable[str], now_ms: int) -> None:
         """A state row for each scheduled feed (a new feed is due at once)."""
         with self.db.transaction() as tx:
-            tx.executemany("INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
-                           "ON CONFLICT (feed) DO NOTHING", [(name, now_ms) for name in feeds])
+            tx.executemany(
+                "INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) ON CONFLICT (feed) DO NOTHING",
+                [(name, now_ms) for name in feeds],
+            )
 
     def state(self, feed: str) -> FeedState | None:
         with self.db.read() as tx:
@@ -219,8 +302,7 @@ class FeedStore:
 
     def states(self) -> list[FeedState]:
         with self.db.read() as tx:
-            return [FeedState(*row) for row in
-                    tx.fetchall(f"SELECT {_STATE_COLUMNS} FROM feed_state ORDER BY feed")]
+            return [FeedState(*row) for row in tx.fetchall(f"SELECT {_STATE_COLUMNS} FROM feed_state ORDER BY feed")]
 
     def claim(self, feed: str, now_ms: int, lease_ms: int, *, due_only: bool = True) -> str | None:
         """Take the feed's lease if it is due and nobody holds it; the lease token, or None."""
@@ -232,22 +314,45 @@ class FeedStore:
         params.append(now_ms)
         with self.db.transaction() as tx:
             if tx.fetchone("SELECT feed FROM feed_state WHERE feed = ?", (feed,)) is None:
-                tx.execute("INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
-                           "ON CONFLICT (feed) DO NOTHING", (feed, now_ms))
+                tx.execute(
+                    "INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
+                    "ON CONFLICT (feed) DO NOTHING",
+                    (feed, now_ms),
+                )
             taken = tx.execute(
                 "UPDATE feed_state SET lease_token = ?, lease_until_ms = ? WHERE feed = ? "
-                f"{due}AND (lease_token IS NULL OR lease_until_ms < ?)", params).rowcount
+                f"{due}AND (lease_token IS NULL OR lease_until_ms < ?)",
+                params,
+            ).rowcount
         return token if taken == 1 else None
 
     def renew(self, feed: str, token: str, until_ms: int) -> bool:
         """Extend a held lease (a long import); False when it was lost."""
         with self.db.transaction() as tx:
-            return int(tx.execute("UPDATE feed_state SET lease_until_ms = ? WHERE feed = ? AND lease_token = ?",
-                                  (until_ms, feed, token)).rowcount) == 1
+            return (
+                int(
+                    tx.execute(
+                        "UPDATE feed_state SET lease_until_ms = ? WHERE feed = ? AND lease_token = ?",
+                        (until_ms, feed, token),
+                    ).rowcount
+                )
+                == 1
+            )
 
-    def release(self, feed: str, token: str, *, now_ms: int, next_run_ms: int, outcome: str,
-                success: bool, failures: int, etag: str | None = None,
-                last_modified: str | None = None, fingerprint: str | None = None) -> bool:
+    def release(
+        self,
+        feed: str,
+        token: str,
+        *,
+        now_ms: int,
+        next_run_ms: int,
+        outcome: str,
+        success: bool,
+        failures: int,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        fingerprint: str | None = None,
+    ) -> bool:
         """End a run: the next run time, the outcome, and (on success) the source's validators."""
         validators = ", etag = ?, last_modified = ?, fingerprint = ?, last_success_ms = ?" if success else ""
         params: list[Any] = [next_run_ms, failures, now_ms, outcome]
@@ -258,7 +363,8 @@ class FeedStore:
             changed = tx.execute(
                 "UPDATE feed_state SET next_run_ms = ?, failures = ?, last_run_ms = ?, last_outcome = ?, "
                 f"lease_token = NULL, lease_until_ms = NULL{validators} WHERE feed = ? AND lease_token = ?",
-                params).rowcount
+                params,
+            ).rowcount
         return int(changed) == 1
 
 

@@ -14,8 +14,9 @@ stored reversed, so a suffix is an index range).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from aap.store.db import Database, Tx, where_all
 from aap.store.leads import LeadStore, delivery_states, loads
@@ -46,9 +47,9 @@ class InboxFilter:
     rooftop: str | None = None
     received_from_ms: int | None = None
     received_to_ms: int | None = None
-    delivery: str | None = None   # one of DELIVERY_FILTERS
+    delivery: str | None = None  # one of DELIVERY_FILTERS
     handled: bool | None = None
-    query: str | None = None      # a name, e-mail or phone number
+    query: str | None = None  # a name, e-mail or phone number
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,12 @@ def search_condition(query: str) -> tuple[str, list[Any]]:
         key = digits[::-1]
         return "(l.customer_phone_r >= ? AND l.customer_phone_r < ?)", [key, _next_key(key)]
     upper = _next_key(text)
-    return ("((l.customer_name_k >= ? AND l.customer_name_k < ?)"
-            " OR (l.customer_last_k >= ? AND l.customer_last_k < ?)"
-            " OR (l.customer_email_k >= ? AND l.customer_email_k < ?))",
-            [text, upper, text, upper, text, upper])
+    return (
+        "((l.customer_name_k >= ? AND l.customer_name_k < ?)"
+        " OR (l.customer_last_k >= ? AND l.customer_last_k < ?)"
+        " OR (l.customer_email_k >= ? AND l.customer_email_k < ?))",
+        [text, upper, text, upper, text, upper],
+    )
 
 
 #: Delivery states few leads are in: a filter on one is best served from the deliveries' index.
@@ -151,8 +154,9 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
         if by_delivery:
             conditions.append(f"l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = {state})")
         else:  # most leads are delivered: walk them newest first, stop at a page
-            conditions.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id"
-                              f" AND x.status = {state})")
+            conditions.append(
+                f"EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = {state})"
+            )
     if wanted.handled is not None:
         conditions.append("l.handled_ms IS NOT NULL" if wanted.handled else "l.handled_ms IS NULL")
     if wanted.query and wanted.query.strip():
@@ -165,8 +169,10 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
     return where_all(conditions), params
 
 
-_ROW_COLUMNS = ("l.lead_id, l.received_at, l.received_ms, l.dealer_id, l.rooftop, l.status, l.request_json,"
-                " l.listing_json, l.source_agent, l.appointment_status, l.handled_ms")
+_ROW_COLUMNS = (
+    "l.lead_id, l.received_at, l.received_ms, l.dealer_id, l.rooftop, l.status, l.request_json,"
+    " l.listing_json, l.source_agent, l.appointment_status, l.handled_ms"
+)
 
 
 def vehicle_label(listing: dict[str, Any] | None, request: dict[str, Any]) -> str:
@@ -181,17 +187,40 @@ def vehicle_label(listing: dict[str, Any] | None, request: dict[str, Any]) -> st
 def _rows(tx: Tx, raw: list[tuple[Any, ...]]) -> list[InboxRow]:
     counts = delivery_states(tx, [r[0] for r in raw])
     out = []
-    for (lead_id, received_at, received_ms, dealer_id, rooftop, status, request_json, listing_json,
-         source_agent, appointment_status, handled_ms) in raw:
+    for (
+        lead_id,
+        received_at,
+        received_ms,
+        dealer_id,
+        rooftop,
+        status,
+        request_json,
+        listing_json,
+        source_agent,
+        appointment_status,
+        handled_ms,
+    ) in raw:
         request = loads(request_json) or {}
         customer = request.get("customer") or {}
-        out.append(InboxRow(
-            lead_id, received_at, int(received_ms), dealer_id, rooftop, status,
-            str(customer.get("first_name") or ""), str(customer.get("last_name") or ""),
-            str(customer.get("email") or ""), str(customer.get("phone") or ""),
-            vehicle_label(loads(listing_json), request), source_agent, appointment_status,
-            None if handled_ms is None else int(handled_ms), counts[lead_id],
-        ))
+        out.append(
+            InboxRow(
+                lead_id,
+                received_at,
+                int(received_ms),
+                dealer_id,
+                rooftop,
+                status,
+                str(customer.get("first_name") or ""),
+                str(customer.get("last_name") or ""),
+                str(customer.get("email") or ""),
+                str(customer.get("phone") or ""),
+                vehicle_label(loads(listing_json), request),
+                source_agent,
+                appointment_status,
+                None if handled_ms is None else int(handled_ms),
+                counts[lead_id],
+            )
+        )
     return out
 
 
@@ -202,14 +231,17 @@ class LeadInbox:
         self.db = db
         self.leads = leads
 
-    def page(self, scope: LeadScope, wanted: InboxFilter, *, before: Keyset | None = None,
-             limit: int = 50) -> tuple[list[InboxRow], Keyset | None]:
+    def page(
+        self, scope: LeadScope, wanted: InboxFilter, *, before: Keyset | None = None, limit: int = 50
+    ) -> tuple[list[InboxRow], Keyset | None]:
         """Newest first; the keyset of the next (older) page, or None on the last page."""
         where, params = _where(scope, wanted, before)
         with self.db.read() as tx:  # the limit is written in too: a plan for "any limit" walks every lead
             raw = tx.fetchall(
                 f"SELECT {_ROW_COLUMNS} FROM leads l {where}"
-                f" ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT {int(limit) + 1}", params)
+                f" ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT {int(limit) + 1}",
+                params,
+            )
             rows = _rows(tx, raw[:limit])
         more = len(raw) > limit
         return rows, ((rows[-1].received_ms, rows[-1].lead_id) if more and rows else None)
@@ -233,11 +265,21 @@ class LeadInbox:
             mark = tx.fetchone("SELECT handled_ms, handled_by FROM leads WHERE lead_id = ?", (lead_id,))
             attempts = tx.fetchall(
                 "SELECT delivery_id, attempt, started_ms, finished_ms, outcome, error, content_type, payload"
-                " FROM lead_delivery_attempts WHERE lead_id = ? ORDER BY finished_ms, attempt_id", (lead_id,))
+                " FROM lead_delivery_attempts WHERE lead_id = ? ORDER BY finished_ms, attempt_id",
+                (lead_id,),
+            )
         lead["handled_ms"], lead["handled_by"] = mark if mark else (None, None)
         lead["attempts"] = [
-            {"delivery_id": a[0], "attempt": a[1], "started_ms": a[2], "finished_ms": a[3], "outcome": a[4],
-             "error": a[5], "content_type": a[6], "payload": a[7]}
+            {
+                "delivery_id": a[0],
+                "attempt": a[1],
+                "started_ms": a[2],
+                "finished_ms": a[3],
+                "outcome": a[4],
+                "error": a[5],
+                "content_type": a[6],
+                "payload": a[7],
+            }
             for a in attempts
         ]
         return lead
@@ -245,19 +287,26 @@ class LeadInbox:
     def mark_handled(self, lead_id: str, scope: LeadScope, by: str | None, now_ms: int) -> bool:
         """Set (``by`` a person) or clear (``by`` None) the handled mark; False when out of scope or absent."""
         where, params = _where(scope, InboxFilter(), None)
-        extra = (" AND " + where[len("WHERE "):]) if where else ""
+        extra = (" AND " + where[len("WHERE ") :]) if where else ""
         with self.db.transaction() as tx:
-            return tx.execute(
-                "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE lead_id = ? AND lead_id IN"
-                f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
-                (None if by is None else now_ms, by, lead_id, lead_id, *params),
-            ).rowcount == 1
+            return (
+                tx.execute(
+                    "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE lead_id = ? AND lead_id IN"
+                    f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
+                    (None if by is None else now_ms, by, lead_id, lead_id, *params),
+                ).rowcount
+                == 1
+            )
 
     def backlog(self, now_ms: int) -> dict[str, Any]:
         """Deliveries by state, and how long the oldest due one has waited (the delivery backlog)."""
         with self.db.read() as tx:
-            counts = {row[0]: int(row[1]) for row in
-                      tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")}
-            oldest = tx.one("SELECT MIN(next_attempt_ms) FROM lead_deliveries WHERE status = 'pending'"
-                            " AND next_attempt_ms <= ?", (now_ms,))[0]
+            counts = {
+                row[0]: int(row[1])
+                for row in tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")
+            }
+            oldest = tx.one(
+                "SELECT MIN(next_attempt_ms) FROM lead_deliveries WHERE status = 'pending' AND next_attempt_ms <= ?",
+                (now_ms,),
+            )[0]
         return {"counts": counts, "oldest_due_ms": None if oldest is None else now_ms - int(oldest)}

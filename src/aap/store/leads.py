@@ -19,9 +19,10 @@ so the PostgreSQL database runs it unchanged.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import orjson
 
@@ -166,8 +167,10 @@ def _backfill_customer_keys(tx: Tx) -> None:
 # was lost or ambiguous, or a worker died holding the claim, or an operator re-sent a
 # delivered row); the next attempts are flagged as resends (docs/leads.md, "Resend").
 # Rows from before this step count as reached when they were tried, as the flag said then.
-_V4 = ("ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
-       "UPDATE lead_deliveries SET reached = 1 WHERE attempts > 0")
+_V4 = (
+    "ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
+    "UPDATE lead_deliveries SET reached = 1 WHERE attempts > 0"
+)
 
 
 MIGRATIONS = Migrations("leads", (_V1, _V2, _V3, _backfill_customer_keys, _V4))
@@ -268,7 +271,8 @@ def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]
         marks = ", ".join("?" for _ in lead_ids)
         for lead_id, state, count in tx.fetchall(
             f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
-            " GROUP BY lead_id, status", lead_ids,
+            " GROUP BY lead_id, status",
+            lead_ids,
         ):
             counts[lead_id][state] = int(count)
     return counts
@@ -286,8 +290,9 @@ class LeadStore:
             yield tx
 
     # -- idempotency ---------------------------------------------------------------
-    def claim_key(self, tx: Tx, dealer_id: str, caller_id: str, key: str, payload_hash: str,
-                  now_ms: int, expires_ms: int) -> IdempotencyRecord | None:
+    def claim_key(
+        self, tx: Tx, dealer_id: str, caller_id: str, key: str, payload_hash: str, now_ms: int, expires_ms: int
+    ) -> IdempotencyRecord | None:
         """Claim (dealer, caller, key) for a new lead; or return the live record holding it.
 
         The insert is the lock: a concurrent identical submission blocks on it (or,
@@ -320,8 +325,9 @@ class LeadStore:
             # swept between our statements (another backend): claim it again
         raise RuntimeError("idempotency record kept changing under a concurrent sweep")
 
-    def complete_key(self, tx: Tx, dealer_id: str, caller_id: str, key: str, lead_id: str,
-                     response: dict[str, Any]) -> None:
+    def complete_key(
+        self, tx: Tx, dealer_id: str, caller_id: str, key: str, lead_id: str, response: dict[str, Any]
+    ) -> None:
         tx.execute(
             "UPDATE lead_idempotency SET lead_id = ?, response_json = ?"
             " WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?",
@@ -334,8 +340,9 @@ class LeadStore:
             return tx.execute("DELETE FROM lead_idempotency WHERE expires_ms <= ?", (now_ms,)).rowcount
 
     # -- appointment seats ---------------------------------------------------------
-    def seat_usage(self, tx: Tx, dealer_id: str, rooftop: str, department: str,
-                   first: str, last: str) -> dict[str, int]:
+    def seat_usage(
+        self, tx: Tx, dealer_id: str, rooftop: str, department: str, first: str, last: str
+    ) -> dict[str, int]:
         rows = tx.fetchall(
             "SELECT slot_start, COUNT(*) FROM appointment_seats WHERE dealer_id = ? AND rooftop = ?"
             " AND department = ? AND slot_start >= ? AND slot_start <= ? GROUP BY slot_start",
@@ -343,17 +350,29 @@ class LeadStore:
         )
         return {row[0]: int(row[1]) for row in rows}
 
-    def take_seats(self, tx: Tx, dealer_id: str, rooftop: str, department: str,
-                   slot_starts: Sequence[str], capacity: int, appointment_id: str, lead_id: str) -> bool:
+    def take_seats(
+        self,
+        tx: Tx,
+        dealer_id: str,
+        rooftop: str,
+        department: str,
+        slot_starts: Sequence[str],
+        capacity: int,
+        appointment_id: str,
+        lead_id: str,
+    ) -> bool:
         """One seat in every slot, or none: False when a slot is already full."""
         for slot_start in slot_starts:
             for seat in range(capacity):
-                if tx.execute(
-                    "INSERT INTO appointment_seats (dealer_id, rooftop, department, slot_start, seat,"
-                    " appointment_id, lead_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (dealer_id, rooftop, department, slot_start, seat) DO NOTHING",
-                    (dealer_id, rooftop, department, slot_start, seat, appointment_id, lead_id),
-                ).rowcount == 1:
+                if (
+                    tx.execute(
+                        "INSERT INTO appointment_seats (dealer_id, rooftop, department, slot_start, seat,"
+                        " appointment_id, lead_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (dealer_id, rooftop, department, slot_start, seat) DO NOTHING",
+                        (dealer_id, rooftop, department, slot_start, seat, appointment_id, lead_id),
+                    ).rowcount
+                    == 1
+                ):
                     break
             else:
                 tx.execute("DELETE FROM appointment_seats WHERE appointment_id = ?", (appointment_id,))
@@ -361,19 +380,33 @@ class LeadStore:
         return True
 
     # -- leads -----------------------------------------------------------------------
-    def insert_lead(self, tx: Tx, lead: NewLead, consent: dict[str, Any],
-                    targets: Sequence[tuple[str, str]], now_ms: int) -> None:
+    def insert_lead(
+        self, tx: Tx, lead: NewLead, consent: dict[str, Any], targets: Sequence[tuple[str, str]], now_ms: int
+    ) -> None:
         """The lead, its consent record and one pending outbox row per (target name, kind)."""
         tx.execute(
             f"INSERT INTO leads ({_LEAD_COLUMNS}, {_SEARCH_COLUMNS})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                lead.lead_id, lead.dealer_id, lead.rooftop, lead.status, lead.caller_id, lead.binding,
-                lead.client_id, lead.source_agent, lead.idempotency_key, lead.vehicle_id,
-                lead.vehicle_link, dumps(lead.listing) if lead.listing is not None else None,
-                lead.appointment_id, lead.appointment_status,
+                lead.lead_id,
+                lead.dealer_id,
+                lead.rooftop,
+                lead.status,
+                lead.caller_id,
+                lead.binding,
+                lead.client_id,
+                lead.source_agent,
+                lead.idempotency_key,
+                lead.vehicle_id,
+                lead.vehicle_link,
+                dumps(lead.listing) if lead.listing is not None else None,
+                lead.appointment_id,
+                lead.appointment_status,
                 dumps(lead.appointment) if lead.appointment is not None else None,
-                dumps(lead.request), dumps(lead.response), lead.received_at, lead.received_ms,
+                dumps(lead.request),
+                dumps(lead.response),
+                lead.received_at,
+                lead.received_ms,
                 *customer_keys(lead.request),
             ),
         )
@@ -381,8 +414,13 @@ class LeadStore:
             "INSERT INTO lead_consents (lead_id, granted_at, expires_at, expires_ms, allowed_channels,"
             " scope, consent_text, grant_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                lead.lead_id, consent["granted_at"], consent.get("expires_at"), lead.consent_expires_ms,
-                dumps(consent["allowed_channels"]), dumps(consent["scope"]), consent["consent_text"],
+                lead.lead_id,
+                consent["granted_at"],
+                consent.get("expires_at"),
+                lead.consent_expires_ms,
+                dumps(consent["allowed_channels"]),
+                dumps(consent["scope"]),
+                consent["consent_text"],
                 dumps(consent),
             ),
         )
@@ -390,12 +428,15 @@ class LeadStore:
             tx.executemany(
                 "INSERT INTO lead_deliveries (delivery_id, lead_id, target, kind, status, attempts,"
                 " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
-                [("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
-                 for name, kind in targets],
+                [
+                    ("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
+                    for name, kind in targets
+                ],
             )
 
-    def list_leads(self, *, limit: int = 50, status: str | None = None,
-                   delivery_status: str | None = None) -> list[dict[str, Any]]:
+    def list_leads(
+        self, *, limit: int = 50, status: str | None = None, delivery_status: str | None = None
+    ) -> list[dict[str, Any]]:
         """Newest first, without any customer value (for ``aap leads list``)."""
         where, params = [], []
         if status:
@@ -415,8 +456,15 @@ class LeadStore:
             counts = delivery_states(tx, [row[0] for row in rows])
         return [
             {
-                "lead_id": r[0], "received_at": r[1], "dealer_id": r[2], "rooftop": r[3], "status": r[4],
-                "appointment_status": r[5], "source_agent": r[6], "caller_id": r[7], "vehicle_link": r[8],
+                "lead_id": r[0],
+                "received_at": r[1],
+                "dealer_id": r[2],
+                "rooftop": r[3],
+                "status": r[4],
+                "appointment_status": r[5],
+                "source_agent": r[6],
+                "caller_id": r[7],
+                "vehicle_link": r[8],
                 "deliveries": counts[r[0]],
             }
             for r in rows
@@ -430,7 +478,8 @@ class LeadStore:
                 return None
             consent = tx.fetchone(
                 "SELECT granted_at, expires_at, allowed_channels, scope, consent_text, grant_json"
-                " FROM lead_consents WHERE lead_id = ?", (lead_id,),
+                " FROM lead_consents WHERE lead_id = ?",
+                (lead_id,),
             )
             deliveries = tx.fetchall(
                 "SELECT delivery_id, target, kind, status, attempts, next_attempt_ms, last_error,"
@@ -441,13 +490,30 @@ class LeadStore:
         lead = dict(zip(names, row))
         for column in ("listing_json", "appointment_json", "request_json", "response_json"):
             lead[column[: -len("_json")]] = loads(lead.pop(column))
-        lead["consent"] = None if consent is None else {
-            "granted_at": consent[0], "expires_at": consent[1], "allowed_channels": loads(consent[2]),
-            "scope": loads(consent[3]), "consent_text": consent[4], "grant": loads(consent[5]),
-        }
+        lead["consent"] = (
+            None
+            if consent is None
+            else {
+                "granted_at": consent[0],
+                "expires_at": consent[1],
+                "allowed_channels": loads(consent[2]),
+                "scope": loads(consent[3]),
+                "consent_text": consent[4],
+                "grant": loads(consent[5]),
+            }
+        )
         lead["deliveries"] = [
-            {"delivery_id": d[0], "target": d[1], "kind": d[2], "status": d[3], "attempts": d[4],
-             "next_attempt_ms": d[5], "last_error": d[6], "delivered_ms": d[7], "updated_ms": d[8]}
+            {
+                "delivery_id": d[0],
+                "target": d[1],
+                "kind": d[2],
+                "status": d[3],
+                "attempts": d[4],
+                "next_attempt_ms": d[5],
+                "last_error": d[6],
+                "delivered_ms": d[7],
+                "updated_ms": d[8],
+            }
             for d in deliveries
         ]
         return lead
@@ -469,8 +535,7 @@ class LeadStore:
         row ``reached``: the worker that held it may have sent it before it died.
         """
         token = "clm_" + uuid.uuid4().hex
-        due = ("((status = 'pending' AND next_attempt_ms <= ?)"
-               " OR (status = 'delivering' AND claimed_until_ms <= ?))")
+        due = "((status = 'pending' AND next_attempt_ms <= ?) OR (status = 'delivering' AND claimed_until_ms <= ?))"
         with self.db.transaction() as tx:
             tx.execute(  # SET sees the row as it was: status is still the old one in the CASE
                 "UPDATE lead_deliveries SET status = 'delivering', claim_token = ?, claimed_until_ms = ?,"
@@ -490,30 +555,69 @@ class LeadStore:
                 (token,),
             )
         return [
-            Delivery(r[0], r[1], r[2], r[3], int(r[4]), token, r[5], r[6], loads(r[7]), loads(r[8]),
-                     loads(r[9]), loads(r[10]), r[11], r[12], r[13], r[14], int(r[15]), bool(r[16]))
+            Delivery(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                int(r[4]),
+                token,
+                r[5],
+                r[6],
+                loads(r[7]),
+                loads(r[8]),
+                loads(r[9]),
+                loads(r[10]),
+                r[11],
+                r[12],
+                r[13],
+                r[14],
+                int(r[15]),
+                bool(r[16]),
+            )
             for r in rows
         ]
 
-    def _finish(self, delivery: Delivery, sql: str, params: Sequence[Any], *, outcome: str,
-                now_ms: int, error: str | None, attempt: Attempt | None) -> bool:
+    def _finish(
+        self,
+        delivery: Delivery,
+        sql: str,
+        params: Sequence[Any],
+        *,
+        outcome: str,
+        now_ms: int,
+        error: str | None,
+        attempt: Attempt | None,
+    ) -> bool:
         """Apply an outcome only while our claim still holds (False: the claim was lost).
 
         ``attempt`` is recorded either way, in the same transaction: it says what
         was sent, which stays true even when another worker took the row over.
         """
         with self.db.transaction() as tx:
-            held = tx.execute(
-                f"{sql} WHERE delivery_id = ? AND claim_token = ? AND status = 'delivering'",
-                (*params, delivery.delivery_id, delivery.claim_token),
-            ).rowcount == 1
+            held = (
+                tx.execute(
+                    f"{sql} WHERE delivery_id = ? AND claim_token = ? AND status = 'delivering'",
+                    (*params, delivery.delivery_id, delivery.claim_token),
+                ).rowcount
+                == 1
+            )
             if attempt is not None:
                 tx.execute(
                     "INSERT INTO lead_delivery_attempts (attempt_id, delivery_id, lead_id, attempt, started_ms,"
                     " finished_ms, outcome, error, content_type, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    ("att_" + uuid.uuid4().hex, delivery.delivery_id, delivery.lead_id, delivery.attempts,
-                     attempt.started_ms, now_ms, outcome, None if error is None else error[:500],
-                     attempt.content_type, attempt.payload),
+                    (
+                        "att_" + uuid.uuid4().hex,
+                        delivery.delivery_id,
+                        delivery.lead_id,
+                        delivery.attempts,
+                        attempt.started_ms,
+                        now_ms,
+                        outcome,
+                        None if error is None else error[:500],
+                        attempt.content_type,
+                        attempt.payload,
+                    ),
                 )
             return held
 
@@ -522,28 +626,48 @@ class LeadStore:
             delivery,
             "UPDATE lead_deliveries SET status = 'delivered', delivered_ms = ?, updated_ms = ?,"
             " claim_token = NULL, claimed_until_ms = NULL, last_error = NULL",
-            (now_ms, now_ms), outcome="delivered", now_ms=now_ms, error=None, attempt=attempt,
+            (now_ms, now_ms),
+            outcome="delivered",
+            now_ms=now_ms,
+            error=None,
+            attempt=attempt,
         )
 
-    def mark_retry(self, delivery: Delivery, now_ms: int, next_ms: int, error: str,
-                   attempt: Attempt | None = None, *, reached: bool = True) -> bool:
+    def mark_retry(
+        self,
+        delivery: Delivery,
+        now_ms: int,
+        next_ms: int,
+        error: str,
+        attempt: Attempt | None = None,
+        *,
+        reached: bool = True,
+    ) -> bool:
         """Due again at ``next_ms``; ``reached``: this attempt may have reached the target."""
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'pending', next_attempt_ms = ?, updated_ms = ?,"
             " claim_token = NULL, claimed_until_ms = NULL, last_error = ?,"
             " reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
-            (next_ms, now_ms, error[:500], int(reached)), outcome="pending", now_ms=now_ms, error=error,
+            (next_ms, now_ms, error[:500], int(reached)),
+            outcome="pending",
+            now_ms=now_ms,
+            error=error,
             attempt=attempt,
         )
 
-    def mark_dead(self, delivery: Delivery, now_ms: int, error: str, attempt: Attempt | None = None, *,
-                  reached: bool = False) -> bool:
+    def mark_dead(
+        self, delivery: Delivery, now_ms: int, error: str, attempt: Attempt | None = None, *, reached: bool = False
+    ) -> bool:
         return self._finish(
             delivery,
             "UPDATE lead_deliveries SET status = 'dead', updated_ms = ?, claim_token = NULL,"
             " claimed_until_ms = NULL, last_error = ?, reached = CASE WHEN ? = 1 THEN 1 ELSE reached END",
-            (now_ms, error[:500], int(reached)), outcome="dead", now_ms=now_ms, error=error, attempt=attempt,
+            (now_ms, error[:500], int(reached)),
+            outcome="dead",
+            now_ms=now_ms,
+            error=error,
+            attempt=attempt,
         )
 
     def mark_expired_consent(self, delivery: Delivery, now_ms: int, attempt: Attempt | None = None) -> bool:
@@ -552,7 +676,11 @@ class LeadStore:
             delivery,
             "UPDATE lead_deliveries SET status = 'expired_consent', updated_ms = ?, claim_token = NULL,"
             " claimed_until_ms = NULL, last_error = ?",
-            (now_ms, error), outcome="expired_consent", now_ms=now_ms, error=error, attempt=attempt,
+            (now_ms, error),
+            outcome="expired_consent",
+            now_ms=now_ms,
+            error=error,
+            attempt=attempt,
         )
 
     def retry(self, lead_id: str, now_ms: int, *, include_delivered: bool = False) -> int:

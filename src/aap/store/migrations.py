@@ -25,10 +25,7 @@ def migrate(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> dict[str
     versions: dict[str, int] = {}
     with db.transaction() as tx:
         db.dialect.lock_migrations(tx)
-        tx.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " domain TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-        )
+        tx.execute("CREATE TABLE IF NOT EXISTS schema_migrations ( domain TEXT PRIMARY KEY, version INTEGER NOT NULL)")
         for domain in sorted(domains, key=lambda d: d.domain):
             row = tx.fetchone("SELECT version FROM schema_migrations WHERE domain = ?", (domain.domain,))
             current = row[0] if row else 0
@@ -39,10 +36,8 @@ def migrate(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> dict[str
                     tx.script(step)
             newest = len(domain.steps)
             if row is None:
-                tx.execute("INSERT INTO schema_migrations (domain, version) VALUES (?, ?)",
-                           (domain.domain, newest))
+                tx.execute("INSERT INTO schema_migrations (domain, version) VALUES (?, ?)", (domain.domain, newest))
             elif newest != current:
-                tx.execute("UPDATE schema_migrations SET version = ? WHERE domain = ?",
-                           (newest, domain.domain))
+                tx.execute("UPDATE schema_migrations SET version = ? WHERE domain = ?", (newest, domain.domain))
             versions[domain.domain] = newest
     return versions

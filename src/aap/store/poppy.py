@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import orjson
 
@@ -206,9 +207,7 @@ class PoppyStore:
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
             self.consume_all(tx, consumed, now)
-            row = tx.fetchone(
-                f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,)
-            )
+            row = tx.fetchone(f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,))
             if row is not None:
                 session = _session(row)
                 if (session.client_id, session.sub, session.agent_id) != (client_id, sub, agent_id):
@@ -252,8 +251,7 @@ class PoppyStore:
         if row is None:
             return None
         hashed, token_type, resource, issued_at, expires_at, revoked_at = row[:6]
-        return TokenRecord(hashed, token_type, resource, issued_at, expires_at, revoked_at,
-                           _session(row[6:]))
+        return TokenRecord(hashed, token_type, resource, issued_at, expires_at, revoked_at, _session(row[6:]))
 
     def use_session(
         self,
@@ -294,8 +292,16 @@ class PoppyStore:
                 tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
         return outcomes
 
-    def exchange(self, *, subject_token: str, token: str, resource: str, expires_at: float,
-                 consumed: list[tuple[str, str, float]], now: float | None = None) -> None:
+    def exchange(
+        self,
+        *,
+        subject_token: str,
+        token: str,
+        resource: str,
+        expires_at: float,
+        consumed: list[tuple[str, str, float]],
+        now: float | None = None,
+    ) -> None:
         """Store the Bearer ``token`` exchanged for the live DPoP ``subject_token`` (RFC 8693).
 
         One transaction: consume ``consumed``, check that the subject token is still
@@ -322,8 +328,9 @@ class PoppyStore:
             )
             tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
 
-    def revoke(self, token: str, client_id: str, consumed: list[tuple[str, str, float]],
-               now: float | None = None) -> bool:
+    def revoke(
+        self, token: str, client_id: str, consumed: list[tuple[str, str, float]], now: float | None = None
+    ) -> bool:
         """Revoke ``token`` if it was issued to ``client_id``; True when something changed.
 
         Revoking a live DPoP (Session) token also revokes the Bearer tokens exchanged
@@ -351,19 +358,23 @@ class PoppyStore:
         """``(kid, private JWK, created_at, retired_at)``, newest first."""
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT kid, private_jwk, created_at, retired_at FROM poppy_signing_keys "
-                "ORDER BY created_at DESC, kid"
+                "SELECT kid, private_jwk, created_at, retired_at FROM poppy_signing_keys ORDER BY created_at DESC, kid"
             )
         return [(kid, orjson.loads(jwk), created, retired) for kid, jwk, created, retired in rows]
 
-    def add_signing_key(self, kid: str, private_jwk: dict[str, Any], *, retire_others: bool,
-                        only_if_none: bool = False, now: float | None = None) -> bool:
+    def add_signing_key(
+        self,
+        kid: str,
+        private_jwk: dict[str, Any],
+        *,
+        retire_others: bool,
+        only_if_none: bool = False,
+        now: float | None = None,
+    ) -> bool:
         """Store a new active key. ``only_if_none``: skip if an active key exists (first start)."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            if only_if_none and tx.fetchone(
-                "SELECT kid FROM poppy_signing_keys WHERE retired_at IS NULL"
-            ):
+            if only_if_none and tx.fetchone("SELECT kid FROM poppy_signing_keys WHERE retired_at IS NULL"):
                 return False
             if retire_others:
                 tx.execute("UPDATE poppy_signing_keys SET retired_at = ? WHERE retired_at IS NULL", (now,))
@@ -383,8 +394,17 @@ class PoppyStore:
             return cursor.rowcount
 
     # -- feedback ------------------------------------------------------------
-    def add_feedback(self, *, client_id: str, sub: str, agent_id: str | None, body: dict[str, Any],
-                     answered_with_alternative: bool, daily_limit: int, now: float | None = None) -> str | None:
+    def add_feedback(
+        self,
+        *,
+        client_id: str,
+        sub: str,
+        agent_id: str | None,
+        body: dict[str, Any],
+        answered_with_alternative: bool,
+        daily_limit: int,
+        now: float | None = None,
+    ) -> str | None:
         """Store one report; None (and nothing written) when the caller's daily quota is used."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
@@ -398,8 +418,18 @@ class PoppyStore:
             tx.execute(
                 "INSERT INTO poppy_feedback (id, received_at, client_id, sub, agent_id, kind, task,"
                 " description, body, answered_with_alternative) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (feedback_id, now, client_id, sub, agent_id, body["kind"], body["task"],
-                 body["description"], orjson.dumps(body).decode(), int(answered_with_alternative)),
+                (
+                    feedback_id,
+                    now,
+                    client_id,
+                    sub,
+                    agent_id,
+                    body["kind"],
+                    body["task"],
+                    body["description"],
+                    orjson.dumps(body).decode(),
+                    int(answered_with_alternative),
+                ),
             )
         return feedback_id
 
@@ -411,6 +441,15 @@ class PoppyStore:
                 " answered_with_alternative FROM poppy_feedback ORDER BY received_at DESC LIMIT ?",
                 (limit,),
             )
-        keys = ("id", "received_at", "client_id", "sub", "agent_id", "kind", "task", "description",
-                "answered_with_alternative")
+        keys = (
+            "id",
+            "received_at",
+            "client_id",
+            "sub",
+            "agent_id",
+            "kind",
+            "task",
+            "description",
+            "answered_with_alternative",
+        )
         return [dict(zip(keys, row)) for row in rows]

@@ -8,8 +8,8 @@ deployments never load the driver.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterator, Sequence
 
 import psycopg
 from psycopg.abc import Buffer

@@ -29,20 +29,22 @@ RECHECK_DOWN_SECONDS = 5.0
 
 # Replay lag in milliseconds: none while everything received is replayed (an idle primary
 # sends nothing, and the last replay may be old), else the age of the last replayed commit.
-_LAG = ("SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() "
-        "THEN 0 ELSE COALESCE(EXTRACT(EPOCH FROM (now() - pg_last_xact_replay_timestamp())) * 1000, 0) END")
+_LAG = (
+    "SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() "
+    "THEN 0 ELSE COALESCE(EXTRACT(EPOCH FROM (now() - pg_last_xact_replay_timestamp())) * 1000, 0) END"
+)
 
 
 @dataclass
 class Replica:
     """One read replica and what was last seen of it."""
 
-    name: str                # "read_urls[0]": never the URL, which may carry a password
-    db: Database | None      # None until a connection could be made
+    name: str  # "read_urls[0]": never the URL, which may carry a password
+    db: Database | None  # None until a connection could be made
     url: str
-    state: str = "unknown"   # "ok", "lagging" or "down"
+    state: str = "unknown"  # "ok", "lagging" or "down"
     lag_ms: float | None = None
-    checked: float = 0.0     # time.monotonic() of the last check
+    checked: float = 0.0  # time.monotonic() of the last check
     checking: threading.Lock = field(default_factory=threading.Lock)
 
     def report(self) -> dict[str, object]:
@@ -55,8 +57,14 @@ class Replica:
 class ReadRouter:
     """The databases a read may use, best first: fit replicas in turn, then the primary."""
 
-    def __init__(self, primary: Database, read_urls: tuple[str, ...] = (), *,
-                 max_lag_ms: float = 5000, connect: type[Database] | None = None) -> None:
+    def __init__(
+        self,
+        primary: Database,
+        read_urls: tuple[str, ...] = (),
+        *,
+        max_lag_ms: float = 5000,
+        connect: type[Database] | None = None,
+    ) -> None:
         self.primary = primary
         self.max_lag_ms = max_lag_ms
         self.replicas = [Replica(f"read_urls[{i}]", None, url) for i, url in enumerate(read_urls)]
@@ -108,8 +116,10 @@ class ReadRouter:
                     replica.lag_ms = float(tx.one(_LAG)[0])
             except Exception as exc:  # any failure to reach or ask it: skip it for now
                 if replica.state != "down":
-                    log.warning("read replica unavailable", extra={"fields": {
-                        "replica": replica.name, "error_type": type(exc).__name__}})
+                    log.warning(
+                        "read replica unavailable",
+                        extra={"fields": {"replica": replica.name, "error_type": type(exc).__name__}},
+                    )
                 replica.state, replica.lag_ms = "down", None
                 if replica.db is not None:  # a new pool next time: no waiting out the old one's backoff
                     stale, replica.db = replica.db, None

@@ -91,8 +91,9 @@ class StateStore:
     def set_mark(self, name: str, value: str) -> None:
         """Mark the database (idempotent; the first value stays)."""
         with self.db.transaction() as tx:
-            tx.execute("INSERT INTO state_mark (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-                       (name, value))
+            tx.execute(
+                "INSERT INTO state_mark (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, value)
+            )
 
     # -- secrets --------------------------------------------------------------
     def secret(self, name: str) -> bytes:
@@ -124,8 +125,9 @@ class StateStore:
         A refused call takes nothing, so a client that waits the returned time
         gets through.
         """
-        _granted, wait = self.lease_tokens(key, need=1, want=1, capacity=capacity,
-                                           refill_per_second=refill_per_second, now=now)
+        _granted, wait = self.lease_tokens(
+            key, need=1, want=1, capacity=capacity, refill_per_second=refill_per_second, now=now
+        )
         return wait
 
     def lease_tokens(
@@ -184,8 +186,9 @@ class StateStore:
         with self.db.transaction() as tx:
             for key, back in returns:
                 tokens, updated_at = self._bucket(tx, key, capacity, refill_per_second, t)
-                self._store_bucket(tx, key, min(float(capacity), tokens + back), max(t, updated_at),
-                                   capacity, refill_per_second)
+                self._store_bucket(
+                    tx, key, min(float(capacity), tokens + back), max(t, updated_at), capacity, refill_per_second
+                )
 
     def _bucket(self, tx: Tx, key: str, capacity: float, refill_per_second: float, t: float) -> tuple[float, float]:
         """Lock bucket ``key`` (created full if missing): its tokens refilled up to ``t``, and its clock."""
@@ -264,4 +267,3 @@ class StateStore:
             return None
         value: str = row[0]
         return value
-

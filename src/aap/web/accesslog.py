@@ -81,21 +81,31 @@ class AccessLogMiddleware:
         if access_log.isEnabledFor(logging.INFO):
             # The record is made directly: Logger.info would also walk the stack for a
             # caller's file and line, which no access-log line shows.
-            access_log.handle(access_log.makeRecord(
-                access_log.name, logging.INFO, "", 0, "request", (), None,
-                extra={"fields": {
-                    "method": scope.get("method", ""),
-                    "path": scope.get("path", ""),
-                    "status": status,
-                    "client": anonymous_caller_key(_client_host(scope)),
-                    "binding": binding,
-                    "skill": skill or None,
-                    "aap_code": info.get("aap_code"),
-                    "rpc_code": info.get("rpc_code"),
-                    "duration_ms": round(seconds * 1000, 3),
-                    "error_id": info.get("error_id"),
-                }},
-            ))
+            access_log.handle(
+                access_log.makeRecord(
+                    access_log.name,
+                    logging.INFO,
+                    "",
+                    0,
+                    "request",
+                    (),
+                    None,
+                    extra={
+                        "fields": {
+                            "method": scope.get("method", ""),
+                            "path": scope.get("path", ""),
+                            "status": status,
+                            "client": anonymous_caller_key(_client_host(scope)),
+                            "binding": binding,
+                            "skill": skill or None,
+                            "aap_code": info.get("aap_code"),
+                            "rpc_code": info.get("rpc_code"),
+                            "duration_ms": round(seconds * 1000, 3),
+                            "error_id": info.get("error_id"),
+                        }
+                    },
+                )
+            )
 
 
 def _client_host(scope: Scope) -> str | None:

@@ -17,7 +17,7 @@ router, so a ``GET /a2a`` still gets the router's 405. A direct path keeps its
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -51,7 +51,7 @@ def route_path(scope: Scope) -> str:
     """The path the routes see (without the ASGI ``root_path`` a proxy may set)."""
     path: str = scope.get("path", "")
     root = scope.get("root_path", "")
-    return path[len(root):] if root and path.startswith(root) else path
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 class ErrorShapes:
@@ -60,8 +60,9 @@ class ErrorShapes:
     def __init__(self, shapes: Mapping[str, ErrorShape] | None = None) -> None:
         self.exact = {k: v for k, v in (shapes or {}).items() if not k.endswith("/")}
         # Longest prefix first, so /poppy/v1/ wins over a shorter /poppy/.
-        self.prefixes = sorted(((k, v) for k, v in (shapes or {}).items() if k.endswith("/")),
-                               key=lambda item: len(item[0]), reverse=True)
+        self.prefixes = sorted(
+            ((k, v) for k, v in (shapes or {}).items() if k.endswith("/")), key=lambda item: len(item[0]), reverse=True
+        )
 
     def for_path(self, path: str) -> ErrorShape:
         if path in self.exact:
@@ -86,18 +87,22 @@ def _where(exc: BaseException) -> str:
     return f"{os.path.basename(code.co_filename)}:{code.co_name}:{tb.tb_lineno}"
 
 
-def unexpected(exc: BaseException, *, binding: str, skill: str | None = None,
-               endpoint: str | None = None) -> AapError:
+def unexpected(exc: BaseException, *, binding: str, skill: str | None = None, endpoint: str | None = None) -> AapError:
     """Log ``exc`` once (logger ``aap.<binding>``) and return the ``INTERNAL_ERROR`` to send."""
     error = AapError("INTERNAL_ERROR")
-    logging.getLogger(f"aap.{binding}").error("internal error", extra={"fields": {
-        "binding": binding,
-        "skill": skill,
-        "endpoint": endpoint,
-        "error_id": error.error_id,
-        "error_type": type(exc).__name__,
-        "where": _where(exc),
-    }})
+    logging.getLogger(f"aap.{binding}").error(
+        "internal error",
+        extra={
+            "fields": {
+                "binding": binding,
+                "skill": skill,
+                "endpoint": endpoint,
+                "error_id": error.error_id,
+                "error_type": type(exc).__name__,
+                "where": _where(exc),
+            }
+        },
+    )
     return error
 
 

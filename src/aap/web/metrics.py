@@ -24,14 +24,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.exposition import generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 import aap
 
@@ -89,13 +90,25 @@ class Metrics:
         # This process's series; in multi-process mode the library writes their values
         # to the shared directory, and a scrape reads the directory instead.
         self.registry = CollectorRegistry(auto_describe=False)
-        self._requests = Counter("aap_requests", "HTTP requests by binding, skill and status.",
-                                 ("binding", "skill", "status"), registry=self.registry)
-        self._errors = Counter("aap_errors",
-                               "Failed requests by binding, skill and error code (AAP code or JSON-RPC code).",
-                               ("binding", "skill", "code"), registry=self.registry)
-        self._latency = Histogram("aap_request_duration_seconds", "Request latency by binding and skill.",
-                                  ("binding", "skill"), buckets=BUCKETS, registry=self.registry)
+        self._requests = Counter(
+            "aap_requests",
+            "HTTP requests by binding, skill and status.",
+            ("binding", "skill", "status"),
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "aap_errors",
+            "Failed requests by binding, skill and error code (AAP code or JSON-RPC code).",
+            ("binding", "skill", "code"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "aap_request_duration_seconds",
+            "Request latency by binding and skill.",
+            ("binding", "skill"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._error_children: dict[tuple[str, str, str], Any] = {}
         self._scrape = CollectorRegistry(auto_describe=False)
@@ -113,8 +126,10 @@ class Metrics:
         key = (binding, skill, status)
         children = self._children.get(key)
         if children is None:
-            children = self._children[key] = (self._requests.labels(binding, skill, str(status)),
-                                              self._latency.labels(binding, skill))
+            children = self._children[key] = (
+                self._requests.labels(binding, skill, str(status)),
+                self._latency.labels(binding, skill),
+            )
         children[0].inc()
         children[1].observe(seconds)
         if code:

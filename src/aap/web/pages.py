@@ -18,9 +18,10 @@ framing, no MIME sniffing, and a same-origin referrer.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -34,8 +35,10 @@ from aap.web.documents import StaticDocument
 CURRENCY_SIGNS = {"USD": "$", "CAD": "CA$"}
 
 SECURITY_HEADERS = {
-    "Content-Security-Policy": ("default-src 'self'; img-src 'self' https: data:; style-src 'self'; "
-                                "script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' https: data:; style-src 'self'; "
+        "script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -63,7 +66,7 @@ def when(ms: Any) -> str:
     """An epoch-milliseconds instant as ``2026-03-02 17:00:05 UTC``."""
     if ms is None:
         return ""
-    moment = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc)
+    moment = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -96,8 +99,9 @@ def _engine(package: str) -> Jinja2Templates:
     from starlette.templating import Jinja2Templates
 
     environment = jinja2.Environment(
-        loader=jinja2.ChoiceLoader([jinja2.PackageLoader(package, "templates"),
-                                    jinja2.PackageLoader("aap.web", "templates")]),
+        loader=jinja2.ChoiceLoader(
+            [jinja2.PackageLoader(package, "templates"), jinja2.PackageLoader("aap.web", "templates")]
+        ),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -111,8 +115,15 @@ def templates(package: str) -> Templates:
     return Templates(package)
 
 
-def render(pages: Templates, request: Request, name: str, context: Mapping[str, Any], *,
-           status_code: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:
+def render(
+    pages: Templates,
+    request: Request,
+    name: str,
+    context: Mapping[str, Any],
+    *,
+    status_code: int = 200,
+    headers: Mapping[str, str] | None = None,
+) -> HTMLResponse:
     """A page, with the security headers (and ``headers``)."""
     response = pages.engine.TemplateResponse(request, name, dict(context), status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
@@ -128,13 +139,17 @@ def _asset(name: str, media_type: str) -> StaticDocument:
 
 def asset_routes(prefix: str) -> list[Route]:
     """``{prefix}aap.css`` and ``{prefix}aap.js``: each surface serves them under its own path."""
-    documents = {"aap.css": _asset("aap.css", "text/css; charset=utf-8"),
-                 "aap.js": _asset("aap.js", "text/javascript; charset=utf-8")}
+    documents = {
+        "aap.css": _asset("aap.css", "text/css; charset=utf-8"),
+        "aap.js": _asset("aap.js", "text/javascript; charset=utf-8"),
+    }
 
     def endpoint_for(document: StaticDocument) -> Any:
         async def endpoint(request: Request) -> Response:
             return document.respond(request)
+
         return endpoint
 
-    return [Route(prefix + name, endpoint_for(document), methods=["GET", "HEAD"])
-            for name, document in documents.items()]
+    return [
+        Route(prefix + name, endpoint_for(document), methods=["GET", "HEAD"]) for name, document in documents.items()
+    ]

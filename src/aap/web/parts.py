@@ -8,9 +8,9 @@ editing another one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Callable
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute

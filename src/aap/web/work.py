@@ -29,9 +29,10 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Hashable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
@@ -196,8 +197,7 @@ async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
         work.in_background(("lease", caller_key), limiter.top_up, caller_key)
 
 
-async def admit_work(agent: DealerAgent, caller_key: str, skill: str, shape: Hashable | None, *,
-                     paid: int = 1) -> None:
+async def admit_work(agent: DealerAgent, caller_key: str, skill: str, shape: Hashable | None, *, paid: int = 1) -> None:
     """Spend what a request of ``skill`` and ``shape`` costs (:meth:`Work.tokens`) beyond the
     ``paid`` tokens its binding admitted it with before it knew the work."""
     extra = work_for(agent).tokens(skill, shape) - paid

@@ -21,7 +21,8 @@ verifier no token is valid and the challenge names no metadata.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 import orjson

@@ -35,8 +35,12 @@ UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
 def server_identity(agent: DealerAgent) -> dict[str, Any]:
     """The MCP ``Implementation`` of this server, in wire form (``serverInfo``; the SDK's server
     is built from the same values, :func:`aap.bindings.mcp.server.make_server`)."""
-    return {"name": SERVER_NAME, "title": agent.settings.agent.name, "version": __version__,
-            "websiteUrl": agent.settings.public_url}
+    return {
+        "name": SERVER_NAME,
+        "title": agent.settings.agent.name,
+        "version": __version__,
+        "websiteUrl": agent.settings.public_url,
+    }
 
 
 def _result(value: dict[str, Any], is_error: bool, *, encoded: bool = False) -> dict[str, Any]:
@@ -106,8 +110,9 @@ class ToolRunner:
             )
         return payload
 
-    async def run(self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None, context: CallContext,
-                  key: str) -> dict[str, Any]:
+    async def run(
+        self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None, context: CallContext, key: str
+    ) -> dict[str, Any]:
         """Rate limit, argument check, skill; the blocking parts where :mod:`aap.web.work` places them."""
         work = work_for(self.agent)
         await admit(self.agent, key)
@@ -116,8 +121,9 @@ class ToolRunner:
         await admit_work(self.agent, key, skill.id, shape)  # what the work costs beyond the first token
         return await work.run(shape, self.agent.run, skill, payload, context)
 
-    async def call(self, name: str, arguments: dict[str, Any] | None,
-                   request: HTTPConnection | None, *, encoded: bool = False) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, request: HTTPConnection | None, *, encoded: bool = False
+    ) -> dict[str, Any]:
         """The ``CallToolResult`` (wire form) of one call of tool ``name`` (one of :attr:`tools`).
 
         ``encoded``: the caller writes the result with ``orjson.dumps`` as it is (the fast

@@ -16,8 +16,9 @@ what it accepts the SDK's reader accepts too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 from starlette.datastructures import Headers
@@ -71,8 +72,7 @@ class Refusal:
     data: Any = None
 
     def response(self, headers: Mapping[str, str] | None = None) -> Response:
-        return error_response(self.status, self.code, self.message, self.request_id, data=self.data,
-                              headers=headers)
+        return error_response(self.status, self.code, self.message, self.request_id, data=self.data, headers=headers)
 
 
 def _media_type(value: str) -> str:

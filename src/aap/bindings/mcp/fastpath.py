@@ -88,8 +88,9 @@ def _media_types(value: str) -> set[str]:
     return {part.split(";", 1)[0].strip().lower() for part in value.split(",")}
 
 
-def plain_tool_call(headers: list[tuple[bytes, bytes]], message: dict[str, Any],
-                    tools: frozenset[str]) -> PlainToolCall | None:
+def plain_tool_call(
+    headers: list[tuple[bytes, bytes]], message: dict[str, Any], tools: frozenset[str]
+) -> PlainToolCall | None:
     """``message`` (a JSON-RPC message the front accepted, :func:`~.envelope.read_message`) when
     it is a plain ``tools/call`` of one of ``tools``; else None."""
     seen: dict[bytes, str] = {}
@@ -116,8 +117,12 @@ def plain_tool_call(headers: list[tuple[bytes, bytes]], message: dict[str, Any],
     if set(message) != _REQUEST_MEMBERS:
         return None
     request_id = message["id"]
-    if message["jsonrpc"] != "2.0" or message["method"] != "tools/call" or isinstance(request_id, bool) \
-            or not isinstance(request_id, (str, int)):
+    if (
+        message["jsonrpc"] != "2.0"
+        or message["method"] != "tools/call"
+        or isinstance(request_id, bool)
+        or not isinstance(request_id, (str, int))
+    ):
         return None
     params = message["params"]
     if not isinstance(params, dict) or not set(params) <= _PARAMS:
@@ -127,8 +132,12 @@ def plain_tool_call(headers: list[tuple[bytes, bytes]], message: dict[str, Any],
         return None
     meta = params.get("_meta")
     if version == MCP_MODERN_VERSION:
-        if not isinstance(meta, dict) or not set(meta) <= _ENVELOPE or meta.get(PROTOCOL_VERSION_META_KEY) != version \
-                or CLIENT_CAPABILITIES_META_KEY not in meta:
+        if (
+            not isinstance(meta, dict)
+            or not set(meta) <= _ENVELOPE
+            or meta.get(PROTOCOL_VERSION_META_KEY) != version
+            or CLIENT_CAPABILITIES_META_KEY not in meta
+        ):
             return None
         if seen.get(b"mcp-method") != "tools/call" or seen.get(b"mcp-name") != name:
             return None

@@ -51,8 +51,8 @@ from aap.bindings.mcp.envelope import (
     size_refusal,
 )
 from aap.bindings.mcp.fastpath import FastToolCalls
-from aap.bindings.mcp.sdk import LazySdk
 from aap.bindings.mcp.policy import OriginPolicy
+from aap.bindings.mcp.sdk import LazySdk
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
 from aap.web.errors import unexpected

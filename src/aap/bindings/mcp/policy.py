@@ -67,7 +67,7 @@ class OriginPolicy:
         self.allowed_origins = frozenset(o.lower().rstrip("/") for o in (*origins, *extra_origins))
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> "OriginPolicy":
+    def for_settings(cls, settings: Settings) -> OriginPolicy:
         mcp = settings.mcp
         return cls(settings.public_url, mcp.allowed_hosts, mcp.allowed_origins)
 

@@ -26,8 +26,9 @@ otherwise throw away every AAP error (docs/mcp.md, "Tools").
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 from urllib.parse import urldefrag, urljoin
 
 from aap import SCHEMA_BASE_URL
@@ -139,13 +140,13 @@ def bundle_any_of(names: tuple[str, ...], load: Loader = _load_from_spec) -> dic
     return portable({"$schema": DIALECT, "type": "object", "anyOf": any_of, "$defs": bundler.defs})
 
 
-@lru_cache(maxsize=None)
+@cache
 def bundled(name: str) -> dict[str, Any]:
     """Cached :func:`bundle` of a packaged AAP schema (treat as read-only)."""
     return bundle(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def output_schema(response_schema: str) -> dict[str, Any]:
     """A tool's ``outputSchema``: its skill's response, or ``aap.error`` (treat as read-only)."""
     return bundle_any_of((response_schema, ERROR_SCHEMA))
@@ -155,12 +156,25 @@ def output_schema(response_schema: str) -> dict[str, Any]:
 
 ERROR_SCHEMA = "error"
 # 2019-09/2020-12 keywords with no draft-07 equivalent: refused rather than silently dropped.
-_NOT_PORTABLE = frozenset({"unevaluatedProperties", "unevaluatedItems", "prefixItems", "minContains",
-                           "maxContains", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
-                           "$recursiveAnchor", "contentSchema"})
+_NOT_PORTABLE = frozenset(
+    {
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "prefixItems",
+        "minContains",
+        "maxContains",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "contentSchema",
+    }
+)
 # Keywords that only annotate: harmless beside a $ref in either draft.
-_ANNOTATIONS = frozenset({"$ref", "title", "description", "default", "examples", "$comment", "deprecated",
-                          "readOnly", "writeOnly"})
+_ANNOTATIONS = frozenset(
+    {"$ref", "title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
+)
 
 
 def _conditional(name: str, then: dict[str, Any]) -> dict[str, Any]:
@@ -206,4 +220,3 @@ def portable(schema: dict[str, Any]) -> dict[str, Any]:
 
     visit(schema, "")
     return schema
-

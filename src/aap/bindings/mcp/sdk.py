@@ -14,8 +14,9 @@ the app stops, and leaves it.
 from __future__ import annotations
 
 import gc
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.types import Receive, Scope, Send

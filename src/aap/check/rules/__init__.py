@@ -1,7 +1,7 @@
 """Rule modules; importing this package registers every rule, in run order."""
 
 from aap.check.registry import RULES, Rule
-from aap.check.rules import discovery, a2a, mcp, poppy, skills, errors, search, leads  # noqa: F401
+from aap.check.rules import a2a, discovery, errors, leads, mcp, poppy, search, skills  # noqa: F401
 
 
 def all_rules() -> list[Rule]:

@@ -30,8 +30,14 @@ async def probe(ctx: CheckContext) -> tuple[Any, SkillInfo, dict[str, Any]]:
     raise Fail("the card declares none of the read skills")
 
 
-async def exchange(ctx: CheckContext, headers: dict[str, Any] | None = None, body: Any = None,
-                   *, request_id: Any = None, context_id: str | None = None) -> tuple[int, Any, dict[str, Any]]:
+async def exchange(
+    ctx: CheckContext,
+    headers: dict[str, Any] | None = None,
+    body: Any = None,
+    *,
+    request_id: Any = None,
+    context_id: str | None = None,
+) -> tuple[int, Any, dict[str, Any]]:
     """POST one JSON-RPC body to /a2a with header overrides (None removes a header)."""
     transport, skill, payload = await probe(ctx)
     if body is None:
@@ -61,11 +67,19 @@ def outcome_text(status: int, body: Any) -> str:
     return "a result" if is_success(body) else f"HTTP {status} without a JSON-RPC answer"
 
 
-@rule("a2a.version_header", "A2A-Version: omitted → 1.0; explicit empty or unsupported → -32009",
-      "SendMessage A2A-Version parameter (seed 004); A2A §3.2.6")
+@rule(
+    "a2a.version_header",
+    "A2A-Version: omitted → 1.0; explicit empty or unsupported → -32009",
+    "SendMessage A2A-Version parameter (seed 004); A2A §3.2.6",
+)
 async def version_header(ctx: CheckContext) -> str | None:
-    cases = [("omitted", None, True), ("1.0", "1.0", True), ("explicitly empty", "", False),
-             ("0.3", "0.3", False), ("2.0", "2.0", False)]
+    cases = [
+        ("omitted", None, True),
+        ("1.0", "1.0", True),
+        ("explicitly empty", "", False),
+        ("0.3", "0.3", False),
+        ("2.0", "2.0", False),
+    ]
     problems = []
     for label, value, accepted in cases:
         status, body, _ = await exchange(ctx, {"A2A-Version": value})
@@ -78,9 +92,11 @@ async def version_header(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("a2a.extensions_header",
-      "A2A-Extensions: omitted → AAP activated; a supplied list must contain the v3.1 URI, else -32008",
-      "SendMessage A2A-Extensions parameter (seed 004); A2A §3.3.4")
+@rule(
+    "a2a.extensions_header",
+    "A2A-Extensions: omitted → AAP activated; a supplied list must contain the v3.1 URI, else -32008",
+    "SendMessage A2A-Extensions parameter (seed 004); A2A §3.3.4",
+)
 async def extensions_header(ctx: CheckContext) -> str | None:
     other = "https://example.com/extensions/other/v1"
     cases = [
@@ -109,12 +125,18 @@ async def extensions_header(ctx: CheckContext) -> str | None:
     return "; ".join(notes) or None
 
 
-@rule("a2a.envelope", "SendMessage answers result.message: ROLE_AGENT, new messageId, contextId kept or minted",
-      "JsonRpcResponse, A2aMessage (seed 004); A2A §5.5")
+@rule(
+    "a2a.envelope",
+    "SendMessage answers result.message: ROLE_AGENT, new messageId, contextId kept or minted",
+    "JsonRpcResponse, A2aMessage (seed 004); A2A §5.5",
+)
 async def a2a_envelope(ctx: CheckContext) -> str | None:
     problems = []
     transport, skill, _ = await probe(ctx)
-    for request_id, context_id in ((7, None), ("aap-check-" + uuid.uuid4().hex[:8], "ctx-aap-check-" + uuid.uuid4().hex)):
+    for request_id, context_id in (
+        (7, None),
+        ("aap-check-" + uuid.uuid4().hex[:8], "ctx-aap-check-" + uuid.uuid4().hex),
+    ):
         status, body, request = await exchange(ctx, request_id=request_id, context_id=context_id)
         label = f"id {request_id!r}"
         if status != 200:
@@ -151,8 +173,11 @@ async def a2a_envelope(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("a2a.protocol_errors", "JSON-RPC protocol errors: -32700 (id null), -32601, -32602/-32600, -32004",
-      "JsonRpcResponse (seed 004); A2A §5.4, §9.5")
+@rule(
+    "a2a.protocol_errors",
+    "JSON-RPC protocol errors: -32700 (id null), -32601, -32602/-32600, -32004",
+    "JsonRpcResponse (seed 004); A2A §5.4, §9.5",
+)
 async def protocol_errors(ctx: CheckContext) -> str | None:
     transport, skill, payload = await probe(ctx)
     problems = []
@@ -165,18 +190,24 @@ async def protocol_errors(ctx: CheckContext) -> str | None:
 
     cases: list[tuple[str, dict[str, Any], set[int]]] = [
         ("unknown method", {"jsonrpc": "2.0", "id": 2, "method": "message/teleport", "params": {}}, {-32601}),
-        ("SendMessage without params.message", {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {}},
-         {-32602, -32600}),
-        ("SendStreamingMessage (streaming not declared)",
-         {**envelope(skill, payload, tenant=transport.tenant, request_id=4), "method": "SendStreamingMessage"},
-         {-32004}),
+        (
+            "SendMessage without params.message",
+            {"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {}},
+            {-32602, -32600},
+        ),
+        (
+            "SendStreamingMessage (streaming not declared)",
+            {**envelope(skill, payload, tenant=transport.tenant, request_id=4), "method": "SendStreamingMessage"},
+            {-32004},
+        ),
         ("not JSON-RPC 2.0", {"jsonrpc": "1.0", "id": 5, "method": "SendMessage", "params": {}}, {-32600}),
     ]
     for label, request, codes in cases:
         status, body, _ = await exchange(ctx, body=request)
         if rpc_code(body) not in codes:
-            problems.append(f"{label}: expected {' or '.join(map(str, sorted(codes)))}, "
-                            f"got {outcome_text(status, body)}")
+            problems.append(
+                f"{label}: expected {' or '.join(map(str, sorted(codes)))}, got {outcome_text(status, body)}"
+            )
             continue
         schema_problems = ctx.validate(body, "json-rpc-response")
         problems += [f"{label}: {p}" for p in problems_text(schema_problems)]

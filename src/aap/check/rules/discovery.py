@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
-from urllib.parse import urlsplit
 
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.check.context import CheckContext, is_loopback_http
-from aap.client.discovery import Discovery
 from aap.check.registry import Fail, Skip, rule
+from aap.client.discovery import Discovery
 from aap.protocols import A2A_PROTOCOL_VERSION
 from aap.skills.catalog import SKILLS
 
@@ -24,8 +24,11 @@ def _json_type(content_type: str) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
-@rule("card.available", "The agent card is served as JSON at /.well-known/agent-card.json",
-      "A2A §8.2; AAP AgentCard (seed 001)")
+@rule(
+    "card.available",
+    "The agent card is served as JSON at /.well-known/agent-card.json",
+    "A2A §8.2; AAP AgentCard (seed 001)",
+)
 async def card_available(ctx: CheckContext) -> str | None:
     try:
         url, card, response = await ctx.card_fetch()
@@ -38,16 +41,20 @@ async def card_available(ctx: CheckContext) -> str | None:
     return url
 
 
-@rule("card.schema", "The agent card validates against the AAP 3.1 agent-card schema",
-      "agent-card.schema.json (seed 001)")
+@rule(
+    "card.schema", "The agent card validates against the AAP 3.1 agent-card schema", "agent-card.schema.json (seed 001)"
+)
 async def card_schema(ctx: CheckContext) -> str | None:
     _, card, _ = await ctx.card_fetch()
     ctx.require_valid(card, "agent-card", "the agent card")
     return "validated with the loopback development allowance (http read as https)" if ctx.loopback_dev else None
 
 
-@rule("card.extension", "The card declares exactly one AAP extension: the v3.1 URI, required, with params",
-      "AgentCard.capabilities.extensions (seed 001)")
+@rule(
+    "card.extension",
+    "The card declares exactly one AAP extension: the v3.1 URI, required, with params",
+    "AgentCard.capabilities.extensions (seed 001)",
+)
 async def card_extension(ctx: CheckContext) -> str | None:
     _, card, _ = await ctx.card_fetch()
     if not isinstance(card, dict):
@@ -74,8 +81,11 @@ async def card_extension(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("card.interface", "The card has a JSONRPC interface with protocolVersion 1.0 on an HTTPS URL",
-      "AgentCard.supportedInterfaces (seed 001); A2A §8.3")
+@rule(
+    "card.interface",
+    "The card has a JSONRPC interface with protocolVersion 1.0 on an HTTPS URL",
+    "AgentCard.supportedInterfaces (seed 001); A2A §8.3",
+)
 async def card_interface(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     interfaces = [i for i in found.card.get("supportedInterfaces") or [] if isinstance(i, dict)]
@@ -91,8 +101,11 @@ async def card_interface(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("card.params", "The AAP params describe the declared skills with the v3.1 schema URLs and capabilities",
-      "AapExtensionParams; InventoryCapabilities (seed 004)")
+@rule(
+    "card.params",
+    "The AAP params describe the declared skills with the v3.1 schema URLs and capabilities",
+    "AapExtensionParams; InventoryCapabilities (seed 004)",
+)
 async def card_params(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     params = found.params
@@ -125,8 +138,11 @@ async def card_params(ctx: CheckContext) -> str | None:
                 problems.append("feature filters are advertised but inventory.facets is not declared")
             if caps.get("scope") == "aggregate" and "dealer.information" not in found.skills:
                 problems.append("aggregate scope requires dealer.information")
-            if isinstance(caps.get("default_limit"), int) and isinstance(caps.get("max_limit"), int) \
-                    and caps["default_limit"] > caps["max_limit"]:
+            if (
+                isinstance(caps.get("default_limit"), int)
+                and isinstance(caps.get("max_limit"), int)
+                and caps["default_limit"] > caps["max_limit"]
+            ):
                 problems.append("default_limit exceeds max_limit")
             default_sort = (caps.get("default_sort") or {}).get("field")
             if default_sort and default_sort not in (caps.get("sort_fields") or []):
@@ -139,8 +155,12 @@ async def card_params(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("card.recommended", "JSONRPC listed first, no streaming claim, AAP media types pinned per skill",
-      "AgentCard (seed 001); A2A §3.1.2; docs/a2a.md (agent card)", level="should")
+@rule(
+    "card.recommended",
+    "JSONRPC listed first, no streaming claim, AAP media types pinned per skill",
+    "AgentCard (seed 001); A2A §3.1.2; docs/a2a.md (agent card)",
+    level="should",
+)
 async def card_recommended(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -148,8 +168,9 @@ async def card_recommended(ctx: CheckContext) -> str | None:
     if not interfaces or interfaces[0].get("protocolBinding") != "JSONRPC":
         problems.append("the JSONRPC interface should be listed first")
     if (found.card.get("capabilities") or {}).get("streaming") is True:
-        problems.append("capabilities.streaming is true: SDK clients then use SendStreamingMessage, "
-                        "which AAP does not define")
+        problems.append(
+            "capabilities.streaming is true: SDK clients then use SendStreamingMessage, which AAP does not define"
+        )
     for key in ("defaultInputModes", "defaultOutputModes"):
         modes = found.card.get(key) or []
         if not modes or any(not str(m).startswith("application/vnd.autoagent.") for m in modes):
@@ -192,8 +213,11 @@ def _advertised_urls(found: Discovery, poppy: dict[str, Any] | None) -> dict[str
     return urls
 
 
-@rule("discovery.https", "Every advertised URL is HTTPS without query or fragment",
-      "AapExtensionParams; McpEndpoint; PoppyAapExtension (seed 004)")
+@rule(
+    "discovery.https",
+    "Every advertised URL is HTTPS without query or fragment",
+    "AapExtensionParams; McpEndpoint; PoppyAapExtension (seed 004)",
+)
 async def discovery_https(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     try:
@@ -212,8 +236,11 @@ async def discovery_https(ctx: CheckContext) -> str | None:
     return "loopback development server: plain http accepted" if ctx.loopback_dev else None
 
 
-@rule("llms_txt.available", "llms.txt is served as Markdown or text with an H1 and a summary",
-      "AapExtensionParams.llms_txt (seed 004); llmstxt.org")
+@rule(
+    "llms_txt.available",
+    "llms.txt is served as Markdown or text with an H1 and a summary",
+    "AapExtensionParams.llms_txt (seed 004); llmstxt.org",
+)
 async def llms_txt_available(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.llms_txt_url:
@@ -239,8 +266,12 @@ async def llms_txt_available(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("llms_txt.links", "llms.txt links the agent card, the MCP endpoint and poppy.json",
-      "AapExtensionParams.llms_txt (seed 004); llmstxt.org; docs/check.md", level="should")
+@rule(
+    "llms_txt.links",
+    "llms.txt links the agent card, the MCP endpoint and poppy.json",
+    "AapExtensionParams.llms_txt (seed 004); llmstxt.org; docs/check.md",
+    level="should",
+)
 async def llms_txt_links(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.llms_txt_url:
@@ -248,8 +279,15 @@ async def llms_txt_links(ctx: CheckContext) -> str | None:
     response = await llms_txt_response(ctx, found.llms_txt_url)
     if response.status_code != 200:
         raise Skip(f"llms.txt answered HTTP {response.status_code}")
-    missing = [f"{label} {url}" for label, url in (("the agent card", found.card_url), ("the MCP endpoint",
-               found.mcp_url), ("poppy.json", found.poppy_url)) if url and url not in response.text]
+    missing = [
+        f"{label} {url}"
+        for label, url in (
+            ("the agent card", found.card_url),
+            ("the MCP endpoint", found.mcp_url),
+            ("poppy.json", found.poppy_url),
+        )
+        if url and url not in response.text
+    ]
     if missing:
         raise Fail("llms.txt does not link every discovery document", [f"missing {m}" for m in missing])
     return None
@@ -260,8 +298,11 @@ async def llms_txt_response(ctx: CheckContext, url: str) -> httpx.Response:
     return await ctx.memo("llms.txt", lambda: ctx.get(url))
 
 
-@rule("discovery.consistent", "Agent card, poppy.json and llms.txt name the very same URLs",
-      "PoppyAapExtension, AapExtensionParams (seed 004)")
+@rule(
+    "discovery.consistent",
+    "Agent card, poppy.json and llms.txt name the very same URLs",
+    "PoppyAapExtension, AapExtensionParams (seed 004)",
+)
 async def discovery_consistent(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -276,9 +317,11 @@ async def discovery_consistent(ctx: CheckContext) -> str | None:
         if not isinstance(ext, dict):
             problems.append("poppy.json has no autoagentprotocol.org/aap extension")
         else:
-            pairs = [("agent_card", found.card_url, "the agent card URL"),
-                     ("mcp", found.mcp_url, "params.mcp.url"),
-                     ("llms_txt", found.llms_txt_url, "params.llms_txt")]
+            pairs = [
+                ("agent_card", found.card_url, "the agent card URL"),
+                ("mcp", found.mcp_url, "params.mcp.url"),
+                ("llms_txt", found.llms_txt_url, "params.llms_txt"),
+            ]
             for key, expected, label in pairs:
                 if expected is not None and ext.get(key) != expected:
                     problems.append(f"poppy.json extension {key} = {ext.get(key)!r}, but {label} = {expected!r}")
@@ -290,8 +333,9 @@ async def discovery_consistent(ctx: CheckContext) -> str | None:
         text = response.text if response is not None and response.status_code == 200 else None
         if text is not None:
             checked.append("llms.txt")
-            known = {u for u in (found.card_url, found.mcp_url, found.poppy_url, found.llms_txt_url, found.a2a_url)
-                     if u}
+            known = {
+                u for u in (found.card_url, found.mcp_url, found.poppy_url, found.llms_txt_url, found.a2a_url) if u
+            }
             by_path = {urlsplit(u).path.rstrip("/"): u for u in known}
             for url in sorted(set(URL_RE.findall(text))):
                 url = url.rstrip(".,;:")
@@ -305,8 +349,12 @@ async def discovery_consistent(ctx: CheckContext) -> str | None:
     return "compared the card with " + " and ".join(checked)
 
 
-@rule("discovery.cache", "Discovery documents carry Cache-Control and ETag and revalidate with 304",
-      "A2A §8.6; RFC 9110 §13.1.2", level="should")
+@rule(
+    "discovery.cache",
+    "Discovery documents carry Cache-Control and ETag and revalidate with 304",
+    "A2A §8.6; RFC 9110 §13.1.2",
+    level="should",
+)
 async def discovery_cache(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     urls = [found.card_url] + [u for u in (found.llms_txt_url, found.poppy_url) if u]
@@ -329,8 +377,12 @@ async def discovery_cache(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("discovery.api_catalog", "/.well-known/api-catalog is an RFC 9727 linkset (GET and HEAD)",
-      "RFC 9727 §3–4; RFC 9264", level="should")
+@rule(
+    "discovery.api_catalog",
+    "/.well-known/api-catalog is an RFC 9727 linkset (GET and HEAD)",
+    "RFC 9727 §3–4; RFC 9264",
+    level="should",
+)
 async def api_catalog(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     parts = urlsplit(found.card_url)
@@ -372,8 +424,12 @@ async def api_catalog(ctx: CheckContext) -> str | None:
             hrefs += [t["href"] for t in targets]
     for href in hrefs:
         for own in (found.card_url, found.llms_txt_url, found.mcp_url, found.poppy_url):
-            if own and href != own and urlsplit(href).path == urlsplit(own).path \
-                    and urlsplit(href).netloc != urlsplit(own).netloc:
+            if (
+                own
+                and href != own
+                and urlsplit(href).path == urlsplit(own).path
+                and urlsplit(href).netloc != urlsplit(own).netloc
+            ):
                 problems.append(f"api-catalog links {href}, but the card names {own}")
     if problems:
         raise Fail("the api-catalog is not a valid RFC 9727 linkset", problems)

@@ -22,11 +22,15 @@ async def error_probes(ctx: CheckContext) -> list[tuple[str, dict[str, Any], set
     found = await ctx.discovery()
     probes: list[tuple[str, dict[str, Any], set[str]]] = []
     if found.supports("inventory.vehicle"):
-        probes.append(("unknown VIN", {"type": "inventory.vehicle.request", "vin": UNKNOWN_VIN},
-                       {"VEHICLE_NOT_FOUND"}))
+        probes.append(("unknown VIN", {"type": "inventory.vehicle.request", "vin": UNKNOWN_VIN}, {"VEHICLE_NOT_FOUND"}))
     if found.supports("inventory.search"):
-        probes.append(("schema violation", {"type": "inventory.search.request", "filters": {"make": []},
-                                            "aap_check_unknown": True}, {"SCHEMA_VALIDATION_FAILED"}))
+        probes.append(
+            (
+                "schema violation",
+                {"type": "inventory.search.request", "filters": {"make": []}, "aap_check_unknown": True},
+                {"SCHEMA_VALIDATION_FAILED"},
+            )
+        )
     if not probes:
         raise Skip("the card declares neither inventory.vehicle nor inventory.search")
     return probes
@@ -63,8 +67,11 @@ def struct_problems(body: Any) -> list[str]:
     return problems
 
 
-@rule("errors.a2a", "A2A skill errors carry the aap.error in a Struct detail, never the old @type",
-      "JsonRpcError, Error (seed 004); A2A §3.3.2")
+@rule(
+    "errors.a2a",
+    "A2A skill errors carry the aap.error in a Struct detail, never the old @type",
+    "JsonRpcError, Error (seed 004); A2A §3.3.2",
+)
 async def errors_a2a(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("a2a")
     problems = []
@@ -87,24 +94,35 @@ async def errors_a2a(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("errors.all_problems", "A schema failure lists every problem at once in details.errors[]",
-      "Error.details.errors (seed 004)")
+@rule(
+    "errors.all_problems",
+    "A schema failure lists every problem at once in details.errors[]",
+    "Error.details.errors (seed 004)",
+)
 async def errors_all_problems(ctx: CheckContext) -> str | None:
     await ctx.implements("inventory.search")
-    payload = {"type": "inventory.search.request", "filters": {"make": [], "year_min": 1800},
-               "pagination": {"limit": 0}}
+    payload = {
+        "type": "inventory.search.request",
+        "filters": {"make": [], "year_min": 1800},
+        "pagination": {"limit": 0},
+    }
     error = await ctx.expect_error("a2a", payload, {"SCHEMA_VALIDATION_FAILED"}, "three schema problems")
     locations = {e.get("instanceLocation") for e in error.errors}
     expected = {"/filters/make", "/filters/year_min", "/pagination/limit"}
     missing = sorted(expected - locations)
     if missing:
-        raise Fail("details.errors[] does not list every problem",
-                   [f"missing instanceLocation {m}" for m in missing] + [f"got {sorted(map(str, locations))}"])
+        raise Fail(
+            "details.errors[] does not list every problem",
+            [f"missing instanceLocation {m}" for m in missing] + [f"got {sorted(map(str, locations))}"],
+        )
     return None
 
 
-@rule("errors.unsupported_skill", "An unknown AAP request type gets UNSUPPORTED_SKILL (or a media-type error)",
-      "Error.code (seed 004); A2A §5.4")
+@rule(
+    "errors.unsupported_skill",
+    "An unknown AAP request type gets UNSUPPORTED_SKILL (or a media-type error)",
+    "Error.code (seed 004); A2A §5.4",
+)
 async def errors_unsupported_skill(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("a2a")
     skill = SKILLS["dealer.information"]
@@ -123,8 +141,11 @@ async def errors_unsupported_skill(ctx: CheckContext) -> str | None:
     raise Fail("an unknown request type was not rejected with UNSUPPORTED_SKILL")
 
 
-@rule("errors.mcp", "MCP skill failures are isError results whose structuredContent is a valid aap.error",
-      "Error (seed 004); MCP tools (isError results)")
+@rule(
+    "errors.mcp",
+    "MCP skill failures are isError results whose structuredContent is a valid aap.error",
+    "Error (seed 004); MCP tools (isError results)",
+)
 async def errors_mcp(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("mcp")
     problems = []
@@ -132,8 +153,10 @@ async def errors_mcp(ctx: CheckContext) -> str | None:
         outcome = await ctx.call("mcp", payload)
         result = (outcome.body or {}).get("result") if isinstance(outcome.body, dict) else None
         if not isinstance(result, dict) or result.get("isError") is not True:
-            problems.append(f"{label}: expected a tools/call result with isError: true, got "
-                            f"{describe(outcome.error) if outcome.error else 'success'}")
+            problems.append(
+                f"{label}: expected a tools/call result with isError: true, got "
+                f"{describe(outcome.error) if outcome.error else 'success'}"
+            )
             continue
         structured = result.get("structuredContent")
         if not isinstance(structured, dict):
@@ -144,8 +167,9 @@ async def errors_mcp(ctx: CheckContext) -> str | None:
             problems.append(f"{label}: code {structured.get('code')}, expected {' or '.join(sorted(codes))}")
     unknown_body, headers = transport.build("tools/call", {"name": "aap_teleport", "arguments": {}})
     response = await transport.post(unknown_body, headers)
-    message = json_body(response) if not response.headers.get("content-type", "").startswith("text/event-stream") \
-        else None
+    message = (
+        json_body(response) if not response.headers.get("content-type", "").startswith("text/event-stream") else None
+    )
     if not (isinstance(message, dict) and isinstance(message.get("error"), dict)):
         problems.append("an unknown tool name should be a JSON-RPC error (-32602), not a tool result")
     if problems:
@@ -153,16 +177,20 @@ async def errors_mcp(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("errors.poppy", "Poppy API failures are aap.error bodies with a fitting HTTP status",
-      "Error, Poppy publication profile (seed 004)")
+@rule(
+    "errors.poppy",
+    "Poppy API failures are aap.error bodies with a fitting HTTP status",
+    "Error, Poppy publication profile (seed 004)",
+)
 async def errors_poppy(ctx: CheckContext) -> str | None:
     await ctx.transport("poppy")
     problems = []
     for label, payload, codes in await error_probes(ctx):
         outcome = await ctx.call("poppy", payload)
         if not isinstance(outcome.error, AapRemoteError):
-            problems.append(f"{label}: expected an aap.error body, got "
-                            f"{describe(outcome.error) if outcome.error else 'success'}")
+            problems.append(
+                f"{label}: expected an aap.error body, got {describe(outcome.error) if outcome.error else 'success'}"
+            )
             continue
         problems += [f"{label}: {p}" for p in problems_text(ctx.validate(outcome.error.payload, "error"))]
         if outcome.error.code not in codes:

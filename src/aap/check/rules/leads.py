@@ -8,7 +8,7 @@ written by ``aap check`` and must not be contacted.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aap.check.context import CheckContext, describe, problems_text
@@ -19,11 +19,15 @@ TEST_MARK = "AAP CONFORMANCE TEST LEAD written by `aap check`: no real customer,
 
 
 def test_lead(key: str, message: str = TEST_MARK) -> dict[str, Any]:
-    granted = (datetime.now(timezone.utc) - timedelta(minutes=1)).replace(microsecond=0)
+    granted = (datetime.now(UTC) - timedelta(minutes=1)).replace(microsecond=0)
     return {
         "type": "lead.submit.request",
-        "customer": {"first_name": "AAP", "last_name": "Conformance-Test",
-                     "email": "aap-conformance-test@example.com", "preferred_contact": "email"},
+        "customer": {
+            "first_name": "AAP",
+            "last_name": "Conformance-Test",
+            "email": "aap-conformance-test@example.com",
+            "preferred_contact": "email",
+        },
         "consent": {
             "granted_at": granted.isoformat().replace("+00:00", "Z"),
             "allowed_channels": ["email"],
@@ -44,6 +48,7 @@ async def writable(ctx: CheckContext) -> None:
 
 async def submitted(ctx: CheckContext) -> tuple[dict[str, Any], dict[str, Any]]:
     """One test lead over A2A (request, response), shared by the lead rules."""
+
     async def compute() -> tuple[dict[str, Any], dict[str, Any]]:
         request = test_lead("aap-check-" + uuid.uuid4().hex)
         response = await ctx.ok("a2a", request)
@@ -52,8 +57,11 @@ async def submitted(ctx: CheckContext) -> tuple[dict[str, Any], dict[str, Any]]:
     return await ctx.memo("test-lead", compute)
 
 
-@rule("lead.replay", "Resending a lead with the same idempotency_key replays the original result",
-      "LeadSubmitRequest.idempotency_key, LeadSubmitResponse.replayed (seed 004)")
+@rule(
+    "lead.replay",
+    "Resending a lead with the same idempotency_key replays the original result",
+    "LeadSubmitRequest.idempotency_key, LeadSubmitResponse.replayed (seed 004)",
+)
 async def lead_replay(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request, original = await submitted(ctx)
@@ -80,8 +88,11 @@ async def lead_replay(ctx: CheckContext) -> str | None:
     return f"test lead {lead_id} replayed over " + ", ".join(bindings)
 
 
-@rule("lead.conflict", "Reusing an idempotency_key with a changed payload gives IDEMPOTENCY_CONFLICT",
-      "LeadSubmitRequest.idempotency_key (seed 004)")
+@rule(
+    "lead.conflict",
+    "Reusing an idempotency_key with a changed payload gives IDEMPOTENCY_CONFLICT",
+    "LeadSubmitRequest.idempotency_key (seed 004)",
+)
 async def lead_conflict(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request, _ = await submitted(ctx)
@@ -92,8 +103,11 @@ async def lead_conflict(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("lead.consent", "A lead without consent is refused with CONTACT_CONSENT_REQUIRED",
-      "ConsentGrant, Error.code (seed 004)")
+@rule(
+    "lead.consent",
+    "A lead without consent is refused with CONTACT_CONSENT_REQUIRED",
+    "ConsentGrant, Error.code (seed 004)",
+)
 async def lead_consent(ctx: CheckContext) -> str | None:
     await writable(ctx)
     request = test_lead("aap-check-" + uuid.uuid4().hex)

@@ -45,8 +45,11 @@ def find_capabilities(meta: Any, depth: int = 0) -> dict[str, Any] | None:
     return None
 
 
-@rule("mcp.endpoint", "The MCP endpoint serves 2026-07-28 (server/discover) and 2025-11-25 (initialize)",
-      "McpEndpoint.protocol_versions (seed 004); docs/mcp.md")
+@rule(
+    "mcp.endpoint",
+    "The MCP endpoint serves 2026-07-28 (server/discover) and 2025-11-25 (initialize)",
+    "McpEndpoint.protocol_versions (seed 004); docs/mcp.md",
+)
 async def mcp_endpoint(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if found.mcp is None:
@@ -79,8 +82,11 @@ async def mcp_endpoint(ctx: CheckContext) -> str | None:
     return "; ".join(notes) or None
 
 
-@rule("mcp.tools", "tools/list offers aap_<skill> for every declared skill, with object input schemas",
-      "MCP tools (inputSchema root type object); tool names: docs/mcp.md (Tools)")
+@rule(
+    "mcp.tools",
+    "tools/list offers aap_<skill> for every declared skill, with object input schemas",
+    "MCP tools (inputSchema root type object); tool names: docs/mcp.md (Tools)",
+)
 async def mcp_tools(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     problems = []
@@ -113,8 +119,11 @@ async def mcp_tools(ctx: CheckContext) -> str | None:
     return "; ".join(sorted(notes)) or None
 
 
-@rule("mcp.capabilities", "The search tool's metadata carries the card's inventory.search capabilities",
-      "InventoryCapabilities (seed 004: 'publish in … the MCP search tool metadata')")
+@rule(
+    "mcp.capabilities",
+    "The search tool's metadata carries the card's inventory.search capabilities",
+    "InventoryCapabilities (seed 004: 'publish in … the MCP search tool metadata')",
+)
 async def mcp_capabilities(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []
@@ -160,16 +169,23 @@ def schema_problems(name: str, schema: dict[str, Any], errors: list[tuple[str, d
             problems.append(f"{name}: the outputSchema cannot be used as {reading}: {type(exc).__name__}")
             continue
         if refused:
-            problems.append(f"{name}: read as {reading}, the outputSchema refuses the aap.error of "
-                            + ", ".join(refused))
+            problems.append(
+                f"{name}: read as {reading}, the outputSchema refuses the aap.error of " + ", ".join(refused)
+            )
     return problems
 
 
-@rule("mcp.error_schema", "Every tool's outputSchema accepts aap.error results, read as draft-07 and as 2020-12",
-      "Error (seed 004: the MCP structuredContent of isError results); MCP tools (outputSchema); docs/mcp.md (Tools)")
+@rule(
+    "mcp.error_schema",
+    "Every tool's outputSchema accepts aap.error results, read as draft-07 and as 2020-12",
+    "Error (seed 004: the MCP structuredContent of isError results); MCP tools (outputSchema); docs/mcp.md (Tools)",
+)
 async def mcp_error_schema(ctx: CheckContext) -> str | None:
-    published = {t["name"]: t["outputSchema"] for t in await tools(ctx, MODERN)
-                 if isinstance(t.get("name"), str) and isinstance(t.get("outputSchema"), dict)}
+    published = {
+        t["name"]: t["outputSchema"]
+        for t in await tools(ctx, MODERN)
+        if isinstance(t.get("name"), str) and isinstance(t.get("outputSchema"), dict)
+    }
     if not published:
         raise Skip("no tool publishes an outputSchema")
     errors = await failed_call_errors(ctx)
@@ -177,6 +193,9 @@ async def mcp_error_schema(ctx: CheckContext) -> str | None:
         raise Skip("no probe ended in an aap.error result (errors.mcp reports why)")
     problems = [p for name, schema in sorted(published.items()) for p in schema_problems(name, schema, errors)]
     if problems:
-        raise Fail("clients that validate isError results against outputSchema (the TypeScript SDK 1.x) throw "
-                   "these AAP errors away as McpError -32602", problems)
+        raise Fail(
+            "clients that validate isError results against outputSchema (the TypeScript SDK 1.x) throw "
+            "these AAP errors away as McpError -32602",
+            problems,
+        )
     return None

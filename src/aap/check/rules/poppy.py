@@ -21,16 +21,25 @@ from aap.client.transport import json_body
 from aap.skills.catalog import SKILLS
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
-FORBIDDEN_TOKEN_MEMBERS = ("scope", "refresh_token", "refresh_token_expires_in", "issued_token_type",
-                           "session_id", "signed_in")
+FORBIDDEN_TOKEN_MEMBERS = (
+    "scope",
+    "refresh_token",
+    "refresh_token_expires_in",
+    "issued_token_type",
+    "session_id",
+    "signed_in",
+)
 
 
 def _https(url: Any) -> bool:
     return isinstance(url, str) and (urlsplit(url).scheme == "https" or is_loopback_http(url))
 
 
-@rule("poppy.document", "poppy.json follows the AAP publication profile and names its own domain",
-      "Poppy (AAPPoppyDiscovery, seed 004)")
+@rule(
+    "poppy.document",
+    "poppy.json follows the AAP publication profile and names its own domain",
+    "Poppy (AAPPoppyDiscovery, seed 004)",
+)
 async def poppy_document(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     if not found.poppy_url:
@@ -61,8 +70,11 @@ async def issuer_metadata(ctx: CheckContext) -> tuple[str, dict[str, Any]]:
     return issuer, metadata
 
 
-@rule("poppy.issuer", "The guest issuer publishes RFC 8414 metadata that matches poppy.json",
-      "PoppyOauthMetadata (seed 004); RFC 8414 §3")
+@rule(
+    "poppy.issuer",
+    "The guest issuer publishes RFC 8414 metadata that matches poppy.json",
+    "PoppyOauthMetadata (seed 004); RFC 8414 §3",
+)
 async def poppy_issuer(ctx: CheckContext) -> str | None:
     document, _ = await ctx.poppy_document()
     try:
@@ -88,8 +100,7 @@ async def poppy_issuer(ctx: CheckContext) -> str | None:
 async def poppy_operations(ctx: CheckContext) -> dict[str, str]:
     async def compute() -> dict[str, str]:
         document, _ = await ctx.poppy_document()
-        api = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "openapi"),
-                   None)
+        api = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "openapi"), None)
         if api is None:
             raise Skip("poppy.json lists no openapi API")
         openapi, _ = await ctx.json_document("poppy-openapi", api["url"], "the Poppy OpenAPI document")
@@ -101,8 +112,11 @@ async def poppy_operations(ctx: CheckContext) -> dict[str, str]:
     return await ctx.memo("poppy-operations", compute)
 
 
-@rule("poppy.openapi", "The native API's OpenAPI document has an absolute HTTPS server and one operation per skill",
-      "Poppy.apis (seed 004); docs/poppy.md")
+@rule(
+    "poppy.openapi",
+    "The native API's OpenAPI document has an absolute HTTPS server and one operation per skill",
+    "Poppy.apis (seed 004); docs/poppy.md",
+)
 async def poppy_openapi(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
     document, _ = await ctx.poppy_document()
@@ -132,8 +146,11 @@ async def poppy_openapi(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("poppy.auth_required", "The native API refuses calls without a DPoP-bound token (401 + WWW-Authenticate)",
-      "Poppy publication profile (seed 004); RFC 9449 §7.1")
+@rule(
+    "poppy.auth_required",
+    "The native API refuses calls without a DPoP-bound token (401 + WWW-Authenticate)",
+    "Poppy publication profile (seed 004); RFC 9449 §7.1",
+)
 async def poppy_auth_required(ctx: CheckContext) -> str | None:
     if "poppy" not in ctx.options.bindings:
         raise Skip("binding poppy not selected (--binding)")
@@ -155,8 +172,11 @@ async def poppy_auth_required(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("poppy.token", "A guest JWT-bearer grant with DPoP yields a DPoP token with no forbidden members",
-      "PoppyGuestTokenResponse, PoppySessionRequest (seed 004); RFC 7523; RFC 9449 §5")
+@rule(
+    "poppy.token",
+    "A guest JWT-bearer grant with DPoP yields a DPoP token with no forbidden members",
+    "PoppyGuestTokenResponse, PoppySessionRequest (seed 004); RFC 7523; RFC 9449 §5",
+)
 async def poppy_token(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("poppy")
     try:
@@ -170,8 +190,7 @@ async def poppy_token(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("poppy.dpop_replay", "A replayed DPoP proof is refused on the native API",
-      "RFC 9449 §4.3, §11.1")
+@rule("poppy.dpop_replay", "A replayed DPoP proof is refused on the native API", "RFC 9449 §4.3, §11.1")
 async def poppy_dpop_replay(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("poppy")
     operations = await poppy_operations(ctx)
@@ -190,8 +209,11 @@ async def poppy_dpop_replay(ctx: CheckContext) -> str | None:
     second = await ctx.http.post(url, json=payload, headers=headers)
     if second.status_code != 401:
         body = json_body(second)
-        raise Fail(f"the replayed proof was accepted (HTTP {second.status_code}"
-                   + (f", {body.get('type')}" if isinstance(body, dict) and body.get("type") else "") + ")")
+        raise Fail(
+            f"the replayed proof was accepted (HTTP {second.status_code}"
+            + (f", {body.get('type')}" if isinstance(body, dict) and body.get("type") else "")
+            + ")"
+        )
     return None
 
 
@@ -203,9 +225,12 @@ def _challenge_parameter(header: str, name: str) -> str | None:
     return header.split(marker, 1)[1].split('"', 1)[0]
 
 
-@rule("poppy.mcp_resource", "A listed native MCP API has RFC 9728 metadata naming it and the issuer, "
-      "and its 401 for a bad Bearer token points there",
-      "Poppy.apis, PoppyMcpResourceMetadata (seed 004); RFC 9728 §3.1, §5.1; RFC 6750 §3")
+@rule(
+    "poppy.mcp_resource",
+    "A listed native MCP API has RFC 9728 metadata naming it and the issuer, "
+    "and its 401 for a bad Bearer token points there",
+    "Poppy.apis, PoppyMcpResourceMetadata (seed 004); RFC 9728 §3.1, §5.1; RFC 6750 §3",
+)
 async def poppy_mcp_resource(ctx: CheckContext) -> str | None:
     document, _ = await ctx.poppy_document()
     entry = next((a for a in document.get("apis") or [] if isinstance(a, dict) and a.get("type") == "mcp"), None)
@@ -238,16 +263,21 @@ async def poppy_mcp_resource(ctx: CheckContext) -> str | None:
         except Skip as exc:
             problems.append(exc.reason)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    headers = {"Authorization": "Bearer aap-check-not-a-token", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2025-11-25"}
+    headers = {
+        "Authorization": "Bearer aap-check-not-a-token",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
     try:
         response = await ctx.http.post(mcp_url, json=body, headers=headers)
     except httpx.HTTPError as exc:
         raise Fail(f"POST {mcp_url} failed: {type(exc).__name__}") from exc
     challenge = response.headers.get("www-authenticate", "")
     if response.status_code != 401 or not challenge.lower().startswith("bearer"):
-        problems.append(f"an invalid Bearer token got HTTP {response.status_code} "
-                        f"{'without' if not challenge else 'with'} a Bearer challenge, expected 401 + Bearer")
+        problems.append(
+            f"an invalid Bearer token got HTTP {response.status_code} "
+            f"{'without' if not challenge else 'with'} a Bearer challenge, expected 401 + Bearer"
+        )
     else:
         if _challenge_parameter(challenge, "error") != "invalid_token":
             problems.append('the 401 challenge lacks error="invalid_token"')

@@ -27,14 +27,36 @@ TERM_FACETS = {
 
 # One schema-valid value per filter key, for the UNSUPPORTED_FILTER probe.
 SAMPLE_FILTERS: dict[str, Any] = {
-    "make": ["Honda"], "model": ["Civic"], "trim": ["EX"], "condition": ["used"], "vehicle_type": ["car"],
-    "transmission": ["automatic"], "fuel": ["gasoline"], "electric_range_mi_min": 100,
-    "electric_range_mi_max": 400, "dc_fast_charge": True, "charge_port": ["ccs"], "driveline": ["awd"],
-    "body": ["suv"], "displacement_cc_min": 100, "displacement_cc_max": 2000, "exterior_color": ["black"],
-    "interior_color": ["black"], "rooftops": ["Main"], "status": ["available"], "features_all": ["heated_seats"],
-    "features_any": ["heated_seats"], "near": {"latitude": 40.0, "longitude": -75.0, "radius_mi": 50},
-    "year_min": 2015, "year_max": 2025, "price_min": 1000, "price_max": 90000, "mileage_max": 100000,
-    "vin": "AAPCHECK000000001", "stock": "AAPCHECK", "query": "aapcheck",
+    "make": ["Honda"],
+    "model": ["Civic"],
+    "trim": ["EX"],
+    "condition": ["used"],
+    "vehicle_type": ["car"],
+    "transmission": ["automatic"],
+    "fuel": ["gasoline"],
+    "electric_range_mi_min": 100,
+    "electric_range_mi_max": 400,
+    "dc_fast_charge": True,
+    "charge_port": ["ccs"],
+    "driveline": ["awd"],
+    "body": ["suv"],
+    "displacement_cc_min": 100,
+    "displacement_cc_max": 2000,
+    "exterior_color": ["black"],
+    "interior_color": ["black"],
+    "rooftops": ["Main"],
+    "status": ["available"],
+    "features_all": ["heated_seats"],
+    "features_any": ["heated_seats"],
+    "near": {"latitude": 40.0, "longitude": -75.0, "radius_mi": 50},
+    "year_min": 2015,
+    "year_max": 2025,
+    "price_min": 1000,
+    "price_max": 90000,
+    "mileage_max": 100000,
+    "vin": "AAPCHECK000000001",
+    "stock": "AAPCHECK",
+    "query": "aapcheck",
 }
 
 
@@ -52,8 +74,9 @@ async def search(ctx: CheckContext, **fields: Any) -> dict[str, Any]:
     return response.get("data") or {}
 
 
-async def walk(ctx: CheckContext, filters: dict[str, Any] | None, limit: int, sort: dict[str, str] | None,
-               max_listings: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+async def walk(
+    ctx: CheckContext, filters: dict[str, Any] | None, limit: int, sort: dict[str, str] | None, max_listings: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """Follow next_cursor from the first page; returns (listings, pages' data, problems)."""
     base: dict[str, Any] = {"pagination": {"limit": limit}}
     if filters:
@@ -124,15 +147,20 @@ async def walk_target(ctx: CheckContext) -> tuple[dict[str, Any] | None, int]:
     raise Skip(f"no query with at most {limit_cap} matches found to walk completely")
 
 
-@rule("search.limit", "limit is echoed, defaults to default_limit, and above max_limit is rejected (never clamped)",
-      "InventorySearchRequest.pagination, InventoryCapabilities.max_limit (seed 004)")
+@rule(
+    "search.limit",
+    "limit is echoed, defaults to default_limit, and above max_limit is rejected (never clamped)",
+    "InventorySearchRequest.pagination, InventoryCapabilities.max_limit (seed 004)",
+)
 async def search_limit(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []
     data = await search(ctx)
     if data.get("limit") != caps.get("default_limit"):
-        problems.append(f"without a limit the response says limit {data.get('limit')}, "
-                        f"but default_limit is {caps.get('default_limit')}")
+        problems.append(
+            f"without a limit the response says limit {data.get('limit')}, "
+            f"but default_limit is {caps.get('default_limit')}"
+        )
     if len(data.get("vehicles") or []) > (caps.get("default_limit") or 0):
         problems.append("the default page is larger than default_limit")
     data = await search(ctx, pagination={"limit": 1})
@@ -142,8 +170,10 @@ async def search_limit(ctx: CheckContext) -> str | None:
     outcome = await ctx.call("a2a", {"type": "inventory.search.request", "pagination": {"limit": over}})
     if outcome.error is None:
         echoed = (outcome.response or {}).get("data", {}).get("limit")
-        problems.append(f"limit {over} (max_limit {caps['max_limit']}) was accepted"
-                        + (f" and clamped to {echoed}" if echoed != over else ""))
+        problems.append(
+            f"limit {over} (max_limit {caps['max_limit']}) was accepted"
+            + (f" and clamped to {echoed}" if echoed != over else "")
+        )
     elif not isinstance(outcome.error, AapRemoteError) or outcome.error.code != "SCHEMA_VALIDATION_FAILED":
         problems.append(f"limit {over}: expected SCHEMA_VALIDATION_FAILED, got {describe(outcome.error)}")
     if problems:
@@ -151,8 +181,11 @@ async def search_limit(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("search.pagination", "Walking next_cursor visits every match exactly once and total is exact",
-      "InventorySearchResponse.next_cursor/total (seed 004)")
+@rule(
+    "search.pagination",
+    "Walking next_cursor visits every match exactly once and total is exact",
+    "InventorySearchResponse.next_cursor/total (seed 004)",
+)
 async def search_pagination(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     filters, expected = await walk_target(ctx)
@@ -177,8 +210,11 @@ async def search_pagination(ctx: CheckContext) -> str | None:
     return f"walked {expected} listings of {where} with limit {limit}"
 
 
-@rule("search.cursor_binding", "A cursor is bound to its query: changed filters, sort or limit → INVALID_CURSOR",
-      "InventorySearchRequest.pagination.cursor (seed 004)")
+@rule(
+    "search.cursor_binding",
+    "A cursor is bound to its query: changed filters, sort or limit → INVALID_CURSOR",
+    "InventorySearchRequest.pagination.cursor (seed 004)",
+)
 async def search_cursor_binding(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     first = await search(ctx, pagination={"limit": 1})
@@ -192,10 +228,20 @@ async def search_cursor_binding(ctx: CheckContext) -> str | None:
     variants: list[tuple[str, dict[str, Any]]] = []
     filter_value = await _some_filter(ctx)
     if filter_value:
-        variants.append((f"different filters {filter_value}", {"filters": filter_value,
-                                                              "pagination": {"limit": 1, "cursor": cursor}}))
-    other_sort = next(({"field": f, "order": "asc"} for f in caps.get("sort_fields", [])
-                       if f != "distance_mi" and {"field": f, "order": "asc"} != first.get("sort")), None)
+        variants.append(
+            (
+                f"different filters {filter_value}",
+                {"filters": filter_value, "pagination": {"limit": 1, "cursor": cursor}},
+            )
+        )
+    other_sort = next(
+        (
+            {"field": f, "order": "asc"}
+            for f in caps.get("sort_fields", [])
+            if f != "distance_mi" and {"field": f, "order": "asc"} != first.get("sort")
+        ),
+        None,
+    )
     if other_sort:
         variants.append(("a different sort", {"sort": other_sort, "pagination": {"limit": 1, "cursor": cursor}}))
     if caps["max_limit"] >= 2:
@@ -238,8 +284,11 @@ def _field_matches(filter_key: str, listing_value: Any, wanted: Any) -> bool:
     return listing_value == wanted
 
 
-@rule("search.filters", "Filtering by values from the dealer's own facets returns exactly the facet counts",
-      "InventorySearchRequest filters, Facets (seed 004)")
+@rule(
+    "search.filters",
+    "Filtering by values from the dealer's own facets returns exactly the facet counts",
+    "InventorySearchRequest filters, Facets (seed 004)",
+)
 async def search_filters(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     facets = await ctx.facets()
@@ -265,16 +314,16 @@ async def search_filters(ctx: CheckContext) -> str | None:
             problems.append(f"{filter_key}={value!r}: walked {len(listings)} listings, the facet counts {count}")
         wrong = [v for v in listings if not _field_matches(filter_key, v.get(field), value)]
         if wrong:
-            problems.append(f"{filter_key}={value!r}: {len(wrong)} result(s) have {field}="
-                            f"{wrong[0].get(field)!r}")
+            problems.append(f"{filter_key}={value!r}: {len(wrong)} result(s) have {field}={wrong[0].get(field)!r}")
         applied = (pages[0].get("applied_filters") or {}).get(filter_key) if pages else None
         if applied is None:
             problems.append(f"{filter_key}={value!r}: applied_filters does not report the filter")
         scoped = await ctx.ok("a2a", {"type": "inventory.facets.request", "filters": filters})
         counts = {e.get("value"): e.get("count") for e in (scoped.get("data") or {}).get(facet_key) or []}
         if counts.get(value) != count:
-            problems.append(f"{filter_key}={value!r}: facets scoped to the filter count {counts.get(value)}, "
-                            f"unscoped {count}")
+            problems.append(
+                f"{filter_key}={value!r}: facets scoped to the filter count {counts.get(value)}, unscoped {count}"
+            )
         if len(sampled) >= 3:
             break
     features = [f for f in facets.get("features") or [] if f.get("count", 0) > 0]
@@ -282,8 +331,9 @@ async def search_filters(ctx: CheckContext) -> str | None:
         feature = min(features, key=lambda f: f["count"])
         code = feature["code"]
         sampled.append(f"features_all=[{code!r}]")
-        listings, pages, _ = await walk(ctx, {"features_all": [code]}, max(1, min(caps["max_limit"], 50)), None,
-                                        ctx.options.max_walk)
+        listings, pages, _ = await walk(
+            ctx, {"features_all": [code]}, max(1, min(caps["max_limit"], 50)), None, ctx.options.max_walk
+        )
         total = pages[0].get("total") if pages else None
         if total is not None and total != feature["count"]:
             problems.append(f"features_all=[{code!r}]: total {total}, the features facet counts {feature['count']}")
@@ -330,8 +380,11 @@ def _order_problems_by(listings: list[dict[str, Any]], field: str, order: str, *
     return []
 
 
-@rule("search.sort", "Results follow the requested sort, with missing values last",
-      "InventorySearchRequest.sort (seed 004)")
+@rule(
+    "search.sort",
+    "Results follow the requested sort, with missing values last",
+    "InventorySearchRequest.sort (seed 004)",
+)
 async def search_sort(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     fields = [f for f in ("price", "year", "mileage", "make") if f in caps.get("sort_fields", [])]
@@ -341,8 +394,9 @@ async def search_sort(ctx: CheckContext) -> str | None:
     limit = max(1, min(caps["max_limit"], 50))
     for field in fields[:2]:
         for order in ("asc", "desc"):
-            listings, pages, page_problems = await walk(ctx, None, limit, {"field": field, "order": order},
-                                                        min(ctx.options.max_walk, 3 * limit))
+            listings, pages, page_problems = await walk(
+                ctx, None, limit, {"field": field, "order": order}, min(ctx.options.max_walk, 3 * limit)
+            )
             problems += page_problems
             if pages and pages[0].get("sort") != {"field": field, "order": order}:
                 problems.append(f"{field} {order}: the response echoes sort {pages[0].get('sort')}")
@@ -354,8 +408,11 @@ async def search_sort(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("search.unsupported", "A filter or sort the card does not advertise is rejected, never ignored",
-      "InventoryCapabilities.filters/sort_fields (seed 004)")
+@rule(
+    "search.unsupported",
+    "A filter or sort the card does not advertise is rejected, never ignored",
+    "InventoryCapabilities.filters/sort_fields (seed 004)",
+)
 async def search_unsupported(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     problems = []
@@ -366,18 +423,24 @@ async def search_unsupported(ctx: CheckContext) -> str | None:
         tried.append(f"filter {key}")
         outcome = await ctx.call("a2a", {"type": "inventory.search.request", "filters": {key: SAMPLE_FILTERS[key]}})
         if not isinstance(outcome.error, AapRemoteError) or outcome.error.code != "UNSUPPORTED_FILTER":
-            problems.append(f"unadvertised filter {key}: expected UNSUPPORTED_FILTER, got "
-                            f"{describe(outcome.error) if outcome.error else 'results'}")
-    missing_sorts = [f for f in ("price", "list_price", "msrp", "mileage", "year", "make", "model", "stock",
-                                 "updated_at") if f not in caps.get("sort_fields", [])]
+            problems.append(
+                f"unadvertised filter {key}: expected UNSUPPORTED_FILTER, got "
+                f"{describe(outcome.error) if outcome.error else 'results'}"
+            )
+    missing_sorts = [
+        f
+        for f in ("price", "list_price", "msrp", "mileage", "year", "make", "model", "stock", "updated_at")
+        if f not in caps.get("sort_fields", [])
+    ]
     if missing_sorts:
         field = missing_sorts[0]
         tried.append(f"sort {field}")
-        outcome = await ctx.call("a2a", {"type": "inventory.search.request",
-                                         "sort": {"field": field, "order": "asc"}})
+        outcome = await ctx.call("a2a", {"type": "inventory.search.request", "sort": {"field": field, "order": "asc"}})
         if not isinstance(outcome.error, AapRemoteError) or outcome.error.code != "UNSUPPORTED_SORT":
-            problems.append(f"unadvertised sort {field}: expected UNSUPPORTED_SORT, got "
-                            f"{describe(outcome.error) if outcome.error else 'results'}")
+            problems.append(
+                f"unadvertised sort {field}: expected UNSUPPORTED_SORT, got "
+                f"{describe(outcome.error) if outcome.error else 'results'}"
+            )
     if not tried:
         raise Skip("every filter and sort field is advertised")
     if problems:
@@ -385,8 +448,11 @@ async def search_unsupported(ctx: CheckContext) -> str | None:
     return "tried " + ", ".join(tried)
 
 
-@rule("search.skip", "pagination.skip works only when capabilities.offset is true",
-      "InventoryCapabilities.offset (seed 004)")
+@rule(
+    "search.skip",
+    "pagination.skip works only when capabilities.offset is true",
+    "InventoryCapabilities.offset (seed 004)",
+)
 async def search_skip(ctx: CheckContext) -> str | None:
     caps = await ctx.capabilities()
     outcome = await ctx.call("a2a", {"type": "inventory.search.request", "pagination": {"limit": 1, "skip": 1}})
@@ -407,8 +473,11 @@ async def search_skip(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("vehicle.lookup", "inventory.vehicle finds a listing by each of its identifiers; unknown VIN → not found",
-      "VehicleDetailRequest/Response (seed 004)")
+@rule(
+    "vehicle.lookup",
+    "inventory.vehicle finds a listing by each of its identifiers; unknown VIN → not found",
+    "VehicleDetailRequest/Response (seed 004)",
+)
 async def vehicle_lookup(ctx: CheckContext) -> str | None:
     await ctx.implements("inventory.vehicle")
     listing = await ctx.sample_listing()
@@ -426,8 +495,9 @@ async def vehicle_lookup(ctx: CheckContext) -> str | None:
         data = (outcome.response or {}).get("data") or {}
         if listing_key(data) != listing_key(listing):
             problems.append(f"by {key}: returned a different listing")
-    await ctx.expect_error("a2a", {"type": "inventory.vehicle.request", "vin": "AAPCHECK000000001"},
-                           {"VEHICLE_NOT_FOUND"}, "unknown VIN")
+    await ctx.expect_error(
+        "a2a", {"type": "inventory.vehicle.request", "vin": "AAPCHECK000000001"}, {"VEHICLE_NOT_FOUND"}, "unknown VIN"
+    )
     if problems:
         raise Fail("vehicle lookup is wrong", problems)
     return "looked up by " + ", ".join(used)

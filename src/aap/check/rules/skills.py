@@ -70,8 +70,11 @@ async def run_skills(ctx: CheckContext, binding: str, *, mcp_version: str | None
     return problems
 
 
-@rule("skills.a2a", "Every declared read skill answers over A2A with a schema-valid response",
-      "AAP skills (seed 004 request/response schemas)")
+@rule(
+    "skills.a2a",
+    "Every declared read skill answers over A2A with a schema-valid response",
+    "AAP skills (seed 004 request/response schemas)",
+)
 async def skills_a2a(ctx: CheckContext) -> str | None:
     problems = await run_skills(ctx, "a2a")
     if problems:
@@ -79,8 +82,11 @@ async def skills_a2a(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("skills.mcp", "Every declared read skill answers as an MCP tool on 2026-07-28 and 2025-11-25",
-      "McpEndpoint (seed 004); docs/mcp.md (Tools)")
+@rule(
+    "skills.mcp",
+    "Every declared read skill answers as an MCP tool on 2026-07-28 and 2025-11-25",
+    "McpEndpoint (seed 004); docs/mcp.md (Tools)",
+)
 async def skills_mcp(ctx: CheckContext) -> str | None:
     problems = []
     for version in (MODERN, LEGACY):
@@ -93,8 +99,11 @@ async def skills_mcp(ctx: CheckContext) -> str | None:
     return None
 
 
-@rule("skills.poppy", "Every declared read skill answers over the Poppy native API with a guest DPoP token",
-      "Poppy publication profile (seed 004); RFC 9449")
+@rule(
+    "skills.poppy",
+    "Every declared read skill answers over the Poppy native API with a guest DPoP token",
+    "Poppy publication profile (seed 004); RFC 9449",
+)
 async def skills_poppy(ctx: CheckContext) -> str | None:
     problems = await run_skills(ctx, "poppy")
     if problems:
@@ -110,8 +119,11 @@ def comparable(response: dict[str, Any]) -> Any:
     return data
 
 
-@rule("bindings.equivalent", "The same request gives the same data on every advertised binding",
-      "InventorySearchResponse, LeadSubmitResponse (seed 004: shared by MCP, A2A and PAP)")
+@rule(
+    "bindings.equivalent",
+    "The same request gives the same data on every advertised binding",
+    "InventorySearchResponse, LeadSubmitResponse (seed 004: shared by MCP, A2A and PAP)",
+)
 async def bindings_equivalent(ctx: CheckContext) -> str | None:
     bindings = await ctx.bindings()
     if len(bindings) < 2:
@@ -123,8 +135,13 @@ async def bindings_equivalent(ctx: CheckContext) -> str | None:
     if found.supports("inventory.search"):
         caps = found.capabilities or {}
         sort = caps.get("default_sort") or {"field": "updated_at", "order": "desc"}
-        requests.append({"type": "inventory.search.request", "sort": sort,
-                         "pagination": {"limit": min(5, caps.get("max_limit", 5))}})
+        requests.append(
+            {
+                "type": "inventory.search.request",
+                "sort": sort,
+                "pagination": {"limit": min(5, caps.get("max_limit", 5))},
+            }
+        )
     if found.supports("inventory.facets"):
         requests.append({"type": "inventory.facets.request"})
     problems = []

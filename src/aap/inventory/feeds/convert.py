@@ -16,8 +16,9 @@ or refused, as the table says); the table's ``[defaults]`` fill absent fields;
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -47,8 +48,20 @@ class Converted:
     source column and cell it came from.
     """
 
-    __slots__ = ("line", "listing", "origin", "problems", "warnings", "failed", "defaulted",
-                 "strict", "rooftops", "column", "cell", "field")
+    __slots__ = (
+        "line",
+        "listing",
+        "origin",
+        "problems",
+        "warnings",
+        "failed",
+        "defaulted",
+        "strict",
+        "rooftops",
+        "column",
+        "cell",
+        "field",
+    )
 
     def __init__(self, line: int, strict: bool = False, rooftops: Mapping[str, str] = _NO_ROOFTOPS) -> None:
         self.line = line
@@ -56,11 +69,11 @@ class Converted:
         self.origin: dict[str, tuple[str, str]] = {}
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
-        self.failed: set[str] = set()        # fields whose cell could not be read
+        self.failed: set[str] = set()  # fields whose cell could not be read
         self.defaulted: list[str] = []
         self.strict = strict
         self.rooftops = rooftops
-        self.column = ""                     # the cell being transformed, for warnings
+        self.column = ""  # the cell being transformed, for warnings
         self.cell = ""
         self.field = ""
 
@@ -75,17 +88,18 @@ class Converted:
             self.origin[name] = (self.column, self.cell)
         elif existing != value:
             other = self.origin.get(name, ("", ""))[0]
-            self.problems.append(("/" + name, f"gives {name} {value}, but column \"{other}\" "
-                                              f"gives {existing}", self.column, self.cell))
+            self.problems.append(
+                ("/" + name, f'gives {name} {value}, but column "{other}" gives {existing}', self.column, self.cell)
+            )
 
 
 @dataclass(frozen=True)
 class _Plan:
     """For one column layout: (position, column, targets) in rank order, and what is unknown."""
 
-    entries: tuple[tuple[int, str, Target], ...]          # one per (column, target), in rank order
-    unknown: tuple[tuple[int, str, str], ...]        # (position, column, other_attributes key)
-    refused: tuple[str, ...]                          # unknown columns when the table says "error"
+    entries: tuple[tuple[int, str, Target], ...]  # one per (column, target), in rank order
+    unknown: tuple[tuple[int, str, str], ...]  # (position, column, other_attributes key)
+    refused: tuple[str, ...]  # unknown columns when the table says "error"
 
 
 def _lenient_json(text: str) -> Any:
@@ -110,8 +124,9 @@ def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
 class Converter:
     """Records to listings for one format; ``file_time`` is the default ``updated_at``."""
 
-    def __init__(self, fmt: FeedFormat, *, file_time: str, strict: bool = False,
-                 rooftop_names: Sequence[str] = ()) -> None:
+    def __init__(
+        self, fmt: FeedFormat, *, file_time: str, strict: bool = False, rooftop_names: Sequence[str] = ()
+    ) -> None:
         self.format = fmt
         self.file_time = file_time
         self.strict = strict
@@ -119,7 +134,7 @@ class Converter:
         names.update(fmt.rooftops)
         self.rooftops = names
         self._plans: dict[tuple[str, ...], _Plan] = {}
-        self.unknown_columns: dict[str, str] = {}   # column -> what happened to it
+        self.unknown_columns: dict[str, str] = {}  # column -> what happened to it
         self.defaults_used: dict[str, int] = {}
 
     def plan(self, columns: Sequence[str]) -> _Plan:
@@ -204,7 +219,7 @@ class Converter:
             elif kind == FLAG:
                 certified = certified or bool(value)
             else:
-                listing.setdefault("other_attributes", {})[name[len(OTHER):]] = value
+                listing.setdefault("other_attributes", {})[name[len(OTHER) :]] = value
                 origin.setdefault("other_attributes", (column, cell))
         if certified and listing.get("condition", "used") == "used":
             listing["condition"] = "cpo"

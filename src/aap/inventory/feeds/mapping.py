@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any
 
 from aap.config.table import Problems, Table
 from aap.inventory.feed import COLUMNS, COMPUTED_FIELDS
@@ -35,20 +36,40 @@ from aap.inventory.feeds.transforms import TRANSFORMS, Options, Transform
 BUILT_IN: tuple[str, ...] = ("google-vehicle", "meta-vehicle", "dealer-csv")
 
 #: Fields a column may feed besides the InventoryListing ones.
-CERTIFIED = "certified"            # yes/no: a used vehicle becomes ``cpo``
-OTHER = "other_attributes."        # prefix: ``other_attributes.final_drive``
+CERTIFIED = "certified"  # yes/no: a used vehicle becomes ``cpo``
+OTHER = "other_attributes."  # prefix: ``other_attributes.final_drive``
 LIST_FIELDS = frozenset({"photos", "features"})
 SCALAR, LIST, FLAG, ATTRIBUTE = 0, 1, 2, 3  # what a target does with its value
 
 #: The transform a field gets when the table names none.
 DEFAULT_TRANSFORMS: dict[str, str] = {
-    "vin": "vin", "year": "integer", "msrp": "money", "price": "money", "list_price": "money",
-    "mileage": "mileage", "mileage_unit": "unit", "condition": "condition", "status": "status",
-    "rooftop": "rooftop", "currency": "upper", "displacement_cc": "integer", "city_mpg": "integer",
-    "highway_mpg": "integer", "electric_range_mi": "number", "battery_kwh": "number",
-    "motor_power_hp": "number", "dc_fast_charge": "boolean", "photos": "photos", "features": "list",
-    "fees": "json", "feature_evidence": "json", "other_attributes": "json",
-    "inventory_date": "date", "updated_at": "datetime", "vdp_url": "url", CERTIFIED: "boolean",
+    "vin": "vin",
+    "year": "integer",
+    "msrp": "money",
+    "price": "money",
+    "list_price": "money",
+    "mileage": "mileage",
+    "mileage_unit": "unit",
+    "condition": "condition",
+    "status": "status",
+    "rooftop": "rooftop",
+    "currency": "upper",
+    "displacement_cc": "integer",
+    "city_mpg": "integer",
+    "highway_mpg": "integer",
+    "electric_range_mi": "number",
+    "battery_kwh": "number",
+    "motor_power_hp": "number",
+    "dc_fast_charge": "boolean",
+    "photos": "photos",
+    "features": "list",
+    "fees": "json",
+    "feature_evidence": "json",
+    "other_attributes": "json",
+    "inventory_date": "date",
+    "updated_at": "datetime",
+    "vdp_url": "url",
+    CERTIFIED: "boolean",
 }
 UNKNOWN_POLICIES = ("other_attributes", "ignore", "error")
 _OPTION_KEYS = ("unit", "decimal", "separator", "order", "insecure", "values", "otherwise")
@@ -81,15 +102,22 @@ class Target:
     transform_name: str
     options: Options
     rank: int
-    is_list: bool = False      # photos, features: every column's items are kept
+    is_list: bool = False  # photos, features: every column's items are kept
     maps_values: bool = False  # the options carry a ``values`` table
-    kind: int = 0              # SCALAR, LIST, FLAG (certified) or ATTRIBUTE (other_attributes.<key>)
+    kind: int = 0  # SCALAR, LIST, FLAG (certified) or ATTRIBUTE (other_attributes.<key>)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_list", self.field in LIST_FIELDS)
         object.__setattr__(self, "maps_values", bool(self.options.values))
-        kind = (LIST if self.field in LIST_FIELDS else FLAG if self.field == CERTIFIED
-                else ATTRIBUTE if self.field.startswith(OTHER) else SCALAR)
+        kind = (
+            LIST
+            if self.field in LIST_FIELDS
+            else FLAG
+            if self.field == CERTIFIED
+            else ATTRIBUTE
+            if self.field.startswith(OTHER)
+            else SCALAR
+        )
         object.__setattr__(self, "kind", kind)
 
 
@@ -99,17 +127,17 @@ class FeedFormat:
 
     name: str
     title: str = ""
-    columns: dict[str, tuple[Target, ...]] = field(default_factory=dict)   # squashed name ->
+    columns: dict[str, tuple[Target, ...]] = field(default_factory=dict)  # squashed name ->
     patterns: tuple[tuple[re.Pattern[str], tuple[Target, ...]], ...] = ()
     ignored: frozenset[str] = frozenset()
     ignored_patterns: tuple[re.Pattern[str], ...] = ()
     unknown: str = "other_attributes"
     defaults: dict[str, Any] = field(default_factory=dict)
-    rooftops: dict[str, str] = field(default_factory=dict)   # casefolded store code -> rooftop name
-    detect: frozenset[str] = frozenset()                    # squashed columns that point at it
-    xml_item: str | None = None                              # the element holding one listing
-    indexed: frozenset[str] = frozenset()                   # XML elements numbered like image[0]
-    json_columns: frozenset[str] = frozenset()              # columns whose cells may hold JSON
+    rooftops: dict[str, str] = field(default_factory=dict)  # casefolded store code -> rooftop name
+    detect: frozenset[str] = frozenset()  # squashed columns that point at it
+    xml_item: str | None = None  # the element holding one listing
+    indexed: frozenset[str] = frozenset()  # XML elements numbered like image[0]
+    json_columns: frozenset[str] = frozenset()  # columns whose cells may hold JSON
     encoding: str | None = None
     delimiter: str | None = None
     source: str = "built-in"
@@ -150,8 +178,7 @@ def _field_problem(name: str) -> str | None:
         return None
     if name.startswith(OTHER) and len(name) > len(OTHER):
         return None
-    return (f"{name!r} is not an InventoryListing field (nor {CERTIFIED!r} or "
-            f"'other_attributes.<key>')")
+    return f"{name!r} is not an InventoryListing field (nor {CERTIFIED!r} or 'other_attributes.<key>')"
 
 
 def _target(raw: Any, table: Table, key: str, rank: int) -> Target | None:

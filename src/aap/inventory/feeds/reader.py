@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import gc
 import io
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from aap.config.model import Settings
 from aap.inventory.feed import (
@@ -51,14 +52,14 @@ class Sink(Protocol):
 class ReadOptions:
     """How to read one feed (``aap import`` options, or a ``[[feeds]]`` table)."""
 
-    format: str | None = None            # "aap" or a built-in name; None: detect
-    mapping: FeedFormat | None = None    # a dealer's mapping file (wins over ``format``)
+    format: str | None = None  # "aap" or a built-in name; None: detect
+    mapping: FeedFormat | None = None  # a dealer's mapping file (wins over ``format``)
     encoding: str | None = None
     delimiter: str | None = None
     dealer_id: str | None = None
-    strict: bool = False                 # a wrong VIN check digit is an error, not a warning
-    partial: bool = False                # keep going after a bad row (``--skip-invalid``)
-    file_time: str | None = None         # the feed's own time: the default ``updated_at``
+    strict: bool = False  # a wrong VIN check digit is an error, not a warning
+    partial: bool = False  # keep going after a bad row (``--skip-invalid``)
+    file_time: str | None = None  # the feed's own time: the default ``updated_at``
     settings: Settings | None = None
 
 
@@ -93,7 +94,7 @@ class FeedReport:
     warnings: list[FeedProblem] = field(default_factory=list)
     warning_total: int = 0
     defaults: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, str] = field(default_factory=dict)   # column -> what became of it
+    columns: dict[str, str] = field(default_factory=dict)  # column -> what became of it
     file_time: str = ""
 
     def problem(self, item: FeedProblem) -> None:
@@ -111,7 +112,7 @@ class FeedReport:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _fail(name: str, message: str, line: int = 1) -> FeedError:
@@ -157,8 +158,7 @@ class _Collector:
         self.report = report
         self.sink = sink
         self.partial = options.partial
-        self.checker = ListingChecker(options.settings, options.dealer_id,
-                                      remember_rejected=not options.partial)
+        self.checker = ListingChecker(options.settings, options.dealer_id, remember_rejected=not options.partial)
 
     def add(self, converted: Converted) -> None:
         report = self.report
@@ -189,8 +189,9 @@ class _Collector:
         """A row of the ``aap`` format: problems located by JSON pointer only."""
         problems = [FeedProblem(line, loc, msg) for loc, msg in parse_problems]
         if listing is not None:
-            problems += [FeedProblem(line, loc, msg)
-                         for loc, msg in self.checker.check(listing, line, rejected=bool(problems))]
+            problems += [
+                FeedProblem(line, loc, msg) for loc, msg in self.checker.check(listing, line, rejected=bool(problems))
+            ]
         self._file(line, listing if isinstance(listing, dict) else {}, problems)
 
     def reject(self, line: int, problems: list[FeedProblem]) -> None:
@@ -229,8 +230,14 @@ def _every(rows: Iterator[Any], progress: Progress | None) -> Iterator[Any]:
         yield row
 
 
-def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions(), *,
-                    progress: Progress | None = None, sink: Sink | None = None) -> FeedReport:
+def read_feed_bytes(
+    data: bytes,
+    name: str,
+    options: ReadOptions = ReadOptions(),
+    *,
+    progress: Progress | None = None,
+    sink: Sink | None = None,
+) -> FeedReport:
     """Read a whole feed; a :class:`FeedError` when the file itself cannot be read.
 
     With a ``sink``, accepted listings go to it in batches as they are read and
@@ -245,8 +252,7 @@ def read_feed_bytes(data: bytes, name: str, options: ReadOptions = ReadOptions()
             gc.enable()
 
 
-def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | None,
-          sink: Sink | None) -> FeedReport:
+def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | None, sink: Sink | None) -> FeedReport:
     fmt = options.mapping
     encoding = options.encoding or (fmt.encoding if fmt else None)
     try:
@@ -254,9 +260,14 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     except source.SourceError as exc:
         raise _fail(name, f"the file {exc}") from None
     kind = source.kind_of(text.text, text.name)
-    report = FeedReport(source=name, kind=kind, encoding=text.encoding, archive=text.archive,
-                        member=text.name if text.archive == "zip" else None,
-                        file_time=options.file_time or _now())
+    report = FeedReport(
+        source=name,
+        kind=kind,
+        encoding=text.encoding,
+        archive=text.archive,
+        member=text.name if text.archive == "zip" else None,
+        file_time=options.file_time or _now(),
+    )
     if not text.text.strip():  # an empty file: no listings, whatever its format (the caller refuses it)
         report.format = fmt.name if fmt else (options.format or "unknown")
         return report
@@ -266,10 +277,12 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     chosen = "mapping" if fmt else options.format
     try:
         if kind == "xml":
-            item = fmt.xml_item if fmt else (builtin_format(chosen).xml_item
-                                             if chosen in BUILT_IN else None)
-            indexed = fmt.indexed if fmt else (builtin_format(chosen).indexed
-                                               if chosen in BUILT_IN else frozenset({"image", "tag"}))
+            item = fmt.xml_item if fmt else (builtin_format(chosen).xml_item if chosen in BUILT_IN else None)
+            indexed = (
+                fmt.indexed
+                if fmt
+                else (builtin_format(chosen).indexed if chosen in BUILT_IN else frozenset({"image", "tag"}))
+            )
             xml = records.xml_records(text.text, item=item, indexed=indexed)
         elif kind == "delimited":
             delimiter = options.delimiter or (fmt.delimiter if fmt else None) or source.sniff_delimiter(text.text)
@@ -282,9 +295,12 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
         chosen = detect(kind, table.header if table else (), xml)
         report.detected = True
         if chosen is None:
-            raise _fail(name, "cannot tell the feed's format from its "
-                        + ("document" if kind == "xml" else "header")
-                        + f"; give --format ({', '.join(FORMATS)}) or --mapping FILE")
+            raise _fail(
+                name,
+                "cannot tell the feed's format from its "
+                + ("document" if kind == "xml" else "header")
+                + f"; give --format ({', '.join(FORMATS)}) or --mapping FILE",
+            )
     report.format = fmt.name if fmt else chosen
     if chosen == "aap":
         if kind == "xml":
@@ -294,8 +310,7 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
         return report
     if fmt is None:
         fmt = builtin_format(chosen)
-    rooftops = [r["name"] for p in options.settings.all_profiles() for r in p.rooftops] \
-        if options.settings else []
+    rooftops = [r["name"] for p in options.settings.all_profiles() for r in p.rooftops] if options.settings else []
     converter = Converter(fmt, file_time=report.file_time, strict=options.strict, rooftop_names=rooftops)
     try:
         if xml is not None:
@@ -313,14 +328,20 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     return report
 
 
-def _read_delimited(table: records.Delimited, converter: Converter, collector: _Collector,
-                    name: str, progress: Progress | None) -> None:
+def _read_delimited(
+    table: records.Delimited, converter: Converter, collector: _Collector, name: str, progress: Progress | None
+) -> None:
     header = table.header
     plan = converter.plan(header)
     if plan.refused:
-        raise FeedError([FeedProblem(table.header_line, "", f'unknown column "{c}" (the mapping '
-                                     'refuses unknown columns)', c) for c in plan.refused],
-                        len(plan.refused), name)
+        raise FeedError(
+            [
+                FeedProblem(table.header_line, "", f'unknown column "{c}" (the mapping refuses unknown columns)', c)
+                for c in plan.refused
+            ],
+            len(plan.refused),
+            name,
+        )
     width = len(header)
     expand = bool(converter.format.json_columns & {squash(h) for h in header})
     for line, cells in _every(table.rows, progress):
@@ -334,8 +355,7 @@ def _read_delimited(table: records.Delimited, converter: Converter, collector: _
             collector.add(converter.convert(plan, cells, line))
 
 
-def _read_plain(text: str, kind: str, delimiter: str, collector: _Collector,
-                progress: Progress | None) -> None:
+def _read_plain(text: str, kind: str, delimiter: str, collector: _Collector, progress: Progress | None) -> None:
     handle = io.BytesIO(text.encode("utf-8"))
     rows = jsonl_rows(handle) if kind == "jsonl" else csv_rows(handle, delimiter)
     for line, _offset, listing, problems in _every(rows, progress):

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 from xml.parsers import expat
 
 GOOGLE_NAMESPACE = "http://base.google.com/ns/1.0"
@@ -78,8 +78,8 @@ class XmlRecords:
 
     records: list[tuple[int, list[tuple[str, str]]]] = field(default_factory=list)
     root: str = ""
-    google: bool = False          # the document uses Google's g: namespace
-    element: str | None = None    # the element taken as one listing
+    google: bool = False  # the document uses Google's g: namespace
+    element: str | None = None  # the element taken as one listing
 
 
 class _XmlReader:
@@ -102,8 +102,7 @@ class _XmlReader:
         self.parser.CharacterDataHandler = self._chars
 
     def _doctype(self, *args: object) -> None:
-        raise RecordError("has a DOCTYPE declaration; feeds with a DTD are refused",
-                          self.parser.CurrentLineNumber)
+        raise RecordError("has a DOCTYPE declaration; feeds with a DTD are refused", self.parser.CurrentLineNumber)
 
     def _name(self, raw: str) -> str:
         uri, _, local = raw.rpartition(" ")
@@ -160,16 +159,14 @@ class _XmlReader:
         try:
             self.parser.Parse(text.encode("utf-8"), True)
         except expat.ExpatError as exc:
-            raise RecordError(f"is not well-formed XML ({expat.ErrorString(exc.code)})",
-                              exc.lineno) from None
+            raise RecordError(f"is not well-formed XML ({expat.ErrorString(exc.code)})", exc.lineno) from None
         return self.out
 
 
-def xml_records(text: str, *, item: str | None = None,
-                indexed: frozenset[str] = frozenset()) -> XmlRecords:
+def xml_records(text: str, *, item: str | None = None, indexed: frozenset[str] = frozenset()) -> XmlRecords:
     """Every listing element of an XML feed (``item``: its element name, else found)."""
     if text.startswith("<?xml"):
         end = text.find("?>")
         # The text is decoded already: drop the declaration that names the file's encoding.
-        text = '<?xml version="1.0" encoding="utf-8"?>' + text[end + 2:] if end > 0 else text
+        text = '<?xml version="1.0" encoding="utf-8"?>' + text[end + 2 :] if end > 0 else text
     return _XmlReader(item, indexed).read(text)

@@ -9,7 +9,7 @@ import summary prints it, one per line of the cell).
 from __future__ import annotations
 
 import csv
-from typing import Iterable
+from collections.abc import Iterable
 
 from aap.inventory.feeds.reader import RejectedRow
 
@@ -24,8 +24,7 @@ def rejects_rows(rejected: Iterable[RejectedRow]) -> Iterable[tuple[str, str, st
             if problem.column is not None and problem.column not in columns:
                 columns.append(problem.column)
                 values.append(problem.value or "")
-        yield (str(row.line), "\n".join(columns), "\n".join(values),
-               "\n".join(str(p) for p in row.problems))
+        yield (str(row.line), "\n".join(columns), "\n".join(values), "\n".join(str(p) for p in row.problems))
 
 
 def write_rejects(path: str, rejected: Iterable[RejectedRow]) -> int:

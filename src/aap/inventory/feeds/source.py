@@ -28,8 +28,8 @@ class FeedText:
     """A feed's text and how it was read."""
 
     text: str
-    name: str                  # the file name (the archive member's, for an archive)
-    encoding: str              # "utf-8", "utf-8-sig", "utf-16", "cp1252", or the one given
+    name: str  # the file name (the archive member's, for an archive)
+    encoding: str  # "utf-8", "utf-8-sig", "utf-16", "cp1252", or the one given
     archive: str | None = None  # "gzip" or "zip"
 
 
@@ -47,13 +47,16 @@ def _gunzip(data: bytes) -> bytes:
 def _unzip(data: bytes) -> tuple[bytes, str]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-        members = [m for m in archive.infolist() if not m.is_dir()
-                   and not m.filename.startswith("__MACOSX/")
-                   and not m.filename.rsplit("/", 1)[-1].startswith(".")]
+        members = [
+            m
+            for m in archive.infolist()
+            if not m.is_dir()
+            and not m.filename.startswith("__MACOSX/")
+            and not m.filename.rsplit("/", 1)[-1].startswith(".")
+        ]
         if len(members) != 1:
             names = ", ".join(m.filename for m in members[:5]) or "none"
-            raise SourceError(f"is a zip archive with {len(members)} files ({names}); "
-                              "it must hold exactly one feed")
+            raise SourceError(f"is a zip archive with {len(members)} files ({names}); it must hold exactly one feed")
         member = members[0]
         if member.file_size > MAX_EXPANDED_BYTES:
             raise SourceError("expands to more than 2 GiB")
@@ -97,8 +100,7 @@ def decode(data: bytes, encoding: str | None = None) -> tuple[str, str]:
     try:
         return data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError as exc:
-        raise SourceError(f"is neither UTF-8 nor Windows-1252 text (byte {exc.start}); "
-                          "give its encoding") from None
+        raise SourceError(f"is neither UTF-8 nor Windows-1252 text (byte {exc.start}); give its encoding") from None
 
 
 def open_text(data: bytes, name: str, *, encoding: str | None = None) -> FeedText:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from typing import Any, Callable, Mapping, Protocol
+from datetime import UTC, date, datetime
+from typing import Any, Protocol
 
 import orjson
 
@@ -43,13 +44,13 @@ class Row(Protocol):
 class Options:
     """Per-column settings from a format table or mapping file (all optional)."""
 
-    unit: str | None = None           # mileage: unit when the cell names none
-    decimal: str = "."                # money: "." (33,995.00) or "," (33.995,00)
-    separator: str | None = None      # photos, list: the one separator (default: any of | , ; space)
-    order: str = "mdy"                # dates written with slashes: month/day/year or "dmy"
-    insecure: str = "upgrade"         # photos over http://: "upgrade" to https or "drop"
+    unit: str | None = None  # mileage: unit when the cell names none
+    decimal: str = "."  # money: "." (33,995.00) or "," (33.995,00)
+    separator: str | None = None  # photos, list: the one separator (default: any of | , ; space)
+    order: str = "mdy"  # dates written with slashes: month/day/year or "dmy"
+    insecure: str = "upgrade"  # photos over http://: "upgrade" to https or "drop"
     values: Mapping[str, str] = field(default_factory=dict)  # casefolded cell -> replacement
-    otherwise: str | None = None      # with ``values``: what a cell not among them becomes
+    otherwise: str | None = None  # with ``values``: what a cell not among them becomes
 
     def replace(self, value: str) -> str:
         """The cell after the ``values`` table (the transform then reads the result)."""
@@ -69,26 +70,56 @@ _CURRENCY_CODE = re.compile(r"(?:^([A-Za-z]{3})(?![A-Za-z])\s*|\s*(?<![A-Za-z])(
 _SYMBOLS = str.maketrans("", "", "$€£¥")
 _DOT_THOUSANDS = re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?")
 _COMMA_DECIMAL = re.compile(r"\d{1,3}(?:\.\d{3})*,\d{1,2}")
-_NO_PRICE = frozenset({"call", "callforprice", "callforpricing", "na", "tbd", "none", "contactus",
-                       "pleasecall", "priceonrequest"})
+_NO_PRICE = frozenset(
+    {"call", "callforprice", "callforpricing", "na", "tbd", "none", "contactus", "pleasecall", "priceonrequest"}
+)
 _MILEAGE = re.compile(
-    r"([0-9][0-9.,\s\u00a0\u202f\u2009]*)\s*(mi|mile|miles|km|kms|kilometers?|kilometres?)?\.?",
-    re.IGNORECASE)
-_UNITS = {"mi": "mi", "mile": "mi", "miles": "mi", "km": "km", "kms": "km", "kilometer": "km",
-          "kilometers": "km", "kilometre": "km", "kilometres": "km"}
+    r"([0-9][0-9.,\s\u00a0\u202f\u2009]*)\s*(mi|mile|miles|km|kms|kilometers?|kilometres?)?\.?", re.IGNORECASE
+)
+_UNITS = {
+    "mi": "mi",
+    "mile": "mi",
+    "miles": "mi",
+    "km": "km",
+    "kms": "km",
+    "kilometer": "km",
+    "kilometers": "km",
+    "kilometre": "km",
+    "kilometres": "km",
+}
 _TRUE = frozenset({"yes", "y", "1", "true", "t", "x", "on", "certified", "cpo"})
 _FALSE = frozenset({"no", "n", "0", "false", "f", "off", "none", "notcertified"})
 _CONDITIONS = {
-    "new": "new", "n": "new", "brandnew": "new",
-    "used": "used", "u": "used", "preowned": "used", "usedvehicle": "used", "secondhand": "used",
-    "cpo": "cpo", "certified": "cpo", "certifiedpreowned": "cpo", "certifiedused": "cpo",
-    "certifiedpreownedvehicle": "cpo", "c": "cpo",
+    "new": "new",
+    "n": "new",
+    "brandnew": "new",
+    "used": "used",
+    "u": "used",
+    "preowned": "used",
+    "usedvehicle": "used",
+    "secondhand": "used",
+    "cpo": "cpo",
+    "certified": "cpo",
+    "certifiedpreowned": "cpo",
+    "certifiedused": "cpo",
+    "certifiedpreownedvehicle": "cpo",
+    "c": "cpo",
 }
 _STATUSES = {
-    "available": "available", "instock": "available", "active": "available", "forsale": "available",
-    "onlot": "available", "intransit": "intransit", "transit": "intransit", "onorder": "intransit",
-    "arriving": "intransit", "comingsoon": "intransit", "pending": "pending", "salepending": "pending",
-    "dealpending": "pending", "onhold": "pending",
+    "available": "available",
+    "instock": "available",
+    "active": "available",
+    "forsale": "available",
+    "onlot": "available",
+    "intransit": "intransit",
+    "transit": "intransit",
+    "onorder": "intransit",
+    "arriving": "intransit",
+    "comingsoon": "intransit",
+    "pending": "pending",
+    "salepending": "pending",
+    "dealpending": "pending",
+    "onhold": "pending",
 }
 _ISO_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _SLASH_DATE = re.compile(r"(\d{1,2})[/.-](\d{1,2})[/.-](\d{4}|\d{2})(?!\d)")
@@ -183,15 +214,16 @@ def money(value: str, o: Options, row: Row) -> int | None:
         return None
     code = _CURRENCY_CODE.search(stripped)
     if code:
-        stripped = (stripped[: code.start()] + stripped[code.end():]).strip()
+        stripped = (stripped[: code.start()] + stripped[code.end() :]).strip()
         row.side("currency", (code.group(1) or code.group(2)).upper())
     digits = _SPACES.sub("", stripped.translate(_SYMBOLS))
     if o.decimal == ",":
         digits = digits.replace(".", "").replace("'", "").replace(",", ".")
     else:
         if _COMMA_DECIMAL.fullmatch(digits):
-            raise TransformError('looks like an amount with a decimal comma; say decimal = "," '
-                                 "for this column in a mapping file")
+            raise TransformError(
+                'looks like an amount with a decimal comma; say decimal = "," for this column in a mapping file'
+            )
         digits = digits.replace(",", "").replace("'", "")
     if not _NUMBER.fullmatch(digits):
         raise TransformError("is not an amount")
@@ -286,8 +318,10 @@ def rooftop(value: str, o: Options, row: Row) -> str | None:
     if found is not None:
         return found
     if row.rooftops:
-        row.warn("is not a configured rooftop or store code; the listing has no rooftop "
-                 "(name store codes in a mapping file's [rooftops])")
+        row.warn(
+            "is not a configured rooftop or store code; the listing has no rooftop "
+            "(name store codes in a mapping file's [rooftops])"
+        )
         return None
     return stripped
 
@@ -318,7 +352,7 @@ def _day(value: str, o: Options) -> tuple[date, str] | None:
     match = _ISO_DATE.match(value)
     if match:
         year, month, day = (int(g) for g in match.groups())
-        return _calendar_day(year, month, day), value[match.end():]
+        return _calendar_day(year, month, day), value[match.end() :]
     match = _SLASH_DATE.match(value)
     if match:
         first, second, year_text = match.groups()
@@ -326,7 +360,7 @@ def _day(value: str, o: Options) -> tuple[date, str] | None:
         if len(year_text) == 2:
             year += 2000 if year < 70 else 1900
         month, day = (int(second), int(first)) if o.order == "dmy" else (int(first), int(second))
-        return _calendar_day(year, month, day), value[match.end():]
+        return _calendar_day(year, month, day), value[match.end() :]
     return None
 
 
@@ -359,7 +393,7 @@ def datetime_value(value: str, o: Options, row: Row) -> str | None:
             raise TransformError("is not a date and time (ISO 8601 or MM/DD/YYYY HH:MM)")
         day, rest = found
         hour = minute = second = 0
-        zone: Any = timezone.utc
+        zone: Any = UTC
         rest = rest.strip()
         if rest:
             clock = _CLOCK.fullmatch(rest)
@@ -379,7 +413,7 @@ def datetime_value(value: str, o: Options, row: Row) -> str | None:
                 raise TransformError("is not a time of day")
         parsed = datetime(day.year, day.month, day.day, hour, minute, second, tzinfo=zone)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     text_form = parsed.isoformat()
     return text_form[:-6] + "Z" if text_form.endswith("+00:00") else text_form
 
@@ -463,9 +497,24 @@ def vin(value: str, o: Options, row: Row) -> str | None:
 
 #: Every transform a format table or mapping file may name.
 TRANSFORMS: dict[str, Transform] = {
-    "text": text, "lower": lower, "upper": upper, "json": json_value,
-    "integer": integer, "number": number, "money": money, "mileage": mileage, "unit": unit,
-    "boolean": boolean, "condition": condition, "status": status, "rooftop": rooftop,
-    "fulfillment": fulfillment, "date": date_value, "datetime": datetime_value,
-    "photos": photos, "url": url, "list": text_list, "vin": vin,
+    "text": text,
+    "lower": lower,
+    "upper": upper,
+    "json": json_value,
+    "integer": integer,
+    "number": number,
+    "money": money,
+    "mileage": mileage,
+    "unit": unit,
+    "boolean": boolean,
+    "condition": condition,
+    "status": status,
+    "rooftop": rooftop,
+    "fulfillment": fulfillment,
+    "date": date_value,
+    "datetime": datetime_value,
+    "photos": photos,
+    "url": url,
+    "list": text_list,
+    "vin": vin,
 }

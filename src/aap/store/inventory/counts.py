@@ -16,9 +16,9 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Hashable, Sequence
 
 import orjson
 
@@ -46,8 +46,7 @@ def count_by_seller(tx: Tx, where: Clause, sellers: Sequence[str] | None = None)
     if sellers is not None:
         restrict, restrict_params = seller_clause(sellers)
         sql, params = f"{sql} AND {restrict}", params + restrict_params
-    rows = tx.fetchall(f"SELECT COALESCE(l.dealer_id, ''), COUNT(*) FROM inv_listing l WHERE {sql} GROUP BY 1",
-                       params)
+    rows = tx.fetchall(f"SELECT COALESCE(l.dealer_id, ''), COUNT(*) FROM inv_listing l WHERE {sql} GROUP BY 1", params)
     return {row[0]: row[1] for row in rows}
 
 
@@ -100,7 +99,9 @@ class Totals:
         """
         row = tx.fetchone(
             "SELECT version, total, partials FROM inv_count WHERE matching = ? AND version <= ? "
-            "ORDER BY version DESC LIMIT 1", (matching, version))
+            "ORDER BY version DESC LIMIT 1",
+            (matching, version),
+        )
         if row is None:
             return None, None
         counted_at, total, stored = row
@@ -116,11 +117,11 @@ class Totals:
             partials.pop(seller, None)
         partials.update(count_by_seller(tx, where, changed))
         total = sum(partials.values())
-        return total, BackgroundWork(
-            (version, matching), partial(_remember, tx.db, version, matching, total, partials))
+        return total, BackgroundWork((version, matching), partial(_remember, tx.db, version, matching, total, partials))
 
-    def count(self, tx: Tx, where: Clause, budget_ms: float, version: int, matching: str,
-              started: float) -> tuple[int | None, BackgroundWork | None]:
+    def count(
+        self, tx: Tx, where: Clause, budget_ms: float, version: int, matching: str, started: float
+    ) -> tuple[int | None, BackgroundWork | None]:
         """(exact total or None, work to start once the page is read, or None).
 
         The work is remembering a slow count (``started`` is when the request's

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -30,26 +31,47 @@ if TYPE_CHECKING:
 
 # Term facet -> the listing column counted.
 TERM_FACETS: tuple[tuple[str, str], ...] = (
-    ("makes", "make_k"), ("models", "model_k"), ("trims", "trim_k"), ("years", "year"),
-    ("conditions", "condition"), ("transmissions", "transmission_k"), ("fuels", "fuel_k"),
-    ("dc_fast_charge", "dc_fast_charge"), ("charge_ports", "charge_port_k"),
-    ("drivelines", "driveline_k"), ("bodies", "body_k"), ("vehicle_types", "vehicle_type"),
-    ("exterior_colors", "exterior_color_k"), ("interior_colors", "interior_color_k"),
-    ("rooftops", "rooftop"), ("statuses", "status"),
+    ("makes", "make_k"),
+    ("models", "model_k"),
+    ("trims", "trim_k"),
+    ("years", "year"),
+    ("conditions", "condition"),
+    ("transmissions", "transmission_k"),
+    ("fuels", "fuel_k"),
+    ("dc_fast_charge", "dc_fast_charge"),
+    ("charge_ports", "charge_port_k"),
+    ("drivelines", "driveline_k"),
+    ("bodies", "body_k"),
+    ("vehicle_types", "vehicle_type"),
+    ("exterior_colors", "exterior_color_k"),
+    ("interior_colors", "interior_color_k"),
+    ("rooftops", "rooftop"),
+    ("statuses", "status"),
 )
 # Term facet -> the inv_term field holding the display spellings of its keys.
 _DISPLAY_FIELD = {
-    "makes": "make", "models": "model", "trims": "trim", "transmissions": "transmission",
-    "fuels": "fuel", "charge_ports": "charge_port", "drivelines": "driveline", "bodies": "body",
-    "exterior_colors": "exterior_color", "interior_colors": "interior_color",
+    "makes": "make",
+    "models": "model",
+    "trims": "trim",
+    "transmissions": "transmission",
+    "fuels": "fuel",
+    "charge_ports": "charge_port",
+    "drivelines": "driveline",
+    "bodies": "body",
+    "exterior_colors": "exterior_color",
+    "interior_colors": "interior_color",
 }
 RANGE_FACETS: tuple[tuple[str, str], ...] = (
-    ("price_range", "price"), ("mileage_range", "odometer_mm"), ("year_range", "year"),
-    ("displacement_cc_range", "displacement_cc"), ("electric_range_mi_range", "electric_range_mi"),
+    ("price_range", "price"),
+    ("mileage_range", "odometer_mm"),
+    ("year_range", "year"),
+    ("displacement_cc_range", "displacement_cc"),
+    ("electric_range_mi_range", "electric_range_mi"),
 )
 # Range facets without an index: their values are counted like term facets.
 _COUNTED_RANGES: tuple[tuple[str, str], ...] = (
-    ("displacement_cc_range", "displacement_cc"), ("electric_range_mi_range", "electric_range_mi"),
+    ("displacement_cc_range", "displacement_cc"),
+    ("electric_range_mi_range", "electric_range_mi"),
 )
 FEATURE_FIELD = "features"  # inv_facet_count field of the present feature codes
 
@@ -129,8 +151,11 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     if matched is not None:  # the posting index: every count an intersection size
         postings = snapshot.postings()
         assert postings is not None
-        counts = {facet: postings.value_counts(column, matched) for facet, column in TERM_FACETS + _COUNTED_RANGES
-                  if not (facet == "rooftops" and criteria.aggregate)}
+        counts = {
+            facet: postings.value_counts(column, matched)
+            for facet, column in TERM_FACETS + _COUNTED_RANGES
+            if not (facet == "rooftops" and criteria.aggregate)
+        }
         counts[FEATURE_FIELD] = postings.feature_counts(matched)
         where, _listed = snapshot.matched_where(effective, bits, matched, 1)
         bounds = _probed(snapshot, where, counts, lambda column: postings.bounds(tx, column, matched, where))
@@ -155,9 +180,7 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
         else:
             out[facet] = {"min": _plain(low), "max": _plain(high)}
     present = counts.get(FEATURE_FIELD, {})
-    out["features"] = [
-        {"code": code, "label": label, "count": present.get(code, 0)} for code, label in vocabulary
-    ]
+    out["features"] = [{"code": code, "label": label, "count": present.get(code, 0)} for code, label in vocabulary]
     return out
 
 
@@ -185,7 +208,8 @@ def _entries(counts: dict[Any, int], facet: str, displays: dict[tuple[str, str],
     field = _DISPLAY_FIELD.get(facet)
     entries = [
         {"value": displays.get((field, v), v) if field else _shown(facet, v), "count": n}
-        for v, n in counts.items() if n > 0
+        for v, n in counts.items()
+        if n > 0
     ]
     entries.sort(key=lambda e: (-e["count"], str(e["value"])))
     return entries
@@ -206,8 +230,12 @@ def _maintained(tx: Tx, criteria: Criteria) -> Counts:
     return out
 
 
-def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts,
-            bounded: Callable[[str], tuple[Any, Any] | None] | None = None) -> Bounds:
+def _probed(
+    snapshot: InventorySnapshot,
+    matching: Clause,
+    counts: Counts,
+    bounded: Callable[[str], tuple[Any, Any] | None] | None = None,
+) -> Bounds:
     """Range bounds: counted values where the counts have them, else ``bounded(column)`` (the
     posting index's buckets) or an index probe per bound."""
     where, params = matching
@@ -217,8 +245,7 @@ def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts,
     bounds: Bounds = {}
     for facet, column in RANGE_FACETS:
         if facet in counted:
-            values = [float(v) for v, n in counts.get("years" if facet == "year_range" else facet, {}).items()
-                      if n > 0]
+            values = [float(v) for v, n in counts.get("years" if facet == "year_range" else facet, {}).items() if n > 0]
             if values:
                 bounds[facet] = (min(values), max(values))
             continue
@@ -227,16 +254,19 @@ def _probed(snapshot: InventorySnapshot, matching: Clause, counts: Counts,
             if found is not None:
                 bounds[facet] = found
             continue
-        probe = (f"SELECT l.{column} FROM inv_listing l WHERE {where} "
-                 f"AND l.{column} IS NOT NULL ORDER BY l.{column} {{}} LIMIT 1")
+        probe = (
+            f"SELECT l.{column} FROM inv_listing l WHERE {where} "
+            f"AND l.{column} IS NOT NULL ORDER BY l.{column} {{}} LIMIT 1"
+        )
         low = snapshot.tx.fetchone(probe.format("ASC"), params)
         if low is not None:
             bounds[facet] = (low[0], snapshot.tx.one(probe.format("DESC"), params)[0])
     return bounds
 
 
-def _aggregated(snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str, int],
-                vocabulary: Vocabulary) -> tuple[Counts, Bounds]:
+def _aggregated(
+    snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str, int], vocabulary: Vocabulary
+) -> tuple[Counts, Bounds]:
     """Filtered: one pass over the matching set (see ``Dialect.counts_facets_in_database``)."""
     tx = snapshot.tx
     where = snapshot.where(criteria, bits)
@@ -245,17 +275,20 @@ def _aggregated(snapshot: InventorySnapshot, criteria: Criteria, bits: dict[str,
     without_bit = [code for code, _ in vocabulary if code not in bits]
     if without_bit:
         code_sql, code_params = in_list("x.code", without_bit)
-        present.update(tx.fetchall(
-            f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE {code_sql} "
-            f"AND x.id IN (SELECT l.id FROM inv_listing l WHERE {where[0]}) GROUP BY x.code",
-            code_params + where[1],
-        ))
+        present.update(
+            tx.fetchall(
+                f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE {code_sql} "
+                f"AND x.id IN (SELECT l.id FROM inv_listing l WHERE {where[0]}) GROUP BY x.code",
+                code_params + where[1],
+            )
+        )
     counts[FEATURE_FIELD] = present
     return counts, bounds
 
 
-def _counted_in_database(tx: Tx, where: Clause, bits: dict[str, int],
-                         vocabulary: Vocabulary) -> tuple[Counts, Bounds, dict[str, int]]:
+def _counted_in_database(
+    tx: Tx, where: Clause, bits: dict[str, int], vocabulary: Vocabulary
+) -> tuple[Counts, Bounds, dict[str, int]]:
     where_sql, params = where
     columns = [column for _, column in TERM_FACETS]
     # GROUPING(c1, ..., cn) has a bit set for every column a row is not grouped by:
@@ -286,8 +319,9 @@ def _counted_in_database(tx: Tx, where: Clause, bits: dict[str, int],
     return counts, bounds, present
 
 
-def _counted_here(tx: Tx, where: Clause, bits: dict[str, int],
-                  vocabulary: Vocabulary) -> tuple[Counts, Bounds, dict[str, int]]:
+def _counted_here(
+    tx: Tx, where: Clause, bits: dict[str, int], vocabulary: Vocabulary
+) -> tuple[Counts, Bounds, dict[str, int]]:
     where_sql, params = where
     wanted = [column for _, column in TERM_FACETS] + [column for _, column in RANGE_FACETS]
     select = ", ".join(f"l.{column}" for column in wanted + list(FEATURE_MASKS))

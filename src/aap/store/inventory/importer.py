@@ -17,9 +17,10 @@ the marketplace's.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from aap.inventory.query import TERM_FILTERS
 from aap.store.db import Tx
@@ -52,11 +53,11 @@ Identity = tuple[str, "str | None", "str | None", "str | None"]
 
 @dataclass(frozen=True)
 class ImportStats:
-    inserted: int   # listings that became available (new, or back from a tombstone)
-    updated: int    # available listings rewritten from the feed
-    removed: int    # available listings that became tombstones
-    total: int      # available listings after the import
-    before: int = 0   # available listings of the import's scope before it
+    inserted: int  # listings that became available (new, or back from a tombstone)
+    updated: int  # available listings rewritten from the feed
+    removed: int  # available listings that became tombstones
+    total: int  # available listings after the import
+    before: int = 0  # available listings of the import's scope before it
     omitted: int = 0  # of ``removed``: those a replace dropped for missing from the feed
 
 
@@ -91,8 +92,9 @@ class ImportJob:
     the indexes are rebuilt once; the facet counts are rebuilt from the feed.
     """
 
-    def __init__(self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int,
-                 keep: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, tx: Tx, dealer_id: str | None, replace: bool, *, now_us: int, keep: frozenset[str] = frozenset()
+    ) -> None:
         self.tx = tx
         self.dealer_id = dealer_id
         self.replace = replace
@@ -120,9 +122,14 @@ class ImportJob:
         self.index_statements: list[str] = []
         self.bulk = False
         dialect = tx.db.dialect
-        if dialect.reloads_in_bulk and not keep and (
+        if (
+            dialect.reloads_in_bulk
+            and not keep
+            and (
                 (replace and dealer_id is None and dialect.reloads_live_in_bulk)
-                or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None):
+                or tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None
+            )
+        ):
             self._begin_reload()
 
     def _begin_reload(self) -> None:
@@ -191,10 +198,12 @@ class ImportJob:
             self.omitted = len(dropped)
             if dropped:
                 for start in range(0, len(dropped), _LOOKUP):
-                    sql, params = in_list("id", dropped[start:start + _LOOKUP])
+                    sql, params = in_list("id", dropped[start : start + _LOOKUP])
                     self.tx.execute(
                         "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
-                        f"SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE {sql}", [self.now_us] + params)
+                        f"SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE {sql}",
+                        [self.now_us] + params,
+                    )
                 self._forget(dropped)
                 self.removed += len(dropped)
         self._finish(full_replace=self.replace and self.dealer_id is None)
@@ -228,15 +237,20 @@ class ImportJob:
         rids: dict[str, int] = {}
         masks = slice(len(ListingRow._fields), len(ListingRow._fields) + MASK_COLUMNS)
         for start in range(0, len(ids), _LOOKUP):
-            sql, params = in_list("id", ids[start:start + _LOOKUP])
+            sql, params = in_list("id", ids[start : start + _LOOKUP])
             beyond_masks: dict[str, list[str]] = {}
             for ident, code in tx.fetchall(f"SELECT id, code FROM inv_feature_extra WHERE {sql}", params):
                 beyond_masks.setdefault(ident, []).append(code)
             rows = tx.fetchall(f"SELECT {', '.join(LISTING_COLUMNS)} FROM inv_listing WHERE {sql}", params)
             present = [
-                [code_of_bit[column * BITS_PER_MASK + shift]
-                 for column, mask in enumerate(row[masks]) if mask
-                 for shift in range(BITS_PER_MASK) if mask >> shift & 1] + beyond_masks.get(row[0], [])
+                [
+                    code_of_bit[column * BITS_PER_MASK + shift]
+                    for column, mask in enumerate(row[masks])
+                    if mask
+                    for shift in range(BITS_PER_MASK)
+                    if mask >> shift & 1
+                ]
+                + beyond_masks.get(row[0], [])
                 for row in rows
             ]
             self.facet_changes.add(rows, present, -1)
@@ -263,16 +277,21 @@ class ImportJob:
         docs = {p.id: p.doc for p in batch}
         ids = list(docs)
         for start in range(0, len(ids), _LOOKUP):
-            sql, params = in_list("l.id", ids[start:start + _LOOKUP])
+            sql, params = in_list("l.id", ids[start : start + _LOOKUP])
             # A bulk reload emptied the tables (and dropped their indexes): what they held is
             # in self.reloaded, and the feed's duplicates are caught as it is read.
-            for ident, owner, doc in [] if self.bulk else self.tx.fetchall(
+            for ident, owner, doc in (
+                []
+                if self.bulk
+                else self.tx.fetchall(
                     f"SELECT l.id, l.dealer_id, d.doc FROM inv_listing l JOIN inv_doc d ON d.id = l.id WHERE {sql}",
-                    params):
+                    params,
+                )
+            ):
                 owners[ident] = owner
                 if doc == docs[ident]:
                     unchanged.add(ident)
-            sql, params = in_list("id", ids[start:start + _LOOKUP])
+            sql, params = in_list("id", ids[start : start + _LOOKUP])
             tombstones.update(row[0] for row in self.tx.fetchall(f"SELECT id FROM inv_tombstone WHERE {sql}", params))
         return owners, tombstones, unchanged
 
@@ -350,8 +369,11 @@ class ImportJob:
             try:
                 insert(tx, "inv_listing", LISTING_COLUMNS, rows)
             except tx.db.overflow_errors:  # a number beyond BIGINT: name the listing (rolls back)
-                culprit = next(p for p in batch if p.eligible and any(
-                    v.__class__ is int and not -INT64 <= v < INT64 for v in p.row))
+                culprit = next(
+                    p
+                    for p in batch
+                    if p.eligible and any(v.__class__ is int and not -INT64 <= v < INT64 for v in p.row)
+                )
                 raise InventoryImportError(culprit.index, "a number is too large to store") from None
             insert(tx, "inv_doc", ("id", "doc"), docs)
             insert(tx, "inv_text", ("id", "query"), texts)
@@ -360,12 +382,14 @@ class ImportJob:
 
     def _finish(self, *, full_replace: bool) -> None:
         tx = self.tx
-        terms = [(name, key, display) for name, displays in zip(TERM_FILTERS, self.term_displays)
-                 for key, display in displays.items()]
+        terms = [
+            (name, key, display)
+            for name, displays in zip(TERM_FILTERS, self.term_displays)
+            for key, display in displays.items()
+        ]
         if terms:
             tx.executemany(
-                "INSERT INTO inv_term (field, term, display) VALUES (?, ?, ?) "
-                "ON CONFLICT (field, term) DO NOTHING",
+                "INSERT INTO inv_term (field, term, display) VALUES (?, ?, ?) ON CONFLICT (field, term) DO NOTHING",
                 terms,
             )
         if self.new_codes:
@@ -385,7 +409,10 @@ class ImportJob:
         changed = self.facet_changes.changed()
         if changed:
             tx.db.dialect.insert_rows(
-                tx, "inv_facet_count", ("currency", "dealer_key", "field", "value", "n"), changed,
+                tx,
+                "inv_facet_count",
+                ("currency", "dealer_key", "field", "value", "n"),
+                changed,
                 "ON CONFLICT (currency, dealer_key, field, value) DO UPDATE SET n = inv_facet_count.n + excluded.n",
             )
             tx.execute("DELETE FROM inv_facet_count WHERE n = 0")
@@ -400,8 +427,9 @@ class ImportJob:
             tx.execute("DELETE FROM inv_change")
             tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from'", (version,))
         else:
-            tx.db.dialect.insert_rows(tx, "inv_change", ("version", "rid"),
-                                      [(version, rid) for rid in sorted(self.changed)])
+            tx.db.dialect.insert_rows(
+                tx, "inv_change", ("version", "rid"), [(version, rid) for rid in sorted(self.changed)]
+            )
             oldest = version - CHANGE_VERSIONS
             tx.execute("DELETE FROM inv_change WHERE version <= ?", (oldest,))
             tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from' AND num < ?", (oldest, oldest))

@@ -39,7 +39,8 @@ import math
 import threading
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, Sequence, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -57,9 +58,25 @@ log = logging.getLogger("aap.inventory")
 EMPTY = FrozenBitMap()
 #: Indexed columns: every value gets a bitmap (``rooftop``: the missing value too).
 COLUMNS: tuple[str, ...] = (
-    "currency", "status", "condition", "vehicle_type", "rooftop", "make_k", "model_k", "trim_k",
-    "transmission_k", "fuel_k", "driveline_k", "body_k", "exterior_color_k", "interior_color_k",
-    "charge_port_k", "year", "dc_fast_charge", "displacement_cc", "electric_range_mi",
+    "currency",
+    "status",
+    "condition",
+    "vehicle_type",
+    "rooftop",
+    "make_k",
+    "model_k",
+    "trim_k",
+    "transmission_k",
+    "fuel_k",
+    "driveline_k",
+    "body_k",
+    "exterior_color_k",
+    "interior_color_k",
+    "charge_port_k",
+    "year",
+    "dc_fast_charge",
+    "displacement_cc",
+    "electric_range_mi",
 )
 #: High-cardinality columns whose facet ranges are wanted: bitmaps per bucket of values, so that
 #: a bound is looked for among the matching listings of one bucket only.
@@ -67,14 +84,22 @@ BUCKETS: dict[str, int] = {"price": 1000, "odometer_mm": 1000 * 1_609_344}  # $1
 #: The lists kept per bucket: ``column`` (every value of the bucket) and ``column=`` (only the value
 #: the bucket starts at: a round bound such as ``price_max: 40000`` then needs no SQL check).
 BUCKET_LISTS: tuple[str, ...] = (*BUCKETS, *(f"{c}=" for c in BUCKETS))
-_SELECT = ("l.rid, COALESCE(l.dealer_id, ''), " + ", ".join(f"l.{c}" for c in COLUMNS) + ", "
-           + ", ".join(f"l.{m}" for m in FEATURE_MASKS) + ", l.vin, l.stock, t.query, "
-           + ", ".join(f"l.{c}" for c in BUCKETS))
+_SELECT = (
+    "l.rid, COALESCE(l.dealer_id, ''), "
+    + ", ".join(f"l.{c}" for c in COLUMNS)
+    + ", "
+    + ", ".join(f"l.{m}" for m in FEATURE_MASKS)
+    + ", l.vin, l.stock, t.query, "
+    + ", ".join(f"l.{c}" for c in BUCKETS)
+)
 _MASKS_AT = 2 + len(COLUMNS)
 # Filters answered by the index: (filter name, column).
 _EXACT = {"condition": "condition", "vehicle_type": "vehicle_type", "status": "status", "rooftops": "rooftop"}
-_RANGES = {"year": ("year_min", "year_max"), "displacement_cc": ("displacement_cc_min", "displacement_cc_max"),
-           "electric_range_mi": ("electric_range_mi_min", "electric_range_mi_max")}
+_RANGES = {
+    "year": ("year_min", "year_max"),
+    "displacement_cc": ("displacement_cc_min", "displacement_cc_max"),
+    "electric_range_mi": ("electric_range_mi_min", "electric_range_mi_max"),
+}
 #: Range filters on a :data:`BUCKETS` column: whole buckets from the index, the listings of a
 #: bucket the bound cuts through checked in SQL (by row number).
 _BUCKETED = {"price": ("price_min", "price_max")}
@@ -105,15 +130,23 @@ Bitmaps = dict[Any, FrozenBitMap]
 class Postings:
     """One inventory version's posting lists (immutable)."""
 
-    def __init__(self, version: int, sellers: dict[str, FrozenBitMap], columns: dict[str, Bitmaps],
-                 features: Bitmaps, parts: Bitmaps, chars: Bitmaps, buckets: dict[str, Bitmaps]) -> None:
+    def __init__(
+        self,
+        version: int,
+        sellers: dict[str, FrozenBitMap],
+        columns: dict[str, Bitmaps],
+        features: Bitmaps,
+        parts: Bitmaps,
+        chars: Bitmaps,
+        buckets: dict[str, Bitmaps],
+    ) -> None:
         self.version = version
-        self.buckets = buckets        # BUCKET_LISTS name -> value // width -> listings
-        self.sellers = sellers        # dealer key -> its listings
-        self.columns = columns        # column -> value -> listings
-        self.features = features      # present feature code -> listings
-        self.parts = parts            # keyword part (casefolded) -> listings
-        self.chars = chars            # character of a casefolded VIN or stock number -> listings
+        self.buckets = buckets  # BUCKET_LISTS name -> value // width -> listings
+        self.sellers = sellers  # dealer key -> its listings
+        self.columns = columns  # column -> value -> listings
+        self.features = features  # present feature code -> listings
+        self.parts = parts  # keyword part (casefolded) -> listings
+        self.chars = chars  # character of a casefolded VIN or stock number -> listings
         self._ranges: _MadeOnce[tuple[str, int | None], FrozenBitMap] = _MadeOnce(BELOW_KEPT)  # see _below
         self._bucket_values: _MadeOnce[tuple[str, int], dict[int, int]] = _MadeOnce(VALUES_KEPT)  # see _values
 
@@ -144,9 +177,11 @@ class Postings:
 
     def _merged(self, tx: Tx, gone: BitMap, fresh: _Builder) -> Postings:
         return Postings(
-            read_version(tx), _merge(self.sellers, fresh.sellers, gone),
+            read_version(tx),
+            _merge(self.sellers, fresh.sellers, gone),
             {column: _merge(self.columns[column], fresh.columns[column], gone) for column in COLUMNS},
-            _merge(self.features, fresh.features, gone), _merge(self.parts, fresh.parts, gone),
+            _merge(self.features, fresh.features, gone),
+            _merge(self.parts, fresh.parts, gone),
             _merge(self.chars, fresh.chars, gone),
             {column: _merge(self.buckets[column], fresh.buckets[column], gone) for column in BUCKET_LISTS},
         )
@@ -175,8 +210,13 @@ class Postings:
         for field, (low_name, high_name) in _RANGES.items():
             if low_name in filters or high_name in filters:
                 low, high = filters.get(low_name), filters.get(high_name)
-                sets.append(_union(b for v, b in column[field].items() if v is not None
-                                   and (low is None or v >= low) and (high is None or v <= high)))
+                sets.append(
+                    _union(
+                        b
+                        for v, b in column[field].items()
+                        if v is not None and (low is None or v >= low) and (high is None or v <= high)
+                    )
+                )
         if "dc_fast_charge" in filters:
             sets.append(column["dc_fast_charge"].get(1 if filters["dc_fast_charge"] else 0, EMPTY))
         if "features_all" in filters:
@@ -224,8 +264,8 @@ class Postings:
         buckets a bound cuts through are checked against their values (:meth:`_values`).
         """
         width = BUCKETS[column]
-        first = None if low is None else -(-low // width)           # first bucket starting at or after low
-        past = None if high is None else (high + 1) // width        # first bucket not wholly at or below high
+        first = None if low is None else -(-low // width)  # first bucket starting at or after low
+        past = None if high is None else (high + 1) // width  # first bucket not wholly at or below high
         found = among & self._below(column, past)
         if first is not None:
             found -= self._below(column, first)
@@ -243,18 +283,22 @@ class Postings:
         highest = math.inf if high is None else high
         for key in cut:
             values = self._values(tx, column, key)
-            found |= BitMap(rid for rid in among & self.buckets[column].get(key, EMPTY)
-                            if lowest <= values[rid] <= highest)
+            found |= BitMap(
+                rid for rid in among & self.buckets[column].get(key, EMPTY) if lowest <= values[rid] <= highest
+            )
         return found
 
     def _values(self, tx: Tx, column: str, key: int) -> dict[int, int]:
         """``column``'s value of each listing in bucket ``key`` (by row number), read from ``tx``
         (a snapshot of this index's version) on first use and kept (at most :data:`VALUES_KEPT`
         buckets): a bound that cuts a bucket is then checked without a query per request."""
+
         def read() -> dict[int, int]:
             rows, params = rows_in(tx.db.dialect, self.buckets[column].get(key, EMPTY))
-            return {row[0]: row[1] for row in tx.fetchall(
-                f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)}
+            return {
+                row[0]: row[1]
+                for row in tx.fetchall(f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)
+            }
 
         return self._bucket_values.get((column, key), read)
 
@@ -266,8 +310,9 @@ class Postings:
         a union of every bucket in it (at 100k listings, 47 µs for a $40,000 range).
         """
         buckets = self.buckets[column]
-        return self._ranges.get((column, key), lambda: FrozenBitMap(
-            _union(b for k, b in buckets.items() if key is None or k < key)))
+        return self._ranges.get(
+            (column, key), lambda: FrozenBitMap(_union(b for k, b in buckets.items() if key is None or k < key))
+        )
 
     def _token(self, tx: Tx, token: str, within: BitMap) -> BitMap | None:
         """The listings of ``within`` whose keyword text contains ``token`` (casefolded)."""
@@ -287,7 +332,9 @@ class Postings:
         among, params = rows_in(tx.db.dialect, candidates)
         checked = tx.fetchall(
             f"SELECT l.rid FROM inv_listing l JOIN inv_text t ON t.id = l.id "
-            f"WHERE {among} AND t.query LIKE ? ESCAPE '\\'", params + [pattern])
+            f"WHERE {among} AND t.query LIKE ? ESCAPE '\\'",
+            params + [pattern],
+        )
         return found | BitMap(row[0] for row in checked)
 
     # -- counting -------------------------------------------------------------------
@@ -386,10 +433,10 @@ class _Builder:
     def read(cls, tx: Tx, where: str, params: list[Any]) -> _Builder:
         """The posting lists of the listings ``where`` selects (on ``l``), in ``tx``'s snapshot."""
         bits = {bit: code for code, bit in tx.fetchall("SELECT code, bit FROM inv_vocab WHERE bit IS NOT NULL")}
-        rows = tx.fetchall(f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.id = l.id WHERE {where}",
-                           params)
-        extra = tx.fetchall(f"SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.id = x.id "
-                            f"WHERE {where}", params)
+        rows = tx.fetchall(f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.id = l.id WHERE {where}", params)
+        extra = tx.fetchall(
+            f"SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.id = x.id WHERE {where}", params
+        )
         return cls(rows, extra, bits)
 
     def __init__(self, rows: list[tuple[Any, ...]], extra: list[tuple[Any, ...]], bits: dict[int, str]) -> None:
@@ -411,7 +458,7 @@ class _Builder:
                 groups.pop(None, None)
             self.columns[column] = {k: FrozenBitMap(v) for k, v in groups.items()}
         features: defaultdict[str, BitMap] = defaultdict(BitMap)
-        for m, name in enumerate(FEATURE_MASKS):
+        for m in range(len(FEATURE_MASKS)):
             for mask, members in _group(rids, columns[_MASKS_AT + m]).items():
                 shift = 0
                 while mask:
@@ -461,8 +508,12 @@ class _Growing:
         self.buckets: dict[str, defaultdict[Any, BitMap]] = {c: defaultdict(BitMap) for c in BUCKET_LISTS}
 
     def add(self, chunk: _Builder) -> None:
-        pairs = [(self.sellers, chunk.sellers), (self.features, chunk.features), (self.parts, chunk.parts),
-                 (self.chars, chunk.chars)]
+        pairs = [
+            (self.sellers, chunk.sellers),
+            (self.features, chunk.features),
+            (self.parts, chunk.parts),
+            (self.chars, chunk.chars),
+        ]
         pairs += [(self.columns[c], chunk.columns[c]) for c in COLUMNS]
         pairs += [(self.buckets[c], chunk.buckets[c]) for c in BUCKET_LISTS]
         for into, fresh in pairs:
@@ -472,12 +523,19 @@ class _Growing:
     def frozen(self, version: int) -> Postings:
         """The index these lists make; they are emptied on the way, so that each growing bitmap
         is freed as soon as its frozen copy exists (never the whole index twice at once)."""
+
         def freeze(lists: dict[Any, BitMap]) -> Bitmaps:
             return {key: FrozenBitMap(lists.pop(key)) for key in list(lists)}  # same order
 
-        return Postings(version, freeze(self.sellers), {c: freeze(self.columns[c]) for c in COLUMNS},
-                        freeze(self.features), freeze(self.parts), freeze(self.chars),
-                        {c: freeze(self.buckets[c]) for c in BUCKET_LISTS})
+        return Postings(
+            version,
+            freeze(self.sellers),
+            {c: freeze(self.columns[c]) for c in COLUMNS},
+            freeze(self.features),
+            freeze(self.parts),
+            freeze(self.chars),
+            {c: freeze(self.buckets[c]) for c in BUCKET_LISTS},
+        )
 
 
 def _group(rids: Sequence[int], values: Sequence[Any]) -> dict[Any, list[int]]:
@@ -525,12 +583,14 @@ class PostingCache:
                 return self._keep(Postings.build(tx))
             if newest.version >= tx.one("SELECT num FROM inv_meta WHERE name = 'changes_from'")[0]:
                 # The rows written or removed since, as the imports listed them.
-                rids = BitMap(r[0] for r in tx.fetchall("SELECT rid FROM inv_change WHERE version > ?",
-                                                        (newest.version,)))
+                rids = BitMap(
+                    r[0] for r in tx.fetchall("SELECT rid FROM inv_change WHERE version > ?", (newest.version,))
+                )
                 if len(rids) <= REFRESH_ROWS:
                     return self._keep(newest.with_rows(tx, rids))
-            changed = [r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?",
-                                                 (newest.version,))]
+            changed = [
+                r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?", (newest.version,))
+            ]
             before = sum(len(newest.sellers.get(s, EMPTY)) for s in changed)
             if before > REFRESH_ROWS:
                 self._build_later()
@@ -569,13 +629,18 @@ class PostingCache:
                 postings = self.build_now()
                 self.db.close_thread_connection()  # its page cache holds every row just read
                 return_free_memory()  # the rows read and the bitmaps grown (aap.memory)
-                log.info("posting index built", extra={"fields": {
-                    "version": postings.version if postings else None,
-                    "duration_ms": int((time.perf_counter() - started) * 1000)}})
+                log.info(
+                    "posting index built",
+                    extra={
+                        "fields": {
+                            "version": postings.version if postings else None,
+                            "duration_ms": int((time.perf_counter() - started) * 1000),
+                        }
+                    },
+                )
             except Exception as exc:  # counts fall back to SQL; never take a worker down
                 log.warning("posting index build failed: %s", type(exc).__name__)
             finally:
                 self._building = False
 
         threading.Thread(target=run, name="aap-postings", daemon=True).start()
-

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -39,11 +39,9 @@ class InventoryImportError(ValueError):
         super().__init__(f"listing {index}: {reason}")
 
 
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))"
-)
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))")
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -126,17 +124,26 @@ class PreparedListing:
         try:
             updated_us = epoch_us(get("updated_at", ""))
         except (TypeError, ValueError):
-            raise InventoryImportError(
-                index, "updated_at must be an RFC 3339 date-time with offset"
-            ) from None
+            raise InventoryImportError(index, "updated_at must be an RFC 3339 date-time with offset") from None
         unit = get("mileage_unit", "mi")
         if unit not in MM_PER_UNIT:
             raise InventoryImportError(index, "mileage_unit must be mi or km")
         mileage = _whole(get("mileage"))
         terms: list[Any] = [get(name) for name in _KEYED_FIELDS]
         keys = term_keys(terms)  # blank: no key
-        make_k, model_k, trim_k, transmission_k, fuel_k, driveline_k, body_k, exterior_k, interior_k, port_k, \
-            stock_k = keys
+        (
+            make_k,
+            model_k,
+            trim_k,
+            transmission_k,
+            fuel_k,
+            driveline_k,
+            body_k,
+            exterior_k,
+            interior_k,
+            port_k,
+            stock_k,
+        ) = keys
         rooftop = get("rooftop")
         rooftop = rooftop if rooftop.__class__ is str else None
         charge = get("dc_fast_charge")
@@ -152,39 +159,42 @@ class PreparedListing:
         # Built from a tuple in field order: a keyword call of the NamedTuple costs a
         # microsecond per listing, its positional __new__ a third of one.
         # tests/test_store_inventory.py checks the row field by field.
-        self.row: ListingRow = _new_tuple(ListingRow, (
-            ident,                                          # id
-            dealer_id,                                      # dealer_id
-            status,                                         # status
-            get("condition"),                               # condition
-            get("vehicle_type") or "car",                   # vehicle_type
-            get("currency") or "USD",                       # currency
-            vin,                                            # vin
-            stock,                                          # stock
-            stock_k,                                        # stock_k
-            terms[0] if make_k is not None else None,       # make
-            make_k,                                         # make_k
-            terms[1] if model_k is not None else None,      # model
-            model_k,                                        # model_k
-            trim_k,                                         # trim_k
-            transmission_k,                                 # transmission_k
-            fuel_k,                                         # fuel_k
-            driveline_k,                                    # driveline_k
-            body_k,                                         # body_k
-            exterior_k,                                     # exterior_color_k
-            interior_k,                                     # interior_color_k
-            port_k,                                         # charge_port_k
-            rooftop,                                        # rooftop
-            _whole(get("year")),                            # year
-            _whole(get("price")),                           # price
-            _whole(get("list_price")),                      # list_price
-            _whole(get("msrp")),                            # msrp
-            odometer_mm,                                    # odometer_mm
-            updated_us,                                     # updated_us
-            electric_range,                                 # electric_range_mi
-            charge,                                         # dc_fast_charge
-            _whole(get("displacement_cc")),                 # displacement_cc
-        ))
+        self.row: ListingRow = _new_tuple(
+            ListingRow,
+            (
+                ident,  # id
+                dealer_id,  # dealer_id
+                status,  # status
+                get("condition"),  # condition
+                get("vehicle_type") or "car",  # vehicle_type
+                get("currency") or "USD",  # currency
+                vin,  # vin
+                stock,  # stock
+                stock_k,  # stock_k
+                terms[0] if make_k is not None else None,  # make
+                make_k,  # make_k
+                terms[1] if model_k is not None else None,  # model
+                model_k,  # model_k
+                trim_k,  # trim_k
+                transmission_k,  # transmission_k
+                fuel_k,  # fuel_k
+                driveline_k,  # driveline_k
+                body_k,  # body_k
+                exterior_k,  # exterior_color_k
+                interior_k,  # interior_color_k
+                port_k,  # charge_port_k
+                rooftop,  # rooftop
+                _whole(get("year")),  # year
+                _whole(get("price")),  # price
+                _whole(get("list_price")),  # list_price
+                _whole(get("msrp")),  # msrp
+                odometer_mm,  # odometer_mm
+                updated_us,  # updated_us
+                electric_range,  # electric_range_mi
+                charge,  # dc_fast_charge
+                _whole(get("displacement_cc")),  # displacement_cc
+            ),
+        )
         # Keyword text: the fields a query token may match (InventorySearchRequest
         # filters.query, seed 004), casefolded; "\n" keeps fields apart.
         parts = [terms[0], terms[1], terms[2], vin, stock]
@@ -195,9 +205,7 @@ class PreparedListing:
         try:
             self.doc = orjson.dumps(doc).decode()
         except orjson.JSONEncodeError:
-            raise InventoryImportError(
-                index, "text must be valid Unicode and integers must fit in 64 bits"
-            ) from None
+            raise InventoryImportError(index, "text must be valid Unicode and integers must fit in 64 bits") from None
 
         self.evidence: list[tuple[str, str, bool]] = []  # (code, label, present)
         evidence = get("feature_evidence")

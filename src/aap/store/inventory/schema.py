@@ -37,12 +37,12 @@ class ListingRow(NamedTuple):
     dealer_id: str | None
     status: str
     condition: str | None
-    vehicle_type: str            # "car" when the listing has none
-    currency: str                # "USD" when the listing has none
+    vehicle_type: str  # "car" when the listing has none
+    currency: str  # "USD" when the listing has none
     vin: str | None
     stock: str | None
-    stock_k: str | None          # term key of stock, for the stock sort
-    make: str | None             # as listed, for the make sort's tie-break
+    stock_k: str | None  # term key of stock, for the stock sort
+    make: str | None  # as listed, for the make sort's tie-break
     make_k: str | None
     model: str | None
     model_k: str | None
@@ -59,10 +59,10 @@ class ListingRow(NamedTuple):
     price: int | None
     list_price: int | None
     msrp: int | None
-    odometer_mm: int | None      # exact: mileage times MM_PER_UNIT of its unit
-    updated_us: int              # updated_at as epoch microseconds
+    odometer_mm: int | None  # exact: mileage times MM_PER_UNIT of its unit
+    updated_us: int  # updated_at as epoch microseconds
     electric_range_mi: float | None
-    dc_fast_charge: int | None   # 1, 0 or NULL
+    dc_fast_charge: int | None  # 1, 0 or NULL
     displacement_cc: int | None
 
 
@@ -225,8 +225,9 @@ CREATE INDEX inv_count_matching ON inv_count (matching, version)
 # imports half their speed on PostgreSQL (docs/search.md, "Counting at marketplace scale").
 _NO_KEYWORD_INDEX = "DROP INDEX IF EXISTS inv_text_trgm"
 
-MIGRATIONS = Migrations("inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often,
-                                      _row_numbers_and_sellers, _NO_KEYWORD_INDEX))
+MIGRATIONS = Migrations(
+    "inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often, _row_numbers_and_sellers, _NO_KEYWORD_INDEX)
+)
 
 
 def read_version(tx: Tx) -> int:

@@ -85,8 +85,9 @@ def stored_documents(tx: Tx, ids: list[str]) -> dict[str, str | bytes]:
     return {row[0]: row[1] for row in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE {sql}", params)}
 
 
-def search_page(snapshot: InventorySnapshot, query: SearchQuery,
-                count_budget_ms: float) -> tuple[list[Hit], int | None, BackgroundWork | None]:
+def search_page(
+    snapshot: InventorySnapshot, query: SearchQuery, count_budget_ms: float
+) -> tuple[list[Hit], int | None, BackgroundWork | None]:
     """Up to ``query.limit + 1`` hits, the exact total (None past the budget), and
     background work to start once the snapshot has closed."""
     tx = snapshot.tx
@@ -121,8 +122,9 @@ def search_page(snapshot: InventorySnapshot, query: SearchQuery,
     return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], total, later
 
 
-def _page(tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: int, *,
-          sort_rows: bool = False) -> list[_Found]:
+def _page(
+    tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: int, *, sort_rows: bool = False
+) -> list[_Found]:
     if total == 0 or (query.skip is not None and total is not None and query.skip >= total):
         return []
     places = query.criteria.places
@@ -131,8 +133,7 @@ def _page(tx: Tx, query: SearchQuery, where: Clause, total: int | None, want: in
     if query.skip is not None:
         (keys, key_params), (order, order_params) = full_order(query)
         rows = tx.fetchall(
-            f"SELECT l.id, {distance}, {keys} FROM inv_listing l WHERE {where_sql} "
-            f"ORDER BY {order} LIMIT ? OFFSET ?",
+            f"SELECT l.id, {distance}, {keys} FROM inv_listing l WHERE {where_sql} ORDER BY {order} LIMIT ? OFFSET ?",
             distance_params + key_params + where_params + order_params + [want, query.skip],
         )
         return [(row[0], row[1], None if row[2] is None else tuple(row[2:])) for row in rows]

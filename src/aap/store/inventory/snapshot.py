@@ -9,11 +9,11 @@ can never make one part of an answer disagree with another.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import orjson
-
 from pyroaring import FrozenBitMap
 
 from aap.inventory.query import Criteria, SearchQuery
@@ -31,7 +31,6 @@ from aap.store.inventory.sql import (
     rows_in,
     where_clause,
 )
-
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,9 @@ class InventorySnapshot:
         cached = self._caches.vocabulary
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        entries = tuple((r[0], r[1], r[2]) for r in self.tx.fetchall(
-            "SELECT code, label, bit FROM inv_vocab ORDER BY code"))
+        entries = tuple(
+            (r[0], r[1], r[2]) for r in self.tx.fetchall("SELECT code, label, bit FROM inv_vocab ORDER BY code")
+        )
         vocabulary = Vocabulary(entries, {code: bit for code, _label, bit in entries if bit is not None})
         self._caches.vocabulary = (self.version, vocabulary)
         return vocabulary
@@ -91,9 +91,12 @@ class InventorySnapshot:
         cached = self._caches.sellers
         if cached is not None and cached[0] == key:
             return cached[1]
-        sellers = frozenset(r[0] for r in self.tx.fetchall(
-            "SELECT DISTINCT dealer_key FROM inv_facet_count WHERE currency = ? AND field = 'statuses'",
-            (currency,)))
+        sellers = frozenset(
+            r[0]
+            for r in self.tx.fetchall(
+                "SELECT DISTINCT dealer_key FROM inv_facet_count WHERE currency = ? AND field = 'statuses'", (currency,)
+            )
+        )
         self._caches.sellers = (key, sellers)
         return sellers
 
@@ -135,8 +138,9 @@ class InventorySnapshot:
         postings = self.postings()
         return None if postings is None else postings.match(self.tx, criteria)
 
-    def matched_where(self, criteria: Criteria, bits: dict[str, int], matched: FrozenBitMap,
-                      want: int) -> tuple[Clause, bool]:
+    def matched_where(
+        self, criteria: Criteria, bits: dict[str, int], matched: FrozenBitMap, want: int
+    ) -> tuple[Clause, bool]:
         """(a condition selecting ``matched``, whether it is a short list of rows).
 
         A small set goes to SQL as its row numbers (sort them; no index walk); a large

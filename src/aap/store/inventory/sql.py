@@ -7,8 +7,9 @@ a JSON array of ids as a row set, comes from the database's dialect.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from aap.inventory.query import MM_PER_UNIT, Criteria, Place, SearchQuery
 from aap.store.dialect import Dialect
@@ -35,8 +36,10 @@ SORT_COLUMNS: dict[str, tuple[str, ...]] = {
 _NUMERIC_COLUMNS = frozenset({"price", "list_price", "msrp", "odometer_mm", "year", "updated_us"})
 # Range filter -> (column, comparison); ranges are inclusive.
 _RANGE_FILTERS: dict[str, tuple[str, str]] = {
-    "year_min": ("year", ">="), "year_max": ("year", "<="),
-    "price_min": ("price", ">="), "price_max": ("price", "<="),
+    "year_min": ("year", ">="),
+    "year_max": ("year", "<="),
+    "price_min": ("price", ">="),
+    "price_max": ("price", "<="),
     "displacement_cc_min": ("displacement_cc", ">="),
     "displacement_cc_max": ("displacement_cc", "<="),
     "electric_range_mi_min": ("electric_range_mi", ">="),
@@ -44,7 +47,9 @@ _RANGE_FILTERS: dict[str, tuple[str, str]] = {
 }
 # Filter whose values are compared exactly -> column.
 _EXACT_FILTERS: dict[str, str] = {
-    "condition": "condition", "vehicle_type": "vehicle_type", "status": "status",
+    "condition": "condition",
+    "vehicle_type": "vehicle_type",
+    "status": "status",
     "rooftops": "rooftop",
 }
 
@@ -141,6 +146,7 @@ def keyword_scan(tokens: Sequence[str]) -> Clause:
 
 # The three ways to test keyword tokens; each is a condition on ``l``.
 
+
 def keywords_by_subquery(tokens: Sequence[str]) -> Clause:
     """The canonical form: the planner runs the scan (the posting index answers keyword tokens
     whenever it can; this is the fallback)."""
@@ -224,6 +230,7 @@ def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | No
 
 # -- ordering ------------------------------------------------------------------
 
+
 def sort_ref(column: str, defeat_index: bool) -> str:
     """A sort column as SQL; with ``defeat_index``, as an expression no index can serve.
 
@@ -237,8 +244,7 @@ def sort_ref(column: str, defeat_index: bool) -> str:
     return f"(l.{column} + 0)" if column in _NUMERIC_COLUMNS else f"(l.{column} || '')"
 
 
-def _after(columns: Sequence[str], values: Sequence[Any], descending: bool, last_id: str,
-           defeat_index: bool) -> Clause:
+def _after(columns: Sequence[str], values: Sequence[Any], descending: bool, last_id: str, defeat_index: bool) -> Clause:
     """Keyset condition: strictly after (values, last_id) in (columns dir..., id asc) order.
 
     Spelled ``c1 >= v1 AND (c1 > v1 OR (c1 = v1 AND ...))`` so that the leading
@@ -261,8 +267,8 @@ class Segment:
     where: str
     params: list[Any]
     order: str
-    columns: tuple[str, ...]            # key columns selected (empty: the key is fixed)
-    fixed_key: tuple[Any, ...] | None   # key of every row of a fixed slice
+    columns: tuple[str, ...]  # key columns selected (empty: the key is fixed)
+    fixed_key: tuple[Any, ...] | None  # key of every row of a fixed slice
 
 
 def segments(query: SearchQuery, defeat_index: bool = False) -> list[Segment]:
@@ -325,7 +331,9 @@ def full_order(query: SearchQuery) -> tuple[Clause, Clause]:
         case, params = distance_case(query.criteria.places)
         return (case, params), (f"{case} {direction}, l.id ASC", list(params))
     columns = SORT_COLUMNS[query.sort_field]
-    order = f"CASE WHEN l.{columns[0]} IS NULL THEN 1 ELSE 0 END, " + ", ".join(
-        f"l.{c} {direction}" for c in columns
-    ) + ", l.id ASC"
+    order = (
+        f"CASE WHEN l.{columns[0]} IS NULL THEN 1 ELSE 0 END, "
+        + ", ".join(f"l.{c} {direction}" for c in columns)
+        + ", l.id ASC"
+    )
     return (", ".join(f"l.{c}" for c in columns), []), (order, [])

@@ -10,19 +10,20 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Database, Tx
 from aap.store.inventory.counts import Totals
 from aap.store.inventory.importer import ImportJob, ImportStats, serialize_imports
 from aap.store.inventory.postings import PostingCache
-from aap.store.inventory.sql import in_list
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
 from aap.store.inventory.snapshot import InventorySnapshot, VersionCaches
+from aap.store.inventory.sql import in_list
 from aap.store.replicas import ReadRouter
 
 T = TypeVar("T")
@@ -52,8 +53,7 @@ class ShrinkRefused(Exception):
     def __init__(self, stats: ImportStats, share: float) -> None:
         self.stats = stats
         self.share = share
-        super().__init__(f"the import would remove {stats.omitted} of {stats.before} listings "
-                         f"(more than {share:.0%})")
+        super().__init__(f"the import would remove {stats.omitted} of {stats.before} listings (more than {share:.0%})")
 
 
 class _RolledBack(Exception):
@@ -79,7 +79,7 @@ def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None)
                 found.add(value.strip().upper() if key == "vin" else value)
     for column, values in (("vin", sorted(vins)), ("stock", sorted(stocks))):
         for start in range(0, len(values), 500):
-            sql, params = in_list(column, values[start:start + 500])
+            sql, params = in_list(column, values[start : start + 500])
             if dealer_id is not None:
                 sql, params = f"{sql} AND dealer_id = ?", [*params, dealer_id]
             ids.update(row[0] for row in tx.fetchall(f"SELECT id FROM inv_listing WHERE {sql}", params))
@@ -89,8 +89,9 @@ def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None)
 class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
-    def __init__(self, db: Database, *, facet_cache_size: int = 256, postings: bool = True,
-                 reads: ReadRouter | None = None) -> None:
+    def __init__(
+        self, db: Database, *, facet_cache_size: int = 256, postings: bool = True, reads: ReadRouter | None = None
+    ) -> None:
         self.db = db
         #: Where reads go: fit read replicas first, the primary last (docs/deployment.md).
         self.reads = reads or ReadRouter(db)
@@ -137,11 +138,13 @@ class InventoryStore:
                 with self.db.transaction() as tx, self.db.dialect.large_write(tx):
                     serialize_imports(tx)
                     kept = _kept_ids(tx, keep, dealer_id) if keep and replace else frozenset()
-                    job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000),
-                                    keep=kept)
+                    job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000), keep=kept)
                     stats = job.run(listings, progress)
-                    if (max_removed_share is not None and stats.before
-                            and stats.omitted > max_removed_share * stats.before):
+                    if (
+                        max_removed_share is not None
+                        and stats.before
+                        and stats.omitted > max_removed_share * stats.before
+                    ):
                         raise ShrinkRefused(stats, max_removed_share)
                     if dry_run:
                         raise _RolledBack(stats)
@@ -149,10 +152,20 @@ class InventoryStore:
                 return rolled_back.stats
             if stats.inserted + stats.updated + stats.removed >= _MAINTAIN_AFTER:
                 self.db.maintain(LISTING_TABLES)
-            log.info("inventory imported", extra={"fields": {
-                "dealer_id": dealer_id, "replace": replace, "inserted": stats.inserted,
-                "updated": stats.updated, "removed": stats.removed, "total": stats.total,
-                "duration_ms": int((time.perf_counter() - started) * 1000)}})
+            log.info(
+                "inventory imported",
+                extra={
+                    "fields": {
+                        "dealer_id": dealer_id,
+                        "replace": replace,
+                        "inserted": stats.inserted,
+                        "updated": stats.updated,
+                        "removed": stats.removed,
+                        "total": stats.total,
+                        "duration_ms": int((time.perf_counter() - started) * 1000),
+                    }
+                },
+            )
             return stats
         finally:
             if collecting:

@@ -29,7 +29,7 @@ class CountRow:
 class Summary:
     version: int
     rows: tuple[CountRow, ...]
-    removed: dict[str | None, int]   # tombstones by seller
+    removed: dict[str | None, int]  # tombstones by seller
 
     def total(self, dealer_id: str | None = None, *, everyone: bool = True) -> int:
         return sum(r.listings for r in self.rows if everyone or r.dealer_id == dealer_id)
@@ -68,11 +68,16 @@ class InventorySummaries:
                 cached = self._latest
             if cached is not None and cached.version == version:
                 return cached
-            rows = tuple(CountRow(r[0], r[1], r[2], r[3], int(r[4])) for r in tx.fetchall(
-                "SELECT dealer_id, rooftop, condition, status, COUNT(*) FROM inv_listing"
-                " GROUP BY dealer_id, rooftop, condition, status ORDER BY dealer_id, rooftop, condition, status"))
-            removed = {r[0]: int(r[1]) for r in
-                       tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")}
+            rows = tuple(
+                CountRow(r[0], r[1], r[2], r[3], int(r[4]))
+                for r in tx.fetchall(
+                    "SELECT dealer_id, rooftop, condition, status, COUNT(*) FROM inv_listing"
+                    " GROUP BY dealer_id, rooftop, condition, status ORDER BY dealer_id, rooftop, condition, status"
+                )
+            )
+            removed = {
+                r[0]: int(r[1]) for r in tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")
+            }
         summary = Summary(version, rows, removed)
         with self._lock:
             self._latest = summary
@@ -94,11 +99,17 @@ class InventorySummaries:
         with self.db.read() as tx:
             live = tx.fetchall(
                 f"SELECT l.id, l.dealer_id, l.vin, l.stock, l.rooftop, l.status, l.year, l.make, l.model"
-                f" FROM inv_listing l WHERE {matching} ORDER BY l.vin, l.id LIMIT {int(limit)}", params)
+                f" FROM inv_listing l WHERE {matching} ORDER BY l.vin, l.id LIMIT {int(limit)}",
+                params,
+            )
             gone = tx.fetchall(
                 f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {matching}"
-                f" ORDER BY vin, id LIMIT {int(limit)}", params)
-        found = [Found(r[0], r[1], r[2], r[3], True, r[4], r[5],
-                       " ".join(str(v) for v in (r[6], r[7], r[8]) if v)) for r in live]
+                f" ORDER BY vin, id LIMIT {int(limit)}",
+                params,
+            )
+        found = [
+            Found(r[0], r[1], r[2], r[3], True, r[4], r[5], " ".join(str(v) for v in (r[6], r[7], r[8]) if v))
+            for r in live
+        ]
         found += [Found(r[0], r[1], r[2], r[3], False) for r in gone]
         return found[:limit]
