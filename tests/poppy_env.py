@@ -24,9 +24,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from aap.agent import DealerAgent
-from aap.gateway import Gateway
 from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.discovery.agent_card import build_agent_card
+from aap.gateway import Gateway
 from aap.poppy import build
 from aap.store import open_stores
 from conftest import make_settings as code_settings

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import AgentIdentity, DealerProfile
 from aap.discovery import build
-from aap.gateway import Gateway
 from aap.discovery.agent_card import build_agent_card
+from aap.gateway import Gateway
 from aap.paths import DeploymentUrls
 from aap.spec import openapi_document, schema_bytes, schema_names, validate
 from conftest import make_settings

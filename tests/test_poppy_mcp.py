@@ -23,9 +23,9 @@ import pytest
 from joserfc.jwk import ECKey
 
 from aap.agent import DealerAgent
-from aap.gateway import Gateway
 from aap.config.model import RateLimit
 from aap.config.poppy import PoppySettings
+from aap.gateway import Gateway
 from aap.poppy.bearer import McpBearerVerifier
 from aap.poppy.context import caller_identity
 from aap.spec import validate

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
+from aap.agent import DealerAgent
+from aap.gateway import Gateway
 from aap.poppy.uses import UseBatches
 from aap.store import open_stores
 from aap.store.poppy import Replayed, SessionUse
-from aap.agent import DealerAgent
-from aap.gateway import Gateway
 from aap.work import Work
 from conftest import make_settings
 from test_ratelimit import WriteCounter
