@@ -60,7 +60,7 @@ def test_the_home_page_shows_the_dealer_its_rooftops_and_how_to_connect(site):
 
 def test_the_form_offers_exactly_the_advertised_filters_and_sorts(tmp_path):
     settings = make_settings(filters=("make", "price_max", "condition"), sort_fields=("price", "year"))
-    client, stores = client_for(settings, tmp_path, count=10)
+    client, stores = client_for(settings, tmp_path, count=60)
     with client:
         html = client.get("/").text
         refused = client.get("/?model=Civic&make=Honda")
