@@ -345,7 +345,7 @@ def test_admins_add_and_remove_accounts_but_not_their_own(deployment):
             "email": "new@dealer.example",
             "password": PASSWORD,
             "role": "staff",
-            "rooftops": ["Bay Motors Vancouver"],
+            "rooftops": ['[null, "Bay Motors Vancouver"]'],
         },
     )
     assert added.status_code == 200 and "Account new@dealer.example added." in added.text

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from aap.accounts import AccountError, Accounts, scope_of
+from aap.accounts import AccountError, Accounts
 from aap.agent import DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.store import open_stores
@@ -63,7 +63,9 @@ def test_accounts_are_added_once_with_a_valid_scope(dealer):
     admin = accounts.add("Boss@Dealer.Example ", PASSWORD, role="admin")
     assert admin.email == "boss@dealer.example" and admin.role == "admin"
     staff = accounts.add("oak@dealer.example", PASSWORD, rooftops=("Bay Motors Oakland",))
-    assert scope_of(staff) == LeadScope(None, ("Bay Motors Oakland",)) and scope_of(admin) == LeadScope()
+    assert staff.rooftops == ((None, "Bay Motors Oakland"),)
+    assert accounts.scope_of(staff) == LeadScope(None, frozenset({("bay-motors", "Bay Motors Oakland")}))
+    assert accounts.scope_of(admin) == LeadScope()
     refusals = {
         "there is already an account": lambda: accounts.add("BOSS@dealer.example", PASSWORD),
         "at least 12 characters": lambda: accounts.add("new@dealer.example", "short"),
@@ -175,7 +177,7 @@ def test_inbox_pages_by_keyset_newest_first_and_searches_names_emails_and_phones
 def test_scope_filters_and_the_handled_mark(dealer):
     ids = submit_customers(dealer)
     inbox = dealer.stores.lead_inbox
-    oakland = LeadScope(None, ("Bay Motors Oakland",))
+    oakland = LeadScope(None, frozenset({("bay-motors", "Bay Motors Oakland")}))
     assert {r.last_name for r in inbox.page(oakland, InboxFilter())[0]} == {"Hopperwick", "Yonathar"}
     assert {r.last_name for r in inbox.page(LeadScope(), InboxFilter(rooftop="Bay Motors Vancouver"))[0]} == {
         "Turingsby"

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from aap.config.model import Settings
-from aap.store.console import ROLES, ConsoleStore, Session, User
-from aap.store.lead_inbox import LeadScope
+from aap.config.model import DealerProfile, Settings
+from aap.store.console import ROLES, ConsoleStore, ScopeRooftop, Session, User
+from aap.store.lead_inbox import LeadScope, RooftopKey
 
 MIN_PASSWORD_LENGTH = 12
 MAX_PASSWORD_LENGTH = 1024
@@ -80,13 +80,6 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
-def scope_of(user: User) -> LeadScope:
-    """The leads ``user`` may see (admins: every lead)."""
-    if user.role == "admin":
-        return LeadScope()
-    return LeadScope(user.dealer_id, user.rooftops)
-
-
 @dataclass(frozen=True)
 class SignIn:
     """The outcome of a sign-in: ``user`` when it worked, else ``locked_until_ms`` when locked out."""
@@ -109,27 +102,110 @@ class Accounts:
         return int(self.clock() * 1000)
 
     # -- management -------------------------------------------------------------------
-    def _check_scope(self, role: str, dealer_id: str | None, rooftops: tuple[str, ...]) -> None:
+    # -- scopes ------------------------------------------------------------------------
+    def seller_key(self, profile: DealerProfile) -> str:
+        """The ``dealer_id`` the leads of ``profile``'s rooftops carry (aap.leads.submit)."""
+        return profile.dealer_id or self.settings.deployment_id
+
+    def rooftop_choices(self) -> list[tuple[str | None, str, str]]:
+        """Every rooftop a staff scope may name: (seller or None on a one-dealer deployment, rooftop,
+        seller's name), by seller then rooftop."""
+        aggregate = self.settings.scope == "aggregate"
+        return sorted(
+            (
+                (p.dealer_id if aggregate else None, str(r["name"]), p.name)
+                for p in self.settings.all_profiles()
+                for r in p.rooftops
+            ),
+            key=lambda c: (c[0] or "", c[1]),
+        )
+
+    def parse_rooftop(self, text: str, dealer_id: str | None = None) -> ScopeRooftop:
+        """A rooftop as typed on the command line: ``NAME`` (one dealer, or with a seller), else
+        ``SELLER:NAME`` on a marketplace. Raises :class:`AccountError` naming the choices."""
+        if self.settings.scope != "aggregate" or dealer_id is not None:
+            return (dealer_id, text)
+        found = [(d, n) for d, n, _ in self.rooftop_choices() if d is not None and text == f"{d}:{n}"]
+        if len(found) == 1:
+            return found[0]
+        choices = ", ".join(f"{d}:{n}" for d, n, _ in self.rooftop_choices())
+        raise AccountError(
+            f"on a marketplace a rooftop names its seller, as SELLER:ROOFTOP (or give --seller); "
+            f"{text!r} is none of: {choices}"
+        )
+
+    def _check_scope(
+        self, role: str, dealer_id: str | None, rooftops: tuple[ScopeRooftop | str, ...]
+    ) -> tuple[ScopeRooftop, ...]:
+        """The scope's rooftops as stored (each with its seller on a marketplace), or AccountError."""
         if role not in ROLES:
             raise AccountError(f"the role is one of: {', '.join(ROLES)}")
         if role == "admin" and (dealer_id or rooftops):
             raise AccountError("an admin sees every lead: give a seller or rooftops to staff accounts only")
+        aggregate = self.settings.scope == "aggregate"
         if dealer_id is not None:
-            if self.settings.scope != "aggregate" or self.settings.profile_for(dealer_id) is None:
+            if not aggregate or self.settings.profile_for(dealer_id) is None:
                 sellers = [p.dealer_id for p in self.settings.dealers if p.dealer_id]
                 raise AccountError(
                     f"no seller {dealer_id!r} on this endpoint"
                     + (f" (sellers: {', '.join(sellers)})" if sellers else "")
                 )
-        profiles = [self.settings.profile_for(dealer_id)] if dealer_id else self.settings.all_profiles()
-        known = {r["name"] for p in profiles if p is not None for r in p.rooftops}
-        unknown = [r for r in rooftops if r not in known]
-        if unknown:
-            raise AccountError(
-                f"no rooftop {unknown[0]!r}"
-                + (f" of seller {dealer_id}" if dealer_id else "")
-                + f"; rooftops: {', '.join(sorted(known))}"
-            )
+        known = {(d, n) for d, n, _ in self.rooftop_choices()}
+        resolved: list[ScopeRooftop] = []
+        for entry in rooftops:
+            seller, name = (None, entry) if isinstance(entry, str) else entry
+            seller = seller if seller is not None else dealer_id
+            if aggregate and seller is None:
+                raise AccountError(
+                    f"rooftop {name!r}: on a marketplace a rooftop names its seller (rooftop names are"
+                    " unique only within a seller)"
+                )
+            if dealer_id is not None and seller != dealer_id:
+                raise AccountError(f"rooftop {name!r} of seller {seller} is not a rooftop of seller {dealer_id}")
+            if not aggregate:
+                seller = None
+            if (seller, name) not in known:
+                names = sorted(n for d, n in known if d == seller)
+                raise AccountError(
+                    f"no rooftop {name!r}"
+                    + (f" of seller {seller}" if seller else "")
+                    + (f"; rooftops: {', '.join(names)}" if names else "")
+                )
+            if (seller, name) not in resolved:
+                resolved.append((seller, name))
+        return tuple(resolved)
+
+    def scope_of(self, user: User) -> LeadScope:
+        """The leads ``user`` may see: admins every lead; staff their seller's and rooftops'.
+
+        A rooftop stored without its seller (an account made before scopes named sellers) is
+        the rooftop of that name of the only seller having one; where several do, it allows
+        nothing (docs/console.md, "Accounts, roles and what each person sees").
+        """
+        if user.role == "admin":
+            return LeadScope()
+        if not user.rooftops:
+            return LeadScope(user.dealer_id)
+        keys = {p.dealer_id: self.seller_key(p) for p in self.settings.all_profiles()}
+        aggregate = self.settings.scope == "aggregate"
+        pairs: set[RooftopKey] = set()
+        for seller, name in user.rooftops:
+            if seller is not None and aggregate:
+                pairs.add((keys.get(seller, seller), name))
+                continue
+            owners = [d for d, n, _ in self.rooftop_choices() if n == name]
+            if len(owners) == 1:
+                pairs.add((keys.get(owners[0], self.seller_key(self.settings.dealer)), name))
+        return LeadScope(user.dealer_id, frozenset(pairs))
+
+    def describe_scope(self, user: User) -> str:
+        """What ``user`` sees, in words (``aap users list``, the Users page)."""
+        if user.role == "admin" or not (user.dealer_id or user.rooftops):
+            return "every lead"
+        parts = [f"seller {user.dealer_id}"] if user.dealer_id else []
+        for seller, name in user.rooftops:
+            parts.append(f"{name} ({seller})" if seller and seller != user.dealer_id else name)
+        return ", ".join(parts)
 
     def add(
         self,
@@ -138,11 +214,13 @@ class Accounts:
         *,
         role: str = "staff",
         dealer_id: str | None = None,
-        rooftops: tuple[str, ...] = (),
+        rooftops: tuple[ScopeRooftop | str, ...] = (),
     ) -> User:
+        """A new account; ``rooftops`` are (seller or None, rooftop name) pairs (:meth:`parse_rooftop`),
+        or names (of the one dealer, or of ``dealer_id``)."""
         address = normalise_email(email)
-        self._check_scope(role, dealer_id, rooftops)
-        user = self.store.add_user(address, hash_password(password), role, dealer_id, tuple(rooftops), self.now_ms())
+        stored = self._check_scope(role, dealer_id, tuple(rooftops))
+        user = self.store.add_user(address, hash_password(password), role, dealer_id, stored, self.now_ms())
         if user is None:
             raise AccountError(f"there is already an account for {address}")
         return user

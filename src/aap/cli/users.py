@@ -75,7 +75,8 @@ def users() -> None:
     "rooftops",
     multiple=True,
     metavar="NAME",
-    help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop).",
+    help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop). On a marketplace"
+    " it names its seller: SELLER:ROOFTOP, or ROOFTOP with --seller.",
 )
 @password_stdin_option
 @config_option
@@ -90,12 +91,12 @@ def add_command(
     database: str | None,
 ) -> None:
     """Create an account for EMAIL."""
-    user = _change(
-        config,
-        database,
-        "Account not added",
-        lambda accounts: accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=rooftops),
-    )
+
+    def add(accounts: Accounts) -> User:
+        scope = tuple(accounts.parse_rooftop(r, seller) for r in rooftops)  # before the password is asked
+        return accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=scope)
+
+    user = _change(config, database, "Account not added", add)
     console.print(Text(f"Account {user.email} ({user.role}) added."))
 
 
@@ -130,17 +131,13 @@ def remove_command(email: str, config: str | None, database: str | None) -> None
 @database_option
 def list_command(config: str | None, database: str | None) -> None:
     """Every account: e-mail, role and what it sees (no password data)."""
-    stores, _accounts = _open(config, database)
+    stores, rules = _open(config, database)
     try:
         accounts = stores.console.users()
     finally:
         stores.close()
     for user in accounts:
-        sees = (
-            "every lead"
-            if user.role == "admin" or not (user.dealer_id or user.rooftops)
-            else ", ".join(([f"seller {user.dealer_id}"] if user.dealer_id else []) + list(user.rooftops))
-        )
+        sees = rules.describe_scope(user)
         added = datetime.fromtimestamp(user.created_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
         click.echo(f"{user.email}\t{user.role}\t{sees}\tadded {added}")
     if not accounts:

@@ -1,6 +1,6 @@
 """The console's lead pages: the inbox, one lead in full, retry, handled, CSV export.
 
-Each person sees the leads of their scope (:func:`aap.accounts.scope_of`),
+Each person sees the leads of their scope (:meth:`aap.accounts.Accounts.scope_of`),
 applied in the query; a lead outside it answers 404, as if it did not exist.
 Viewing the inbox or a lead, and exporting, each write an audit entry (the
 filters used, never a search text: it may be a customer's name). Retrying
@@ -22,7 +22,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aap.accounts import scope_of
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.timefmt import parse_rfc3339
@@ -102,8 +101,8 @@ def _filter_detail(wanted: InboxFilter) -> dict[str, Any]:
 
 
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
-    if scope.rooftops:
-        return list(scope.rooftops)
+    if scope.rooftops is not None:
+        return sorted({name for _, name in scope.rooftops})
     profiles = [console.settings.profile_for(scope.dealer_id)] if scope.dealer_id else console.settings.all_profiles()
     return sorted({r["name"] for p in profiles if p is not None for r in p.rooftops})
 
@@ -122,7 +121,7 @@ def _parse_before(value: str | None) -> tuple[int, str] | None:
 
 
 async def inbox(console: Console, request: Request, visit: Visit) -> Response:
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     wanted, problems = read_filter(request.query_params, console, scope)
     before = _parse_before(request.query_params.get("before"))
     rows, next_key = await console.blocking(
@@ -204,7 +203,7 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
 
 async def export(console: Console, request: Request, visit: Visit) -> Response:
     """POST (a form with a CSRF token): every lead of the filter, as CSV, streamed page by page."""
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     wanted, problems = read_filter(visit.form, console, scope)
     if problems:
         raise Refused(400, " ".join(problems))
@@ -218,7 +217,9 @@ async def export(console: Console, request: Request, visit: Visit) -> Response:
 
 
 async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str, Any]:
-    lead = await console.blocking(console.stores.lead_inbox.lead, lead_id, scope_of(visit.session.user))
+    lead = await console.blocking(
+        console.stores.lead_inbox.lead, lead_id, console.accounts.scope_of(visit.session.user)
+    )
     if lead is None:
         raise Refused(404, "There is no such lead, or it is not one of your leads.")
     return lead
@@ -286,7 +287,9 @@ async def state(console: Console, request: Request, visit: Visit) -> Response:
 
 async def retry(console: Console, request: Request, visit: Visit) -> Response:
     lead_id = request.path_params["lead_id"]
-    await _lead_or_404(console, visit, lead_id)
+    scope = console.accounts.scope_of(visit.session.user)
+    if not await console.blocking(console.stores.lead_inbox.in_scope, lead_id, scope):
+        raise Refused(404, "There is no such lead, or it is not one of your leads.")
     include_delivered = visit.form is not None and visit.form.get("all") == "1"
     try:
         count = await console.blocking(
@@ -307,7 +310,7 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
     changed = await console.blocking(
         console.stores.lead_inbox.mark_handled,
         lead_id,
-        scope_of(visit.session.user),
+        console.accounts.scope_of(visit.session.user),
         visit.email if done else None,
         console.now_ms(),
     )

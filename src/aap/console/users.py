@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -37,6 +38,22 @@ def _secret(visit: Visit, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _rooftop(value: str) -> tuple[str | None, str]:
+    """A rooftop checkbox's value: ``[seller or null, rooftop]`` (ValueError otherwise)."""
+    try:
+        pair = orjson.loads(value[:2000])
+    except orjson.JSONDecodeError:
+        raise ValueError(value) from None
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or not (pair[0] is None or isinstance(pair[0], str))
+        or not isinstance(pair[1], str)
+    ):
+        raise ValueError(value)
+    return (pair[0], pair[1])
+
+
 def routes(console: Console) -> list[Route]:
     def users_page(
         request: Request,
@@ -52,12 +69,18 @@ def routes(console: Console) -> list[Route]:
             if console.settings.scope == "aggregate"
             else []
         )
-        rooftops = sorted({r["name"] for p in console.settings.all_profiles() for r in p.rooftops})
+        # Each rooftop with its seller: names are unique only within a seller. The value is the
+        # (seller, rooftop) pair as JSON, so no name can be read as another.
+        rooftops = [
+            (orjson.dumps([seller, name]).decode(), name, seller_name if seller else None)
+            for seller, name, seller_name in console.accounts.rooftop_choices()
+        ]
         return console.page(
             request,
             "users.html",
             {
                 "users": users,
+                "sees": {u.user_id: console.accounts.describe_scope(u) for u in users},
                 "roles": ROLES,
                 "sellers": sellers,
                 "rooftops": rooftops,
@@ -74,7 +97,10 @@ def routes(console: Console) -> list[Route]:
     async def add_user(request: Request, visit: Visit) -> Response:
         assert visit.form is not None
         email = _field(visit, "email")
-        rooftops = tuple(v for v in visit.form.getlist("rooftops") if isinstance(v, str) and v)
+        try:
+            rooftops = tuple(_rooftop(v) for v in visit.form.getlist("rooftops") if isinstance(v, str) and v)
+        except ValueError:
+            raise Refused(400, "A rooftop of the form is not one of the listed rooftops; reload the page.") from None
         try:
             user = await console.blocking(
                 console.accounts.add,
@@ -93,7 +119,7 @@ def routes(console: Console) -> list[Route]:
             visit.email,
             "user.add",
             user.email,
-            {"role": user.role, "seller": user.dealer_id, "rooftops": list(user.rooftops)},
+            {"role": user.role, "seller": user.dealer_id, "rooftops": [list(pair) for pair in user.rooftops]},
         )
         return RedirectResponse(f"{USERS}?notice=Account+{user.email}+added.", status_code=303)
 

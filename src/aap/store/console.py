@@ -81,6 +81,12 @@ MIGRATIONS = Migrations("console", (_V1,))
 ROLES = ("admin", "staff")
 
 
+#: A rooftop of a staff scope: ``(seller, rooftop name)``; the seller is None where the deployment
+#: has one dealer (and for an account stored before scopes named sellers: :mod:`aap.accounts`
+#: resolves it).
+ScopeRooftop = tuple[str | None, str]
+
+
 @dataclass(frozen=True)
 class User:
     """A staff account (the password hash stays in the store but for :meth:`ConsoleStore.password_hash`)."""
@@ -89,7 +95,7 @@ class User:
     email: str
     role: str
     dealer_id: str | None
-    rooftops: tuple[str, ...]
+    rooftops: tuple[ScopeRooftop, ...]
     created_ms: int
     password_ms: int
 
@@ -128,8 +134,20 @@ class CheckRun:
 _USER_COLUMNS = "u.user_id, u.email, u.role, u.dealer_id, u.rooftops, u.created_ms, u.password_ms"
 
 
+def _rooftops(text: str, dealer_id: str | None) -> tuple[ScopeRooftop, ...]:
+    """The stored rooftops: ``[seller, name]`` pairs, or (accounts made before) bare names, which
+    belong to the account's seller when it has one."""
+    out: list[ScopeRooftop] = []
+    for entry in orjson.loads(text):
+        if isinstance(entry, str):
+            out.append((dealer_id, entry))
+        else:
+            out.append((entry[0], entry[1]))
+    return tuple(out)
+
+
 def _user(row: tuple[Any, ...]) -> User:
-    return User(row[0], row[1], row[2], row[3], tuple(orjson.loads(row[4])), int(row[5]), int(row[6]))
+    return User(row[0], row[1], row[2], row[3], _rooftops(row[4], row[3]), int(row[5]), int(row[6]))
 
 
 class ConsoleStore:
@@ -140,7 +158,13 @@ class ConsoleStore:
 
     # -- accounts --------------------------------------------------------------------
     def add_user(
-        self, email: str, password_hash: str, role: str, dealer_id: str | None, rooftops: tuple[str, ...], now_ms: int
+        self,
+        email: str,
+        password_hash: str,
+        role: str,
+        dealer_id: str | None,
+        rooftops: tuple[ScopeRooftop, ...],
+        now_ms: int,
     ) -> User | None:
         """A new account; None when the e-mail is taken."""
         user_id = "usr_" + uuid.uuid4().hex[:20]
@@ -148,7 +172,16 @@ class ConsoleStore:
             inserted = tx.execute(
                 "INSERT INTO console_users (user_id, email, password_hash, role, dealer_id, rooftops, created_ms,"
                 " password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING",
-                (user_id, email, password_hash, role, dealer_id, orjson.dumps(list(rooftops)).decode(), now_ms, now_ms),
+                (
+                    user_id,
+                    email,
+                    password_hash,
+                    role,
+                    dealer_id,
+                    orjson.dumps([list(pair) for pair in rooftops]).decode(),
+                    now_ms,
+                    now_ms,
+                ),
             ).rowcount
         if inserted != 1:
             return None
