@@ -1,4 +1,4 @@
-"""``aap users add|passwd|remove|list``: the staff console's accounts (docs/console.md).
+"""``aap users add|passwd|unlock|remove|list``: the staff console's accounts (docs/console.md).
 
 Passwords are read from the terminal (asked twice, never echoed) or, for
 scripts, from standard input with ``--password-stdin``; never from an option,
@@ -114,6 +114,26 @@ def passwd_command(email: str, password_stdin: bool, config: str | None, databas
         lambda accounts: accounts.set_password(email, _password(password_stdin)),
     )
     console.print(Text(f"Password of {user.email} changed; its sessions ended."))
+
+
+@users.command("unlock")
+@click.argument("email")
+@config_option
+@database_option
+def unlock_command(email: str, config: str | None, database: str | None) -> None:
+    """Forget the failed sign-ins counted against EMAIL's account (its sign-ins are no longer delayed)."""
+    from aap.accounts import AccountError
+
+    stores, accounts = _open(config, database)
+    try:
+        cleared = accounts.unlock(email)
+    except AccountError as exc:
+        fail(f"Not unlocked: {exc}.")
+    finally:
+        stores.close()
+    console.print(
+        Text(f"Failed sign-ins of {email.strip()} forgotten." if cleared else f"{email.strip()} had no failed sign-in.")
+    )
 
 
 @users.command("remove")

@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Route
 from aap.accounts import Accounts
 from aap.agent import DealerAgent
 from aap.console import health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
+from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
 from aap.web.errors import unexpected
@@ -94,6 +94,7 @@ class Console:
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
             try:
+                refuse_odd_values(request)
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
@@ -136,11 +137,12 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(agent: DealerAgent) -> BindingParts:
-    """The console's routes, unless ``[web] console = false``."""
+def build(agent: DealerAgent, *, console: Console | None = None) -> BindingParts:
+    """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
+    unless given: a test holds the hash gate of the console it serves)."""
     if not agent.settings.web.console:
         return BindingParts()
-    console = Console(agent)
+    console = console or Console(agent)
     runner = health.CheckRunner(console)
 
     async def home(request: Request) -> Response:
