@@ -24,7 +24,8 @@ apply the same rules (docs/console.md, "Signing in"):
   their own browser. An unknown e-mail costs the same hash and answers the same.
 - A session is a random token whose SHA-256 is stored; it ends after
   ``session_idle_minutes`` without use and ``session_max_hours`` after sign-in.
-  A new password ends the account's other sessions.
+  A new password ends the account's sessions (the console starts a new one
+  for the person who changed it).
 - Roles: ``admin`` manages accounts and sees every lead; ``staff`` sees the
   leads of its seller (aggregate scope) and of its rooftops, each a rooftop of a
   seller, or every lead when it has neither.

@@ -37,7 +37,7 @@ from aap.accounts import Attempt, Device, HashingBusy, SignIn
 from aap.errors import AapError
 from aap.paths import CONSOLE_PREFIX
 from aap.ratelimit import anonymous_caller_key, retry_after_seconds
-from aap.store.console import Session
+from aap.store.console import Session, User
 from aap.web.callers import client_address
 
 if TYPE_CHECKING:
@@ -314,14 +314,19 @@ class Auth:
             log.info("console sign-in refused", extra={"fields": {"reason": "credentials"}})
             return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
         user = outcome.user
-        token = await run_in_threadpool(self.accounts.start_session, user, request.headers.get("user-agent"))
         await run_in_threadpool(self.console.audit, user.email, "sign_in", None, {"address": address})
         response = RedirectResponse(self._next(form.get("next")), status_code=303)
-        self._cookie(response, request, SESSION_COOKIE, self.sessions.sign(token).decode(), self.max_age)
-        device = f"{user.user_id} {secrets.token_urlsafe(16)}"  # a new one each time (OWASP)
-        self._cookie(response, request, DEVICE_COOKIE, self.devices.sign(device).decode(), self.device_age)
+        await self.start_session(request, response, user)
         response.delete_cookie(LOGIN_COOKIE, path=CONSOLE_PREFIX)
         return response
+
+    async def start_session(self, request: Request, response: Response, user: User) -> None:
+        """A new session for ``user`` in this browser: its cookie, and a new device cookie (a new
+        token each time, OWASP) that makes this browser known to the account."""
+        token = await run_in_threadpool(self.accounts.start_session, user, request.headers.get("user-agent"))
+        self._cookie(response, request, SESSION_COOKIE, self.sessions.sign(token).decode(), self.max_age)
+        device = f"{user.user_id} {secrets.token_urlsafe(16)}"
+        self._cookie(response, request, DEVICE_COOKIE, self.devices.sign(device).decode(), self.device_age)
 
     def signed_out(self, request: Request) -> Response:
         """To the sign-in page, the session cookie deleted (its session has ended)."""

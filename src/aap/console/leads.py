@@ -167,7 +167,7 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 #: A field separator of some spreadsheet locale (``,``, or ``;`` where ``,`` is the decimal mark)
 #: followed by a formula's first character: a program that splits the cell there starts a formula.
-_SPLIT_FORMULA = re.compile(r"([;,]\s*)(?=[=+\-@\t\r])")
+_SPLIT_FORMULA = re.compile(r"([;,] *)(?=[=+\-@\t\r])")
 _NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
 
 

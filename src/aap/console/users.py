@@ -63,6 +63,12 @@ NOTICES = {
 }
 
 
+ACCOUNT_NOTICES = {
+    "others": "Every other session was signed out.",
+    "password": "Your password was changed; every other session of your account was signed out.",
+}
+
+
 def _notice(request: Request, users: list[Any]) -> str | None:
     """What the last change did, from its code (the page never shows text taken from a link: a
     crafted link could put any words there); an account is named only when it exists."""
@@ -199,13 +205,19 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def account_page(request: Request, visit: Visit) -> Response:
-        """One's own account: change the password (the other sessions end), the live sessions, sign out
-        of one or of every one."""
+        """One's own account: change the password (every session ends; this browser gets a new
+        one), the live sessions, sign out of one or of every one."""
         error = None
-        notice = {"others": "Every other session was signed out."}.get(request.query_params.get("done") or "")
+        notice = ACCOUNT_NOTICES.get(request.query_params.get("done") or "")
         status = 200
         if request.method == "POST":
-            error, status, notice = await _change_password(visit)
+            error, status = await _change_password(visit)
+            if error is None:
+                # Every session of the account ends, this one too: a thief holding a copy of this
+                # very cookie is signed out as well. This browser goes on in a new session.
+                response = RedirectResponse(f"{ACCOUNT}?done=password", status_code=303)
+                await console.auth.start_session(request, response, visit.session.user)
+                return response
         sessions = await console.blocking(console.accounts.sessions_of, visit.session.user)
         return console.page(
             request,
@@ -215,28 +227,26 @@ def routes(console: Console) -> list[Route]:
             status_code=status,
         )
 
-    async def _change_password(visit: Visit) -> tuple[str | None, int, str | None]:
+    async def _change_password(visit: Visit) -> tuple[str | None, int]:
         if _secret(visit, "password") != _secret(visit, "again"):
-            return "The new passwords differ.", 400, None
+            return "The new passwords differ.", 400
         begun = await console.blocking(console.accounts.begin_confirm, visit.session)
         if isinstance(begun, SignIn):
             seconds = max(1, -(-(begun.wait_ms or 0) // 1000))
-            return f"Too many wrong passwords. Try again in {seconds} seconds.", 429, None
+            return f"Too many wrong passwords. Try again in {seconds} seconds.", 429
         try:
             async with console.accounts.gate.slot():
                 checked = await console.blocking(console.accounts.finish_sign_in, begun, _secret(visit, "current"))
                 if checked.user is None:
-                    return "The current password is wrong.", 400, None
-                await console.blocking(
-                    console.accounts.set_password, visit.email, _secret(visit, "password"), keep_session=visit.session
-                )
+                    return "The current password is wrong.", 400
+                await console.blocking(console.accounts.set_password, visit.email, _secret(visit, "password"))
         except HashingBusy:
             await console.blocking(console.accounts.abandon, begun)
-            return "The server is busy checking other passwords. Try again in a moment.", 503, None
+            return "The server is busy checking other passwords. Try again in a moment.", 503
         except AccountError as exc:
-            return str(exc), 400, None
+            return str(exc), 400
         await console.blocking(console.audit, visit.email, "user.password", visit.email, {})
-        return None, 200, "Your password was changed; every other session of your account was signed out."
+        return None, 200
 
     async def sign_out_sessions(request: Request, visit: Visit) -> Response:
         """``which=others``: every session but this one; ``which=all``: every one, this one too;
