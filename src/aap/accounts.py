@@ -554,7 +554,7 @@ class Accounts:
     def start_session(self, user: User, user_agent: str | None = None) -> str:
         """A new session for ``user``; returns its token (for the cookie: never stored as such)."""
         token = secrets.token_urlsafe(32)
-        label = " ".join(user_agent.split())[:200] if user_agent else None
+        label = re.sub(r"[\x00-\x1f\x7f]", "", " ".join(user_agent.split()))[:200] if user_agent else None
         self.store.add_session(_digest_full(token), user.user_id, secrets.token_urlsafe(32), self.now_ms(), label)
         return token
 
