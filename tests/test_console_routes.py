@@ -455,7 +455,7 @@ class _Runner(CheckRunner):
 def test_a_conformance_run_is_bounded_in_time_and_its_outcome_recorded(deployment, script, state):
     from aap.console import Console
 
-    console = Console(deployment["app"].state.agent)
+    console = Console(deployment["app"].state.gateway)
     runner = _Runner(console, script, timeout=1)
 
     async def run() -> None:
@@ -646,9 +646,9 @@ def test_a_sign_in_that_cannot_get_a_hash_in_time_is_refused_busy_and_not_counte
     stores = open_stores(agent_settings.database_url)
     held: list[Console] = []
 
-    def console_surface(agent):
-        held.append(Console(agent))
-        return aap.console.build(agent, console=held[0])
+    def console_surface(gateway):
+        held.append(Console(gateway))
+        return aap.console.build(gateway, console=held[0])
 
     surfaces = tuple(console_surface if s is aap.console.build else s for s in SURFACES)
     app = create_app(agent_settings, stores, surfaces=surfaces, services=())

@@ -116,7 +116,6 @@ class Auth:
         self.devices = TimestampSigner(secret, salt="aap-console-device")
         self.max_age = console.settings.web.session_max_hours * 3600
         self.device_age = console.settings.web.known_device_days * 86_400
-        self.limiter = console.agent.limiter
 
     def secure(self, request: Request) -> bool:
         return request.url.scheme == "https" or self.console.settings.public_url.startswith("https://")
@@ -157,8 +156,7 @@ class Auth:
         key = "console:" + hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
         caller = key or anonymous_caller_key(client_address(request))
         try:
-            if not self.limiter.check_local(caller):
-                await run_in_threadpool(self.limiter.check, caller)
+            await self.console.gateway.admit(caller)
         except AapError as error:
             if error.code != "RATE_LIMITED":
                 raise
