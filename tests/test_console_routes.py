@@ -170,6 +170,8 @@ def test_every_form_refuses_a_missing_or_wrong_csrf_token_and_a_foreign_origin(d
         f"/console/users/{users[STAFF]}/remove": {},
         f"/console/users/{users[STAFF]}/password": {"password": "another long password"},
         "/console/account": {"current": PASSWORD, "password": "x" * 20, "again": "x" * 20},
+        "/console/account/sessions": {"which": "all"},
+        f"/console/users/{users[STAFF]}/unlock": {},
         "/console/logout": {},
     }
     before = len(audit(deployment, limit=1000))

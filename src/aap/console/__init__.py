@@ -8,7 +8,7 @@ discovery links, counters from ``/metrics``, the delivery backlog) and
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
-lockouts, the audit log, check reports), so several workers serve one console.
+sign-in counts, the audit log, check reports), so several workers serve one console.
 This is the one surface that shows customer data, and it writes an audit entry
 each time someone views or exports it. ``[web] console = false`` removes it.
 """

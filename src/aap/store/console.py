@@ -2,7 +2,7 @@
 
 All of it lives in the deployment's database, so every worker process (and
 every server on one PostgreSQL database) agrees on who is signed in, who is
-locked out and what was looked at:
+held back from signing in and what was looked at:
 
 ``console_users``      one row per staff account: e-mail (casefolded), argon2
                        hash, role, and the seller and rooftops it is limited to
