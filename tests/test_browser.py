@@ -216,20 +216,9 @@ def test_find_a_lead_from_a2a_see_its_adf_retry_it_and_export(page, dealer, shot
     assert text.startswith("lead_id,received_at,") and "Philippa,Quartermaine,philippa.q@example.org" in text
 
 
-CSP_WATCH = (
-    "window.__csp = [];"
-    "document.addEventListener('securitypolicyviolation', function (e) {"
-    " window.__csp.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline')); });"
-)
-
-
-def csp_violations(page: Page) -> list[str]:
-    return page.evaluate("window.__csp || []")
-
-
 def test_a_shopper_asks_about_a_car_and_staff_find_the_lead_delivered(page, dealer, shots):
     dealer["crm"].status = 200
-    page.add_init_script(CSP_WATCH)
+    violations = watch_csp(page)
     page.goto(dealer["base"] + "/")
     page.locator("article.card h3 a").first.click()
     title = page.get_by_role("heading", level=1).inner_text()
@@ -260,7 +249,7 @@ def test_a_shopper_asks_about_a_car_and_staff_find_the_lead_delivered(page, deal
     page.reload()  # the browser sends the form again: the first answer, no second lead
     expect(page.get_by_role("heading", level=1)).to_have_text("Your message was already sent")
     assert page.locator(".notice code").inner_text() == reference
-    assert csp_violations(page) == []
+    assert violations == []
 
     sign_in(page, dealer["base"])
     page.get_by_label("Name, e-mail or phone").fill("vantongeren")
@@ -326,8 +315,8 @@ def test_the_pages_fit_a_phone(browser, dealer, shots):
             else route.fulfill(status=200, content_type="image/svg+xml", body=PLACEHOLDER)
         ),
     )
-    context.add_init_script(CSP_WATCH)
     page = context.new_page()
+    violations = watch_csp(page)
     page.goto(dealer["base"] + "/")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways at phone width ({width}px)"
@@ -349,7 +338,7 @@ def test_the_pages_fit_a_phone(browser, dealer, shots):
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the vehicle page scrolls sideways at phone width ({width}px)"
     page.screenshot(path=str(shots / "public-phone-vehicle.png"), full_page=True)
-    assert csp_violations(page) == []
+    assert violations == []
     context.close()
     if shots != SCREENSHOTS:
         shutil.rmtree(shots, ignore_errors=True)
@@ -395,7 +384,7 @@ def test_no_page_breaks_its_content_security_policy_and_a_message_keeps_its_line
     lead_id = re.search(r'"lead_id":\s*"(lead_[0-9a-f]+)"', answer.text).group(1)
     page.goto(dealer["base"] + "/")
     vehicle = page.locator("article.card h3 a").first.get_attribute("href")
-    for path in ("/", vehicle, "/api-docs/a2a", "/api-docs/poppy", "/console/login"):
+    for path in ("/", vehicle, "/contact", "/api-docs/a2a", "/api-docs/poppy", "/console/login"):
         page.goto(dealer["base"] + path)
     sign_in(page, dealer["base"])
     expect(page.get_by_role("heading", level=1)).to_have_text("Leads")
@@ -407,6 +396,27 @@ def test_no_page_breaks_its_content_security_policy_and_a_message_keeps_its_line
     assert shown.evaluate("element => getComputedStyle(element).whiteSpace") == "pre-wrap"
     assert shown.evaluate("element => element.innerText") == message
     assert violations == []
+
+
+def test_a_contact_form_posted_from_another_site_makes_no_lead(page, dealer):
+    """A page elsewhere posts a contact form with a token it fetched itself: the browser sends no
+    form cookie with it (SameSite=Lax) and names the other site as ``Origin``; nothing is stored."""
+    with httpx.Client(base_url=dealer["base"], timeout=30) as attacker:
+        token = re.search(r'name="form_token" value="([^"]+)"', attacker.get("/contact").text).group(1)
+    evil = "http://evil.example/"
+    fields = {"form_token": token, "first_name": "Mallory", "last_name": "Forger", "email": "m@evil.example"}
+    inputs = "".join(f'<input name="{k}" value="{v}">' for k, v in fields.items())
+    forged = (
+        f'<form id="f" method="post" action="{dealer["base"]}/contact">{inputs}'
+        '<input name="channels" value="email"></form><script>document.getElementById("f").submit()</script>'
+    ).encode()
+    page.context.route(evil, lambda route: route.fulfill(status=200, content_type="text/html", body=forged))
+    before = dealer["stores"].leads.count_leads()
+    page.goto(dealer["base"] + "/contact")  # the shopper's own browser has a form cookie of its own
+    page.goto(evil)
+    page.wait_for_url(re.compile(r"/contact$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("The form was not sent")
+    assert dealer["stores"].leads.count_leads() == before
 
 
 def test_a_sign_out_from_another_site_leaves_the_session_signed_in(page, dealer):
