@@ -20,7 +20,7 @@ false`` removes these routes (an API-only host); ``[web] contact_form = false`` 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 from starlette.datastructures import FormData
@@ -89,6 +89,11 @@ API_DOCUMENTS = {"a2a": (A2A_OPENAPI_PATH, "A2A JSON-RPC binding"), "poppy": (PO
 #: Pages that carry a contact form (a token of their own) or what a shopper sent: never stored by
 #: a cache, shared or not.
 NO_STORE = {"Cache-Control": "no-store"}
+
+
+def vehicle_page(vehicle_id: str | None) -> str | None:
+    """The path of a vehicle's page (the id quoted, as the cards link it)."""
+    return VEHICLE_PAGE_PREFIX + quote(vehicle_id, safe="") if vehicle_id else None
 
 
 def vehicle_title(vehicle: dict[str, Any]) -> str:
@@ -388,7 +393,7 @@ class PublicSite:
         context = {
             **self._common(request),
             "contact": view,
-            "vehicle_url": VEHICLE_PAGE_PREFIX + claims.vehicle_id if claims.vehicle_id else None,
+            "vehicle_url": vehicle_page(claims.vehicle_id),
         }
         response = render(
             self.pages, request, "contact.html", context, status_code=status, headers={**NO_STORE, **(headers or {})}
@@ -455,14 +460,16 @@ class PublicSite:
         values = ContactValues.of(form, form.getlist("channels"))
         token = str(form.get(TOKEN_FIELD))
 
-        async def again(status: int, message: str, *, renew: bool = False, **extra: Any) -> Response:
-            """The form once more, with the shopper's values and what to do; ``renew``: as a new form."""
+        async def again(status: int, message: str, *, renew: bool = False, keep: bool = True, **extra: Any) -> Response:
+            """The form once more, with what to do and (``keep``) the shopper's values; ``renew``: as
+            a new form."""
             problems = Problems(form=[message])
             browser = None
             if renew:
                 browser = self._browser(request)
+                shown = values if keep else ContactValues()
                 view = await self._contact_view(
-                    claims.renewed(browser_digest(browser)), values=values, problems=problems
+                    claims.renewed(browser_digest(browser)), values=shown, problems=problems
                 )
             else:
                 view = await self._contact_view(claims, token=token, values=values, problems=problems)
@@ -479,6 +486,8 @@ class PublicSite:
                 "Your browser did not send back this site's cookie for the form, so it was not sent. "
                 "Allow cookies for this site, then send the form again.",
                 renew=True,
+                # without an Origin that says this site, the values may be another site's: not shown back
+                keep=request.headers.get("origin") is not None,
             )
         web = self.settings.web
         age = (self.gateway.agent.deps.clock() - read.issued).total_seconds()
@@ -530,7 +539,7 @@ class PublicSite:
             "message": answer.get("message"),
             "claims": claims,
             "channels": channel_phrase(values.channels),
-            "vehicle_url": VEHICLE_PAGE_PREFIX + claims.vehicle_id if claims.vehicle_id else None,
+            "vehicle_url": vehicle_page(claims.vehicle_id),
         }
         return render(self.pages, request, "contact_sent.html", context, headers=NO_STORE)
 
