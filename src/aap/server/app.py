@@ -18,6 +18,7 @@ exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -39,10 +40,10 @@ from aap.config.urls import public_url_problem
 from aap.feeds.scheduler import feeds_lifespan
 from aap.leads.worker import delivery_lifespan
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
-from aap.server.operations import healthz_endpoint, metrics_endpoint
+from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
 from aap.store import Stores
 from aap.web.accesslog import AccessLogMiddleware
-from aap.web.body import BodyLimitMiddleware
+from aap.web.body import RequestLimitMiddleware
 from aap.web.direct import DirectPaths
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
@@ -103,6 +104,17 @@ def _lifespan(lifespans: Sequence[Lifespan]) -> Lifespan:
     return lifespan
 
 
+def metrics_token(settings: Settings) -> str | None:
+    """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
+    (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
+    if settings.metrics_token_env is None:
+        return None
+    token = os.environ.get(settings.metrics_token_env)
+    if not token:
+        raise ValueError(f"[server] metrics_token_env: environment variable {settings.metrics_token_env} is not set")
+    return token
+
+
 def create_app(
     settings: Settings,
     stores: Stores,
@@ -117,7 +129,7 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint, methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
     lifespans: list[Lifespan] = []
     shapes: dict[str, ErrorShape] = {}
@@ -131,13 +143,16 @@ def create_app(
     lifespans.extend(SERVICES if services is None else services)
     error_shapes = ErrorShapes(shapes)
 
+    middleware = [
+        Middleware(AccessLogMiddleware, metrics=metrics),
+        Middleware(RequestLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
+        Middleware(DirectPaths, paths=direct),
+    ]
+    if settings.metrics_listen is not None:
+        middleware.insert(1, Middleware(OperatorDoor, port=settings.metrics_listen[1]))
     app = Starlette(
         routes=routes,
-        middleware=[
-            Middleware(AccessLogMiddleware, metrics=metrics),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
-            Middleware(DirectPaths, paths=direct),
-        ],
+        middleware=middleware,
         exception_handlers={HTTPException: http_exception_handler, Exception: server_error_handler(error_shapes)},
         lifespan=_lifespan(lifespans),
     )
