@@ -244,9 +244,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             method = self.parser.get_method().decode("ascii")
         except Exception:  # nothing of a request was read
             method = "GET"
-        # The path picks the answer's shape; a request line cut short names it only if its
-        # query had begun (a path cut short is not the path).
-        url = getattr(self, "url", b"")  # set when a request begins
+        # The path picks the answer's shape. A request line cut short names it only if its query
+        # had begun within the limit (a path cut short is not the path); what it overran by is
+        # never parsed.
+        url = getattr(self, "url", b"")[: self.limits.max_request_line_bytes]  # set when a request begins
         if url and (refusal.status != 414 or b"?" in url):
             try:
                 raw = httptools.parse_url(url).path
