@@ -8,9 +8,11 @@ surface is one function in :data:`SURFACES` and never an edit to another
 surface; tests pass their own lists.
 
 Middleware, outermost first: the access log (one line and one metrics
-observation per request), the body limit (413 in the shape of the path's
-surface), then the surfaces' hot paths answered ahead of the router
-(:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
+observation per request), with ``[server] metrics_listen`` the operator's door
+(:class:`~aap.server.operations.OperatorDoor`), the request limits (413 for a
+body over the limit, and the 414/431/408 the server's protocol refused before
+the app, in the shape of the path's surface: :mod:`aap.web.body`), then the
+surfaces' hot paths answered ahead of the router (:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
 exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
 
 ``app.state`` carries ``agent``, ``settings``, ``stores`` and ``metrics``.

@@ -257,11 +257,12 @@ def limit_options(settings: Settings) -> dict[str, Any]:
 
 
 def _serve(config: uvicorn.Config, sockets: list[socket.socket]) -> None:
-    """What ``uvicorn.run`` does, on our already-bound socket.
+    """What ``uvicorn.run`` does, on our already-bound sockets (the public one, and the
+    operator's with ``[server] metrics_listen``).
 
     One worker: a :class:`uvicorn.Server` in this process. Several: uvicorn's
     own :class:`~uvicorn.supervisors.Multiprocess` supervisor, whose workers
-    inherit the socket. A server that could not start (its lifespan failed)
+    inherit the sockets. A server that could not start (its lifespan failed)
     exits with status 3, as ``uvicorn.run`` would.
     """
     server = uvicorn.Server(config)
