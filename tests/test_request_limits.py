@@ -343,3 +343,30 @@ def read_answer_open(sock: socket.socket) -> tuple[int, dict[str, str]]:
             raise AssertionError("the connection closed in the middle of an answer")
         body += chunk
     return int(status_line.split()[1]), headers
+
+
+def test_an_upgrade_request_is_answered_like_any_other(served):
+    """No surface speaks WebSocket: asking to upgrade changes nothing."""
+    upgrade = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")]
+    status, _, body, _ = served.exchange(request(fields=upgrade))
+    assert status == 200 and json.loads(body)["status"] == "ok"
+
+
+def test_pipelined_requests_and_a_large_body_are_served(served):
+    """Requests within the limits are untouched: two in one write, and a body in many reads."""
+    with served.connect() as sock:
+        sock.sendall(request() + request(close=True))
+        answers = b""
+        while chunk := sock.recv(65536):  # until the second answer closes the connection
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK\r\n") == 2
+    padding = "p" * 900_000
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"x": padding}}).encode()
+    with served.connect() as sock:
+        head = request("/a2a", method="POST", fields=[("Content-Type", "application/json")], close=True, body=b"")
+        head = head.replace(b"Content-Length: 0", f"Content-Length: {len(body)}".encode())
+        sock.sendall(head)
+        for start in range(0, len(body), 65_536):  # many reads, well within body_timeout_seconds
+            sock.sendall(body[start : start + 65_536])
+        status, _, answer, _ = read_answer(sock)
+    assert status == 200 and json.loads(answer)["id"] == 1

@@ -25,6 +25,11 @@ worker serves with it, :mod:`aap.server.runner`), with ``[server]``'s
 - **connections**: past ``max_connections`` open connections a new one is
   answered 503 and closed.
 
+The class overrides uvicorn's parser callbacks and ``data_received`` and uses
+the protocol's own state (``url``, ``cycle``, ``flow``, the server state), as
+uvicorn 0.30 to 0.54 keep them; the suite serves every live test of the limits
+through it (tests/test_request_limits.py).
+
 A refused head is answered by the app itself, as a request with no header
 fields that carries the :class:`~aap.web.body.Refusal` in its scope: the answer
 is in the path's error shape (``aap.error`` on ``/poppy/v1/*``, JSON-RPC on
@@ -141,10 +146,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.send_400_response(msg)
             return
         except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
+            # No surface speaks WebSocket (the runner loads no WebSocket library): the request
+            # was answered like any other when its head was in.
             return
         if self.head_bytes is None:
             if self.body_timer is None:  # the head is in, its body is not: it has a deadline now
