@@ -71,6 +71,7 @@ LINGER_BYTES = 4 << 20
 LINGER_SECONDS = 2.0
 #: Bytes of the request line beside the target: the method's, two spaces, ``HTTP/1.1``.
 _LINE_OVERHEAD = 10
+_LONGEST_METHOD = 16  # llhttp knows no longer method name (MKCALENDAR, VERSION-CONTROL)
 OVERLOADED = Refusal(503, "The server has too many open connections; try again shortly.")
 
 
@@ -95,9 +96,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self.raw_head_limit = 2 * limits.max_head_bytes
         #: Bytes read since the head in progress began; None from its end to its message's end.
         self.head_bytes: int | None = 0
-        self.line_bytes = 0  # the request line so far
+        self.max_line = limits.max_request_line_bytes
+        self.max_field = limits.max_header_field_bytes
+        self.max_fields = limits.max_header_fields
+        self.max_head = limits.max_head_bytes
+        self.line_bytes = 0  # the request line so far, but for the method
         self.fields_bytes = 0  # the header fields so far, names and values
-        self.head_fields = 0
         self.head_timer: asyncio.TimerHandle | None = None
         self.body_timer: asyncio.TimerHandle | None = None
         self.refusal: Refusal | None = None  # set by a parser callback that stopped the parser
@@ -133,8 +137,6 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()
         if self.head_bytes is not None:
             self.head_bytes += len(data)
-            if self.head_timer is None:
-                self.head_timer = self.loop.call_later(self.limits.header_timeout_seconds, self.head_timed_out)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
@@ -149,39 +151,54 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # No surface speaks WebSocket (the runner loads no WebSocket library): the request
             # was answered like any other when its head was in.
             return
+        # Timers only for what a read left unfinished: a request that arrives whole sets none.
         if self.head_bytes is None:
             if self.body_timer is None:  # the head is in, its body is not: it has a deadline now
                 self.body_timer = self.loop.call_later(self.limits.body_timeout_seconds, self.body_timed_out)
-        elif self.head_bytes > self.raw_head_limit:
-            self.refuse(head_too_large(self.limits.max_head_bytes))
+        elif self.head_bytes:
+            if self.head_bytes > self.raw_head_limit:
+                self.refuse(head_too_large(self.limits.max_head_bytes))
+            elif self.head_timer is None:  # part of a head: the rest has a deadline now
+                self.head_timer = self.loop.call_later(self.limits.header_timeout_seconds, self.head_timed_out)
 
     # -- parser callbacks ------------------------------------------------------------------
+    # on_url and on_header do what uvicorn's do, inline: they run for every request.
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self.line_bytes = self.fields_bytes = self.head_fields = 0
+    # Both keep to one comparison per call while a head is far from every limit; line_bytes
+    # leaves out the method's length, which is asked of the parser only near a limit.
 
     def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        self.line_bytes = len(self.parser.get_method()) + len(self.url) + _LINE_OVERHEAD
-        if self.line_bytes > self.limits.max_request_line_bytes:
-            self.stop(request_line_too_long(self.limits.max_request_line_bytes))
+        self.url += url
+        self.line_bytes = len(self.url) + _LINE_OVERHEAD
+        if self.line_bytes + _LONGEST_METHOD > self.max_line and self.line_bytes + self.method_bytes() > self.max_line:
+            self.stop(request_line_too_long(self.max_line))
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        limits = self.limits
         size = len(name) + len(value)
         self.fields_bytes += size
-        self.head_fields += 1
-        if size > limits.max_header_field_bytes:
-            self.stop(header_field_too_large(limits.max_header_field_bytes))
-        if self.head_fields > limits.max_header_fields:
-            self.stop(too_many_header_fields(limits.max_header_fields))
-        if self.line_bytes + self.fields_bytes > limits.max_head_bytes:
-            self.stop(head_too_large(limits.max_head_bytes))
-        super().on_header(name, value)
+        if (
+            size > self.max_field
+            or len(self.headers) >= self.max_fields
+            or self.line_bytes + self.fields_bytes + _LONGEST_METHOD > self.max_head
+        ):
+            self.check_field(size)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
+
+    def check_field(self, size: int) -> None:
+        """Near or past a limit: count exactly, and stop the parser past one."""
+        if size > self.max_field:
+            self.stop(header_field_too_large(self.max_field))
+        if len(self.headers) >= self.max_fields:
+            self.stop(too_many_header_fields(self.max_fields))
+        if self.line_bytes + self.fields_bytes + self.method_bytes() > self.max_head:
+            self.stop(head_too_large(self.max_head))
 
     def on_headers_complete(self) -> None:
         self.head_bytes = None
+        self.line_bytes = self.fields_bytes = 0  # for the next head
         if self.head_timer is not None:
             self.head_timer.cancel()
             self.head_timer = None
@@ -193,6 +210,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.body_timer.cancel()
             self.body_timer = None
         super().on_message_complete()
+
+    def method_bytes(self) -> int:
+        return len(self.parser.get_method())
 
     def stop(self, refusal: Refusal) -> None:
         self.refusal = refusal
