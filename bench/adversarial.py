@@ -1,9 +1,15 @@
 """The adversarial suite at scale, against a real ``aap serve``: how many 5xx, and what a refusal
 costs the server.
 
-Two parts, one server (the packaged demo dealer group, 2,000 listings, rate limit off, a
+Four parts, one server (the packaged demo dealer group, 2,000 listings, rate limit off, a
 signed-in Poppy client):
 
+0. **Heads.** What the HTTP server's own protocol (aap.server.protocol) spends refusing heads
+   over ``[server]``'s limits before the app sees them: the costliest heads under and just over
+   each limit (request line, one field, the field count, the head in all), a 1 MB header field
+   (server CPU, and the client's time to the 431), a 256 MB one (server CPU while the client
+   sends until it is cut off, and ``/healthz`` answered meanwhile), and 16 parallel 32 MB
+   headers (server RSS before and after). ``--heads-only`` runs this part alone.
 1. **Worst refusals.** Hand-made requests just under the 1 MiB body cap that cost the most to
    refuse before issue 15 (100,000 feature codes, 100,000 distinct makes, 60,000 filter names,
    a 1 MiB string, deep nesting, garbage the JSON reader chews on, a lead with a 1 MiB
@@ -14,13 +20,10 @@ signed-in Poppy client):
    both OpenAPI documents, judged by the same verdicts as tests/test_adversarial.py; per door:
    answers by status, 5xx, verdict failures, server CPU per request (p50, p99, max) and per
    refusal (max).
-
-0. **Heads.** What the HTTP server's own protocol (aap.server.protocol) spends refusing heads
-   over ``[server]``'s limits before the app sees them: the costliest heads under and just over
-   each limit (request line, one field, the field count, the head in all), a 1 MB header field
-   (server CPU, and the client's time to the 431), a 256 MB one (server CPU while the client
-   sends until it is cut off, and ``/healthz`` answered meanwhile), and 16 parallel 32 MB
-   headers (server RSS before and after). ``--heads-only`` runs this part alone.
+3. **Sign-ins.** 40 sign-ins at once with unknown e-mails (the per-address limit raised, so only
+   the hash gate bounds them): the server's RSS before, at its peak (sampled every 5 ms) and
+   after, and the answers; then 30 guesses at one account at once: how many were checked
+   (answered 401) against ``[web] login_failures_per_account``. argon2id at its real costs.
 
 Server CPU is the sum over the server process's threads of ``/proc/<pid>/task/*/schedstat``
 (time on a CPU, in nanoseconds), read before and after each request, one request at a time;
@@ -63,6 +66,8 @@ from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 TARGET_MS = 20.0
+BENCH_ACCOUNT = "bench@demo.example"
+BENCH_PASSWORD = "a long bench passphrase"
 
 
 def server_cpu_ns(pid: int) -> int:
@@ -110,6 +115,7 @@ def configure(directory: Path, port: int, client_id: str) -> Path:
     text = text.replace('database = "sqlite:///aap-demo.db"', f'database = "sqlite:///{directory}/aap.db"', 1)
     text = text.replace("[rate_limit]\nenabled = true", "[rate_limit]\nenabled = false", 1)
     text += f'\n[poppy]\nallow_loopback_clients = true\nallowed_clients = ["{client_id}"]\n'
+    text += "\n[web]\nlogin_failures_per_address = 100000\n"  # part 3: the hash gate alone bounds the storm
     path = directory / "aap.toml"
     path.write_text(text)
     return path
@@ -128,6 +134,13 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     subprocess.run(
         [*aap, "import", str(feed), "--config", str(config), "--replace"], check=True, env=env, capture_output=True
     )
+    subprocess.run(
+        [*aap, "users", "add", BENCH_ACCOUNT, "--password-stdin", "--config", str(config)],
+        input=(BENCH_PASSWORD + "\n").encode(),
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     log = open(directory / "server.log", "wb")
     proc = subprocess.Popen(
         [*aap, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
@@ -138,6 +151,51 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, proc)
     return Server(proc, base, log)
+
+
+# -- part 3: sign-ins ------------------------------------------------------------------------------
+
+
+def measure_sign_ins(server: Server) -> dict[str, Any]:
+    """40 sign-ins at once with unknown e-mails (RSS sampled meanwhile), then 30 guesses at once at
+    one account (how many were checked)."""
+    import threading
+    from collections import Counter
+
+    from console_attacks import race
+
+    peak = [rss_kib(server.proc.pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak.append(rss_kib(server.proc.pid))
+
+    before = peak[0]
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    storm = race(server.base, [(f"nobody{i}@demo.example", "a guess at a password") for i in range(40)])
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    after = rss_kib(server.proc.pid)
+    guesses = race(server.base, [(BENCH_ACCOUNT, f"guess number {i}") for i in range(30)])
+    return {
+        "storm": {
+            "requests": len(storm),
+            "statuses": dict(sorted(Counter(storm).items())),
+            "seconds": round(seconds, 2),
+            "rss_mib": [round(before / 1024, 1), round(max(peak) / 1024, 1), round(after / 1024, 1)],
+            "rss_rise_mib": round((max(peak) - before) / 1024, 1),
+        },
+        "race": {
+            "guesses": len(guesses),
+            "statuses": dict(sorted(Counter(guesses).items())),
+            "checked": guesses.count(401),
+            "limit": 5,
+        },
+    }
 
 
 # -- part 1: the worst refusals -------------------------------------------------------------------
@@ -510,6 +568,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
 
     from aap.skills.catalog import SKILLS
     from adversarial_support import Verdicts, a2a_bodies, aap_payloads, encode, mcp_exchanges, skill_of, token_requests
+    from poppy_client import dpop_only
 
     shares = {
         "a2a": 0.25,
@@ -613,7 +672,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
     results["a2a schemathesis"] = (v_sa, "a2a schemathesis")
 
     v_sp = Verdicts()
-    schema = schemathesis.openapi.from_dict(client.openapi)
+    schema = schemathesis.openapi.from_dict(dpop_only(client.openapi))
     api = client.openapi["servers"][0]["url"]
     operations = [r.ok() for r in schema.get_all_operations()]
 
@@ -644,6 +703,7 @@ def main() -> None:
     parser.add_argument("--listings", type=int, default=2_000)
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     parser.add_argument("--heads-only", action="store_true", help="part 0 (heads) alone")
+    parser.add_argument("--only-sign-ins", action="store_true", help="run part 3 alone")
     args = parser.parse_args()
 
     from poppy_client import AgentHost, PersonalAgent, PoppyClient, TestCA
@@ -665,11 +725,13 @@ def main() -> None:
             warm_up(server, client)  # what a worker loads once (the MCP SDK on its first unusual call)
             rss_start = rss_kib(server.proc.pid)
             started = time.monotonic()
-            heads = measure_heads(server, args.repeat)
-            worst = [] if args.heads_only else measure_worst(server, client, args.repeat)
-            suite = {} if args.heads_only else run_suite(server, client, args.examples, ca.ca_file)
+            alone = args.heads_only or args.only_sign_ins
+            heads = None if args.only_sign_ins else measure_heads(server, args.repeat)
+            worst = [] if alone else measure_worst(server, client, args.repeat)
+            suite = {} if alone else run_suite(server, client, args.examples, ca.ca_file)
+            sign_ins = None if args.heads_only else measure_sign_ins(server)
             report = {
-                "examples": 0 if args.heads_only else args.examples,
+                "examples": 0 if alone else args.examples,
                 "repeat": args.repeat,
                 "listings": args.listings,
                 "seconds": round(time.monotonic() - started, 1),
@@ -679,8 +741,9 @@ def main() -> None:
                 "suite": suite,
                 "target_ms": TARGET_MS,
                 "worst_refusal_over_target": [
-                    row for row in [*heads["worst_heads"], *worst] if row["cpu_ms_max"] > TARGET_MS
+                    row for row in [*(heads or {}).get("worst_heads", []), *worst] if row["cpu_ms_max"] > TARGET_MS
                 ],
+                "sign_ins": sign_ins,
             }
             client.close()
         finally:
@@ -727,7 +790,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['listings']} listings, {report['seconds']} s; server RSS {report['server_rss_mib'][0]} -> "
         f"{report['server_rss_mib'][1]} MiB"
     )
-    print_heads(report["heads"])
+    if report["heads"] is not None:
+        print_heads(report["heads"])
     print("\n## worst refusals under the body cap (server CPU per request, ms)")
     print(f"{'request':48} {'door':11} {'status':>8} {'mean':>7} {'max':>7}")
     for row in report["worst_refusals"]:
@@ -748,6 +812,18 @@ def print_report(report: dict[str, Any]) -> None:
         )
         for failure in row["first_failures"]:
             print("    ", failure[:200])
+    if report["sign_ins"] is None:
+        return
+    storm, guesses = report["sign_ins"]["storm"], report["sign_ins"]["race"]
+    print("\n## sign-ins (argon2id, 64 MiB a hash)")
+    print(
+        f"40 at once, unknown e-mails: {storm['statuses']} in {storm['seconds']} s; server RSS "
+        f"{storm['rss_mib'][0]} -> peak {storm['rss_mib'][1]} -> {storm['rss_mib'][2]} MiB "
+        f"(+{storm['rss_rise_mib']} MiB)"
+    )
+    print(
+        f"30 guesses at one account at once: {guesses['statuses']}; checked {guesses['checked']} (limit {guesses['limit']})"
+    )
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def test_signing_keys_rotate_without_breaking_live_tokens(dealer, client: PoppyC
 def test_openapi_document_without_the_poppy_session_header(dealer):
     """With ``accept_poppy_session = false`` the header is no way in, so it is not declared."""
     ctx = PoppyContext(
-        dealer.ctx.agent, dataclasses.replace(dealer.ctx.settings, accept_poppy_session=False), dealer.ctx.store
+        dealer.ctx.gateway, dataclasses.replace(dealer.ctx.settings, accept_poppy_session=False), dealer.ctx.store
     )
     document = openapi_document(ctx)
     assert set(document["components"]["securitySchemes"]) == {"poppyDPoP"}
