@@ -2,8 +2,8 @@
 
 httptools parses the whole head before the app is called, and keeps a header
 value it has not finished as one ``bytes`` object that it extends with every
-read: a 256 MB header field is thousands of ever-longer copies (minutes of CPU,
-hundreds of MB), and no ASGI middleware ever runs. So the bounds are kept where
+read: a 256 MB header field is thousands of ever-longer copies, and no ASGI
+middleware ever runs. So the bounds are kept where
 the bytes arrive, per connection, by :class:`BoundedHttpToolsProtocol` (every
 worker serves with it, :mod:`aap.server.runner`), with ``[server]``'s
 :class:`~aap.config.model.ConnectionLimits`:
@@ -24,6 +24,12 @@ worker serves with it, :mod:`aap.server.runner`), with ``[server]``'s
   ``keep_alive_seconds`` (uvicorn's own timer);
 - **connections**: past ``max_connections`` open connections a new one is
   answered 503 and closed.
+
+uvicorn's own knobs do not reach this: ``h11_max_incomplete_event_size``
+bounds only the h11 parser (the slower one, docs/benchmarks.md), which answers
+400 rather than 431; ``limit_concurrency`` answers 503 only once a head has been
+read whole; ``timeout_keep_alive`` (set from ``keep_alive_seconds``) runs only
+between requests.
 
 The class overrides uvicorn's parser callbacks and ``data_received`` and uses
 the protocol's own state (``url``, ``cycle``, ``flow``, the server state), as
@@ -69,7 +75,7 @@ log = logging.getLogger("aap.http")
 #: What is read and dropped after a refusal before the connection is closed regardless.
 LINGER_BYTES = 4 << 20
 LINGER_SECONDS = 2.0
-#: Bytes of the request line beside the target: the method's, two spaces, ``HTTP/1.1``.
+#: Bytes of the request line beside the method and the target: two spaces and ``HTTP/1.1``.
 _LINE_OVERHEAD = 10
 _LONGEST_METHOD = 16  # llhttp knows no longer method name (MKCALENDAR, VERSION-CONTROL)
 OVERLOADED = Refusal(503, "The server has too many open connections; try again shortly.")
@@ -162,10 +168,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self.head_timer = self.loop.call_later(self.limits.header_timeout_seconds, self.head_timed_out)
 
     # -- parser callbacks ------------------------------------------------------------------
-    # on_url and on_header do what uvicorn's do, inline: they run for every request.
-
-    # Both keep to one comparison per call while a head is far from every limit; line_bytes
-    # leaves out the method's length, which is asked of the parser only near a limit.
+    # on_url and on_header do what uvicorn's do, inline (they run for every request), and keep
+    # to one comparison per call while a head is far from every limit: line_bytes leaves out
+    # the method's length, which is asked of the parser only near a limit.
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -262,7 +267,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def refused_scope(self, refusal: Refusal) -> dict[str, Any]:
         """The request as the app sees it: method and path if they were read, no header fields."""
-        path = "/"
+        path, raw = "/", b"/"
         try:
             method = self.parser.get_method().decode("ascii")
         except Exception:  # nothing of a request was read
@@ -273,11 +278,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         url = getattr(self, "url", b"")[: self.limits.max_request_line_bytes]  # set when a request begins
         if url and (refusal.status != 414 or b"?" in url):
             try:
-                raw = httptools.parse_url(url).path
+                parsed = httptools.parse_url(url).path
             except httptools.HttpParserInvalidURLError:
-                raw = b""
-            if raw.startswith(b"/"):
-                path = urllib.parse.unquote(raw.decode("latin-1"))
+                parsed = b""
+            if parsed.startswith(b"/"):
+                raw, path = parsed, urllib.parse.unquote(parsed.decode("latin-1"))
         return {
             "type": "http",
             "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
@@ -288,7 +293,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             "root_path": self.root_path,
             "method": method,
             "path": self.root_path + path,
-            "raw_path": (self.root_path + path).encode("utf-8", "replace"),
+            "raw_path": self.root_path.encode("latin-1") + raw,
             "query_string": b"",
             "headers": [],
             "state": self.app_state.copy(),
