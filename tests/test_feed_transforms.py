@@ -6,12 +6,12 @@ import gzip
 
 import pytest
 
-from aap.inventory.feed import FeedError
-from aap.inventory.feeds import MappingError, ReadOptions, read_feed_bytes
-from aap.inventory.feeds import transforms as t
-from aap.inventory.feeds.mapping import builtin_format, parse_format
-from aap.inventory.feeds.reader import detect
-from aap.inventory.feeds.source import SourceError, decode, open_text, sniff_delimiter
+from aap.inventory.formats import MappingError, ReadOptions, read_feed_bytes
+from aap.inventory.formats import transforms as t
+from aap.inventory.formats.mapping import builtin_format, parse_format
+from aap.inventory.formats.reader import detect
+from aap.inventory.formats.source import SourceError, decode, open_text, sniff_delimiter
+from aap.inventory.listing_rules import FeedError
 from aap.inventory.vin import expected_check_digit, with_check_digit
 
 

@@ -28,8 +28,8 @@ from typing import Any
 from aap.config.model import Settings
 from aap.feeds import pipeline
 from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
-from aap.inventory.feed import FeedError, FeedProblem
-from aap.inventory.feeds import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.formats import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
 from aap.store.feeds import FeedRun
 from aap.store.inventory import ImportStats, InventoryImportError, ShrinkRefused

@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from aap.inventory.feed import FeedError, FeedProblem
-from aap.inventory.feeds import FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.formats import FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
 from aap.store.inventory import ImportStats
 

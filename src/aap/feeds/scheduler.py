@@ -28,7 +28,7 @@ from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
 from aap.feeds.fetch import Credentials, Validators
 from aap.feeds.job import ImportRequest, ImportResult, run_import
-from aap.inventory.feeds import MappingError, read_mapping
+from aap.inventory.formats import MappingError, read_mapping
 from aap.store import Stores
 from aap.store.feeds import FeedRun
 

@@ -1,6 +1,6 @@
 """The VIN check digit (ISO 3779 as 49 CFR 565.15 applies it to vehicles for North America).
 
-One home for the rule: feed imports verify it (:mod:`aap.inventory.feeds.transforms`)
+One home for the rule: feed imports verify it (:mod:`aap.inventory.formats.transforms`)
 and the demo generator writes it (:mod:`aap.inventory.demo`).
 
 Position 9 of a 17-character VIN is computed from the other sixteen: each

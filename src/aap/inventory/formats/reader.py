@@ -3,8 +3,8 @@
 :func:`read_feed_bytes` unpacks and decodes the bytes (:mod:`.source`),
 finds the format (given, from a mapping file, or detected from the header or
 the XML document), turns records into listings (:mod:`.convert`; the ``aap``
-format is read as it always was, :mod:`aap.inventory.feed`) and checks each
-with :class:`~aap.inventory.feed.ListingChecker`. The :class:`FeedReport`
+format is read as it always was, :mod:`aap.inventory.formats.aap`) and checks each
+with :class:`~aap.inventory.listing_rules.ListingChecker`. The :class:`FeedReport`
 holds the accepted listings, the rejected rows (each once, with its line,
 columns, values and problems), warnings, and the defaults that were applied.
 All-or-nothing or partial is the caller's decision: ``report.rejected`` is
@@ -21,19 +21,11 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aap.config.model import Settings
-from aap.inventory.feed import (
-    COLUMNS,
-    MAX_REPORTED,
-    FeedError,
-    FeedProblem,
-    ListingChecker,
-    csv_rows,
-    jsonl_rows,
-    normalize,
-)
-from aap.inventory.feeds import records, source
-from aap.inventory.feeds.convert import Converted, Converter
-from aap.inventory.feeds.mapping import BUILT_IN, FeedFormat, builtin_format, squash
+from aap.inventory.formats import records, source
+from aap.inventory.formats.aap import csv_rows, jsonl_rows
+from aap.inventory.formats.convert import Converted, Converter
+from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, builtin_format, squash
+from aap.inventory.listing_rules import COLUMNS, MAX_REPORTED, FeedError, FeedProblem, ListingChecker, normalize
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
 _IDENTITY = frozenset({"vin", "stock", "vehicle_id"})

@@ -1,7 +1,7 @@
 """Feed formats as data: which source column becomes which AAP field, through which transform.
 
 A format is a TOML table (docs/feeds.md, "Mapping files"); the built-in ones
-(``google-vehicle``, ``meta-vehicle``, ``dealer-csv``) ship in ``formats/``
+(``google-vehicle``, ``meta-vehicle``, ``dealer-csv``) ship in this package (``*.toml``)
 and a dealer's ``--mapping FILE`` is read by the same :func:`parse_format`,
 optionally ``extends``-ing a built-in one::
 
@@ -30,8 +30,8 @@ from importlib import resources
 from typing import Any
 
 from aap.config.table import Problems, Table
-from aap.inventory.feed import COLUMNS, COMPUTED_FIELDS
-from aap.inventory.feeds.transforms import TRANSFORMS, Options, Transform
+from aap.inventory.formats.transforms import TRANSFORMS, Options, Transform
+from aap.inventory.listing_rules import COLUMNS, COMPUTED_FIELDS
 
 BUILT_IN: tuple[str, ...] = ("google-vehicle", "meta-vehicle", "dealer-csv")
 
@@ -329,7 +329,7 @@ def builtin_format(name: str) -> FeedFormat:
     if name not in _BUILT:
         if name not in BUILT_IN:
             raise KeyError(name)
-        text = resources.files("aap.inventory.feeds").joinpath(f"formats/{name}.toml").read_text("utf-8")
+        text = resources.files("aap.inventory.formats").joinpath(f"{name}.toml").read_text("utf-8")
         _BUILT[name] = parse_format(tomllib.loads(text), f"formats/{name}.toml", built_in=True)
     return _BUILT[name]
 

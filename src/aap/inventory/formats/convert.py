@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from aap.inventory.feeds.mapping import (
+from aap.inventory.formats.mapping import (
     FLAG,
     LIST,
     OTHER,
@@ -32,7 +32,7 @@ from aap.inventory.feeds.mapping import (
     attribute_key,
     squash,
 )
-from aap.inventory.feeds.transforms import TransformError, show
+from aap.inventory.formats.transforms import TransformError, show
 
 Problem = tuple[str, str, str | None, str | None]  # (JSON pointer, message, column, value)
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:")

@@ -132,7 +132,7 @@ def command(
     from aap.config.feeds import source_problem
     from aap.feeds.fetch import Credentials, Validators, display_source
     from aap.feeds.job import ImportRequest
-    from aap.inventory.feeds import MappingError, read_mapping
+    from aap.inventory.formats import MappingError, read_mapping
 
     if _is_url(source):
         problem = source_problem(source)
@@ -206,7 +206,7 @@ def command(
     written = None
     report = result.report
     if report is not None and report.rejected and (rejects_path or (skip_invalid and not dry_run)):
-        from aap.inventory.feeds.rejects import write_rejects
+        from aap.inventory.formats.rejects import write_rejects
 
         written = rejects_path or f"{os.path.basename(report.member or source.rsplit('/', 1)[-1])}.rejects.csv"
         write_rejects(written, report.rejected)

@@ -9,7 +9,7 @@ that returns ``None`` for "no value" (the field stays absent), raises
 
 Transforms are pure and know nothing of files or the store; the AAP rules
 (the ``InventoryListing`` schema and the deployment rules of
-:mod:`aap.inventory.feed`) run afterwards on what they produce.
+:mod:`aap.inventory.listing_rules`) run afterwards on what they produce.
 """
 
 from __future__ import annotations
