@@ -8,7 +8,7 @@ import pytest
 
 from aap.inventory.formats import MappingError, ReadOptions, read_feed_bytes
 from aap.inventory.formats import transforms as t
-from aap.inventory.formats.mapping import builtin_format, parse_format
+from aap.inventory.formats.mapping import Formats, builtin_format, parse_format
 from aap.inventory.formats.reader import detect
 from aap.inventory.formats.source import SourceError, decode, open_text, sniff_delimiter
 from aap.inventory.listing_rules import FeedError
@@ -264,3 +264,15 @@ def test_mapping_extends_a_builtin_format_and_ranks_first():
     assert stock.field == "stock" and stock.rank > target.rank  # the base format's columns rank after
     assert builtin_format("dealer-csv").targets("STOCK_NUMBER")[0].field == "stock"
     assert fmt.rooftops == {"sf01": "Demo SF"}
+
+
+def test_the_built_in_formats_belong_to_the_registry_that_parsed_them():
+    """No module-level cache: each owner's registry parses once and shares nothing with another."""
+    mine, yours = Formats(), Formats()
+    assert mine.get("google-vehicle") is mine.get("google-vehicle")
+    assert mine.get("google-vehicle") is not yours.get("google-vehicle")
+    assert mine.get("google-vehicle") == builtin_format("google-vehicle")
+    extended = parse_format({"extends": "meta-vehicle"}, "m.toml", formats=mine)
+    assert extended.columns == mine.get("meta-vehicle").columns
+    with pytest.raises(KeyError):
+        mine.get("no-such-format")

@@ -28,7 +28,7 @@ from typing import Any
 from aap.config.model import Settings
 from aap.feeds import pipeline
 from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
-from aap.inventory.formats import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.formats import FeedFormat, FeedReport, Formats, ReadOptions, read_feed_bytes
 from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
 from aap.store.feeds import FeedRun
@@ -57,6 +57,7 @@ class ImportRequest:
     dry_run: bool = False
     max_removed_share: float | None = 0.5  # None: --allow-shrink
     credentials: Credentials = Credentials()
+    formats: Formats = field(default_factory=Formats)  # the built-in tables, owned by the caller
 
 
 @dataclass
@@ -100,6 +101,7 @@ def read_options(request: ImportRequest, settings: Settings, file_time: str | No
         partial=request.partial,
         file_time=file_time,
         settings=settings,
+        formats=request.formats,
     )
 
 

@@ -28,7 +28,7 @@ from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
 from aap.feeds.fetch import Credentials, Validators
 from aap.feeds.job import ImportRequest, ImportResult, run_import
-from aap.inventory.formats import MappingError, read_mapping
+from aap.inventory.formats import Formats, MappingError, read_mapping
 from aap.store import Stores
 from aap.store.feeds import FeedRun
 
@@ -41,9 +41,10 @@ MIN_LEASE_SECONDS = 120.0
 MAX_IDLE_SECONDS = 60.0  # a scheduler looks at the feeds at least this often
 
 
-def request_for(feed: FeedSettings, *, dry_run: bool = False) -> ImportRequest:
+def request_for(feed: FeedSettings, *, dry_run: bool = False, formats: Formats | None = None) -> ImportRequest:
     """The import a ``[[feeds]]`` entry asks for (its mapping file read now)."""
-    mapping = read_mapping(feed.mapping) if feed.mapping else None
+    formats = formats if formats is not None else Formats()
+    mapping = read_mapping(feed.mapping, formats) if feed.mapping else None
     return ImportRequest(
         source=feed.source,
         trigger="schedule",
@@ -67,6 +68,7 @@ def request_for(feed: FeedSettings, *, dry_run: bool = False) -> ImportRequest:
             feed.ca_file,
             feed.timeout_seconds,
         ),
+        formats=formats,
     )
 
 
@@ -77,6 +79,7 @@ class FeedScheduler:
         self.stores = stores
         self.settings = settings
         self.clock = clock
+        self.formats = Formats()  # the built-in format tables, parsed once for this scheduler
 
     def _ms(self) -> int:
         return int(self.clock() * 1000)
@@ -97,7 +100,7 @@ class FeedScheduler:
         heartbeat = asyncio.create_task(self._renew(feed.name, token, lease_ms))
         try:
             try:
-                request = request_for(feed)
+                request = request_for(feed, formats=self.formats)
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))
                 await asyncio.to_thread(store.record, result.run)

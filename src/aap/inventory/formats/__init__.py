@@ -14,7 +14,7 @@
 Pure and transport-free: fetching a feed and storing it are other layers' work.
 """
 
-from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, MappingError, builtin_format, read_mapping
+from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, Formats, MappingError, builtin_format, read_mapping
 from aap.inventory.formats.reader import FORMATS, FeedReport, ReadOptions, RejectedRow, read_feed_bytes
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "FORMATS",
     "FeedFormat",
     "FeedReport",
+    "Formats",
     "MappingError",
     "ReadOptions",
     "RejectedRow",

@@ -24,7 +24,7 @@ from aap.config.model import Settings
 from aap.inventory.formats import records, source
 from aap.inventory.formats.aap import csv_rows, jsonl_rows
 from aap.inventory.formats.convert import Converted, Converter
-from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, builtin_format, squash
+from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, Formats, squash
 from aap.inventory.listing_rules import COLUMNS, MAX_REPORTED, FeedError, FeedProblem, ListingChecker, normalize
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
@@ -53,6 +53,7 @@ class ReadOptions:
     partial: bool = False  # keep going after a bad row (``--skip-invalid``)
     file_time: str | None = None  # the feed's own time: the default ``updated_at``
     settings: Settings | None = None
+    formats: Formats = field(default_factory=Formats)  # the built-in tables, parsed once per owner
 
 
 @dataclass
@@ -111,7 +112,9 @@ def _fail(name: str, message: str, line: int = 1) -> FeedError:
     return FeedError([FeedProblem(line, "", message)], 1, name)
 
 
-def detect(kind: str, header: Iterable[str] = (), xml: records.XmlRecords | None = None) -> str | None:
+def detect(
+    kind: str, header: Iterable[str] = (), xml: records.XmlRecords | None = None, formats: Formats | None = None
+) -> str | None:
     """The format a file looks like: from its kind, its header, or its XML document."""
     if kind == "jsonl":
         return "aap"
@@ -127,12 +130,13 @@ def detect(kind: str, header: Iterable[str] = (), xml: records.XmlRecords | None
     if names and all(h in COLUMNS for h in names):
         return "aap"
     squashed = {squash(h) for h in names}
+    formats = formats if formats is not None else Formats()
     # Each candidate scores the columns it knows; Google and Meta need one of their own
     # marker columns, a provider CSV an identifier. Most known columns wins; on a tie the
     # more specific format (Meta, then Google).
     scored: list[tuple[int, int, str]] = []
     for rank, name in enumerate(("dealer-csv", "google-vehicle", "meta-vehicle")):
-        fmt = builtin_format(name)
+        fmt = formats.get(name)
         if name == "dealer-csv":
             eligible = any(t.field in _IDENTITY for h in names for t in (fmt.targets(h) or ()))
         else:
@@ -269,11 +273,11 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     chosen = "mapping" if fmt else options.format
     try:
         if kind == "xml":
-            item = fmt.xml_item if fmt else (builtin_format(chosen).xml_item if chosen in BUILT_IN else None)
+            item = fmt.xml_item if fmt else (options.formats.get(chosen).xml_item if chosen in BUILT_IN else None)
             indexed = (
                 fmt.indexed
                 if fmt
-                else (builtin_format(chosen).indexed if chosen in BUILT_IN else frozenset({"image", "tag"}))
+                else (options.formats.get(chosen).indexed if chosen in BUILT_IN else frozenset({"image", "tag"}))
             )
             xml = records.xml_records(text.text, item=item, indexed=indexed)
         elif kind == "delimited":
@@ -284,7 +288,7 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     except records.RecordError as exc:
         raise _fail(name, f"the file {exc}", exc.line) from None
     if chosen is None:
-        chosen = detect(kind, table.header if table else (), xml)
+        chosen = detect(kind, table.header if table else (), xml, options.formats)
         report.detected = True
         if chosen is None:
             raise _fail(
@@ -301,7 +305,7 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
         collector.flush()
         return report
     if fmt is None:
-        fmt = builtin_format(chosen)
+        fmt = options.formats.get(chosen)
     rooftops = [r["name"] for p in options.settings.all_profiles() for r in p.rooftops] if options.settings else []
     converter = Converter(fmt, file_time=report.file_time, strict=options.strict, rooftop_names=rooftops)
     try:
