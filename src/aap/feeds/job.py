@@ -198,10 +198,9 @@ async def run_import(
 
 
 def _pipelined(request: ImportRequest, data: bytes) -> bool:
-    """Large feeds are read in a child process, unless a partial replace needs every rejected row first."""
-    return (
-        len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available() and not (request.partial and request.replace)
-    )
+    """Large feeds are read in a child process, unless partial: a partial read knows which rows
+    to leave out (every row of a shared VIN, say) only once it has read them all."""
+    return len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available() and not request.partial
 
 
 def _describe(run: FeedRun, report: FeedReport) -> None:

@@ -13,10 +13,12 @@ format's CSV mapping, :mod:`aap.inventory.formats.aap`, reads cells by them).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from aap.config.model import Settings
+from aap.inventory.vin import expected_check_digit
 
 MAX_REPORTED = 100  # problems kept in a FeedError (all are counted)
 
@@ -114,35 +116,56 @@ class FeedError(Exception):
         super().__init__(f"feed{where} rejected: {total} problem(s)\n{lines}{more}")
 
 
+Warning = tuple[str, str]  # (JSON pointer, message): the row is published, the operator is told
+
+
 class ListingChecker:
     """The AAP rules for one listing at a time, in feed order: the one validator of every format.
 
     :meth:`check` gives ``dealer_id`` to a listing without one (when the import
     names a dealer) and returns every problem as ``(JSON pointer, message)``:
     the ``InventoryListing`` schema, the rules its prose states, the
-    deployment's rules and duplicates of earlier rows. With
-    ``remember_rejected=False`` (a partial import) the identities of rejected
+    deployment's rules and duplicates of earlier rows (unless ``duplicates`` is
+    off: a reader that rejects every row of a duplicated identity at the end).
+    With ``remember_rejected=False`` (a partial import) the identities of rejected
     rows are not remembered, so a later valid row is not called their duplicate.
+    With ``strict``, a wrong VIN check digit is a problem instead of a warning.
     """
 
     def __init__(
-        self, settings: Settings | None = None, dealer_id: str | None = None, *, remember_rejected: bool = True
+        self,
+        settings: Settings | None = None,
+        dealer_id: str | None = None,
+        *,
+        remember_rejected: bool = True,
+        duplicates: bool = True,
+        strict: bool = False,
     ) -> None:
         self.dealer_id = dealer_id
         self.rules = _DeploymentRules(settings, dealer_id)
-        self.seen = _Duplicates()
+        self.seen = _Duplicates() if duplicates else None
         self.remember_rejected = remember_rejected
+        self.strict = strict
 
-    def check(self, row: dict[str, Any], line: int, *, rejected: bool = False) -> list[tuple[str, str]]:
-        """Every problem of ``row``; ``rejected``: the caller already refuses it for another reason."""
+    def check(
+        self, row: dict[str, Any], line: int, *, rejected: bool = False, warnings: list[Warning] | None = None
+    ) -> list[tuple[str, str]]:
+        """Every problem of ``row``; ``rejected``: the caller already refuses it for another reason.
+
+        What is published with a warning instead (an ``http://`` link upgraded, a
+        photo that is no https URL left out, a wrong VIN check digit) goes to ``warnings``.
+        """
         from aap.spec import validate
 
         if self.dealer_id is not None and "dealer_id" not in row:
             row["dealer_id"] = self.dealer_id
-        problems = [(e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
+        told: list[Warning] = [] if warnings is None else warnings
+        problems = _link_rules(row, told)
+        problems += [(e["instanceLocation"], e["error"]) for e in validate(row, "inventory-listing")]
         problems += _listing_rules(row)
+        problems += _vin_rules(row, self.strict, told)
         problems += self.rules.check(row)
-        if self.remember_rejected or not (problems or rejected):
+        if self.seen is not None and (self.remember_rejected or not (problems or rejected)):
             problems += self.seen.check(row, line)
         return problems
 
@@ -165,6 +188,81 @@ def normalize(row: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- rules beyond the schema ---------------------------------------------------------
+
+# scheme, "//", a host of letters, digits, dots, dashes, underscores (or a bracketed IPv6
+# literal), an optional port, then anything without whitespace or control characters.
+_WEB_URL = re.compile(
+    r"(?i:https?)://(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?(?:[/?#][^\s\x00-\x1f\x7f]*)?\Z"
+)
+#: The model year from which every VIN carries the check digit (49 CFR 565, 17 characters since 1981).
+VIN_CHECK_FROM_YEAR = 1981
+
+
+def web_url(text: str) -> bool:
+    """Whether ``text`` is an absolute ``https://`` or ``http://`` URL with a host: nothing else may
+    be published as a link or an image (no ``javascript:``, ``data:`` or relative paths)."""
+    return _WEB_URL.match(text) is not None
+
+
+def _https(url: str) -> str:
+    return "https://" + url[7:] if url[:5].lower() == "http:" else url
+
+
+def _link_rules(row: dict[str, Any], warnings: list[Warning]) -> list[tuple[str, str]]:
+    """Links and photos are https URLs: buyer agents show them in https pages (docs/feeds.md).
+
+    ``vdp_url`` (``Vehicle.vdp_url``, a public URL, seed 004) over ``http://`` is
+    published as ``https://`` with a warning; any other scheme is a problem. A
+    photo over ``http://`` is upgraded the same way; a photo that is no web URL
+    is left out with a warning.
+    """
+    problems: list[tuple[str, str]] = []
+    link = row.get("vdp_url")
+    if isinstance(link, str):
+        if not web_url(link):
+            problems.append(("/vdp_url", "is not an absolute https URL"))
+        elif link[:5].lower() == "http:":
+            row["vdp_url"] = _https(link)
+            warnings.append(("/vdp_url", "is over http://; published as https://"))
+    photos = row.get("photos")
+    if isinstance(photos, list) and any(not (isinstance(p, str) and p[:6].lower() == "https:") for p in photos):
+        kept: list[Any] = []
+        upgraded = 0
+        for index, photo in enumerate(photos):
+            if not isinstance(photo, str):
+                kept.append(photo)  # the schema says what is wrong with it
+            elif not web_url(photo):
+                warnings.append((f"/photos/{index}", "is no https URL; left out"))
+            else:
+                upgraded += photo[:5].lower() == "http:"
+                if _https(photo) not in kept:
+                    kept.append(_https(photo))
+        if upgraded:
+            warnings.append(("/photos", f"has {upgraded} photo URL(s) over http://; published as https://"))
+        row["photos"] = kept
+    return problems
+
+
+def _vin_rules(row: dict[str, Any], strict: bool, warnings: list[Warning]) -> list[tuple[str, str]]:
+    """The check digit of every 17-character VIN (49 CFR 565.15, ISO 3779), for model years from 1981.
+
+    Every vehicle made for North America since model year 1981 carries one,
+    wherever it was made; an older vehicle's identifier is left alone.
+    """
+    vin = row.get("vin")
+    year = row.get("year")
+    if not isinstance(vin, str) or len(vin) != 17:
+        return []
+    if isinstance(year, int) and not isinstance(year, bool) and year < VIN_CHECK_FROM_YEAR:
+        return []
+    expected = expected_check_digit(vin)
+    if expected is None or vin[8] == expected:
+        return []
+    message = f"has a wrong check digit (expected {expected})"
+    if strict:
+        return [("/vin", message)]
+    warnings.append(("/vin", message))
+    return []
 
 
 def _listing_rules(row: dict[str, Any]) -> list[tuple[str, str]]:
@@ -218,7 +316,9 @@ class _DeploymentRules:
             profile.dealer_id: {r["name"] for r in profile.rooftops} for profile in settings.all_profiles()
         }
         self.currencies = set(settings.search.currencies)
-        self.codes = {f.code for f in settings.features}
+        # Without [[features]] the vocabulary is the codes the inventory carries (docs/search.md,
+        # "Features"): every code is accepted; with it, only its codes.
+        self.codes: set[str] | None = {f.code for f in settings.features} if settings.features else None
 
     def check(self, row: dict[str, Any]) -> list[tuple[str, str]]:
         problems: list[tuple[str, str]] = []
@@ -253,7 +353,7 @@ class _DeploymentRules:
             )
         for i, entry in enumerate(row.get("feature_evidence") or ()):
             code = entry.get("code") if isinstance(entry, dict) else None
-            if isinstance(code, str) and code not in self.codes:
+            if isinstance(code, str) and self.codes is not None and code not in self.codes:
                 problems.append((f"/feature_evidence/{i}/code", "is not in the configured [[features]] vocabulary"))
         return problems
 

@@ -139,11 +139,21 @@ def check_rows(
     return feed
 
 
-def jsonl_rows(handle: BinaryIO) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
-    """``(line, bytes read, listing | None, problems)`` per line of a JSON Lines feed."""
+Lines = Iterable[Any]  # str or bytes lines
+
+
+def jsonl_rows(lines: Lines) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+    """``(line, bytes read, listing | None, problems)`` per line of a JSON Lines feed.
+
+    ``lines``: a binary file, or the text lines of :meth:`~aap.inventory.formats.source.FeedText.lines`
+    (which bound each line and count characters instead of bytes).
+    """
     offset = 0
-    for number, raw in enumerate(handle, start=1):
+    done = getattr(lines, "record_done", None)
+    for number, raw in enumerate(lines, start=1):
         offset += len(raw)
+        if done is not None:
+            done()
         if not raw.strip():
             continue
         try:
@@ -163,7 +173,7 @@ class _Lines:
     def __init__(self, handle: BinaryIO) -> None:
         self.handle = handle
         self.offset = 0
-        self.line = 0
+        self.number = 0
         self.first = True
 
     def __iter__(self) -> _Lines:
@@ -174,17 +184,24 @@ class _Lines:
         if not raw:
             raise StopIteration
         self.offset += len(raw)
-        self.line += 1
+        self.number += 1
         text = raw.decode("utf-8")
         if self.first:
             self.first = False
             text = text.removeprefix("\ufeff")  # a spreadsheet's byte-order mark
         return text
 
+    def record_done(self) -> None:
+        pass
 
-def csv_rows(handle: BinaryIO, delimiter: str = ",") -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
-    """``(line, bytes read, listing | None, problems)`` per record of an ``aap`` CSV feed."""
-    lines = _Lines(handle)
+
+def csv_rows(lines: Any, delimiter: str = ",") -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+    """``(line, bytes read, listing | None, problems)`` per record of an ``aap`` CSV feed.
+
+    ``lines``: a binary file, or the text lines of :meth:`~aap.inventory.formats.source.FeedText.lines`.
+    """
+    if not hasattr(lines, "record_done"):
+        lines = _Lines(lines)
     reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = next(reader)
@@ -193,26 +210,48 @@ def csv_rows(handle: BinaryIO, delimiter: str = ",") -> Iterator[tuple[int, int,
     except (csv.Error, UnicodeDecodeError) as exc:
         yield 1, lines.offset, None, [("", f"unreadable CSV header ({exc})")]
         return
+    lines.record_done()
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        while True:
+            start = lines.number + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise _Unreadable(start, f"unreadable CSV row ({exc})") from None
+            lines.record_done()
+            if any(cells):
+                yield start, cells
+
+    try:
+        for line, _zero, row, problems in table_rows(header, 1, rows()):
+            yield line, lines.offset, row, problems
+    except _Unreadable as exc:
+        yield exc.line, lines.offset, None, [("", exc.message)]
+
+
+class _Unreadable(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        self.line = line
+        self.message = message
+
+
+def table_rows(
+    header: list[str], header_line: int, rows: Iterable[tuple[int, list[str]]]
+) -> Iterator[tuple[int, int, Any, list[tuple[str, str]]]]:
+    """``(line, 0, listing | None, problems)`` per row of an ``aap`` CSV feed already split into cells."""
     problems = _header_problems(header)
     if problems:
-        yield 1, lines.offset, None, problems
+        yield header_line, 0, None, problems
         return
-    while True:
-        start = lines.line + 1
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except (csv.Error, UnicodeDecodeError) as exc:
-            yield start, lines.offset, None, [("", f"unreadable CSV row ({exc})")]
-            return
-        if not any(cells):
-            continue
+    for start, cells in rows:
         if len(cells) != len(header):
-            yield start, lines.offset, None, [("", f"has {len(cells)} cells but the header has {len(header)} columns")]
+            yield start, 0, None, [("", f"has {len(cells)} cells but the header has {len(header)} columns")]
             continue
         row, row_problems = csv_cells_to_listing(header, cells)
-        yield start, lines.offset, row, row_problems
+        yield start, 0, row, row_problems
 
 
 def _header_problems(header: list[str]) -> list[tuple[str, str]]:

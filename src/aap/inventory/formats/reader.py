@@ -14,23 +14,50 @@ empty when the feed can be imported whole.
 from __future__ import annotations
 
 import gc
-import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aap.config.model import Settings
 from aap.inventory.formats import records, source
-from aap.inventory.formats.aap import csv_rows, jsonl_rows
-from aap.inventory.formats.convert import Converted, Converter
+from aap.inventory.formats.aap import jsonl_rows, table_rows
+from aap.inventory.formats.convert import Converted, Converter, target_fields
 from aap.inventory.formats.mapping import BUILT_IN, FeedFormat, Formats, squash
-from aap.inventory.listing_rules import COLUMNS, MAX_REPORTED, FeedError, FeedProblem, ListingChecker, normalize
+from aap.inventory.listing_rules import (
+    COLUMNS,
+    MAX_REPORTED,
+    FeedError,
+    FeedProblem,
+    ListingChecker,
+    Warning,
+    normalize,
+)
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
 _IDENTITY = frozenset({"vin", "stock", "vehicle_id"})
 SINK_BATCH = 2000
+#: Rejected rows an all-or-nothing read keeps (it counts them all; the history keeps 1,000 lines).
+MAX_REJECTED_KEPT = 1000
 Progress = Callable[[int], None]  # rows read so far
+
+#: What a feed read through a format table must feed from its columns (or the table's defaults):
+#: (what it is called in messages, the fields any of which feeds it). A table that feeds none
+#: of a group's fields reads the wrong columns (docs/feeds.md, "Wrong format").
+REQUIRED: tuple[tuple[str, frozenset[str]], ...] = (
+    ("an identifier (VIN, stock number or vehicle_id)", frozenset({"vin", "stock", "vehicle_id"})),
+    ("make", frozenset({"make"})),
+    ("model", frozenset({"model"})),
+    ("year", frozenset({"year"})),
+    ("a price", frozenset({"price", "msrp", "list_price"})),
+)
+#: Beyond the required ones, what a given ``--format`` is compared on with the detected one.
+EXPECTED: tuple[tuple[str, frozenset[str]], ...] = REQUIRED + (
+    ("a stock number", frozenset({"stock"})),
+    ("mileage", frozenset({"mileage"})),
+    ("condition", frozenset({"condition"})),
+    ("photos", frozenset({"photos"})),
+)
 
 
 class Sink(Protocol):
@@ -54,6 +81,9 @@ class ReadOptions:
     file_time: str | None = None  # the feed's own time: the default ``updated_at``
     settings: Settings | None = None
     formats: Formats = field(default_factory=Formats)  # the built-in tables, parsed once per owner
+    rooftop: str | None = None  # the rooftop of rows that name none (a feed's ``rooftop``)
+    allow_field_loss: bool = False  # read a table that feeds none of a required field anyway
+    max_expanded_bytes: int = source.MAX_EXPANDED_BYTES
 
 
 @dataclass
@@ -89,6 +119,11 @@ class FeedReport:
     defaults: dict[str, int] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)  # column -> what became of it
     file_time: str = ""
+    #: The fields the feed carries (its columns and defaults), or None for every field (JSON
+    #: Lines, whose rows are whole listings): what an import takes from this feed.
+    carried: list[str] | None = None
+    rejected_total: int = 0  # rejected rows, all counted (``rejected`` keeps what it needs)
+    size: int = 0  # bytes of the feed text, inflated
 
     def problem(self, item: FeedProblem) -> None:
         self.problem_total += 1
@@ -147,73 +182,222 @@ def detect(
     return max(scored)[2] if scored else None
 
 
+def fed_fields(fmt: FeedFormat, columns: Iterable[str]) -> set[str]:
+    """The listing fields a format table feeds from these columns (or its defaults)."""
+    fields = set(fmt.defaults)
+    for column in columns:
+        for target in fmt.targets(column) or ():
+            fields.update(target_fields(target))
+    return fields
+
+
+def _unfed(groups: Sequence[tuple[str, frozenset[str]]], fields: set[str]) -> list[str]:
+    return [label for label, names in groups if not names & fields]
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def coverage_problem(
+    fmt: FeedFormat,
+    columns: Sequence[str],
+    *,
+    given: bool,
+    kind: str,
+    xml: records.XmlRecords | None,
+    formats: Formats,
+) -> str | None:
+    """Why a table must not read a file with these columns (before any row is read), or None.
+
+    Refused: a table that feeds none of a required field (the wrong format or
+    mapping strips every listing of it), and a format given by ``--format``
+    when the format detected from the same columns feeds expected fields that
+    it does not ("did you mean ...?").
+    """
+    fields = fed_fields(fmt, columns)
+    missing = _unfed(REQUIRED, fields)
+    suggestion = detect(kind, columns, xml, formats)
+    better: list[str] = []
+    if suggestion is not None and suggestion != fmt.name and suggestion in BUILT_IN:
+        theirs = fed_fields(formats.get(suggestion), columns)
+        better = [label for label in _unfed(EXPECTED, fields) if label not in _unfed(EXPECTED, theirs)]
+    if not missing and not (given and better):
+        return None
+    unknown = [c for c in dict.fromkeys(columns) if c and fmt.targets(c) is None]
+    what = f"--format {fmt.name}" if fmt.source == "built-in" else f"the mapping {fmt.source}"
+    lacks = _listed(missing or better)
+    message = f"{what} feeds no {lacks} from this file's columns"
+    if unknown:
+        shown = ", ".join(f'"{c}"' for c in unknown[:12]) + (
+            f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
+        )
+        message += f" (columns it does not recognise: {shown})"
+    if suggestion is not None and suggestion != fmt.name:
+        message += f"; did you mean --format {suggestion}?"
+    else:
+        message += "; give the right --format, or a --mapping file"
+    return message + " (--allow-field-loss reads it anyway)"
+
+
 class _Collector:
-    """Files each checked row into the report: accepted, or rejected with located problems."""
+    """Files each checked row into the report: accepted, or rejected with located problems.
+
+    A partial read rejects every row of an identity (VIN or stock number within
+    a dealer, ``vehicle_id``) that several rows share, once all rows are read
+    (:meth:`finish`): which of them describes the car cannot be told, so none
+    is published. An all-or-nothing read names the earlier line as it goes.
+    """
 
     def __init__(self, report: FeedReport, options: ReadOptions, sink: Sink | None = None) -> None:
         self.report = report
         self.sink = sink
         self.partial = options.partial
-        self.checker = ListingChecker(options.settings, options.dealer_id, remember_rejected=not options.partial)
+        self.rooftop = options.rooftop
+        self.deferred = options.partial and sink is None
+        self.checker = ListingChecker(
+            options.settings,
+            options.dealer_id,
+            remember_rejected=not options.partial,
+            duplicates=not self.deferred,
+            strict=options.strict,
+        )
+        #: For the duplicate pass: per accepted listing, the columns of its identity fields.
+        self.origins: list[dict[str, tuple[str, str]]] = []
+
+    def _warn(self, line: int, location: str, message: str, column: str | None, value: str | None) -> None:
+        report = self.report
+        report.warning_total += 1
+        if len(report.warnings) < MAX_REPORTED:
+            report.warnings.append(FeedProblem(line, location, message, column, value))
 
     def add(self, converted: Converted) -> None:
-        report = self.report
         line, listing, origin = converted.line, converted.listing, converted.origin
         problems: list[FeedProblem] = []
         for location, message, column, value in converted.problems:
             problems.append(FeedProblem(line, location, message, column, value))
         failed = converted.failed
         seen_locations = {p.location for p in problems}
-        for location, message in self.checker.check(listing, line, rejected=bool(problems)):
+        warnings: list[Warning] = []
+
+        def where(location: str) -> tuple[str | None, str | None]:
+            parts = location[1:].split("/")
+            found = origin.get("/".join(parts[:2])) or origin.get(parts[0]) if location else None
+            return found if found else (None, None)
+
+        for location, message in self.checker.check(listing, line, rejected=bool(problems), warnings=warnings):
             head = location[1:].split("/", 1)[0]
             if head in failed or location in seen_locations:
                 continue  # reported once: the cell that could not be read, or this field already
             if location == "" and failed & _IDENTITY and "required" in message:
                 continue
             seen_locations.add(location)
-            parts = location[1:].split("/")
-            where = origin.get("/".join(parts[:2])) or origin.get(parts[0]) if location else None
-            column, value = where if where else (None, None)
-            problems.append(FeedProblem(line, location, message, column, value))
+            problems.append(FeedProblem(line, location, message, *where(location)))
         for location, message, column, value in converted.warnings:
-            report.warning_total += 1
-            if len(report.warnings) < MAX_REPORTED:
-                report.warnings.append(FeedProblem(line, location, message, column, value))
-        self._file(line, listing, problems)
+            self._warn(line, location, message, column, value)
+        for location, message in warnings:
+            self._warn(line, location, message, *where(location))
+        self._file(line, listing, problems, origin)
 
     def add_plain(self, line: int, listing: Any, parse_problems: list[tuple[str, str]]) -> None:
         """A row of the ``aap`` format: problems located by JSON pointer only."""
         problems = [FeedProblem(line, loc, msg) for loc, msg in parse_problems]
-        if listing is not None:
+        if isinstance(listing, dict):
+            if self.rooftop is not None and "rooftop" not in listing:
+                listing["rooftop"] = self.rooftop
+                self.report.defaults["rooftop"] = self.report.defaults.get("rooftop", 0) + 1
+            warnings: list[Warning] = []
             problems += [
-                FeedProblem(line, loc, msg) for loc, msg in self.checker.check(listing, line, rejected=bool(problems))
+                FeedProblem(line, loc, msg)
+                for loc, msg in self.checker.check(listing, line, rejected=bool(problems), warnings=warnings)
             ]
-        self._file(line, listing if isinstance(listing, dict) else {}, problems)
+            for location, message in warnings:
+                self._warn(line, location, message, None, None)
+        self._file(line, listing if isinstance(listing, dict) else {}, problems, {})
 
     def reject(self, line: int, problems: list[FeedProblem]) -> None:
         """A record that could not be read at all."""
-        self._file(line, {}, problems)
+        self._file(line, {}, problems, {})
 
-    def _file(self, line: int, listing: dict[str, Any], problems: list[FeedProblem]) -> None:
+    def _reject(self, line: int, listing: dict[str, Any], problems: list[FeedProblem]) -> None:
+        report = self.report
+        report.rejected_total += 1
+        if self.partial or len(report.rejected) < MAX_REJECTED_KEPT:
+            report.rejected.append(RejectedRow(line, problems, listing if self.partial else {}))
+
+    def _file(
+        self, line: int, listing: dict[str, Any], problems: list[FeedProblem], origin: dict[str, tuple[str, str]]
+    ) -> None:
         report = self.report
         report.rows += 1
         if problems:
             for problem in problems:
                 report.problem(problem)
-            if self.sink is not None and not self.partial and not report.rejected:
+            if self.sink is not None and not self.partial and not report.rejected_total:
                 self.sink.reject()
-            report.rejected.append(RejectedRow(line, problems, listing if self.partial else {}))
-        elif self.partial or not report.rejected:
+            self._reject(line, listing, problems)
+        elif self.partial or not report.rejected_total:
             report.accepted += 1
             report.listings.append(normalize(listing))
             report.lines.append(line)
+            if self.deferred:
+                self.origins.append({k: origin[k] for k in _IDENTITY if k in origin})
             if self.sink is not None and len(report.listings) >= SINK_BATCH:
                 self.flush()
+
+    def finish(self) -> None:
+        """The end of the rows: a partial read rejects every row of a shared identity."""
+        if self.deferred:
+            self._reject_shared_identities()
+        self.flush()
+
+    def _reject_shared_identities(self) -> None:
+        report = self.report
+        groups: dict[tuple[str, Any, str], list[int]] = {}
+        for index, listing in enumerate(report.listings):
+            dealer = listing.get("dealer_id")
+            for key in ("vehicle_id", "vin", "stock"):
+                value = listing.get(key)
+                if isinstance(value, str):
+                    groups.setdefault((key, None if key == "vehicle_id" else dealer, value), []).append(index)
+        shared: dict[int, list[FeedProblem]] = {}
+        for (key, _dealer, _value), members in groups.items():
+            if len(members) < 2:
+                continue
+            lines = [report.lines[i] for i in members]
+            for i in members:
+                others = ", ".join(str(n) for n in lines if n != report.lines[i])
+                what = {"vin": "VIN", "stock": "stock number", "vehicle_id": "vehicle_id"}[key]
+                column, cell = self.origins[i].get(key, (None, None))
+                shared.setdefault(i, []).append(
+                    FeedProblem(
+                        report.lines[i],
+                        f"/{key}",
+                        f"is also the {what} of line {others}: rows that share a {what} are all left out",
+                        column,
+                        cell if column is not None else None,
+                    )
+                )
+        if not shared:
+            return
+        kept_listings, kept_lines = [], []
+        for i, (listing, line) in enumerate(zip(report.listings, report.lines)):
+            problems = shared.get(i)
+            if problems is None:
+                kept_listings.append(listing)
+                kept_lines.append(line)
+                continue
+            report.accepted -= 1
+            for problem in problems:
+                report.problem(problem)
+            self._reject(line, listing, problems)
+        report.listings, report.lines = kept_listings, kept_lines
+        report.rejected.sort(key=lambda row: row.line)
 
     def flush(self) -> None:
         """Hand the listings read so far to the sink."""
         report = self.report
-        if self.sink is not None and report.listings and (self.partial or not report.rejected):
+        if self.sink is not None and report.listings and (self.partial or not report.rejected_total):
             self.sink.batch(report.listings, report.lines)
         if self.sink is not None:
             report.listings, report.lines = [], []
@@ -252,76 +436,186 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
     fmt = options.mapping
     encoding = options.encoding or (fmt.encoding if fmt else None)
     try:
-        text = source.open_text(data, name, encoding=encoding)
+        text = source.open_text(data, name, encoding=encoding, max_expanded_bytes=options.max_expanded_bytes)
     except source.SourceError as exc:
         raise _fail(name, f"the file {exc}") from None
-    kind = source.kind_of(text.text, text.name)
+    kind = source.kind_of(text.head, text.name)
     report = FeedReport(
         source=name,
         kind=kind,
         encoding=text.encoding,
         archive=text.archive,
-        member=text.name if text.archive == "zip" else None,
+        member=text.name if text.layers and text.layers[-1] == "zip" else None,
         file_time=options.file_time or _now(),
+        size=text.size,
     )
-    if not text.text.strip():  # an empty file: no listings, whatever its format (the caller refuses it)
+    if text.size <= source.HEAD_BYTES and not text.head.strip():
+        # An empty file: no listings, whatever its format (the caller refuses it).
         report.format = fmt.name if fmt else (options.format or "unknown")
         return report
     collector = _Collector(report, options, sink)
-    xml: records.XmlRecords | None = None
-    table: records.Delimited | None = None
     chosen = "mapping" if fmt else options.format
     try:
         if kind == "xml":
-            item = fmt.xml_item if fmt else (options.formats.get(chosen).xml_item if chosen in BUILT_IN else None)
-            indexed = (
-                fmt.indexed
-                if fmt
-                else (options.formats.get(chosen).indexed if chosen in BUILT_IN else frozenset({"image", "tag"}))
-            )
-            xml = records.xml_records(text.text, item=item, indexed=indexed)
-        elif kind == "delimited":
-            delimiter = options.delimiter or (fmt.delimiter if fmt else None) or source.sniff_delimiter(text.text)
-            report.delimiter = delimiter
-            report.kind = "tsv" if delimiter == "\t" else "csv"
-            table = records.delimited(text.text, delimiter)
+            with text.chunks() as chunks:
+                _read_xml(chunks, fmt, chosen, report, collector, options, progress)
+        else:
+            delimiter = options.delimiter or (fmt.delimiter if fmt else None) or source.sniff_delimiter(text.head)
+            if kind == "delimited":
+                report.delimiter = delimiter
+                report.kind = "tsv" if delimiter == "\t" else "csv"
+            with text.lines() as lines:
+                _read_lines(lines, kind, delimiter, fmt, chosen, report, collector, options, progress)
+    except source.SourceError as exc:  # not expected after the first pass, but never a traceback
+        raise _fail(name, f"the file {exc}") from None
+    collector.finish()
+    return report
+
+
+def _choose(
+    chosen: str | None,
+    kind: str,
+    header: Sequence[str],
+    xml: records.XmlRecords | None,
+    report: FeedReport,
+    options: ReadOptions,
+) -> str:
+    if chosen is not None:
+        return chosen
+    found = detect(kind, header, xml, options.formats)
+    report.detected = True
+    if found is None:
+        raise _fail(
+            report.source,
+            "cannot tell the feed's format from its "
+            + ("document" if kind == "xml" else "header")
+            + f"; give --format ({', '.join(FORMATS)}) or --mapping FILE",
+        )
+    return found
+
+
+def _converter(fmt: FeedFormat, report: FeedReport, options: ReadOptions) -> Converter:
+    settings = options.settings
+    rooftops = [r["name"] for p in settings.all_profiles() for r in p.rooftops] if settings else []
+    return Converter(
+        fmt,
+        file_time=report.file_time,
+        strict=options.strict,
+        rooftop_names=rooftops,
+        store_codes=store_codes(settings, options.dealer_id) if settings else None,
+        default_rooftop=options.rooftop,
+    )
+
+
+def _covered(
+    fmt: FeedFormat,
+    columns: Sequence[str],
+    given: bool,
+    kind: str,
+    xml: records.XmlRecords | None,
+    report: FeedReport,
+    options: ReadOptions,
+    line: int,
+) -> None:
+    """Refuse the file before any row when the table cannot feed what a listing needs."""
+    if options.allow_field_loss:
+        return
+    problem = coverage_problem(fmt, columns, given=given, kind=kind, xml=xml, formats=options.formats)
+    if problem is not None:
+        raise _fail(report.source, problem, line)
+
+
+def _finish_table(converter: Converter, report: FeedReport) -> None:
+    report.defaults.update(converter.defaults_used)
+    report.columns = dict(converter.unknown_columns)
+    report.carried = sorted(converter.carried)
+
+
+def _read_xml(
+    chunks: Iterator[str],
+    fmt: FeedFormat | None,
+    chosen: str | None,
+    report: FeedReport,
+    collector: _Collector,
+    options: ReadOptions,
+    progress: Progress | None,
+) -> None:
+    name = report.source
+    table = fmt if fmt else (options.formats.get(chosen) if chosen in BUILT_IN else None)
+    item = table.xml_item if table else None
+    indexed = table.indexed if table else frozenset({"image", "tag"})
+    try:
+        xml = records.xml_records(chunks, item=item, indexed=indexed)
+        given = chosen is not None
+        chosen = _choose(chosen, "xml", (), xml, report, options)
+        report.format = fmt.name if fmt else chosen
+        if chosen == "aap":
+            raise _fail(name, "the aap format is JSON Lines or CSV, not XML")
+        if fmt is None:
+            fmt = options.formats.get(chosen)
+        converter = _converter(fmt, report, options)
+        first = xml.pending[0] if xml.pending else None
+        if first is not None:
+            columns = [column for column, _ in converter.expand(first[1], first[0])[0]]
+            _covered(fmt, columns, given, "xml", xml, report, options, first[0])
     except records.RecordError as exc:
         raise _fail(name, f"the file {exc}", exc.line) from None
-    if chosen is None:
-        chosen = detect(kind, table.header if table else (), xml, options.formats)
-        report.detected = True
-        if chosen is None:
-            raise _fail(
-                name,
-                "cannot tell the feed's format from its "
-                + ("document" if kind == "xml" else "header")
-                + f"; give --format ({', '.join(FORMATS)}) or --mapping FILE",
-            )
-    report.format = fmt.name if fmt else chosen
-    if chosen == "aap":
-        if kind == "xml":
-            raise _fail(name, "the aap format is JSON Lines or CSV, not XML")
-        _read_plain(text.text, kind, report.delimiter or ",", collector, progress)
-        collector.flush()
-        return report
-    if fmt is None:
-        fmt = options.formats.get(chosen)
-    rooftops = [r["name"] for p in options.settings.all_profiles() for r in p.rooftops] if options.settings else []
-    converter = Converter(fmt, file_time=report.file_time, strict=options.strict, rooftop_names=rooftops)
     try:
-        if xml is not None:
-            for line, pairs in _every(iter(xml.records), progress):
-                collector.add(converter.record(pairs, line))
-        elif table is not None:
-            _read_delimited(table, converter, collector, name, progress)
-        elif kind == "jsonl":
-            raise _fail(name, f"JSON Lines feeds are in the aap format, not {fmt.name}")
+        for line, pairs in _every(iter(xml), progress):
+            collector.add(converter.record(pairs, line))
     except records.RecordError as exc:
         collector.reject(exc.line, [FeedProblem(exc.line, "", f"the file {exc}")])
-    collector.flush()
-    report.defaults = dict(converter.defaults_used)
-    report.columns = dict(converter.unknown_columns)
-    return report
+    _finish_table(converter, report)
+
+
+def _read_lines(
+    lines: source.Lines,
+    kind: str,
+    delimiter: str,
+    fmt: FeedFormat | None,
+    chosen: str | None,
+    report: FeedReport,
+    collector: _Collector,
+    options: ReadOptions,
+    progress: Progress | None,
+) -> None:
+    name = report.source
+    table: records.Delimited | None = None
+    given = chosen is not None
+    if kind == "delimited":
+        try:
+            table = records.delimited(lines, delimiter)
+        except records.RecordError as exc:
+            raise _fail(name, f"the file {exc}", exc.line) from None
+        if table is None:
+            report.format = fmt.name if fmt else (chosen or "unknown")
+            return
+    chosen = _choose(chosen, kind, table.header if table else (), None, report, options)
+    report.format = fmt.name if fmt else chosen
+    if chosen == "aap":
+        if table is not None:
+            _aap_header(table, given, report, options)
+            report.carried = sorted(h for h in table.header if h)
+            rows = table_rows(table.header, table.header_line, table.rows)
+        else:
+            rows = jsonl_rows(lines)
+        try:
+            for line, _offset, listing, problems in _every(rows, progress):
+                collector.add_plain(line, listing, problems)
+        except records.RecordError as exc:
+            collector.reject(exc.line, [FeedProblem(exc.line, "", f"the file {exc}")])
+        return
+    if table is None:
+        raise _fail(name, f"JSON Lines feeds are in the aap format, not {fmt.name if fmt else chosen}")
+    if fmt is None:
+        fmt = options.formats.get(chosen)
+    converter = _converter(fmt, report, options)
+    _covered(fmt, table.header, given, "delimited", None, report, options, table.header_line)
+    try:
+        _read_delimited(table, converter, collector, name, progress)
+    except records.RecordError as exc:
+        collector.reject(exc.line, [FeedProblem(exc.line, "", f"the file {exc}")])
+    _finish_table(converter, report)
 
 
 def _read_delimited(
@@ -351,8 +645,33 @@ def _read_delimited(
             collector.add(converter.convert(plan, cells, line))
 
 
-def _read_plain(text: str, kind: str, delimiter: str, collector: _Collector, progress: Progress | None) -> None:
-    handle = io.BytesIO(text.encode("utf-8"))
-    rows = jsonl_rows(handle) if kind == "jsonl" else csv_rows(handle, delimiter)
-    for line, _offset, listing, problems in _every(rows, progress):
-        collector.add_plain(line, listing, problems)
+def store_codes(settings: Settings, dealer_id: str | None) -> dict[str, str]:
+    """Store codes (casefolded) -> rooftop names, from the ``store_codes`` of the configured rooftops.
+
+    With a dealer (``--dealer-id`` on an aggregate endpoint) only that seller's
+    codes; without one, a code two sellers use names no rooftop.
+    """
+    profiles = settings.all_profiles()
+    if dealer_id is not None and settings.scope == "aggregate":
+        profiles = [p for p in profiles if p.dealer_id == dealer_id]
+    found: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for profile in profiles:
+        for code, rooftop in profile.store_codes.items():
+            if found.setdefault(code, rooftop) != rooftop:
+                ambiguous.add(code)
+    return {code: rooftop for code, rooftop in found.items() if code not in ambiguous}
+
+
+def _aap_header(table: records.Delimited, given: bool, report: FeedReport, options: ReadOptions) -> None:
+    """A file given as ``--format aap`` whose header is another format's: say which."""
+    if not given or all(h in COLUMNS for h in table.header if h):
+        return
+    other = detect("delimited", [h for h in table.header if h not in COLUMNS] or table.header, None, options.formats)
+    if other is not None and other != "aap":
+        raise _fail(
+            report.source,
+            "the aap format's columns are InventoryListing field names, and this header's are not; "
+            f"did you mean --format {other}?",
+            table.header_line,
+        )
