@@ -85,6 +85,32 @@ def _is_url(source: str) -> bool:
     help="The largest share of the inventory a --replace may remove.",
 )
 @click.option("--strict", is_flag=True, help="A wrong VIN check digit is an error, not a warning.")
+@click.option(
+    "--allow-field-loss",
+    is_flag=True,
+    help="Import although many published listings would lose a price, mileage, photos, condition or "
+    "stock number, or the format feeds none of the required fields (docs/feeds.md, Safety).",
+)
+@click.option(
+    "--max-field-loss-share",
+    type=click.FloatRange(0, 1),
+    default=0.2,
+    show_default=True,
+    help="The content guard: the largest share of updated listings that may lose one of those fields.",
+)
+@click.option("--rooftop", default=None, metavar="NAME", help="The rooftop of rows that name none.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 86400),
+    default=300.0,
+    show_default=True,
+    help="A URL: the whole fetch must end within this many seconds.",
+)
+@click.option(
+    "--allow-private-network",
+    is_flag=True,
+    help="A URL: let it (and its redirects) reach loopback and private addresses.",
+)
 @click.option("--encoding", default=None, help="The file's encoding (default: detected).")
 @click.option("--delimiter", default=None, help="The cell delimiter (default: sniffed).")
 @click.option("--force", is_flag=True, help="Import a URL even if it has not changed since the last import.")
@@ -109,6 +135,11 @@ def command(
     allow_shrink: bool,
     max_removed_share: float,
     strict: bool,
+    allow_field_loss: bool,
+    max_field_loss_share: float,
+    rooftop: str | None,
+    timeout: float,
+    allow_private_network: bool,
     encoding: str | None,
     delimiter: str | None,
     force: bool,
@@ -130,9 +161,10 @@ def command(
     stored inventory stays as it was.
     """
     from aap.config.feeds import source_problem
-    from aap.feeds.fetch import Credentials, Validators, display_source
+    from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
     from aap.feeds.job import ImportRequest
     from aap.inventory.formats import MappingError, read_mapping
+    from aap.store.inventory import ContentGuard
 
     if _is_url(source):
         problem = source_problem(source)
@@ -167,7 +199,15 @@ def command(
         dry_run=dry_run,
         max_removed_share=None if allow_shrink else max_removed_share,
         credentials=Credentials(username_env, password_env, token_env, key_file, known_hosts, ca_file),
+        rules=FetchRules(timeout, private_network=allow_private_network),
+        rooftop=rooftop,
+        allow_field_loss=allow_field_loss,
+        guard=ContentGuard(max_share=max_field_loss_share),
     )
+    if rooftop is not None:
+        names = {r["name"] for p in settings.all_profiles() for r in p.rooftops}
+        if rooftop not in names:
+            raise click.BadParameter(f"{rooftop!r} is not a configured rooftop", param_hint="--rooftop")
     stores = open_stores_or_fail(settings)
     if is_demo(settings) and not dry_run:
         claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
@@ -301,7 +341,14 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
     console.print(
         Text(
             f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
-            f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
-            + (" Dry run: nothing was written." if run.dry_run else "")
+            f"{stats.updated} updated, {stats.unchanged} unchanged, {stats.removed} removed{skipped}; "
+            f"{stats.total} available in total." + (" Dry run: nothing was written." if run.dry_run else "")
         )
     )
+    if stats.matched:
+        console.print(
+            Text(f"{_count(stats.matched, 'listing')} matched a published car by VIN or stock number (its id kept).")
+        )
+    if stats.kept_fields:
+        kept = ", ".join(f"{name} ({count:,})" for name, count in sorted(stats.kept_fields.items()))
+        console.print(Text(f"Kept as published (this feed has no column for them): {kept}."))

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
-from aap.feeds.fetch import Credentials, Validators
+from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
 from aap.feeds.job import ImportRequest, ImportResult, run_import
 from aap.inventory.formats import Formats, MappingError, read_mapping
 from aap.store import Stores
 from aap.store.feeds import FeedRun
+from aap.store.inventory import ContentGuard
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -66,9 +67,12 @@ def request_for(feed: FeedSettings, *, dry_run: bool = False, formats: Formats |
             feed.key_file,
             feed.known_hosts,
             feed.ca_file,
-            feed.timeout_seconds,
         ),
+        rules=FetchRules(feed.timeout_seconds, feed.min_bytes_per_second, feed.private_network),
         formats=formats,
+        rooftop=feed.rooftop,
+        allow_field_loss=feed.allow_field_loss,
+        guard=ContentGuard(feed.max_field_loss_share, feed.max_price_change),
     )
 
 
@@ -158,7 +162,7 @@ class FeedScheduler:
         now = self._ms()
         return FeedRun(
             trigger="schedule",
-            source=feed.source,
+            source=display_source(feed.source),
             started_ms=now,
             finished_ms=now,
             outcome="failed",

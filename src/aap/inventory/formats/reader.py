@@ -63,7 +63,7 @@ EXPECTED: tuple[tuple[str, frozenset[str]], ...] = REQUIRED + (
 class Sink(Protocol):
     """Takes accepted listings as they are read (a pipelined import), instead of the report."""
 
-    def batch(self, listings: list[dict[str, Any]], lines: list[int]) -> None: ...
+    def batch(self, listings: list[dict[str, Any]], lines: list[int], carried: list[str] | None) -> None: ...
     def reject(self) -> None: ...  # an all-or-nothing read found its first bad row
 
 
@@ -121,7 +121,7 @@ class FeedReport:
     file_time: str = ""
     #: The fields the feed carries (its columns and defaults), or None for every field (JSON
     #: Lines, whose rows are whole listings): what an import takes from this feed.
-    carried: list[str] | None = None
+    carried: set[str] | None = None
     rejected_total: int = 0  # rejected rows, all counted (``rejected`` keeps what it needs)
     size: int = 0  # bytes of the feed text, inflated
 
@@ -398,7 +398,8 @@ class _Collector:
         """Hand the listings read so far to the sink."""
         report = self.report
         if self.sink is not None and report.listings and (self.partial or not report.rejected_total):
-            self.sink.batch(report.listings, report.lines)
+            carried = sorted(report.carried) if report.carried is not None else None
+            self.sink.batch(report.listings, report.lines, carried)
         if self.sink is not None:
             report.listings, report.lines = [], []
 
@@ -528,7 +529,7 @@ def _covered(
 def _finish_table(converter: Converter, report: FeedReport) -> None:
     report.defaults.update(converter.defaults_used)
     report.columns = dict(converter.unknown_columns)
-    report.carried = sorted(converter.carried)
+    report.carried = converter.carried
 
 
 def _read_xml(
@@ -554,6 +555,7 @@ def _read_xml(
         if fmt is None:
             fmt = options.formats.get(chosen)
         converter = _converter(fmt, report, options)
+        report.carried = converter.carried  # grows as layouts are met
         first = xml.pending[0] if xml.pending else None
         if first is not None:
             columns = [column for column, _ in converter.expand(first[1], first[0])[0]]
@@ -595,7 +597,7 @@ def _read_lines(
     if chosen == "aap":
         if table is not None:
             _aap_header(table, given, report, options)
-            report.carried = sorted(h for h in table.header if h)
+            report.carried = {h for h in table.header if h}
             rows = table_rows(table.header, table.header_line, table.rows)
         else:
             rows = jsonl_rows(lines)
@@ -611,6 +613,8 @@ def _read_lines(
         fmt = options.formats.get(chosen)
     converter = _converter(fmt, report, options)
     _covered(fmt, table.header, given, "delimited", None, report, options, table.header_line)
+    report.carried = converter.carried
+    converter.plan(table.header)
     try:
         _read_delimited(table, converter, collector, name, progress)
     except records.RecordError as exc:
