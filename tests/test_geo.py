@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import math
 
 from aap.inventory.geo import EARTH_RADIUS_MI, NEAR_TOLERANCE_MI, Located, RooftopIndex, haversine_mi
 

@@ -255,7 +255,7 @@ def command(
         summary["rejects_file"] = written
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print(result, source, written)
+        _print(result, source, written, rooftop)
     raise SystemExit(0 if result.ok else 1)
 
 
@@ -292,7 +292,7 @@ def _count(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
-def _print(result: Any, source: str, rejects: str | None) -> None:
+def _print(result: Any, source: str, rejects: str | None, rooftop: str | None = None) -> None:
     run = result.run
     report = result.report
     if report is not None:
@@ -308,7 +308,7 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
             details.append(f"{report.archive} archive" + (f" ({report.member})" if report.member else ""))
         console.print(Text(f"Read {run.source}: {', '.join(details)}; {_count(report.rows, 'row')}."))
         for name, count in sorted(report.defaults.items()):
-            value = "available" if name == "status" else (report.file_time if name == "updated_at" else "")
+            value = {"status": "available", "updated_at": report.file_time, "rooftop": rooftop or ""}.get(name, "")
             note = " (the feed's own time)" if name == "updated_at" else ""
             console.print(Text(f"Default {name} = {value or 'from the mapping'}{note} for {_count(count, 'row')}."))
         for column, fate in report.columns.items():

@@ -132,11 +132,12 @@ class FeedScheduler:
                 fingerprint=validators.fingerprint,
             )
             log.info(
-                "feed %s: %s (%d new, %d updated, %d removed, %d skipped)",
+                "feed %s: %s (%d new, %d updated, %d unchanged, %d removed, %d skipped)",
                 feed.name,
                 run.outcome,
                 run.inserted,
                 run.updated,
+                run.unchanged,
                 run.removed,
                 run.skipped,
             )

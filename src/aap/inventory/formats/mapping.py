@@ -353,13 +353,51 @@ class Formats:
         return found
 
 
+#: A mapping file larger than this is refused before it is parsed.
+MAX_MAPPING_BYTES = 1 << 20
+#: Tables and arrays nested deeper than this are refused (a mapping needs three levels).
+MAX_MAPPING_DEPTH = 8
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (stops counting past ``limit``)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def read_mapping(path: str, formats: Formats | None = None) -> FeedFormat:
-    """A dealer's mapping file, or a :class:`MappingError` (unreadable file included)."""
+    """A dealer's mapping file, or a :class:`MappingError` listing its problems (docs/feeds.md,
+    "Mapping files"): unreadable, too large, not UTF-8, not TOML, nested too deep, or the table's."""
     try:
         with open(path, "rb") as handle:
-            doc = tomllib.load(handle)
+            raw = handle.read(MAX_MAPPING_BYTES + 1)
     except OSError as exc:
         raise MappingError([f"cannot be read ({exc.strerror})"], path) from None
+    if len(raw) > MAX_MAPPING_BYTES:
+        raise MappingError([f"is larger than {MAX_MAPPING_BYTES >> 20} MiB"], path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MappingError([f"is not UTF-8 text (byte {exc.start} is not valid)"], path) from None
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MappingError([f"(syntax): {exc}"], path) from None
+    except RecursionError:
+        raise MappingError([f"nests tables or arrays more than {MAX_MAPPING_DEPTH} deep"], path) from None
+    if _depth(doc, MAX_MAPPING_DEPTH) > MAX_MAPPING_DEPTH:
+        raise MappingError([f"nests tables or arrays more than {MAX_MAPPING_DEPTH} deep"], path)
     return parse_format(doc, path, formats=formats)

@@ -353,21 +353,25 @@ class _Collector:
 
     def _reject_shared_identities(self) -> None:
         report = self.report
-        groups: dict[tuple[str, Any, str], list[int]] = {}
-        for index, listing in enumerate(report.listings):
+        groups: dict[tuple[str, Any, str], list[int]] = {}  # index >= 0: accepted, < 0: rejected row
+        rows = [(i, listing, line) for i, (listing, line) in enumerate(zip(report.listings, report.lines))]
+        rows += [(-1 - i, r.listing, r.line) for i, r in enumerate(report.rejected)]
+        for index, listing, _line in rows:
             dealer = listing.get("dealer_id")
             for key in ("vehicle_id", "vin", "stock"):
                 value = listing.get(key)
                 if isinstance(value, str):
                     groups.setdefault((key, None if key == "vehicle_id" else dealer, value), []).append(index)
+        line_of = {index: line for index, _listing, line in rows}
         shared: dict[int, list[FeedProblem]] = {}
         for (key, _dealer, _value), members in groups.items():
             if len(members) < 2:
                 continue
-            lines = [report.lines[i] for i in members]
+            what = {"vin": "VIN", "stock": "stock number", "vehicle_id": "vehicle_id"}[key]
             for i in members:
-                others = ", ".join(str(n) for n in lines if n != report.lines[i])
-                what = {"vin": "VIN", "stock": "stock number", "vehicle_id": "vehicle_id"}[key]
+                if i < 0:
+                    continue  # rejected already: its own problems say why
+                others = ", ".join(str(line_of[j]) for j in members if j != i)
                 column, cell = self.origins[i].get(key, (None, None))
                 shared.setdefault(i, []).append(
                     FeedProblem(
