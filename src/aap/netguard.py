@@ -42,10 +42,10 @@ def refusal(address: Address | str, reach: Reach) -> str | None:
         ip = ip.ipv4_mapped
     if ip.is_link_local:
         return "a link-local address"
-    if ip.is_multicast or ip.is_unspecified or ip.is_reserved:
-        return "a reserved address"
     if ip.is_loopback:
         return None if reach.loopback else "a loopback address"
+    if ip.is_multicast or ip.is_unspecified or ip.is_reserved:
+        return "a reserved address"
     if not ip.is_global:
         return None if reach.private else "a private address"
     return None

@@ -26,12 +26,15 @@ name a loopback host itself (local development); a redirect may not.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import ipaddress
 import os
 import re
 import ssl
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -167,8 +170,12 @@ def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _client(context: ssl.SSLContext, reach: Reach, timeout: httpx.Timeout) -> httpx.AsyncClient:
-    """A client whose every connection goes through the address guard (no proxy from the environment)."""
+def _transport(context: ssl.SSLContext, reach: Reach) -> httpx.AsyncHTTPTransport:
+    """A transport whose every connection goes through the address guard (no proxy from the environment).
+
+    Requests go to the transport itself, not through an ``httpx.AsyncClient``: the client logs
+    each request's URL, and a feed URL may carry a secret in its query.
+    """
     transport = httpx.AsyncHTTPTransport(verify=context, trust_env=False, retries=0)
     transport._pool = httpcore.AsyncConnectionPool(
         ssl_context=context,
@@ -178,7 +185,15 @@ def _client(context: ssl.SSLContext, reach: Reach, timeout: httpx.Timeout) -> ht
         retries=0,
         network_backend=GuardedBackend(reach),
     )
-    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False, trust_env=False)
+    return transport
+
+
+@asynccontextmanager
+async def _closing(response: httpx.Response) -> AsyncIterator[httpx.Response]:
+    try:
+        yield response
+    finally:
+        await response.aclose()
 
 
 def _hop_problem(url: str, previous: str | None) -> str | None:
@@ -211,14 +226,13 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
         headers["If-None-Match"] = previous.etag
     if previous.last_modified:
         headers["If-Modified-Since"] = previous.last_modified
-    auth: Any = None
     token = _env(credentials.token_env, "bearer token")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     elif credentials.username_env or credentials.password_env:
-        auth = httpx.BasicAuth(
-            _env(credentials.username_env, "user name") or "", _env(credentials.password_env, "password") or ""
-        )
+        user = _env(credentials.username_env, "user name") or ""
+        password = _env(credentials.password_env, "password") or ""
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     context = _ssl_context(credentials.ca_file)
     shown = display_source(source)
     name = unquote(urlsplit(source).path.rsplit("/", 1)[-1]) or "feed"
@@ -241,10 +255,10 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
                     raise FetchError(f"{shown}: {display_source(url)} is {why}; refused (private_network allows it)")
                 if urlsplit(url)[:2] != origin:  # credentials never follow a redirect to another origin
                     headers.pop("Authorization", None)
-                    auth = None
+                request = httpx.Request("GET", url, headers=headers, extensions={"timeout": timeout.as_dict()})
                 async with (
-                    _client(context, reach, timeout) as client,
-                    client.stream("GET", url, headers=headers, auth=auth) as response,
+                    _transport(context, reach) as transport,
+                    _closing(await transport.handle_async_request(request)) as response,
                 ):
                     if response.status_code in _REDIRECTS and "location" in response.headers:
                         target = urljoin(url, response.headers["location"])
