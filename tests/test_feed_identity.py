@@ -75,7 +75,7 @@ def test_a_wrong_format_is_refused_before_any_row_and_says_which_one(tmp_path, d
     result = invoke(dms, "--format", "meta-vehicle", "--replace", "--database", db)
     assert result.exit_code == 1
     text = " ".join(result.output.split())
-    assert "--format meta-vehicle feeds no" in text and "did you mean --format dealer-csv?" in text
+    assert "--format meta-vehicle reads no column for" in text and "did you mean --format dealer-csv?" in text
     assert '"Internet Price"' in text  # a column it did not recognise
     assert published(db) == before
     stores = open_stores(db)
@@ -89,7 +89,7 @@ def test_a_table_that_feeds_no_price_is_refused_unless_allowed(tmp_path, db, car
     rows = [row[:9] + row[11:] for row in samples.dealer_rows(cars)]  # no Internet Price, no MSRP
     feed = write(tmp_path, "no-prices.csv", samples._delimited(rows, ";").encode("cp1252"))
     result = invoke(feed, "--database", db)
-    assert result.exit_code == 1 and "feeds no a price" in " ".join(result.output.split())
+    assert result.exit_code == 1 and "reads no column for a price" in " ".join(result.output.split())
     assert published(db) == []
     summary = imported(feed, "--allow-field-loss", "--database", db)
     assert summary["inserted"] == COUNT
@@ -402,3 +402,27 @@ def test_random_feeds_never_leave_two_listings_of_a_vin_or_a_vin_on_another_car(
                         assert now.get(vin) == doc
     finally:
         stores.close()
+
+
+# -- the feature vocabulary ------------------------------------------------------------------------------
+
+
+def test_any_evidence_code_without_features():
+    """Without [[features]] the vocabulary is the codes the inventory carries (docs/search.md)."""
+    import dataclasses
+
+    from aap.inventory.listing_rules import ListingChecker
+
+    listing = {
+        "vin": with_check_digit("1HGCM82603A004352"),
+        "status": "available",
+        "updated_at": "2026-05-01T10:00:00Z",
+        "feature_evidence": [{"code": "heated_seats", "label": "Heated seats", "status": "unknown"}],
+    }
+    bare = dataclasses.replace(DEMO, features=())
+    assert ListingChecker(bare).check(dict(listing), 1) == []
+    codes = {f.code for f in DEMO.features}
+    assert codes and "heated_seats" not in codes
+    assert ListingChecker(DEMO).check(dict(listing), 1) == [
+        ("/feature_evidence/0/code", "is not in the configured [[features]] vocabulary")
+    ]

@@ -94,8 +94,9 @@ class FeedProblem:
         if self.column is not None:
             shown = f" {_quoted(self.value)}" if self.value is not None else ""
             return f'line {self.line}, column "{self.column}":{shown} {self.message}'
-        where = f" {self.location}" if self.location else ""
-        return f"line {self.line}:{where}: {self.message}"
+        if not self.location:
+            return f"line {self.line}: {self.message}"
+        return f"line {self.line}: {self.location}: {self.message}"
 
 
 def _quoted(value: str, limit: int = 80) -> str:

@@ -226,8 +226,8 @@ def coverage_problem(
         return None
     unknown = [c for c in dict.fromkeys(columns) if c and fmt.targets(c) is None]
     what = f"--format {fmt.name}" if fmt.source == "built-in" else f"the mapping {fmt.source}"
-    lacks = _listed(missing or better)
-    message = f"{what} feeds no {lacks} from this file's columns"
+    lacks = _listed(missing + [label for label in better if label not in missing])
+    message = f"{what} reads no column for {lacks} from this file"
     if unknown:
         shown = ", ".join(f'"{c}"' for c in unknown[:12]) + (
             f" and {len(unknown) - 12} more" if len(unknown) > 12 else ""
