@@ -238,36 +238,33 @@ def open_text(
     with ExitStack() as stack:
         stream, inner, archives = _unpacked(data, name, stack, max_expanded_bytes)
         first = stream.read(HEAD_BYTES)
-        if encoding:
-            candidates = [encoding]
-        elif first.startswith(b"\xef\xbb\xbf"):
-            candidates = ["utf-8-sig"]
-        elif first.startswith((b"\xff\xfe", b"\xfe\xff")):
-            candidates = ["utf-16"]
-        else:
-            candidates = ["utf-8", "cp1252"]
-        decoders = {c: _decoder(c) for c in candidates}
-        failed: dict[str, str] = {}
+    if encoding:
+        candidates = [encoding]
+    elif first.startswith(b"\xef\xbb\xbf"):
+        candidates = ["utf-8-sig"]
+    elif first.startswith((b"\xff\xfe", b"\xfe\xff")):
+        candidates = ["utf-16"]
+    else:
+        candidates = ["utf-8", "cp1252"]
+    failed: dict[str, str] = {}
+    chosen: str | None = None
+    size = 0
+    for candidate in candidates:  # a pass each; a Windows-1252 file fails UTF-8 at its first accent
+        decoder = _decoder(candidate)
         size = 0
-        chunk = first
-        while chunk:
-            size += len(chunk)
-            for candidate, decoder in list(decoders.items()):
-                try:
+        try:
+            with ExitStack() as stack:
+                stream, _inner, _archives = _unpacked(data, name, stack, max_expanded_bytes)
+                while chunk := stream.read(_CHUNK):
+                    size += len(chunk)
                     decoder.decode(chunk)
-                except UnicodeDecodeError as exc:
-                    failed[candidate] = f"byte {size - len(chunk) + exc.start}"
-                    del decoders[candidate]
-            if not decoders:
-                break
-            chunk = stream.read(_CHUNK)
-        for candidate, decoder in list(decoders.items()):
-            try:
-                decoder.decode(b"", True)
-            except UnicodeDecodeError:
-                failed[candidate] = "the last bytes"
-                del decoders[candidate]
-    if not decoders:
+            decoder.decode(b"", True)
+        except UnicodeDecodeError as exc:
+            failed[candidate] = f"byte {size - len(chunk) + exc.start}" if size else "the last bytes"
+            continue
+        chosen = candidate
+        break
+    if chosen is None:
         if encoding:
             raise SourceError(f"cannot be read as {encoding} ({failed[encoding]} is not valid)")
         if candidates == ["utf-8-sig"]:
@@ -275,7 +272,6 @@ def open_text(
         if candidates == ["utf-16"]:
             raise SourceError(f"is not readable UTF-16 ({failed['utf-16']})")
         raise SourceError(f"is neither UTF-8 nor Windows-1252 text ({failed['cp1252']}); give its encoding")
-    chosen = next(c for c in candidates if c in decoders)
     head = _decoder(chosen).decode(first, False).removeprefix("\ufeff")
     return FeedText(
         data,
