@@ -8,7 +8,7 @@ discovery links, counters from ``/metrics``, the delivery backlog) and
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
-lockouts, the audit log, check reports), so several workers serve one console.
+sign-in counts, the audit log, check reports), so several workers serve one console.
 This is the one surface that shows customer data, and it writes an audit entry
 each time someone views or exports it. ``[web] console = false`` removes it.
 """
@@ -25,12 +25,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
-from aap.agent import DealerAgent
 from aap.console import health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
+from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
+from aap.errors import unexpected
+from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import unexpected
 from aap.web.pages import asset_routes, render, templates
 from aap.web.parts import BindingParts
 
@@ -45,8 +45,9 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 class Console:
     """The console's shared parts: the agent, accounts, templates, the audit log."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.agent = agent = gateway.agent
         self.settings = agent.settings
         self.stores = agent.stores
         self.accounts = Accounts(agent.stores.console, agent.settings)
@@ -94,6 +95,7 @@ class Console:
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
             try:
+                refuse_odd_values(request)
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
@@ -136,11 +138,12 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(agent: DealerAgent) -> BindingParts:
-    """The console's routes, unless ``[web] console = false``."""
-    if not agent.settings.web.console:
+def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
+    """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
+    unless given: a test holds the hash gate of the console it serves)."""
+    if not gateway.settings.web.console:
         return BindingParts()
-    console = Console(agent)
+    console = console or Console(gateway)
     runner = health.CheckRunner(console)
 
     async def home(request: Request) -> Response:
