@@ -426,3 +426,8 @@ def test_any_evidence_code_without_features():
     assert ListingChecker(DEMO).check(dict(listing), 1) == [
         ("/feature_evidence/0/code", "is not in the configured [[features]] vocabulary")
     ]
+
+
+def test_format_aap_on_another_formats_header_says_which_it_looks_like(tmp_path, db, cars):
+    result = invoke(write(tmp_path, "dms.csv", samples.dealer_csv(cars)), "--format", "aap", "--database", db)
+    assert result.exit_code == 1 and "did you mean --format dealer-csv?" in " ".join(result.output.split())
