@@ -161,7 +161,7 @@ def test_search_page_through_results_and_open_a_vehicle(page, dealer, shots):
     page.goto(dealer["base"] + "/")
     expect(page.get_by_role("heading", level=1)).to_have_text("Bay Motors Group")
     page.screenshot(path=str(shots / "public-home.png"))
-    page.get_by_role("checkbox", name=re.compile(r"^Used \(\d+\)$")).check()  # with its count in the inventory
+    page.get_by_role("checkbox", name=re.compile(r"^Used \([\d,]+\)$")).check()  # with its count in the inventory
     page.get_by_label("Sort by").select_option("price:asc")
     page.get_by_role("button", name="Search").click()
     expect(page).to_have_url(re.compile(r"condition=used.*sort=price%3Aasc"))
