@@ -1,4 +1,4 @@
-"""The adversarial suite (issue 15, item 8): hostile requests at every door, bounded by example
+"""The adversarial suite: hostile requests at every door, bounded by example
 counts (CI replays the same examples: tests/conftest.py). bench/adversarial.py runs the same
 generators and verdicts with ``--examples 20000`` and measures server CPU per refusal.
 

@@ -1,4 +1,4 @@
-"""What a buyer sees of operator and seller on an aggregate endpoint (issue 15, item 7).
+"""What a buyer sees of operator and seller on an aggregate endpoint (docs/leads.md, "Aggregate endpoints: operator and seller").
 
 The seed keeps the two apart: a listing's ``dealer_id`` "identifies the actual seller, not
 merely the aggregation platform" (``Vehicle.dealer_id``); a selected seller's profile

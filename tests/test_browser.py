@@ -2,7 +2,7 @@
 
 One server for the module (uvicorn on loopback, the lead delivery worker in its
 lifespan, a CRM stand-in that refuses until told otherwise), one browser, the
-scenarios of issue 13: search, page and open a vehicle; sign in, find a lead
+scenarios docs/console.md describes: search, page and open a vehicle; sign in, find a lead
 submitted over /a2a, open it, read its ADF, retry its failed delivery and watch
 it turn delivered, export CSV; a wrong password refused, then locked out; the
 conformance check run from the console. The browser never leaves loopback

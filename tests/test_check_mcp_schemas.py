@@ -31,7 +31,7 @@ async def test_our_tools_pass(tmp_path: Path) -> None:
 
 
 async def test_a_success_only_output_schema_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools, "output_schema", schemas.bundled)  # the outputSchema before issue 14
+    monkeypatch.setattr(tools, "output_schema", schemas.bundled)  # a success-only outputSchema, as the tools once had
     with live_dealer(tmp_path, count=10) as dealer:
         report = await run_checks(dealer.base_url, OPTIONS, rules=["mcp.error_schema"])
     result = report.result("mcp.error_schema")

@@ -158,7 +158,7 @@ def test_compose_runs_postgres_the_workers_delivery_and_the_feed_scheduler():
     assert commands["feeds"] == ["feeds", "run"]
     for args in commands.values():
         if args[0] == "feeds" and "feeds" not in main.commands:
-            continue  # `aap feeds run` lands with the feed scheduler (issue 12)
+            continue  # a build without the feed scheduler has no `aap feeds run`
         accepts(args)
     for name in ("migrate", "web", "deliver", "feeds"):
         service = services[name]

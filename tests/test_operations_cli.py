@@ -1,4 +1,4 @@
-"""Issue 18, the operator's side of the command line: where the configuration and the data
+"""The operator's side of the command line: where the configuration and the data
 are, what ``aap serve`` publishes and when it says so, ``aap config check``, ``aap db backup``,
 ``aap check`` answers that cannot pass by mistake, and the log formats."""
 

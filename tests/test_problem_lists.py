@@ -1,4 +1,4 @@
-"""Problem lists are complete and have one entry per (location, keyword) (issue 15, item 6).
+"""Problem lists are complete and have one entry per (location, keyword) (docs/search.md, "Validation order").
 
 - schema problems and capability problems (an unadvertised filter, a feature code outside
   the vocabulary, an unsupported sort field) of one request are listed together;

@@ -1,4 +1,4 @@
-"""Proxy headers are believed only from ``[server] forwarded_allow_ips`` (issue 15, item 3).
+"""Proxy headers are believed only from ``[server] forwarded_allow_ips`` (docs/deployment.md, "Behind a reverse proxy").
 
 uvicorn believes ``X-Forwarded-For`` from 127.0.0.1 by default, so a same-host process (or a
 proxy passing a client's header through) could reset its rate-limit bucket at will. Served by

@@ -1,4 +1,4 @@
-"""Bounded work per request (issue 15, item 1): structural bounds before validation, a budget for
+"""Bounded work per request (docs/search.md, "Request bounds"): structural bounds before validation, a budget for
 explaining a failure, and rate-limit costs that follow the work.
 
 The 20 ms CPU target of a refusal is measured by bench/adversarial.py, not here: these tests
@@ -45,7 +45,7 @@ def refusal(agent, payload) -> AapError:
 
 
 def test_a_hundred_thousand_feature_codes_are_refused_before_validation(monkeypatch):
-    """The request of the issue: 100,000 copies of "x" (about 500 KB) cost 0.8-1.5 s of CPU."""
+    """The request that set the bounds: 100,000 copies of "x" (about 500 KB) cost 0.8-1.5 s of CPU."""
     validations = Calls(monkeypatch, aap.agent, "validate")
     explanations = Calls(monkeypatch, aap.spec.validator, "_explain")
     with open_memory_agent() as agent:

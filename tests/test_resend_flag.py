@@ -1,5 +1,5 @@
 """``<prospect status="resend">`` (and the webhook's ``resend``) only when an earlier attempt may have
-reached the CRM (issue 15, item 2; docs/leads.md "Resend").
+reached the CRM (docs/leads.md §8, the resend rule).
 
 May have reached: the request was sent and its answer was lost or ambiguous (a read timeout, a
 connection closed mid-answer, a 5xx answer, a worker killed while sending, or the operator

@@ -8,7 +8,7 @@ document itself an ``<id source="AAP ...">`` element.
 
 A send either returns (delivered) or raises :class:`SendError` saying whether a
 retry can help, and whether the attempt may have reached the CRM: the request
-was sent and its answer was lost or ambiguous (docs/leads.md, "Resend"). A
+was sent and its answer was lost or ambiguous (docs/leads.md §8, the resend rule). A
 refused connection, a DNS or TLS failure, a connect or pool timeout, an SMTP
 refusal before the message data and an answer that says "not processed" (408,
 425, 429) never reached it. Error texts name status codes and exception types

@@ -4,7 +4,6 @@
 ``source``         bytes to text: gzip/zip, encodings, delimiters (sniffed)
 ``records``        text to records: delimited rows, XML listings, with their lines
 ``transforms``     named cell transforms (money, mileage, dates, VINs, photos, ...)
-``vin``            the VIN check digit
 ``mapping``        format tables as data (``formats/*.toml``) and mapping files
 ``convert``        one record to one listing, remembering each value's column
 ``reader``         the whole feed through the one validator (:mod:`aap.inventory.feed`)
