@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from rfc3339_validator import validate_rfc3339
 from rfc3986_validator import validate_rfc3986
 
-from aap.spec.formats import _PLAIN_DATE_TIME, _PLAIN_HTTP_URI, is_date_time, is_uri
+from aap.spec.formats import _PLAIN_HTTP_URI, is_date_time, is_uri
+from aap.util.rfc3339 import PLAIN_DATE_TIME as _PLAIN_DATE_TIME
 
 PROPERTY = settings(max_examples=300, deadline=None)
 

@@ -12,9 +12,9 @@ import pytest
 from aap.agent import CallContext, DealerAgent
 from aap.config.leads import AppointmentSettings
 from aap.errors import AapError
-from aap.leads.timefmt import to_utc_z
 from aap.spec import validate
 from aap.store import open_stores
+from aap.util.rfc3339 import to_utc_z
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,
@@ -474,7 +474,7 @@ def _fill_horizon(agent, days=1):
     from zoneinfo import ZoneInfo
 
     from aap.leads import appointments as ap
-    from aap.leads.timefmt import to_utc_z
+    from aap.util.rfc3339 import to_utc_z
 
     tz = ZoneInfo("America/Los_Angeles")
     week = agent.settings.dealer.rooftops[0]["schedules"][0]["value"]

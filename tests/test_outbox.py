@@ -19,9 +19,9 @@ from aiosmtpd.controller import Controller
 
 from aap.agent import CallContext, DealerAgent
 from aap.config.leads import DeliverySettings, Route, SmtpTarget, WebhookTarget
-from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
 from aap.store import open_stores
+from aap.util.rfc3339 import epoch_ms
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,

@@ -19,8 +19,8 @@ import pytest
 
 from aap.config.leads import AdfHttpTarget, DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads import transports
-from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker
+from aap.util.rfc3339 import epoch_ms
 from lead_support import NOW, Receiver, free_port, http_route, lead_settings
 from test_outbox import Clock, deliveries, make_agent, once, submit  # noqa: F401 (fixture)
 

@@ -17,7 +17,6 @@ import gc
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aap.config.model import Settings
@@ -34,6 +33,7 @@ from aap.inventory.feed import (
 from aap.inventory.feeds import records, source
 from aap.inventory.feeds.convert import Converted, Converter
 from aap.inventory.feeds.mapping import BUILT_IN, FeedFormat, builtin_format, squash
+from aap.util.rfc3339 import now_utc_z
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
 _IDENTITY = frozenset({"vin", "stock", "vehicle_id"})
@@ -109,10 +109,6 @@ class FeedReport:
 
     def error(self) -> FeedError:
         return FeedError(self.problems, self.problem_total, self.source)
-
-
-def _now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _fail(name: str, message: str, line: int = 1) -> FeedError:
@@ -266,7 +262,7 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
         encoding=text.encoding,
         archive=text.archive,
         member=text.name if text.archive == "zip" else None,
-        file_time=options.file_time or _now(),
+        file_time=options.file_time or now_utc_z(),
     )
     if not text.text.strip():  # an empty file: no listings, whatever its format (the caller refuses it)
         report.format = fmt.name if fmt else (options.format or "unknown")

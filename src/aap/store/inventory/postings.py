@@ -39,8 +39,8 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -49,6 +49,7 @@ from aap.memory import return_free_memory
 from aap.store.db import Database, Tx
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
 from aap.store.inventory.sql import Clause, rows_in, seller_clause
+from aap.util.memo import Memo
 
 if TYPE_CHECKING:
     from aap.store.inventory.snapshot import InventorySnapshot
@@ -147,8 +148,8 @@ class Postings:
         self.features = features  # present feature code -> listings
         self.parts = parts  # keyword part (casefolded) -> listings
         self.chars = chars  # character of a casefolded VIN or stock number -> listings
-        self._ranges: _MadeOnce[tuple[str, int | None], FrozenBitMap] = _MadeOnce(BELOW_KEPT)  # see _below
-        self._bucket_values: _MadeOnce[tuple[str, int], dict[int, int]] = _MadeOnce(VALUES_KEPT)  # see _values
+        self._ranges: Memo[tuple[str, int | None], FrozenBitMap] = Memo(BELOW_KEPT)  # see _below
+        self._bucket_values: Memo[tuple[str, int], dict[int, int]] = Memo(VALUES_KEPT)  # see _values
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -373,35 +374,6 @@ class Postings:
 
     def feature_counts(self, matched: FrozenBitMap) -> dict[str, int]:
         return {code: matched.intersection_cardinality(b) for code, b in self.features.items()}
-
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class _MadeOnce(Generic[K, V]):
-    """Values derived from an index, each made on first use by one caller (callers wanting it
-    meanwhile wait for it rather than make it again) and kept, the oldest dropped past ``kept``."""
-
-    def __init__(self, kept: int) -> None:
-        self.kept = kept
-        self._values: dict[K, V] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: K, make: Callable[[], V]) -> V:
-        value = self._values.get(key)
-        if value is None:
-            with self._lock:
-                value = self._values.get(key)
-                if value is None:
-                    value = make()
-                    if len(self._values) >= self.kept:
-                        self._values.pop(next(iter(self._values)))
-                    self._values[key] = value
-        return value
-
-    def __bool__(self) -> bool:
-        return bool(self._values)
 
 
 def _union(bitmaps: Iterable[FrozenBitMap | BitMap]) -> BitMap:
