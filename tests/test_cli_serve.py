@@ -15,6 +15,9 @@ import pytest
 from aap.config.loader import load_settings
 from aap.spec import validate
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -30,6 +33,9 @@ def stop_server(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 @pytest.fixture

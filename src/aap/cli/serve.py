@@ -127,19 +127,23 @@ def command(
         sock.close()
         fail(f"Cannot serve: {exc}")
 
-    stores = open_stores_or_fail(settings)
     try:
-        if is_demo(settings):
-            if not claim_for_demo(stores, settings):
-                fail(
-                    f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
-                    "group did not load; the demo never serves it as its own.",
-                    ["serve it with its configuration (--config), or give the demo another database"],
-                )
-            seed_demo_inventory(settings, stores)
-        no_accounts = settings.web.console and not stores.console.users()
-    finally:
-        stores.close()
+        stores = open_stores_or_fail(settings)
+        try:
+            if is_demo(settings):
+                if not claim_for_demo(stores, settings):
+                    fail(
+                        f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
+                        "group did not load; the demo never serves it as its own.",
+                        ["serve it with its configuration (--config), or give the demo another database"],
+                    )
+                seed_demo_inventory(settings, stores)
+            no_accounts = settings.web.console and not stores.console.users()
+        finally:
+            stores.close()
+    except BaseException:  # a refusal: the socket bound above is not served
+        sock.close()
+        raise
 
     console.print(
         Text(f"Serving {settings.agent.name} at {settings.base_url} (database {redacted(settings.database_url)})")
