@@ -176,7 +176,7 @@ def reset_database(db: Database, snapshot: dict[str, list[tuple]]) -> None:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PostgresCluster]:
     """One throwaway PostgreSQL server for the whole session (started on first use)."""
-    cluster = PostgresCluster().start()
+    cluster = PostgresCluster().start(in_memory=True)
     yield cluster
     cluster.stop()
 
@@ -187,10 +187,11 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-def database_url_factory(backend, request, tmp_path) -> Callable[..., str]:
+def database_url_factory(backend, request, tmp_path) -> Iterator[Callable[..., str]]:
     """``database_url_factory(name="aap")`` → the URL of this test's database called ``name``.
 
-    The same name gives the same database within one test; each test starts empty.
+    The same name gives the same database within one test; each test starts empty, and its
+    PostgreSQL databases are dropped after it.
     """
     urls: dict[str, str] = {}
     cluster = request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
@@ -203,7 +204,10 @@ def database_url_factory(backend, request, tmp_path) -> Callable[..., str]:
                 urls[name] = cluster.create_database()
         return urls[name]
 
-    return url
+    yield url
+    if cluster is not None:
+        for made in urls.values():
+            cluster.drop_database(made)
 
 
 @pytest.fixture

@@ -516,6 +516,7 @@ def assert_sane(payload) -> None:
         assert payload["error"]["code"] != -32603, payload  # random input is never an internal error
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=TYPES,
@@ -530,6 +531,7 @@ def test_random_payloads_never_fail_the_server(http, kind, top, filters):
     assert_sane(payload)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=JSON, params=st.dictionaries(st.sampled_from(["message", "configuration", "tenant", "metadata"]), JSON))
 def test_random_envelopes_never_fail_the_server(http, body, params):

@@ -177,6 +177,7 @@ async def test_unsupported_skill(deployment):
         assert aap_error_of(session.bodies[-1])["code"] == "UNSUPPORTED_SKILL"
 
 
+@pytest.mark.slow
 async def test_tenant_echoed_by_sdk(tmp_path):
     with Deployment(tmp_path, inventory=0, tenant="lot-7", rate_limit=RateLimit(enabled=False)) as dep:
         async with Session(dep.base_url) as session:

@@ -91,6 +91,7 @@ def assert_clean(verdicts: Verdicts) -> None:
 # -- A2A ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a2a_hostile_payloads(dealer, meter):
     verdicts = Verdicts()
     with httpx.Client(base_url=dealer.base_url, timeout=60) as http:
@@ -108,6 +109,7 @@ def test_a2a_hostile_payloads(dealer, meter):
     assert verdicts.answers >= EXAMPLES["a2a"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_a2a_openapi_document_by_schemathesis(dealer, meter, mode):
     """The seed's own document, served at /a2a/openapi.json, drives the requests."""
@@ -131,6 +133,7 @@ def test_a2a_openapi_document_by_schemathesis(dealer, meter, mode):
 # -- MCP ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mcp_hostile_json_rpc_at_both_revisions(dealer, meter):
     verdicts = Verdicts()
     revisions: set[str] = set()
@@ -154,6 +157,7 @@ def test_mcp_hostile_json_rpc_at_both_revisions(dealer, meter):
 # -- Poppy --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_poppy_api_hostile_payloads(poppy, meter):
     deployment, client = poppy
     verdicts = Verdicts()
@@ -173,6 +177,7 @@ def test_poppy_api_hostile_payloads(poppy, meter):
     assert_clean(verdicts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
     deployment, client = poppy
@@ -196,6 +201,7 @@ def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
     assert_clean(verdicts)
 
 
+@pytest.mark.slow
 def test_token_endpoint_hostile_forms(poppy):
     deployment, client = poppy
     endpoint = client.issuer_metadata["token_endpoint"]

@@ -25,6 +25,9 @@ from aap.store import open_stores
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 SHARED_VIN = "1HGCV1F34PA000001"
 
 CONFIG = """

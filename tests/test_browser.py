@@ -38,6 +38,9 @@ from console_support import PASSWORD, cheap_hashing, fast_web
 from http_helpers import AAP_HEADERS, LiveServer, send_message
 from lead_support import ROOFTOPS, Receiver, http_route, lead_request, lead_settings
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",

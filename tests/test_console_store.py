@@ -58,6 +58,7 @@ def accounts_for(agent, clock=None, **web):
 # -- accounts ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_accounts_are_added_once_with_a_valid_scope(dealer):
     accounts = accounts_for(dealer)
     admin = accounts.add("Boss@Dealer.Example ", PASSWORD, role="admin")
@@ -103,6 +104,7 @@ def test_an_account_is_locked_after_repeated_failures_even_for_the_right_passwor
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
 
 
+@pytest.mark.slow
 def test_an_address_is_locked_after_failures_across_accounts_and_unknown_ones_count(dealer):
     clock = Clock()
     accounts = accounts_for(dealer, clock, login_failures_per_account=100, login_failures_per_address=4)
@@ -115,6 +117,7 @@ def test_an_address_is_locked_after_failures_across_accounts_and_unknown_ones_co
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.8").user is not None
 
 
+@pytest.mark.slow
 def test_sessions_end_when_idle_and_at_their_maximum_age(dealer):
     clock = Clock()
     accounts = accounts_for(dealer, clock, session_idle_minutes=30, session_max_hours=1)

@@ -115,6 +115,7 @@ def healthcheck_argv() -> list[str]:
     return [sys.executable, *argv[1:]]
 
 
+@pytest.mark.slow
 def test_the_image_health_check_command_against_a_live_server(tmp_path):
     from aap.server.app import create_app
     from aap.store import open_stores

@@ -80,6 +80,7 @@ def check_published(http, items: list[samples.Vehicle], *, rooftops: bool = Fals
             assert listing["rooftop"] == item.rooftop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "render", "fmt"),
     [

@@ -57,6 +57,7 @@ def test_uri_verdicts_equal_the_full_grammar(value: str) -> None:
     assert is_uri(value) == full_uri(value)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     st.one_of(

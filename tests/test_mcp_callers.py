@@ -123,6 +123,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
         yield live
 
 
+@pytest.mark.slow
 def test_rate_limited_calls_are_is_error_results_with_retry_after(limited: Dealer) -> None:
     info = {"type": "dealer.information.request"}
     for _ in range(2):

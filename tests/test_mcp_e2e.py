@@ -47,6 +47,7 @@ def listing_vehicle(dealer: Dealer) -> dict[str, Any]:
     return next(v for v in dealer.listings if v.get("vin") and v.get("status", "available") == "available")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "version"), MODES)
 async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilities(
     dealer: Dealer, mode: str, version: str

@@ -61,6 +61,7 @@ READS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("request_", READS, ids=lambda r: r["type"])
 async def test_reads_answer_the_same_data(dealer: Dealer, request_: dict[str, Any]) -> None:
     via_a2a = over_a2a(dealer, request_)
@@ -107,6 +108,7 @@ async def test_errors_carry_the_same_code_and_problems(dealer: Dealer) -> None:
     assert via_mcp["error_id"] != via_a2a["error_id"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [MODERN, "legacy"])
 async def test_a_lead_key_used_on_a2a_replays_on_mcp(dealer: Dealer, mode: str) -> None:
     vehicle = next(v for v in dealer.listings if v.get("vin"))

@@ -190,6 +190,7 @@ def test_the_fronts_protocol_constants_are_the_sdks():
     assert set(envelope.HANDSHAKE_VERSIONS) == set(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [MODERN, LEGACY])
 def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, version):
     from aap.config.model import RateLimit
@@ -222,6 +223,7 @@ def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, vers
     assert without_error_ids(refused_fast) == without_error_ids(refused_sdk)
 
 
+@pytest.mark.slow
 def test_a2a_and_plain_tool_calls_never_load_the_sdk(tmp_path):
     """The SDK (and pydantic) load on the first request that needs them, not before."""
     import subprocess

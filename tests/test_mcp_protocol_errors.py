@@ -132,6 +132,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 @pytest.mark.parametrize(("body", "code", "message"), MALFORMED)
 def test_malformed_json_rpc_gets_a_fixed_short_message(

@@ -294,6 +294,7 @@ def test_phone_numbers_are_read_in_the_rooftops_country(tmp_path):
 # -- aap db backup -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_db_backup_is_a_consistent_restorable_copy(runner, backend, database_url_factory, tmp_path):
     url = database_url_factory()
     stores = open_stores(url)

@@ -89,6 +89,7 @@ def lead_data(response: httpx.Response) -> dict[str, Any]:
 
 
 # -- discovery -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_poppy_json_lists_the_mcp_endpoint_and_its_metadata_resolves(
     dealer: SignedInDealer, agent: SignedInAgent
 ) -> None:
@@ -367,6 +368,7 @@ def test_integers_beyond_64_bits_answer_as_over_the_poppy_api(dealer: SignedInDe
     assert math.isclose(by_api["data"]["applied_filters"]["price_max"], 1e30)
 
 
+@pytest.mark.slow
 def test_rate_limits_are_per_signed_in_caller_across_mcp_and_the_api(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -435,6 +437,7 @@ def _hash(token: str) -> str:
 
 
 # -- switched off -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_without_mcp_tokens_nothing_is_promised(tmp_path_factory: pytest.TempPathFactory) -> None:
     poppy = PoppySettings(allow_loopback_clients=True, mcp_enabled=False)
     with signed_in_dealer(tmp_path_factory.mktemp("poppy-no-mcp"), inventory=5, poppy=poppy) as live:

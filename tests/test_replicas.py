@@ -89,6 +89,7 @@ def deployment(clusters) -> Iterator[tuple[Stores, str, Any]]:
     stores.close()
 
 
+@pytest.mark.slow
 def test_reads_come_from_the_replica_and_a_cursor_never_goes_back_in_time(deployment):
     primary, replica_url, reading = deployment
     settings = make_settings()
@@ -125,6 +126,7 @@ def healthz(stores: Stores) -> dict[str, Any]:
     return response.json()
 
 
+@pytest.mark.slow
 def test_a_lagging_replica_is_skipped_and_healthz_says_so(deployment):
     primary, replica_url, reading = deployment
     stores = reading(max_replica_lag_ms=0)
@@ -141,6 +143,7 @@ def test_a_lagging_replica_is_skipped_and_healthz_says_so(deployment):
     assert total(DealerAgent(make_settings(), stores))["total"] == 26  # the primary answered
 
 
+@pytest.mark.slow
 def test_a_replica_stopped_midway_is_skipped(clusters, deployment):
     _primary, replica, _url = clusters
     primary, replica_url, reading = deployment

@@ -167,6 +167,7 @@ def test_tokens_follow_the_skill_and_what_its_shape_was_seen_to_cost():
         work.executor.shutdown()
 
 
+@pytest.mark.slow
 def test_over_a2a_a_lead_costs_its_tokens(tmp_path):
     """Burst 8: two leads (4 tokens each) pass, the third is refused; a search still costs one."""
     rule = RateLimit(enabled=True, per_minute=1, burst=8)
@@ -280,6 +281,7 @@ def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monk
             assert "Narrow" in error.details["hint"]
 
 
+@pytest.mark.slow
 def test_mcp_never_hands_a_request_over_the_bounds_to_the_sdk(tmp_path):
     """The SDK's reader cost ~100-300 ms on a 1 MiB call (bench/adversarial.py): a message it would
     read is refused at the front when it is over the bounds; a plain call meets them in the core."""

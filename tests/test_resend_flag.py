@@ -35,6 +35,7 @@ def worker_for(agent, clock: Clock) -> DeliveryWorker:
     return DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
 
 
+@pytest.mark.slow
 async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent):
     port = free_port()  # nothing listens: connection refused
     agent = make_agent(
@@ -61,6 +62,7 @@ async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent
     assert prospect_status(got) == "new"  # it never had it
 
 
+@pytest.mark.slow
 async def test_the_webhook_says_resend_false_after_a_refused_connection(make_agent):
     port = free_port()
     hook = WebhookTarget("hook", f"http://127.0.0.1:{port}/hook")
@@ -81,6 +83,7 @@ async def test_the_webhook_says_resend_false_after_a_refused_connection(make_age
     assert orjson.loads(got["body"])["resend"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("status", "resend"), [(500, "resend"), (503, "resend"), (429, "new"), (408, "new")])
 async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, resend):
     crm = Receiver()
@@ -101,6 +104,7 @@ async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, re
         crm.close()
 
 
+@pytest.mark.slow
 async def test_an_answer_lost_to_a_read_timeout_makes_the_next_one_a_resend(make_agent):
     crm = Receiver()
     try:

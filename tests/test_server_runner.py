@@ -175,6 +175,7 @@ def _settings_files() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("aap-settings-*.json"))
 
 
+@pytest.mark.slow
 def test_two_workers(tmp_path):
     before = _settings_files()
     port = free_port()
@@ -232,6 +233,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+@pytest.mark.slow
 def test_tls_localhost_card_is_schema_valid(tmp_path):
     """With TLS served directly, https://localhost:PORT publishes a fully valid card."""
     cert, key = _self_signed(tmp_path)
@@ -252,6 +254,7 @@ def test_tls_localhost_card_is_schema_valid(tmp_path):
     assert "result" in answer.json()
 
 
+@pytest.mark.slow
 def test_one_scrape_sees_every_worker(tmp_path, monkeypatch):
     """Several workers share one metrics directory: any worker's /metrics counts every worker's requests."""
     import json as jsonlib

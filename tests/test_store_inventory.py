@@ -339,6 +339,7 @@ def _apply(state: dict[str, dict[str, Any]], feed: list[dict[str, Any]], replace
             state.pop(key, None)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

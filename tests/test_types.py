@@ -35,6 +35,7 @@ def mypy(target: Path, cache_dir: Path) -> tuple[int, str]:
     return status, stdout + stderr
 
 
+@pytest.mark.slow
 def test_source_passes_mypy(tmp_path: Path) -> None:
     status, report = mypy(ROOT / "src" / "aap", tmp_path / "cache")
     assert status == 0, f"mypy found type errors (run `mypy` in the repository root):\n{report}"
@@ -50,6 +51,7 @@ def total(prices: list[int]) -> int:
 """
 
 
+@pytest.mark.slow
 def test_the_check_rejects_type_errors(tmp_path: Path) -> None:
     package = tmp_path / "src" / "aap"
     package.mkdir(parents=True)
