@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from aap.spec.bounds import REQUEST_BOUNDS, bound_problems
+from aap.util.rfc3339 import to_utc_z
 
 CANARY = "Qzx"
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -171,10 +172,6 @@ OVERSIZED = st.one_of(
 )
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
     """One valid request per skill (a fresh lead each time: its key and clock)."""
 
@@ -190,7 +187,7 @@ def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
                 "preferred_contact": "email",
             },
             "consent": {
-                "granted_at": _rfc3339(now - timedelta(minutes=5)),
+                "granted_at": to_utc_z(now - timedelta(minutes=5)),
                 "allowed_channels": ["email", "phone"],
                 "consent_text": f"{CANARY} I agree to be contacted.",
                 "scope": ["lead_submission"],
@@ -465,12 +462,14 @@ def canary_free(text: str) -> bool:
     return CANARY not in text
 
 
-_POINTERS = re.compile(r'"instanceLocation":\s*"(?:[^"\\]|\\.)*"')
+_POINTERS = re.compile(r'"(?:instanceLocation|id)":\s*"(?:[^"\\]|\\.)*"')
 
 
 def no_internals(text: str) -> str | None:
-    """The first internal detail ``text`` betrays, or None. JSON Pointers are left out: they
-    are made of the request's own member names (a member may well be called "uvicorn")."""
+    """The first internal detail ``text`` betrays, or None. JSON Pointers and JSON-RPC ids are
+    left out: pointers are made of the request's own member names (a member may well be called
+    "uvicorn") and an id is echoed as sent (Hypothesis draws text from the code's own literals,
+    "sqlite" among them)."""
     match = INTERNALS.search(_POINTERS.sub("", text))
     return match.group(0) if match else None
 

@@ -26,8 +26,10 @@ from starlette.routing import Route
 from aap.agent import DealerAgent
 from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.discovery.agent_card import build_agent_card
+from aap.gateway import Gateway
 from aap.poppy import build
 from aap.store import open_stores
+from aap.util.rfc3339 import to_rfc3339
 from conftest import make_settings as code_settings
 from http_helpers import load_demo_inventory
 from poppy_client import AgentHost, HttpsServer, PersonalAgent, PoppyClient, TestCA
@@ -72,7 +74,7 @@ class PoppyDeployment:
             load_demo_inventory(self.stores, self.settings, inventory)
         self.agent = DealerAgent(self.settings, self.stores)
         self.poppy_settings = poppy
-        parts = build(self.agent, settings=poppy, ssl_context=ca.context())
+        parts = build(Gateway.of(self.agent), settings=poppy, ssl_context=ca.context())
         card = build_agent_card(self.settings, self.agent.skills)
 
         async def agent_card(request: Any) -> JSONResponse:
@@ -176,8 +178,8 @@ def lead_request(vin: str | None, key: str) -> dict:
             "preferred_contact": "email",
         },
         "consent": {
-            "granted_at": (now - dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z"),
-            "expires_at": (now + dt.timedelta(days=30)).isoformat().replace("+00:00", "Z"),
+            "granted_at": to_rfc3339(now - dt.timedelta(minutes=1)),
+            "expires_at": to_rfc3339(now + dt.timedelta(days=30)),
             "allowed_channels": ["email"],
             "consent_text": "I authorize Bay Motors to contact me by email about this vehicle.",
             "scope": ["lead_submission"],

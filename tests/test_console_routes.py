@@ -437,7 +437,7 @@ class _Runner(CheckRunner):
 def test_a_conformance_run_is_bounded_in_time_and_its_outcome_recorded(deployment, script, state):
     from aap.console import Console
 
-    console = Console(deployment["app"].state.agent)
+    console = Console(deployment["app"].state.gateway)
     runner = _Runner(console, script, timeout=1)
 
     async def run() -> None:

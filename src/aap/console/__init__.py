@@ -25,12 +25,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
-from aap.agent import DealerAgent
 from aap.console import health, inventory, leads, users
 from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
+from aap.errors import unexpected
+from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import unexpected
 from aap.web.pages import asset_routes, render, templates
 from aap.web.parts import BindingParts
 
@@ -45,8 +45,9 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 class Console:
     """The console's shared parts: the agent, accounts, templates, the audit log."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.agent = agent = gateway.agent
         self.settings = agent.settings
         self.stores = agent.stores
         self.accounts = Accounts(agent.stores.console, agent.settings)
@@ -136,11 +137,11 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(agent: DealerAgent) -> BindingParts:
+def build(gateway: Gateway) -> BindingParts:
     """The console's routes, unless ``[web] console = false``."""
-    if not agent.settings.web.console:
+    if not gateway.settings.web.console:
         return BindingParts()
-    console = Console(agent)
+    console = Console(gateway)
     runner = health.CheckRunner(console)
 
     async def home(request: Request) -> Response:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import orjson
@@ -32,9 +32,6 @@ from aap.config.model import DealerProfile, Settings
 from aap.leads import adf, transports
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
-
-if TYPE_CHECKING:
-    from starlette.applications import Starlette
 
 log = logging.getLogger("aap.leads.delivery")
 
@@ -238,18 +235,17 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
 
 
 @asynccontextmanager
-async def delivery_lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Run the worker for the app's lifetime (``app.state.stores`` / ``app.state.settings``).
+async def delivery_lifespan(stores: Stores, settings: Settings) -> AsyncIterator[None]:
+    """Run the worker on ``stores`` while the context is entered (the app's lifetime).
 
     Does nothing when ``[leads.delivery] in_process = false`` (deliveries then
     come from a separate ``aap deliver`` process).
     """
-    settings = app.state.settings
     if not settings.leads.delivery.in_process:
         yield
         return
     stop = asyncio.Event()
-    task = asyncio.create_task(run_delivery_worker(app.state.stores, settings, stop))
+    task = asyncio.create_task(run_delivery_worker(stores, settings, stop))
     try:
         yield
     finally:

@@ -16,17 +16,15 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aap import AAP_VERSION
-from aap.agent import CallContext
-from aap.errors import AapError, problem
+from aap import AAP_VERSION, gateway
+from aap.errors import AapError, problem, unexpected
+from aap.jsontext import encode
 from aap.poppy.authn import Caller, authenticate, consume
 from aap.poppy.context import PoppyContext
 from aap.poppy.oauth import NO_STORE, OAuthError, server_error
 from aap.poppy.schemas import bundle
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
-from aap.web.errors import unexpected
-from aap.web.work import admit, work_for
 
 
 def aap_error_response(error: AapError, status: int | None = None) -> Response:
@@ -96,16 +94,12 @@ class SkillEndpoint:
                 "SCHEMA_VALIDATION_FAILED",
                 errors=[problem("/type", "const", f"This operation takes '{self.skill.request_type}' messages.")],
             )
-        agent = self.ctx.agent
-        work = work_for(agent)
-        shape = agent.work_shape(self.skill, payload)
         await consume(self.ctx, caller)  # the request's single-use values, with the calls in flight
-        await admit(agent, "poppy:" + caller.caller_id, work.tokens(self.skill.id, shape))
-        context = CallContext(
-            binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id, raw_documents=True
+        verified = gateway.Caller(
+            "poppy", "poppy:" + caller.caller_id, caller_id=caller.caller_id, client_id=caller.client_id
         )
-        result = await work.run(shape, agent.run, self.skill, payload, context)
-        return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
+        result = await self.ctx.gateway.call(verified, self.skill, payload)
+        return Response(encode(result), media_type="application/json", headers=NO_STORE)
 
 
 # -- the OpenAPI document ------------------------------------------------------
