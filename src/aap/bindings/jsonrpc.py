@@ -92,7 +92,7 @@ def pointer_to_field(pointer: str, prefix: str) -> str:
     """``/filters/make/0`` under ``message.parts[0].data`` → ``message.parts[0].data.filters.make[0]``."""
     field = prefix
     for token in json_pointer.tokens(pointer):
-        field += f"[{token}]" if token.isdigit() else f".{token}"
+        field += f"[{token}]" if json_pointer.is_index(token) else f".{token}"
     return field
 
 

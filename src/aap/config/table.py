@@ -64,7 +64,7 @@ def pointer_to_path(base: str, pointer: str) -> str:
     """A JSON pointer (``/rooftops/1/timezone``) below ``base`` as a TOML path."""
     path = base
     for token in json_pointer.tokens(pointer):
-        path = join(path, int(token)) if token.isdigit() else join(path, token)
+        path = join(path, int(token)) if json_pointer.is_index(token) else join(path, token)
     return path
 
 

@@ -266,7 +266,7 @@ class ClientRegistry:
                                 f"{what} answered HTTP {response.status_code} (redirects are not followed)"
                             )
                         declared = response.headers.get("content-length")
-                        if declared is not None and declared.isdigit() and int(declared) > limit:
+                        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
                             raise ClientMetadataError(f"{what} document is larger than {limit} bytes")
                         body = bytearray()
                         async for chunk in response.aiter_raw():

@@ -204,7 +204,7 @@ def problem_order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, st
     """The order of ``details.errors[]``: by location (numeric segments numerically), keyword, text."""
     parts = p["instanceLocation"].split("/")
     # numeric segments in numeric order, so /items/10 follows /items/9
-    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), p["keyword"], p["error"]
+    return tuple((0, int(s), "") if pointer.is_index(s) else (1, 0, s) for s in parts), p["keyword"], p["error"]
 
 
 # ------------------------------------------------------------------------ helpers

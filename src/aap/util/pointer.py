@@ -20,6 +20,12 @@ def unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~") if "~" in token else token
 
 
+def is_index(token: str) -> bool:
+    """Whether ``token`` names an array element: ``0`` or ASCII digits without a leading zero
+    (RFC 6901 §4). ``str.isdigit`` is not the test: it holds for ``"²"``, which ``int`` refuses."""
+    return token == "0" or (token[:1] in "123456789" and token != "" and token.isascii() and token.isdigit())
+
+
 def build(tokens: Iterable[object]) -> str:
     """The pointer of a path of keys and indexes: ``("filters", "make", 0)`` → ``/filters/make/0``;
     the empty path is ``""``, the whole document."""

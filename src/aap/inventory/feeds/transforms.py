@@ -183,7 +183,7 @@ def integer(value: str, o: Options, row: Row) -> int | None:
     stripped = value.strip()
     if not stripped:
         return None
-    if stripped.isdigit():
+    if stripped.isascii() and stripped.isdigit():
         return int(stripped)
     number = _plain_number(stripped)
     if not number.is_integer():
