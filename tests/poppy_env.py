@@ -190,7 +190,7 @@ def lead_request(vin: str | None, key: str) -> dict:
     return body
 
 
-def refused(dealer, send: Callable[[], httpx.Response], status: int, error: str) -> httpx.Response:
+def assert_refused(dealer, send: Callable[[], httpx.Response], status: int, error: str) -> httpx.Response:
     """``send()`` must fail with ``status``/``error`` and change nothing in the database."""
     before = dealer.snapshot()
     response = send()
@@ -202,8 +202,13 @@ def refused(dealer, send: Callable[[], httpx.Response], status: int, error: str)
     return response
 
 
-def api_refused(dealer, send: Callable[[], httpx.Response], error: str) -> httpx.Response:
-    response = refused(dealer, send, 401, error)
+def assert_api_refused(dealer, send: Callable[[], httpx.Response], error: str) -> httpx.Response:
+    response = assert_refused(dealer, send, 401, error)
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("DPoP ") and f'error="{error}"' in challenge and 'algs="ES256"' in challenge
     return response
+
+
+# The names other modules knew these by.
+refused = assert_refused
+api_refused = assert_api_refused

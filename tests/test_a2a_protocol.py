@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from aap import EXTENSION_URI
 from aap.config.model import RateLimit
 from aap.spec import validate
+from factories import deployment_fixture, http_fixture
 from http_helpers import (
     AAP_HEADERS,
     BAD_REQUEST,
     ERROR_INFO,
-    Deployment,
     aap_error_of,
     assert_valid_response,
     detail_of,
@@ -34,16 +34,10 @@ DEALER_RESP = "application/vnd.autoagent.dealer-information-response+json"
 SEARCH_REQ = "application/vnd.autoagent.inventory-search-request+json"
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(tmp_path_factory.mktemp("a2a"), rate_limit=RateLimit(enabled=False)) as dep:
-        yield dep
+deployment = deployment_fixture("a2a", rate_limit=RateLimit(enabled=False))
 
 
-@pytest.fixture(scope="module")
-def http(deployment):
-    with httpx.Client(base_url=deployment.base_url, timeout=30) as client:
-        yield client
+http = http_fixture()
 
 
 def call(http: httpx.Client, body, headers=AAP_HEADERS, *, raw: bytes | None = None):

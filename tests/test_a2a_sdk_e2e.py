@@ -24,13 +24,10 @@ from aap import EXTENSION_URI
 from aap.config.model import RateLimit
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import deployment_fixture
 from http_helpers import Deployment, aap_error_of, assert_valid_response
 
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(tmp_path_factory.mktemp("sdk"), rate_limit=RateLimit(enabled=False)) as dep:
-        yield dep
+deployment = deployment_fixture("sdk", rate_limit=RateLimit(enabled=False))
 
 
 class Session:

@@ -42,7 +42,7 @@ from adversarial_support import (
     skill_of,
     token_requests,
 )
-from mcp_helpers import live_dealer
+from factories import live_dealer_fixture
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401 (fixtures)
 
@@ -50,11 +50,8 @@ EXAMPLES = {"a2a": 800, "mcp": 1000, "poppy": 300, "token": 400, "schemathesis":
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory) -> Iterator[Any]:
-    """Every surface of one app on loopback, rate limits off (the suite is one busy caller)."""
-    with live_dealer(tmp_path_factory.mktemp("adversarial"), count=60, rate_limit=RateLimit(enabled=False)) as served:
-        yield served
+#: Every surface of one app on loopback, rate limits off (the suite is one busy caller).
+dealer = live_dealer_fixture("adversarial", count=60, rate_limit=RateLimit(enabled=False))
 
 
 @pytest.fixture(scope="module")

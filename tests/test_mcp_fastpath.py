@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from aap.bindings.mcp.http import McpHttpEndpoint
+from factories import live_dealer_fixture
 from mcp_helpers import ACCEPT, LEGACY, MODERN, Dealer, envelope, legacy_headers, live_dealer, modern_call, rpc
 
 SEARCH = {
@@ -25,10 +26,7 @@ SEARCH = {
 }
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-fast"), count=30) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-fast", count=30)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import live_dealer_fixture
 from mcp_helpers import (
     ACCEPT,
     LEGACY,
@@ -20,7 +21,6 @@ from mcp_helpers import (
     envelope,
     initialize,
     legacy_headers,
-    live_dealer,
     modern_call,
     rpc,
 )
@@ -29,10 +29,7 @@ TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 SEARCH = {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request", "pagination": {"limit": 2}}}
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-protocol"), count=20) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-protocol", count=20)
 
 
 @pytest.fixture
@@ -41,7 +38,7 @@ def http(dealer: Dealer) -> Iterator[httpx.Client]:
         yield client
 
 
-def error_of(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+def assert_jsonrpc_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
@@ -95,13 +92,13 @@ def test_modern_session_id_is_ignored_and_never_issued(http: httpx.Client) -> No
 @pytest.mark.parametrize("requested", ["2099-01-01", "2026-01-01", "not-a-date"])
 def test_unsupported_modern_version_names_every_served_revision(http: httpx.Client, requested: str) -> None:
     body, headers = modern_call("tools/list", version=requested)
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
     assert error["data"] == {"supported": list(PROTOCOL_VERSIONS), "requested": requested}
 
 
 def test_handshake_revision_inside_a_modern_envelope_is_unsupported(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list", version=LEGACY)
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
     assert error["data"] == {"supported": list(PROTOCOL_VERSIONS), "requested": LEGACY}
 
 
@@ -125,7 +122,7 @@ def test_missing_or_mismatched_headers_are_header_mismatch(http: httpx.Client, c
     else:
         name, value = change["set"]
         headers[name] = value
-    body_error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32020)
+    body_error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32020)
     assert body_error["id"] == 1
 
 
@@ -143,31 +140,31 @@ def test_base64_encoded_name_header_is_decoded(http: httpx.Client) -> None:
 def test_incomplete_envelope_is_invalid_params(http: httpx.Client, missing: str) -> None:
     body, headers = modern_call("tools/list")
     del body["params"]["_meta"][missing]
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)
 
 
 def test_modern_request_without_envelope_is_invalid_params(http: httpx.Client) -> None:
     headers = {"Accept": ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
-    error_of(http.post("/mcp", json=rpc("tools/list", {}), headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=rpc("tools/list", {}), headers=headers), 400, -32602)
 
 
 def test_unknown_method_is_404_method_not_found(http: httpx.Client) -> None:
     body, headers = modern_call("resources/list")
-    error_of(http.post("/mcp", json=body, headers=headers), 404, -32601)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 404, -32601)
     body, headers = modern_call("tools/frobnicate")
-    error_of(http.post("/mcp", json=body, headers=headers), 404, -32601)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 404, -32601)
 
 
 def test_unknown_tool_is_invalid_params(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_teleport", "arguments": {}})
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)["error"]
     assert error["message"].startswith("Unknown tool")
     assert "teleport" not in orjson.dumps(error).decode()  # the caller's name is never echoed
 
 
 def test_arguments_of_the_wrong_shape_are_invalid_params(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": ["not", "an", "object"]})
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)
 
 
 def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(http: httpx.Client) -> None:
@@ -207,7 +204,7 @@ def test_anything_but_post_is_405(http: httpx.Client, method: str, version: str 
 def test_bad_origin_is_403(http: httpx.Client, method: str) -> None:
     body, headers = modern_call("tools/list")
     response = http.request(method, "/mcp", json=body, headers={**headers, "Origin": "https://evil.example"})
-    error = error_of(response, 403, -32600)
+    error = assert_jsonrpc_error(response, 403, -32600)
     assert error["id"] is None
 
 
@@ -216,7 +213,7 @@ def test_allowed_origin_and_host(http: httpx.Client, dealer: Dealer) -> None:
     ok = http.post("/mcp", json=body, headers={**headers, "Origin": dealer.base_url})
     result_of(ok)
     bad_host = http.post("/mcp", json=body, headers={**headers, "Host": "rebound.evil.example"})
-    error_of(bad_host, 421, -32600)
+    assert_jsonrpc_error(bad_host, 421, -32600)
 
 
 def test_notification_is_accepted_with_202(http: httpx.Client) -> None:
@@ -229,9 +226,9 @@ def test_notification_is_accepted_with_202(http: httpx.Client) -> None:
 def test_parse_error_and_batch(http: httpx.Client) -> None:
     _, headers = modern_call("tools/list")
     raw = http.post("/mcp", content=b"{not json", headers={**headers, "Content-Type": "application/json"})
-    error_of(raw, 400, -32700)
+    assert_jsonrpc_error(raw, 400, -32700)
     body, _ = modern_call("tools/list")
-    error_of(http.post("/mcp", json=[body, body], headers=headers), 400, -32600)
+    assert_jsonrpc_error(http.post("/mcp", json=[body, body], headers=headers), 400, -32600)
 
 
 def test_accept_header_must_allow_json(http: httpx.Client) -> None:
@@ -303,7 +300,7 @@ def test_legacy_request_without_version_header_is_served(http: httpx.Client) -> 
 def test_modern_envelope_without_version_header_is_header_mismatch(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", SEARCH)
     del headers["MCP-Protocol-Version"]
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32020)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32020)
 
 
 def test_unknown_version_header_without_envelope_is_400(http: httpx.Client) -> None:

@@ -14,7 +14,7 @@ import math
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -29,15 +29,12 @@ from aap.gateway import Gateway
 from aap.poppy.bearer import McpBearerVerifier
 from aap.poppy.context import caller_identity
 from aap.spec import validate
+from factories import signed_in_dealer_fixture
 from mcp_helpers import lead_request, modern_call
 from poppy_client import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE, PoppyClient
 from signed_in_env import SignedInAgent, SignedInDealer, signed_in_dealer
 
-
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignedInDealer]:
-    with signed_in_dealer(tmp_path_factory.mktemp("poppy-mcp")) as live:
-        yield live
+dealer = signed_in_dealer_fixture("poppy-mcp")
 
 
 @pytest.fixture

@@ -10,7 +10,16 @@ from joserfc.jwk import ECKey
 
 from aap.spec import validate
 from poppy_client import PoppyClient, b64url, new_jti
-from poppy_env import agent_host, api_refused, client, dealer, lead_request, personal_agent, poppy_ca, refused  # noqa: F401
+from poppy_env import (  # noqa: F401
+    agent_host,
+    assert_api_refused,
+    assert_refused,
+    client,
+    dealer,
+    lead_request,
+    personal_agent,
+    poppy_ca,
+)
 
 INFO = {"type": "dealer.information.request"}
 
@@ -58,7 +67,7 @@ def test_signed_out_call_with_a_poppy_session_header(dealer, client: PoppyClient
     assert response.status_code == 200, response.text
     assert response.json()["type"] == "dealer.information.response"
     # The same JWT again is a replay.
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
 
 
 def test_poppy_session_and_dpop_token_share_the_caller_identity(client: PoppyClient):
@@ -81,19 +90,19 @@ def test_poppy_session_with_an_access_token_bound_to_the_delegated_key(dealer, c
     assert client.http.post(url, json=INFO, headers=headers).status_code == 200
     # ath is required when a token is sent, and must be its hash.
     missing = {**session_headers(client, url), "Authorization": f"DPoP {client.token}"}
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=missing), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=missing), "invalid_token")
     # A token bound to another key does not go with this Poppy-Session.
     other = ECKey.generate_key("P-256", private=True)
     foreign = {
         **session_headers(client, url, delegated=other, access_token=client.token),
         "Authorization": f"DPoP {client.token}",
     }
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=foreign), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=foreign), "invalid_token")
     # ath without a token, and a DPoP proof mixed in, are refused.
     stray = session_headers(client, url, ath=b64url(b"1" * 32))
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=stray), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=stray), "invalid_token")
     mixed = {**session_headers(client, url), "DPoP": client.agent.dpop_proof(client.session_key, "POST", url)}
-    refused(dealer, lambda: client.http.post(url, json=INFO, headers=mixed), 400, "invalid_request")
+    assert_refused(dealer, lambda: client.http.post(url, json=INFO, headers=mixed), 400, "invalid_request")
 
 
 def test_poppy_session_with_a_bad_delegation(dealer, client: PoppyClient):
@@ -116,7 +125,9 @@ def test_poppy_session_with_a_bad_delegation(dealer, client: PoppyClient):
     }
     for why, delegation in bad_delegations.items():
         headers = session_headers(client, url, delegation=delegation)
-        response = api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+        response = assert_api_refused(
+            dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token"
+        )
         assert "poppy_dlg" in response.json()["error_description"] or "kid" in response.json()["error_description"], why
 
 
@@ -149,7 +160,7 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
     )
     cases.append({"Poppy-Session": forged})
     for headers in cases:
-        api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+        assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
     unknown_client = agent.poppy_session(
         delegated,
         delegation,
@@ -161,6 +172,6 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
         iss="https://10.0.0.1/agent.json",
         jti=new_jti(),
     )
-    api_refused(
+    assert_api_refused(
         dealer, lambda: client.http.post(url, json=INFO, headers={"Poppy-Session": unknown_client}), "invalid_token"
     )

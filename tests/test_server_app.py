@@ -18,24 +18,17 @@ from aap.config.model import RateLimit
 from aap.server import app as app_module
 from aap.server.logconfig import JsonFormatter
 from aap.spec import validate
+from factories import deployment_fixture, http_fixture
 from http_helpers import ERROR_INFO, Deployment, aap_error_of, assert_valid_response, detail_of, send_message
 
 DEALER = {"type": "dealer.information.request"}
 SECRET = "zq-secret-4711@customer.example"
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(
-        tmp_path_factory.mktemp("web"), inventory=20, rate_limit=RateLimit(enabled=False), max_body_bytes=4096
-    ) as dep:
-        yield dep
+deployment = deployment_fixture("web", inventory=20, rate_limit=RateLimit(enabled=False), max_body_bytes=4096)
 
 
-@pytest.fixture(scope="module")
-def http(deployment):
-    with httpx.Client(base_url=deployment.base_url, timeout=30) as client:
-        yield client
+http = http_fixture()
 
 
 # -- assembly ------------------------------------------------------------------------------

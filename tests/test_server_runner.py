@@ -8,7 +8,6 @@ import dataclasses
 import datetime
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,13 +23,8 @@ from aap.server import runner as server
 from aap.server.runner import SettingsSource
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import free_port
 from http_helpers import assert_valid_response, make_settings, send_message
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- settings travel to workers as their source ---------------------------------------------------

@@ -285,3 +285,39 @@ def test_a_value_that_asks_for_itself_is_refused() -> None:
 def test_the_delay_doubles_up_to_the_cap(attempt: int, base: Fraction, cap: Fraction) -> None:
     exact = min(cap, base * 2 ** max(attempt - 1, 0))
     assert backoff.doubling(attempt, float(base), float(cap)) == pytest.approx(float(exact), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("token", "index"),
+    [("0", True), ("7", True), ("10", True), ("01", False), ("", False), ("²", False), ("١", False), ("-1", False)],
+)
+def test_array_indexes_are_ascii_digits(token: str, index: bool) -> None:
+    assert pointer.is_index(token) is index
+
+
+def test_problem_order_reads_only_ascii_indexes() -> None:
+    """A filter named "²" (a digit to ``str.isdigit``, not to ``int``) once made the problem list
+    of a request an INTERNAL_ERROR; its pointer sorts as a name."""
+    from aap.spec.validator import problem_order
+
+    problems = [
+        {"instanceLocation": "/filters/²", "keyword": "additionalProperties", "error": "x"},
+        {"instanceLocation": "/filters/10", "keyword": "type", "error": "x"},
+        {"instanceLocation": "/filters/9", "keyword": "type", "error": "x"},
+    ]
+    assert [p["instanceLocation"] for p in sorted(problems, key=problem_order)] == [
+        "/filters/9",
+        "/filters/10",
+        "/filters/²",
+    ]
+
+
+def test_a_superscript_digit_is_no_number_anywhere() -> None:
+    """``"²".isdigit()`` holds and ``int("²")`` raises: a Retry-After header or a feed cell of
+    such digits is no number (the client waits its own backoff, the cell is a row problem)."""
+    from aap.client.transport import retry_after_ms
+    from aap.inventory.feeds.transforms import TransformError, integer
+
+    assert retry_after_ms({"retry-after": "²"}) is None
+    with pytest.raises(TransformError):
+        integer("²", None, None)
