@@ -349,6 +349,7 @@ def _forget_sign_ins(market) -> None:
         tx.execute("DELETE FROM console_throttle")
 
 
+@pytest.mark.slow
 def test_a_storm_of_sign_ins_hashes_a_few_at_once_and_no_more_than_the_address_may(market):
     """40 sign-ins at once with unknown e-mails from one address: at most login_hash_concurrency
     hashes run at once, and no more are hashed than login_failures_per_address (20)."""
@@ -364,6 +365,7 @@ def test_a_storm_of_sign_ins_hashes_a_few_at_once_and_no_more_than_the_address_m
     assert 1 <= hasher.most <= 2  # [web] login_hash_concurrency
 
 
+@pytest.mark.slow
 def test_thirty_racing_guesses_at_one_account_check_at_most_its_free_attempts(market):
     from console_attacks import race, sign_in
     from console_support import PASSWORD
@@ -381,6 +383,7 @@ def test_thirty_racing_guesses_at_one_account_check_at_most_its_free_attempts(ma
     owner.close()
 
 
+@pytest.mark.slow
 def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_sellers_lead(market):
     """Every GET page of the console (listed from the app), with generated query strings, as the
     Downtown staff of north-motors: never a 5xx, never a value of south-autos' lead (nor of
@@ -464,6 +467,7 @@ def test_a_forged_sign_out_changes_nothing_and_a_new_password_ends_a_stolen_sess
     thief.close()
 
 
+@pytest.mark.slow
 def test_no_csv_cell_starts_a_formula_wherever_a_spreadsheet_splits_it():
     from aap.console.leads import FORMULA_START, _csv_cell
     from console_attacks import spreadsheet_parts, spreadsheet_text

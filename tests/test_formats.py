@@ -28,6 +28,7 @@ def full_date_time(value: str) -> bool:
     return not value.endswith("\n") and bool(validate_rfc3339(value.upper()))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.from_regex(_PLAIN_HTTP_URI, fullmatch=True))
 def test_every_plain_http_uri_is_a_uri(value: str) -> None:
@@ -35,6 +36,7 @@ def test_every_plain_http_uri_is_a_uri(value: str) -> None:
     assert is_uri(value)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.from_regex(_PLAIN_DATE_TIME, fullmatch=True))
 def test_every_plain_date_time_is_a_date_time(value: str) -> None:

@@ -29,6 +29,9 @@ from node_env import NODE_PROJECT, installed_sdk_version, run_plan
 from schema_corpus import corpus, real_messages
 from signed_in_env import SignedInDealer
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 NOT_FOUND_VIN = "1HGCV1F30NA000000"
 AN_ERROR = {
@@ -101,14 +104,12 @@ def report(
     return run_plan(plan, tmp_path_factory.mktemp("node-plan"), ca_file=dealer.ca_file)
 
 
-@pytest.mark.slow
 def test_the_pinned_sdk_is_the_1_x_line() -> None:
     lock = json.loads((NODE_PROJECT / "package-lock.json").read_text())
     pinned = lock["packages"]["node_modules/@modelcontextprotocol/sdk"]["version"]
     assert pinned.startswith("1.32.") and installed_sdk_version() == pinned
 
 
-@pytest.mark.slow
 def test_tools_are_listed_with_the_published_output_schemas(report: dict[str, Any]) -> None:
     assert report["protocolVersion"] == LEGACY  # the 1.x client negotiates 2025-11-25 with initialize
     assert [t["name"] for t in report["tools"]] == TOOL_NAMES
@@ -149,7 +150,6 @@ def test_a_signed_in_typescript_agent_uses_its_bearer_token(report: dict[str, An
     assert anonymous["data"]["lead_id"] != first["data"]["lead_id"]  # another caller, another lead
 
 
-@pytest.mark.slow
 def test_ajv_reads_the_output_schemas_as_python_does(
     report: dict[str, Any], instances: dict[str, list[tuple[str, Any]]]
 ) -> None:

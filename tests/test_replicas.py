@@ -30,6 +30,9 @@ from lead_support import NOW, lead_request
 from pg_cluster import PostgresCluster
 from test_aggregate_scope import OPERATOR_ROOFTOP, SHELBYVILLE, SPRINGFIELD
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 CTX = CallContext(binding="test")
 LEAD_CTX = CallContext(binding="test", now=NOW)
 SEARCH = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 10}}
@@ -95,7 +98,6 @@ def deployment(clusters) -> Iterator[tuple[Stores, str, Any]]:
     stores.close()
 
 
-@pytest.mark.slow
 def test_reads_come_from_the_replica_and_a_cursor_never_goes_back_in_time(deployment):
     primary, replica_url, reading = deployment
     settings = make_settings()
@@ -132,7 +134,6 @@ def healthz(stores: Stores) -> dict[str, Any]:
     return response.json()
 
 
-@pytest.mark.slow
 def test_a_lagging_replica_is_skipped_and_healthz_says_so(deployment):
     primary, replica_url, reading = deployment
     stores = reading(max_replica_lag_ms=0)
@@ -149,7 +150,6 @@ def test_a_lagging_replica_is_skipped_and_healthz_says_so(deployment):
     assert total(DealerAgent(make_settings(), stores))["total"] == 26  # the primary answered
 
 
-@pytest.mark.slow
 def test_a_replica_stopped_midway_is_skipped(clusters, deployment):
     _primary, replica, _url = clusters
     primary, replica_url, reading = deployment

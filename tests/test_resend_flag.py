@@ -255,6 +255,7 @@ async def test_a_down_smtp_server_was_never_reached():
     assert caught.value.reached is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [404, 401, 400, 422])
 @pytest.mark.parametrize("kind", ["adf_http", "webhook"])
 async def test_a_lead_refused_at_first_and_retried_by_the_operator_is_delivered_as_new(make_agent, status, kind):

@@ -29,7 +29,7 @@ from rfc3339_validator import validate_rfc3339
 from aap.spec.formats import is_date_time as validator_date_time
 from aap.util import backoff, memo, pointer, rfc3339
 
-PROPERTY = settings(max_examples=300, deadline=None)
+PROPERTY = settings(max_examples=150, deadline=None)
 
 # -- rfc3339 ------------------------------------------------------------------------------------
 
