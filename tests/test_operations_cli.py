@@ -45,7 +45,7 @@ def runner(monkeypatch, tmp_path):
 
 @pytest.fixture
 def fake_run(monkeypatch):
-    """``aap serve``'s call of the runner: (settings, options); the bound socket is closed."""
+    """``aap serve``'s call of the runner: (settings, options); the bound sockets are closed."""
     calls = []
     import aap.server.runner
 
@@ -53,6 +53,9 @@ def fake_run(monkeypatch):
         sock = kw.pop("sock")
         kw["bound_port"] = sock.getsockname()[1]
         sock.close()
+        metrics_sock = kw.pop("metrics_sock", None)  # bound too when [server] metrics_listen is set
+        if metrics_sock is not None:
+            metrics_sock.close()
         calls.append((source.load(), kw))
 
     monkeypatch.setattr(aap.server.runner, "run", run)
