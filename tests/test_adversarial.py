@@ -361,6 +361,7 @@ def runner_served(tmp_path_factory) -> Iterator[Served]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_hostile_heads_are_refused_exactly_where_the_limits_say(runner_served):
     verdicts = Verdicts()
 
@@ -598,6 +599,7 @@ def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_s
     staff.close()
 
 
+@pytest.mark.slow
 def test_a_forged_sign_out_changes_nothing_and_a_new_password_ends_a_stolen_session(market):
     from console_attacks import csrf_of, sign_in
     from console_support import PASSWORD
