@@ -19,31 +19,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
 
 # The helper modules' asserts are rewritten like a test's, so a failing assert_* helper shows the
-# values it compared (pytest rewrites only modules registered before they are first imported).
+# values it compared (pytest rewrites only modules registered before they are first imported):
+# every module of tests/ that is not a test module, a new helper included.
 pytest.register_assert_rewrite(
-    "adversarial_support",
-    "check_fakes",
-    "console_support",
-    "deploy_env",
-    "factories",
-    "feed_samples",
-    "http_helpers",
-    "inventory_reference",
-    "lead_server",
-    "lead_support",
-    "mcp_helpers",
-    "node_env",
-    "pg_cluster",
-    "poppy_client",
-    "poppy_env",
-    "schema_corpus",
-    "signed_in_env",
+    *sorted(p.stem for p in Path(__file__).parent.glob("*.py") if not p.stem.startswith(("test_", "conftest")))
 )
 
 from aap.agent import CallContext, DealerAgent  # noqa: E402 (after the registration above)

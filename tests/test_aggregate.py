@@ -166,7 +166,7 @@ def call(server, data: dict) -> dict:
     return body
 
 
-def result_of(server, data: dict) -> dict:
+def assert_result(server, data: dict) -> dict:
     body = call(server, data)
     assert "result" in body, body
     return body["result"]["message"]["parts"][0]["data"]
@@ -180,7 +180,7 @@ def assert_error(server, data: dict) -> dict:
 
 
 def search(server, **body) -> dict:
-    found = result_of(server, {"type": "inventory.search.request", **body})
+    found = assert_result(server, {"type": "inventory.search.request", **body})
     assert validate(found, "inventory-search-response") == []
     return found["data"]
 
@@ -195,11 +195,11 @@ def test_every_listing_names_its_seller_and_each_seller_answers_for_itself(marke
         ("sf-2", "shelbyville-ford"),
     }
     for v in vehicles:
-        info = result_of(server, {"type": "dealer.information.request", "dealer_id": v["dealer_id"]})
+        info = assert_result(server, {"type": "dealer.information.request", "dealer_id": v["dealer_id"]})
         assert validate(info, "dealer-information-response") == []
         assert info["data"]["dealer_id"] == v["dealer_id"]
         assert [r["name"] for r in info["data"]["rooftops"]] == [v["rooftop"]]
-    operator = result_of(server, {"type": "dealer.information.request"})
+    operator = assert_result(server, {"type": "dealer.information.request"})
     assert operator["data"]["name"] == "Cars Marketplace"
     missing = assert_error(server, {"type": "dealer.information.request", "dealer_id": "capital-city-kia"})
     assert missing["code"] == "DEALER_NOT_FOUND"
@@ -214,12 +214,12 @@ def test_the_rooftops_filter_is_refused(marketplace):
 def test_vehicle_resolves_by_vehicle_id_and_refuses_to_guess_a_shared_vin(marketplace):
     server, _, _, _ = marketplace
     for vehicle_id, dealer_id in (("sh-1", "springfield-honda"), ("sf-1", "shelbyville-ford")):
-        got = result_of(server, {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})
+        got = assert_result(server, {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})
         assert validate(got, "vehicle-detail-response") == []
         assert (got["data"]["vin"], got["data"]["dealer_id"]) == (SHARED_VIN, dealer_id)
     ambiguous = assert_error(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})
     assert ambiguous["code"] == "VEHICLE_NOT_FOUND"
-    unique = result_of(server, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})
+    unique = assert_result(server, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})
     assert unique["data"]["vehicle_id"] == "sf-2"
 
 
@@ -227,7 +227,7 @@ def test_leads_reach_the_selling_dealers_crm(marketplace):
     server, _, stores, crms = marketplace
     sent = {}
     for vehicle_id, dealer_id in (("sh-2", "springfield-honda"), ("sf-1", "shelbyville-ford")):
-        reply = result_of(server, lead_request(vehicle_of_interest={"vehicle_id": vehicle_id}))
+        reply = assert_result(server, lead_request(vehicle_of_interest={"vehicle_id": vehicle_id}))
         assert validate(reply, "lead-submit-response") == []
         sent[reply["data"]["lead_id"]] = dealer_id
     for _ in range(300):  # bounded by count: the in-app delivery worker polls every second
@@ -269,7 +269,9 @@ def test_replacing_one_dealers_feed_leaves_the_others_alone(marketplace, tmp_pat
     gone = assert_error(server, {"type": "inventory.vehicle.request", "vehicle_id": "sh-1"})
     assert gone["code"] == "VEHICLE_UNAVAILABLE"
     # Now the shared VIN has one available listing, so it resolves.
-    assert result_of(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})["data"]["vehicle_id"] == "sf-1"
+    assert (
+        assert_result(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})["data"]["vehicle_id"] == "sf-1"
+    )
 
 
 def test_agent_card_advertises_dealer_information(marketplace):

@@ -47,7 +47,7 @@ def assert_jsonrpc_error(response: httpx.Response, status: int, code: int) -> di
     return body
 
 
-def result_of(response: httpx.Response) -> dict[str, Any]:
+def assert_result(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     assert "mcp-session-id" not in response.headers
     body = response.json()
@@ -58,7 +58,7 @@ def result_of(response: httpx.Response) -> dict[str, Any]:
 # -- 2026-07-28 --------------------------------------------------------------------------
 def test_modern_discover_lists_every_served_revision(http: httpx.Client) -> None:
     body, headers = modern_call("server/discover")
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["supportedVersions"] == list(PROTOCOL_VERSIONS)
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["resultType"] == "complete"
@@ -68,7 +68,7 @@ def test_modern_discover_lists_every_served_revision(http: httpx.Client) -> None
 
 def test_modern_tools_list_is_cacheable_and_ordered(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list")
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert [t["name"] for t in result["tools"]] == TOOL_NAMES
     assert (result["ttlMs"], result["cacheScope"], result["resultType"]) == (300_000, "public", "complete")
     assert "io.modelcontextprotocol/serverInfo" in result["_meta"]
@@ -77,7 +77,7 @@ def test_modern_tools_list_is_cacheable_and_ordered(http: httpx.Client) -> None:
 
 def test_modern_tools_call_success(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", SEARCH)
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is False and result["resultType"] == "complete"
     assert validate(result["structuredContent"], "inventory-search-response") == []
     assert orjson.loads(result["content"][0]["text"]) == result["structuredContent"]
@@ -86,7 +86,7 @@ def test_modern_tools_call_success(http: httpx.Client) -> None:
 def test_modern_session_id_is_ignored_and_never_issued(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list")
     response = http.post("/mcp", json=body, headers={**headers, "Mcp-Session-Id": "made-up"})
-    result_of(response)
+    assert_result(response)
 
 
 @pytest.mark.parametrize("requested", ["2099-01-01", "2026-01-01", "not-a-date"])
@@ -131,7 +131,7 @@ def test_base64_encoded_name_header_is_decoded(http: httpx.Client) -> None:
 
     body, headers = modern_call("tools/call", SEARCH)
     headers["Mcp-Name"] = "=?base64?" + base64.b64encode(b"aap_inventory_search").decode() + "?="
-    assert result_of(http.post("/mcp", json=body, headers=headers))["isError"] is False
+    assert assert_result(http.post("/mcp", json=body, headers=headers))["isError"] is False
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(ht
         "pagination": {"limit": 1000},
     }
     body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": arguments})
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is True
     error = result["structuredContent"]
     assert validate(error, "error") == []
@@ -185,7 +185,7 @@ def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(ht
 
 def test_missing_arguments_are_a_schema_failure(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_vehicle"})
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is True and result["structuredContent"]["code"] == "SCHEMA_VALIDATION_FAILED"
 
 
@@ -211,7 +211,7 @@ def test_bad_origin_is_403(http: httpx.Client, method: str) -> None:
 def test_allowed_origin_and_host(http: httpx.Client, dealer: Dealer) -> None:
     body, headers = modern_call("tools/list")
     ok = http.post("/mcp", json=body, headers={**headers, "Origin": dealer.base_url})
-    result_of(ok)
+    assert_result(ok)
     bad_host = http.post("/mcp", json=body, headers={**headers, "Host": "rebound.evil.example"})
     assert_jsonrpc_error(bad_host, 421, -32600)
 
@@ -241,7 +241,7 @@ def test_accept_header_must_allow_json(http: httpx.Client) -> None:
 @pytest.mark.parametrize("version", [v for v in PROTOCOL_VERSIONS if v != MODERN])
 def test_initialize_echoes_each_handshake_revision_without_a_session(http: httpx.Client, version: str) -> None:
     response = http.post("/mcp", json=initialize(version), headers={"Accept": ACCEPT})
-    result = result_of(response)
+    result = assert_result(response)
     assert result["protocolVersion"] == version
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["serverInfo"]["name"] == "aap"
@@ -249,7 +249,7 @@ def test_initialize_echoes_each_handshake_revision_without_a_session(http: httpx
 
 
 def test_initialize_asking_for_the_modern_revision_answers_2025_11_25(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=initialize(MODERN), headers={"Accept": ACCEPT}))
+    result = assert_result(http.post("/mcp", json=initialize(MODERN), headers={"Accept": ACCEPT}))
     assert result["protocolVersion"] == LEGACY
 
 
@@ -260,7 +260,7 @@ def test_initialized_notification_is_202(http: httpx.Client) -> None:
 
 
 def test_legacy_tools_list_has_no_modern_members(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/list", {}), headers=legacy_headers()))
+    result = assert_result(http.post("/mcp", json=rpc("tools/list", {}), headers=legacy_headers()))
     assert [t["name"] for t in result["tools"]] == TOOL_NAMES
     assert not {"resultType", "ttlMs", "cacheScope"} & set(result)
     assert all(t["outputSchema"]["type"] == "object" for t in result["tools"])
@@ -268,7 +268,7 @@ def test_legacy_tools_list_has_no_modern_members(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize("version", [v for v in PROTOCOL_VERSIONS if v != MODERN])
 def test_legacy_tools_call_at_each_handshake_revision(http: httpx.Client, version: str) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/call", SEARCH), headers=legacy_headers(version)))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", SEARCH), headers=legacy_headers(version)))
     assert result["isError"] is False
     assert "resultType" not in result
     response = orjson.loads(result["content"][0]["text"])  # every revision has the text block
@@ -279,7 +279,7 @@ def test_legacy_tools_call_at_each_handshake_revision(http: httpx.Client, versio
 
 def test_legacy_is_error_result(http: httpx.Client) -> None:
     params = {"name": "aap_inventory_vehicle", "arguments": {"type": "inventory.vehicle.request", "stock": "NOPE-0"}}
-    result = result_of(http.post("/mcp", json=rpc("tools/call", params), headers=legacy_headers()))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", params), headers=legacy_headers()))
     assert result["isError"] is True
     assert validate(result["structuredContent"], "error") == []
     assert result["structuredContent"]["code"] == "VEHICLE_NOT_FOUND"
@@ -293,7 +293,7 @@ def test_legacy_unknown_tool_and_discover(http: httpx.Client) -> None:
 
 
 def test_legacy_request_without_version_header_is_served(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/call", SEARCH), headers={"Accept": ACCEPT}))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", SEARCH), headers={"Accept": ACCEPT}))
     assert result["isError"] is False
 
 
