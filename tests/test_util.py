@@ -316,7 +316,7 @@ def test_a_superscript_digit_is_no_number_anywhere() -> None:
     """``"²".isdigit()`` holds and ``int("²")`` raises: a Retry-After header or a feed cell of
     such digits is no number (the client waits its own backoff, the cell is a row problem)."""
     from aap.client.transport import retry_after_ms
-    from aap.inventory.feeds.transforms import TransformError, integer
+    from aap.inventory.formats.transforms import TransformError, integer
 
     assert retry_after_ms({"retry-after": "²"}) is None
     with pytest.raises(TransformError):

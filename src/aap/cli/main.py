@@ -25,7 +25,7 @@ sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 #: Command name -> "module:attribute" of its click command, in ``--help`` order.
 COMMANDS: dict[str, str] = {
     "serve": "aap.cli.serve:command",
-    "import": "aap.cli.feed_import:command",
+    "import": "aap.cli.import_:command",
     "init": "aap.cli.init:command",
     "demo-inventory": "aap.cli.demo_inventory:command",
     "check": "aap.cli.check:check_command",
