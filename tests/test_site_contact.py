@@ -144,6 +144,7 @@ def lead_id_of(page: str) -> str:
     return re.search(r"<code>(lead_[0-9a-f]+)</code>", page).group(1)
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_a_shopper_asks_about_a_car_and_a_real_lead_reaches_the_crm(make_site):
     site = make_site()
     with site.client() as client:
@@ -180,6 +181,7 @@ def test_a_shopper_asks_about_a_car_and_a_real_lead_reaches_the_crm(make_site):
     assert b"Okonkwo-Reyes" in sent_to_crm[0]["body"] and b"public-page" in sent_to_crm[0]["body"]
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_a_double_submit_or_a_reload_replays_the_first_answer(make_site):
     site = make_site()
     with site.client() as client:
@@ -193,6 +195,7 @@ def test_a_double_submit_or_a_reload_replays_the_first_answer(make_site):
     assert len(delivered(site.crm, 1)) == 1
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_the_same_form_with_other_details_is_not_a_second_lead_until_sent_afresh(make_site):
     site = make_site()
     with site.client() as client:
@@ -210,6 +213,7 @@ def test_the_same_form_with_other_details_is_not_a_second_lead_until_sent_afresh
     assert second.status_code == 200 and site.stores.leads.count_leads() == 2
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_every_problem_is_listed_at_once_next_to_its_field_and_nothing_is_stored(make_site):
     site = make_site()
     with site.client() as client:
@@ -246,6 +250,7 @@ def test_every_problem_is_listed_at_once_next_to_its_field_and_nothing_is_stored
     assert fixed.status_code == 200 and site.stores.leads.count_leads() == 1
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_the_honeypot_a_young_or_old_token_and_a_forged_one_are_refused(make_site):
     site = make_site()
     with site.client() as client:
@@ -271,6 +276,7 @@ def test_the_honeypot_a_young_or_old_token_and_a_forged_one_are_refused(make_sit
     assert site.stores.leads.count_leads() == 1
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_a_form_from_another_site_or_another_browser_is_refused(make_site):
     site = make_site()
     with site.client() as client:
@@ -292,6 +298,7 @@ def test_a_form_from_another_site_or_another_browser_is_refused(make_site):
     assert site.stores.leads.count_leads() == 1
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_the_per_address_rate_limit_applies_to_the_form(make_site):
     site = make_site(rate_limit=RateLimit(per_minute=1, burst=12))
     with site.client() as client:
@@ -308,6 +315,7 @@ def test_the_per_address_rate_limit_applies_to_the_form(make_site):
     assert site.stores.leads.count_leads() == 1
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_the_general_form_and_turning_the_forms_off(make_site):
     site = make_site()
     with site.client() as client:
@@ -330,6 +338,7 @@ def test_the_general_form_and_turning_the_forms_off(make_site):
         assert client.post("/contact", data={"form_token": "x"}).status_code in (404, 405)
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_the_configured_consent_text_is_what_the_shopper_reads_and_what_is_recorded(make_site):
     site = make_site(contact_consent_text="I agree that {dealer} may reach me about this car. Reply STOP to stop.")
     with site.client() as client:
@@ -381,6 +390,7 @@ name = "Test Motors Main"
     assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
 
 
+@pytest.mark.slow  # a live server with the delivery worker (CONTRIBUTING.md, "The fast lane")
 def test_no_form_body_makes_a_server_error_or_a_half_written_lead(make_site):
     """Generated form bodies (any text, any channels, any token) against a live server: a lead, a
     replay, a conflict or a page of problems, never a 5xx; a lead is stored whole or not at all."""

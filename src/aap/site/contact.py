@@ -33,7 +33,7 @@ import secrets
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -41,6 +41,7 @@ from itsdangerous import BadSignature, TimestampSigner
 
 from aap.config.phones import to_e164
 from aap.errors import AapError
+from aap.util.rfc3339 import to_utc_z
 
 #: The consent channels a shopper may tick, in the order they are recorded (seed 004,
 #: ``ConsentGrant.allowed_channels``), with what the form calls them.
@@ -256,7 +257,7 @@ def lead_request(values: ContactValues, read: ReadToken, home_url: str) -> dict[
         "type": "lead.submit.request",
         "customer": customer,
         "consent": {
-            "granted_at": read.issued.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "granted_at": to_utc_z(read.issued),
             "allowed_channels": list(values.channels),
             "consent_text": claims.consent_text,
             "scope": ["lead_submission"],
