@@ -17,6 +17,7 @@ from typing import Any
 from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
+from aap.config.platform import PlatformSettings
 from aap.config.poppy import PoppySettings
 from aap.config.web import WebSettings
 
@@ -203,6 +204,9 @@ class Settings:
     poppy: PoppySettings = field(default_factory=PoppySettings)
     feeds: tuple[FeedSettings, ...] = ()
     web: WebSettings = field(default_factory=WebSettings)
+    #: Platform hosting (docs/platform.md): the deployment serves the tenants in its database;
+    #: None for a deployment that is one agent.
+    platform: PlatformSettings | None = None
 
     @property
     def scope(self) -> str:

@@ -19,7 +19,7 @@ from aap.store.inventory import InventoryStore
 from aap.store.inventory.summary import InventorySummaries
 from aap.store.lead_inbox import LeadInbox
 from aap.store.leads import LeadStore
-from aap.store.migrations import migrate
+from aap.store.migrations import PLATFORM_DOMAINS, migrate
 from aap.store.poppy import PoppyStore
 from aap.store.replicas import ReadRouter
 from aap.store.state import StateStore
@@ -50,6 +50,13 @@ def open_database(url: str) -> Database:
     """Open (and migrate) the database at ``url`` (``sqlite:///file.db`` or ``postgresql://...``)."""
     db = connect(url)
     migrate(db)
+    return db
+
+
+def open_platform_database(url: str) -> Database:
+    """Open (and migrate) a platform deployment's own database: its tenants' registry too."""
+    db = connect(url)
+    migrate(db, PLATFORM_DOMAINS)
     return db
 
 
