@@ -15,6 +15,11 @@ signed-in Poppy client):
    answers by status, 5xx, verdict failures, server CPU per request (p50, p99, max) and per
    refusal (max).
 
+3. **Sign-ins.** 40 sign-ins at once with unknown e-mails (the per-address limit raised, so only
+   the hash gate bounds them): the server's RSS before, at its peak (sampled every 5 ms) and
+   after, and the answers; then 30 guesses at one account at once: how many were checked
+   (answered 401) against ``[web] login_failures_per_account``. argon2id at its real costs.
+
 Server CPU is the sum over the server process's threads of ``/proc/<pid>/task/*/schedstat``
 (time on a CPU, in nanoseconds), read before and after each request, one request at a time;
 the server is idle between requests, so each difference is that request's CPU. The target of
@@ -53,6 +58,8 @@ from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 TARGET_MS = 20.0
+BENCH_ACCOUNT = "bench@demo.example"
+BENCH_PASSWORD = "a long bench passphrase"
 
 
 def server_cpu_ns(pid: int) -> int:
@@ -100,6 +107,7 @@ def configure(directory: Path, port: int, client_id: str) -> Path:
     text = text.replace('database = "sqlite:///aap-demo.db"', f'database = "sqlite:///{directory}/aap.db"', 1)
     text = text.replace("[rate_limit]\nenabled = true", "[rate_limit]\nenabled = false", 1)
     text += f'\n[poppy]\nallow_loopback_clients = true\nallowed_clients = ["{client_id}"]\n'
+    text += "\n[web]\nlogin_failures_per_address = 100000\n"  # part 3: the hash gate alone bounds the storm
     path = directory / "aap.toml"
     path.write_text(text)
     return path
@@ -118,6 +126,13 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     subprocess.run(
         [*aap, "import", str(feed), "--config", str(config), "--replace"], check=True, env=env, capture_output=True
     )
+    subprocess.run(
+        [*aap, "users", "add", BENCH_ACCOUNT, "--password-stdin", "--config", str(config)],
+        input=(BENCH_PASSWORD + "\n").encode(),
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     log = open(directory / "server.log", "wb")
     proc = subprocess.Popen(
         [*aap, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
@@ -128,6 +143,51 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, proc)
     return Server(proc, base, log)
+
+
+# -- part 3: sign-ins ------------------------------------------------------------------------------
+
+
+def measure_sign_ins(server: Server) -> dict[str, Any]:
+    """40 sign-ins at once with unknown e-mails (RSS sampled meanwhile), then 30 guesses at once at
+    one account (how many were checked)."""
+    import threading
+    from collections import Counter
+
+    from console_attacks import race
+
+    peak = [rss_kib(server.proc.pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak.append(rss_kib(server.proc.pid))
+
+    before = peak[0]
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    storm = race(server.base, [(f"nobody{i}@demo.example", "a guess at a password") for i in range(40)])
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    after = rss_kib(server.proc.pid)
+    guesses = race(server.base, [(BENCH_ACCOUNT, f"guess number {i}") for i in range(30)])
+    return {
+        "storm": {
+            "requests": len(storm),
+            "statuses": dict(sorted(Counter(storm).items())),
+            "seconds": round(seconds, 2),
+            "rss_mib": [round(before / 1024, 1), round(max(peak) / 1024, 1), round(after / 1024, 1)],
+            "rss_rise_mib": round((max(peak) - before) / 1024, 1),
+        },
+        "race": {
+            "guesses": len(guesses),
+            "statuses": dict(sorted(Counter(guesses).items())),
+            "checked": guesses.count(401),
+            "limit": 5,
+        },
+    }
 
 
 # -- part 1: the worst refusals -------------------------------------------------------------------
@@ -459,6 +519,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30, help="sends of each worst refusal per door (part 1)")
     parser.add_argument("--listings", type=int, default=2_000)
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--only-sign-ins", action="store_true", help="run part 3 alone")
     args = parser.parse_args()
 
     from poppy_client import AgentHost, PersonalAgent, PoppyClient, TestCA
@@ -480,8 +541,9 @@ def main() -> None:
             warm_up(server, client)  # what a worker loads once (the MCP SDK on its first unusual call)
             rss_start = rss_kib(server.proc.pid)
             started = time.monotonic()
-            worst = measure_worst(server, client, args.repeat)
-            suite = run_suite(server, client, args.examples, ca.ca_file)
+            worst = [] if args.only_sign_ins else measure_worst(server, client, args.repeat)
+            suite = {} if args.only_sign_ins else run_suite(server, client, args.examples, ca.ca_file)
+            sign_ins = measure_sign_ins(server)
             report = {
                 "examples": args.examples,
                 "repeat": args.repeat,
@@ -492,6 +554,7 @@ def main() -> None:
                 "suite": suite,
                 "target_ms": TARGET_MS,
                 "worst_refusal_over_target": [row for row in worst if row["cpu_ms_max"] > TARGET_MS],
+                "sign_ins": sign_ins,
             }
             client.close()
         finally:
@@ -558,6 +621,16 @@ def print_report(report: dict[str, Any]) -> None:
         )
         for failure in row["first_failures"]:
             print("    ", failure[:200])
+    storm, guesses = report["sign_ins"]["storm"], report["sign_ins"]["race"]
+    print("\n## sign-ins (argon2id, 64 MiB a hash)")
+    print(
+        f"40 at once, unknown e-mails: {storm['statuses']} in {storm['seconds']} s; server RSS "
+        f"{storm['rss_mib'][0]} -> peak {storm['rss_mib'][1]} -> {storm['rss_mib'][2]} MiB "
+        f"(+{storm['rss_rise_mib']} MiB)"
+    )
+    print(
+        f"30 guesses at one account at once: {guesses['statuses']}; checked {guesses['checked']} (limit {guesses['limit']})"
+    )
 
 
 if __name__ == "__main__":

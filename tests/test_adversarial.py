@@ -6,7 +6,10 @@ generators and verdicts with ``--examples 20000`` and measures server CPU per re
   valid and schema-violating bodies;
 - hypothesis over A2A bodies carrying mutated AAP payloads, MCP JSON-RPC at both revisions,
   the Poppy native API with the same payloads, and the OAuth token endpoint;
-- oversized bodies on every surface, with a declared length and chunked.
+- oversized bodies on every surface, with a declared length and chunked;
+- the staff console (tests/console_attacks.py): sign-in storms and races, every console page
+  with generated query strings as one seller's rooftop staff, forged sign-outs and a stolen
+  session, CSV cells a spreadsheet would run.
 
 Every answer: no 5xx, in its surface's format and schema-valid, no request value echoed in an
 error, no internals; and the validator's work per request stays within the request bounds
@@ -17,8 +20,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -313,3 +318,161 @@ def test_every_binding_lists_the_same_problems(dealer, poppy, payload):
     answers["poppy"] = client.call(skill.operation_id, copy.deepcopy(payload)).json()
     codes = {name: (a["code"], a["details"]["errors"]) for name, a in answers.items()}
     assert len({repr(value) for value in codes.values()}) == 1, codes
+
+
+# -- the staff console --------------------------------------------------------------------------
+# One marketplace (two sellers, each with a "Downtown") over real HTTP on loopback; the attacks of
+# tests/console_attacks.py. Rate limits off: the suite is one busy caller.
+
+
+@pytest.fixture(scope="module")
+def market(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    from console_attacks import counting_hasher, market_app
+    from http_helpers import LiveServer
+
+    with counting_hasher() as hasher:
+        server = LiveServer()
+        app, stores, ids = market_app(str(tmp_path_factory.mktemp("console-attacks")), server.base_url)
+        server.start(app)
+        try:
+            yield {"base": server.base_url, "stores": stores, "ids": ids, "hasher": hasher, "app": app}
+        finally:
+            server.stop()
+            stores.close()
+
+
+def _forget_sign_ins(market) -> None:
+    with market["stores"].db.transaction() as tx:
+        tx.execute("DELETE FROM console_throttle")
+
+
+def test_a_storm_of_sign_ins_hashes_a_few_at_once_and_no_more_than_the_address_may(market):
+    """40 sign-ins at once with unknown e-mails from one address: at most login_hash_concurrency
+    hashes run at once, and no more are hashed than login_failures_per_address (20)."""
+    from console_attacks import race
+
+    _forget_sign_ins(market)
+    hasher = market["hasher"]
+    before, hasher.most = hasher.checks, 0
+    statuses = race(market["base"], [(f"nobody{i}@market.example", "a guess at it") for i in range(40)])
+    assert set(statuses) <= {401, 429, 503}, statuses
+    hashed = hasher.checks - before
+    assert hashed == statuses.count(401) <= 20 and statuses.count(429) >= 20
+    assert 1 <= hasher.most <= 2  # [web] login_hash_concurrency
+
+
+def test_thirty_racing_guesses_at_one_account_check_at_most_its_free_attempts(market):
+    from console_attacks import race, sign_in
+    from console_support import PASSWORD
+
+    _forget_sign_ins(market)
+    owner = sign_in(market["base"], "downtown@north.example", PASSWORD)  # the owner's browser, known
+    hasher = market["hasher"]
+    before = hasher.checks
+    statuses = race(market["base"], [("downtown@north.example", f"guess number {i}") for i in range(30)])
+    assert statuses.count(401) == hasher.checks - before <= 5 and set(statuses) <= {401, 429, 503}
+    right = race(market["base"], [("downtown@north.example", PASSWORD)])
+    assert right == [429]  # a stranger's browser waits, even with the right password
+    known = race(market["base"], [("downtown@north.example", PASSWORD)], known=owner)
+    assert known == [303]  # the owner's browser is not held back
+    owner.close()
+
+
+def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_sellers_lead(market):
+    """Every GET page of the console (listed from the app), with generated query strings, as the
+    Downtown staff of north-motors: never a 5xx, never a value of south-autos' lead (nor of
+    north-motors' other rooftop)."""
+    import re
+
+    from starlette.routing import Route
+
+    from console_attacks import console_queries, sign_in
+    from console_support import MARKET_LEADS, NORTH, PASSWORD, SOUTH
+
+    staff = sign_in(market["base"], "downtown@north.example", PASSWORD)
+    ids = market["ids"]
+    hidden = [
+        v
+        for seller, rooftop, _, _, customer in MARKET_LEADS
+        if (seller, rooftop) != (NORTH, "Downtown")
+        for v in customer
+    ]
+    pages = sorted(
+        {
+            re.sub(r"\{(\w+)(:\w+)?\}", r"{\1}", r.path)
+            for r in market["app"].routes
+            if isinstance(r, Route)
+            and r.path.startswith("/console/")
+            and "GET" in (r.methods or ())
+            and not r.path.startswith("/console/assets")
+        }
+    )
+    leads = st.sampled_from([ids[(SOUTH, "Downtown")], ids[(NORTH, "Airport")], ids[(NORTH, "Downtown")], "lead_x"])
+
+    @settings(max_examples=300, **SETTINGS)
+    @given(page=st.sampled_from(pages), query=console_queries(), lead=leads, other=st.text(max_size=20))
+    def exercise(page, query, lead, other):
+        segment = quote(other, safe="") or "x"
+        path = re.sub(r"\{\w+\}", lambda _: segment, page.replace("{lead_id}", lead))
+        answer = staff.get(path, params=query)
+        assert answer.status_code < 500, (path, query, answer.status_code)
+        leaked = [v for v in hidden if v in answer.text]
+        assert not leaked, (path, query, leaked)
+
+    exercise()
+    staff.close()
+
+
+def test_a_forged_sign_out_changes_nothing_and_a_new_password_ends_a_stolen_session(market):
+    from console_attacks import csrf_of, sign_in
+    from console_support import PASSWORD
+
+    _forget_sign_ins(market)
+    owner = sign_in(market["base"], "admin@market.example", PASSWORD)
+    thief = httpx.Client(base_url=market["base"], follow_redirects=False, timeout=60)
+    thief.cookies.set("aap_console", owner.cookies["aap_console"])  # a copied session cookie
+    token = csrf_of(owner.get("/console/leads").text)
+    for forged in (
+        {},
+        {"data": {"csrf_token": "guess"}},
+        {"data": {"csrf_token": token}, "headers": {"Origin": "https://evil.example"}},
+    ):
+        answer = owner.post("/console/logout", **forged)
+        assert answer.status_code == 403 and "set-cookie" not in answer.headers
+    assert owner.get("/console/leads").status_code == 200 and thief.get("/console/leads").status_code == 200
+    page = owner.get("/console/account")
+    changed = owner.post(
+        "/console/account",
+        data={
+            "csrf_token": csrf_of(page.text),
+            "current": PASSWORD,
+            "password": "a whole new one",
+            "again": "a whole new one",
+        },
+    )
+    assert changed.status_code == 303 and changed.headers["location"] == "/console/account?done=password"
+    assert thief.get("/console/leads").status_code == 303 and owner.get("/console/leads").status_code == 200
+    page = owner.get("/console/account")
+    owner.post(  # back to the shared password for the other cases
+        "/console/account",
+        data={"csrf_token": csrf_of(page.text), "current": "a whole new one", "password": PASSWORD, "again": PASSWORD},
+    )
+    owner.close()
+    thief.close()
+
+
+def test_no_csv_cell_starts_a_formula_wherever_a_spreadsheet_splits_it():
+    from aap.console.leads import FORMULA_START, _csv_cell
+    from console_attacks import spreadsheet_parts, spreadsheet_text
+
+    @settings(max_examples=2000, **SETTINGS)
+    @given(text=spreadsheet_text())
+    def exercise(text):
+        cell = _csv_cell(text)
+        if re.fullmatch(r"[+-]?\d+(\.\d+)?", text):
+            assert cell == text  # a plain number stays one
+            return
+        assert not [part for part in spreadsheet_parts(cell) if part.startswith(FORMULA_START)], cell
+        assert cell.replace("'", "") == text.replace("'", "")  # only quotes were added
+
+    exercise()

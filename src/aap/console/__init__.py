@@ -8,7 +8,7 @@ discovery links, counters from ``/metrics``, the delivery backlog) and
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
-lockouts, the audit log, check reports), so several workers serve one console.
+sign-in counts, the audit log, check reports), so several workers serve one console.
 This is the one surface that shows customer data, and it writes an audit entry
 each time someone views or exports it. ``[web] console = false`` removes it.
 """
@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
 from aap.console import health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
+from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
 from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
@@ -95,6 +95,7 @@ class Console:
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
             try:
+                refuse_odd_values(request)
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
@@ -137,11 +138,12 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(gateway: Gateway) -> BindingParts:
-    """The console's routes, unless ``[web] console = false``."""
+def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
+    """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
+    unless given: a test holds the hash gate of the console it serves)."""
     if not gateway.settings.web.console:
         return BindingParts()
-    console = Console(gateway)
+    console = console or Console(gateway)
     runner = health.CheckRunner(console)
 
     async def home(request: Request) -> Response:

@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from aap.console.auth import Visit
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH, DeploymentUrls
+from aap.store.lead_inbox import LeadScope
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -171,14 +172,17 @@ def discovery_links(console: Console) -> list[tuple[str, str]]:
 def routes(console: Console, runner: CheckRunner) -> list[Route]:
     async def page(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)
-        backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms())
+        scope = console.accounts.scope_of(visit.session.user)
+        backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms(), scope)
+        everything = scope == LeadScope()  # the endpoint's own counters: not a seller's to read
         return console.page(
             request,
             "health.html",
             {
                 "run": run,
                 "links": discovery_links(console),
-                "metrics": await read_metrics(request),
+                "metrics": await read_metrics(request) if everything else None,
+                "everything": everything,
                 "backlog": backlog,
                 "timeout": runner.timeout,
                 "target": console.settings.public_url,

@@ -76,10 +76,12 @@ def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int =
 
 
 async def page(console: Console, request: Request, visit: Visit) -> Response:
-    user = visit.session.user
-    seller = user.dealer_id if user.role != "admin" else None
+    # A scope's staff see the whole inventory of its sellers (what assistants see of them; a
+    # rooftop's staff look up their seller's other rooftops' stock), never another seller's.
+    sellers = console.accounts.scope_of(visit.session.user).sellers if console.settings.scope == "aggregate" else None
+    seller = next(iter(sellers)) if sellers is not None and len(sellers) == 1 else None
     summary = await console.blocking(console.stores.inventory_summaries.summary)
-    rows = [r for r in summary.rows if seller is None or r.dealer_id == seller]
+    rows = [r for r in summary.rows if sellers is None or r.dealer_id in sellers]
     by_rooftop: dict[tuple[str | None, str | None], dict[str, int]] = {}
     for row in rows:
         cell = by_rooftop.setdefault((row.dealer_id, row.rooftop), {})
@@ -89,10 +91,12 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
     for cell in by_rooftop.values():
         for key, value in cell.items():
             totals[key] = totals.get(key, 0) + value
-    removed = sum(n for d, n in summary.removed.items() if seller is None or d == seller)
+    removed = sum(n for d, n in summary.removed.items() if sellers is None or d in sellers)
     term = (request.query_params.get("q") or "").strip()[:40]
     found = await console.blocking(console.stores.inventory_summaries.lookup, term, dealer_id=seller) if term else []
+    found = [f for f in found if sellers is None or f.dealer_id in sellers]
     history = await console.blocking(import_history, console.stores, dealer_id=seller)
+    history = [h for h in history if sellers is None or h.dealer_id in sellers]
     return console.page(
         request,
         "inventory.html",

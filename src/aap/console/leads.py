@@ -1,6 +1,6 @@
 """The console's lead pages: the inbox, one lead in full, retry, handled, CSV export.
 
-Each person sees the leads of their scope (:func:`aap.accounts.scope_of`),
+Each person sees the leads of their scope (:meth:`aap.accounts.Accounts.scope_of`),
 applied in the query; a lead outside it answers 404, as if it did not exist.
 Viewing the inbox or a lead, and exporting, each write an audit entry (the
 filters used, never a search text: it may be a customer's name). Retrying
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aap.accounts import scope_of
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.timefmt import parse_rfc3339
@@ -102,8 +102,8 @@ def _filter_detail(wanted: InboxFilter) -> dict[str, Any]:
 
 
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
-    if scope.rooftops:
-        return list(scope.rooftops)
+    if scope.rooftops is not None:
+        return sorted({name for _, name in scope.rooftops})
     profiles = [console.settings.profile_for(scope.dealer_id)] if scope.dealer_id else console.settings.all_profiles()
     return sorted({r["name"] for p in profiles if p is not None for r in p.rooftops})
 
@@ -114,17 +114,24 @@ def _seller_choices(console: Console, scope: LeadScope) -> list[tuple[str, str]]
     return [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id]
 
 
-def _parse_before(value: str | None) -> tuple[int, str] | None:
-    if not value or "." not in value:
+_BEFORE = re.compile(r"(\d{1,15})\.([A-Za-z0-9_-]{1,64})")
+
+
+def _parse_before(value: str | None, problems: list[str]) -> tuple[int, str] | None:
+    """The keyset of an "Older" link (``RECEIVED_MS.LEAD_ID``); a problem when it is not one."""
+    if not value:
         return None
-    ms, _, lead_id = value.partition(".")
-    return (int(ms), lead_id) if ms.isdigit() and lead_id else None
+    found = _BEFORE.fullmatch(value)
+    if found is None:
+        problems.append("This page link is not valid: open the inbox again.")
+        return None
+    return int(found.group(1)), found.group(2)
 
 
 async def inbox(console: Console, request: Request, visit: Visit) -> Response:
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     wanted, problems = read_filter(request.query_params, console, scope)
-    before = _parse_before(request.query_params.get("before"))
+    before = _parse_before(request.query_params.get("before"), problems)
     rows, next_key = await console.blocking(
         console.stores.lead_inbox.page, scope, wanted, before=before, limit=PAGE_SIZE
     )
@@ -156,12 +163,24 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
     )
 
 
+#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: A field separator of some spreadsheet locale (``,``, or ``;`` where ``,`` is the decimal mark)
+#: followed by a formula's first character: a program that splits the cell there starts a formula.
+_SPLIT_FORMULA = re.compile(r"([;,] *)(?=[=+\-@\t\r])")
+_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
+
+
 def _csv_cell(value: Any) -> str:
-    """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection")."""
+    """A CSV cell no spreadsheet will run as a formula (OWASP "CSV injection"): a cell that begins
+    with ``= + - @``, a tab or a carriage return gets a leading ``'``, and so does every part of it
+    after a ``,`` or ``;`` that begins so (a spreadsheet that splits the cell at ``;``). A plain
+    signed number (``+14155550123``, ``-5``) stays as it is: it is no formula in any program."""
     text = "" if value is None else str(value)
-    if text[:1] in ("=", "@", "\t", "\r") or (text[:1] in ("+", "-") and not text[1:].replace(" ", "").isdigit()):
-        return "'" + text
-    return text
+    if _NUMBER.fullmatch(text):
+        return text
+    text = _SPLIT_FORMULA.sub(r"\1'", text)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
@@ -204,7 +223,7 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
 
 async def export(console: Console, request: Request, visit: Visit) -> Response:
     """POST (a form with a CSRF token): every lead of the filter, as CSV, streamed page by page."""
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     wanted, problems = read_filter(visit.form, console, scope)
     if problems:
         raise Refused(400, " ".join(problems))
@@ -218,7 +237,9 @@ async def export(console: Console, request: Request, visit: Visit) -> Response:
 
 
 async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str, Any]:
-    lead = await console.blocking(console.stores.lead_inbox.lead, lead_id, scope_of(visit.session.user))
+    lead = await console.blocking(
+        console.stores.lead_inbox.lead, lead_id, console.accounts.scope_of(visit.session.user)
+    )
     if lead is None:
         raise Refused(404, "There is no such lead, or it is not one of your leads.")
     return lead
@@ -232,6 +253,14 @@ def _consent_expired(lead: dict[str, Any]) -> bool:
 def delivery_state(lead: dict[str, Any]) -> str:
     """The deliveries' states in one string: the page reloads itself when it changes."""
     return ",".join(f"{d['delivery_id']}:{d['status']}:{d['attempts']}" for d in lead["deliveries"])
+
+
+def _queued_notice(value: str | None) -> str | None:
+    """The notice after a retry, from its count (never text taken from the link)."""
+    if not value or not value.isdigit() or len(value) > 6:
+        return None
+    count = int(value)
+    return f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
 
 
 async def detail(console: Console, request: Request, visit: Visit) -> Response:
@@ -266,7 +295,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "retryable": retryable and not _consent_expired(lead),
             "consent_expired": _consent_expired(lead),
             "access": access,
-            "notice": request.query_params.get("notice"),
+            "notice": _queued_notice(request.query_params.get("queued")),
             "state": delivery_state(lead),
             "vehicle_page": (
                 VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
@@ -286,7 +315,9 @@ async def state(console: Console, request: Request, visit: Visit) -> Response:
 
 async def retry(console: Console, request: Request, visit: Visit) -> Response:
     lead_id = request.path_params["lead_id"]
-    await _lead_or_404(console, visit, lead_id)
+    scope = console.accounts.scope_of(visit.session.user)
+    if not await console.blocking(console.stores.lead_inbox.in_scope, lead_id, scope):
+        raise Refused(404, "There is no such lead, or it is not one of your leads.")
     include_delivered = visit.form is not None and visit.form.get("all") == "1"
     try:
         count = await console.blocking(
@@ -297,8 +328,7 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
     await console.blocking(
         console.audit, visit.email, "lead.retry", lead_id, {"deliveries": count, "all": include_delivered}
     )
-    notice = f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
-    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?{urlencode({'notice': notice})}", status_code=303)
+    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?queued={count}", status_code=303)
 
 
 async def handled(console: Console, request: Request, visit: Visit) -> Response:
@@ -307,7 +337,7 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
     changed = await console.blocking(
         console.stores.lead_inbox.mark_handled,
         lead_id,
-        scope_of(visit.session.user),
+        console.accounts.scope_of(visit.session.user),
         visit.email if done else None,
         console.now_ms(),
     )
