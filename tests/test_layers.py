@@ -24,7 +24,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),
-    ("core logic", frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts"})),
+    (
+        "core logic",
+        frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts", "tenants"}),
+    ),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console"})),
     ("composition root", frozenset({"server"})),

@@ -31,7 +31,7 @@ from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
 from aap.store.db import Database
-from aap.store.platform import PlatformStore, TenantRecord
+from aap.store.platform import FEEDS, PlatformStore, TenantRecord
 from aap.store.tenancy import Namespaces
 
 #: The most domains one tenant is served at.
@@ -107,8 +107,8 @@ class TenantRegistry:
                 )
             except ConfigError as exc:
                 problems += exc.problems
+            problems += self._source_problems(doc)
             if settings is not None:
-                problems += self._source_problems(settings)
                 problems += self._a2a_problems(settings, tenant_id)
         if problems or settings is None:
             raise TenantError(problems)
@@ -145,16 +145,24 @@ class TenantRegistry:
         return problems
 
     @staticmethod
-    def _source_problems(settings: Settings) -> list[str]:
+    def _source_problems(doc: dict[str, Any]) -> list[str]:
+        """Feeds that would read the platform host's files (looked at in the document itself, so
+        these are reported with the configuration's other problems, whatever they are)."""
+        from aap.config.feeds import source_scheme
+
         problems = []
-        for i, feed in enumerate(settings.feeds):
-            if feed.scheme not in ("https", "sftp"):
+        feeds = doc.get("feeds")
+        for i, feed in enumerate(feeds if isinstance(feeds, list) else []):
+            if not isinstance(feed, dict):
+                continue
+            source = feed.get("source")
+            if isinstance(source, str) and source_scheme(source) not in ("https", "sftp"):
                 problems.append(
                     f"feeds[{i}].source: a tenant's feed is fetched over https:// or sftp:// "
                     "(a local path would read the platform host's own files)"
                 )
             for key in ("mapping", "key_file", "known_hosts", "ca_file"):
-                if getattr(feed, key):
+                if key in feed:
                     problems.append(
                         f"feeds[{i}].{key}: a tenant's configuration cannot name files on the platform host"
                     )
@@ -185,7 +193,9 @@ class TenantRegistry:
         settings = self.check(tenant_id, config, hosts)
         self.namespaces.create(tenant_id).close()
         try:
-            return self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
+            record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
+            self._schedule(settings)
+            return record
         except Exception as exc:  # a race with another add of the same id or host: say which
             if self.store.tenant(tenant_id) is not None:
                 raise TenantError([f"tenant {tenant_id!r} exists already"], status=409) from exc
@@ -202,7 +212,12 @@ class TenantRegistry:
         updated = self.store.update(tenant_id, config, settings.tenant, _now_ms())
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        self._schedule(settings)
         return updated
+
+    def _schedule(self, settings: Settings) -> None:
+        """A tenant with ``[[feeds]]`` is due for its scheduler at once (which then says when next)."""
+        self.store.set_due(settings.deployment_id, FEEDS, _now_ms() if settings.feeds else None)
 
     def set_domains(self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> TenantRecord:
         record = self.get(tenant_id)

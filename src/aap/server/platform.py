@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -49,9 +50,10 @@ from aap.gateway import Gateway
 from aap.paths import HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.ratelimit import RateLimiter
 from aap.server.operations import healthz_endpoint, metrics_endpoint
+from aap.skills.catalog import SkillInfo
 from aap.store import Stores
 from aap.store.db import Database
-from aap.store.platform import PlatformStore
+from aap.store.platform import DELIVERIES, PlatformStore
 from aap.tenants import TenantRegistry
 from aap.web.accesslog import AccessLogMiddleware, annotate
 from aap.web.body import BodyLimitMiddleware
@@ -274,6 +276,7 @@ class Runtimes:
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[TenantRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._notes: set[asyncio.Task[None]] = set()  # referenced until done
 
     def __len__(self) -> int:
         return len(self._runtimes)
@@ -307,13 +310,22 @@ class Runtimes:
             del self._building[key]
 
     async def _build(self, tenant_id: str, public_url: str) -> TenantRuntime | None:
-        record = await self.work.blocking(self.registry.store.tenant, tenant_id)
+        record = await asyncio.to_thread(self.registry.store.tenant, tenant_id)
         if record is None:
             return None
-        settings = await self.work.blocking(self.registry.settings_for, record, public_url)
+        settings = await asyncio.to_thread(self.registry.settings_for, record, public_url)
         stores = await self._acquire(tenant_id)
         agent = DealerAgent(settings, stores)
-        gateway = Gateway(agent, RateLimiter(stores.state, settings.rate_limit), self.work)
+        registry = self.registry.store
+
+        def stored(skill: SkillInfo) -> None:  # a lead: its deliveries are due now, on any worker
+            note = asyncio.to_thread(registry.set_due, tenant_id, DELIVERIES, int(time.time() * 1000))
+            task = asyncio.get_running_loop().create_task(note)
+            self._notes.add(task)
+            task.add_done_callback(self._notes.discard)
+
+        limiter = RateLimiter(stores.state, settings.rate_limit)
+        gateway = Gateway(agent, limiter, self.work, after_write=stored)
         return TenantRuntime(tenant_id, public_url, gateway, self.surfaces, self.app)
 
     async def _acquire(self, tenant_id: str) -> Stores:
@@ -321,7 +333,7 @@ class Runtimes:
         if held is not None:
             self._stores[tenant_id] = (held[0], held[1] + 1)
             return held[0]
-        db: Database = await self.work.blocking(self.registry.namespaces.open, tenant_id)
+        db: Database = await asyncio.to_thread(self.registry.namespaces.open, tenant_id)
         stores = Stores(db)
         again = self._stores.get(tenant_id)  # another build opened it meanwhile
         if again is not None:
@@ -355,7 +367,7 @@ class Runtimes:
         if stores is runtime.gateway.stores:
             if refs <= 1:
                 del self._stores[runtime.tenant_id]
-                await self.work.blocking(stores.close)
+                await asyncio.to_thread(stores.close)
             else:
                 self._stores[runtime.tenant_id] = (stores, refs - 1)
 
@@ -375,9 +387,8 @@ class Runtimes:
 class Hosts:
     """Host name → tenant id, read from the registry once and remembered until it changes."""
 
-    def __init__(self, store: PlatformStore, work: Work) -> None:
+    def __init__(self, store: PlatformStore) -> None:
         self.store = store
-        self.work = work
         self._known: OrderedDict[str, str | None] = OrderedDict()
 
     async def tenant(self, host: str) -> str | None:
@@ -386,7 +397,7 @@ class Hosts:
             return self._known[host]
         if host_problem(host):
             return None  # not a name any tenant can have: no read
-        tenant_id = await self.work.blocking(self.store.tenant_at, host)
+        tenant_id = await asyncio.to_thread(self.store.tenant_at, host)
         self._known[host] = tenant_id
         while len(self._known) > HOSTS_KEPT:
             self._known.popitem(last=False)
@@ -401,17 +412,17 @@ class Hosts:
 class ChangeFeed:
     """Follows the registry's change rows and drops what this worker built for changed tenants."""
 
-    def __init__(self, store: PlatformStore, work: Work, runtimes: Runtimes, hosts: Hosts, poll_ms: int) -> None:
-        self.store, self.work, self.runtimes, self.hosts = store, work, runtimes, hosts
+    def __init__(self, store: PlatformStore, runtimes: Runtimes, hosts: Hosts, poll_ms: int) -> None:
+        self.store, self.runtimes, self.hosts = store, runtimes, hosts
         self.poll = poll_ms / 1000
         self.seen = 0
 
     async def start(self) -> None:
-        self.seen = await self.work.blocking(self.store.last_change)
+        self.seen = await asyncio.to_thread(self.store.last_change)
 
     async def once(self) -> int:
         """Apply the changes made since the last look; returns how many there were."""
-        changes = await self.work.blocking(self.store.changes_since, self.seen)
+        changes = await asyncio.to_thread(self.store.changes_since, self.seen)
         for change in changes:
             self.runtimes.drop(change.tenant_id)
             self.hosts.forget(change.tenant_id)
@@ -591,7 +602,7 @@ def create_platform_app(
     registry = TenantRegistry(deployment, platform_stores.db)
     metrics = Metrics()
     shapes = ErrorShapes(table.shapes)
-    hosts = Hosts(registry.store, work)
+    hosts = Hosts(registry.store)
 
     runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes)
@@ -608,7 +619,7 @@ def create_platform_app(
     platform_app.state.stores = platform_stores
     platform_app.state.metrics = metrics
 
-    feed = ChangeFeed(registry.store, work, runtimes, hosts, deployment.platform.changes_poll_ms)
+    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

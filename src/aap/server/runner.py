@@ -45,7 +45,7 @@ from aap.memory import limit_malloc_arenas
 from aap.server.app import check_public_url, create_app
 from aap.server.listen import bind
 from aap.server.logconfig import log_config
-from aap.store import open_stores
+from aap.store import Stores, open_platform_database, open_stores
 from aap.store.db import sqlite_path
 from aap.web.metrics import shared_metrics_directory
 
@@ -95,14 +95,23 @@ def app_from_env() -> Starlette:
     if not data:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
-    return settled(
-        create_app(
-            settings,
-            open_stores(
-                settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
-            ),
-        )
+    app, _stores = open_app(settings)
+    return settled(app)
+
+
+def open_app(settings: Settings) -> tuple[Starlette, Stores]:
+    """The app a deployment serves and the stores it opened (migrated): one agent, or with a
+    ``[platform]`` table every tenant of its registry (docs/platform.md)."""
+    if settings.platform is not None:
+        from aap.server.platform import create_platform_app
+        from aap.server.platform_services import SERVICES
+
+        stores = Stores(open_platform_database(settings.database_url))
+        return create_platform_app(settings, stores, services=SERVICES), stores
+    stores = open_stores(
+        settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
     )
+    return create_app(settings, stores), stores
 
 
 def settled(app: Starlette) -> Starlette:
@@ -173,19 +182,19 @@ def run(
     }
     if sock is None:
         sock = bind(host, port)
-    # Migrates once, before any worker starts.
-    stores = open_stores(
-        settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
-    )
     if workers == 1:
+        app, stores = open_app(settings)
         try:
-            _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sock)
+            _serve(uvicorn.Config(settled(app), **options), sock)
         finally:
             stores.close()
             sock.close()
         return
-
-    stores.close()
+    # Migrates once, before any worker starts.
+    if settings.platform is not None:
+        open_platform_database(settings.database_url).close()
+    else:
+        open_stores(settings.database_url).close()
     assert isinstance(source, SettingsSource)
     previous = os.environ.get(SOURCE_ENV)
     os.environ[SOURCE_ENV] = source.to_json().decode()

@@ -58,6 +58,9 @@ CREATE INDEX platform_due_when ON platform_due (work, due_ms)
 
 MIGRATIONS = Migrations("platform", (_V1,))
 
+#: The kinds of background work ``platform_due`` keeps a time for.
+DELIVERIES, FEEDS = "deliveries", "feeds"
+
 
 @dataclass(frozen=True)
 class TenantRecord:

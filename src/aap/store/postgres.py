@@ -8,8 +8,8 @@ deployments never load the driver.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 import copy
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import quote
 
