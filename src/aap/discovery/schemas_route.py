@@ -9,7 +9,7 @@ verbatim: the ``$id`` values stay the canonical identifiers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
 
 import orjson
 
@@ -24,10 +24,13 @@ SUFFIX = ".schema.json"
 MAX_AGE = 86_400
 
 
-def schema_documents(names: Iterable[str] | None = None) -> dict[str, StaticDocument]:
-    """``<name>.schema.json`` → document, for every schema the package carries."""
-    if names is None:
-        names = spec.schema_names()
+@functools.cache
+def schema_documents() -> dict[str, StaticDocument]:
+    """``<name>.schema.json`` → document, for every schema the package carries.
+
+    Made once per process: the files are the package's own, the same for every agent it serves.
+    """
+    names = spec.schema_names()
     return {f"{name}{SUFFIX}": StaticDocument(spec.schema_bytes(name), MEDIA_TYPE, MAX_AGE) for name in sorted(names)}
 
 

@@ -73,6 +73,12 @@ RUNTIME_KEY = "aap.runtime"
 HOSTS_KEPT = 100_000
 #: How long a dropped runtime keeps serving the requests it has in flight before it is closed.
 GRACE_SECONDS = 30.0
+#: A tenant's inventory is counted in SQL until it holds this many listings, and only then
+#: indexed in memory: a worker serving thousands of small tenants holds no index for each
+#: (docs/platform.md, "Sizing").
+INDEX_MIN_ROWS = 5_000
+#: Facets objects a tenant keeps (a deployment that is one agent keeps 256).
+FACET_CACHE = 16
 
 Surface = Callable[[Gateway], BindingParts]
 
@@ -334,7 +340,7 @@ class Runtimes:
             self._stores[tenant_id] = (held[0], held[1] + 1)
             return held[0]
         db: Database = await asyncio.to_thread(self.registry.namespaces.open, tenant_id)
-        stores = Stores(db)
+        stores = Stores(db, index_min_rows=INDEX_MIN_ROWS, facet_cache_size=FACET_CACHE)
         again = self._stores.get(tenant_id)  # another build opened it meanwhile
         if again is not None:
             db.close()

@@ -28,10 +28,14 @@ from aap.store.state import StateStore
 class Stores:
     """The domain stores of one deployment, all on one database (and its read replicas)."""
 
-    def __init__(self, db: Database, reads: ReadRouter | None = None) -> None:
+    def __init__(
+        self, db: Database, reads: ReadRouter | None = None, *, index_min_rows: int = 0, facet_cache_size: int = 256
+    ) -> None:
         self.db = db
         self.reads = reads or ReadRouter(db)
-        self.inventory = InventoryStore(db, reads=self.reads)
+        self.inventory = InventoryStore(
+            db, reads=self.reads, index_min_rows=index_min_rows, facet_cache_size=facet_cache_size
+        )
         self.state = StateStore(db)
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)

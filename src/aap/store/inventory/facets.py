@@ -121,23 +121,33 @@ class FacetCountChanges:
 
 
 class FacetCache:
-    """The last computed Facets objects, keyed by (version, criteria digest, vocabulary)."""
+    """The last computed Facets objects, keyed by (version, criteria digest, vocabulary).
+
+    Kept encoded (orjson): a hit hands out a fresh copy by decoding, which a shared object
+    needed anyway, and the bytes are a tenth of the objects' memory — it adds up on a
+    platform serving thousands of agents in one worker (docs/platform.md, "Sizing").
+    """
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._entries: OrderedDict[FacetKey, dict[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[FacetKey, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: FacetKey) -> dict[str, Any] | None:
+        """A fresh copy of the cached Facets object (the caller may change it), or None."""
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-            return found
+        if found is None:
+            return None
+        facets: dict[str, Any] = orjson.loads(found)
+        return facets
 
     def put(self, key: FacetKey, facets: dict[str, Any]) -> None:
+        encoded = orjson.dumps(facets)
         with self._lock:
-            self._entries[key] = facets
+            self._entries[key] = encoded
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
@@ -182,12 +192,6 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     present = counts.get(FEATURE_FIELD, {})
     out["features"] = [{"code": code, "label": label, "count": present.get(code, 0)} for code, label in vocabulary]
     return out
-
-
-def copied(facets_object: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy (cached objects are shared; callers may change theirs)."""
-    copy: dict[str, Any] = orjson.loads(orjson.dumps(facets_object))
-    return copy
 
 
 def _plain(value: float) -> int | float:

@@ -19,7 +19,7 @@ from pyroaring import FrozenBitMap
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
-from aap.store.inventory.facets import FacetCache, compute_facets, copied
+from aap.store.inventory.facets import FacetCache, compute_facets
 from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
 from aap.store.inventory.schema import read_version
 from aap.store.inventory.search import Hit, search_page
@@ -171,8 +171,8 @@ class InventorySnapshot:
         """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
         vocabulary = tuple((code, label) for code, label in vocabulary)
         key = (self.version, criteria.digest, vocabulary)
-        cached = self._caches.facets.get(key)
+        cached = self._caches.facets.get(key)  # a fresh copy when cached
         if cached is None:
             cached = compute_facets(self, criteria, vocabulary)
             self._caches.facets.put(key, cached)
-        return copied(cached)
+        return cached
