@@ -8,8 +8,10 @@ after ``lease_seconds`` so a killed worker's rows are picked up again.
 Per row: consent expired → ``expired_consent`` (never sent); target no longer
 configured → ``dead``; sent → ``delivered``; failed → ``pending`` again after
 ``base * 2^(attempts-1)`` seconds (capped), or ``dead`` after ``max_attempts``
-or on a permanent failure (a 4xx answer, a 5xx SMTP reply). ``aap leads retry``
-brings a dead row back.
+or on a permanent failure (a definite refusal: a 3xx or a 4xx answer other than
+408/409/425/429, a 5xx SMTP reply; :func:`aap.leads.transports.refusal`).
+``aap leads retry`` brings a dead row back. Each row remembers whether an attempt
+may have been accepted (``reached``): the attempts after it go out as resends.
 
 Log lines name lead, delivery and target ids, states and error classes only.
 """
