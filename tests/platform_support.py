@@ -62,3 +62,65 @@ def tenant_stores(registry: TenantRegistry, tenant_id: str) -> Stores:
 def write(path: Path, text: str) -> str:
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+class PlatformServer:
+    """``aap serve`` of a platform deployment, as a subprocess on 127.0.0.1 (``workers`` processes).
+
+    Requests go to it with the ``Host`` header a proxy forwards (:meth:`client` keeps each URL's
+    own host and scheme, so cookies marked Secure and https:// URLs behave as behind TLS).
+    """
+
+    def __init__(self, directory: Path, database_url: str, *, workers: int = 2) -> None:
+        import os
+        import subprocess
+        import sys
+
+        from test_cli_serve import free_port
+
+        self.port = free_port()
+        self.origin = f"http://127.0.0.1:{self.port}"
+        self.database_url = database_url
+        self.config = directory / "platform.toml"
+        self.config.write_text(
+            f'database = "{database_url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\nchanges_poll_ms = 100\n',
+            encoding="utf-8",
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "aap", "serve", "--config", str(self.config), "--port", str(self.port)]
+            + ["--workers", str(workers), "--log-level", "warning"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        self._wait()
+
+    def _wait(self) -> None:
+        import time
+
+        import httpx
+
+        for _ in range(600):  # bounded by count: two workers start in a few seconds on a busy machine
+            if self.process.poll() is not None:
+                raise RuntimeError(self.process.stdout.read().decode() if self.process.stdout else "exited")
+            try:
+                if httpx.get(self.origin + "/healthz", headers={"host": PLATFORM_HOST}, timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("aap serve did not come up")
+
+    def client(self, **kwargs: Any) -> Any:
+        """An httpx client whose requests for https://ANY-HOST/... reach this server."""
+        import httpx
+
+        from aap.client.via import ViaSyncTransport
+
+        return httpx.Client(transport=ViaSyncTransport(self.origin), timeout=30, **kwargs)
+
+    def stop(self) -> None:
+        from test_cli_serve import stop_server
+
+        stop_server(self.process)

@@ -127,6 +127,53 @@ def command(
         sock.close()
         fail(f"Cannot serve: {exc}")
 
+    if settings.platform is not None:
+        _platform_banner(settings)
+    else:
+        _agent_banner(settings)
+    # Each worker process loads the settings again from the same source (see aap.server.runner).
+    run(
+        SettingsSource(settings.source_path, overrides),
+        host=host,
+        port=port,
+        sock=sock,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        workers=workers,
+        log_level=log_level,
+        log_format=log_format,
+    )
+
+
+def _platform_banner(settings: Settings) -> None:
+    """What a platform deployment serves (its tenants are in its database: docs/platform.md)."""
+    from aap.store import open_platform_database
+    from aap.store.platform import PlatformStore
+
+    assert settings.platform is not None
+    try:
+        db = open_platform_database(settings.database_url)
+    except Exception as exc:
+        fail(f"Cannot open the database {redacted(settings.database_url)}", [f"{type(exc).__name__}: {exc}"])
+    try:
+        tenants = PlatformStore(db).count()
+    finally:
+        db.close()
+    console.print(
+        Text(
+            f"Serving the platform {settings.platform.host}: {tenants} tenant(s) "
+            f"(database {redacted(settings.database_url)})"
+        )
+    )
+    console.print(
+        Text(
+            "Each tenant answers at its domains and at "
+            f"{settings.platform.base_url}/t/ID/" + ("" if tenants else " (none yet: aap tenants add ID --config FILE)")
+        )
+    )
+
+
+def _agent_banner(settings: Settings) -> None:
     stores = open_stores_or_fail(settings)
     try:
         if is_demo(settings):
@@ -155,18 +202,6 @@ def command(
                 + (" (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")
             )
         )
-    # Each worker process loads the settings again from the same source (see aap.server.runner).
-    run(
-        SettingsSource(settings.source_path, overrides),
-        host=host,
-        port=port,
-        sock=sock,
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
-        workers=workers,
-        log_level=log_level,
-        log_format=log_format,
-    )
 
 
 def seed_demo_inventory(settings: Settings, stores: Stores, count: int = DEMO_LISTINGS) -> int:
