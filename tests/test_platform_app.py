@@ -191,3 +191,27 @@ def test_a_runtime_is_built_once_for_concurrent_first_requests(platform) -> None
         return {id(r) for r in built}
 
     assert len(client.portal.call(together)) == 1
+
+
+def test_one_a2a_endpoint_routes_by_the_tenant_its_card_declares(platform) -> None:
+    client, registry = platform
+    registry.add("dealer-t", 'tenant = "tee-motors"\n' + tenant_config("Tee Motors"), ["tee.example"])
+    own = tenant_stores(registry, "dealer-t")
+    own.inventory.import_listings(listings("dealer-t", "Mazda", 2, "Tee Motors Main"))
+    own.close()
+    card = client.get("/.well-known/agent-card.json", headers=at("tee.example")).json()
+    assert validate(card, "agent-card") == []
+    (interface,) = card["supportedInterfaces"]
+    assert interface == {**interface, "url": f"https://{PLATFORM_HOST}/a2a", "tenant": "tee-motors"}
+    routed = client.post(
+        "/a2a", json=send_message(SEARCH, tenant="tee-motors"), headers={**AAP_HEADERS, **at(PLATFORM_HOST)}
+    )
+    data = routed.json()["result"]["message"]["parts"][0]["data"]["data"]
+    assert data["total"] == 2 and {v["make"] for v in data["vehicles"]} == {"Mazda"}
+    for params in ({"tenant": "nobody"}, {}):
+        refused = client.post("/a2a", json=send_message(SEARCH, **params), headers={**AAP_HEADERS, **at(PLATFORM_HOST)})
+        assert refused.status_code == 200 and refused.json()["error"]["code"] == -32602
+        assert "Mazda" not in refused.text
+    with pytest.raises(TenantError) as taken:
+        registry.add("dealer-u", 'tenant = "tee-motors"\n' + tenant_config("You Motors"))
+    assert "declared by tenant 'dealer-t'" in str(taken.value)

@@ -275,8 +275,10 @@ def parse_tenant(
         raise ConfigError(problems.render() + exc.problems, source) from None
     if problems:
         raise ConfigError(problems.render(), source)
+    shared_a2a = f"{deployment.platform.base_url}/a2a" if deployment.platform and settings.tenant else None
     return dataclasses.replace(
         settings,
+        a2a_url=shared_a2a,
         max_body_bytes=deployment.max_body_bytes,
         cursor_ttl_seconds=deployment.cursor_ttl_seconds,
         count_timeout_ms=deployment.count_timeout_ms,

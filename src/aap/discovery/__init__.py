@@ -25,7 +25,6 @@ from aap.paths import (
     API_CATALOG_PATH,
     LLMS_TXT_PATH,
     SCHEMAS_PREFIX,
-    DeploymentUrls,
 )
 from aap.web.documents import StaticDocument
 from aap.web.parts import BindingParts
@@ -60,7 +59,7 @@ def build(gateway: Gateway) -> BindingParts:
     """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
     agent = gateway.agent
     settings = agent.settings
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     card = AgentCard(agent)
     llms = _Rendered(
         lambda: StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)

@@ -15,7 +15,6 @@ import orjson
 
 from aap import SCHEMA_BASE_URL, spec
 from aap.config.model import Settings
-from aap.paths import DeploymentUrls
 from aap.web.documents import StaticDocument
 
 MEDIA_TYPE = "application/schema+json"
@@ -36,7 +35,7 @@ def schema_documents() -> dict[str, StaticDocument]:
 
 def index_document(settings: Settings, documents: dict[str, StaticDocument]) -> StaticDocument:
     """``GET /schemas/``: each file's local URL and its canonical ``$id`` (when it has one)."""
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     entries = []
     for filename in sorted(documents):
         entry = {"name": filename, "url": urls.schema(filename)}

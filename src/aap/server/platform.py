@@ -37,17 +37,19 @@ import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aap.agent import DealerAgent
+from aap.bindings import jsonrpc as rpc
+from aap.bindings.jsonrpc import RpcError
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
 from aap.errors import unexpected
 from aap.gateway import Gateway
-from aap.paths import HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
+from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.ratelimit import RateLimiter
 from aap.server.operations import healthz_endpoint, metrics_endpoint
 from aap.skills.catalog import SkillInfo
@@ -56,7 +58,7 @@ from aap.store.db import Database
 from aap.store.platform import DELIVERIES, PlatformStore
 from aap.tenants import TenantRegistry
 from aap.web.accesslog import AccessLogMiddleware, annotate
-from aap.web.body import BodyLimitMiddleware
+from aap.web.body import BodyLimitMiddleware, BodyTooLarge, read_body
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, route_path, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts
@@ -92,6 +94,22 @@ def _host(scope: Scope) -> str:
                 return host
             return host.rsplit(":", 1)[0] if ":" in host else host
     return ""
+
+
+def _tenant_of(body: bytes) -> tuple[Any, str | None]:
+    """(the JSON-RPC id to echo, ``params.tenant``) of a request body, whatever its shape."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(message, dict):
+        return None, None
+    request_id = message.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    params = message.get("params")
+    value = params.get("tenant") if isinstance(params, dict) else None
+    return request_id, value if isinstance(value, str) and value else None
 
 
 def not_found(message: str = "Not found") -> Response:
@@ -409,8 +427,21 @@ class Hosts:
             self._known.popitem(last=False)
         return tenant_id
 
+    async def a2a_tenant(self, value: str) -> str | None:
+        """The tenant whose card declares the A2A routing value ``value``, or None."""
+        key = "a2a:" + value
+        if key in self._known:
+            return self._known[key]
+        if len(value) > 200:
+            return None
+        tenant_id = await asyncio.to_thread(self.store.tenant_for_a2a, value)
+        self._known[key] = tenant_id
+        while len(self._known) > HOSTS_KEPT:
+            self._known.popitem(last=False)
+        return tenant_id
+
     def forget(self, tenant_id: str) -> None:
-        """Forget every host of ``tenant_id``, and every host known to be nobody's."""
+        """Forget every host (and routing value) of ``tenant_id``, and every one known to be nobody's."""
         for host in [h for h, t in self._known.items() if t is None or t == tenant_id]:
             del self._known[host]
 
@@ -459,10 +490,17 @@ class TenantRouting:
     """
 
     def __init__(
-        self, app: ASGIApp, platform: PlatformSettings, runtimes: Runtimes, hosts: Hosts, platform_app: ASGIApp
+        self,
+        app: ASGIApp,
+        platform: PlatformSettings,
+        runtimes: Runtimes,
+        hosts: Hosts,
+        platform_app: ASGIApp,
+        max_body_bytes: int,
     ) -> None:
         self.app = app
         self.platform = platform
+        self.max_body_bytes = max_body_bytes
         self.runtimes = runtimes
         self.hosts = hosts
         self.platform_app = platform_app
@@ -486,6 +524,9 @@ class TenantRouting:
         await self._tenant(tenant_id, f"https://{host}", scope, receive, send)
 
     async def _platform_host(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        if path == A2A_PATH and scope["method"] == "POST":
+            await self._shared_a2a(scope, receive, send)
+            return
         if self.platform.tenant_prefix:
             for well_known in (OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH):
                 # RFC 8414 §3 / RFC 9728 §3.1: an issuer or resource with a path has its metadata
@@ -510,7 +551,52 @@ class TenantRouting:
                 return
         await self.platform_app(scope, receive, send)
 
-    async def _tenant(self, tenant_id: str, public_url: str, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _shared_a2a(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST https://PLATFORM_HOST/a2a``: the tenant whose card declares the request's
+        ``params.tenant`` (A2A §8.3.2, seed ``JsonRpcRequest.params.tenant``), served as at its
+        primary URL; a request naming no such tenant is answered here, in JSON-RPC."""
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except ClientDisconnect:
+            return
+        except BodyTooLarge:
+            await Response(status_code=413)(scope, receive, send)
+            return
+        request_id, value = _tenant_of(body)
+        tenant_id = await self.hosts.a2a_tenant(value) if value else None
+        record = await asyncio.to_thread(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None
+        if record is None:
+            error = RpcError.listing(
+                rpc.INVALID_PARAMS,
+                "Invalid params",
+                "INVALID_PARAMS",
+                [("tenant", "must name an agent served at this endpoint (its agent card gives the value)")],
+            )
+            answer = orjson.dumps(rpc.failure(request_id, error.to_error()))
+            await Response(answer, media_type="application/json")(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        public_url = self.runtimes.registry.public_url(record)
+        await self._tenant(record.tenant_id, public_url, scope, replay, send, shared=True)
+
+    async def _tenant(
+        self,
+        tenant_id: str,
+        public_url: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        shared: bool = False,
+    ) -> None:
         try:
             runtime = await self.runtimes.get(tenant_id, public_url)
         except Exception as exc:
@@ -524,7 +610,7 @@ class TenantRouting:
                 scope, receive, send
             )
             return
-        if public_url != f"https://{_host(scope)}":
+        if public_url != f"https://{_host(scope)}" and not shared:
             prefix = f"/t/{tenant_id}"
             scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
         scope[RUNTIME_KEY] = runtime
@@ -648,7 +734,12 @@ def create_platform_app(
         middleware=[
             Middleware(AccessLogMiddleware, metrics=metrics),
             Middleware(
-                TenantRouting, platform=deployment.platform, runtimes=runtimes, hosts=hosts, platform_app=platform_app
+                TenantRouting,
+                platform=deployment.platform,
+                runtimes=runtimes,
+                hosts=hosts,
+                platform_app=platform_app,
+                max_body_bytes=deployment.max_body_bytes,
             ),
             Middleware(BodyLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=shapes),
         ],
