@@ -618,6 +618,7 @@ class TenantRouting:
             prefix = f"/t/{tenant_id}"
             scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
         scope[RUNTIME_KEY] = runtime
+        annotate(scope, tenant=tenant_id)
         await self.app(scope, receive, send)
 
 
