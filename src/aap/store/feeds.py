@@ -71,7 +71,10 @@ CREATE TABLE feed_state (
 )
 """
 
-MIGRATIONS = Migrations("feeds", (_V1,))
+# Listings an import found exactly as published (not rewritten), apart from ``updated``.
+_V2 = "ALTER TABLE feed_runs ADD COLUMN unchanged INTEGER NOT NULL DEFAULT 0"
+
+MIGRATIONS = Migrations("feeds", (_V1, _V2))
 
 OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
 RETENTION_MS = 180 * 86_400_000
@@ -80,7 +83,7 @@ MAX_REJECTED_LINES = 1000
 _RUN_COLUMNS = (
     "run_id, feed, trigger, source, format, dealer_id, replace_mode, dry_run, started_ms, "
     "finished_ms, outcome, message, rows_read, inserted, updated, removed, skipped, warnings, total, "
-    "problems_json, rejected_lines_json, details_json"
+    "problems_json, rejected_lines_json, details_json, unchanged"
 )
 
 
@@ -118,6 +121,7 @@ class FeedRun:
     rejected_lines: list[int] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "run_" + uuid.uuid4().hex[:20])
+    unchanged: int = 0  # listings the feed repeated exactly as published (not in ``updated``)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +141,7 @@ class FeedRun:
             "rows": self.rows,
             "inserted": self.inserted,
             "updated": self.updated,
+            "unchanged": self.unchanged,
             "removed": self.removed,
             "skipped": self.skipped,
             "warnings": self.warnings,
@@ -194,6 +199,7 @@ def _run(row: tuple[Any, ...]) -> FeedRun:
         problems,
         lines,
         details,
+        unchanged,
     ) = row
     return FeedRun(
         trigger,
@@ -218,6 +224,7 @@ def _run(row: tuple[Any, ...]) -> FeedRun:
         orjson.loads(lines),
         orjson.loads(details),
         run_id,
+        unchanged,
     )
 
 
@@ -253,6 +260,7 @@ class FeedStore:
             orjson.dumps(run.problems).decode(),
             orjson.dumps(run.rejected_lines[:MAX_REJECTED_LINES]).decode(),
             orjson.dumps(run.details).decode(),
+            run.unchanged,
         )
         with self.db.transaction() as tx:
             tx.execute(f"INSERT INTO feed_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
