@@ -156,7 +156,7 @@ def test_the_registry_lists_every_problem_at_once(platform) -> None:
     _, registry = platform
     bad = tenant_config(
         "Broken",
-        extra='[search]\nmax_limit = "many"\n[[feeds]]\nname = "x"\nsource = "/etc/passwd"\nschedule = "every 1h"\n',
+        extra='[search]\nmax_limit = "many"\n[[feeds]]\nname = "x"\nsource = "/etc/passwd"\nschedule = "every 1h"\nprivate_network = true\n',
     )
     with pytest.raises(TenantError) as refused:
         registry.add(
@@ -174,6 +174,7 @@ def test_the_registry_lists_every_problem_at_once(platform) -> None:
     problems = "\n".join(refused.value.problems)
     assert "search.max_limit" in problems
     assert "feeds[0].source" in problems
+    assert "feeds[0].private_network" in problems
     with pytest.raises(TenantError) as exists:
         registry.add("dealer-a", tenant_config("Again"))
     assert exists.value.status == 409

@@ -10,8 +10,8 @@ register a tenant the others would refuse:
   ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
   secrets named by environment variable included), with the platform's ``[server]``;
 - on a platform, a tenant's feeds and mapping files are fetched from ``https://`` or
-  ``sftp://`` sources only: a local path would let whoever provisions a tenant read the
-  platform host's files;
+  ``sftp://`` sources only, never from a private or loopback address: a local path would let
+  whoever provisions a tenant read the platform host's files, a private address its network;
 - a domain is a lower-case host name, served by one tenant only, never the platform's own
   host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
 
@@ -166,6 +166,11 @@ class TenantRegistry:
                     problems.append(
                         f"feeds[{i}].{key}: a tenant's configuration cannot name files on the platform host"
                     )
+            if feed.get("private_network"):
+                problems.append(
+                    f"feeds[{i}].private_network: a tenant's feeds come from the public internet "
+                    "(private and loopback addresses are the platform's own network)"
+                )
         return problems
 
     def _a2a_problems(self, settings: Settings, tenant_id: str) -> list[str]:
