@@ -22,7 +22,8 @@ import orjson
 from rich.text import Text
 
 from aap.cli.common import (
-    config_option,
+    CONFIG_ENV,
+    DEFAULT_CONFIG,
     console,
     database_option,
     fail,
@@ -38,6 +39,15 @@ if TYPE_CHECKING:
 #: Tenants read from the registry per page by ``aap tenants list``.
 PAGE = 500
 
+platform_config_option = click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help=f"The platform deployment's file ([server], [database], [platform]). Default: ${CONFIG_ENV}, else"
+    f" ./{DEFAULT_CONFIG}.",
+)
 tenant_config_option = click.option(
     "--config",
     "tenant_file",
@@ -123,7 +133,7 @@ A first tenant, step by step:
   aap tenants show dealer-a                             # its configuration, domains and URLs
 """,
 )
-@config_option
+@platform_config_option
 @database_option
 def tenants(config: str | None, database: str | None) -> None:
     """The dealer agents a platform deployment hosts, each a complete agent on its own domains.
@@ -193,7 +203,7 @@ def update_command(ctx: click.Context, tenant_id: str, tenant_file: str) -> None
 @click.argument("tenant_id", metavar="ID")
 @click.option("--add", "add", multiple=True, metavar="HOST", help="Serve the tenant at HOST too (repeatable).")
 @click.option("--remove", "remove", multiple=True, metavar="HOST", help="Stop serving it at HOST (repeatable).")
-@config_option
+@platform_config_option
 @click.pass_context
 def domains_command(
     ctx: click.Context, tenant_id: str, add: tuple[str, ...], remove: tuple[str, ...], config: str | None
@@ -252,7 +262,7 @@ def check_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains:
 
 @tenants.command("list")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of the tenants (id, domains, urls, revision...).")
-@config_option
+@platform_config_option
 @click.pass_context
 def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
     """Every tenant in id order: domains, revision, last change (read a page at a time)."""
@@ -290,7 +300,7 @@ def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
 @click.argument("tenant_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="The tenant as JSON, its configuration text included.")
 @click.option("--toml", "as_toml", is_flag=True, help="Only its configuration, as stored (to edit and `update`).")
-@config_option
+@platform_config_option
 @click.pass_context
 def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: bool, config: str | None) -> None:
     """Tenant ID: its domains, the URLs it is served at, its revision and its configuration as stored."""
@@ -325,7 +335,7 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
 @tenants.command("remove")
 @click.argument("tenant_id", metavar="ID")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
-@config_option
+@platform_config_option
 @click.pass_context
 def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | None) -> None:
     """Stop serving tenant ID everywhere and DELETE its data (listings, leads, accounts, history).
