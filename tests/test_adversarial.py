@@ -7,6 +7,13 @@ generators and verdicts with ``--examples 20000`` and measures server CPU per re
 - hypothesis over A2A bodies carrying mutated AAP payloads, MCP JSON-RPC at both revisions,
   the Poppy native API with the same payloads, and the OAuth token endpoint;
 - oversized bodies on every surface, with a declared length and chunked;
+- hostile heads (request lines, header fields of every size and number around ``[server]``'s
+  limits) against the real runner, judged by a reference of the limits: 414/431 exactly when
+  the reference says so, in the path's shape, the connection closed;
+- Poppy-Session JWTs and delegations with every kind of ``exp``/``nbf``, with and without
+  ``sub``, signed by the delegated key or the identity key, judged by a reference of RFC 7519
+  §4.1.4/§4.1.5 and the delegation rules (docs/poppy.md);
+- ``/metrics`` behind its bearer token, with hostile ``Authorization`` values.
 - the staff console (tests/console_attacks.py): sign-in storms and races, every console page
   with generated query strings as one seller's rooftop staff, forged sign-outs and a stolen
   session, CSV cells a spreadsheet would run.
@@ -21,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -36,6 +44,7 @@ from aap.config.model import RateLimit
 from aap.skills.catalog import SKILLS
 from adversarial_support import (
     ACCEPT,
+    CANARY,
     LEGACY,
     MODERN,
     Verdicts,
@@ -43,15 +52,28 @@ from adversarial_support import (
     a2a_bodies,
     aap_payloads,
     encode,
+    head_refusal,
+    hostile_heads,
     mcp_exchanges,
     skill_of,
     token_requests,
 )
 from mcp_helpers import live_dealer
-from poppy_client import PersonalAgent, PoppyClient
+from poppy_client import PersonalAgent, PoppyClient, dpop_only
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401 (fixtures)
+from test_request_limits import Served
 
-EXAMPLES = {"a2a": 800, "mcp": 1000, "poppy": 300, "token": 400, "schemathesis": 200, "poppy_schemathesis": 25}
+EXAMPLES = {
+    "a2a": 800,
+    "mcp": 1000,
+    "poppy": 300,
+    "token": 400,
+    "schemathesis": 200,
+    "poppy_schemathesis": 25,
+    "heads": 250,
+    "poppy_session": 120,
+    "metrics": 100,
+}
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -181,7 +203,7 @@ def test_poppy_api_hostile_payloads(poppy, meter):
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
     deployment, client = poppy
-    schema = schemathesis.openapi.from_dict(client.openapi)
+    schema = schemathesis.openapi.from_dict(dpop_only(client.openapi))
     server = client.openapi["servers"][0]["url"]
     verdicts = Verdicts()
     for operation in (result.ok() for result in schema.get_all_operations()):
@@ -318,6 +340,153 @@ def test_every_binding_lists_the_same_problems(dealer, poppy, payload):
     answers["poppy"] = client.call(skill.operation_id, copy.deepcopy(payload)).json()
     codes = {name: (a["code"], a["details"]["errors"]) for name, a in answers.items()}
     assert len({repr(value) for value in codes.values()}) == 1, codes
+
+
+# -- heads, against the real runner (the server's own protocol keeps the limits) ------------------
+
+METRICS_TOKEN = "adversarial-metrics-token"
+
+
+@pytest.fixture(scope="module")
+def runner_served(tmp_path_factory) -> Iterator[Served]:
+    server = Served(
+        tmp_path_factory.mktemp("adversarial-runner"),
+        env={"ADVERSARIAL_METRICS_TOKEN": METRICS_TOKEN},
+        **{"server.metrics_token_env": "ADVERSARIAL_METRICS_TOKEN", "rate_limit.enabled": False},
+    )
+    yield server
+    server.stop()
+
+
+def test_hostile_heads_are_refused_exactly_where_the_limits_say(runner_served):
+    verdicts = Verdicts()
+
+    @settings(max_examples=EXAMPLES["heads"], **SETTINGS)
+    @given(head=hostile_heads())
+    def exercise(head):
+        data, path, fields, line = head
+        expected = head_refusal(line, fields)
+        try:
+            status, headers, body, closed = runner_served.exchange(data)
+        except AssertionError as exc:  # closed without an answer
+            verdicts.fail("head", str(exc)[:100], b"")
+            return
+        if expected is not None:
+            if status != expected:
+                verdicts.fail("head", f"{status} where the limits say {expected}", body)
+            verdicts.refused_head(status, headers, body, path, closed)
+        else:
+            verdicts.common("head", status, body, False)
+            if status in (414, 431):
+                verdicts.fail("head", f"{status} for a head within the limits", body)
+
+    exercise()
+    assert_clean(verdicts)
+    assert {414, 431} <= set(verdicts.statuses) and any(s < 400 for s in verdicts.statuses), verdicts.statuses
+
+
+def test_metrics_answer_no_forged_token(runner_served):
+    verdicts = Verdicts()
+    exact = f"Bearer {METRICS_TOKEN}"
+    values = (
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=80)
+        | st.builds(lambda tail: exact + tail, st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=4))
+        | st.builds(lambda n: exact[:n], st.integers(0, len(exact)))
+        | st.sampled_from(["Bearer", f"bearer {METRICS_TOKEN}", METRICS_TOKEN, f"Basic {METRICS_TOKEN}"])
+    ).map(str.strip)  # a field value has no whitespace at its ends (RFC 9110 §5.5)
+    with httpx.Client(base_url=runner_served.base, timeout=30) as http:
+
+        @settings(max_examples=EXAMPLES["metrics"], **SETTINGS)
+        @given(value=values)
+        def exercise(value):
+            response = http.get("/metrics", headers={"Authorization": value})
+            verdicts.seen(response.status_code)
+            if (response.status_code == 200) != (value == exact):
+                verdicts.fail("metrics", f"{response.status_code} for {value!r}", response.content)
+            if response.status_code == 401 and "aap_requests_total" in response.text:
+                verdicts.fail("metrics", "a refusal shows the metrics", response.content)
+
+        exercise()
+        assert http.get("/metrics", headers={"Authorization": exact}).status_code == 200
+    assert_clean(verdicts)
+
+
+# -- Poppy-Session time claims and delegations, against a reference ----------------------------------
+
+OFFSETS = [-3600, -600, -60, -5, 5, 60, 600, 3600]  # seconds from now; the leeway is 30
+TIME_CLAIMS = st.one_of(
+    st.none(),  # absent
+    st.sampled_from(OFFSETS),
+    st.sampled_from(["soon", "1700000000", True, False, [], {}]).map(lambda v: ("literal", v)),
+)
+
+
+def _claim(value: Any, now: int) -> Any:
+    return value[1] if isinstance(value, tuple) else now + value
+
+
+def _time_ok(name: str, value: Any) -> bool:
+    """RFC 7519: absent, or a NumericDate within the leeway (exp not past, nbf not future)."""
+    if value is None:
+        return True
+    if isinstance(value, tuple):
+        return False  # not a NumericDate
+    return value >= -30 if name == "exp" else value <= 30
+
+
+def test_poppy_session_time_claims_and_delegations_match_the_reference(poppy):
+    deployment, client = poppy
+    agent = client.agent
+    url = client.operation_url("dealerInformation")
+    verdicts = Verdicts()
+
+    @settings(max_examples=EXAMPLES["poppy_session"], **SETTINGS)
+    @given(
+        exp=TIME_CLAIMS,
+        nbf=TIME_CLAIMS,
+        delegation_nbf=TIME_CLAIMS,
+        sub=st.sampled_from(["user", "other", "absent"]),
+        key=st.sampled_from(["delegated", "identity"]),
+    )
+    def exercise(exp, nbf, delegation_nbf, sub, key):
+        now = int(time.time())
+        signer = client.session_key if key == "delegated" else agent.identity
+        delegation_claims: dict[str, Any] = {}
+        if sub != "absent":
+            delegation_claims["sub"] = client.user_id if sub == "user" else f"usr_{CANARY}other"
+        if delegation_nbf is not None:
+            delegation_claims["nbf"] = _claim(delegation_nbf, now)
+        delegation = agent.delegation(signer, **delegation_claims)
+        claims = {name: _claim(value, now) for name, value in (("exp", exp), ("nbf", nbf)) if value is not None}
+        jwt = agent.poppy_session(
+            signer,
+            delegation,
+            issuer=client.issuer,
+            user_id=client.user_id,
+            sid="adversarial",
+            method="POST",
+            url=url,
+            **claims,
+        )
+        response = client.http.post(url, json={"type": "dealer.information.request"}, headers={"Poppy-Session": jwt})
+        verdicts.poppy(response.status_code, response.headers, response.content, "dealer.information")
+        accepted = (
+            _time_ok("exp", exp)
+            and _time_ok("nbf", nbf)
+            and _time_ok("nbf", delegation_nbf)
+            and sub == "user"
+            and key == "delegated"
+        )
+        if accepted != (response.status_code == 200):
+            verdicts.fail(
+                "poppy-session", f"{response.status_code} where the reference says {accepted}", response.content
+            )
+        if not accepted and response.status_code == 401 and response.json().get("error") != "invalid_token":
+            verdicts.fail("poppy-session", "a refusal that is not invalid_token", response.content)
+
+    exercise()
+    assert_clean(verdicts)
+    assert {200, 401} <= set(verdicts.statuses), verdicts.statuses
 
 
 # -- the staff console --------------------------------------------------------------------------

@@ -215,3 +215,18 @@ def test_one_a2a_endpoint_routes_by_the_tenant_its_card_declares(platform) -> No
     with pytest.raises(TenantError) as taken:
         registry.add("dealer-u", 'tenant = "tee-motors"\n' + tenant_config("You Motors"))
     assert "declared by tenant 'dealer-t'" in str(taken.value)
+
+
+def test_the_log_and_the_metrics_name_a_tenant_by_its_id_only(platform, caplog) -> None:
+    import logging
+
+    client, _ = platform
+    caplog.set_level(logging.INFO, logger="aap.access")
+    search(client, "alpha.example")
+    lines = [r.fields for r in caplog.records if r.name == "aap.access" and r.fields.get("binding") == "a2a"]
+    assert lines and lines[-1]["tenant"] == "dealer-a"
+    metrics = client.get("/metrics", headers=at(PLATFORM_HOST))
+    assert metrics.status_code == 200
+    assert 'aap_tenant_requests_total{status="2xx",tenant="dealer-a"}' in metrics.text
+    assert "Alpha" not in metrics.text and "Honda" not in metrics.text
+    assert client.get("/metrics", headers=at("alpha.example")).status_code == 404  # the platform's, not a tenant's

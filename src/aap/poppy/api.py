@@ -148,7 +148,14 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             },
             "401": unauthorized,
             "404": aap_error,
+            "408": {**aap_error, "description": "The request body did not arrive in time (aap.error)."},
             "413": {**aap_error, "description": "The request body is larger than this endpoint accepts (aap.error)."},
+            "414": {**aap_error, "description": "The request line is longer than the server accepts (aap.error)."},
+            "431": {
+                **aap_error,
+                "description": "The request header fields (a Poppy-Session header among them) are larger, "
+                "or more, than the server accepts (aap.error).",
+            },
             "429": {**aap_error, "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
             "500": {
                 "description": "Unexpected failure (aap.error INTERNAL_ERROR, or OAuth server_error).",
@@ -175,6 +182,26 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             }
         }
     settings = ctx.agent.settings
+    schemes: dict[str, Any] = {
+        "poppyDPoP": {
+            "type": "http",
+            "scheme": "DPoP",
+            "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
+            "sent with a DPoP proof header bound to it (ath).",
+        }
+    }
+    security: list[dict[str, list[str]]] = [{"poppyDPoP": []}]
+    if ctx.settings.accept_poppy_session:
+        schemes["poppySession"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Poppy-Session",
+            "description": "AAP 3.2: a poppy-session+jwt (ES256) signed for this one request by a key the "
+            "agent's identity key delegates in poppy_dlg (seed 003, PoppySessionJWT). On its own it makes "
+            "a signed-out call; beside 'Authorization: DPoP <token>' it replaces the DPoP proof, and the "
+            "token must be bound to the delegated key.",
+        }
+        security += [{"poppySession": []}, {"poppyDPoP": [], "poppySession": []}]
     return {
         "openapi": "3.1.0",
         "info": {
@@ -188,17 +215,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             ),
         },
         "servers": [{"url": ctx.urls.poppy_api}],
-        "security": [{"poppyDPoP": []}],
+        "security": security,
         "paths": paths,
-        "components": {
-            "schemas": components,
-            "securitySchemes": {
-                "poppyDPoP": {
-                    "type": "http",
-                    "scheme": "DPoP",
-                    "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
-                    "sent with a DPoP proof header bound to it (ath).",
-                }
-            },
-        },
+        "components": {"schemas": components, "securitySchemes": schemes},
     }

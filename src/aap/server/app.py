@@ -12,9 +12,11 @@ Adding a surface is one function in :data:`SURFACES` and never an edit to anothe
 surface; tests pass their own lists.
 
 Middleware, outermost first: the access log (one line and one metrics
-observation per request), the body limit (413 in the shape of the path's
-surface), then the surfaces' hot paths answered ahead of the router
-(:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
+observation per request), with ``[server] metrics_listen`` the operator's door
+(:class:`~aap.server.operations.OperatorDoor`), the request limits (413 for a
+body over the limit, and the 414/431/408 the server's protocol refused before
+the app, in the shape of the path's surface: :mod:`aap.web.body`), then the
+surfaces' hot paths answered ahead of the router (:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
 exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
 
 ``app.state`` carries ``gateway``, ``agent``, ``settings``, ``stores`` and ``metrics`` for
@@ -23,6 +25,7 @@ the operator endpoints and the tests; no core service reads it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
@@ -45,10 +48,10 @@ from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
-from aap.server.operations import healthz_endpoint, metrics_endpoint
+from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
 from aap.store import Stores
 from aap.web.accesslog import AccessLogMiddleware
-from aap.web.body import BodyLimitMiddleware
+from aap.web.body import RequestLimitMiddleware
 from aap.web.direct import DirectPaths
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
@@ -126,6 +129,17 @@ def _lifespan(gateway: Gateway, lifespans: Sequence[Lifespan], services: Sequenc
     return lifespan
 
 
+def metrics_token(settings: Settings) -> str | None:
+    """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
+    (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
+    if settings.metrics_token_env is None:
+        return None
+    token = os.environ.get(settings.metrics_token_env)
+    if not token:
+        raise ValueError(f"[server] metrics_token_env: environment variable {settings.metrics_token_env} is not set")
+    return token
+
+
 def create_app(
     settings: Settings,
     stores: Stores,
@@ -141,7 +155,7 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint, methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
     lifespans: list[Lifespan] = []
     shapes: dict[str, ErrorShape] = {}
@@ -154,13 +168,16 @@ def create_app(
         direct.update(parts.direct)
     error_shapes = ErrorShapes(shapes)
 
+    middleware = [
+        Middleware(AccessLogMiddleware, metrics=metrics),
+        Middleware(RequestLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
+        Middleware(DirectPaths, paths=direct),
+    ]
+    if settings.metrics_listen is not None:
+        middleware.insert(1, Middleware(OperatorDoor, port=settings.metrics_listen[1]))
     app = Starlette(
         routes=routes,
-        middleware=[
-            Middleware(AccessLogMiddleware, metrics=metrics),
-            Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
-            Middleware(DirectPaths, paths=direct),
-        ],
+        middleware=middleware,
         exception_handlers={HTTPException: http_exception_handler, Exception: server_error_handler(error_shapes)},
         lifespan=_lifespan(gateway, lifespans, SERVICES if services is None else services),
     )

@@ -51,14 +51,14 @@ from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.ratelimit import RateLimiter
-from aap.server.operations import healthz_endpoint, metrics_endpoint
+from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
 from aap.skills.catalog import SkillInfo
 from aap.store import Stores
 from aap.store.db import Database
 from aap.store.platform import DELIVERIES, PlatformStore
 from aap.tenants import TenantRegistry
 from aap.web.accesslog import AccessLogMiddleware, annotate
-from aap.web.body import BodyLimitMiddleware, BodyTooLarge, read_body
+from aap.web.body import REFUSED, BodyTooLarge, RequestLimitMiddleware, read_body
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, route_path, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts
@@ -497,10 +497,12 @@ class TenantRouting:
         hosts: Hosts,
         platform_app: ASGIApp,
         max_body_bytes: int,
+        operator_port: bool = False,
     ) -> None:
         self.app = app
         self.platform = platform
         self.max_body_bytes = max_body_bytes
+        self.operator_port = operator_port
         self.runtimes = runtimes
         self.hosts = hosts
         self.platform_app = platform_app
@@ -514,7 +516,9 @@ class TenantRouting:
         if host == self.platform.host:
             await self._platform_host(scope, receive, send, path)
             return
-        if path == HEALTHZ_PATH:  # a load balancer may ask any host
+        if path == HEALTHZ_PATH or (path == METRICS_PATH and self.operator_port):
+            # A load balancer may ask any host; with [server] metrics_listen the operator's port
+            # serves /metrics whatever its Host (OperatorDoor keeps it off the public port).
             await self.platform_app(scope, receive, send)
             return
         tenant_id = await self.hosts.tenant(host) if host else None
@@ -524,7 +528,7 @@ class TenantRouting:
         await self._tenant(tenant_id, f"https://{host}", scope, receive, send)
 
     async def _platform_host(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
-        if path == A2A_PATH and scope["method"] == "POST":
+        if path == A2A_PATH and scope["method"] == "POST" and REFUSED not in scope:
             await self._shared_a2a(scope, receive, send)
             return
         if self.platform.tenant_prefix:
@@ -556,7 +560,7 @@ class TenantRouting:
         ``params.tenant`` (A2A §8.3.2, seed ``JsonRpcRequest.params.tenant``), served as at its
         primary URL; a request naming no such tenant is answered here, in JSON-RPC."""
         try:
-            body = await read_body(receive, self.max_body_bytes)
+            body = await read_body(receive, self.max_body_bytes, scope)
         except ClientDisconnect:
             return
         except BodyTooLarge:
@@ -614,6 +618,7 @@ class TenantRouting:
             prefix = f"/t/{tenant_id}"
             scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
         scope[RUNTIME_KEY] = runtime
+        annotate(scope, tenant=tenant_id)
         await self.app(scope, receive, send)
 
 
@@ -685,7 +690,7 @@ def create_platform_app(
     platform_routes: Sequence[Callable[[PlatformContext], list[BaseRoute]]] = (),
 ) -> Starlette:
     """The ASGI app of a platform deployment: every tenant of its registry, routed by host."""
-    from aap.server.app import SURFACES
+    from aap.server.app import SURFACES, metrics_token
 
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
     chosen = tuple(SURFACES if surfaces is None else surfaces)
@@ -700,7 +705,7 @@ def create_platform_app(
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint, methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
     ]
     for routes in platform_routes:
@@ -729,20 +734,24 @@ def create_platform_app(
             await runtimes.close()
             work.close()
 
+    middleware = [
+        Middleware(AccessLogMiddleware, metrics=metrics),
+        Middleware(
+            TenantRouting,
+            platform=deployment.platform,
+            runtimes=runtimes,
+            hosts=hosts,
+            platform_app=platform_app,
+            max_body_bytes=deployment.max_body_bytes,
+            operator_port=deployment.metrics_listen is not None,
+        ),
+        Middleware(RequestLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=shapes),
+    ]
+    if deployment.metrics_listen is not None:
+        middleware.insert(1, Middleware(OperatorDoor, port=deployment.metrics_listen[1]))
     app = Starlette(
         routes=[Mount("/", app=TenantDispatch(table))],
-        middleware=[
-            Middleware(AccessLogMiddleware, metrics=metrics),
-            Middleware(
-                TenantRouting,
-                platform=deployment.platform,
-                runtimes=runtimes,
-                hosts=hosts,
-                platform_app=platform_app,
-                max_body_bytes=deployment.max_body_bytes,
-            ),
-            Middleware(BodyLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=shapes),
-        ],
+        middleware=middleware,
         exception_handlers=handlers,
         lifespan=lifespan,
     )

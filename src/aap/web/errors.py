@@ -3,8 +3,10 @@
 Every surface answers errors in its own shape: a JSON-RPC error on ``/a2a``
 and ``/mcp``, OAuth error JSON on ``/oauth/*``, the ``aap.error`` object on
 ``/poppy/v1/*``. A few failures happen before or around the binding: a body
-larger than the deployment accepts (413, :mod:`aap.web.body`), a path or
-method that does not exist (404/405), an exception no endpoint caught (500).
+larger than the deployment accepts (413, :mod:`aap.web.body`), a request line
+or header fields over the server's limits, or a head or body too slow (414,
+431, 408: refused by :mod:`aap.server.protocol`, answered by :mod:`aap.web.body`),
+a path or method that does not exist (404/405), an exception no endpoint caught (500).
 Each binding declares the :data:`ErrorShape` of its paths in its
 :class:`~aap.web.parts.BindingParts`; :class:`ErrorShapes` picks one by path,
 and every other path gets the app's plain JSON shape
