@@ -308,6 +308,18 @@ def test_the_token_comes_from_the_variable_api_token_env_names(tmp_path, monkeyp
         stores.close()
 
 
+def test_an_unexpected_failure_is_a_503_with_an_id_and_never_its_text(api: Api, monkeypatch, caplog) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret-detail of a customer")
+
+    monkeypatch.setattr(api.registry.store.__class__, "tenants", broken)
+    answer = api.call("GET", TENANTS)
+    body = conforms(api.document, "GET", TENANTS, answer)
+    assert answer.status_code == 503 and body["error"]["id"].startswith("err_")
+    assert "secret-detail" not in answer.text and "RuntimeError" not in answer.text
+    assert "secret-detail" not in caplog.text
+
+
 def test_only_the_platform_host_serves_it(api: Api) -> None:
     assert api.call("POST", TENANTS, json={"id": "dealer-a", "config": tenant_config("A"), "domains": ["a.example"]})
     for host in ("a.example", "unknown.example", "127.0.0.1"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -457,6 +458,34 @@ def test_db_backup_of_one_tenant_and_upgrade_of_every_namespace(platform, backen
         assert restored.inventory.count() == 4
     finally:
         restored.close()
+    # docs/platform.md: a removed tenant comes back from its backup: added again, its namespace restored.
+    assert platform.aap("tenants", "remove", "dealer-a", "--yes").exit_code == 0
+    assert (
+        platform.aap("tenants", "add", "dealer-a", "--config", tenant_file(platform.directory, "dealer-a")).exit_code
+        == 0
+    )
+    if backend == "sqlite":
+        shutil.copyfile(target, platform.directory / "aap.tenants" / "dealer-a.db")
+    else:
+        subprocess.run(
+            ["pg_restore", "--clean", "--if-exists", "--no-owner", f"--dbname={platform.url}", str(target)],
+            check=True,
+            capture_output=True,
+        )
+    registry = platform.registry()
+    try:
+        back = tenant_stores(registry, "dealer-a")
+        try:
+            assert back.inventory.count() == 4
+        finally:
+            back.close()
+        other = tenant_stores(registry, "dealer-b")
+        try:
+            assert other.inventory.count() == 6
+        finally:
+            other.close()
+    finally:
+        registry.store.db.close()
     whole = platform.aap("db", "backup", str(platform.directory / "whole.db"))
     if backend == "sqlite":
         assert whole.exit_code == 0 and "each tenant's data is a file of its own" in whole.output
