@@ -195,6 +195,12 @@ def test_every_problem_is_answered_at_once_and_nothing_is_written(api: Api) -> N
         "domains: must be an array of strings",
         "colour: not a field of this request (fields: id, config, domains)",
     ]
+    long = api.call("POST", TENANTS, json={"id": "a" * 5000, "config": "", "domains": ["b" * 5000 + ".example"]})
+    assert conforms(doc, "POST", TENANTS, long)["error"]["problems"] == [
+        "id: at most 48 characters",
+        "domains: a host name has at most 253 characters",
+    ]
+    assert len(long.content) < 1000  # neither is quoted back
     missing = api.call("POST", TENANTS, json={})
     assert conforms(doc, "POST", TENANTS, missing)["error"]["problems"] == ["id: required", "config: required"]
     again = api.call("POST", TENANTS, json={"id": "dealer-a", "config": tenant_config("A")})

@@ -65,6 +65,8 @@ MAX_BODY_BYTES = 2 * MAX_CONFIG_BYTES + 64 * 1024
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
 #: The longest ``after`` value (a tenant id is at most 48 characters).
 MAX_AFTER = 100
+#: Lengths past which a value is refused as it is, without being quoted back (RFC 1035 §2.3.4).
+MAX_HOST, MAX_ID = 253, 48
 #: Bucket keys of the API's callers, apart from every other bucket of the platform's namespace.
 BUCKET_PREFIX = "platform-api:"
 REALM = 'Bearer realm="aap-platform"'
@@ -228,6 +230,10 @@ class ProvisioningApi:
                 problems.append(f"{name}: must be an array of strings")
             elif kind == "strings" and len(value) > MAX_DOMAINS:
                 problems.append(f"{name}: at most {MAX_DOMAINS} host names")
+            elif kind == "strings" and any(len(v) > MAX_HOST for v in value):
+                problems.append(f"{name}: a host name has at most {MAX_HOST} characters")
+            elif name == "id" and len(value) > MAX_ID:
+                problems.append(f"id: at most {MAX_ID} characters")
         if problems:
             raise Refused(400, _MESSAGES[400], problems)
         return body

@@ -273,6 +273,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                         "id": {
                             "type": "string",
                             "pattern": TENANT_ID.pattern,
+                            "maxLength": 48,
                             "description": "1 to 48 lower-case letters, digits and '-': it names "
                             "https://PLATFORM_HOST/t/ID/ and the tenant's database namespace, and never changes.",
                         },
