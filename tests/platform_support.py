@@ -71,7 +71,9 @@ class PlatformServer:
     own host and scheme, so cookies marked Secure and https:// URLs behave as behind TLS).
     """
 
-    def __init__(self, directory: Path, database_url: str, *, workers: int = 2) -> None:
+    def __init__(
+        self, directory: Path, database_url: str, *, workers: int = 2, environ: dict[str, str] | None = None
+    ) -> None:
         import os
         import subprocess
         import sys
@@ -86,7 +88,7 @@ class PlatformServer:
             f'database = "{database_url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\nchanges_poll_ms = 100\n',
             encoding="utf-8",
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (environ or {})
         self.process = subprocess.Popen(
             [sys.executable, "-m", "aap", "serve", "--config", str(self.config), "--port", str(self.port)]
             + ["--workers", str(workers), "--log-level", "warning"],

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts", "tenants"}),
     ),
     ("http plumbing", frozenset({"web"})),
-    ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console"})),
+    ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console", "platform"})),
     ("composition root", frozenset({"server"})),
     ("the other side", frozenset({"client", "check"})),
     ("command line", frozenset({"cli", "__main__"})),

@@ -108,10 +108,12 @@ def open_app(settings: Settings) -> tuple[Starlette, Stores]:
     ``[platform]`` table every tenant of its registry (docs/platform.md)."""
     if settings.platform is not None:
         from aap.server.platform import create_platform_app
+        from aap.server.platform_api import provisioning_routes
         from aap.server.platform_services import SERVICES
 
         stores = Stores(open_platform_database(settings.database_url))
-        return create_platform_app(settings, stores, services=SERVICES), stores
+        routes = [provisioning_routes(os.environ)]
+        return create_platform_app(settings, stores, services=SERVICES, platform_routes=routes), stores
     stores = open_stores(
         settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
     )
