@@ -84,6 +84,7 @@ class PlatformServer:
         self.origin = f"http://127.0.0.1:{self.port}"
         self.database_url = database_url
         self.config = directory / "platform.toml"
+        self.log = directory / "serve.log"
         self.config.write_text(
             f'database = "{database_url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\nchanges_poll_ms = 100\n',
             encoding="utf-8",
@@ -92,7 +93,7 @@ class PlatformServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "aap", "serve", "--config", str(self.config), "--port", str(self.port)]
             + ["--workers", str(workers), "--log-level", "warning"],
-            stdout=subprocess.PIPE,
+            stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             env=env,
         )
@@ -105,7 +106,7 @@ class PlatformServer:
 
         for _ in range(600):  # bounded by count: two workers start in a few seconds on a busy machine
             if self.process.poll() is not None:
-                raise RuntimeError(self.process.stdout.read().decode() if self.process.stdout else "exited")
+                raise RuntimeError(self.log_tail())
             try:
                 if httpx.get(self.origin + "/healthz", headers={"host": PLATFORM_HOST}, timeout=1).status_code == 200:
                     return
@@ -121,6 +122,10 @@ class PlatformServer:
         from aap.client.via import ViaSyncTransport
 
         return httpx.Client(transport=ViaSyncTransport(self.origin), timeout=30, **kwargs)
+
+    def log_tail(self, size: int = 4000) -> str:
+        """The end of what the server wrote (warnings and errors), for a failing test's message."""
+        return self.log.read_bytes()[-size:].decode("utf-8", "replace") if self.log.exists() else ""
 
     def stop(self) -> None:
         from test_cli_serve import stop_server

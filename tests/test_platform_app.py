@@ -175,6 +175,12 @@ def test_the_registry_lists_every_problem_at_once(platform) -> None:
     assert "search.max_limit" in problems
     assert "feeds[0].source" in problems
     assert "feeds[0].private_network" in problems
+    internal = tenant_config(
+        "Inside", extra='[[feeds]]\nname = "x"\nsource = "https://169.254.169.254/latest"\nschedule = "every 1h"\n'
+    )
+    with pytest.raises(TenantError) as refused:
+        registry.add("dealer-i", internal)
+    assert "feeds[0].source: names a loopback or private address" in str(refused.value)
     with pytest.raises(TenantError) as exists:
         registry.add("dealer-a", tenant_config("Again"))
     assert exists.value.status == 409

@@ -97,8 +97,8 @@ def platform(request, tmp_path_factory) -> Iterator[Platform]:
         db.close()
 
 
-def data_of(answer: Any) -> dict[str, Any]:
-    assert answer.status_code == 200, answer.text
+def data_of(answer: Any, server: PlatformServer | None = None) -> dict[str, Any]:
+    assert answer.status_code == 200, answer.text + ("\n--- server log ---\n" + server.log_tail() if server else "")
     body = answer.json()
     assert "result" in body, body
     return body["result"]["message"]["parts"][0]["data"]
@@ -166,12 +166,12 @@ def test_a_lead_and_its_replay_land_in_their_tenant_and_its_crm(platform: Platfo
     lead = lead_request(idempotency_key=key, vehicle_of_interest={"vehicle_id": "dealer-a-1"})
     with platform.server.client() as http:
         alpha = "https://alpha.example/a2a"
-        first = data_of(http.post(alpha, json=send_message(lead), headers=AAP_HEADERS))["data"]
-        again = data_of(http.post(alpha, json=send_message(lead), headers=AAP_HEADERS))["data"]
+        first = data_of(http.post(alpha, json=send_message(lead), headers=AAP_HEADERS), platform.server)["data"]
+        again = data_of(http.post(alpha, json=send_message(lead), headers=AAP_HEADERS), platform.server)["data"]
         assert again["lead_id"] == first["lead_id"] and again["replayed"] is True
         # The same key at another tenant is another lead (its own idempotency scope).
         beta_url = f"https://{PLATFORM_HOST}/t/dealer-b/a2a"
-        other = data_of(http.post(beta_url, json=send_message(lead), headers=AAP_HEADERS))["data"]
+        other = data_of(http.post(beta_url, json=send_message(lead), headers=AAP_HEADERS), platform.server)["data"]
         assert other["lead_id"] != first["lead_id"] and other.get("replayed") is not True
     assert eventually(
         lambda: len(platform.crms["dealer-a"].accepted()) >= 1 and len(platform.crms["dealer-b"].accepted()) >= 1

@@ -40,6 +40,25 @@ MAX_DOMAINS = 20
 MAX_CONFIG_BYTES = 256 * 1024
 
 
+def _own_network(source: str) -> bool:
+    """True when ``source`` names a loopback, private or link-local address (or ``localhost``) itself;
+    a name that resolves to one is refused when fetched (:mod:`aap.netguard`)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(source).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local or address.is_reserved
+
+
 class TenantError(Exception):
     """A tenant operation refused, with every problem found; ``status`` as an HTTP API answers it."""
 
@@ -161,6 +180,8 @@ class TenantRegistry:
                     f"feeds[{i}].source: a tenant's feed is fetched over https:// or sftp:// "
                     "(a local path would read the platform host's own files)"
                 )
+            elif isinstance(source, str) and _own_network(source):
+                problems.append(f"feeds[{i}].source: names a loopback or private address, the platform's own network")
             for key in ("mapping", "key_file", "known_hosts", "ca_file"):
                 if key in feed:
                     problems.append(
