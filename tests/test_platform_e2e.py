@@ -10,6 +10,7 @@ tenant is made on both views of a tenant (its domain, and /t/ID/ on the platform
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import time
@@ -68,25 +69,37 @@ class Platform:
         return [f"https://{record.domains[0]}", f"https://{PLATFORM_HOST}/t/{tenant_id}"]
 
 
+def aap(*args: str) -> subprocess.CompletedProcess[str]:
+    """``aap ARGS`` as an operator runs it (the environment's AAP_* variables left out)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
+    done = subprocess.run([sys.executable, "-m", "aap", *args], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def platform(request, tmp_path_factory) -> Iterator[Platform]:
+    """Two tenants made with ``aap tenants add`` and filled with ``aap import --tenant``, then served."""
     directory = tmp_path_factory.mktemp(f"platform-{request.param}")
     if request.param == "sqlite":
         url = f"sqlite:///{directory}/platform.db"
     else:
         url = request.getfixturevalue("pg_cluster").create_database()
+    config = directory / "platform.toml"
+    config.write_text(f'database = "{url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\n', encoding="utf-8")
+    crms = {"dealer-a": Receiver(), "dealer-b": Receiver()}
+    for tenant_id, name, host, make, count in (
+        ("dealer-a", "Alpha Motors", "alpha.example", "Honda", 3),
+        ("dealer-b", "Beta Cars", "beta.example", "Kia", 5),
+    ):
+        document = directory / f"{tenant_id}.toml"
+        document.write_text(tenant_config(name, extra=crm(crms[tenant_id])), encoding="utf-8")
+        aap("tenants", "--config", str(config), "add", tenant_id, "--config", str(document), "--domain", host)
+        feed = directory / f"{tenant_id}.jsonl"
+        feed.write_bytes(b"\n".join(orjson.dumps(x) for x in listings(tenant_id, make, count, f"{name} Main")))
+        aap("import", str(feed), "--tenant", tenant_id, "--config", str(config), "--replace")
     db = open_platform_database(url)
     registry = TenantRegistry(platform_settings(url), db, environ={})
-    crms = {"dealer-a": Receiver(), "dealer-b": Receiver()}
-    registry.add("dealer-a", tenant_config("Alpha Motors", extra=crm(crms["dealer-a"])), ["alpha.example"])
-    registry.add("dealer-b", tenant_config("Beta Cars", extra=crm(crms["dealer-b"])), ["beta.example"])
-    for tenant_id, make, count, rooftop in (
-        ("dealer-a", "Honda", 3, "Alpha Motors Main"),
-        ("dealer-b", "Kia", 5, "Beta Cars Main"),
-    ):
-        stores = tenant_stores(registry, tenant_id)
-        stores.inventory.import_listings(listings(tenant_id, make, count, rooftop))
-        stores.close()
     server = PlatformServer(directory, url, workers=2)
     try:
         yield Platform(server, registry, crms)
