@@ -24,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from aap.config.model import RateLimit
+from aap.gateway import Gateway
 from aap.platform.api import MAX_BODY_BYTES, ProvisioningApi
 from aap.ratelimit import RateLimiter, anonymous_caller_key
 from aap.server.platform import PlatformContext, create_platform_app
@@ -339,7 +340,8 @@ def test_only_the_platform_host_serves_it(api: Api) -> None:
 def test_rate_limited_per_client_address_in_the_platforms_own_buckets(database_url) -> None:
     def routes(context: PlatformContext) -> list:
         limiter = RateLimiter(context.stores.state, RateLimit(per_minute=1, burst=4))  # the document's read: 1
-        return ProvisioningApi(context.registry, limiter, TOKEN).routes()
+        gateway = Gateway(context.gateway.agent, limiter, context.work)
+        return ProvisioningApi(context.registry, gateway.admit, TOKEN).routes()
 
     for api in start(database_url, routes):
         api.registry.add("dealer-a", tenant_config("Alpha"), ["alpha.example"])

@@ -46,7 +46,7 @@ from starlette.routing import BaseRoute, Route
 
 from aap.config.platform import PlatformSettings
 from aap.errors import AapError, unexpected
-from aap.ratelimit import RateLimiter, retry_after_seconds
+from aap.ratelimit import retry_after_seconds
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
@@ -110,14 +110,14 @@ class ProvisioningApi:
     def __init__(
         self,
         registry: TenantRegistry,
-        limiter: RateLimiter,
+        admit: Callable[[str], Awaitable[None]],
         token: str | None,
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.registry = registry
         self.platform: PlatformSettings = registry.platform
-        self.limiter = limiter
+        self.admit = admit  # the platform's own gateway: its buckets are never a tenant's
         self.max_body_bytes = max_body_bytes
         self.configured = token is not None and len(token) >= MIN_TOKEN_LENGTH
         # Only a digest is kept: compared in constant time, whatever the length of what is sent.
@@ -173,8 +173,7 @@ class ProvisioningApi:
     async def _admit(self, request: Request) -> None:
         key = BUCKET_PREFIX + anonymous_caller(request)
         try:
-            if not self.limiter.check_local(key):
-                await asyncio.to_thread(self.limiter.check, key)
+            await self.admit(key)
         except AapError as exc:
             if exc.code != "RATE_LIMITED":
                 raise

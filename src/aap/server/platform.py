@@ -679,6 +679,8 @@ class PlatformContext:
     stores: Stores  # the platform's own namespace
     work: Work
     runtimes: Runtimes
+    #: The platform's own gateway (its own namespace's buckets): the provisioning API's admission.
+    gateway: Gateway
 
 
 def create_platform_app(
@@ -702,7 +704,10 @@ def create_platform_app(
     hosts = Hosts(registry.store)
 
     runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
-    context = PlatformContext(deployment, registry, platform_stores, work, runtimes)
+    own_gateway = Gateway(
+        DealerAgent(deployment, platform_stores), RateLimiter(platform_stores.state, deployment.rate_limit), work
+    )
+    context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),

@@ -1,8 +1,8 @@
 """The provisioning API in a platform deployment's app (:mod:`aap.platform.api`, docs/platform.md).
 
-Built from the platform's context: its registry, a rate limiter on the platform's own state
-store (its buckets are never a tenant's), and the bearer token from the environment variable
-``[platform] api_token_env`` names, read once when a worker builds its app.
+Built from the platform's context: its registry, the platform's own gateway (its rate-limit
+buckets are in the platform's namespace, never a tenant's), and the bearer token from the
+environment variable ``[platform] api_token_env`` names, read once when a worker builds its app.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from starlette.routing import BaseRoute
 
 from aap.platform.api import ProvisioningApi
-from aap.ratelimit import RateLimiter
 from aap.server.platform import PlatformContext
 
 
@@ -22,7 +21,6 @@ def provisioning_routes(environ: Mapping[str, str]) -> Callable[[PlatformContext
     def routes(context: PlatformContext) -> list[BaseRoute]:
         platform = context.deployment.platform
         assert platform is not None
-        limiter = RateLimiter(context.stores.state, context.deployment.rate_limit)
-        return ProvisioningApi(context.registry, limiter, environ.get(platform.api_token_env)).routes()
+        return ProvisioningApi(context.registry, context.gateway.admit, environ.get(platform.api_token_env)).routes()
 
     return routes
