@@ -2,7 +2,7 @@
 
 One server for the module (uvicorn on loopback, the lead delivery worker in its
 lifespan, a CRM stand-in that refuses until told otherwise), one browser, the
-scenarios of issue 13: search, page and open a vehicle; sign in, find a lead
+scenarios docs/console.md describes: search, page and open a vehicle; sign in, find a lead
 submitted over /a2a, open it, read its ADF, retry its failed delivery and watch
 it turn delivered, export CSV; wrong passwords holding a stranger back while the
 account's own browser signs in; no Content-Security-Policy violation on any page;
@@ -39,6 +39,9 @@ from aap.store import open_stores
 from console_support import PASSWORD, cheap_hashing, fast_web
 from http_helpers import AAP_HEADERS, LiveServer, send_message
 from lead_support import ROOFTOPS, Receiver, http_route, lead_request, lead_settings
+
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [

@@ -7,7 +7,6 @@ import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -17,6 +16,7 @@ from aap.check.context import CheckContext, CheckOptions
 from aap.check.registry import Fail, Rule, Skip
 from aap.check.rules import all_rules
 from aap.client.via import ViaTransport
+from aap.util.rfc3339 import now_utc_z
 
 STATUSES = ("pass", "fail", "warn", "skip", "error")
 
@@ -139,7 +139,7 @@ async def run_checks(
             transport=transport,
         )
     ctx = CheckContext(target, http, options or CheckOptions())
-    report = Report(target, datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
+    report = Report(target, now_utc_z())
     try:
         selected = select_rules(rules)
         try:

@@ -25,9 +25,9 @@ from starlette.routing import Route
 
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
-from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.lead_inbox import DELIVERY_FILTERS, LEAD_STATUSES, InboxFilter, InboxRow, LeadScope
+from aap.util.rfc3339 import parse_rfc3339, to_rfc3339
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -189,9 +189,7 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
     writer.writerow(CSV_COLUMNS)
     for row in rows:
         handled = (
-            datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-            if row.handled_ms is not None
-            else ""
+            to_rfc3339(datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC)) if row.handled_ms is not None else ""
         )
         writer.writerow(
             [

@@ -17,7 +17,6 @@ framing, no MIME sniffing, and a same-origin referrer.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import resources
@@ -30,6 +29,7 @@ from starlette.routing import Route
 if TYPE_CHECKING:
     from starlette.templating import Jinja2Templates
 
+from aap.util.memo import Memo
 from aap.web.documents import StaticDocument
 
 CURRENCY_SIGNS = {"USD": "$", "CAD": "CA$"}
@@ -80,18 +80,11 @@ class Templates:
 
     def __init__(self, package: str) -> None:
         self.package = package
-        self._engine: Jinja2Templates | None = None
-        self._lock = threading.Lock()
+        self._engine: Memo[None, Jinja2Templates] = Memo(1)
 
     @property
     def engine(self) -> Jinja2Templates:
-        engine = self._engine
-        if engine is None:
-            with self._lock:
-                if self._engine is None:
-                    self._engine = _engine(self.package)
-                engine = self._engine
-        return engine
+        return self._engine.get(None, lambda: _engine(self.package))
 
 
 def _engine(package: str) -> Jinja2Templates:

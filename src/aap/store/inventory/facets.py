@@ -12,14 +12,11 @@ cached per inventory version. What the counts mean: ``Facets`` (seed 004) and do
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from aap.inventory.query import Criteria, mm_to_unit
 from aap.store.db import Tx
@@ -118,38 +115,6 @@ class FacetCountChanges:
     def changed(self) -> list[tuple[str, str, str, str, int]]:
         """(currency, dealer key, field, value, change) of every count that moved."""
         return [(*key, n) for key, n in self.counts.items() if n]
-
-
-class FacetCache:
-    """The last computed Facets objects, keyed by (version, criteria digest, vocabulary).
-
-    Kept encoded (orjson): a hit hands out a fresh copy by decoding, which a shared object
-    needed anyway, and the bytes are a tenth of the objects' memory — it adds up on a
-    platform serving thousands of agents in one worker (docs/platform.md, "Sizing").
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[FacetKey, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: FacetKey) -> dict[str, Any] | None:
-        """A fresh copy of the cached Facets object (the caller may change it), or None."""
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-        if found is None:
-            return None
-        facets: dict[str, Any] = orjson.loads(found)
-        return facets
-
-    def put(self, key: FacetKey, facets: dict[str, Any]) -> None:
-        encoded = orjson.dumps(facets)
-        with self._lock:
-            self._entries[key] = encoded
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
 
 
 def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: Vocabulary) -> dict[str, Any]:
