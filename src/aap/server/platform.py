@@ -651,7 +651,8 @@ def tls_allowed_endpoint(hosts: Hosts) -> Callable[[Request], Awaitable[Response
 
     A proxy with on-demand certificates asks it before it gets a certificate for a name
     (Caddy's ``on_demand_tls ask``), so the platform obtains certificates for its tenants'
-    domains and nothing else (docs/platform.md, "Behind Caddy").
+    domains and nothing else (docs/platform.md,
+    "Walk-through: an empty platform to three dealers behind Caddy").
     """
 
     async def endpoint(request: Request) -> Response:
