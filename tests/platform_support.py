@@ -90,13 +90,14 @@ class PlatformServer:
             encoding="utf-8",
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (environ or {})
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "aap", "serve", "--config", str(self.config), "--port", str(self.port)]
-            + ["--workers", str(workers), "--log-level", "warning"],
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        with self.log.open("wb") as output:  # the child keeps its own descriptor of the file
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "aap", "serve", "--config", str(self.config), "--port", str(self.port)]
+                + ["--workers", str(workers), "--log-level", "warning"],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         self._wait()
 
     def _wait(self) -> None:

@@ -48,7 +48,13 @@ PASSWORD = "correct horse battery staple 42"
 
 
 def crm(receiver: Receiver) -> str:
+    """Lead routes to ``receiver``, and a rate limit that the checker's hundreds of requests from
+    this one address (``aap check`` runs first) leave room in."""
     return f"""
+[rate_limit]
+per_minute = 60000
+burst = 5000
+
 [[leads.routes]]
 rooftop = "*"
 [[leads.routes.targets]]
