@@ -22,9 +22,10 @@ from aap.cli.common import (
     console,
     database_option,
     fail,
-    load_or_fail,
+    load_agent_or_fail,
     log_options,
     open_stores_or_fail,
+    tenant_option,
 )
 from aap.util.rfc3339 import ms_to_utc_z
 
@@ -34,9 +35,10 @@ if TYPE_CHECKING:
 DELIVERY_STATES = ("pending", "delivering", "delivered", "dead", "expired_consent")
 
 
-def _stores(config: str | None, database: str | None) -> Stores:
-    """The stores of the configured database (--database wins over the configuration's)."""
-    return open_stores_or_fail(load_or_fail(config, {"database": database} if database else None))
+def _stores(config: str | None, database: str | None, tenant: str | None) -> Stores:
+    """The stores of the agent acted on (--database wins over the configuration's; --tenant: that
+    tenant's namespace of the platform's database)."""
+    return open_stores_or_fail(load_agent_or_fail(config, tenant, {"database": database} if database else None))
 
 
 def _stamp(ms: int | None) -> str:
@@ -57,6 +59,7 @@ def leads() -> None:
 @leads.command("list")
 @config_option
 @database_option
+@tenant_option
 @click.option("--status", type=click.Choice(["received", "rejected"]), default=None, help="Lead status.")
 @click.option(
     "--delivery",
@@ -67,10 +70,16 @@ def leads() -> None:
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_command(
-    config: str | None, database: str | None, status: str | None, delivery: str | None, limit: int, as_json: bool
+    config: str | None,
+    database: str | None,
+    tenant: str | None,
+    status: str | None,
+    delivery: str | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """Newest leads first: ids, routing and delivery states (no customer data)."""
-    stores = _stores(config, database)
+    stores = _stores(config, database, tenant)
     try:
         rows = stores.leads.list_leads(limit=limit, status=status, delivery_status=delivery)
     finally:
@@ -123,10 +132,11 @@ def _render(table: Table) -> str:
 @click.argument("lead_id")
 @config_option
 @database_option
+@tenant_option
 @click.option("--json", "as_json", is_flag=True, help="The whole stored record as JSON.")
-def show_command(lead_id: str, config: str | None, database: str | None, as_json: bool) -> None:
+def show_command(lead_id: str, config: str | None, database: str | None, tenant: str | None, as_json: bool) -> None:
     """One lead in full: customer, consent record, request, result and deliveries (contains PII)."""
-    stores = _stores(config, database)
+    stores = _stores(config, database, tenant)
     try:
         lead = stores.leads.get_lead(lead_id)
     finally:
@@ -187,13 +197,16 @@ def show_command(lead_id: str, config: str | None, database: str | None, as_json
 @click.argument("lead_id")
 @config_option
 @database_option
+@tenant_option
 @click.option("--all", "include_delivered", is_flag=True, help="Also re-send deliveries that succeeded.")
-def retry_command(lead_id: str, config: str | None, database: str | None, include_delivered: bool) -> None:
+def retry_command(
+    lead_id: str, config: str | None, database: str | None, tenant: str | None, include_delivered: bool
+) -> None:
     """Make a lead's dead (or waiting) deliveries due now; the worker sends them on its next pass."""
     # The leads package: loaded only when a command needs it. The console retries through it too.
     from aap.leads.operations import RetryRefused, retry_deliveries
 
-    stores = _stores(config, database)
+    stores = _stores(config, database, tenant)
     try:
         count = retry_deliveries(stores.leads, lead_id, datetime.now(UTC), include_delivered=include_delivered)
     except RetryRefused as refused:
@@ -210,9 +223,12 @@ def retry_command(lead_id: str, config: str | None, database: str | None, includ
 @click.command("deliver")
 @config_option
 @database_option
+@tenant_option
 @click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or tests).")
 @log_options
-def deliver(config: str | None, database: str | None, once: bool, log_level: str, log_format: str) -> None:
+def deliver(
+    config: str | None, database: str | None, tenant: str | None, once: bool, log_level: str, log_format: str
+) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
     # httpx, the worker and the store: loaded only when this command runs.
     import httpx
@@ -220,7 +236,7 @@ def deliver(config: str | None, database: str | None, once: bool, log_level: str
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.server.logconfig import configure_logging
 
-    settings = load_or_fail(config, {"database": database} if database else None, require_secrets=True)
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.", style="yellow"))
     configure_logging(log_level, log_format)
