@@ -169,6 +169,13 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
     return where_all(conditions), params
 
 
+def conditions(scope: LeadScope, wanted: InboxFilter) -> tuple[list[str], list[Any]]:
+    """The inbox's filter (its scope included) as SQL conditions on alias ``l``: for the stores that
+    page the same leads in another order (:mod:`aap.store.lead_pipeline`)."""
+    where, params = _where(scope, wanted, None)
+    return ([where[len("WHERE ") :]] if where else []), params
+
+
 _ROW_COLUMNS = (
     "l.lead_id, l.received_at, l.received_ms, l.dealer_id, l.rooftop, l.status, l.request_json,"
     " l.listing_json, l.source_agent, l.appointment_status, l.handled_ms"
@@ -245,6 +252,16 @@ class LeadInbox:
             rows = _rows(tx, raw[:limit])
         more = len(raw) > limit
         return rows, ((rows[-1].received_ms, rows[-1].lead_id) if more and rows else None)
+
+    def rows(self, tx: Tx, lead_ids: Sequence[str]) -> list[InboxRow]:
+        """The inbox rows of ``lead_ids``, in that order (ids it does not find are left out)."""
+        if not lead_ids:
+            return []
+        marks = ", ".join("?" for _ in lead_ids)
+        raw = tx.fetchall(f"SELECT {_ROW_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})", list(lead_ids))
+        place = {lead_id: i for i, lead_id in enumerate(lead_ids)}
+        raw.sort(key=lambda r: place[r[0]])
+        return _rows(tx, raw)
 
     def export(self, scope: LeadScope, wanted: InboxFilter, *, batch: int = 1000) -> Iterator[InboxRow]:
         """Every matching lead, newest first, read one keyset page (one short transaction) at a time."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, tzinfo
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,10 @@ from starlette.routing import Route
 if TYPE_CHECKING:
     from starlette.templating import Jinja2Templates
 
+from aap.config.localtime import format_day, format_local, format_rfc3339
+from aap.config.phones import DEFAULT_REGION
+from aap.config.phones import display as display_phone
+from aap.inventory.labels import label
 from aap.web.documents import StaticDocument
 
 CURRENCY_SIGNS = {"USD": "$", "CAD": "CA$"}
@@ -62,12 +66,34 @@ def mileage(value: Any, unit: str | None = None) -> str:
     return f"{value:,.0f} {unit or 'mi'}"
 
 
-def when(ms: Any) -> str:
-    """An epoch-milliseconds instant as ``2026-03-02 17:00:05 UTC``."""
+def when(ms: Any, zone: tzinfo | None = None) -> str:
+    """An epoch-milliseconds instant in ``zone`` (UTC without one): ``Mon 2 Mar 2026, 09:00 (PST)``
+    (docs/console.md, "Local time")."""
     if ms is None:
         return ""
-    moment = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_local(int(ms), zone or UTC)
+
+
+def local(value: Any, zone: tzinfo | None = None) -> str:
+    """An RFC 3339 date-time string (an appointment, a listing's ``updated_at``) read in ``zone``."""
+    return format_rfc3339(value, zone or UTC)
+
+
+def day(value: Any) -> str:
+    """A ``YYYY-MM-DD`` date (or a ``date``) as ``Thu 3 Dec 2026``."""
+    if isinstance(value, date):
+        return format_day(value)
+    try:
+        return format_day(date.fromisoformat(str(value)))
+    except ValueError:
+        return "" if value is None else str(value)
+
+
+def phone(value: Any, region: str | None = None) -> str:
+    """A phone number as people of the rooftop's country write it (``(916) 555-0200``)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    return display_phone(value, region or DEFAULT_REGION)
 
 
 def number(value: Any) -> str:
@@ -106,7 +132,9 @@ def _engine(package: str) -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(money=money, mileage=mileage, when=when, number=number)
+    environment.filters.update(
+        money=money, mileage=mileage, when=when, local=local, day=day, number=number, phone=phone, label=label
+    )
     return Jinja2Templates(env=environment)
 
 

@@ -1,0 +1,512 @@
+"""The lead pipeline: each lead's status, owner, follow-up date and notes, with their history.
+
+A small dealer without a CRM — and a BDC next to one — works its leads here
+(docs/console.md, "The lead pipeline"). Where a lead stands is a few columns on
+its own ``leads`` row, so that the inbox filters and sorts on them with the same
+indexes and keysets as the rest of the inbox, and every lead — stored before
+this domain existed or submitted since — has a status without the submission
+path knowing of it (``stage`` defaults to ``new``):
+
+``stage``         one of :data:`STAGES`
+``owner``         the console account (its e-mail) working the lead
+``follow_up``     a local date of the lead's rooftop, ``YYYY-MM-DD`` (sorts as it reads)
+``responded_ms``  the first status change or note: received → this is the lead's
+                  time to first response (``response_ms``)
+``notes``         how many notes the lead has
+
+``lead_events`` holds the history: one row per change (status, owner,
+follow-up) or note — who, when, from what to what. A change never touches
+what was stored for the CRM (the request, the result, the outbox): the
+pipeline is the dealership's own record, next to what was delivered.
+
+This domain's migrations run after the ``leads`` domain's (domains are applied
+by name, :mod:`aap.store.migrations`), so its columns can go on ``leads``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from aap.config.notifications import NOTIFY_KIND
+from aap.store.db import Database, Migrations, Tx
+from aap.store.lead_inbox import InboxFilter, InboxRow, LeadInbox, LeadScope, conditions
+
+#: The documented statuses, in pipeline order (docs/console.md, "The lead pipeline").
+STAGES = ("new", "contacted", "appointment_set", "showed", "sold", "lost")
+STAGE_LABELS = {
+    "new": "New",
+    "contacted": "Contacted",
+    "appointment_set": "Appointment set",
+    "showed": "Showed",
+    "sold": "Sold",
+    "lost": "Lost",
+}
+OPEN_STAGES = ("new", "contacted", "appointment_set", "showed")
+#: What the status filter offers besides one status: every open lead.
+STAGE_GROUPS = {"open": OPEN_STAGES, "closed": ("sold", "lost")}
+FOLLOW_UPS = ("due", "upcoming", "none")
+NOTE_LIMIT = 4000  # characters of one note
+EVENT_KINDS = ("stage", "owner", "follow_up", "note")
+
+_V1 = """
+ALTER TABLE leads ADD COLUMN stage TEXT NOT NULL DEFAULT 'new';
+ALTER TABLE leads ADD COLUMN stage_ms INTEGER;
+ALTER TABLE leads ADD COLUMN owner TEXT;
+ALTER TABLE leads ADD COLUMN follow_up TEXT;
+ALTER TABLE leads ADD COLUMN responded_ms INTEGER;
+ALTER TABLE leads ADD COLUMN response_ms INTEGER;
+ALTER TABLE leads ADD COLUMN notes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX leads_stage_received ON leads (stage, received_ms);
+CREATE INDEX leads_owner_received ON leads (owner, received_ms DESC);
+CREATE INDEX leads_follow_up ON leads (follow_up, received_ms);
+CREATE TABLE lead_events (
+    event_id TEXT PRIMARY KEY,
+    lead_id TEXT NOT NULL REFERENCES leads (lead_id),
+    at_ms INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    old_value TEXT,
+    new_value TEXT,
+    note TEXT
+);
+CREATE INDEX lead_events_lead ON lead_events (lead_id, at_ms, seq)
+"""
+
+MIGRATIONS = Migrations("pipeline", (_V1,))
+
+
+class Unset:
+    """The value of a field a change leaves alone (``None`` clears owner and follow-up)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = Unset()
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry of a lead's history."""
+
+    at_ms: int
+    actor: str
+    kind: str  # one of EVENT_KINDS
+    old_value: str | None
+    new_value: str | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a lead stands in the pipeline."""
+
+    stage: str
+    stage_ms: int | None
+    owner: str | None
+    follow_up: str | None
+    responded_ms: int | None
+    response_ms: int | None
+    notes: int
+
+
+@dataclass(frozen=True)
+class PipelineFilter:
+    """The pipeline's part of the inbox filter; every field optional."""
+
+    stage: str | None = None  # one of STAGES, or a key of STAGE_GROUPS
+    owner: str | None = None  # an e-mail; "" for "nobody"
+    follow_up: str | None = None  # one of FOLLOW_UPS
+    today: str | None = None  # the viewer's local date, for "due" and "upcoming"
+
+
+@dataclass(frozen=True)
+class PipelineRow:
+    """An inbox row with its standing, and the CRM targets that received it."""
+
+    lead: InboxRow
+    standing: Standing
+    in_crm: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One run of a sort: the leads meeting ``where``, in the order of ``keys`` ((column, descending))."""
+
+    where: str | None
+    keys: tuple[tuple[str, bool], ...]
+
+
+_NEWEST = (("l.received_ms", True), ("l.lead_id", True))
+#: Sort name -> its segments. Leads without a follow-up date (or an owner) come after those
+#: with one, newest first; the status sort is one segment per status, in pipeline order.
+SORTS: Mapping[str, tuple[_Segment, ...]] = {
+    "newest": (_Segment(None, _NEWEST),),
+    "oldest": (_Segment(None, (("l.received_ms", False), ("l.lead_id", False))),),
+    "follow_up": (
+        _Segment("l.follow_up IS NOT NULL", (("l.follow_up", False), ("l.received_ms", False), ("l.lead_id", False))),
+        _Segment("l.follow_up IS NULL", _NEWEST),
+    ),
+    "status": tuple(_Segment(f"l.stage = '{stage}'", _NEWEST) for stage in STAGES),
+    "owner": (
+        _Segment("l.owner IS NOT NULL", (("l.owner", False), *_NEWEST)),
+        _Segment("l.owner IS NULL", _NEWEST),
+    ),
+}
+SORT_LABELS = {
+    "newest": "Newest first",
+    "oldest": "Oldest first",
+    "follow_up": "Follow-up date, soonest first",
+    "status": "Status, in pipeline order",
+    "owner": "Owner, A to Z",
+}
+
+
+class BadCursor(ValueError):
+    """A page cursor that this store did not write (or for another sort)."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the next page starts: the segment, and the keys of the last lead shown."""
+
+    segment: int
+    values: tuple[Any, ...]
+
+    def encode(self) -> str:
+        raw = orjson.dumps([self.segment, *self.values])
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str, sort: str) -> Cursor:
+        """The cursor ``text`` encodes for ``sort``; :class:`BadCursor` when it is not one."""
+        if len(text) > 1000:
+            raise BadCursor("too long")
+        try:
+            data = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        except (binascii.Error, ValueError) as exc:
+            raise BadCursor("unreadable") from exc
+        segments = SORTS[sort]
+        if not isinstance(data, list) or not data or type(data[0]) is not int or not 0 <= data[0] < len(segments):
+            raise BadCursor("no such segment")
+        keys = segments[data[0]].keys
+        values = tuple(data[1:])
+        if len(values) != len(keys):
+            raise BadCursor("wrong length")
+        for (column, _), value in zip(keys, values):
+            wanted: type = int if column.endswith("_ms") else str
+            if type(value) is not wanted:
+                raise BadCursor("wrong value type")
+        return cls(data[0], values)
+
+
+def keyset_after(keys: Sequence[tuple[str, bool]], values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The keyset condition "after ``values``" in the order of ``keys`` ((column, descending)),
+    led by a range on the first column so that both backends walk its index from there."""
+    tail, tail_params = "", []
+    for (column, descending), value in reversed(list(zip(keys, values))):
+        step = f"{column} {'<' if descending else '>'} ?"
+        if not tail:
+            tail, tail_params = step, [value]
+        else:
+            tail, tail_params = f"({step} OR ({column} = ? AND {tail}))", [value, value, *tail_params]
+    first, descending = keys[0]
+    return f"{first} {'<=' if descending else '>='} ? AND {tail}", [values[0], *tail_params]
+
+
+def stage_condition(stage: str) -> str:
+    """SQL for a status or a group of them; the values are the store's own words, never a caller's."""
+    if stage in STAGE_GROUPS:
+        return "l.stage IN (" + ", ".join(f"'{s}'" for s in STAGE_GROUPS[stage]) + ")"
+    if stage not in STAGES:
+        raise ValueError(f"unknown status {stage!r}")
+    return f"l.stage = '{stage}'"
+
+
+def _pipeline_conditions(wanted: PipelineFilter) -> tuple[list[str], list[Any]]:
+    found: list[str] = []
+    params: list[Any] = []
+    if wanted.stage:
+        found.append(stage_condition(wanted.stage))
+    if wanted.owner is not None:
+        if wanted.owner:
+            found.append("l.owner = ?")
+            params.append(wanted.owner)
+        else:
+            found.append("l.owner IS NULL")
+    if wanted.follow_up == "none":
+        found.append("l.follow_up IS NULL")
+    elif wanted.follow_up in ("due", "upcoming"):
+        if wanted.today is None:
+            raise ValueError("a follow-up filter needs the viewer's date")
+        found.append("l.follow_up <= ?" if wanted.follow_up == "due" else "l.follow_up > ?")
+        params.append(wanted.today)
+    return found, params
+
+
+_STANDING_COLUMNS = "l.stage, l.stage_ms, l.owner, l.follow_up, l.responded_ms, l.response_ms, l.notes"
+
+
+def _standing(row: Sequence[Any]) -> Standing:
+    stage, stage_ms, owner, follow_up, responded, response, notes = row
+    return Standing(
+        stage,
+        None if stage_ms is None else int(stage_ms),
+        owner,
+        follow_up,
+        None if responded is None else int(responded),
+        None if response is None else int(response),
+        int(notes),
+    )
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one call to :meth:`LeadPipeline.change` did."""
+
+    events: list[Event] = field(default_factory=list)
+    standing: Standing | None = None
+
+
+class LeadPipeline:
+    """Reads and writes of the pipeline columns and the lead history."""
+
+    def __init__(self, db: Database, inbox: LeadInbox) -> None:
+        self.db = db
+        self.inbox = inbox
+
+    # -- one lead ----------------------------------------------------------------------
+    def standing(self, lead_id: str, scope: LeadScope) -> Standing | None:
+        where, params = conditions(scope, InboxFilter())
+        extra = "".join(f" AND {c}" for c in where)
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id = ?{extra}", (lead_id, *params))
+        return _standing(row) if row else None
+
+    def history(self, lead_id: str, *, limit: int = 500) -> list[Event]:
+        """The lead's changes and notes, oldest first."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT at_ms, actor, kind, old_value, new_value, note FROM lead_events WHERE lead_id = ?"
+                f" ORDER BY at_ms, seq LIMIT {int(limit)}",
+                (lead_id,),
+            )
+        return [Event(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def change(
+        self,
+        lead_id: str,
+        scope: LeadScope,
+        actor: str,
+        now_ms: int,
+        *,
+        stage: Any = UNSET,
+        owner: Any = UNSET,
+        follow_up: Any = UNSET,
+        note: str | None = None,
+    ) -> Change | None:
+        """Apply what is given (a field left :data:`UNSET` stays as it is) and record each change
+        that changes something, with ``note``, in one transaction. None when the lead does not
+        exist or ``scope`` does not include it.
+
+        The first status change or note sets the lead's first-response time.
+        """
+        if stage is not UNSET and stage not in STAGES:
+            raise ValueError(f"unknown status {stage!r}")
+        if note is not None and (not note.strip() or len(note) > NOTE_LIMIT):
+            raise ValueError("a note is 1 to 4000 characters")
+        where, params = conditions(scope, InboxFilter())
+        extra = "".join(f" AND {c}" for c in where)
+        with self.db.transaction() as tx:
+            # A write to the row first: on PostgreSQL it locks the row against a concurrent change
+            # (SQLite's write transaction is exclusive already), so what is read below stays true.
+            locked = tx.execute(
+                f"UPDATE leads SET stage = stage WHERE lead_id = ? AND lead_id IN"
+                f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
+                (lead_id, lead_id, *params),
+            ).rowcount
+            if locked != 1:
+                return None
+            row = tx.one(f"SELECT {_STANDING_COLUMNS}, l.received_ms FROM leads l WHERE l.lead_id = ?", (lead_id,))
+            before, received_ms = _standing(row[:-1]), int(row[-1])
+            events: list[Event] = []
+            sets: list[str] = []
+            values: list[Any] = []
+            if stage is not UNSET and stage != before.stage:
+                events.append(Event(now_ms, actor, "stage", before.stage, stage))
+                sets += ["stage = ?", "stage_ms = ?"]
+                values += [stage, now_ms]
+            if owner is not UNSET and owner != before.owner:
+                events.append(Event(now_ms, actor, "owner", before.owner, owner))
+                sets.append("owner = ?")
+                values.append(owner)
+            if follow_up is not UNSET and follow_up != before.follow_up:
+                events.append(Event(now_ms, actor, "follow_up", before.follow_up, follow_up))
+                sets.append("follow_up = ?")
+                values.append(follow_up)
+            if note is not None:
+                events.append(Event(now_ms, actor, "note", None, None, note))
+                sets.append("notes = notes + 1")
+            responded = any(e.kind in ("stage", "note") for e in events)
+            if responded and before.responded_ms is None:
+                sets += ["responded_ms = ?", "response_ms = ?"]
+                values += [now_ms, max(0, now_ms - received_ms)]
+            if sets:
+                tx.execute(f"UPDATE leads SET {', '.join(sets)} WHERE lead_id = ?", (*values, lead_id))
+                tx.executemany(
+                    "INSERT INTO lead_events (event_id, lead_id, at_ms, seq, actor, kind, old_value, new_value, note)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            "evt_" + uuid.uuid4().hex,
+                            lead_id,
+                            e.at_ms,
+                            i,
+                            e.actor,
+                            e.kind,
+                            e.old_value,
+                            e.new_value,
+                            e.note,
+                        )
+                        for i, e in enumerate(events)
+                    ],
+                )
+            after = _standing(tx.one(f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id = ?", (lead_id,)))
+        return Change(events, after)
+
+    # -- the inbox, by any sort --------------------------------------------------------
+    def page(
+        self,
+        scope: LeadScope,
+        wanted: InboxFilter,
+        pipeline: PipelineFilter,
+        *,
+        sort: str = "newest",
+        after: Cursor | None = None,
+        limit: int = 50,
+    ) -> tuple[list[PipelineRow], Cursor | None]:
+        """One page of the inbox in ``sort`` order, and the cursor of the next page (None: the last).
+
+        Each segment of the sort is one keyset query on an index; a page that ends a segment
+        goes on with the next, so a page costs what the first does wherever it starts.
+        """
+        base, params = conditions(scope, wanted)
+        more, more_params = _pipeline_conditions(pipeline)
+        segments = SORTS[sort]
+        picked: list[tuple[str, Sequence[Any], int]] = []  # (lead id, keys, segment)
+        start = after.segment if after else 0
+        with self.db.read() as tx:
+            for index in range(start, len(segments)):
+                segment = segments[index]
+                if pipeline.stage and segment.where and segment.where.startswith("l.stage = "):
+                    wanted_stages = STAGE_GROUPS.get(pipeline.stage, (pipeline.stage,))
+                    if segment.where[len("l.stage = '") : -1] not in wanted_stages:
+                        continue  # a status the filter leaves out
+                where = [*base, *more]
+                values = [*params, *more_params]
+                if segment.where:
+                    where.append(segment.where)
+                if after is not None and index == after.segment:
+                    sql, keyset = keyset_after(segment.keys, after.values)
+                    where.append(sql)
+                    values += keyset
+                columns = [c for c, _ in segment.keys]
+                order = ", ".join(f"{c} {'DESC' if d else 'ASC'}" for c, d in segment.keys)
+                need = limit + 1 - len(picked)
+                # The limit is written in: a PostgreSQL plan made for "any limit" may walk every lead.
+                rows = tx.fetchall(
+                    f"SELECT l.lead_id, {', '.join(columns)} FROM leads l"
+                    f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {order} LIMIT {int(need)}",
+                    values,
+                )
+                picked += [(r[0], r[1:], index) for r in rows]
+                if len(picked) > limit:
+                    break
+            shown = picked[:limit]
+            rows_out = self._rows(tx, [p[0] for p in shown])
+        next_cursor = None
+        if len(picked) > limit and shown:
+            last = shown[-1]
+            next_cursor = Cursor(last[2], tuple(last[1]))
+        return rows_out, next_cursor
+
+    def _rows(self, tx: Tx, lead_ids: list[str]) -> list[PipelineRow]:
+        leads = self.inbox.rows(tx, lead_ids)
+        if not leads:
+            return []
+        marks = ", ".join("?" for _ in lead_ids)
+        standings = {
+            r[0]: _standing(r[1:])
+            for r in tx.fetchall(
+                f"SELECT l.lead_id, {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})", lead_ids
+            )
+        }
+        crm: dict[str, list[str]] = {}
+        for lead_id, target in tx.fetchall(
+            f"SELECT lead_id, target FROM lead_deliveries WHERE lead_id IN ({marks})"
+            f" AND status = 'delivered' AND kind <> '{NOTIFY_KIND}' ORDER BY target",
+            lead_ids,
+        ):
+            crm.setdefault(lead_id, []).append(target)
+        return [PipelineRow(lead, standings[lead.lead_id], tuple(crm.get(lead.lead_id, ()))) for lead in leads]
+
+    def export(
+        self,
+        scope: LeadScope,
+        wanted: InboxFilter,
+        pipeline: PipelineFilter,
+        *,
+        sort: str = "newest",
+        batch: int = 1000,
+    ) -> Iterator[PipelineRow]:
+        """Every matching lead in ``sort`` order, one page (one short transaction) at a time."""
+        after: Cursor | None = None
+        while True:
+            rows, after = self.page(scope, wanted, pipeline, sort=sort, after=after, limit=batch)
+            yield from rows
+            if after is None:
+                return
+
+    # -- the health page ------------------------------------------------------------------
+    def first_response(self, scope: LeadScope, since_ms: int) -> dict[str | None, dict[str, Any]]:
+        """Per rooftop, over the leads received since ``since_ms``: the median time to first
+        response of those answered, how many were answered, and how many still wait."""
+        where, params = conditions(scope, InboxFilter(received_from_ms=since_ms))
+        clause = " AND ".join(where) if where else "1 = 1"
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                f"SELECT l.rooftop, l.response_ms FROM leads l WHERE {clause} AND l.status = 'received'"
+                " ORDER BY l.rooftop, l.response_ms",
+                params,
+            )
+        out: dict[str | None, dict[str, Any]] = {}
+        for rooftop, response in rows:
+            cell = out.setdefault(rooftop, {"answered": [], "waiting": 0})
+            if response is None:
+                cell["waiting"] += 1
+            else:
+                cell["answered"].append(int(response))
+        return {
+            rooftop: {
+                "median_ms": _median(cell["answered"]),
+                "answered": len(cell["answered"]),
+                "waiting": cell["waiting"],
+            }
+            for rooftop, cell in out.items()
+        }
+
+
+def _median(values: list[int]) -> int | None:
+    """The median of sorted ``values`` (the mean of the middle two for an even count)."""
+    if not values:
+        return None
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) // 2
