@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import tzinfo
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -26,11 +27,13 @@ from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
 from aap.agent import DealerAgent
-from aap.console import health, inventory, leads, users
+from aap.config.localtime import zone_for
+from aap.config.phones import region_of
+from aap.console import feeds, health, inventory, leads, users
 from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import unexpected
+from aap.web.errors import plain_response, unexpected, wants_json
 from aap.web.pages import asset_routes, render, templates
 from aap.web.parts import BindingParts
 
@@ -56,6 +59,25 @@ class Console:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    # -- local time (docs/console.md, "Local time") ------------------------------------------
+    def zone(self, dealer_id: str | None = None, rooftop: str | None = None) -> tzinfo:
+        """The zone a lead's or listing's instants are read in: its rooftop's, else its dealer's."""
+        return zone_for(self.settings, dealer_id, rooftop)
+
+    def viewer_zone(self, visit: Visit | None, rooftop: str | None = None) -> tzinfo:
+        """The zone of what belongs to no one rooftop (date filters, the audit log, feed runs): the
+        rooftop asked for, else the person's one rooftop, else their seller's (or the dealer's) zone."""
+        user = visit.session.user if visit is not None else None
+        if rooftop is None and user is not None and len(user.rooftops) == 1:
+            rooftop = user.rooftops[0]
+        return self.zone(user.dealer_id if user is not None else None, rooftop)
+
+    def region(self, dealer_id: str | None, rooftop: str | None) -> str:
+        """The country a phone number of this rooftop is written for."""
+        profile = self.settings.profile_for(dealer_id) or self.settings.dealer
+        found = profile.rooftop(rooftop) if rooftop else None
+        return region_of(found or (profile.rooftops[0] if profile.rooftops else {}))
+
     def audit(self, actor: str, action: str, subject: str | None, detail: Mapping[str, Any]) -> None:
         """One audit entry (blocking): who did what to which lead or account."""
         self.stores.console.audit(actor, action, subject, dict(detail), self.now_ms())
@@ -78,6 +100,9 @@ class Console:
             "path": request.url.path,
             "csrf": visit.session.csrf_token if visit else None,
             "aggregate": self.settings.scope == "aggregate",
+            "zone": self.viewer_zone(visit),
+            "zone_of": self.zone,
+            "region_of": self.region,
         }
         return render(
             self.pages,
@@ -88,8 +113,26 @@ class Console:
             headers={**NO_STORE, **(headers or {})},
         )
 
+    def refusal(
+        self,
+        request: Request,
+        status: int,
+        heading: str,
+        message: str,
+        *,
+        back: str = CONSOLE_PREFIX,
+        visit: Visit | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """An error as a page for a browser, as the app's JSON error for a script (by ``Accept``)."""
+        if wants_json(request):
+            return plain_response(status, message, {**NO_STORE, **(headers or {})})
+        context = {"heading": heading, "message": message, "back": back}
+        return self.page(request, "error.html", context, status_code=status, visit=visit, headers=headers)
+
     def guarded(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint that needs a signed-in visit (an admin's with ``admin``); errors become pages."""
+        """An endpoint that needs a signed-in visit (an admin's with ``admin``); errors become pages
+        (or JSON for a client that asks for it)."""
 
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
@@ -97,37 +140,27 @@ class Console:
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
-                if request.method == "GET":
+                if request.method == "GET" and not wants_json(request):
                     return RedirectResponse(f"{LOGIN_PATH}?next={request.url.path}", status_code=303)
-                return self.page(
+                return self.refusal(
                     request,
-                    "error.html",
-                    {
-                        "heading": "Signed out",
-                        "message": "Your session ended. Sign in again, then repeat the action.",
-                        "back": LOGIN_PATH,
-                    },
-                    status_code=401,
+                    401,
+                    "Signed out",
+                    "Your session ended. Sign in again, then repeat the action.",
+                    back=LOGIN_PATH,
                 )
             except Refused as refused:
-                return self.page(
-                    request,
-                    "error.html",
-                    {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
-                    status_code=refused.status,
-                    headers=refused.headers,
+                heading = {404: "Not found", 400: "Please check the request"}.get(refused.status, "Not allowed")
+                return self.refusal(
+                    request, refused.status, heading, refused.message, visit=refused.visit, headers=refused.headers
                 )
             except Exception as exc:  # logged once without its text (it may quote customer data)
                 error = unexpected(exc, binding="console", endpoint=request.url.path)
-                return self.page(
+                return self.refusal(
                     request,
-                    "error.html",
-                    {
-                        "heading": "Something went wrong",
-                        "message": f"The console could not show this page (error {error.error_id}).",
-                        "back": CONSOLE_PREFIX,
-                    },
-                    status_code=500,
+                    500,
+                    "Something went wrong",
+                    f"The console could not show this page (error {error.error_id}).",
                 )
 
         return endpoint
@@ -154,6 +187,9 @@ def build(agent: DealerAgent) -> BindingParts:
         annotate(request.scope, binding="console")
         return await console.auth.logout(request)
 
+    async def not_found(request: Request, visit: Visit) -> Response:
+        raise Refused(404, "There is no such page in the console.", visit=visit)
+
     routes: list[BaseRoute] = [
         Route(CONSOLE_PREFIX, home, methods=["GET"]),
         Route(LOGIN_PATH, login, methods=["GET", "POST"]),
@@ -162,6 +198,10 @@ def build(agent: DealerAgent) -> BindingParts:
         *inventory.routes(console),
         *health.routes(console, runner),
         *users.routes(console),
+        *feeds.routes(console),
         *asset_routes(ASSETS),
+        # Last: any other console path is a console page that does not exist (a 404 page for a
+        # browser, JSON for a script). GET only: a POST to a known path keeps its 405.
+        Route(CONSOLE_PREFIX + "{rest:path}", console.guarded(not_found), methods=["GET"]),
     ]
     return BindingParts(routes=routes, lifespans=[runner.lifespan])
