@@ -16,8 +16,9 @@ from aap.agent import DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.store import Stores, open_stores
 from aap.store.db import connect
+from aap.store.keyset import BadCursor, Cursor
 from aap.store.lead_inbox import InboxFilter, LeadScope
-from aap.store.lead_pipeline import SORTS, STAGES, BadCursor, Cursor, PipelineFilter
+from aap.store.lead_pipeline import SORTS, STAGES, PipelineFilter
 from aap.store.migrations import DOMAINS, migrate
 from console_support import CUSTOMERS, listings, submit_customers
 from lead_support import http_route, lead_settings
@@ -194,25 +195,25 @@ def test_every_sort_pages_through_each_matching_lead_once_in_order(
     pipeline = PipelineFilter(stage, owner, follow_up, "2026-03-05")
     seen, after = [], None
     for _ in range(40):
-        rows, after = worked.stores.lead_pipeline.page(EVERYONE, wanted, pipeline, sort=sort, after=after, limit=size)
+        rows, after = worked.stores.lead_pipeline.page(EVERYONE, wanted, pipeline, sort=sort, cursor=after, limit=size)
         seen += [r.lead.lead_id for r in rows]
         if after is None:
             break
-        after = Cursor.decode(after.encode(), sort)  # through the text a link carries
+        after = Cursor.decode(after.encode(), SORTS[sort])  # through the text a link carries
     assert seen == _reference(worked, sort, wanted, pipeline)
 
 
 def test_a_cursor_not_made_by_the_store_is_refused():
     good = Cursor(0, (1_800_000_000_000, "lead_x")).encode()
-    assert Cursor.decode(good, "newest") == Cursor(0, (1_800_000_000_000, "lead_x"))
+    assert Cursor.decode(good, SORTS["newest"]) == Cursor(0, (1_800_000_000_000, "lead_x"))
     for bad in ("", "%%%", good + "x" * 2000, Cursor(5, (1, "x")).encode()):
         with pytest.raises(BadCursor):
-            Cursor.decode(bad, "newest")
+            Cursor.decode(bad, SORTS["newest"])
     wrong = orjson.dumps([0, "not a number", "lead_x"])
     with pytest.raises(BadCursor):
-        Cursor.decode(base64.urlsafe_b64encode(wrong).decode(), "newest")
+        Cursor.decode(base64.urlsafe_b64encode(wrong).decode(), SORTS["newest"])
     with pytest.raises(BadCursor):
-        Cursor.decode(good, "owner")  # the owner sort's first segment has three keys
+        Cursor.decode(good, SORTS["owner"])  # the owner sort's first segment has three keys
 
 
 def test_the_median_first_response_per_rooftop(worked):

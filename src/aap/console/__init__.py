@@ -1,10 +1,12 @@
 """The staff console at ``/console/``: leads, inventory, agent health, accounts (docs/console.md).
 
 Server-rendered pages behind a sign-in (:mod:`aap.console.auth`), one module
-per page group: :mod:`~aap.console.leads` (inbox, lead detail, retry, handled,
-CSV export), :mod:`~aap.console.inventory` (counts, import history, VIN/stock
-lookup), :mod:`~aap.console.health` (the conformance checker run on demand,
-discovery links, counters from ``/metrics``, the delivery backlog) and
+per page group: :mod:`~aap.console.leads` (inbox, lead detail, the pipeline, retry, handled,
+CSV export), :mod:`~aap.console.inventory` (the inventory browser, one
+listing, counts, VIN/stock lookup), :mod:`~aap.console.feeds` (each feed, its
+runs, warnings and rejects, "run now"), :mod:`~aap.console.health` (the
+conformance checker run on demand, discovery links, counters from
+``/metrics``, the delivery backlog, time to first response) and
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
@@ -175,6 +177,7 @@ def build(agent: DealerAgent) -> BindingParts:
         return BindingParts()
     console = Console(agent)
     runner = health.CheckRunner(console)
+    feed_runner = feeds.FeedRunner(console)
 
     async def home(request: Request) -> Response:
         return RedirectResponse(CONSOLE_PREFIX + "leads", status_code=303)
@@ -198,10 +201,10 @@ def build(agent: DealerAgent) -> BindingParts:
         *inventory.routes(console),
         *health.routes(console, runner),
         *users.routes(console),
-        *feeds.routes(console),
+        *feeds.routes(console, feed_runner),
         *asset_routes(ASSETS),
         # Last: any other console path is a console page that does not exist (a 404 page for a
         # browser, JSON for a script). GET only: a POST to a known path keeps its 405.
         Route(CONSOLE_PREFIX + "{rest:path}", console.guarded(not_found), methods=["GET"]),
     ]
-    return BindingParts(routes=routes, lifespans=[runner.lifespan])
+    return BindingParts(routes=routes, lifespans=[runner.lifespan, feed_runner.lifespan])

@@ -9,6 +9,10 @@ a process can be stopped: after ``[web] check_timeout_seconds`` it is killed.
 run, never imported.) The run and its JSON report are stored in the database,
 so every worker shows the same report and one run at a time is enforced.
 
+**Time to first response**: per rooftop, over the leads received in the last
+30 days, the median time from a lead's arrival to its first status change or
+note (:mod:`aap.store.lead_pipeline`), and how many still wait.
+
 **Counters** are read from this server's own ``GET /metrics`` exposition
 (through the app, parsed with ``prometheus_client``'s parser) by their stable
 names — ``aap_requests_total``, ``aap_errors_total`` — whichever way the
@@ -32,7 +36,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from aap.accounts import scope_of
 from aap.console.auth import Visit
+from aap.console.leads import waited
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH, DeploymentUrls
 
 if TYPE_CHECKING:
@@ -42,6 +48,7 @@ log = logging.getLogger("aap.console")
 
 PAGE = CONSOLE_PREFIX + "health"
 REPORT_LIMIT = 4 * 1024 * 1024
+RESPONSE_WINDOW_DAYS = 30  # the first-response figures cover the leads received this recently
 
 
 class CheckRunner:
@@ -172,6 +179,10 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
     async def page(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)
         backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms())
+        since = console.now_ms() - RESPONSE_WINDOW_DAYS * 86_400_000
+        responses = await console.blocking(
+            console.stores.lead_pipeline.first_response, scope_of(visit.session.user), since
+        )
         return console.page(
             request,
             "health.html",
@@ -180,6 +191,9 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
                 "links": discovery_links(console),
                 "metrics": await read_metrics(request),
                 "backlog": backlog,
+                "responses": sorted(responses.items(), key=lambda item: item[0] or ""),
+                "response_days": RESPONSE_WINDOW_DAYS,
+                "waited": waited,
                 "timeout": runner.timeout,
                 "target": console.settings.public_url,
                 "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),

@@ -33,6 +33,7 @@ from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.console import User
+from aap.store.keyset import BadCursor, Cursor
 from aap.store.lead_inbox import DELIVERY_FILTERS, LEAD_STATUSES, InboxFilter, LeadScope
 from aap.store.lead_pipeline import (
     FOLLOW_UPS,
@@ -42,8 +43,6 @@ from aap.store.lead_pipeline import (
     STAGE_GROUPS,
     STAGE_LABELS,
     STAGES,
-    BadCursor,
-    Cursor,
     PipelineFilter,
     PipelineRow,
 )
@@ -191,11 +190,11 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
     after = None
     if params.get("after"):
         try:
-            after = Cursor.decode(params["after"], sort)
+            after = Cursor.decode(params["after"], SORTS[sort])
         except BadCursor:
             problems.append("This page link is not valid any more; start from the first page.")
     rows, next_key = await console.blocking(
-        console.stores.lead_pipeline.page, scope, wanted, pipeline, sort=sort, after=after, limit=PAGE_SIZE
+        console.stores.lead_pipeline.page, scope, wanted, pipeline, sort=sort, cursor=after, limit=PAGE_SIZE
     )
     await console.blocking(
         console.audit,
@@ -361,9 +360,9 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "crm_deliveries": [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND],
             "notifications": [d for d in lead["deliveries"] if d["kind"] == NOTIFY_KIND],
             "note_limit": NOTE_LIMIT,
-            "responded": _waited(standing.response_ms) if standing and standing.response_ms is not None else None,
+            "responded": waited(standing.response_ms) if standing and standing.response_ms is not None else None,
             "waiting_for": (
-                _waited(console.now_ms() - lead["received_ms"]) if standing and standing.responded_ms is None else None
+                waited(console.now_ms() - lead["received_ms"]) if standing and standing.responded_ms is None else None
             ),
             "lead": lead,
             "request_body": lead["request"],
@@ -387,7 +386,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
     )
 
 
-def _waited(ms: int) -> str:
+def waited(ms: int) -> str:
     """``2 h 5 min``, ``3 days 4 h``: how long a lead waited (or has been waiting) for its first answer."""
     minutes = max(0, ms) // 60_000
     if minutes < 1:

@@ -30,9 +30,10 @@ from aap.feeds import pipeline
 from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
 from aap.inventory.feed import FeedError, FeedProblem
 from aap.inventory.feeds import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.feeds.reader import identity
 from aap.store import Stores
-from aap.store.feeds import FeedRun
-from aap.store.inventory import ImportStats, InventoryImportError, ShrinkRefused
+from aap.store.feeds import MAX_NOTES, FeedNote, FeedRun
+from aap.store.inventory import ImportStats, InventoryImportError, ShrinkRefused, synthesized_id
 
 FIRST_PROBLEMS = 20  # problems kept with a run in the history
 
@@ -155,6 +156,7 @@ async def run_import(
         assert outcome.report is not None
         result.report = report = outcome.report
         _describe(run, report)
+        run.notes = feed_notes(report, request.dealer_id)
         error = outcome.error
         if isinstance(error, pipeline.Rejected) or (report.rejected and not request.partial):
             return _rejected(stores, result, report)
@@ -177,6 +179,7 @@ async def run_import(
         return _file_rejected(stores, result, exc)
     result.report = report
     _describe(run, report)
+    run.notes = feed_notes(report, request.dealer_id)
     if report.rejected and not request.partial:
         return _rejected(stores, result, report)
     run.skipped = len(report.rejected)
@@ -218,6 +221,35 @@ def _describe(run: FeedRun, report: FeedReport) -> None:
         "file_time": report.file_time,
         "problem_total": report.problem_total,
     }
+
+
+def _listing_id(ident: tuple[str | None, str | None, str | None, str | None], dealer_id: str | None) -> str | None:
+    """The id the store gives the row's listing (its ``vehicle_id``, else the one made from VIN or stock)."""
+    vehicle_id, vin, stock, dealer = ident
+    if vehicle_id:
+        return vehicle_id
+    return synthesized_id(dealer or dealer_id, vin, stock) if vin or stock else None
+
+
+def feed_notes(report: FeedReport, dealer_id: str | None) -> list[FeedNote]:
+    """The run's warnings and rejected rows as the history keeps them (docs/feeds.md, "Import history"):
+    each warning the report kept, each problem of each rejected row, and every warned row by its
+    listing (so the console can show the listings an import warned about)."""
+    warned = {line: _listing_id(ident, dealer_id) for line, ident in report.warned}
+    notes = [
+        FeedNote("warning", w.line, w.message, warned.get(w.line), w.location or None, w.column, w.value)
+        for w in report.warnings
+    ]
+    described = {w.line for w in report.warnings}
+    notes += [FeedNote("warning", line, "", listing_id) for line, listing_id in warned.items() if line not in described]
+    for row in report.rejected:
+        listing_id = _listing_id(identity(row.listing), dealer_id)
+        notes += [
+            FeedNote("rejected", p.line, p.message, listing_id, p.location or None, p.column, p.value)
+            for p in row.problems
+        ]
+    notes.sort(key=lambda n: (n.line, n.kind))
+    return notes[:MAX_NOTES]
 
 
 def _file_rejected(stores: Stores, result: ImportResult, exc: FeedError) -> ImportResult:

@@ -17,6 +17,7 @@ from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
 from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
+from aap.store.inventory.browse import InventoryBrowser
 from aap.store.inventory.summary import InventorySummaries
 from aap.store.lead_inbox import LeadInbox
 from aap.store.lead_pipeline import LeadPipeline
@@ -43,6 +44,7 @@ class Stores:
         self.lead_inbox = LeadInbox(db, self.leads)
         self.lead_pipeline = LeadPipeline(db, self.lead_inbox)
         self.inventory_summaries = InventorySummaries(db)
+        self.inventory_browser = InventoryBrowser(db)
 
     def close(self) -> None:
         self.reads.close()

@@ -25,17 +25,14 @@ by name, :mod:`aap.store.migrations`), so its columns can go on ``leads``.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from aap.config.notifications import NOTIFY_KIND
 from aap.store.db import Database, Migrations, Tx
+from aap.store.keyset import Cursor, Segment, after
 from aap.store.lead_inbox import InboxFilter, InboxRow, LeadInbox, LeadScope, conditions
 
 #: The documented statuses, in pipeline order (docs/console.md, "The lead pipeline").
@@ -137,28 +134,23 @@ class PipelineRow:
     in_crm: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class _Segment:
-    """One run of a sort: the leads meeting ``where``, in the order of ``keys`` ((column, descending))."""
-
-    where: str | None
-    keys: tuple[tuple[str, bool], ...]
-
-
-_NEWEST = (("l.received_ms", True), ("l.lead_id", True))
+_NEWEST = (("l.received_ms", True, int), ("l.lead_id", True, str))
 #: Sort name -> its segments. Leads without a follow-up date (or an owner) come after those
 #: with one, newest first; the status sort is one segment per status, in pipeline order.
-SORTS: Mapping[str, tuple[_Segment, ...]] = {
-    "newest": (_Segment(None, _NEWEST),),
-    "oldest": (_Segment(None, (("l.received_ms", False), ("l.lead_id", False))),),
+SORTS: Mapping[str, tuple[Segment, ...]] = {
+    "newest": (Segment(None, _NEWEST),),
+    "oldest": (Segment(None, (("l.received_ms", False, int), ("l.lead_id", False, str))),),
     "follow_up": (
-        _Segment("l.follow_up IS NOT NULL", (("l.follow_up", False), ("l.received_ms", False), ("l.lead_id", False))),
-        _Segment("l.follow_up IS NULL", _NEWEST),
+        Segment(
+            "l.follow_up IS NOT NULL",
+            (("l.follow_up", False, str), ("l.received_ms", False, int), ("l.lead_id", False, str)),
+        ),
+        Segment("l.follow_up IS NULL", _NEWEST),
     ),
-    "status": tuple(_Segment(f"l.stage = '{stage}'", _NEWEST) for stage in STAGES),
+    "status": tuple(Segment(f"l.stage = '{stage}'", _NEWEST) for stage in STAGES),
     "owner": (
-        _Segment("l.owner IS NOT NULL", (("l.owner", False), *_NEWEST)),
-        _Segment("l.owner IS NULL", _NEWEST),
+        Segment("l.owner IS NOT NULL", (("l.owner", False, str), *_NEWEST)),
+        Segment("l.owner IS NULL", _NEWEST),
     ),
 }
 SORT_LABELS = {
@@ -168,58 +160,6 @@ SORT_LABELS = {
     "status": "Status, in pipeline order",
     "owner": "Owner, A to Z",
 }
-
-
-class BadCursor(ValueError):
-    """A page cursor that this store did not write (or for another sort)."""
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where the next page starts: the segment, and the keys of the last lead shown."""
-
-    segment: int
-    values: tuple[Any, ...]
-
-    def encode(self) -> str:
-        raw = orjson.dumps([self.segment, *self.values])
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str, sort: str) -> Cursor:
-        """The cursor ``text`` encodes for ``sort``; :class:`BadCursor` when it is not one."""
-        if len(text) > 1000:
-            raise BadCursor("too long")
-        try:
-            data = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-        except (binascii.Error, ValueError) as exc:
-            raise BadCursor("unreadable") from exc
-        segments = SORTS[sort]
-        if not isinstance(data, list) or not data or type(data[0]) is not int or not 0 <= data[0] < len(segments):
-            raise BadCursor("no such segment")
-        keys = segments[data[0]].keys
-        values = tuple(data[1:])
-        if len(values) != len(keys):
-            raise BadCursor("wrong length")
-        for (column, _), value in zip(keys, values):
-            wanted: type = int if column.endswith("_ms") else str
-            if type(value) is not wanted:
-                raise BadCursor("wrong value type")
-        return cls(data[0], values)
-
-
-def keyset_after(keys: Sequence[tuple[str, bool]], values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """The keyset condition "after ``values``" in the order of ``keys`` ((column, descending)),
-    led by a range on the first column so that both backends walk its index from there."""
-    tail, tail_params = "", []
-    for (column, descending), value in reversed(list(zip(keys, values))):
-        step = f"{column} {'<' if descending else '>'} ?"
-        if not tail:
-            tail, tail_params = step, [value]
-        else:
-            tail, tail_params = f"({step} OR ({column} = ? AND {tail}))", [value, value, *tail_params]
-    first, descending = keys[0]
-    return f"{first} {'<=' if descending else '>='} ? AND {tail}", [values[0], *tail_params]
 
 
 def stage_condition(stage: str) -> str:
@@ -390,7 +330,7 @@ class LeadPipeline:
         pipeline: PipelineFilter,
         *,
         sort: str = "newest",
-        after: Cursor | None = None,
+        cursor: Cursor | None = None,
         limit: int = 50,
     ) -> tuple[list[PipelineRow], Cursor | None]:
         """One page of the inbox in ``sort`` order, and the cursor of the next page (None: the last).
@@ -402,29 +342,27 @@ class LeadPipeline:
         more, more_params = _pipeline_conditions(pipeline)
         segments = SORTS[sort]
         picked: list[tuple[str, Sequence[Any], int]] = []  # (lead id, keys, segment)
-        start = after.segment if after else 0
+        start = cursor.segment if cursor else 0
+        wanted_stages = STAGE_GROUPS.get(pipeline.stage or "", (pipeline.stage,))
         with self.db.read() as tx:
             for index in range(start, len(segments)):
                 segment = segments[index]
                 if pipeline.stage and segment.where and segment.where.startswith("l.stage = "):
-                    wanted_stages = STAGE_GROUPS.get(pipeline.stage, (pipeline.stage,))
                     if segment.where[len("l.stage = '") : -1] not in wanted_stages:
                         continue  # a status the filter leaves out
                 where = [*base, *more]
                 values = [*params, *more_params]
                 if segment.where:
                     where.append(segment.where)
-                if after is not None and index == after.segment:
-                    sql, keyset = keyset_after(segment.keys, after.values)
+                if cursor is not None and index == cursor.segment:
+                    sql, keyset = after(segment, cursor.values)
                     where.append(sql)
                     values += keyset
-                columns = [c for c, _ in segment.keys]
-                order = ", ".join(f"{c} {'DESC' if d else 'ASC'}" for c, d in segment.keys)
                 need = limit + 1 - len(picked)
                 # The limit is written in: a PostgreSQL plan made for "any limit" may walk every lead.
                 rows = tx.fetchall(
-                    f"SELECT l.lead_id, {', '.join(columns)} FROM leads l"
-                    f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {order} LIMIT {int(need)}",
+                    f"SELECT l.lead_id, {segment.columns} FROM leads l"
+                    f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {segment.order} LIMIT {int(need)}",
                     values,
                 )
                 picked += [(r[0], r[1:], index) for r in rows]
@@ -468,11 +406,11 @@ class LeadPipeline:
         batch: int = 1000,
     ) -> Iterator[PipelineRow]:
         """Every matching lead in ``sort`` order, one page (one short transaction) at a time."""
-        after: Cursor | None = None
+        cursor: Cursor | None = None
         while True:
-            rows, after = self.page(scope, wanted, pipeline, sort=sort, after=after, limit=batch)
+            rows, cursor = self.page(scope, wanted, pipeline, sort=sort, cursor=cursor, limit=batch)
             yield from rows
-            if after is None:
+            if cursor is None:
                 return
 
     # -- the health page ------------------------------------------------------------------

@@ -96,6 +96,9 @@ class FeedReport:
     defaults: dict[str, int] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)  # column -> what became of it
     file_time: str = ""
+    #: (line, identity) of each row that drew a warning (at most MAX_WARNED): which listings the
+    #: console shows as warned by this import. identity: the row's vehicle_id, vin, stock, dealer_id.
+    warned: list[tuple[int, tuple[str | None, str | None, str | None, str | None]]] = field(default_factory=list)
 
     def problem(self, item: FeedProblem) -> None:
         self.problem_total += 1
@@ -109,6 +112,18 @@ class FeedReport:
 
     def error(self) -> FeedError:
         return FeedError(self.problems, self.problem_total, self.source)
+
+
+MAX_WARNED = 10_000
+
+
+def identity(listing: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """A row's ``vehicle_id``, ``vin``, ``stock`` and ``dealer_id`` (each None when absent or not text)."""
+    if not isinstance(listing, dict):
+        return None, None, None, None
+    values = [listing.get(k) for k in ("vehicle_id", "vin", "stock", "dealer_id")]
+    ident, vin, stock, dealer = (v if isinstance(v, str) and v else None for v in values)
+    return ident, vin, stock, dealer
 
 
 def _now() -> str:
@@ -183,6 +198,8 @@ class _Collector:
             report.warning_total += 1
             if len(report.warnings) < MAX_REPORTED:
                 report.warnings.append(FeedProblem(line, location, message, column, value))
+        if converted.warnings and len(report.warned) < MAX_WARNED:
+            report.warned.append((line, identity(listing)))
         self._file(line, listing, problems)
 
     def add_plain(self, line: int, listing: Any, parse_problems: list[tuple[str, str]]) -> None:
