@@ -30,6 +30,7 @@ from aap.config.localtime import day_range_ms, local_today
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
+from aap.leads.pipeline import PipelineRefused, Work, owners_for, work_lead
 from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.console import User
@@ -160,11 +161,6 @@ def _filter_detail(wanted: InboxFilter, pipeline: PipelineFilter | None = None, 
 def owner_choices(console: Console, scope: LeadScope, users: list[User]) -> list[str]:
     """The accounts the inbox's owner filter offers: those whose leads the viewer may see."""
     return [u.email for u in users if scope.dealer_id is None or scope_of(u).dealer_id in (None, scope.dealer_id)]
-
-
-def assignable(users: list[User], dealer_id: str | None, rooftop: str | None) -> list[str]:
-    """The accounts that may own a lead: the console users of its rooftop (whose scope includes it)."""
-    return [u.email for u in users if scope_of(u).allows(dealer_id, rooftop)]
 
 
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
@@ -340,7 +336,6 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
     scope = scope_of(visit.session.user)
     standing = await console.blocking(console.stores.lead_pipeline.standing, lead_id, scope)
     history = await console.blocking(console.stores.lead_pipeline.history, lead_id)
-    users = await console.blocking(console.stores.console.users)
     zone = console.zone(lead["dealer_id"], lead["rooftop"])
     appointment = lead.get("appointment") or {}
     in_crm = [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND and d["status"] == "delivered"]
@@ -355,7 +350,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "history": history,
             "stages": [(s, STAGE_LABELS[s]) for s in STAGES],
             "stage_labels": STAGE_LABELS,
-            "owners": assignable(users, lead["dealer_id"], lead["rooftop"]),
+            "owners": await console.blocking(owners_for, console.stores, lead["dealer_id"], lead["rooftop"]),
             "in_crm": in_crm,
             "crm_deliveries": [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND],
             "notifications": [d for d in lead["deliveries"] if d["kind"] == NOTIFY_KIND],
@@ -404,51 +399,29 @@ def _form_text(visit: Visit, name: str) -> str:
 
 
 async def work(console: Console, request: Request, visit: Visit) -> Response:
-    """POST: the lead's status, owner, follow-up date and a note, in one change (each part audited)."""
+    """POST: the lead's status, owner, follow-up date and a note, in one change (audited).
+
+    The form shows the current values, so each field is taken as given: an empty owner is
+    nobody, an empty date clears the follow-up."""
     lead_id = request.path_params["lead_id"]
-    lead = await _lead_or_404(console, visit, lead_id)
-    problems: list[str] = []
-    stage = _form_text(visit, "stage").strip()
-    if stage not in STAGES:
-        problems.append("Status: choose one of the listed statuses.")
-    owner_text = _form_text(visit, "owner").strip()
-    users = await console.blocking(console.stores.console.users)
-    owner: Any = owner_text or None
-    if owner is not None and owner not in assignable(users, lead["dealer_id"], lead["rooftop"]):
-        problems.append("Owner: choose one of the people who work this rooftop's leads.")
-    follow_text = _form_text(visit, "follow_up").strip()
-    follow_up: Any = None
-    if follow_text:
-        day = _day(follow_text, problems, "Follow-up")
-        follow_up = day.isoformat() if day else None
-    note = _form_text(visit, "note").strip() or None
-    if note is not None and len(note) > NOTE_LIMIT:
-        problems.append(f"Note: at most {NOTE_LIMIT:,} characters.")
-    if problems:
-        raise Refused(400, " ".join(problems), visit=visit)
-    change = await console.blocking(
-        console.stores.lead_pipeline.change,
-        lead_id,
-        scope_of(visit.session.user),
-        visit.email,
-        console.now_ms(),
-        stage=stage,
-        owner=owner,
-        follow_up=follow_up,  # the form shows the current date: an empty field clears it
-        note=note,
+    wanted = Work(
+        stage=_form_text(visit, "stage").strip(),
+        owner=_form_text(visit, "owner").strip() or None,
+        follow_up=_form_text(visit, "follow_up").strip() or None,
+        note=_form_text(visit, "note") or None,
     )
-    if change is None:
-        raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
-    detail: dict[str, Any] = {}
-    for event in change.events:
-        if event.kind == "note":
-            detail["note"] = True  # never its text: it may quote the customer
-        elif event.kind == "follow_up":
-            detail["follow_up"] = event.new_value
-        else:
-            detail[event.kind] = event.new_value
-    if detail:
-        await console.blocking(console.audit, visit.email, "lead.pipeline", lead_id, detail)
+    try:
+        change = await console.blocking(
+            work_lead,
+            console.stores,
+            lead_id,
+            visit.email,
+            console.now_ms(),
+            wanted,
+            scope=scope_of(visit.session.user),
+        )
+    except PipelineRefused as refused:
+        raise Refused(404 if refused.missing else 400, str(refused), visit=visit) from None
     notice = "Saved." if change.events else "Nothing changed."
     return RedirectResponse(
         f"{CONSOLE_PREFIX}leads/{lead_id}?{urlencode({'notice': notice})}#pipeline", status_code=303

@@ -34,6 +34,7 @@ from aap.config.notifications import NOTIFY_KIND
 from aap.store.db import Database, Migrations, Tx
 from aap.store.keyset import Cursor, Segment, after
 from aap.store.lead_inbox import InboxFilter, InboxRow, LeadInbox, LeadScope, conditions
+from aap.store.leads import delivery_states
 
 #: The documented statuses, in pipeline order (docs/console.md, "The lead pipeline").
 STAGES = ("new", "contacted", "appointment_set", "showed", "sold", "lost")
@@ -395,6 +396,42 @@ class LeadPipeline:
         ):
             crm.setdefault(lead_id, []).append(target)
         return [PipelineRow(lead, standings[lead.lead_id], tuple(crm.get(lead.lead_id, ()))) for lead in leads]
+
+    def summaries(self, lead_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """``aap leads list``'s rows of ``lead_ids`` (in that order): ids, routing, states and the
+        pipeline, never a customer value."""
+        if not lead_ids:
+            return []
+        marks = ", ".join("?" for _ in lead_ids)
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
+                f" l.source_agent, l.caller_id, l.vehicle_link, {_STANDING_COLUMNS}"
+                f" FROM leads l WHERE l.lead_id IN ({marks})",
+                list(lead_ids),
+            )
+            counts = delivery_states(tx, list(lead_ids))
+        out = {}
+        for r in rows:
+            standing = _standing(r[9:])
+            out[r[0]] = {
+                "lead_id": r[0],
+                "received_at": r[1],
+                "dealer_id": r[2],
+                "rooftop": r[3],
+                "status": r[4],
+                "appointment_status": r[5],
+                "source_agent": r[6],
+                "caller_id": r[7],
+                "vehicle_link": r[8],
+                "deliveries": counts[r[0]],
+                "stage": standing.stage,
+                "owner": standing.owner,
+                "follow_up": standing.follow_up,
+                "response_ms": standing.response_ms,
+                "notes": standing.notes,
+            }
+        return [out[i] for i in lead_ids if i in out]
 
     def export(
         self,
