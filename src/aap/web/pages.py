@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from datetime import UTC, date, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from starlette.routing import Route
 if TYPE_CHECKING:
     from starlette.templating import Jinja2Templates
 
-from aap.config.localtime import format_day, format_local, format_rfc3339
+from aap.config.localtime import abbreviation, format_day, format_local, format_rfc3339, zone_named
 from aap.config.phones import DEFAULT_REGION
 from aap.config.phones import display as display_phone
 from aap.inventory.labels import label
@@ -74,9 +74,21 @@ def when(ms: Any, zone: tzinfo | None = None) -> str:
     return format_local(int(ms), zone or UTC)
 
 
-def local(value: Any, zone: tzinfo | None = None) -> str:
-    """An RFC 3339 date-time string (an appointment, a listing's ``updated_at``) read in ``zone``."""
-    return format_rfc3339(value, zone or UTC)
+def local(value: Any, zone: tzinfo | str | None = None) -> str:
+    """An RFC 3339 date-time string (an appointment, a listing's ``updated_at``) read in ``zone`` (a
+    zone, or an IANA name as ``DealerInformation.rooftops[].timezone`` gives it; UTC without one)."""
+    if isinstance(zone, str) or zone is None:
+        zone = zone_named(zone) or UTC
+    return format_rfc3339(value, zone)
+
+
+def zone_label(name: Any) -> str:
+    """``Pacific time (America/Los_Angeles)``-style words for a rooftop's zone: its abbreviation now
+    and its IANA name; nothing for no zone."""
+    zone = zone_named(name)
+    if zone is None:
+        return ""
+    return f"{abbreviation(datetime.now(zone))} ({name})"
 
 
 def day(value: Any) -> str:
@@ -133,7 +145,15 @@ def _engine(package: str) -> Jinja2Templates:
         lstrip_blocks=True,
     )
     environment.filters.update(
-        money=money, mileage=mileage, when=when, local=local, day=day, number=number, phone=phone, label=label
+        money=money,
+        mileage=mileage,
+        when=when,
+        local=local,
+        day=day,
+        number=number,
+        phone=phone,
+        label=label,
+        zone_label=zone_label,
     )
     return Jinja2Templates(env=environment)
 
