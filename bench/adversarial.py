@@ -1,9 +1,15 @@
 """The adversarial suite at scale, against a real ``aap serve``: how many 5xx, and what a refusal
 costs the server.
 
-Two parts, one server (the packaged demo dealer group, 2,000 listings, rate limit off, a
+Four parts, one server (the packaged demo dealer group, 2,000 listings, rate limit off, a
 signed-in Poppy client):
 
+0. **Heads.** What the HTTP server's own protocol (aap.server.protocol) spends refusing heads
+   over ``[server]``'s limits before the app sees them: the costliest heads under and just over
+   each limit (request line, one field, the field count, the head in all), a 1 MB header field
+   (server CPU, and the client's time to the 431), a 256 MB one (server CPU while the client
+   sends until it is cut off, and ``/healthz`` answered meanwhile), and 16 parallel 32 MB
+   headers (server RSS before and after). ``--heads-only`` runs this part alone.
 1. **Worst refusals.** Hand-made requests just under the 1 MiB body cap that cost the most to
    refuse before issue 15 (100,000 feature codes, 100,000 distinct makes, 60,000 filter names,
    a 1 MiB string, deep nesting, garbage the JSON reader chews on, a lead with a 1 MiB
@@ -14,6 +20,10 @@ signed-in Poppy client):
    both OpenAPI documents, judged by the same verdicts as tests/test_adversarial.py; per door:
    answers by status, 5xx, verdict failures, server CPU per request (p50, p99, max) and per
    refusal (max).
+3. **Sign-ins.** 40 sign-ins at once with unknown e-mails (the per-address limit raised, so only
+   the hash gate bounds them): the server's RSS before, at its peak (sampled every 5 ms) and
+   after, and the answers; then 30 guesses at one account at once: how many were checked
+   (answered 401) against ``[web] login_failures_per_account``. argon2id at its real costs.
 
 Server CPU is the sum over the server process's threads of ``/proc/<pid>/task/*/schedstat``
 (time on a CPU, in nanoseconds), read before and after each request, one request at a time;
@@ -23,6 +33,7 @@ refused.
 
     python bench/adversarial.py --examples 20000
     python bench/adversarial.py --examples 2000 --repeat 20 --json out.json
+    python bench/adversarial.py --heads-only --repeat 10
 
 Everything runs on loopback (the server trusts the bench's throw-away CA for the client's
 metadata through ``SSL_CERT_FILE``).
@@ -33,10 +44,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +66,8 @@ from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 TARGET_MS = 20.0
+BENCH_ACCOUNT = "bench@demo.example"
+BENCH_PASSWORD = "a long bench passphrase"
 
 
 def server_cpu_ns(pid: int) -> int:
@@ -100,6 +115,7 @@ def configure(directory: Path, port: int, client_id: str) -> Path:
     text = text.replace('database = "sqlite:///aap-demo.db"', f'database = "sqlite:///{directory}/aap.db"', 1)
     text = text.replace("[rate_limit]\nenabled = true", "[rate_limit]\nenabled = false", 1)
     text += f'\n[poppy]\nallow_loopback_clients = true\nallowed_clients = ["{client_id}"]\n'
+    text += "\n[web]\nlogin_failures_per_address = 100000\n"  # part 3: the hash gate alone bounds the storm
     path = directory / "aap.toml"
     path.write_text(text)
     return path
@@ -118,6 +134,13 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     subprocess.run(
         [*aap, "import", str(feed), "--config", str(config), "--replace"], check=True, env=env, capture_output=True
     )
+    subprocess.run(
+        [*aap, "users", "add", BENCH_ACCOUNT, "--password-stdin", "--config", str(config)],
+        input=(BENCH_PASSWORD + "\n").encode(),
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     log = open(directory / "server.log", "wb")
     proc = subprocess.Popen(
         [*aap, "serve", "--config", str(config), "--port", str(port), "--log-level", "warning"],
@@ -128,6 +151,51 @@ def start(directory: Path, config: Path, port: int, ca_file: Path, listings: int
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, proc)
     return Server(proc, base, log)
+
+
+# -- part 3: sign-ins ------------------------------------------------------------------------------
+
+
+def measure_sign_ins(server: Server) -> dict[str, Any]:
+    """40 sign-ins at once with unknown e-mails (RSS sampled meanwhile), then 30 guesses at once at
+    one account (how many were checked)."""
+    import threading
+    from collections import Counter
+
+    from console_attacks import race
+
+    peak = [rss_kib(server.proc.pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak.append(rss_kib(server.proc.pid))
+
+    before = peak[0]
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.monotonic()
+    storm = race(server.base, [(f"nobody{i}@demo.example", "a guess at a password") for i in range(40)])
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    after = rss_kib(server.proc.pid)
+    guesses = race(server.base, [(BENCH_ACCOUNT, f"guess number {i}") for i in range(30)])
+    return {
+        "storm": {
+            "requests": len(storm),
+            "statuses": dict(sorted(Counter(storm).items())),
+            "seconds": round(seconds, 2),
+            "rss_mib": [round(before / 1024, 1), round(max(peak) / 1024, 1), round(after / 1024, 1)],
+            "rss_rise_mib": round((max(peak) - before) / 1024, 1),
+        },
+        "race": {
+            "guesses": len(guesses),
+            "statuses": dict(sorted(Counter(guesses).items())),
+            "checked": guesses.count(401),
+            "limit": 5,
+        },
+    }
 
 
 # -- part 1: the worst refusals -------------------------------------------------------------------
@@ -291,6 +359,180 @@ def _size(send: Callable[[], httpx.Response]) -> int:
     return next((len(d) for d in defaults if isinstance(d, bytes)), 0)
 
 
+# -- part 0: heads, refused by the server's protocol ---------------------------------------------------
+
+
+def _head(target: str = "/healthz", fields: list[tuple[str, str]] | None = None, method: str = "GET") -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", "Host: bench", *(f"{n}: {v}" for n, v in fields or []), "Connection: close"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _answer(sock: socket.socket) -> int:
+    """The status of the answer on ``sock`` (0: closed or reset without one); reads to the end."""
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+
+
+def _exchange(port: int, data: bytes) -> tuple[int, float]:
+    """Send ``data`` on a new connection: the answer's status and the milliseconds until it began."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(60)
+        start = time.perf_counter()
+        try:
+            sock.sendall(data)
+        except OSError:
+            pass  # cut off while sending: what was answered is read below
+        first = sock.recv(12)
+        elapsed = (time.perf_counter() - start) * 1000
+        rest = _answer(sock) if first.startswith(b"HTTP/1.1") else 0
+        status = int(first.split(b" ")[1]) if first.startswith(b"HTTP/1.1 ") else rest
+    return status, elapsed
+
+
+def worst_heads() -> dict[str, bytes]:
+    """name -> the raw request: the costliest heads at, and just past, each default limit."""
+    line = len("GET") + len("/healthz") + 10
+    budget = 32_768 - line - len("Host") - len("bench") - len("Connection") - len("close")
+    at_head = [(f"X{i:02d}", "v" * (budget // 8 - 3)) for i in range(8)]
+    at_head[-1] = (at_head[-1][0], at_head[-1][1] + "v" * (budget % 8))  # exactly 32768 in all
+    return {
+        "request line at 8192 bytes (served)": _head("/healthz?q=" + "a" * (8192 - line - 3)),
+        "request line at 8193 bytes (414)": _head("/healthz?q=" + "a" * (8192 - line - 2)),
+        "one field at 8192 bytes (served)": _head(fields=[("X-Pad", "p" * (8192 - 5))]),
+        "one field at 8193 bytes (431)": _head(fields=[("X-Pad", "p" * (8192 - 4))]),
+        "100 fields (served)": _head(fields=[(f"X-{i}", "v") for i in range(98)]),  # and Host, Connection
+        "101 fields (431)": _head(fields=[(f"X-{i}", "v") for i in range(99)]),
+        "head at 32768 bytes in 8 fields (served)": _head(fields=at_head),
+        "head at 32769 bytes (431)": _head(fields=[*at_head[:-1], (at_head[-1][0], at_head[-1][1] + "v")]),
+        "4,000 fields of 8 bytes (431)": _head(fields=[(f"X{i:04d}", "vvv") for i in range(4000)]),
+        "a 64 KiB request line (414)": _head("/healthz?q=" + "a" * 65_536),
+        "a 1 MB header field (431)": _head(fields=[("Poppy-Session", "e" * 1_000_000)]),
+    }
+
+
+def measure_heads(server: Server, repeat: int) -> dict[str, Any]:
+    """Part 0: server CPU per refused head; a 256 MB header; 16 parallel 32 MB headers."""
+    port = int(server.base.rsplit(":", 1)[1])
+    rows = []
+    for name, data in worst_heads().items():
+        costs, latencies, statuses = [], [], set()
+        for _ in range(repeat):
+            before = server_cpu_ns(server.proc.pid)
+            status, elapsed = _exchange(port, data)
+            time.sleep(0.005)  # the access-log line and the connection's close
+            costs.append((server_cpu_ns(server.proc.pid) - before) / 1e6)
+            latencies.append(elapsed)
+            statuses.add(status)
+        rows.append(
+            {
+                "request": name,
+                "bytes": len(data),
+                "statuses": sorted(statuses),
+                "cpu_ms_mean": round(statistics.mean(costs), 2),
+                "cpu_ms_max": round(max(costs), 2),
+                "answer_ms_max": round(max(latencies), 2),
+            }
+        )
+    return {"worst_heads": rows, "huge_header": huge_header(server, port), "parallel": parallel_headers(server, port)}
+
+
+def _send_forever(port: int, total: int, outcome: dict[str, Any]) -> None:
+    """One header field of ``total`` bytes, sent until done or cut off."""
+    piece = b"a" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(60)
+        sent = 0
+        try:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: bench\r\nPoppy-Session: ")
+            while sent < total:
+                sock.sendall(piece)
+                sent += len(piece)
+            sock.sendall(b"\r\n\r\n")
+            outcome["status"] = _answer(sock)
+        except OSError as exc:
+            outcome["cut_off"] = type(exc).__name__
+            outcome["status"] = _answer(sock)
+        outcome["sent_mib"] = round(sent / (1 << 20), 1)
+
+
+def huge_header(server: Server, port: int, total: int = 256 << 20) -> dict[str, Any]:
+    """A 256 MB header field: the server's CPU while it is sent (alone), then the same send
+    with ``/healthz`` asked every 20 ms meanwhile (its slowest answer)."""
+    outcome: dict[str, Any] = {}
+    before = server_cpu_ns(server.proc.pid)
+    start = time.perf_counter()
+    _send_forever(port, total, outcome)
+    seconds = time.perf_counter() - start
+    time.sleep(0.05)
+    outcome["server_cpu_ms"] = round((server_cpu_ns(server.proc.pid) - before) / 1e6, 2)
+    outcome["client_seconds"] = round(seconds, 3)
+    meanwhile: dict[str, Any] = {}
+    thread = threading.Thread(target=_send_forever, args=(port, total, meanwhile))
+    health = []
+    with httpx.Client(base_url=server.base, timeout=60) as http:
+        thread.start()
+        while thread.is_alive() or len(health) < 5:
+            asked = time.perf_counter()
+            status = http.get("/healthz").status_code
+            health.append(((time.perf_counter() - asked) * 1000, status))
+            time.sleep(0.02)
+    thread.join()
+    outcome["healthz_answers"] = len(health)
+    outcome["healthz_statuses"] = sorted({status for _, status in health})
+    outcome["healthz_ms_max"] = round(max(ms for ms, _ in health), 2)
+    return outcome
+
+
+def parallel_headers(server: Server, port: int, count: int = 16, size: int = 32 << 20) -> dict[str, Any]:
+    """``count`` 32 MB header fields at once: the server's RSS before and after."""
+    rss_before = rss_kib(server.proc.pid)
+    outcomes: list[dict[str, Any]] = [{} for _ in range(count)]
+    threads = [threading.Thread(target=_send_forever, args=(port, size, o)) for o in outcomes]
+    peak = rss_before
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, rss_kib(server.proc.pid))
+        time.sleep(0.01)
+    return {
+        "connections": count,
+        "statuses": sorted({o.get("status", 0) for o in outcomes}),
+        "sent_mib_max": max(o.get("sent_mib", 0) for o in outcomes),
+        "rss_mib": [round(rss_before / 1024, 1), round(peak / 1024, 1), round(rss_kib(server.proc.pid) / 1024, 1)],
+    }
+
+
+def print_heads(heads: dict[str, Any]) -> None:
+    print("\n## heads refused by the server's protocol (server CPU per request, ms; client ms to the answer)")
+    print(f"{'request':44} {'bytes':>9} {'status':>7} {'mean':>7} {'max':>7} {'answer':>8}")
+    for row in heads["worst_heads"]:
+        print(
+            f"{row['request']:44} {row['bytes']:9} {'/'.join(map(str, row['statuses'])):>7} "
+            f"{row['cpu_ms_mean']:7.2f} {row['cpu_ms_max']:7.2f} {row['answer_ms_max']:8.2f}"
+        )
+    huge = heads["huge_header"]
+    print(
+        f"\n256 MB header field: server CPU {huge['server_cpu_ms']} ms, client cut off after {huge['sent_mib']} MiB "
+        f"({huge.get('cut_off', 'not cut off')}, status {huge['status']}) in {huge['client_seconds']} s; "
+        f"/healthz meanwhile: {huge['healthz_answers']} answers {huge['healthz_statuses']}, "
+        f"slowest {huge['healthz_ms_max']} ms"
+    )
+    par = heads["parallel"]
+    print(
+        f"{par['connections']} parallel 32 MB header fields: statuses {par['statuses']}, at most "
+        f"{par['sent_mib_max']} MiB sent each; server RSS {par['rss_mib'][0]} -> peak {par['rss_mib'][1]} -> "
+        f"{par['rss_mib'][2]} MiB"
+    )
+
+
 # -- part 2: the suite at scale -------------------------------------------------------------------
 
 
@@ -326,6 +568,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
 
     from aap.skills.catalog import SKILLS
     from adversarial_support import Verdicts, a2a_bodies, aap_payloads, encode, mcp_exchanges, skill_of, token_requests
+    from poppy_client import dpop_only
 
     shares = {
         "a2a": 0.25,
@@ -429,7 +672,7 @@ def run_suite(server: Server, client: Any, examples: int, ca_file: Path) -> dict
     results["a2a schemathesis"] = (v_sa, "a2a schemathesis")
 
     v_sp = Verdicts()
-    schema = schemathesis.openapi.from_dict(client.openapi)
+    schema = schemathesis.openapi.from_dict(dpop_only(client.openapi))
     api = client.openapi["servers"][0]["url"]
     operations = [r.ok() for r in schema.get_all_operations()]
 
@@ -459,6 +702,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30, help="sends of each worst refusal per door (part 1)")
     parser.add_argument("--listings", type=int, default=2_000)
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--heads-only", action="store_true", help="part 0 (heads) alone")
+    parser.add_argument("--only-sign-ins", action="store_true", help="run part 3 alone")
     args = parser.parse_args()
 
     from poppy_client import AgentHost, PersonalAgent, PoppyClient, TestCA
@@ -480,18 +725,25 @@ def main() -> None:
             warm_up(server, client)  # what a worker loads once (the MCP SDK on its first unusual call)
             rss_start = rss_kib(server.proc.pid)
             started = time.monotonic()
-            worst = measure_worst(server, client, args.repeat)
-            suite = run_suite(server, client, args.examples, ca.ca_file)
+            alone = args.heads_only or args.only_sign_ins
+            heads = None if args.only_sign_ins else measure_heads(server, args.repeat)
+            worst = [] if alone else measure_worst(server, client, args.repeat)
+            suite = {} if alone else run_suite(server, client, args.examples, ca.ca_file)
+            sign_ins = None if args.heads_only else measure_sign_ins(server)
             report = {
-                "examples": args.examples,
+                "examples": 0 if alone else args.examples,
                 "repeat": args.repeat,
                 "listings": args.listings,
                 "seconds": round(time.monotonic() - started, 1),
                 "server_rss_mib": [round(rss_start / 1024, 1), round(rss_kib(server.proc.pid) / 1024, 1)],
+                "heads": heads,
                 "worst_refusals": worst,
                 "suite": suite,
                 "target_ms": TARGET_MS,
-                "worst_refusal_over_target": [row for row in worst if row["cpu_ms_max"] > TARGET_MS],
+                "worst_refusal_over_target": [
+                    row for row in [*(heads or {}).get("worst_heads", []), *worst] if row["cpu_ms_max"] > TARGET_MS
+                ],
+                "sign_ins": sign_ins,
             }
             client.close()
         finally:
@@ -538,6 +790,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['listings']} listings, {report['seconds']} s; server RSS {report['server_rss_mib'][0]} -> "
         f"{report['server_rss_mib'][1]} MiB"
     )
+    if report["heads"] is not None:
+        print_heads(report["heads"])
     print("\n## worst refusals under the body cap (server CPU per request, ms)")
     print(f"{'request':48} {'door':11} {'status':>8} {'mean':>7} {'max':>7}")
     for row in report["worst_refusals"]:
@@ -558,6 +812,18 @@ def print_report(report: dict[str, Any]) -> None:
         )
         for failure in row["first_failures"]:
             print("    ", failure[:200])
+    if report["sign_ins"] is None:
+        return
+    storm, guesses = report["sign_ins"]["storm"], report["sign_ins"]["race"]
+    print("\n## sign-ins (argon2id, 64 MiB a hash)")
+    print(
+        f"40 at once, unknown e-mails: {storm['statuses']} in {storm['seconds']} s; server RSS "
+        f"{storm['rss_mib'][0]} -> peak {storm['rss_mib'][1]} -> {storm['rss_mib'][2]} MiB "
+        f"(+{storm['rss_rise_mib']} MiB)"
+    )
+    print(
+        f"30 guesses at one account at once: {guesses['statuses']}; checked {guesses['checked']} (limit {guesses['limit']})"
+    )
 
 
 if __name__ == "__main__":

@@ -293,6 +293,7 @@ class PoppyCaller:
         from aap.agent import DealerAgent
         from aap.client.poppy_auth import DpopKey
         from aap.config.loader import load_settings
+        from aap.gateway import Gateway
         from aap.poppy import tokens
         from aap.poppy.context import PoppyContext
         from aap.store import open_stores
@@ -300,7 +301,7 @@ class PoppyCaller:
         settings = load_settings(str(config), environ={})
         stores = open_stores(settings.database_url)
         try:
-            ctx = PoppyContext(DealerAgent(settings, stores), settings.poppy, stores.poppy, None)
+            ctx = PoppyContext(Gateway.of(DealerAgent(settings, stores)), settings.poppy, stores.poppy, None)
             self.key = DpopKey()
             now = time.time()
             self.token, expires_at = tokens.mint(ctx, jkt=self.key.thumbprint, resource=None, now=now)

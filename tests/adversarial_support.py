@@ -454,6 +454,60 @@ def token_requests(draw: st.DrawFn, real: dict[str, str], proof: Callable[[], st
     return body, headers
 
 
+# -- heads: what the server's protocol reads before the app ----------------------------------------
+
+#: The [server] defaults the server's protocol keeps (aap.config.model.ConnectionLimits).
+HEAD_LIMITS = {"line": 8192, "field": 8192, "head": 32768, "fields": 100}
+HEAD_PATHS = ["/a2a", "/mcp", "/poppy/v1/inventory.search", "/oauth/token", "/healthz", "/console/", "/nowhere"]
+_TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+
+
+def _sized(draw: st.DrawFn, limit: int) -> int:
+    """A length near the places a limit can go wrong: small, around the limit, far past it."""
+    return draw(
+        st.integers(0, 64)
+        | st.integers(limit - 16, limit + 16)
+        | st.integers(0, 2 * limit)
+        | st.sampled_from([limit // 2, 4 * limit, 20 * limit])
+    )
+
+
+@st.composite
+def hostile_heads(draw: st.DrawFn) -> tuple[bytes, str, list[tuple[str, str]], str]:
+    """(raw request, path, header fields, method) with a request line and header fields of
+    every size and number around ``HEAD_LIMITS``; values carry the canary."""
+    method = draw(st.sampled_from(["GET", "POST", "OPTIONS", "DELETE"]))
+    path = draw(st.sampled_from(HEAD_PATHS))
+    target = path
+    if draw(st.booleans()):
+        target += "?q=" + CANARY + "a" * _sized(draw, HEAD_LIMITS["line"])
+    fields: list[tuple[str, str]] = [("Host", "adversarial")]
+    count = draw(st.integers(0, 8) | st.integers(90, 110) | st.sampled_from([300]))
+    big = draw(st.integers(0, max(count - 1, 0)))  # the field that may be large
+    for i in range(count):
+        name = draw(st.text(_TOKEN_CHARS, min_size=1, max_size=12)) + f"-{i}"
+        size = _sized(draw, HEAD_LIMITS["field"]) if i == big else draw(st.integers(0, 400))
+        fields.append((name, (CANARY + "v" * size)[: max(size, 1)]))
+    fields.append(("Connection", "close"))
+    if method == "POST":
+        fields.append(("Content-Length", "0"))
+    head = "\r\n".join([f"{method} {target} HTTP/1.1", *(f"{n}: {v}" for n, v in fields)]) + "\r\n\r\n"
+    return head.encode("latin-1"), path, fields, f"{method} {target}"
+
+
+def head_refusal(line: str, fields: list[tuple[str, str]]) -> int | None:
+    """The reference: 414, 431 or None (served), checked in the order the bytes arrive."""
+    if len(line) + len(" HTTP/1.1") > HEAD_LIMITS["line"]:
+        return 414
+    total = len(line) + len(" HTTP/1.1")
+    for number, (name, value) in enumerate(fields, 1):
+        size = len(name) + len(value)
+        total += size
+        if size > HEAD_LIMITS["field"] or number > HEAD_LIMITS["fields"] or total > HEAD_LIMITS["head"]:
+            return 431
+    return None
+
+
 # -- verdicts ----------------------------------------------------------------------------------
 
 
@@ -465,12 +519,14 @@ def canary_free(text: str) -> bool:
     return CANARY not in text
 
 
-_POINTERS = re.compile(r'"instanceLocation":\s*"(?:[^"\\]|\\.)*"')
+_POINTERS = re.compile(r'"(?:instanceLocation|id)":\s*"(?:[^"\\]|\\.)*"')
 
 
 def no_internals(text: str) -> str | None:
-    """The first internal detail ``text`` betrays, or None. JSON Pointers are left out: they
-    are made of the request's own member names (a member may well be called "uvicorn")."""
+    """The first internal detail ``text`` betrays, or None. JSON Pointers and JSON-RPC ids are
+    left out: pointers are made of the request's own member names (a member may well be called
+    "uvicorn") and an id is echoed as sent (Hypothesis draws text from the code's own literals,
+    "sqlite" among them)."""
     match = INTERNALS.search(_POINTERS.sub("", text))
     return match.group(0) if match else None
 
@@ -607,6 +663,28 @@ class Verdicts:
                 self.fail("poppy", "a 401 that is not an OAuth error", body)
         elif validate(answer, "error"):
             self.fail("poppy", f"a {status} that is not a valid aap.error", body)
+
+    def refused_head(self, status: int, headers: Any, body: bytes, path: str, closed: bool) -> None:
+        """A 414/431 from the server's protocol: in the shape of the path's surface, closed."""
+        if not self.common("head", status, body, True):
+            return
+        if not closed or headers.get("connection") != "close":
+            self.fail("head", "a refused head left the connection open", body)
+        try:
+            answer = _json(body)
+        except ValueError:
+            self.fail("head", "the answer is not JSON", body)
+            return
+        if path in ("/a2a", "/mcp"):
+            ok = _is_jsonrpc_response(answer) and answer["error"]["code"] == -32600
+        elif path.startswith("/poppy/v1/"):
+            ok = not validate(answer, "error") and answer["code"] == "SCHEMA_VALIDATION_FAILED"
+        elif path.startswith("/oauth/"):
+            ok = isinstance(answer, dict) and answer.get("error") == "invalid_request"
+        else:
+            ok = isinstance(answer, dict) and answer.get("error", {}).get("status") == status
+        if not ok:
+            self.fail("head", f"a {status} not in the shape of {path}", body)
 
 
 def _is_jsonrpc_response(answer: Any) -> bool:

@@ -15,8 +15,9 @@ from argon2 import PasswordHasher
 
 from aap import accounts
 from aap.agent import CallContext, DealerAgent
+from aap.config.model import DealerProfile, Settings
 from aap.config.web import WebSettings
-from lead_support import NOW, lead_request, listing
+from lead_support import NOW, OAKLAND_ROOFTOP, lead_request, lead_settings, listing
 
 PASSWORD = "correct horse battery staple"
 
@@ -77,3 +78,61 @@ def cheap_hashing() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(accounts, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
         yield
+
+
+# -- a marketplace whose two sellers both have a rooftop called "Downtown" ----------------------
+
+NORTH, SOUTH = "north-motors", "south-autos"
+#: (seller, rooftop, VIN, vehicle_id, (first, last, e-mail)) of each marketplace lead.
+MARKET_LEADS = (
+    (NORTH, "Downtown", "1HGCV1F30NA000411", "n-1", ("Ottoline", "Northcote", "ottoline@north.example")),
+    (NORTH, "Airport", "1HGCV1F30NA000422", "n-2", ("Peregrine", "Airwright", "peregrine@north.example")),
+    (SOUTH, "Downtown", "1HGCV1F30NA000433", "s-1", ("Quillon", "Southwark", "quillon@south.example")),
+)
+
+
+def _market_rooftop(name: str) -> dict[str, Any]:
+    return dict(OAKLAND_ROOFTOP, name=name)
+
+
+def market_settings(**changes: Any) -> Settings:
+    """An aggregate endpoint: north-motors (Downtown, Airport) and south-autos (Downtown)."""
+    base = lead_settings(**changes)
+    sellers = (
+        DealerProfile(
+            {
+                "dealer_id": NORTH,
+                "name": "North Motors",
+                "rooftops": [_market_rooftop("Downtown"), _market_rooftop("Airport")],
+            }
+        ),
+        DealerProfile({"dealer_id": SOUTH, "name": "South Autos", "rooftops": [_market_rooftop("Downtown")]}),
+    )
+    operator = DealerProfile({"name": "Cars Marketplace", "rooftops": [_market_rooftop("Marketplace HQ")]})
+    return replace(base, dealer=operator, dealers=sellers, search=replace(base.search, scope="aggregate"))
+
+
+def market_listings() -> list[dict[str, Any]]:
+    return [
+        listing(vin, vehicle_id=vehicle_id, dealer_id=seller, rooftop=rooftop)
+        for seller, rooftop, vin, vehicle_id, _ in MARKET_LEADS
+    ]
+
+
+def submit_market_leads(agent: DealerAgent) -> dict[tuple[str, str], str]:
+    """One lead per (seller, rooftop) of :data:`MARKET_LEADS`; their ids by (seller, rooftop)."""
+    ids = {}
+    for i, (seller, rooftop, _vin, vehicle_id, (first, last, email)) in enumerate(MARKET_LEADS):
+        body = lead_request(
+            customer={
+                "first_name": first,
+                "last_name": last,
+                "email": email,
+                "phone": f"+1415555{4100 + i}",
+                "preferred_contact": "email",
+            },
+            vehicle_of_interest={"vehicle_id": vehicle_id},
+        )
+        ctx = CallContext(binding="test", now=NOW + timedelta(seconds=i))
+        ids[(seller, rooftop)] = agent.handle(body, ctx)["data"]["lead_id"]
+    return ids

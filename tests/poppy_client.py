@@ -347,6 +347,18 @@ class PersonalAgent:
         return sign(header, body, delegated)
 
 
+def dpop_only(openapi: dict[str, Any]) -> dict[str, Any]:
+    """``openapi`` as a caller that signs with DPoP sees it: the Poppy-Session scheme left out,
+    so schemathesis (which fills in every apiKey scheme it is not given) adds no random
+    Poppy-Session header beside the DPoP proof it is handed."""
+    document = {**openapi, "security": [{"poppyDPoP": []}]}
+    document["components"] = {
+        **openapi["components"],
+        "securitySchemes": {"poppyDPoP": openapi["components"]["securitySchemes"]["poppyDPoP"]},
+    }
+    return document
+
+
 class PoppyClient:
     """The reference walk: discovery → guest token → API operations → feedback."""
 

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from aap.agent import DealerAgent
 from aap.config.poppy import ExcludedTask, PoppySettings
 from aap.discovery.agent_card import build_agent_card
+from aap.gateway import Gateway
 from aap.poppy import build
 from aap.store import open_stores
 from conftest import make_settings as code_settings
@@ -72,7 +73,7 @@ class PoppyDeployment:
             load_demo_inventory(self.stores, self.settings, inventory)
         self.agent = DealerAgent(self.settings, self.stores)
         self.poppy_settings = poppy
-        parts = build(self.agent, settings=poppy, ssl_context=ca.context())
+        parts = build(Gateway.of(self.agent), settings=poppy, ssl_context=ca.context())
         card = build_agent_card(self.settings, self.agent.skills)
 
         async def agent_card(request: Any) -> JSONResponse:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aap.leads import adf
+from adf_dtd import adf_problems, empty_elements
 from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, PHONE, SF_ROOFTOP
 
 PROSPECT_ORDER = ["id", "requestdate", "vehicle", "customer", "vendor", "provider"]
@@ -165,7 +166,7 @@ def test_trade_in_is_a_second_vehicle_with_its_condition():
 def test_customer_contact_is_limited_to_consented_channels():
     _, root = render()
     contact = root.find("prospect/customer/contact")
-    assert contact.find("name").text == f"{FIRST} {LAST}" and contact.find("name").get("part") == "full"
+    assert [(n.get("part"), n.text) for n in contact.findall("name")] == [("first", FIRST), ("last", LAST)]
     assert contact.findtext("email") == EMAIL
     phone = contact.find("phone")
     assert phone.text == PHONE and phone.get("type") == "cellphone" and phone.get("preferredcontact") == "1"
@@ -222,7 +223,8 @@ def test_special_characters_are_escaped_and_never_break_the_document(nasty):
     prospect = root.find("prospect")
     assert [c.tag for c in prospect].count("vendor") == 1
     expected = adf.clean(nasty)
-    assert root.findtext("prospect/customer/contact/name") == adf.clean(f"{nasty.strip()} {nasty.strip()}")
+    names = [n.text for n in root.findall("prospect/customer/contact/name")]
+    assert names == [adf.clean(nasty).strip()] * 2
     assert f"Message: {expected}" in root.findtext("prospect/customer/comments")
     assert root.findtext("prospect/provider/name") == expected
     assert "\x00" not in text and "\x07" not in text
@@ -310,6 +312,180 @@ def test_any_text_round_trips_through_the_document(text):
     cleaned = adf.clean(text)
     # XML parsers normalise line ends in text content; nothing else may change.
     normal = cleaned.replace("\r\n", "\n").replace("\r", "\n")
-    assert root.findtext("prospect/vehicle/model") == normal
+    assert root.findtext("prospect/vehicle/model") == (normal if normal.strip() else "")  # blank: not given
     assert root.findtext("prospect/vendor/vendorname") == normal
     assert f"Message: {normal}" in root.findtext("prospect/customer/comments")
+
+
+# -- every kind of lead: ADF 1.0 valid, the right interest, names in parts, https links only ---------
+
+#: What the ADF 1.0 DTD requires even when nothing is known: a vehicle's year, make and model, an
+#: address's first street line.
+REQUIRED_EVEN_EMPTY = ("year", "make", "model", "street")
+
+
+def service_visit(vehicle=None, **changes):
+    body = request(appointment={"appointment_type": "service", "appointment_at": "2026-03-03T16:00:00Z"}, **changes)
+    del body["trade_in"]
+    if vehicle is None:
+        del body["vehicle_of_interest"]
+    else:
+        body["vehicle_of_interest"] = vehicle
+    return body
+
+
+SERVICE_APPOINTMENT = dict(APPOINTMENT, appointment_type="service", status="requested", confirmed_at=None)
+
+
+def test_a_service_visit_without_a_vehicle_is_valid_adf_with_first_and_last_names_and_no_purchase():
+    text, root = render(service_visit(), appointment=SERVICE_APPOINTMENT)
+    assert adf_problems(text) == []
+    (vehicle,) = root.findall("prospect/vehicle")
+    assert vehicle.get("interest") is None  # ADF 1.0 has no interest for a service visit
+    assert vehicle.find("price") is None
+    assert vehicle.findtext("comments") == "No vehicle given: service visit"
+    assert empty_elements(text, REQUIRED_EVEN_EMPTY) == []
+    names = root.findall("prospect/customer/contact/name")
+    assert [(n.get("part"), n.text) for n in names] == [("first", FIRST), ("last", LAST)]
+    assert "service visit" in root.findtext("prospect/customer/comments")
+
+
+def test_a_service_visit_for_the_customers_own_car_sends_it_without_a_purchase_interest_or_price():
+    own_car = {"year": 2019, "make": "Honda", "model": "Civic", "vin": "2HGFC2F59KH123456", "mileage": 41000}
+    text, root = render(service_visit(own_car, vehicle_of_interest=None), appointment=SERVICE_APPOINTMENT)
+    assert adf_problems(text) == []
+    assert empty_elements(text) == []  # everything known: not one empty element
+    (vehicle,) = root.findall("prospect/vehicle")
+    assert vehicle.get("interest") is None and vehicle.find("price") is None
+    assert [vehicle.findtext(t) for t in ("year", "make", "model", "vin")] == ["2019", "Honda", "Civic", own_car["vin"]]
+    assert vehicle.findtext("comments").startswith("Vehicle to be serviced (service appointment)")
+
+
+@pytest.mark.parametrize(
+    ("appointment_type", "interest"),
+    [(None, "buy"), ("sales", "buy"), ("trade_in", "buy"), ("test_drive", "test-drive"), ("service", None)],
+)
+def test_the_vehicle_of_interest_says_what_the_buyer_wants_of_it(appointment_type, interest):
+    body = request(appointment=None if appointment_type is None else {"appointment_type": appointment_type})
+    if appointment_type is None:
+        del body["appointment"]
+    text, root = render(body, appointment=None)
+    vehicles = root.findall("prospect/vehicle")
+    assert [v.get("interest") for v in vehicles] == [interest, "trade-in"]
+    assert adf_problems(text) == []
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "names"),
+    [
+        ("Ada", "Lovelace", [("first", "Ada"), ("last", "Lovelace")]),
+        (" Ada ", "Lovelace", [("first", "Ada"), ("last", "Lovelace")]),
+        ("Ada", "  ", [("full", "Ada")]),
+        ("", "Lovelace", [("full", "Lovelace")]),
+    ],
+)
+def test_names_go_out_in_first_and_last_parts_when_the_lead_has_both(first, last, names):
+    body = request()
+    body["customer"] = dict(body["customer"], first_name=first, last_name=last)
+    text, root = render(body)
+    assert [(n.get("part"), n.text) for n in root.findall("prospect/customer/contact/name")] == names
+    assert adf_problems(text) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(document.cookie)",
+        "JaVaScRiPt:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "http://buyer.example",
+        "ftp://buyer.example/x",
+        "https://",
+        "https:///path-only",
+        " https://buyer.example",
+        "https://buyer.example/a b",
+        "https://buyer.example/\x07",
+    ],
+)
+def test_only_https_urls_reach_the_adf(url):
+    body = request(source_agent={"name": "example-buyer", "url": url})
+    text, root = render(body, rooftop=dict(SF_ROOFTOP, website=url))
+    assert root.find("prospect/provider/url") is None and root.find("prospect/vendor/url") is None
+    assert "javascript" not in text.lower() and adf_problems(text) == []
+
+
+def test_https_urls_are_kept_as_given():
+    body = request(source_agent={"name": "example-buyer", "url": "HTTPS://Buyer.example/agents?id=7"})
+    _, root = render(body, rooftop=dict(SF_ROOFTOP, website="https://sf.baymotors.example/"))
+    assert root.findtext("prospect/provider/url") == "HTTPS://Buyer.example/agents?id=7"
+    assert root.findtext("prospect/vendor/url") == "https://sf.baymotors.example/"
+
+
+def test_an_address_without_a_street_keeps_the_one_street_adf_requires_and_a_second_line_moves_up():
+    body = request()
+    body["customer"] = dict(body["customer"], address={"city": "Oakland", "zip": "94607"})
+    text, root = render(body)
+    assert [(s.get("line"), s.text) for s in root.findall("prospect/customer/contact/address/street")] == [("1", None)]
+    assert adf_problems(text) == []
+    body["customer"]["address"] = {"address_line_2": "Suite 200", "city": "Oakland"}
+    text, root = render(body)
+    assert [(s.get("line"), s.text) for s in root.findall("prospect/customer/contact/address/street")] == [
+        ("1", "Suite 200")
+    ]
+
+
+_text = st.text(st.characters(codec="utf-8"), min_size=0, max_size=12) | st.sampled_from([" ", "\x00", "\t\x07"])
+_vehicles = st.fixed_dictionaries(
+    {},
+    optional={
+        "year": st.integers(1900, 2100),
+        "make": _text,
+        "model": _text,
+        "vin": _text,
+        "trim": _text,
+        "body": _text,
+        "transmission": _text,
+        "mileage": st.integers(0, 999_999),
+        "mileage_unit": st.sampled_from(["mi", "km"]),
+        "price": st.integers(0, 10**7),
+        "exterior_color": _text,
+        "interior_color": _text,
+        "condition": st.sampled_from(["new", "used", "cpo"]),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    appointment_type=st.sampled_from([None, "sales", "service", "test_drive", "trade_in"]),
+    vehicle=st.none() | _vehicles,
+    trade=st.none() | _vehicles.map(lambda v: {k: x for k, x in v.items() if k != "condition"}),
+    channels=st.sampled_from([["email"], ["sms"], ["phone"], ["email", "phone"]]),
+    address=st.none()
+    | st.fixed_dictionaries({}, optional={k: _text for k in ("address_line_1", "address_line_2", "city", "zip")}),
+    first=_text,
+    last=_text,
+)
+def test_every_kind_of_lead_is_a_valid_adf_1_0_document(
+    appointment_type, vehicle, trade, channels, address, first, last
+):
+    body = request(consent=dict(request()["consent"], allowed_channels=channels))
+    body["customer"] = dict(body["customer"], first_name=first, last_name=last, preferred_contact="any")
+    for key, value in (("vehicle_of_interest", vehicle), ("trade_in", trade), ("customer.address", address)):
+        if key == "customer.address":
+            body["customer"].pop("address")
+            if value is not None:
+                body["customer"]["address"] = value
+        elif value is None:
+            del body[key]
+        else:
+            body[key] = value
+    body["appointment"] = {"appointment_type": appointment_type} if appointment_type else None
+    if appointment_type is None:
+        del body["appointment"]
+    text, root = render(body, appointment=None)
+    assert adf_problems(text) == []
+    allowed = (*REQUIRED_EVEN_EMPTY, "name")
+    assert empty_elements(text, allowed) == []
+    interests = [v.get("interest") for v in root.findall("prospect/vehicle")]
+    assert "buy" not in interests or appointment_type != "service"

@@ -9,9 +9,10 @@ it turn delivered, export CSV; work a lead through the pipeline (owner, note,
 status changes that persist and filter) from the link in its notification
 e-mail, which carries no customer data; times in the rooftop's zone; page
 through the whole inventory in the browser and filter "no photo"; run a feed
-from the console and find it in its history; a wrong password refused, then
-locked out; the conformance check run from the console; every page free of
-Content-Security-Policy violations and usable at 390 px. The browser never
+from the console and find it in its history; wrong passwords holding a stranger
+back while the account's own browser signs in; a sign-out posted from another
+site changing nothing; the conformance check run from the console; every page
+free of Content-Security-Policy violations and usable at 390 px. The browser never
 leaves loopback (every other request is answered here: photos get a
 placeholder picture).
 
@@ -308,18 +309,24 @@ def test_find_a_lead_from_a2a_see_its_adf_retry_it_and_export(page, dealer, shot
     assert text.startswith("lead_id,received_at,") and "Philippa,Quartermaine,philippa.q@example.org" in text
 
 
-def test_a_wrong_password_is_refused_then_locked_out(page, dealer):
-    sign_in(page, dealer["base"], "not my password")
-    expect(page.get_by_role("alert")).to_have_text("The e-mail address or password is wrong.")
-    sign_in(page, dealer["base"], "still not my password")
-    sign_in(page, dealer["base"], "third wrong password")
-    expect(page.get_by_role("alert")).to_contain_text("Too many failed sign-ins")
-    sign_in(page, dealer["base"])  # the right password, during the lockout
-    expect(page.get_by_role("alert")).to_contain_text("Too many failed sign-ins")
+def test_wrong_passwords_hold_a_stranger_back_but_not_the_accounts_own_browser(browser, page, dealer):
     with dealer["stores"].db.transaction() as tx:
         tx.execute("DELETE FROM console_throttle")
-    sign_in(page, dealer["base"])
-    expect(page.get_by_role("heading", level=1)).to_have_text("Leads")
+    own = browser.new_context()  # the admin's own browser: it signed in before
+    mine = own.new_page()
+    sign_in(mine, dealer["base"])
+    expect(mine.get_by_role("heading", level=1)).to_have_text("Leads")
+    mine.get_by_role("button", name="Sign out").click()
+    expect(mine.get_by_role("heading", level=1)).to_have_text("Sign in")
+
+    for wrong in ("not my password", "still not my password", "third wrong password"):
+        sign_in(page, dealer["base"], wrong)
+        expect(page.get_by_role("alert")).to_have_text("The e-mail address or password is wrong.")
+    sign_in(page, dealer["base"])  # the right password, from a stranger's browser: it must wait
+    expect(page.get_by_role("alert")).to_contain_text("Too many failed sign-ins. Try again in 5 seconds.")
+    sign_in(mine, dealer["base"])  # the owner's browser is not held back by the stranger's guesses
+    expect(mine.get_by_role("heading", level=1)).to_have_text("Leads")
+    own.close()
 
 
 def test_inventory_and_a_conformance_run_from_the_console(page, dealer, shots):
@@ -557,3 +564,78 @@ def test_the_pages_fit_a_phone(browser, dealer, shots):
     context.close()
     if shots != SCREENSHOTS:
         shutil.rmtree(shots, ignore_errors=True)
+
+
+CONSOLE_PAGES = (
+    "/console/leads",
+    "/console/inventory",
+    "/console/health",
+    "/console/users",
+    "/console/audit",
+    "/console/account",
+)
+
+
+def watch_csp(page: Page) -> list[str]:
+    """Every Content-Security-Policy violation the page reports (the event, and Chromium's console)."""
+    found: list[str] = []
+    page.add_init_script(  # an init script runs outside the page's CSP
+        "document.addEventListener('securitypolicyviolation', e => console.error("
+        "'csp-violation ' + e.violatedDirective + ' ' + e.blockedURI + ' ' + (e.sample || '')));"
+    )
+    page.on(
+        "console",
+        lambda message: (
+            found.append(message.text)
+            if "csp-violation" in message.text or "Content Security Policy" in message.text
+            else None
+        ),
+    )
+    return found
+
+
+def test_no_page_breaks_its_content_security_policy_and_a_message_keeps_its_lines(page, dealer):
+    violations = watch_csp(page)
+    message = "First line of the customer's message.\nSecond line.\n\nAfter a blank line."
+    answer = httpx.post(
+        dealer["base"] + "/a2a",
+        json=send_message(lead_request(customer=dict(CUSTOMER, last_name="Linebreaker"), message=message)),
+        headers=AAP_HEADERS,
+        timeout=30,
+    )
+    lead_id = re.search(r'"lead_id":\s*"(lead_[0-9a-f]+)"', answer.text).group(1)
+    page.goto(dealer["base"] + "/")
+    vehicle = page.locator("article.card h3 a").first.get_attribute("href")
+    for path in ("/", vehicle, "/api-docs/a2a", "/api-docs/poppy", "/console/login"):
+        page.goto(dealer["base"] + path)
+    sign_in(page, dealer["base"])
+    expect(page.get_by_role("heading", level=1)).to_have_text("Leads")
+    for path in (*CONSOLE_PAGES, f"/console/leads/{lead_id}", "/console/leads?delivery=dead&handled=open"):
+        page.goto(dealer["base"] + path)
+        expect(page.locator("h1")).to_be_visible()
+    page.goto(f"{dealer['base']}/console/leads/{lead_id}")
+    shown = page.locator("p.message")
+    assert shown.evaluate("element => getComputedStyle(element).whiteSpace") == "pre-wrap"
+    assert shown.evaluate("element => element.innerText") == message
+    assert violations == []
+
+
+def test_a_sign_out_from_another_site_leaves_the_session_signed_in(page, dealer):
+    """A page elsewhere posts a form to /console/logout: the browser sends no session cookie with
+    it (SameSite=Lax) and the server changes nothing; the console's own sign-out still works."""
+    evil = "http://evil.example/"
+    forged = (
+        f'<form id="f" method="post" action="{dealer["base"]}/console/logout"><input name="csrf_token" value="x"></form>'
+        '<script>document.getElementById("f").submit()</script>'
+    ).encode()
+    page.context.route(evil, lambda route: route.fulfill(status=200, content_type="text/html", body=forged))
+    sign_in(page, dealer["base"])
+    expect(page.get_by_role("heading", level=1)).to_have_text("Leads")
+    page.goto(evil)
+    page.wait_for_url(re.compile(r"/console/"))
+    page.goto(dealer["base"] + "/console/leads")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Leads")  # still signed in
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")
+    page.goto(dealer["base"] + "/console/leads")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Sign in")

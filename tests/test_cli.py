@@ -231,6 +231,9 @@ def fake_run(monkeypatch):
         sock = kw.pop("sock")  # bound by `aap serve` before its banner
         assert sock.getsockname()[1] == kw["port"]
         sock.close()
+        metrics_sock = kw.pop("metrics_sock")  # bound too when [server] metrics_listen is set
+        if metrics_sock is not None:
+            metrics_sock.close()
         calls.append((source.load(), kw))
 
     monkeypatch.setattr(aap.server.runner, "run", run)

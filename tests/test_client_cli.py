@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
-from aap.cli.explore import dealer_command, search_command, vehicle_command
+from aap.cli.explore import dealer_command, results_table, search_command, vehicle_command
+from aap.client.models import Listing
 from check_fakes import FakeDealer
 from deploy_env import own_dealer  # noqa: F401  (fixture)
 from http_helpers import LiveServer
@@ -141,3 +144,104 @@ def test_search_table_at_80_columns_never_wraps_identifiers_or_the_cursor(fake_u
         assert any(identifier in line for line in lines), identifier  # whole, on one line
     cursor = page["data"]["next_cursor"]
     assert cursor in lines  # alone on its line: paste it back as it is
+    assert max(len(line) for line in lines if line != cursor) <= 80
+
+
+def test_vehicle_takes_a_vin_or_a_stock_number_positionally(fake_url):
+    url, fake = fake_url
+    listing = fake.inventory[5]
+    by_vin = invoke(vehicle_command, url, listing["vin"], "--json")
+    assert by_vin.exit_code == 0, by_vin.output
+    assert json.loads(by_vin.stdout)["data"] == listing
+    by_stock = invoke(vehicle_command, url, listing["stock"], "--json")
+    assert by_stock.exit_code == 0 and json.loads(by_stock.stdout)["data"] == listing
+    table = invoke(vehicle_command, url, listing["stock"])
+    assert table.exit_code == 0 and listing["vin"] in table.output
+    missing = invoke(vehicle_command, url, "NOSUCHSTOCK")
+    assert missing.exit_code == 1 and "VEHICLE_NOT_FOUND" in missing.output
+    both = invoke(vehicle_command, url, listing["vin"], "--stock", listing["stock"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_a_stock_number_shaped_like_a_vin_is_found_as_a_stock_number(fake_url):
+    url, fake = fake_url
+    odd = {"vehicle_id": "veh_odd", "stock": "WDD2050041R123456", "make": "Mercedes-Benz", "status": "available"}
+    fake.inventory.append(odd)
+    try:
+        result = invoke(vehicle_command, url, odd["stock"], "--json")
+    finally:
+        fake.inventory.remove(odd)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["data"]["vehicle_id"] == "veh_odd"
+
+
+def long_listings() -> list[Listing]:
+    rooftops = ("Demo Motors San Francisco Preowned Center", "Demo Motors Oakland", "Demo Powersports San Jose")
+    out = []
+    for i, (year, make, model, trim) in enumerate(
+        [
+            (2023, "Ford", "Mustang Mach-E", "Premium AWD Extended Range"),
+            (2025, "Chevrolet", "Silverado 1500", "High Country"),
+            (2018, "Toyota", "Tacoma", "Limited"),
+            (2026, "Polaris", "Sportsman 570", None),
+        ]
+    ):
+        raw = {
+            "vehicle_id": f"veh_{i}",
+            "vin": f"1FMCU9J9{i}NUA1234{i}"[:17].ljust(17, "0"),
+            "year": year,
+            "make": make,
+            "model": model,
+            "price": 1_234_567 if i == 0 else 25_000 + i,
+            "mileage": 123_456 if i == 1 else 40 + i,
+            "rooftop": rooftops[i % len(rooftops)],
+            "status": "pending" if i == 2 else "available",
+        }
+        if trim:
+            raw["trim"] = trim
+        out.append(Listing(raw))
+    return out
+
+
+def rendered(cars: list[Listing], width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(results_table("Dealer: 4 matching", cars, width))
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", [80, 100, 60])
+def test_search_results_fit_the_terminal_with_identifiers_whole(width):
+    cars = long_listings()
+    lines = rendered(cars, width)
+    assert max(len(line) for line in lines) <= width
+    for car in cars:
+        assert sum(car.vin in line for line in lines) == 1  # whole, on one line
+    assert any("(pending)" in line for line in lines)
+
+
+def test_at_80_columns_the_rooftop_gives_way_with_an_ellipsis_and_units_go_to_the_header():
+    cars = long_listings()
+    lines = rendered(cars, 80)
+    header = next(line for line in lines if "Vehicle" in line)
+    assert "Price USD" in header and "Miles" in header and "Rooftop" in header
+    assert any("1,234,567" in line and "…" in line for line in lines)  # the rooftop, shortened
+    assert not any(" USD" in line or " mi " in line for line in lines[lines.index(header) + 1 :])
+    # one line per listing where the name fits 26 columns
+    assert sum(line.startswith("2018 Toyota Tacoma Limited") for line in lines) == 1
+
+
+def test_mixed_currencies_and_units_stay_in_the_cells():
+    cars = long_listings()
+    cars[1].raw.update(currency="CAD", mileage_unit="km")
+    lines = rendered(cars, 80)
+    assert any("25,001 CAD" in line and "123,456 km" in line for line in lines)
+    assert any("1,234,567 USD" in line for line in lines)
+
+
+def test_a_narrow_terminal_drops_the_rooftop_before_cutting_anything():
+    cars = long_listings()
+    lines = rendered(cars, 56)
+    assert max(len(line) for line in lines) <= 56
+    assert not any("Rooftop" in line for line in lines)
+    for car in cars:
+        assert sum(car.vin in line for line in lines) == 1

@@ -17,7 +17,7 @@ from aap.config.loader import (
     packaged_toml,
     parse_settings,
 )
-from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS
+from aap.config.model import ALL_FILTERS, ALL_SORT_FIELDS, ConnectionLimits
 from aap.config.urls import public_url_problem
 from aap.spec import validate
 
@@ -536,3 +536,67 @@ def test_a_section_without_a_settings_field_fails_fast():
 def test_count_budget_is_read_from_the_server_section():
     settings = parse(MINIMAL + "\n[server]\ncount_timeout_ms = 15\n")
     assert settings.count_timeout_ms == 15
+
+
+def test_request_limits_are_read_from_the_server_section():
+    assert parse(MINIMAL).limits == ConnectionLimits()
+    settings = parse(
+        MINIMAL
+        + textwrap.dedent("""
+        [server]
+        max_request_line_bytes = 4096
+        max_header_field_bytes = 16384
+        max_head_bytes = 65536
+        max_header_fields = 50
+        header_timeout_seconds = 2.5
+        body_timeout_seconds = 60
+        keep_alive_seconds = 1
+        max_connections = 200
+        metrics_listen = "[::1]:9100"
+        metrics_token_env = "METRICS_TOKEN"
+        hsts_max_age = 0
+        """)
+    )
+    assert settings.limits == ConnectionLimits(4096, 16384, 65536, 50, 2.5, 60.0, 1.0, 200)
+    assert settings.metrics_listen == ("::1", 9100)
+    assert settings.metrics_token_env == "METRICS_TOKEN"
+    assert settings.hsts_max_age == 0
+
+
+def test_request_limits_out_of_bounds_are_each_reported():
+    problems = problems_of(
+        MINIMAL
+        + textwrap.dedent("""
+        [server]
+        max_request_line_bytes = 100
+        max_header_field_bytes = 32768
+        max_head_bytes = 16384
+        max_header_fields = 0
+        header_timeout_seconds = 0
+        body_timeout_seconds = "30"
+        max_connections = 1
+        metrics_listen = "9100"
+        metrics_token_env = "not a name"
+        """)
+    )
+    assert paths(problems) == {
+        "server.max_request_line_bytes",
+        "server.max_header_field_bytes",
+        "server.max_header_fields",
+        "server.header_timeout_seconds",
+        "server.body_timeout_seconds",
+        "server.max_connections",
+        "server.metrics_listen",
+        "server.metrics_token_env",
+    }
+    assert any("must not exceed max_head_bytes" in p for p in problems)
+    for address in ("::1:9100", "dealer.example:9100", "127.0.0.1:0", "127.0.0.1:http", ":9100"):
+        assert paths(problems_of(MINIMAL + f'\n[server]\nmetrics_listen = "{address}"\n')) == {"server.metrics_listen"}
+
+
+def test_the_metrics_token_variable_must_be_set_to_start():
+    text = MINIMAL + '\n[server]\nmetrics_token_env = "METRICS_TOKEN"\n'
+    assert parse(text).metrics_token_env == "METRICS_TOKEN"  # a file is valid wherever it is read
+    problems = problems_of(text, require_secrets=True)
+    assert problems == ["server.metrics_token_env: environment variable METRICS_TOKEN is not set"]
+    assert parse(text, require_secrets=True, environ={"METRICS_TOKEN": "t"}).metrics_token_env == "METRICS_TOKEN"

@@ -4,7 +4,9 @@ log, CSV export, retry, lockout, and no customer data outside the console (docs/
 from __future__ import annotations
 
 import asyncio
+import csv
 import dataclasses
+import io
 import logging
 import re
 import sys
@@ -168,6 +170,8 @@ def test_every_form_refuses_a_missing_or_wrong_csrf_token_and_a_foreign_origin(d
         f"/console/users/{users[STAFF]}/remove": {},
         f"/console/users/{users[STAFF]}/password": {"password": "another long password"},
         "/console/account": {"current": PASSWORD, "password": "x" * 20, "again": "x" * 20},
+        "/console/account/sessions": {"which": "all"},
+        f"/console/users/{users[STAFF]}/unlock": {},
         "/console/logout": {},
     }
     before = len(audit(deployment, limit=1000))
@@ -256,18 +260,35 @@ def test_the_csv_export_has_every_filtered_lead_and_no_formula(deployment):
     assert len(only.text.splitlines()) == 2
 
 
-def test_an_account_is_locked_out_after_repeated_failures(deployment):
+def test_failed_sign_ins_hold_strangers_back_but_not_the_accounts_known_browser(deployment):
     with deployment["stores"].db.transaction() as tx:
         tx.execute("DELETE FROM console_throttle")
+    known = sign_in(deployment, STAFF)  # signed in before: this browser carries a device cookie
+    assert "aap_console_device" in known.cookies
     client = browser(deployment)
     page = client.get("/console/login")
     for _ in range(3):
         page = client.post(
             "/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": "guessing wrong"}
         )
-    assert page.status_code == 429 and "Too many failed sign-ins" in page.text
+        assert page.status_code == 401
     right = client.post("/console/login", data={"csrf_token": csrf_of(page.text), "email": STAFF, "password": PASSWORD})
-    assert right.status_code == 429 and int(right.headers["retry-after"]) > 0
+    assert right.status_code == 429 and "Too many failed sign-ins" in right.text
+    assert int(right.headers["retry-after"]) == 5  # login_delay_seconds, doubled after each failure
+    forged = browser(deployment)
+    forged.cookies.set("aap_console_device", "forged.value.sig", domain="dealer.example", path="/console/")
+    form = forged.get("/console/login")
+    refused = forged.post(
+        "/console/login", data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD}
+    )
+    assert refused.status_code == 429  # a cookie that is not the server's is no device
+    form = known.get("/console/login")
+    again = known.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD},
+        follow_redirects=False,
+    )
+    assert again.status_code == 303  # the owner's own browser is not held back by strangers' guesses
     with deployment["stores"].db.transaction() as tx:
         tx.execute("DELETE FROM console_throttle")
     sign_in(deployment, STAFF)
@@ -345,7 +366,7 @@ def test_admins_add_and_remove_accounts_but_not_their_own(deployment):
             "email": "new@dealer.example",
             "password": PASSWORD,
             "role": "staff",
-            "rooftops": ["Bay Motors Vancouver"],
+            "rooftops": ['[null, "Bay Motors Vancouver"]'],
         },
     )
     assert added.status_code == 200 and "Account new@dealer.example added." in added.text
@@ -436,7 +457,7 @@ class _Runner(CheckRunner):
 def test_a_conformance_run_is_bounded_in_time_and_its_outcome_recorded(deployment, script, state):
     from aap.console import Console
 
-    console = Console(deployment["app"].state.agent)
+    console = Console(deployment["app"].state.gateway)
     runner = _Runner(console, script, timeout=1)
 
     async def run() -> None:
@@ -492,3 +513,262 @@ def test_the_inventory_page_shows_counts_a_lookup_and_the_import_history(deploym
     assert "Last import:" in page.text and "<code>nightly</code>" in page.text
     assert "line 4, vin: not a VIN" in page.text and "Rejected rows: line 4" in page.text
     assert "2 warnings" in page.text
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+def _new_account(deployment, email: str) -> None:
+    accounts = Accounts(deployment["stores"].console, deployment["app"].state.agent.settings)
+    accounts.add(email, PASSWORD)
+
+
+def _signed_in(client: TestClient) -> bool:
+    return client.get("/console/leads", follow_redirects=False).status_code == 200
+
+
+def test_changing_ones_password_signs_out_every_other_session(deployment):
+    _new_account(deployment, "pat@dealer.example")
+    mine, other = sign_in(deployment, "pat@dealer.example"), sign_in(deployment, "pat@dealer.example")
+    page = mine.get("/console/account")
+    assert page.text.count('name="which" value="') == 3  # the other session, "others", "all"
+    token = csrf_of(page.text)
+    own_email = mine.post(
+        "/console/account",
+        data={
+            "csrf_token": token,
+            "current": PASSWORD,
+            "password": "pat@dealer.example1",
+            "again": "pat@dealer.example1",
+        },
+    )
+    assert own_email.status_code == 400 and "e-mail address" in own_email.text and _signed_in(other)
+    wrong = mine.post(
+        "/console/account",
+        data={
+            "csrf_token": token,
+            "current": "not it at all",
+            "password": "a new passphrase",
+            "again": "a new passphrase",
+        },
+    )
+    assert wrong.status_code == 400 and "current password is wrong" in wrong.text and _signed_in(other)
+    changed = mine.post(
+        "/console/account",
+        data={"csrf_token": token, "current": PASSWORD, "password": "a new passphrase", "again": "a new passphrase"},
+    )
+    assert changed.status_code == 200 and "every other session of your account was signed out" in changed.text
+    assert _signed_in(mine) and not _signed_in(other)
+    assert re.findall(r'name="which" value="([0-9a-f]{16})"', changed.text) == []  # no other session listed
+
+
+def test_an_admins_reset_signs_the_account_out_everywhere(deployment):
+    _new_account(deployment, "quin@dealer.example")
+    quin = sign_in(deployment, "quin@dealer.example")
+    admin = sign_in(deployment, ADMIN)
+    users = {u.email: u.user_id for u in deployment["stores"].console.users()}
+    token = csrf_of(admin.get("/console/users").text)
+    common = admin.post(
+        f"/console/users/{users['quin@dealer.example']}/password",
+        data={"csrf_token": token, "password": "password1234"},
+    )
+    assert common.status_code == 400 and "most common passwords" in common.text and _signed_in(quin)
+    reset = admin.post(
+        f"/console/users/{users['quin@dealer.example']}/password",
+        data={"csrf_token": token, "password": "another long passphrase"},
+    )
+    assert reset.status_code == 200 and "Password of quin@dealer.example changed" in reset.text
+    assert not _signed_in(quin) and _signed_in(admin)
+    assert (
+        "notice"
+        not in admin.get("/console/users", params={"done": "added", "account": "evil text"}).text.split("<h1>")[1][:200]
+    )
+
+
+def test_a_sign_out_needs_the_sessions_form_and_a_forged_one_changes_nothing(deployment):
+    client = sign_in(deployment, STAFF)
+    token = csrf_of(client.get("/console/leads").text)
+    cookie = client.cookies["aap_console"]
+    for forged in (
+        {"data": {}},
+        {"data": {"csrf_token": "forged"}},
+        {"data": {"csrf_token": token}, "headers": {"Origin": "https://evil.example"}},
+    ):
+        answer = client.post("/console/logout", follow_redirects=False, **forged)
+        assert answer.status_code == 403 and "set-cookie" not in answer.headers
+        assert _signed_in(client)
+    stranger = browser(deployment)  # a cross-site form: SameSite=Lax keeps the cookie from it
+    answer = stranger.post("/console/logout", follow_redirects=False)
+    assert answer.status_code == 303 and "set-cookie" not in answer.headers and _signed_in(client)
+    out = client.post("/console/logout", data={"csrf_token": token}, follow_redirects=False)
+    assert out.status_code == 303 and "aap_console=" in out.headers["set-cookie"]
+    replayed = browser(deployment)
+    replayed.cookies.set("aap_console", cookie, domain="dealer.example", path="/console/")
+    assert not _signed_in(replayed)  # ended on the server, not only in the browser
+
+
+def test_sessions_are_listed_and_signed_out_from_the_account_page(deployment):
+    _new_account(deployment, "rue@dealer.example")
+    phone, laptop, tablet = (browser(deployment) for _ in range(3))
+    for client, agent in ((phone, "Phone Browser/1.0"), (laptop, "Laptop Browser/2.0"), (tablet, "Tablet Browser/3.0")):
+        client.headers["User-Agent"] = agent
+        form = client.get("/console/login")
+        client.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": "rue@dealer.example", "password": PASSWORD},
+        )
+    page = laptop.get("/console/account").text
+    assert all(name in page for name in ("Phone Browser/1.0", "Laptop Browser/2.0", "Tablet Browser/3.0"))
+    ids = re.findall(r'name="which" value="([0-9a-f]{16})"', page)
+    assert len(ids) == 2
+    token = csrf_of(page)
+    phone_id = next(i for i in ids if "Phone Browser" in page.split(i)[0].rsplit("<tr>", 1)[1])
+    laptop.post("/console/account/sessions", data={"csrf_token": token, "which": phone_id})
+    assert not _signed_in(phone) and _signed_in(tablet) and _signed_in(laptop)
+    laptop.post("/console/account/sessions", data={"csrf_token": token, "which": "others"})
+    assert not _signed_in(tablet) and _signed_in(laptop)
+    everywhere = laptop.post(
+        "/console/account/sessions", data={"csrf_token": token, "which": "all"}, follow_redirects=False
+    )
+    assert everywhere.status_code == 303 and not _signed_in(laptop)
+
+
+# -- bounds: hashes at once, rate limit, query values ------------------------------------------------
+
+
+def test_a_sign_in_that_cannot_get_a_hash_in_time_is_refused_busy_and_not_counted(deployment, tmp_path):
+
+    import aap.console
+    from aap.console import Console
+    from aap.server.app import SURFACES
+
+    agent_settings = dataclasses.replace(
+        deployment["app"].state.agent.settings, web=fast_web(login_hash_concurrency=1, login_hash_wait_ms=0)
+    )
+    stores = open_stores(agent_settings.database_url)
+    held: list[Console] = []
+
+    def console_surface(gateway):
+        held.append(Console(gateway))
+        return aap.console.build(gateway, console=held[0])
+
+    surfaces = tuple(console_surface if s is aap.console.build else s for s in SURFACES)
+    app = create_app(agent_settings, stores, surfaces=surfaces, services=())
+    client = TestClient(app, base_url=BASE)
+    gate = held[0].accounts.gate
+
+    async def hold_and_try() -> int:
+        async with gate.slot():  # every hash of this process is taken
+            form = await asyncio.to_thread(client.get, "/console/login")
+            answer = await asyncio.to_thread(
+                client.post,
+                "/console/login",
+                data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD},
+            )
+            assert answer.headers.get("retry-after") == "2" and "busy" in answer.text
+            return answer.status_code
+
+    with deployment["stores"].db.transaction() as tx:
+        tx.execute("DELETE FROM console_throttle")
+    assert asyncio.run(hold_and_try()) == 503
+    assert deployment["stores"].console.throttle(["x"]) == {}
+    with deployment["stores"].db.read() as tx:
+        assert tx.one("SELECT COALESCE(SUM(attempts), 0) FROM console_throttle")[0] == 0  # given back
+    form = client.get("/console/login")
+    ok = client.post(
+        "/console/login",
+        data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD},
+        follow_redirects=False,
+    )
+    assert ok.status_code == 303 and gate.in_use == 0
+    stores.close()
+
+
+def test_console_pages_take_from_the_rate_limit_of_their_session_and_of_the_address_before(deployment, tmp_path):
+    from aap.config.model import RateLimit
+
+    url = f"sqlite:///{tmp_path}/limited.db"
+    settings = dataclasses.replace(
+        deployment["app"].state.agent.settings, rate_limit=RateLimit(per_minute=1, burst=6), database_url=url
+    )
+    stores = open_stores(url)
+    Accounts(stores.console, settings).add(STAFF, PASSWORD)
+    app = create_app(settings, stores, services=())
+    one, two = TestClient(app, base_url=BASE), TestClient(app, base_url=BASE)
+    for client in (one, two):  # two tokens of the address each: the form and the sign-in
+        form = client.get("/console/login")
+        client.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": STAFF, "password": PASSWORD},
+            follow_redirects=False,
+        )
+    statuses = [one.get("/console/inventory").status_code for _ in range(7)]
+    assert statuses == [200] * 6 + [429]
+    limited = one.get("/console/inventory")
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+    assert two.get("/console/inventory").status_code == 200  # another session: its own bucket
+    assert [one.get("/console/login").status_code for _ in range(3)][-1] == 429  # the address's
+    stores.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/leads?before=99999999999999999999999999.lead_x",
+        "/console/leads?before=garbage",
+        "/console/leads?q=%00",
+        "/console/leads?rooftop=" + "x" * 2000,
+        "/console/audit?before=99999999999999999999999",
+        "/console/audit?subject=%00",
+        "/console/leads/lead_%00",
+        "/console/inventory?q=%01",
+    ],
+)
+def test_a_console_value_no_page_takes_is_answered_400(deployment, path):
+    admin = sign_in(deployment, ADMIN)
+    answer = admin.get(path)
+    assert answer.status_code == 400, answer.text
+
+
+def test_the_csv_export_neutralises_a_formula_after_a_separator(deployment):
+    from aap.agent import CallContext
+
+    agent = deployment["app"].state.agent
+    body = lead_request(
+        customer={
+            "first_name": "x;=cmd|' /C calc'!A0",
+            "last_name": "-2+3",
+            "email": "separator@example.org",
+            "phone": "+14155550177",
+        }
+    )
+    agent.handle(body, CallContext(binding="test"))
+    admin = sign_in(deployment, ADMIN)
+    token = csrf_of(admin.get("/console/leads").text)
+    text = admin.post("/console/leads.csv", data={"csrf_token": token, "q": "separator@"}).text
+    row = next(csv.reader(io.StringIO(text.splitlines()[1])))
+    assert row[5:9] == ["x;'=cmd|' /C calc'!A0", "'-2+3", "separator@example.org", "+14155550177"]
+
+
+@pytest.mark.parametrize(
+    ("cell", "written"),
+    [
+        ("=1+1", "'=1+1"),
+        ("+SUM(A1)", "'+SUM(A1)"),
+        ("-1+2", "'-1+2"),
+        ("@cmd", "'@cmd"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("a,=b", "a,'=b"),
+        ("a; -b", "a; '-b"),
+        ("a;b", "a;b"),
+        ("+14155550123", "+14155550123"),
+        ("-5", "-5"),
+        ("2.5", "2.5"),
+        ("Ada Lovelace", "Ada Lovelace"),
+    ],
+)
+def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(cell, written):
+    from aap.console.leads import _csv_cell
+
+    assert _csv_cell(cell) == written

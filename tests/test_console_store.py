@@ -3,11 +3,15 @@ delivery attempts, check runs and the inventory summary (docs/console.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from aap.accounts import AccountError, Accounts, scope_of
+from aap.accounts import AccountError, Accounts, Device, HashGate, HashingBusy, PasswordPolicy
+from aap.accounts import Attempt as SignInAttempt
 from aap.agent import DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.store import open_stores
@@ -63,7 +67,9 @@ def test_accounts_are_added_once_with_a_valid_scope(dealer):
     admin = accounts.add("Boss@Dealer.Example ", PASSWORD, role="admin")
     assert admin.email == "boss@dealer.example" and admin.role == "admin"
     staff = accounts.add("oak@dealer.example", PASSWORD, rooftops=("Bay Motors Oakland",))
-    assert scope_of(staff) == LeadScope(None, ("Bay Motors Oakland",)) and scope_of(admin) == LeadScope()
+    assert staff.rooftops == ((None, "Bay Motors Oakland"),)
+    assert accounts.scope_of(staff) == LeadScope(None, frozenset({("bay-motors", "Bay Motors Oakland")}))
+    assert accounts.scope_of(admin) == LeadScope()
     refusals = {
         "there is already an account": lambda: accounts.add("BOSS@dealer.example", PASSWORD),
         "at least 12 characters": lambda: accounts.add("new@dealer.example", "short"),
@@ -85,34 +91,128 @@ def test_accounts_are_added_once_with_a_valid_scope(dealer):
         accounts.remove("oak@dealer.example")
 
 
-def test_an_account_is_locked_after_repeated_failures_even_for_the_right_password(dealer):
+def test_attempts_past_the_free_ones_wait_twice_as_long_each_time_from_any_address(dealer):
     clock = Clock()
     accounts = accounts_for(
-        dealer, clock, login_failures_per_account=3, login_failures_per_address=100, lockout_minutes=15
+        dealer,
+        clock,
+        login_failures_per_account=3,
+        login_failures_per_address=100,
+        login_delay_seconds=5,
+        lockout_minutes=1,
     )
     accounts.add("sam@dealer.example", PASSWORD)
     accounts.add("kim@dealer.example", PASSWORD)
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
-    outcomes = [accounts.sign_in("sam@dealer.example", "wrong password 1", "10.0.0.1") for _ in range(3)]
-    assert [o.user for o in outcomes] == [None, None, None]
-    assert outcomes[-1].locked_until_ms == int(clock.now * 1000) + 15 * 60_000
-    locked = accounts.sign_in("SAM@dealer.example", PASSWORD, "10.0.0.2")  # another address: the account is locked
-    assert locked.user is None and locked.locked_until_ms is not None
-    assert accounts.sign_in("kim@dealer.example", PASSWORD, "10.0.0.1").user is not None  # others are not
-    clock.now += 15 * 60 + 1
+    outcomes = [accounts.sign_in("sam@dealer.example", "wrong password 1", f"10.0.0.{i}") for i in range(3)]
+    assert [(o.user, o.wait_ms) for o in outcomes] == [(None, None)] * 3  # the free attempts
+    held = accounts.sign_in("SAM@dealer.example", PASSWORD, "10.0.0.9")  # any address: the account waits
+    assert held.user is None and held.wait_ms == 5_000
+    assert accounts.sign_in("kim@dealer.example", PASSWORD, "10.0.0.1").user is not None  # others do not
+    waits = []
+    for _ in range(6):  # each failure doubles the next wait, up to lockout_minutes
+        clock.now += accounts.sign_in("sam@dealer.example", "x", "10.0.0.1").wait_ms / 1000
+        assert accounts.sign_in("sam@dealer.example", "wrong password 2", "10.0.0.1").wait_ms is None
+        waits.append(accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").wait_ms)
+    assert waits == [10_000, 20_000, 40_000, 60_000, 60_000, 60_000]
+    clock.now += 60
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None  # the owner, in time
+    assert accounts.sign_in("sam@dealer.example", "wrong again", "10.0.0.1").wait_ms is None  # counts anew
+    assert accounts.unlock("sam@dealer.example") == 1 and accounts.unlock("sam@dealer.example") == 0
+
+
+def test_failures_are_forgotten_a_while_after_the_last(dealer):
+    clock = Clock()
+    accounts = accounts_for(dealer, clock, login_failures_per_account=2, login_failures_kept_hours=24)
+    accounts.add("sam@dealer.example", PASSWORD)
+    for _ in range(2):
+        accounts.sign_in("sam@dealer.example", "wrong guess", "10.0.0.1")
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").wait_ms is not None
+    assert accounts.throttled(dealer.stores.console.users()) == {accounts.find("sam@dealer.example").user_id: 2}
+    clock.now += 24 * 3600 + 1
+    assert accounts.throttled(dealer.stores.console.users()) == {}
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "10.0.0.1").user is not None
 
 
-def test_an_address_is_locked_after_failures_across_accounts_and_unknown_ones_count(dealer):
+def test_a_known_browser_signs_in_while_strangers_are_held_back(dealer):
+    """The owner's browser (a device token of the account) is counted alone: guesses at the
+    account from elsewhere, or from the owner's shared address, never delay it."""
+    clock = Clock()
+    accounts = accounts_for(dealer, clock, login_failures_per_account=3, login_failures_per_address=5)
+    sam = accounts.add("sam@dealer.example", PASSWORD)
+    kim = accounts.add("kim@dealer.example", PASSWORD)
+    mine, other = Device(sam.user_id, "token-of-sams-browser"), Device(kim.user_id, "token-of-kims-browser")
+    for i in range(5):
+        accounts.sign_in("sam@dealer.example", f"guess {i}", "203.0.113.5")  # the proxy everyone is behind
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "203.0.113.5").wait_ms is not None
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "203.0.113.5", other).wait_ms is not None  # not sam's
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "203.0.113.5", mine).user == sam
+    for i in range(3):  # a stolen device token guesses only a few times too
+        assert accounts.sign_in("sam@dealer.example", f"guess {i}", "198.51.100.1", mine).wait_ms is None
+    assert accounts.sign_in("sam@dealer.example", PASSWORD, "198.51.100.1", mine).wait_ms == 5_000
+
+
+def test_an_address_is_held_back_after_failures_across_accounts_and_unknown_ones_count(dealer):
     clock = Clock()
     accounts = accounts_for(dealer, clock, login_failures_per_account=100, login_failures_per_address=4)
     accounts.add("sam@dealer.example", PASSWORD)
-    for email in ("nobody@dealer.example", "sam@dealer.example", "ghost@dealer.example"):
+    for email in ("nobody@dealer.example", "sam@dealer.example", "ghost@dealer.example", "sam@dealer.example"):
         unknown_or_wrong = accounts.sign_in(email, "not the password", "192.0.2.7")
-        assert unknown_or_wrong.user is None and unknown_or_wrong.locked_until_ms is None
-    assert accounts.sign_in("x@dealer.example", "not the password", "192.0.2.7").locked_until_ms is not None
+        assert unknown_or_wrong.user is None and unknown_or_wrong.wait_ms is None
+    assert accounts.sign_in("x@dealer.example", "not the password", "192.0.2.7").wait_ms is not None
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.7").user is None
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.8").user is not None
+    for _ in range(10):  # successes are not failures: many people behind one address sign in
+        assert accounts.sign_in("sam@dealer.example", PASSWORD, "192.0.2.9").user is not None
+
+
+def test_racing_attempts_at_one_account_check_exactly_the_free_ones(dealer):
+    """30 attempts at once, on as many threads (as many workers would): each is counted before its
+    password is hashed, in one transaction, so exactly ``login_failures_per_account`` get a hash."""
+    accounts = accounts_for(dealer, login_failures_per_account=5, login_failures_per_address=1000)
+    accounts.add("sam@dealer.example", PASSWORD)
+    start = threading.Barrier(30)
+
+    def attempt(i):
+        start.wait()
+        return accounts.begin_sign_in("sam@dealer.example", f"10.0.{i}.1")
+
+    with ThreadPoolExecutor(30) as pool:
+        begun = list(pool.map(attempt, range(30)))
+    counted = [b for b in begun if isinstance(b, SignInAttempt)]
+    assert len(counted) == 5 and all(b.wait_ms for b in begun if not isinstance(b, SignInAttempt))
+    assert [accounts.finish_sign_in(a, "wrong guess").user for a in counted] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    ("password", "problem"),
+    [
+        ("short", "at least 12 characters"),
+        (" " * 12, "at least 5 different characters"),
+        ("abababababab", "at least 5 different characters"),
+        ("password1234", "most common passwords"),
+        ("Password1234!", "most common passwords"),
+        ("  Qwerty 2024 2024 ", "most common passwords"),
+        ("winniethepooh", "most common passwords"),
+        ("sam.lovelace@dealer.example", "e-mail address"),
+        ("SamLovelace1234", "e-mail address"),
+        ("lovelace-2024!", "e-mail address"),
+        ("dealer-sam-12345", "e-mail address"),
+        ("lovelacepassword", "e-mail address"),
+        ("correct horse battery staple", None),
+        ("lovelace loves long walks", None),
+        ("x7#Kp2!vQ9zL", None),
+    ],
+)
+def test_a_new_password_is_long_varied_uncommon_and_not_the_email_address(password, problem):
+    found = PasswordPolicy().problem(password, "Sam.Lovelace@dealer.example")
+    assert (found is None) if problem is None else (problem in found), found
+
+
+def test_the_common_password_list_is_the_shipped_one():
+    common = PasswordPolicy().common
+    assert 3000 < len(common) < 5000 and {"password", "123456", "qwerty", "letmein"} <= common
+    assert not any(entry.startswith("#!comment") for entry in common)
 
 
 def test_sessions_end_when_idle_and_at_their_maximum_age(dealer):
@@ -175,7 +275,7 @@ def test_inbox_pages_by_keyset_newest_first_and_searches_names_emails_and_phones
 def test_scope_filters_and_the_handled_mark(dealer):
     ids = submit_customers(dealer)
     inbox = dealer.stores.lead_inbox
-    oakland = LeadScope(None, ("Bay Motors Oakland",))
+    oakland = LeadScope(None, frozenset({("bay-motors", "Bay Motors Oakland")}))
     assert {r.last_name for r in inbox.page(oakland, InboxFilter())[0]} == {"Hopperwick", "Yonathar"}
     assert {r.last_name for r in inbox.page(LeadScope(), InboxFilter(rooftop="Bay Motors Vancouver"))[0]} == {
         "Turingsby"
@@ -280,7 +380,7 @@ def test_inventory_summary_counts_by_rooftop_per_version_and_finds_vins_and_stoc
 
 def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
     """Two apps on one database, as two `aap serve` workers: a sign-in on one is valid on the
-    other, and failures on both count towards one lockout."""
+    other, and failures on both count towards one account's free attempts."""
     from starlette.testclient import TestClient
 
     from aap.server.app import create_app
@@ -308,7 +408,9 @@ def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
             data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example", "password": "wrong guess"},
         )
 
-    assert [fail(one).status_code, fail(two).status_code, fail(one).status_code] == [401, 401, 429]
+    three = TestClient(two.app, base_url="https://dealer.example")  # a browser that never signed in
+    assert [fail(two).status_code, fail(three).status_code, fail(two).status_code] == [401, 401, 401]
+    assert fail(three).status_code == 429  # the account's free attempts are spent, on both workers
     form = two.get("/console/login")
     assert (
         two.post(
@@ -317,5 +419,101 @@ def test_two_workers_share_sessions_and_lockouts_through_the_database(dealer):
         ).status_code
         == 429
     )
+    form = one.get("/console/login")  # the browser that signed in before is known: not held back
+    assert (
+        one.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": "sam@dealer.example", "password": PASSWORD},
+            follow_redirects=False,
+        ).status_code
+        == 303
+    )
     for client in (one, two):
         client.app.state.stores.close()
+
+
+# -- the hash gate ---------------------------------------------------------------------------
+
+
+def test_the_hash_gate_lets_a_few_hash_at_once_and_the_others_wait_in_turn():
+    gate = HashGate(2, wait_seconds=60)
+    inside, most, order = 0, 0, []
+
+    async def hash_one(i: int, release: asyncio.Event) -> None:
+        nonlocal inside, most
+        async with gate.slot():
+            inside += 1
+            most = max(most, inside)
+            order.append(i)
+            await release.wait()
+            inside -= 1
+
+    async def run() -> None:
+        release = asyncio.Event()
+        tasks = [asyncio.create_task(hash_one(i, release)) for i in range(6)]
+        for _ in range(1000):  # until the two first hold their slots and four wait (bounded by count)
+            await asyncio.sleep(0)
+            if len(gate._waiters) == 4:
+                break
+        assert gate.in_use == 2 and order == [0, 1]
+        release.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(run())
+    assert most == 2 and order == list(range(6)) and gate.in_use == 0
+
+
+def test_a_request_that_waits_too_long_for_the_gate_is_refused_and_leaves_no_trace():
+    gate = HashGate(1, wait_seconds=0.01)
+
+    async def run() -> None:
+        async with gate.slot():
+            with pytest.raises(HashingBusy):
+                async with gate.slot():
+                    raise AssertionError("never inside")
+            assert not gate._waiters
+            waiting = asyncio.create_task(gate.slot().__aenter__())
+            await asyncio.sleep(0)
+            waiting.cancel()  # a client that went away while it waited
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert not gate._waiters
+        assert gate.in_use == 0
+
+    asyncio.run(run())
+
+
+def test_the_gate_hands_a_slot_from_one_event_loop_to_another():
+    """One gate per process, whatever loop or thread a request runs on (a test client's each)."""
+    gate = HashGate(1, wait_seconds=60)
+    held, release, got = threading.Event(), threading.Event(), threading.Event()
+
+    def holder() -> None:
+        async def hold() -> None:
+            async with gate.slot():
+                held.set()
+                await asyncio.to_thread(release.wait)
+
+        asyncio.run(hold())
+
+    def waiter() -> None:
+        async def wait() -> None:
+            async with gate.slot():
+                got.set()
+
+        asyncio.run(wait())
+
+    one = threading.Thread(target=holder)
+    one.start()
+    assert held.wait(30)
+    two = threading.Thread(target=waiter)
+    two.start()
+    for _ in range(3000):  # bounded by count: until the second loop waits
+        if gate._waiters:
+            break
+        threading.Event().wait(0.01)
+    assert not got.is_set()
+    release.set()
+    one.join(30)
+    two.join(30)
+    assert got.is_set() and gate.in_use == 0

@@ -113,9 +113,10 @@ def test_a_lead_gets_a_status_an_owner_a_follow_up_and_notes_that_persist_and_fi
     answer = work(
         admin, oakland_lead, stage="contacted", owner=OAKLAND, follow_up="2026-03-04", note="Left a voicemail."
     )
-    assert answer.status_code == 303 and "Saved" in answer.headers["location"]
-    page = admin.get(f"/console/leads/{oakland_lead}").text
-    assert "Left a voicemail." in page
+    assert answer.status_code == 303 and answer.headers["location"].endswith("?notice=saved#pipeline")
+    page = admin.get(f"/console/leads/{oakland_lead}?notice=saved").text
+    assert "Left a voicemail." in page and '<div class="notice" role="status">Saved.</div>' in page
+    assert "Ha!" not in admin.get(f"/console/leads/{oakland_lead}?notice=Ha!").text  # never text from a link
     assert "Status New → <strong>Contacted</strong>" in page and "Wed 4 Mar 2026" in page
 
     refused = work(admin, oakland_lead, stage="won", owner="someone@else.example", follow_up="soon")
@@ -245,12 +246,12 @@ def test_a_run_now_from_the_console_is_recorded_and_its_warnings_mark_listings(d
     held = stores.feeds.claim("dms", int(time.time() * 1000), 60_000, due_only=False)  # another worker's run
     token = csrf_of(feeds)
     busy = admin.post("/console/feeds/dms/run", data={"csrf_token": token}, follow_redirects=False)
-    assert busy.status_code == 303 and "already" in busy.headers["location"]
+    assert busy.status_code == 303 and "notice=busy" in busy.headers["location"]
     assert stores.feeds.runs(feed="dms") == []
     stores.feeds.release("dms", held, now_ms=0, next_run_ms=0, outcome="failed", success=False, failures=0)
 
     started = admin.post("/console/feeds/dms/run", data={"csrf_token": token}, follow_redirects=False)
-    assert started.status_code == 303 and "started" in started.headers["location"]
+    assert started.status_code == 303 and "notice=started" in started.headers["location"]
     for _ in range(500):  # the import runs in the app's background: bounded by count
         if stores.feeds.runs(feed="dms"):
             break

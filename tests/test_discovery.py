@@ -14,6 +14,7 @@ from aap import EXTENSION_URI, SCHEMA_BASE_URL
 from aap.config.model import AgentIdentity, DealerProfile
 from aap.discovery import build
 from aap.discovery.agent_card import build_agent_card
+from aap.gateway import Gateway
 from aap.paths import DeploymentUrls
 from aap.spec import openapi_document, schema_bytes, schema_names, validate
 from conftest import make_settings
@@ -22,7 +23,7 @@ LINKSET = 'application/linkset+json; profile="https://www.rfc-editor.org/info/rf
 
 
 def app_for(agent) -> Starlette:
-    return Starlette(routes=build(agent).routes)
+    return Starlette(routes=build(Gateway.of(agent)).routes)
 
 
 @pytest.fixture

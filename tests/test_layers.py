@@ -2,9 +2,10 @@
 
 Every module of ``src/aap`` belongs to one layer; a module may import from
 its own layer or a lower one, never a higher one, and no two packages may
-import each other (directly or through others). Imports that exist only for
-annotations (under ``if TYPE_CHECKING:``) are not runtime dependencies and are
-left out. Function-level imports count like any other.
+import each other (directly or through others). Every import counts: function-level
+ones, and the annotation-only ones under ``if TYPE_CHECKING:`` too, so that no arrow
+runs back up the layers unseen (an annotation that needs a higher layer's type is a
+dependency in the wrong direction, whether or not it runs).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 #: Low to high. The name is the second component of the module path
 #: (``aap.store.db`` → ``store``; ``aap.errors`` → ``errors``).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"errors", "loopback", "memory", "paths", "protocols", "spec"})),
+    ("foundation", frozenset({"errors", "jsontext", "loopback", "memory", "paths", "protocols", "spec"})),
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),
-    ("core logic", frozenset({"leads", "skills", "agent", "ratelimit", "feeds", "accounts"})),
+    ("core logic", frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts"})),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console"})),
     ("composition root", frozenset({"server"})),
@@ -40,26 +41,14 @@ def module_name(path: Path, root: Path = SRC) -> str:
     return ".".join(parts)
 
 
-def _type_checking_block(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
-def runtime_imports(path: Path, root: Path = SRC) -> list[tuple[int, str]]:
-    """``(line, imported module)`` for every ``aap`` import outside TYPE_CHECKING blocks."""
+def imports(path: Path, root: Path = SRC) -> list[tuple[int, str]]:
+    """``(line, imported module)`` for every ``aap`` import, wherever it is (TYPE_CHECKING blocks included)."""
     module = module_name(path, root)
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _type_checking_block(child):
-                for other in getattr(child, "orelse", []):
-                    visit(other)
-                continue
             if isinstance(child, ast.Import):
                 found.extend((child.lineno, alias.name) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
@@ -94,7 +83,7 @@ def test_no_module_imports_a_higher_layer() -> None:
         source = component(module_name(path))
         if source not in LAYER_OF:
             continue
-        for line, target in runtime_imports(path):
+        for line, target in imports(path):
             dest = component(target)
             if dest and LAYER_OF.get(dest, -1) > LAYER_OF[source]:
                 offences.append(
@@ -108,7 +97,7 @@ def test_no_import_cycle_between_packages() -> None:
     graph: dict[str, set[str]] = {}
     for path in SOURCES:
         source = component(module_name(path))
-        for _line, target in runtime_imports(path):
+        for _line, target in imports(path):
             dest = component(target)
             if dest and dest != source:
                 graph.setdefault(source, set()).add(dest)
@@ -154,16 +143,16 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     ("source", "expected"),
     [
         ("from aap.server.app import create_app\n", ["aap.server.app"]),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aap.server import x\n", []),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aap.server import x\n", ["aap.server"]),
         ("def f():\n    import aap.cli.main\n", ["aap.cli.main"]),
     ],
 )
 def test_the_import_reader(tmp_path: Path, source: str, expected: list[str]) -> None:
-    """The checker itself sees function-level imports and skips annotation-only ones."""
+    """The checker itself sees function-level and annotation-only imports."""
     pkg = tmp_path / "aap" / "store"
     pkg.mkdir(parents=True)
     (pkg / "x.py").write_text(source)
-    assert [t for _l, t in runtime_imports(pkg / "x.py", tmp_path)] == expected
+    assert [t for _l, t in imports(pkg / "x.py", tmp_path)] == expected
 
 
 def test_the_cycle_finder() -> None:

@@ -91,7 +91,7 @@ def test_a_lead_starts_new_and_each_change_is_recorded_with_who_and_when(dealer)
 def test_a_change_outside_the_scope_is_refused_as_if_the_lead_did_not_exist(dealer):
     ids = submit_customers(dealer)
     pipeline = dealer.stores.lead_pipeline
-    oakland = LeadScope(None, ("Bay Motors Oakland",))
+    oakland = LeadScope(None, frozenset({("bay-motors", "Bay Motors Oakland")}))
     sf_lead = ids[0]  # CUSTOMERS[0] is at San Francisco
     assert pipeline.change(sf_lead, oakland, "oak@dealer.example", T0, stage="lost") is None
     assert pipeline.standing(sf_lead, oakland) is None

@@ -287,6 +287,84 @@ def test_every_consent_time_problem_is_listed_together_with_schema_problems(make
     } <= keywords
 
 
+# Every integer-typed field of a lead (LeadSubmitRequest, Vehicle, DealerFee, Appointment; seed 004)
+# but the bounded Vehicle.year: the reference list the schema walk of aap.leads.integers must match.
+VEHICLE_INTEGERS = ("msrp", "price", "list_price", "mileage", "displacement_cc", "city_mpg", "highway_mpg")
+BEYOND_64_BITS = 63369747323023441920  # what the random HTTP tests found: HTTP 500 before the bound
+
+
+def _integer_places() -> list[tuple[str, ...]]:
+    places = [("appointment", "duration_minutes")]
+    for vehicle in ("vehicle_of_interest", "trade_in"):
+        places += [(vehicle, name) for name in VEHICLE_INTEGERS] + [(vehicle, "fees", "0", "amount")]
+    return places
+
+
+def _with_integer(body, place, value):
+    if place[0] == "appointment":
+        body["appointment"] = {"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00-08:00"}
+    else:
+        body.setdefault(place[0], {"make": "Honda"})
+        if place[1] == "fees":
+            body[place[0]]["fees"] = [{"name": "Documentation fee", "amount": 0}]
+    target = body
+    for step in place[:-1]:
+        target = target[int(step)] if isinstance(target, list) else target[step]
+    target[place[-1]] = value
+    return body
+
+
+@pytest.mark.parametrize("value", [BEYOND_64_BITS, 2**64, 2**53, float(2**70), 1e300])
+def test_an_integer_beyond_the_exact_json_range_is_refused_at_its_place_and_nothing_is_stored(make_agent, value):
+    """A schema-valid duration of 63369747323023441920 minutes crashed the lead (HTTP 500): the
+    skill made it an int the store cannot encode. Every integer field is bounded the same way."""
+    agent = make_agent()
+    for place in _integer_places():
+        error = error_of(agent, _with_integer(lead_request(), place, value))
+        assert error.code == "SCHEMA_VALIDATION_FAILED", place
+        assert error.errors == [
+            {
+                "instanceLocation": "/" + "/".join(place),
+                "keyword": "maximum",
+                "error": "must be at most 9007199254740991 (this endpoint's bound: the largest integer every "
+                "JSON reader keeps exact, RFC 7493 §2.2)",
+            }
+        ], place
+    assert agent.stores.leads.count_leads() == 0
+
+
+def test_every_integer_beyond_the_bound_is_listed_at_once_next_to_the_other_problems(make_agent):
+    agent = make_agent()
+    body = lead_request(message="x" * 4001)
+    for place in _integer_places():
+        _with_integer(body, place, BEYOND_64_BITS)
+    body["consent"]["scope"] = ["marketing"]
+    error = error_of(agent, body)
+    assert error.code == "INVALID_CONSENT"  # the consent class still wins (docs/leads.md §2)
+    locations = {p["instanceLocation"] for p in error.errors}
+    assert {"/" + "/".join(place) for place in _integer_places()} | {"/message", "/consent/scope/0"} <= locations
+
+
+def test_integers_up_to_the_bound_are_accepted_and_a_duration_over_a_day_is_left_to_staff(make_agent):
+    agent = make_agent()
+    for index, place in enumerate(_integer_places()):
+        body = _with_integer(lead_request(idempotency_key=f"edge-{index}"), place, 2**53 - 1)
+        data = submit(agent, body)["data"]
+        assert data["status"] == "received", place
+        stored = agent.stores.leads.get_lead(data["lead_id"])
+        assert stored["request"] == body  # kept exactly as sent
+        if place[0] == "appointment":
+            assert data["appointment"]["status"] == "requested"
+            assert stored["appointment"]["reason"] == "duration_needs_review"
+            assert stored["appointment"]["duration_minutes"] == 2**53 - 1
+
+
+def test_a_number_field_is_a_double_and_takes_any_finite_value(make_agent):
+    agent = make_agent()
+    body = lead_request(vehicle_of_interest={"make": "Tesla", "battery_kwh": 1e300, "other_attributes": {"x": 1e300}})
+    assert submit(agent, body)["data"]["status"] == "received"
+
+
 # -- idempotency ----------------------------------------------------------------------------
 
 

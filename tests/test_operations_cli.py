@@ -225,6 +225,19 @@ def test_a_port_in_use_is_one_line_and_exit_2_before_any_banner(runner, fake_run
     ]
 
 
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(runner, fake_run, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_config(tmp_path / "m.toml", database=f"sqlite:///{tmp_path}/m.db")
+        text = config.read_text().replace("\n[server]\n", f'\n[server]\nmetrics_listen = "127.0.0.1:{port}"\n', 1)
+        config.write_text(text)
+        result = runner.invoke(main, ["serve", "--config", str(config), "--port", "0"])
+    assert result.exit_code == 2 and fake_run == []
+    assert f"Cannot listen on 127.0.0.1:{port}: the port is already in use" in result.stderr
+
+
 def test_serve_refuses_to_start_without_a_secret_it_will_need(runner, fake_run, tmp_path, monkeypatch):
     config = write_config(tmp_path / "hook.toml", database=f"sqlite:///{tmp_path}/h.db", extra=HOOK)
     result = runner.invoke(main, ["serve", "--config", str(config), "--port", "0"])

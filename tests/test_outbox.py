@@ -10,7 +10,6 @@ import logging
 import threading
 import xml.etree.ElementTree as ET
 from datetime import timedelta
-from types import SimpleNamespace
 
 import httpx
 import orjson
@@ -310,9 +309,8 @@ async def test_run_delivery_worker_until_stopped(make_agent, receiver):
 
 async def test_delivery_lifespan_runs_the_worker_with_the_app(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
-    app = SimpleNamespace(state=SimpleNamespace(stores=agent.stores, settings=agent.settings))
     lead_id = submit(agent)["lead_id"]
-    async with delivery_lifespan(app):
+    async with delivery_lifespan(agent.stores, agent.settings):
         for _ in range(400):
             if receiver.accepted():
                 break
@@ -323,10 +321,9 @@ async def test_delivery_lifespan_runs_the_worker_with_the_app(make_agent, receiv
 async def test_delivery_lifespan_stays_out_when_delivery_runs_elsewhere(make_agent, receiver):
     settings = lead_settings(routes=[http_route(receiver.url)], delivery=DeliverySettings(in_process=False))
     agent = make_agent(settings)
-    app = SimpleNamespace(state=SimpleNamespace(stores=agent.stores, settings=settings))
     lead_id = submit(agent)["lead_id"]
     tasks_before = len(asyncio.all_tasks())
-    async with delivery_lifespan(app):
+    async with delivery_lifespan(agent.stores, settings):
         assert len(asyncio.all_tasks()) == tasks_before  # no worker task was started
     assert deliveries(agent, lead_id)[0]["status"] == "pending"
 

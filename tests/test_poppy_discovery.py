@@ -4,6 +4,7 @@ URLs as the agent card, served with the right headers; signing keys rotate clean
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 
@@ -12,6 +13,8 @@ import httpx
 from aap import EXTENSION_URI
 from aap.config.poppy import PoppySettings
 from aap.poppy import rotate_signing_key
+from aap.poppy.api import openapi_document
+from aap.poppy.context import PoppyContext
 from aap.spec import validate
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import TEST_POPPY, PoppyDeployment, agent_host, client, dealer, personal_agent, poppy_ca  # noqa: F401
@@ -121,11 +124,22 @@ def test_openapi_document(dealer, poppy_ca):
         "400",
         "401",
         "404",
+        "408",
         "409",
         "413",
+        "414",
         "429",
+        "431",
         "500",
     }
+    # The AAP 3.2 Poppy-Session header is a security scheme (seed 003): alone, or with the token.
+    assert document["components"]["securitySchemes"]["poppySession"] == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Poppy-Session",
+        "description": document["components"]["securitySchemes"]["poppySession"]["description"],
+    }
+    assert document["security"] == [{"poppyDPoP": []}, {"poppySession": []}, {"poppyDPoP": [], "poppySession": []}]
     # Self-contained: every $ref points into this document and resolves.
     text = json.dumps(document)
     refs = {part.split('"')[0] for part in text.split('"$ref": "')[1:]}
@@ -157,3 +171,13 @@ def test_signing_keys_rotate_without_breaking_live_tokens(dealer, client: PoppyC
     assert response.status_code == 401 and response.json()["error"] == "invalid_token"
     assert other.call("dealerInformation", {"type": "dealer.information.request"}).status_code == 200
     other.close()
+
+
+def test_openapi_document_without_the_poppy_session_header(dealer):
+    """With ``accept_poppy_session = false`` the header is no way in, so it is not declared."""
+    ctx = PoppyContext(
+        dealer.ctx.gateway, dataclasses.replace(dealer.ctx.settings, accept_poppy_session=False), dealer.ctx.store
+    )
+    document = openapi_document(ctx)
+    assert set(document["components"]["securitySchemes"]) == {"poppyDPoP"}
+    assert document["security"] == [{"poppyDPoP": []}]

@@ -19,6 +19,7 @@ import pytest
 from starlette.applications import Starlette
 
 from aap.agent import DealerAgent
+from aap.gateway import Gateway
 from aap.poppy import build
 from aap.store import open_stores
 from conftest import make_settings
@@ -37,7 +38,7 @@ class HttpLoopbackDealer:
             make_settings(), public_url=self.url, database_url=f"sqlite:///{directory}/aap.db"
         )
         self.stores = open_stores(settings.database_url)
-        parts = build(DealerAgent(settings, self.stores), settings=TEST_POPPY, ssl_context=ca.context())
+        parts = build(Gateway.of(DealerAgent(settings, self.stores)), settings=TEST_POPPY, ssl_context=ca.context())
 
         @asynccontextmanager
         async def lifespan(app: Any):

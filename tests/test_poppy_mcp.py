@@ -25,6 +25,7 @@ from joserfc.jwk import ECKey
 from aap.agent import DealerAgent
 from aap.config.model import RateLimit
 from aap.config.poppy import PoppySettings
+from aap.gateway import Gateway
 from aap.poppy.bearer import McpBearerVerifier
 from aap.poppy.context import caller_identity
 from aap.spec import validate
@@ -389,7 +390,7 @@ def test_rate_limits_are_per_signed_in_caller_across_mcp_and_the_api(
 # -- the verifier, unit by unit (real token records) ------------------------------------------------
 def verifier_for(dealer: SignedInDealer, **poppy: Any) -> McpBearerVerifier:
     settings = dataclasses.replace(dealer.settings.poppy, **poppy)
-    return McpBearerVerifier(DealerAgent(dealer.settings, dealer.stores), settings)
+    return McpBearerVerifier(Gateway.of(DealerAgent(dealer.settings, dealer.stores)), settings)
 
 
 def test_the_verifier_names_the_caller_the_native_api_names(dealer: SignedInDealer, agent: SignedInAgent) -> None:

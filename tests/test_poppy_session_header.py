@@ -1,5 +1,7 @@
 """The AAP 3.2 ``Poppy-Session`` header (seed 003) on the native API: accepted when the
-delegation chain holds, refused — with nothing written — when any link is bad."""
+delegation chain holds, refused — with nothing written — when any link is bad, including the
+time claims of RFC 7519 §4.1.4/§4.1.5 on the session JWT and on the delegation (with
+``[poppy] clock_skew`` of leeway, docs/poppy.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def session_headers(
     **claims,
 ) -> dict[str, str]:
     delegated = delegated or client.session_key
-    delegation = delegation or client.agent.delegation(delegated)
+    delegation = delegation or client.agent.delegation(delegated, sub=client.user_id)
     jwt = client.agent.poppy_session(
         delegated,
         delegation,
@@ -102,16 +104,21 @@ def test_poppy_session_with_a_bad_delegation(dealer, client: PoppyClient):
     delegated = client.session_key
     stranger = ECKey.generate_key("P-256", private=True)
     now = int(time.time())
+    user = client.user_id
     bad_delegations = {
-        "signed by an unpublished key": agent.delegation(delegated, key=stranger),
-        "vouches for another key": agent.delegation(stranger),
-        "expired": agent.delegation(delegated, iat=now - 7200, exp=now - 3600),
-        "not yet valid": agent.delegation(delegated, iat=now + 3600, exp=now + 7200),
-        "lifetime too long": agent.delegation(delegated, lifetime=30 * 86400),
-        "issued by another client": agent.delegation(delegated, iss="https://other.example/agent.json"),
+        "signed by an unpublished key": agent.delegation(delegated, key=stranger, sub=user),
+        "vouches for another key": agent.delegation(stranger, sub=user),
+        "expired": agent.delegation(delegated, iat=now - 7200, exp=now - 3600, sub=user),
+        "not yet valid": agent.delegation(delegated, iat=now + 3600, exp=now + 7200, sub=user),
+        "nbf in the future": agent.delegation(delegated, nbf=now + 3600, sub=user),
+        "nbf not a NumericDate": agent.delegation(delegated, nbf=str(now), sub=user),
+        "exp not a NumericDate": agent.delegation(delegated, exp=str(now + 60), sub=user),
+        "lifetime too long": agent.delegation(delegated, lifetime=30 * 86400, sub=user),
+        "issued by another client": agent.delegation(delegated, iss="https://other.example/agent.json", sub=user),
         "for another user": agent.delegation(delegated, sub="usr_someone_else"),
-        "for another audience": agent.delegation(delegated, aud="https://other-dealer.example"),
-        "without cnf": agent.delegation(delegated, cnf={"kid": "x"}),
+        "for no user (no sub)": agent.delegation(delegated),
+        "for another audience": agent.delegation(delegated, aud="https://other-dealer.example", sub=user),
+        "without cnf": agent.delegation(delegated, cnf={"kid": "x"}, sub=user),
         "not a JWS": "a.b.c",
     }
     for why, delegation in bad_delegations.items():
@@ -124,16 +131,24 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
     url = client.operation_url("dealerInformation")
     agent = client.agent
     delegated = client.session_key
-    delegation = agent.delegation(delegated)
+    delegation = agent.delegation(delegated, sub=client.user_id)
     other = client.operation_url("inventoryFacets")
+    now = int(time.time())
     cases = [
         session_headers(client, url, aud="https://other-dealer.example"),
         session_headers(client, url, htu=other),
         session_headers(client, url, htm="PUT"),
-        session_headers(client, url, iat=int(time.time()) - 600),
+        session_headers(client, url, iat=now - 600),
         session_headers(client, url, sid="not valid!"),
         session_headers(client, url, sub=agent.client_id),
         session_headers(client, url, jti=""),
+        # RFC 7519 §4.1.4: exp in the past (beyond the leeway), or not a NumericDate.
+        session_headers(client, url, exp=now - 600),
+        session_headers(client, url, exp=str(now + 60)),
+        session_headers(client, url, exp=True),
+        # RFC 7519 §4.1.5: nbf in the future (beyond the leeway), or not a NumericDate.
+        session_headers(client, url, nbf=now + 600),
+        session_headers(client, url, nbf="now"),
     ]
     # Signed by another key than the one the kid names.
     stranger = ECKey.generate_key("P-256", private=True)
@@ -164,3 +179,47 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
     api_refused(
         dealer, lambda: client.http.post(url, json=INFO, headers={"Poppy-Session": unknown_client}), "invalid_token"
     )
+
+
+def test_poppy_session_time_claims_within_the_leeway(dealer, client: PoppyClient):
+    """``exp`` and ``nbf`` are optional; when present they hold with ``clock_skew`` (30 s) of leeway."""
+    url = client.operation_url("dealerInformation")
+    now = int(time.time())
+    for claims in ({"exp": now + 60, "nbf": now - 60}, {"exp": now - 5}, {"nbf": now + 5}, {"exp": now + 0.5}):
+        response = client.http.post(url, json=INFO, headers=session_headers(client, url, **claims))
+        assert response.status_code == 200, (claims, response.text)
+    # The delegation's own nbf, in the past, is fine.
+    delegation = client.agent.delegation(client.session_key, sub=client.user_id, nbf=now - 60)
+    response = client.http.post(url, json=INFO, headers=session_headers(client, url, delegation=delegation))
+    assert response.status_code == 200, response.text
+
+
+def test_the_identity_key_is_not_a_delegated_key(dealer, client: PoppyClient):
+    """A delegation hands another key the right to sign; naming the identity key itself (and
+    signing the session JWT with it) is refused."""
+    url = client.operation_url("dealerInformation")
+    identity = client.agent.identity
+    delegation = client.agent.delegation(identity, sub=client.user_id)
+    headers = session_headers(client, url, delegated=identity, delegation=delegation)
+    response = api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+    assert "identity" in response.json()["error_description"]
+
+
+def test_a_delegation_without_sub_vouches_for_no_user(dealer, client: PoppyClient):
+    """Without ``sub`` the delegation would serve any User ID the session JWT names."""
+    url = client.operation_url("dealerInformation")
+    unbound = client.agent.delegation(client.session_key)
+    for user in (client.user_id, "usr_someone_else"):
+        jwt = client.agent.poppy_session(
+            client.session_key,
+            unbound,
+            issuer=client.issuer,
+            user_id=user,
+            sid="s1",
+            method="POST",
+            url=url,
+        )
+        response = api_refused(
+            dealer, lambda jwt=jwt: client.http.post(url, json=INFO, headers={"Poppy-Session": jwt}), "invalid_token"
+        )
+        assert "sub" in response.json()["error_description"]

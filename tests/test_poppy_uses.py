@@ -8,10 +8,13 @@ import time
 
 import pytest
 
+from aap.agent import DealerAgent
+from aap.gateway import Gateway
 from aap.poppy.uses import UseBatches
 from aap.store import open_stores
 from aap.store.poppy import Replayed, SessionUse
-from aap.web.work import Work
+from aap.work import Work
+from conftest import make_settings
 from test_ratelimit import WriteCounter
 
 
@@ -47,7 +50,7 @@ def test_calls_in_flight_together_share_writes_and_keep_their_own_answers(stores
     """Sixteen concurrent calls (one replaying another's jti) cost far fewer than sixteen writes;
     each call gets its own answer."""
     work = Work(inline=True, threads=2)
-    batches = UseBatches(stores.poppy, work)
+    batches = UseBatches(stores.poppy, Gateway.of(DealerAgent(make_settings(), stores), work))
     counter = WriteCounter(stores.db)
 
     async def calls() -> list[object]:
@@ -57,7 +60,7 @@ def test_calls_in_flight_together_share_writes_and_keep_their_own_answers(stores
         return results
 
     results = asyncio.run(calls())
-    work.executor.shutdown()
+    work.close()
     refused = [r for r in results if isinstance(r, Replayed)]
     assert len(refused) == 1 and results.count(None) == 15
     assert recorded(stores) == {f"j{i}" for i in range(15)} | {"after"}

@@ -229,11 +229,14 @@ def test_a_top_up_takes_only_what_the_bucket_holds(processes):
 
 
 def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(processes):
-    """Over the binding's admit(): after the lease has grown, every next lease is a top-up
+    """Over the gateway's admit(): after the lease has grown, every next lease is a top-up
     taken off the request path; no request calls the blocking check again."""
     import asyncio
 
-    from aap.web.work import admit
+    from aap.agent import DealerAgent
+    from aap.gateway import Gateway
+    from aap.work import Work
+    from conftest import make_settings
 
     clock = Clock()
     rl = limiter(processes[0], clock, per_minute=60_000_000, burst=1_000_000)
@@ -250,17 +253,13 @@ def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(pro
 
     rl.check, rl.top_up = counted_check, counted_top_up
 
-    class Agent:  # what admit() reads of a DealerAgent
-        limiter = rl
-        stores = processes[0]
-
-    agent = Agent()
+    gateway = Gateway(DealerAgent(make_settings(), processes[0]), rl, Work(inline=processes[0].db.in_process))
     counter = WriteCounter(processes[0].db)
 
     async def requests(n: int) -> None:
         for _ in range(n):
             clock.now += 0.0005
-            await admit(agent, "busy")
+            await gateway.admit("busy")
             await asyncio.sleep(0)  # other requests run: a top-up started is under way
 
     asyncio.run(requests(500))

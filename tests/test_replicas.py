@@ -8,6 +8,7 @@ the replica to catch up is bounded by count, never by a clock.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,14 +19,19 @@ import pytest
 
 from aap.agent import CallContext, DealerAgent
 from aap.config.loader import ConfigError, parse_settings
+from aap.config.model import DealerProfile
+from aap.errors import AapError
 from aap.server.app import create_app
 from aap.store import Stores, open_stores
 from conftest import make_settings
 from http_helpers import LiveServer
 from inventory_reference import listing
+from lead_support import NOW, lead_request
 from pg_cluster import PostgresCluster
+from test_aggregate_scope import OPERATOR_ROOFTOP, SHELBYVILLE, SPRINGFIELD
 
 CTX = CallContext(binding="test")
+LEAD_CTX = CallContext(binding="test", now=NOW)
 SEARCH = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 10}}
 
 
@@ -162,6 +168,62 @@ def test_a_replica_stopped_midway_is_skipped(clusters, deployment):
     caught_up(primary, replica_url)
     stores.reads.replicas[0].checked = 0.0  # the next read checks it again (instead of in a second)
     assert total(agent)["total"] == 26 and stores.reads.replicas[0].state == "ok"
+
+
+def received_wal(replica_url: str) -> None:
+    """Wait (bounded by count) until the paused replica has received WAL it has not replayed."""
+    for _ in range(1000):
+        with psycopg.connect(replica_url, autocommit=True) as conn:
+            if conn.execute("SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()").fetchone()[0]:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the replica received nothing")
+
+
+def test_a_lead_for_a_listing_the_standby_has_not_replayed_reaches_its_seller(deployment):
+    """The vehicle of interest decides the lead's seller, rooftop and idempotency scope: it is read
+    on the primary, never on a standby that is behind, even within the allowed lag."""
+    primary, replica_url, reading = deployment
+    settings = dataclasses.replace(
+        make_settings(
+            rooftops=[OPERATOR_ROOFTOP], dealers=(SPRINGFIELD, SHELBYVILLE), scope="aggregate", filters=("make",)
+        ),
+        dealer=DealerProfile({"name": "Cars Marketplace", "rooftops": [OPERATOR_ROOFTOP]}),
+    )
+    agent = DealerAgent(settings, reading(max_replica_lag_ms=600_000))
+    replay(replica_url, "pause")
+    fresh = listing(
+        "fresh-1",
+        dealer_id=SHELBYVILLE.dealer_id,
+        rooftop="Shelbyville Ford Downtown",
+        vin="1FTEW1EP5PKA00777",
+        make="Ford",
+        model="F-150",
+        price=41_000,
+    )
+    primary.inventory.import_listings([fresh])
+    received_wal(replica_url)
+    # The standby answers reads and has not replayed the import: the listing is not there yet.
+    with pytest.raises(AapError) as caught:
+        agent.handle({"type": "inventory.vehicle.request", "vehicle_id": "fresh-1"}, CTX)
+    assert caught.value.code == "VEHICLE_NOT_FOUND" and agent.stores.reads.replicas[0].state == "ok"
+
+    for vehicle in ({"vehicle_id": "fresh-1"}, {"vin": fresh["vin"]}):
+        answer = agent.handle(lead_request(vehicle_of_interest=vehicle, idempotency_key=str(vehicle)), LEAD_CTX)
+        lead = primary.leads.get_lead(answer["data"]["lead_id"])
+        assert answer["data"]["dealer"] == {"name": "Shelbyville Ford", "phone": "+12175550199"}
+        assert "could not be matched" not in answer["message"]
+        assert (lead["dealer_id"], lead["rooftop"], lead["vehicle_link"]) == (
+            "shelbyville-ford",
+            "Shelbyville Ford Downtown",
+            "linked",
+        )
+    # A replay is looked up under the same seller: the same lead, not a second one.
+    again = agent.handle(
+        lead_request(vehicle_of_interest={"vehicle_id": "fresh-1"}, idempotency_key=str({"vehicle_id": "fresh-1"})),
+        LEAD_CTX,
+    )
+    assert again["data"]["replayed"] is True
 
 
 # -- configuration ------------------------------------------------------------------------

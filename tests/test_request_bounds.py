@@ -153,18 +153,23 @@ def test_the_agent_validates_with_its_budget(monkeypatch):
 
 
 def test_tokens_follow_the_skill_and_what_its_shape_was_seen_to_cost():
-    from aap.web.work import MAX_TOKENS, SKILL_TOKENS, TOKEN_CPU, Work
+    from aap.gateway import MAX_TOKENS, SKILL_TOKENS, TOKEN_CPU, Gateway
+    from aap.skills.catalog import SKILLS
+    from aap.work import Work
 
     work = Work(inline=True, threads=1)
+    search, lead = SKILLS["inventory.search"], SKILLS["lead.submit"]
     try:
-        assert work.tokens("inventory.search", ("s",)) == 1  # never seen
-        assert work.tokens("lead.submit", None) == SKILL_TOKENS["lead.submit"]
-        work.note(("s",), TOKEN_CPU * 3.5)
-        assert work.tokens("inventory.search", ("s",)) == 4
-        work.note(("huge",), 10.0)
-        assert work.tokens("inventory.search", ("huge",)) == MAX_TOKENS
+        with open_memory_agent() as agent:
+            gateway = Gateway.of(agent, work)
+            assert gateway.price(search, ("s",)) == 1  # never seen
+            assert gateway.price(lead, None) == SKILL_TOKENS["lead.submit"]
+            work.note(("s",), TOKEN_CPU * 3.5)
+            assert gateway.price(search, ("s",)) == 4
+            work.note(("huge",), 10.0)
+            assert gateway.price(search, ("huge",)) == MAX_TOKENS
     finally:
-        work.executor.shutdown()
+        work.close()
 
 
 def test_over_a2a_a_lead_costs_its_tokens(tmp_path):

@@ -1,15 +1,18 @@
 """``<prospect status="resend">`` (and the webhook's ``resend``) only when an earlier attempt may have
-reached the CRM (issue 15, item 2; docs/leads.md "Resend").
+been accepted by the CRM (docs/leads.md "Resend").
 
-May have reached: the request was sent and its answer was lost or ambiguous (a read timeout, a
-connection closed mid-answer, a 5xx answer, a worker killed while sending, or the operator
-resending a delivered lead). Never reached: a refused connection, a DNS or TLS failure, a
-connect or pool timeout, an SMTP refusal before the message data, a definite "not processed"
-answer (408, 425, 429).
+May have been accepted: the whole request was sent and its answer was lost or ambiguous (a read
+timeout, a connection closed after the body was sent, a 5xx answer, a 409 for a request held under
+the lead id), an SMTP session lost once the message data started, a worker killed while sending,
+or the operator resending a delivered lead. Never: a refused connection, a DNS or TLS failure, a
+connect, pool or write timeout, a connection lost while the body was being written, an SMTP
+refusal, a "not processed" answer (408, 425, 429) or a definite refusal (any other 4xx, a 3xx).
 """
 
 from __future__ import annotations
 
+import socketserver
+import threading
 import xml.etree.ElementTree as ET
 from datetime import timedelta
 
@@ -19,6 +22,7 @@ import pytest
 
 from aap.config.leads import AdfHttpTarget, DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads import transports
+from aap.leads.operations import retry_deliveries
 from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker
 from lead_support import NOW, Receiver, free_port, http_route, lead_settings
@@ -81,7 +85,9 @@ async def test_the_webhook_says_resend_false_after_a_refused_connection(make_age
     assert orjson.loads(got["body"])["resend"] is False
 
 
-@pytest.mark.parametrize(("status", "resend"), [(500, "resend"), (503, "resend"), (429, "new"), (408, "new")])
+@pytest.mark.parametrize(
+    ("status", "resend"), [(500, "resend"), (503, "resend"), (409, "resend"), (429, "new"), (408, "new"), (425, "new")]
+)
 async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, resend):
     crm = Receiver()
     try:
@@ -187,10 +193,11 @@ def failing(exc: Exception) -> httpx.AsyncClient:
         (httpx.ConnectTimeout("timed out"), False),
         (httpx.PoolTimeout("timed out"), False),
         (httpx.UnsupportedProtocol("no scheme"), False),
+        (httpx.WriteTimeout("timed out"), False),  # the body stopped part way: nothing to act on
+        (httpx.WriteError("broken pipe"), False),
+        (httpx.LocalProtocolError("illegal header"), False),
         (httpx.ReadTimeout("timed out"), True),
-        (httpx.WriteTimeout("timed out"), True),
         (httpx.ReadError("reset"), True),
-        (httpx.WriteError("broken pipe"), True),
         (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
     ],
 )
@@ -204,16 +211,35 @@ async def test_http_failures_say_whether_the_request_may_have_reached_the_crm(ex
 
 
 @pytest.mark.parametrize(
-    ("status", "reached"),
-    [(500, True), (502, True), (503, True), (400, True), (408, False), (425, False), (429, False)],
+    ("status", "reached", "permanent"),
+    [
+        (500, True, False),
+        (502, True, False),
+        (503, True, False),
+        (409, True, False),  # a request under this Idempotency-Key is held already
+        (408, False, False),
+        (425, False, False),
+        (429, False, False),
+        (400, False, True),  # a definite refusal: the CRM does not have the lead
+        (401, False, True),  # an expired token
+        (403, False, True),
+        (404, False, True),  # a wrong URL
+        (410, False, True),
+        (413, False, True),
+        (415, False, True),
+        (422, False, True),
+        (301, False, True),  # redirects are not followed: a lead goes to the configured URL only
+        (307, False, True),
+    ],
 )
-async def test_http_answers_say_whether_the_crm_may_have_the_lead(status, reached):
+async def test_http_answers_say_whether_the_crm_may_have_the_lead(status, reached, permanent):
     async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(status))) as client:
         with pytest.raises(transports.SendError) as caught:
             await transports.send_adf_http(
                 client, AdfHttpTarget("crm", "https://crm.example/adf"), ADF, "lead_1", "dlv_1", 5
             )
-    assert caught.value.reached is reached
+    assert (caught.value.reached, caught.value.permanent) == (reached, permanent)
+    assert str(caught.value) == f"HTTP {status}"
 
 
 async def test_a_down_smtp_server_was_never_reached():
@@ -223,3 +249,120 @@ async def test_a_down_smtp_server_was_never_reached():
     with pytest.raises(transports.SendError) as caught:
         await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 2)
     assert caught.value.reached is False
+
+
+@pytest.mark.parametrize("status", [404, 401, 400, 422])
+@pytest.mark.parametrize("kind", ["adf_http", "webhook"])
+async def test_a_lead_refused_at_first_and_retried_by_the_operator_is_delivered_as_new(make_agent, status, kind):
+    """A wrong URL (404) or an expired token (401) never reached the CRM: after the fix, the
+    operator's retry is the CRM's first copy of the lead, and says so."""
+    crm = Receiver()
+    try:
+        target = http_route(crm.url) if kind == "adf_http" else Route(targets=(WebhookTarget("hook", crm.url),))
+        agent = make_agent(lead_settings(routes=[target], delivery=DeliverySettings(base_backoff_seconds=1)))
+        lead_id = submit(agent)["lead_id"]
+        clock = Clock(NOW + timedelta(minutes=1))
+        worker = worker_for(agent, clock)
+        crm.status = status
+        assert await once(worker) == 1
+        (row,) = deliveries(agent, lead_id)
+        assert (row["status"], row["last_error"]) == ("dead", f"HTTP {status}")  # no retry can help
+        crm.status = 200  # the operator fixed the URL or the token
+        retry_deliveries(agent.stores.leads, lead_id, NOW + timedelta(minutes=2))
+        clock.advance(60)
+        assert await once(worker) == 1
+        assert deliveries(agent, lead_id)[0]["status"] == "delivered"
+        first, second = crm.requests
+        if kind == "adf_http":
+            assert [prospect_status(first), prospect_status(second)] == ["new", "new"]
+        else:
+            assert [orjson.loads(r["body"])["resend"] for r in (first, second)] == [False, False]
+    finally:
+        crm.close()
+
+
+async def test_a_refusal_after_an_ambiguous_attempt_keeps_the_resend_flag(make_agent):
+    """Once an attempt may have been accepted (a 503), a later refusal does not unsay it."""
+    crm = Receiver()
+    try:
+        agent = make_agent(
+            lead_settings(routes=[http_route(crm.url)], delivery=DeliverySettings(base_backoff_seconds=1))
+        )
+        lead_id = submit(agent)["lead_id"]
+        clock = Clock(NOW + timedelta(minutes=1))
+        worker = worker_for(agent, clock)
+        for status in (503, 404):
+            crm.status = status
+            await once(worker)
+            clock.advance(2)
+        crm.status = 200
+        retry_deliveries(agent.stores.leads, lead_id, NOW + timedelta(minutes=2))
+        clock.advance(60)
+        assert await once(worker) == 1
+        assert [prospect_status(r) for r in crm.requests] == ["new", "resend", "resend"]
+    finally:
+        crm.close()
+
+
+class DroppingSmtp:
+    """An SMTP server on loopback that drops the session at one point: ``"rcpt"`` (after the
+    envelope, before DATA) or ``"data"`` (after the whole message, before the final reply)."""
+
+    def __init__(self, drop: str) -> None:
+        self.drop = drop
+        self.messages: list[bytes] = []
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                self.wfile.write(b"220 test ESMTP\r\n")
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        return
+                    verb = line[:4].upper()
+                    if verb in (b"EHLO", b"HELO"):
+                        self.wfile.write(b"250 test\r\n")
+                    elif verb == b"MAIL":
+                        self.wfile.write(b"250 ok\r\n")
+                    elif verb == b"RCPT":
+                        if outer.drop == "rcpt":
+                            return  # the connection closes: the server never had the message
+                        self.wfile.write(b"250 ok\r\n")
+                    elif verb == b"DATA":
+                        self.wfile.write(b"354 go ahead\r\n")
+                        data = b""
+                        while not data.endswith(b"\r\n.\r\n"):
+                            chunk = self.rfile.readline()
+                            if not chunk:
+                                return
+                            data += chunk
+                        outer.messages.append(data)
+                        return  # message complete, no reply: the server may have queued it
+                    else:
+                        self.wfile.write(b"250 ok\r\n")
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(("drop", "reached"), [("rcpt", False), ("data", True)])
+async def test_an_smtp_session_lost_may_have_delivered_only_once_the_message_data_went_out(drop, reached):
+    server = DroppingSmtp(drop)
+    try:
+        target = SmtpTarget(
+            "mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=server.port, starttls=False
+        )
+        with pytest.raises(transports.SendError) as caught:
+            await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 5)
+    finally:
+        server.close()
+    assert caught.value.reached is reached and not caught.value.permanent
+    assert len(server.messages) == (1 if drop == "data" else 0)

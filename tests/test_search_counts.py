@@ -136,10 +136,10 @@ def counts_outrun_their_budget(agent, backend: str) -> Iterator[None]:
     if backend == "sqlite":
         # The progress handler checks the clock every thousand steps: a budget of a
         # microsecond is over at the first check, and scanning 1,000 rows takes more steps.
-        agent.settings = dataclasses.replace(agent.settings, count_timeout_ms=0.001)
+        agent.deps.settings = dataclasses.replace(agent.settings, count_timeout_ms=0.001)
         yield
         return
-    agent.settings = dataclasses.replace(agent.settings, count_timeout_ms=50)
+    agent.deps.settings = dataclasses.replace(agent.settings, count_timeout_ms=50)
     with psycopg.connect(agent.stores.db.url, autocommit=False) as holder:
         holder.execute("LOCK TABLE inv_listing IN ACCESS EXCLUSIVE MODE")
         # The page query waits for the lock too (it has no budget): let go after a while.

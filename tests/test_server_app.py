@@ -55,7 +55,7 @@ def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
 
     events: list[str] = []
 
-    def build(agent):
+    def build(gateway):
         @contextlib.asynccontextmanager
         async def lifespan(app):
             events.append("binding up:" + type(app.state.agent).__name__)
@@ -65,8 +65,8 @@ def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
         return BindingParts(routes=[], lifespans=[lifespan])
 
     @contextlib.asynccontextmanager
-    async def hook(app):
-        events.append("hook up")
+    async def hook(gateway):
+        events.append("hook up:" + type(gateway.agent).__name__)
         yield
         events.append("hook down")
 
@@ -74,8 +74,8 @@ def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
     monkeypatch.setattr(app_module, "SERVICES", (hook,))
     with Deployment(tmp_path, inventory=0) as dep:
         assert httpx.get(dep.base_url + "/healthz").status_code == 200
-        assert events == ["binding up:DealerAgent", "hook up"]
-    assert events == ["binding up:DealerAgent", "hook up", "hook down", "binding down"]
+        assert events == ["binding up:DealerAgent", "hook up:DealerAgent"]
+    assert events == ["binding up:DealerAgent", "hook up:DealerAgent", "hook down", "binding down"]
 
 
 def test_every_path_of_the_table_is_served(deployment):
@@ -350,7 +350,7 @@ def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_
     async def crash(request):
         raise RuntimeError("database said: " + SECRET)
 
-    def build(agent):
+    def build(gateway):
         return BindingParts(
             routes=[Route("/poppy/v1/crash", crash, methods=["POST"]), Route("/crash", crash, methods=["GET"])]
         )
@@ -470,7 +470,7 @@ def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp
     async def routed(request):
         raise AssertionError("the router must not see a direct path's method")
 
-    def build(agent):
+    def build(gateway):
         return BindingParts(
             routes=[Route("/poppy/v1/hot", routed, methods=["POST"])],
             direct={("/poppy/v1/hot", "POST"): direct, ("/poppy/v1/crash", None): direct},
@@ -499,10 +499,11 @@ def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp
 
 
 def test_listing_documents_pass_through_a2a_mcp_and_poppy_as_stored(deployment, http):
-    """The bindings that write answers with orjson pass each listing through encoded
-    (CallContext.raw_documents): the page is the same, byte for byte, as the decoded one."""
+    """The skill hands stored listing documents on as text (aap.jsontext.StoredJson); the doors
+    that write answers copy them in (encode): the page is the same, byte for byte, as the decoded one."""
     from aap.agent import CallContext
     from aap.bindings.mcp.calls import success_result
+    from aap.jsontext import StoredJson, encode
 
     request = {
         "type": "inventory.search.request",
@@ -513,11 +514,13 @@ def test_listing_documents_pass_through_a2a_mcp_and_poppy_as_stored(deployment, 
     skill = agent.skill_for(request)
     now = CallContext(binding="test").now
     decoded = agent.run(skill, request, CallContext(binding="test", now=now))
-    encoded = agent.run(skill, request, CallContext(binding="test", now=now, raw_documents=True))
-    assert any(not isinstance(v, dict) for v in encoded["data"]["vehicles"]), "documents stay encoded"
+    stored = agent.answer(skill, request, CallContext(binding="test", now=now))
+    assert all(isinstance(v, StoredJson) for v in stored["data"]["vehicles"]), "documents stay as stored"
     assert len(decoded["data"]["vehicles"]) == 10
-    assert orjson.dumps(encoded) == orjson.dumps(decoded)
-    assert orjson.dumps(success_result(encoded, encoded=True)) == orjson.dumps(success_result(decoded))
+    assert all(isinstance(v, dict) for v in decoded["data"]["vehicles"])
+    assert encode(stored) == orjson.dumps(decoded)
+    assert orjson.dumps(success_result(stored, encoded=True)) == orjson.dumps(success_result(decoded))
+    assert success_result(stored) == success_result(decoded)  # the SDK's path reads plain values
     answer = http.post("/a2a", json=send_message(request)).json()
     assert_valid_response(answer)
     assert answer["result"]["message"]["parts"][0]["data"]["data"]["vehicles"] == decoded["data"]["vehicles"]

@@ -190,6 +190,10 @@ def test_two_workers(tmp_path):
         # One connection each, so the kernel may hand them to either worker: every one serves the card
         # the parent's settings describe.
         cards = [httpx.get(base + "/.well-known/agent-card.json").json() for _ in range(6)]
+        # Every worker keeps the [server] request limits: a header field over them is 431 on each.
+        oversized = [
+            httpx.get(base + "/healthz", headers={"Poppy-Session": "e" * 268_000}).status_code for _ in range(6)
+        ]
         for answer in answers:
             assert answer.status_code == 200
             assert_valid_response(answer.json())
@@ -197,6 +201,7 @@ def test_two_workers(tmp_path):
         assert card["supportedInterfaces"][0]["url"] == base + "/a2a"
         expected = build_agent_card(proc.source.load(), SKILLS.values())
         assert all(served == expected for served in [card, *cards])
+        assert oversized == [431] * 6
     finally:
         proc.stop()
     assert proc.proc.returncode is not None
@@ -242,10 +247,16 @@ def test_tls_localhost_card_is_schema_valid(tmp_path):
         trust = ssl.create_default_context(cafile=str(cert))
         proc.wait_ready(base, verify=trust)
         with httpx.Client(base_url=base, verify=trust) as http:
-            card = http.get("/.well-known/agent-card.json").json()
+            card_answer = http.get("/.well-known/agent-card.json")
+            card = card_answer.json()
             answer = http.post("/a2a", json=send_message({"type": "dealer.information.request"}))
+        # Refused over TLS too, and answered before the connection closes.
+        refused = httpx.get(base + "/a2a", headers={"X-Big": "b" * 100_000}, verify=trust)
     finally:
         proc.stop()
+    assert card_answer.headers["strict-transport-security"] == "max-age=31536000"  # an https public_url
+    assert refused.status_code == 431 and refused.json()["error"]["code"] == -32600
+    assert refused.headers["strict-transport-security"] == "max-age=31536000"
     assert validate(card, "agent-card") == []
     assert card["supportedInterfaces"][0]["url"] == base + "/a2a"
     assert card["capabilities"]["extensions"][0]["params"]["mcp"]["url"] == base + "/mcp"

@@ -88,3 +88,18 @@ def test_refusals_say_why_and_exit_non_zero(cli):
         assert result.exit_code == 1 and message in result.output, (args, result.output)
     mismatch = cli("add", "e@dealer.example", stdin=f"{PASSWORD}\nsomething else entirely\n")
     assert mismatch.exit_code != 0
+
+
+def test_unlock_forgets_an_accounts_failed_sign_ins_and_passwd_applies_the_policy(cli):
+    assert cli("add", "kit@dealer.example", "--password-stdin", stdin=PASSWORD + "\n").exit_code == 0
+    for _ in range(5):
+        assert sign_in(cli.url, "kit@dealer.example", "a wrong guess") is None
+    assert sign_in(cli.url, "kit@dealer.example", PASSWORD) is None  # held back: five failures
+    unlocked = cli("unlock", "KIT@dealer.example")
+    assert unlocked.exit_code == 0 and "forgotten" in unlocked.output
+    assert sign_in(cli.url, "kit@dealer.example", PASSWORD) is not None
+    assert "had no failed sign-in" in cli("unlock", "kit@dealer.example").output
+    assert cli("unlock", "nobody@dealer.example").exit_code == 1
+    for password, why in (("password1234", "most common"), ("kit@dealer.example", "e-mail address")):
+        refused = cli("passwd", "kit@dealer.example", "--password-stdin", stdin=password + "\n")
+        assert refused.exit_code == 1 and why in refused.output, refused.output

@@ -1,4 +1,4 @@
-"""Where the bindings run blocking work (aap/web/work.py): on the event loop when its shape
+"""Where the gateway runs blocking work (aap/work.py): on the event loop when its shape
 has been seen short on an in-process database, on the executor otherwise."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import pytest
 
 from aap.agent import DealerAgent
 from aap.config.model import RateLimit
+from aap.gateway import Gateway, work_shape
+from aap.server.app import create_app
 from aap.skills.catalog import SKILLS
-from aap.web.work import INLINE_BUDGET, SHAPES, Work, work_for
+from aap.work import INLINE_BUDGET, SHAPES, Work
 
 
 def where() -> str:
@@ -71,15 +73,17 @@ def test_shapes_are_bounded(work):
     assert not work.short(("0",))  # the oldest were forgotten
 
 
-def test_one_work_per_agent(agent_factory):
+def test_one_work_per_app_shared_by_its_doors(agent_factory):
     agent = agent_factory()
-    assert work_for(agent) is work_for(agent)
-    assert work_for(agent).inline is agent.stores.db.in_process
-    assert work_for(agent_factory()) is not work_for(agent)
+    app = create_app(agent.settings, agent.stores)
+    gateway = app.state.gateway
+    assert gateway.work.inline is agent.stores.db.in_process
+    poppy_uses = [r for r in app.routes if getattr(r, "path", "") == "/oauth/token"]
+    assert poppy_uses, "the app serves the Poppy issuer"
+    assert create_app(agent.settings, agent.stores).state.gateway.work is not gateway.work
 
 
-def test_work_shape_keeps_names_not_values(agent_factory):
-    agent: DealerAgent = agent_factory()
+def test_work_shape_keeps_names_not_values():
     search, lead = SKILLS["inventory.search"], SKILLS["lead.submit"]
     one = {
         "type": "inventory.search.request",
@@ -91,14 +95,14 @@ def test_work_shape_keeps_names_not_values(agent_factory):
         "filters": {"price_max": 99, "make": ["Kia"]},
         "sort": {"field": "price", "order": "desc"},
     }
-    assert agent.work_shape(search, one) == agent.work_shape(search, two)
+    assert work_shape(search, one) == work_shape(search, two)
     paged = {**one, "pagination": {"cursor": "abc"}}
-    assert agent.work_shape(search, paged) != agent.work_shape(search, one)
-    assert agent.work_shape(lead, {"type": "lead.submit.request"}) is None  # a write
+    assert work_shape(search, paged) != work_shape(search, one)
+    assert work_shape(lead, {"type": "lead.submit.request"}) is None  # a write
     hostile = {"filters": {"x" * 10_000: 1, **{f"f{i}": 1 for i in range(500)}}, "sort": "price"}
-    shape = agent.work_shape(search, hostile)
+    shape = work_shape(search, hostile)
     assert shape is not None and len(shape) < 50 and all(len(part) <= 40 for part in shape)
-    assert agent.work_shape(search, [1, 2]) == ("inventory.search",)
+    assert work_shape(search, [1, 2]) == ("inventory.search",)
 
 
 async def test_callers_waiting_on_an_empty_lease_share_one_lease(agent_factory):
@@ -106,17 +110,18 @@ async def test_callers_waiting_on_an_empty_lease_share_one_lease(agent_factory):
     import asyncio
 
     from aap.errors import AapError
-    from aap.web.work import admit
     from test_ratelimit import WriteCounter
 
     agent: DealerAgent = agent_factory()
     counter = WriteCounter(agent.stores.db)
-    await asyncio.gather(*(admit(agent, "busy") for _ in range(16)))
+    gateway = Gateway.of(agent)
+    await asyncio.gather(*(gateway.admit("busy") for _ in range(16)))
     assert 1 <= counter.writes <= 4  # leases of 1, 4 and 16 tokens at most
     # A refusal reaches every waiting request, and each is refused without a write of its own.
     limited = agent_factory(settings=dataclasses.replace(agent.settings, rate_limit=RateLimit(per_minute=1, burst=2)))
     counter = WriteCounter(limited.stores.db)
-    outcomes = await asyncio.gather(*(admit(limited, "busy") for _ in range(8)), return_exceptions=True)
+    gateway = Gateway.of(limited)
+    outcomes = await asyncio.gather(*(gateway.admit("busy") for _ in range(8)), return_exceptions=True)
     refused = [o for o in outcomes if isinstance(o, AapError)]
     assert len(refused) == 6 and all(o.code == "RATE_LIMITED" for o in refused)
     assert counter.writes <= 3

@@ -1,48 +1,35 @@
 """The transport-free dealer agent: typed request in, typed response out.
 
-Every binding (A2A, MCP, Poppy) resolves the skill of a request once — A2A
-from ``data.type`` with :meth:`DealerAgent.skill_for`, MCP from the tool name,
-Poppy from the operation path — and calls :meth:`DealerAgent.run` with it, the
-AAP request object and a :class:`CallContext`; it gets back the typed response
-object (``{"type": "<skill>.response", "data": ..., "message"?}``) or an
-:class:`~aap.errors.AapError`. :meth:`DealerAgent.handle` does both steps for
-callers that hold only the payload. Nothing here knows about HTTP or JSON-RPC.
+The agent holds the skill table (the five AAP skills by default, each with its error
+classifier) and the one request check every door shares: the structural bounds, then the
+skill's request schema, with every problem listed. Its skills receive a
+:class:`~aap.skills.context.SkillDeps` (settings, stores, clock), never the agent itself.
+
+Doors call it through :class:`aap.gateway.Gateway`, which admits the caller, prices the
+call and places the work; :meth:`DealerAgent.answer` is what the gateway runs. In-process
+callers (tools, tests) use :meth:`DealerAgent.run` and :meth:`DealerAgent.handle`, which
+answer plain JSON values. Nothing here knows about HTTP, JSON-RPC or rate limits.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aap.config.model import Settings
 from aap.errors import AapError, Problem, problem
-from aap.ratelimit import RateLimiter
+from aap.jsontext import decoded
 from aap.skills import dealer_information, inventory_facets, inventory_search, inventory_vehicle, lead_submit
 from aap.skills.catalog import BY_REQUEST_TYPE, SKILLS, SkillInfo
+from aap.skills.context import CallContext, SkillDeps
 from aap.spec import validate
 from aap.spec.bounds import bound_problems
 from aap.store import Stores
 
+__all__ = ["CallContext", "DealerAgent", "SkillDeps", "normalize_numbers", "schema_error"]
 
-@dataclass
-class CallContext:
-    """Who is calling, over what. ``caller_id`` is a *verified* identity or None."""
-
-    binding: str
-    caller_id: str | None = None
-    client_id: str | None = None
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    #: The binding writes the answer with ``orjson.dumps`` as it is: stored listing documents
-    #: may stay encoded in it (``orjson.Fragment``) instead of being decoded and encoded again.
-    raw_documents: bool = False
-
-
-_NAME, _NAMES = 40, 40  # a shape keeps at most this many names of at most this length
-
-SkillHandler = Callable[["DealerAgent", dict[str, Any], CallContext], dict[str, Any]]
+SkillHandler = Callable[[SkillDeps, dict[str, Any], CallContext], dict[str, Any]]
 Classifier = Callable[[Any, list[Problem]], AapError]
 
 
@@ -89,20 +76,25 @@ def _require_object(payload: Any) -> None:
 
 
 class DealerAgent:
-    """The core: settings + stores + the skill handlers (the five AAP skills by default)."""
+    """The core: the skill handlers (the five AAP skills by default) over one :class:`SkillDeps`."""
 
-    def __init__(self, settings: Settings, stores: Stores) -> None:
-        self.settings = settings
-        self.stores = stores
-        #: The one rate limiter of this process: every binding spends from its leases.
-        self.limiter = RateLimiter(stores.state, settings.rate_limit)
+    def __init__(self, settings: Settings, stores: Stores, deps: SkillDeps | None = None) -> None:
+        self.deps = deps or SkillDeps(settings, stores)
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Classifier] = {}
         self.register("dealer.information", dealer_information.run)
-        self.register("inventory.facets", inventory_facets.run, inventory_search.make_classifier(self, sort=False))
-        self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self))
+        self.register("inventory.facets", inventory_facets.run, inventory_search.make_classifier(self.deps, sort=False))
+        self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self.deps))
         self.register("inventory.vehicle", inventory_vehicle.run)
-        lead_submit.install(self)  # brings its own error classifier
+        self.register(lead_submit.SKILL_ID, lead_submit.run, lead_submit.make_classifier(settings))
+
+    @property
+    def settings(self) -> Settings:
+        return self.deps.settings
+
+    @property
+    def stores(self) -> Stores:
+        return self.deps.stores
 
     # -- registration -------------------------------------------------------
     def register(
@@ -141,46 +133,25 @@ class DealerAgent:
             raise self._unsupported()
         return skill
 
-    def work_shape(self, skill: SkillInfo, payload: Any) -> tuple[str, ...] | None:
-        """What the cost of running ``payload`` depends on, as a key; None for a write.
-
-        Two reads of one shape (skill, filters named, sort field, paging) cost about
-        the same, whatever the values, which lets a binding learn which shapes are
-        short enough to run on its event loop (:mod:`aap.web.work`). A write (a lead)
-        is never short: it commits. Only names are kept, bounded in length and number.
-        """
-        if not skill.read_only:
-            return None
-        if not isinstance(payload, dict):
-            return (skill.id,)
-        filters = payload.get("filters")
-        if isinstance(filters, dict) and len(filters) > _NAMES:
-            names = ["(many)"]  # more names than the schema has: refused, without sorting them all
-        else:
-            names = (
-                sorted(k for k in filters if isinstance(k, str) and len(k) <= _NAME)
-                if isinstance(filters, dict)
-                else []
-            )
-        sort = payload.get("sort")
-        field = sort.get("field") if isinstance(sort, dict) else None
-        pagination = payload.get("pagination")
-        paging = sorted(k for k in ("cursor", "skip") if k in pagination) if isinstance(pagination, dict) else []
-        return (skill.id, field if isinstance(field, str) and len(field) <= _NAME else "", *paging, "|", *names)
-
     def handle(self, payload: Any, ctx: CallContext) -> dict[str, Any]:
         """Resolve the skill from ``payload.type``, then :meth:`run` it."""
         return self.run(self.skill_for(payload), payload, ctx)
 
     def run(self, skill: SkillInfo, payload: Any, ctx: CallContext) -> dict[str, Any]:
+        """:meth:`answer` in plain JSON values (stored documents decoded): for in-process callers."""
+        response: dict[str, Any] = decoded(self.answer(skill, payload, ctx))
+        return response
+
+    def answer(self, skill: SkillInfo, payload: Any, ctx: CallContext) -> dict[str, Any]:
         """Validate ``payload`` against ``skill``'s request schema and run the skill.
 
         The caller has resolved ``skill`` already (and checked that ``payload``
         claims it: a ``type`` naming another skill fails the schema's ``const``).
+        The response may hold stored documents as they are (:class:`aap.jsontext.StoredJson`).
         """
         if skill.id not in self._handlers:
             raise self._unsupported()
-        return self._handlers[skill.id](self, self.checked(skill, payload), ctx)
+        return self._handlers[skill.id](self.deps, self.checked(skill, payload), ctx)
 
     def checked(self, skill: SkillInfo, payload: Any) -> dict[str, Any]:
         """``payload`` as the skill receives it, or the ``AapError`` listing every problem.

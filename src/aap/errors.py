@@ -4,12 +4,15 @@ Skills raise :class:`AapError`; every binding turns it into its own wire shape
 (a JSON-RPC error on A2A, ``isError`` structured content on MCP, an HTTP error
 body on Poppy; seed 004 ``Error``). Messages are written here, once, so that no
 binding can leak a customer value or a stack trace into a response. An
-unexpected exception becomes ``INTERNAL_ERROR`` in one place,
-:func:`aap.web.errors.unexpected`.
+unexpected exception becomes ``INTERNAL_ERROR`` in one place, :func:`unexpected`,
+which the call pipeline (:mod:`aap.gateway`) and the HTTP error handler
+(:mod:`aap.web.errors`) both use.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -139,3 +142,37 @@ class AapError(Exception):
         if self.details:
             body["details"] = self.details
         return body
+
+
+def _where(exc: BaseException) -> str:
+    """``module.py:function:line`` of the innermost frame: enough to find the bug, no values."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{os.path.basename(code.co_filename)}:{code.co_name}:{tb.tb_lineno}"
+
+
+def unexpected(exc: BaseException, *, binding: str, skill: str | None = None, endpoint: str | None = None) -> AapError:
+    """Log ``exc`` once (logger ``aap.<binding>``) and return the ``INTERNAL_ERROR`` to send.
+
+    The line names the binding, the skill or endpoint, the error id the caller sees, the
+    exception's type and where it was raised — never its text, which may quote a value.
+    """
+    error = AapError("INTERNAL_ERROR")
+    logging.getLogger(f"aap.{binding}").error(
+        "internal error",
+        extra={
+            "fields": {
+                "binding": binding,
+                "skill": skill,
+                "endpoint": endpoint,
+                "error_id": error.error_id,
+                "error_type": type(exc).__name__,
+                "where": _where(exc),
+            }
+        },
+    )
+    return error

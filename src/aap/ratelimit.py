@@ -80,7 +80,7 @@ class _Lease:
 class RateLimiter:
     """Token bucket per caller key: ``burst`` tokens, refilled at ``per_minute``. Thread-safe.
 
-    One limiter per process and deployment (:attr:`aap.agent.DealerAgent.limiter`),
+    One limiter per agent and process (:attr:`aap.gateway.Gateway.limiter`),
     shared by every binding, so that a caller's lease serves all of them.
     """
 

@@ -7,7 +7,7 @@ params, then hands the DataPart's ``data`` to the
 ``result.message``. Checks run in this order (docs/a2a.md, "Order of checks"):
 parse (-32700), envelope (-32600), version (-32009), extensions (-32008),
 rate limit, method (-32601 and the capability errors), params (-32602,
--32001, -32003, -32005), then the skill.
+-32001, -32003, -32005), then the skill through the gateway (:mod:`aap.gateway`).
 
 Every answer is HTTP 200 with a JSON-RPC body (the A2A SDK client discards the
 body of any other status). An unexpected exception becomes ``INTERNAL_ERROR``
@@ -30,19 +30,18 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from aap import EXTENSION_URI
-from aap.agent import CallContext, DealerAgent
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
-from aap.errors import AapError
+from aap.errors import AapError, unexpected
+from aap.gateway import Caller, Gateway
+from aap.jsontext import encode
 from aap.paths import A2A_PATH
 from aap.protocols import A2A_PROTOCOL_VERSION
 from aap.ratelimit import anonymous_caller_key, retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
 from aap.web.body import read_body
-from aap.web.errors import unexpected
 from aap.web.parts import BindingParts
-from aap.web.work import admit, admit_work, work_for
 
 VERSION_HEADER = "A2A-Version"
 EXTENSIONS_HEADER = "A2A-Extensions"
@@ -116,12 +115,11 @@ def _echo_id(message: Any) -> Any:
 
 
 class A2ABinding:
-    """The ``/a2a`` endpoint of one :class:`~aap.agent.DealerAgent`."""
+    """The ``/a2a`` endpoint of one agent, through its :class:`~aap.gateway.Gateway`."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
-        self.work = work_for(agent)
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.settings = gateway.settings
 
     # -- HTTP --------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -132,7 +130,7 @@ class A2ABinding:
         except ClientDisconnect:
             return  # nobody is listening for an answer
         client = scope.get("client")
-        caller = anonymous_caller_key(client[0] if client else None)
+        caller = Caller("a2a", anonymous_caller_key(client[0] if client else None))
         outcome = await self.process(body, Headers(scope=scope), caller)
         annotate(
             scope,
@@ -151,11 +149,11 @@ class A2ABinding:
         await send({"type": "http.response.body", "body": outcome.content})
 
     # -- the JSON-RPC call ---------------------------------------------------
-    async def process(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
-        """Answer one request body; the blocking parts run where :mod:`aap.web.work` places them."""
-        outcome = await self._answer(body, headers, caller_key)
+    async def process(self, body: bytes, headers: Headers, caller: Caller) -> Outcome:
+        """Answer one request body; the skill's work runs where the gateway places it."""
+        outcome = await self._answer(body, headers, caller)
         try:
-            outcome.content = orjson.dumps(outcome.payload)
+            outcome.content = encode(outcome.payload)
         except TypeError as exc:  # a skill returned something that is not JSON
             fallback = self._internal(outcome.payload.get("id"), exc, outcome.skill)
             fallback.headers = outcome.headers
@@ -163,7 +161,7 @@ class A2ABinding:
             return fallback
         return outcome
 
-    async def _answer(self, body: bytes, headers: Headers, caller_key: str) -> Outcome:
+    async def _answer(self, body: bytes, headers: Headers, caller: Caller) -> Outcome:
         request_id: Any = None
         echo: dict[str, str] = {}
         skill: SkillInfo | None = None
@@ -179,17 +177,13 @@ class A2ABinding:
             self._check_version(headers)
             self._check_extensions(headers)
             echo = {EXTENSIONS_HEADER: EXTENSION_URI}
-            await admit(self.agent, caller_key)
+            await self.gateway.admit(caller)  # before the method: docs/a2a.md, "Order of checks"
             self._check_method(message["method"])
             call = self._send_message_params(message.get("params"))
             self._check_request_media_type(call)
-            skill = self.agent.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
+            skill = self.gateway.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
             self._check_media_for_skill(call, skill)
-            shape = self.agent.work_shape(skill, call.data)
-            await admit_work(self.agent, caller_key, skill.id, shape)  # what the work costs beyond the first token
-            response = await self.work.run(
-                shape, self.agent.run, skill, call.data, CallContext(binding="a2a", caller_id=None, raw_documents=True)
-            )
+            response = await self.gateway.call(caller, skill, call.data, paid=1)
             result = {
                 "message": {
                     "messageId": str(uuid.uuid4()),
@@ -441,7 +435,7 @@ class A2ABinding:
         """A part's mediaType, when given, must be a request type this agent implements."""
         if call.media_type is None:
             return
-        if _media_base(call.media_type) not in {s.request_media_type for s in self.agent.skills}:
+        if _media_base(call.media_type) not in {s.request_media_type for s in self.gateway.agent.skills}:
             raise RpcError(
                 rpc.CONTENT_TYPE_NOT_SUPPORTED,
                 "Content type not supported: the part's mediaType is not an AAP request type this "
@@ -473,9 +467,9 @@ class A2ABinding:
             )
 
 
-def build(agent: DealerAgent) -> BindingParts:
+def build(gateway: Gateway) -> BindingParts:
     """The A2A binding's contribution to the app: ``POST /a2a``, answering errors in JSON-RPC."""
-    binding = A2ABinding(agent)
+    binding = A2ABinding(gateway)
     return BindingParts(
         routes=[Route(A2A_PATH, binding, methods=["POST"], name="a2a")],
         error_shapes={A2A_PATH: rpc.error_shape},

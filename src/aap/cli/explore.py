@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import orjson
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
@@ -23,7 +25,7 @@ from aap.cli.check import BINDING_CHOICES, verify_option
 if TYPE_CHECKING:
     from aap.client import AapClient
     from aap.client.discovery import Discovery
-    from aap.client.models import DealerInfo, SearchPage, VehicleDetail
+    from aap.client.models import DealerInfo, Listing, SearchPage, VehicleDetail
 
 T = TypeVar("T")
 
@@ -143,6 +145,69 @@ def parse_filters(text: str | None) -> dict[str, Any]:
     return value
 
 
+def _common(values: list[str]) -> str | None:
+    """The one value every row shares (a currency, a unit), else None."""
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+#: Room the search table gives the rooftop (shortened with an ellipsis) and the vehicle name.
+_ROOFTOP_MIN, _ROOFTOP_MAX, _VEHICLE_GOAL, _VEHICLE_MIN = 8, 24, 26, 16
+_GAP = 2  # between two columns (no frame at the edges)
+
+
+def results_table(title: str, cars: list[Listing], width: int = 80) -> Table:
+    """One line per listing in a ``width``-column terminal (docs/client.md, "Command line").
+
+    The unit and currency go to the header when every row shares them; a status other than
+    ``available`` is said after the vehicle. Space goes first to the price, the mileage and the
+    identifier (never wrapped or cut: it is pasted back into ``aap vehicle``), then to the
+    vehicle name (up to 26 columns), then to the rooftop, shortened with an ellipsis; in a
+    terminal too narrow for both, the rooftop column is left out and the vehicle name folds.
+    """
+    currency = _common([car.currency for car in cars if isinstance(car.price, (int, float))])
+    unit = _common([car.mileage_unit for car in cars if isinstance(car.mileage, (int, float))])
+    rows = []
+    for car in cars:
+        name = " ".join(str(v) for v in (car.year, car.make, car.model, car.trim) if v) or "—"
+        if car.status and car.status != "available":
+            name += f" ({car.status})"
+        price = f"{car.price:,}" if isinstance(car.price, (int, float)) else "—"
+        mileage = f"{car.mileage:,}" if isinstance(car.mileage, (int, float)) else "—"
+        rows.append(
+            [
+                name,
+                price if currency else money(car.price, car.currency),
+                mileage if unit else distance(car.mileage, car.mileage_unit),
+                car.rooftop or "—",
+                car.vin or car.stock or car.vehicle_id or "—",
+            ]
+        )
+    headers = [
+        "Vehicle",
+        f"Price {currency}" if currency else "Price",
+        {"mi": "Miles", "km": "Km"}.get(unit or "", "Mileage"),
+        "Rooftop",
+        "VIN / stock",
+    ]
+    widths = [max([cell_len(h), *(cell_len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    left = width - widths[1] - widths[2] - widths[4] - 4 * _GAP  # for the vehicle and the rooftop
+    rooftop = min(widths[3], _ROOFTOP_MAX, left - min(widths[0], _VEHICLE_GOAL))
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column(headers[0], overflow="fold")
+    table.add_column(headers[1], justify="right", no_wrap=True)
+    table.add_column(headers[2], justify="right", no_wrap=True)
+    if rooftop < _ROOFTOP_MIN and left - _ROOFTOP_MIN < _VEHICLE_MIN:  # too narrow for both
+        del headers[3]
+        for row in rows:
+            del row[3]
+    else:
+        table.add_column(headers[3], overflow="ellipsis", no_wrap=True, width=max(rooftop, _ROOFTOP_MIN))
+    table.add_column(headers[-1], no_wrap=True, min_width=widths[4])
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 @click.command("search")
 @client_options
 @click.option("--make", multiple=True, help="Make (repeatable: values combine with OR).")
@@ -227,28 +292,10 @@ def search_command(
         echo_json([p.raw for p in pages] if walk_all else pages[0].raw)
         return
     first, last = pages[0], pages[-1]
-    table = Table(
-        title=f"{found.name}: {first.total if first.total is not None else '?'} matching", box=box.SIMPLE_HEAD
-    )
-    table.add_column("Vehicle", overflow="fold")
-    for column in ("Price", "Mileage", "Status"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("Rooftop", overflow="fold")
-    # Identifiers are pasted back into commands: never wrapped or cut, whatever the width.
-    table.add_column("VIN / stock", no_wrap=True, min_width=17)
-    for page in pages:
-        for car in page.vehicles:
-            name = " ".join(str(v) for v in (car.year, car.make, car.model, car.trim) if v) or "—"
-            table.add_row(
-                name,
-                money(car.price, car.currency),
-                distance(car.mileage, car.mileage_unit),
-                car.status or "—",
-                car.rooftop or "—",
-                car.vin or car.stock or car.vehicle_id or "—",
-            )
+    cars = [car for page in pages for car in page.vehicles]
     console = Console()
-    console.print(table)
+    title = f"{found.name}: {first.total if first.total is not None else '?'} matching"
+    console.print(results_table(title, cars, console.width))
     sort_used = first.sort or {}
     console.print(f"sorted by {sort_used.get('field')} {sort_used.get('order')}; page size {first.limit}")
     if last.next_cursor:
@@ -256,19 +303,49 @@ def search_command(
         click.echo(last.next_cursor)  # alone on its line, unwrapped, so it can be pasted back
 
 
+#: What a 17-character VIN looks like (ISO 3779: digits and capitals, no I, O or Q).
+VIN_SHAPE = re.compile(r"[A-HJ-NPR-Z0-9]{17}")
+
+
+def lookups(identifier: str) -> list[dict[str, str]]:
+    """How to ask for ``identifier`` (a VIN or a stock number): the likelier field first."""
+    as_vin, as_stock = {"vin": identifier}, {"stock": identifier}
+    return [as_vin, as_stock] if VIN_SHAPE.fullmatch(identifier) else [as_stock, as_vin]
+
+
 @click.command("vehicle")
 @client_options
+@click.argument("identifier", metavar="VIN_OR_STOCK", required=False)
 @click.option("--vin")
 @click.option("--stock")
 @click.option("--vehicle-id")
-def vehicle_command(as_json, vin, stock, vehicle_id, **conn) -> None:
-    """Show one listing by VIN, stock number or vehicle_id."""
-    if not (vin or stock or vehicle_id):
-        raise click.UsageError("give --vin, --stock or --vehicle-id")
+def vehicle_command(as_json, identifier, vin, stock, vehicle_id, **conn) -> None:
+    """Show one listing by VIN or stock number (VIN_OR_STOCK), or by --vin, --stock or --vehicle-id.
+
+    VIN_OR_STOCK is asked for as a VIN when it looks like one (17 characters, no I, O or Q),
+    else as a stock number, and as the other when the dealer has no such listing.
+    """
+    if identifier is not None and (vin or stock or vehicle_id):
+        raise click.UsageError("give VIN_OR_STOCK or --vin/--stock/--vehicle-id, not both")
+    if not (identifier or vin or stock or vehicle_id):
+        raise click.UsageError("give VIN_OR_STOCK, --vin, --stock or --vehicle-id")
 
     async def go() -> VehicleDetail:
+        from aap.client import VehicleNotFoundError
+
         async with make_client(**conn) as client:
-            return await client.vehicle(vin=vin, stock=stock, vehicle_id=vehicle_id)
+            if identifier is None:
+                return await client.vehicle(vin=vin, stock=stock, vehicle_id=vehicle_id)
+            first, other = lookups(identifier)
+            try:
+                return await client.vehicle(**first)
+            except VehicleNotFoundError as missing:
+                if missing.details.get("matches"):  # several listings: the dealer's answer stands
+                    raise
+                try:
+                    return await client.vehicle(**other)
+                except VehicleNotFoundError:
+                    raise missing from None
 
     detail = run(go())
     if as_json:

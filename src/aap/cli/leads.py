@@ -285,12 +285,15 @@ def _actor(stores: Stores, actor: str | None) -> str:
 
 def _work(config: str | None, database: str | None, lead_id: str, actor: str | None, **changes: Any) -> None:
     """Apply one change with the console's rules, and say what changed."""
+    from aap.accounts import Accounts
     from aap.leads.pipeline import PipelineRefused, Work, work_lead
 
-    stores = _stores(config, database)
+    settings = load_or_fail(config, {"database": database} if database else None)
+    stores = open_stores_or_fail(settings)
     try:
         who = _actor(stores, actor)
-        change = work_lead(stores, lead_id, who, int(time.time() * 1000), Work(**changes))
+        accounts = Accounts(stores.console, settings)
+        change = work_lead(stores, accounts, lead_id, who, int(time.time() * 1000), Work(**changes))
     except PipelineRefused as refused:
         stores.close()
         if refused.missing:

@@ -100,6 +100,7 @@ def command(
 
     try:
         sock = bind(host, port)
+        metrics_sock = bind(*settings.metrics_listen) if settings.metrics_listen else None
     except ListenError as exc:
         fail(str(exc), code=2)
     port = sock.getsockname()[1]
@@ -155,12 +156,16 @@ def command(
                 + (" (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")
             )
         )
+    if metrics_sock is not None:
+        metrics_host, metrics_port = metrics_sock.getsockname()[:2]
+        console.print(Text(f"Metrics: {own_url(metrics_host, metrics_port, tls=False)}/metrics (not on {port})"))
     # Each worker process loads the settings again from the same source (see aap.server.runner).
     run(
         SettingsSource(settings.source_path, overrides),
         host=host,
         port=port,
         sock=sock,
+        metrics_sock=metrics_sock,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
         workers=workers,

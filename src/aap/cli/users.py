@@ -1,4 +1,4 @@
-"""``aap users add|passwd|remove|list``: the staff console's accounts (docs/console.md).
+"""``aap users add|passwd|unlock|remove|list``: the staff console's accounts (docs/console.md).
 
 Passwords are read from the terminal (asked twice, never echoed) or, for
 scripts, from standard input with ``--password-stdin``; never from an option,
@@ -75,7 +75,8 @@ def users() -> None:
     "rooftops",
     multiple=True,
     metavar="NAME",
-    help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop).",
+    help="A rooftop whose leads this staff account sees (repeatable; none: every rooftop). On a marketplace"
+    " it names its seller: SELLER:ROOFTOP, or ROOFTOP with --seller.",
 )
 @password_stdin_option
 @config_option
@@ -90,12 +91,12 @@ def add_command(
     database: str | None,
 ) -> None:
     """Create an account for EMAIL."""
-    user = _change(
-        config,
-        database,
-        "Account not added",
-        lambda accounts: accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=rooftops),
-    )
+
+    def add(accounts: Accounts) -> User:
+        scope = tuple(accounts.parse_rooftop(r, seller) for r in rooftops)  # before the password is asked
+        return accounts.add(email, _password(password_stdin), role=role, dealer_id=seller, rooftops=scope)
+
+    user = _change(config, database, "Account not added", add)
     console.print(Text(f"Account {user.email} ({user.role}) added."))
 
 
@@ -115,6 +116,26 @@ def passwd_command(email: str, password_stdin: bool, config: str | None, databas
     console.print(Text(f"Password of {user.email} changed; its sessions ended."))
 
 
+@users.command("unlock")
+@click.argument("email")
+@config_option
+@database_option
+def unlock_command(email: str, config: str | None, database: str | None) -> None:
+    """Forget the failed sign-ins counted against EMAIL's account (its sign-ins are no longer delayed)."""
+    from aap.accounts import AccountError
+
+    stores, accounts = _open(config, database)
+    try:
+        cleared = accounts.unlock(email)
+    except AccountError as exc:
+        fail(f"Not unlocked: {exc}.")
+    finally:
+        stores.close()
+    console.print(
+        Text(f"Failed sign-ins of {email.strip()} forgotten." if cleared else f"{email.strip()} had no failed sign-in.")
+    )
+
+
 @users.command("remove")
 @click.argument("email")
 @config_option
@@ -130,17 +151,13 @@ def remove_command(email: str, config: str | None, database: str | None) -> None
 @database_option
 def list_command(config: str | None, database: str | None) -> None:
     """Every account: e-mail, role and what it sees (no password data)."""
-    stores, _accounts = _open(config, database)
+    stores, rules = _open(config, database)
     try:
         accounts = stores.console.users()
     finally:
         stores.close()
     for user in accounts:
-        sees = (
-            "every lead"
-            if user.role == "admin" or not (user.dealer_id or user.rooftops)
-            else ", ".join(([f"seller {user.dealer_id}"] if user.dealer_id else []) + list(user.rooftops))
-        )
+        sees = rules.describe_scope(user)
         added = datetime.fromtimestamp(user.created_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
         click.echo(f"{user.email}\t{user.role}\t{sees}\tadded {added}")
     if not accounts:

@@ -36,15 +36,21 @@ def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
                 yield f"{at}.secret_env", target.secret_env
 
 
-def missing_variables(leads: LeadSettings, environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """``(TOML path, message)`` per referenced variable that is unset or empty (never its value)."""
-    return [
-        (path, f"environment variable {name} is not set")
-        for path, name in referenced_variables(leads)
-        if not environ.get(name)
-    ]
+def missing_variables(
+    leads: LeadSettings, environ: Mapping[str, str], *, metrics_token_env: str | None = None
+) -> list[tuple[str, str]]:
+    """``(TOML path, message)`` per referenced variable that is unset or empty (never its value).
+
+    ``metrics_token_env`` is ``[server] metrics_token_env``: ``/metrics`` would otherwise
+    answer nobody, or (worse, were it read as "no token") everybody.
+    """
+    named = list(referenced_variables(leads))
+    if metrics_token_env:
+        named.append(("server.metrics_token_env", metrics_token_env))
+    return [(path, f"environment variable {name} is not set") for path, name in named if not environ.get(name)]
 
 
 def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """:func:`missing_variables` of loaded settings, as ``"path: message"`` lines."""
-    return [f"{path}: {message}" for path, message in missing_variables(settings.leads, environ)]
+    missing = missing_variables(settings.leads, environ, metrics_token_env=settings.metrics_token_env)
+    return [f"{path}: {message}" for path, message in missing]

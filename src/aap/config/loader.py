@@ -98,7 +98,17 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "server",
         parse_server,
-        fields=("max_body_bytes", "cursor_ttl_seconds", "count_timeout_ms", "search_timeout_ms", "forwarded_allow_ips"),
+        fields=(
+            "max_body_bytes",
+            "cursor_ttl_seconds",
+            "count_timeout_ms",
+            "search_timeout_ms",
+            "forwarded_allow_ips",
+            "limits",
+            "metrics_listen",
+            "metrics_token_env",
+            "hsts_max_age",
+        ),
     ),
     Section("dealer", parse_dealer),
     Section("dealers", parse_dealers, array=True),
@@ -179,7 +189,7 @@ def parse_settings(
     for rule in RULES:
         rule(parsed, problems)
     if require_secrets:
-        for path, message in missing_variables(parsed["leads"], env):
+        for path, message in missing_variables(parsed["leads"], env, metrics_token_env=parsed["metrics_token_env"]):
             problems.add(path, message)
     if problems:
         raise ConfigError(problems.render(), source)

@@ -172,6 +172,24 @@ class RateLimit:
 
 
 @dataclass(frozen=True)
+class ConnectionLimits:
+    """What the HTTP server accepts of a request before the app sees it (``[server]``).
+
+    Applied by the server's own HTTP protocol on every worker (:mod:`aap.server.protocol`)
+    and by the body reader (:mod:`aap.web.body`); docs/deployment.md, "Request limits".
+    """
+
+    max_request_line_bytes: int = 8_192  # method, target and version; larger → 414
+    max_header_field_bytes: int = 8_192  # one header field, name and value; larger → 431
+    max_head_bytes: int = 32_768  # the request line and every header field together; larger → 431
+    max_header_fields: int = 100  # header fields in one request; more → 431
+    header_timeout_seconds: float = 10.0  # connection (or next request's first byte) to the end of the head
+    body_timeout_seconds: float = 30.0  # end of the head to the end of the body; past it → 408
+    keep_alive_seconds: float = 5.0  # an idle connection between requests is closed after this
+    max_connections: int = 1_000  # open connections per worker; one more is answered 503 and closed
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything a deployment is configured with.
 
@@ -196,6 +214,13 @@ class Settings:
     search_timeout_ms: int = 10_000  # the inventory reads of one search or facets request; 0: none
     #: Proxies whose X-Forwarded-For/-Proto are believed (addresses or networks); none by default.
     forwarded_allow_ips: tuple[str, ...] = ()
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: (host, port) of a second socket serving ``/metrics`` (and ``/healthz``) instead of the public one.
+    metrics_listen: tuple[str, int] | None = None
+    #: Environment variable holding the bearer token ``/metrics`` requires (None: no token).
+    metrics_token_env: str | None = None
+    #: ``Strict-Transport-Security`` max-age sent when ``public_url`` is https (0: never sent).
+    hsts_max_age: int = 31_536_000
     tenant: str | None = None
     source_path: str | None = None
     mcp: McpSettings = field(default_factory=McpSettings)

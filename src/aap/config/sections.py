@@ -17,6 +17,7 @@ from aap.config.model import (
     ALL_SORT_FIELDS,
     DEFAULT_REPLICA_LAG_MS,
     AgentIdentity,
+    ConnectionLimits,
     Feature,
     RateLimit,
     SearchCapabilities,
@@ -220,9 +221,83 @@ def parse_server(table: Table, problems: Problems) -> dict[str, Any]:
         "count_timeout_ms": table.integer("count_timeout_ms", 0, minimum=0, maximum=60_000),
         "search_timeout_ms": table.integer("search_timeout_ms", 10_000, minimum=0, maximum=600_000),
         "forwarded_allow_ips": _proxy_addresses(table),
+        "limits": _connection_limits(table),
+        "metrics_listen": _metrics_listen(table),
+        "metrics_token_env": _env_name(table, "metrics_token_env"),
+        "hsts_max_age": table.integer("hsts_max_age", 31_536_000, minimum=0, maximum=2 * 31_536_000),
     }
     table.finish()
     return values
+
+
+def _connection_limits(table: Table) -> ConnectionLimits:
+    """What the HTTP server reads of a request before the app sees it (docs/deployment.md,
+    "Request limits"). Each bound has a floor that real clients need and a ceiling past
+    which the bound no longer protects anything."""
+    base = ConnectionLimits()
+    limits = ConnectionLimits(
+        max_request_line_bytes=table.integer(
+            "max_request_line_bytes", base.max_request_line_bytes, minimum=1024, maximum=65_536
+        ),
+        max_header_field_bytes=table.integer(
+            "max_header_field_bytes", base.max_header_field_bytes, minimum=1024, maximum=65_536
+        ),
+        max_head_bytes=table.integer("max_head_bytes", base.max_head_bytes, minimum=4096, maximum=262_144),
+        max_header_fields=table.integer("max_header_fields", base.max_header_fields, minimum=16, maximum=1000),
+        header_timeout_seconds=table.number(
+            "header_timeout_seconds", base.header_timeout_seconds, minimum=1, maximum=300
+        ),
+        body_timeout_seconds=table.number("body_timeout_seconds", base.body_timeout_seconds, minimum=1, maximum=3600),
+        keep_alive_seconds=table.number("keep_alive_seconds", base.keep_alive_seconds, minimum=1, maximum=300),
+        max_connections=table.integer("max_connections", base.max_connections, minimum=16, maximum=100_000),
+    )
+    for key in ("max_request_line_bytes", "max_header_field_bytes"):
+        if getattr(limits, key) > limits.max_head_bytes:
+            table.problem(key, "must not exceed max_head_bytes (the request line and every field together)")
+    return limits
+
+
+def listen_address(value: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9100`` for IPv6) as (host, port); ValueError says what is wrong."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("must be host:port (e.g. 127.0.0.1:9100)")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError("must be host:port, an IPv6 host in brackets ([::1]:9100)")
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("must put an IPv6 host in brackets ([::1]:9100)")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65_535:
+        raise ValueError("must name a port from 1 to 65535")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise ValueError("must name an IP address (or localhost) to listen on") from None
+    return host, int(port_text)
+
+
+def _metrics_listen(table: Table) -> tuple[str, int] | None:
+    value = table.string("metrics_listen")
+    if value is None:
+        return None
+    try:
+        return listen_address(value)
+    except ValueError as exc:
+        table.problem("metrics_listen", str(exc))
+        return None
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_name(table: Table, key: str) -> str | None:
+    value = table.string(key)
+    if value is not None and not _ENV_NAME.match(value):
+        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
+        return None
+    return value
 
 
 def _proxy_addresses(table: Table) -> tuple[str, ...]:

@@ -6,9 +6,14 @@ public_page = true              # "/" and the vehicle and API-docs pages; false:
 console = true                  # "/console/" (staff sign in with accounts made by `aap users add`)
 session_idle_minutes = 30       # a console session unused this long ends
 session_max_hours = 12          # and every session ends this long after sign-in
-login_failures_per_account = 5  # failed sign-ins of one account before it is locked out
-login_failures_per_address = 20 # failed sign-ins from one address before it is locked out
-lockout_minutes = 15            # how long a lockout lasts (failures older than this are forgotten)
+login_failures_per_account = 5  # failed sign-ins of one account from unknown browsers before delays start
+login_failures_per_address = 20 # failed sign-ins from one client address before delays start
+login_delay_seconds = 5         # the first delay; each further failure doubles it ...
+lockout_minutes = 15            # ... up to this
+login_failures_kept_hours = 24  # failures are forgotten this long after the last one
+known_device_days = 90          # a browser that signed in is known this long (its own count, no delays of others)
+login_hash_concurrency = 2      # password hashes at once per worker process (64 MiB each)
+login_hash_wait_ms = 2000       # a sign-in waits this long for one, then is answered 503
 check_timeout_seconds = 120     # the console's conformance run is stopped after this long
 ```
 """
@@ -30,7 +35,12 @@ class WebSettings:
     session_max_hours: int = 12
     login_failures_per_account: int = 5
     login_failures_per_address: int = 20
+    login_delay_seconds: int = 5
     lockout_minutes: int = 15
+    login_failures_kept_hours: int = 24
+    known_device_days: int = 90
+    login_hash_concurrency: int = 2
+    login_hash_wait_ms: int = 2000
     check_timeout_seconds: int = 120
 
 
@@ -50,7 +60,16 @@ def parse_web_section(table: Table, problems: Problems) -> WebSettings:
         login_failures_per_address=table.integer(
             "login_failures_per_address", base.login_failures_per_address, minimum=1, maximum=100_000
         ),
+        login_delay_seconds=table.integer("login_delay_seconds", base.login_delay_seconds, minimum=1, maximum=3600),
         lockout_minutes=table.integer("lockout_minutes", base.lockout_minutes, minimum=1, maximum=24 * 60),
+        login_failures_kept_hours=table.integer(
+            "login_failures_kept_hours", base.login_failures_kept_hours, minimum=1, maximum=24 * 90
+        ),
+        known_device_days=table.integer("known_device_days", base.known_device_days, minimum=1, maximum=400),
+        login_hash_concurrency=table.integer(
+            "login_hash_concurrency", base.login_hash_concurrency, minimum=1, maximum=64
+        ),
+        login_hash_wait_ms=table.integer("login_hash_wait_ms", base.login_hash_wait_ms, minimum=0, maximum=30_000),
         check_timeout_seconds=table.integer(
             "check_timeout_seconds", base.check_timeout_seconds, minimum=5, maximum=3600
         ),

@@ -10,7 +10,7 @@ conformance checker run on demand, discovery links, counters from
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
-lockouts, the audit log, check reports), so several workers serve one console.
+sign-in counts, the audit log, check reports), so several workers serve one console.
 This is the one surface that shows customer data, and it writes an audit entry
 each time someone views or exports it. ``[web] console = false`` removes it.
 """
@@ -28,14 +28,15 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
-from aap.agent import DealerAgent
 from aap.config.localtime import zone_for
 from aap.config.phones import region_of
 from aap.console import feeds, health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit
+from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
+from aap.errors import unexpected
+from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import plain_response, unexpected, wants_json
+from aap.web.errors import plain_response, wants_json
 from aap.web.pages import asset_routes, render, templates
 from aap.web.parts import BindingParts
 
@@ -50,8 +51,9 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 class Console:
     """The console's shared parts: the agent, accounts, templates, the audit log."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.agent = agent = gateway.agent
         self.settings = agent.settings
         self.stores = agent.stores
         self.accounts = Accounts(agent.stores.console, agent.settings)
@@ -70,9 +72,11 @@ class Console:
         """The zone of what belongs to no one rooftop (date filters, the audit log, feed runs): the
         rooftop asked for, else the person's one rooftop, else their seller's (or the dealer's) zone."""
         user = visit.session.user if visit is not None else None
+        dealer_id = user.dealer_id if user is not None else None
         if rooftop is None and user is not None and len(user.rooftops) == 1:
-            rooftop = user.rooftops[0]
-        return self.zone(user.dealer_id if user is not None else None, rooftop)
+            seller, rooftop = user.rooftops[0]  # a (seller, rooftop) pair
+            dealer_id = seller or dealer_id
+        return self.zone(dealer_id, rooftop)
 
     def region(self, dealer_id: str | None, rooftop: str | None) -> str:
         """The country a phone number of this rooftop is written for."""
@@ -139,6 +143,7 @@ class Console:
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
             try:
+                refuse_odd_values(request)
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
@@ -171,11 +176,12 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(agent: DealerAgent) -> BindingParts:
-    """The console's routes, unless ``[web] console = false``."""
-    if not agent.settings.web.console:
+def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
+    """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
+    unless given: a test holds the hash gate of the console it serves)."""
+    if not gateway.settings.web.console:
         return BindingParts()
-    console = Console(agent)
+    console = console or Console(gateway)
     runner = health.CheckRunner(console)
     feed_runner = feeds.FeedRunner(console)
 

@@ -6,13 +6,22 @@ kept in the database, the same for every worker), ``HttpOnly``,
 to ``/console/``; the server keeps only the token's hash and ends the session
 after the idle timeout (:mod:`aap.accounts`). Every form carries a CSRF token:
 the session's own once signed in, a signed per-browser token on the sign-in
-form. A POST whose ``Origin`` names another site is refused as well.
+form. A POST whose ``Origin`` names another site is refused as well; signing
+out is such a form too, so another site cannot sign anyone out.
+
+A browser that signs in gets a device cookie (signed: the account and a random
+token): its later sign-ins to that account are counted under it alone, so
+strangers' failures never delay the account's owner there (OWASP, "Slow Down
+Online Guessing Attacks with Device Cookies"). Every console request takes a
+token of the rate limit of its session, or of its address before sign-in.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
+import re
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,8 +33,11 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from aap.accounts import Attempt, Device, HashingBusy, SignIn
+from aap.errors import AapError
 from aap.paths import CONSOLE_PREFIX
-from aap.store.console import Session
+from aap.ratelimit import anonymous_caller_key, retry_after_seconds
+from aap.store.console import Session, User
 from aap.web.callers import client_address
 
 if TYPE_CHECKING:
@@ -35,6 +47,7 @@ log = logging.getLogger("aap.console")
 
 SESSION_COOKIE = "aap_console"
 LOGIN_COOKIE = "aap_console_login"
+DEVICE_COOKIE = "aap_console_device"
 LOGIN_PATH = CONSOLE_PREFIX + "login"
 MAX_FORM_FIELDS = 200
 
@@ -50,6 +63,27 @@ class Refused(Exception):
         self.message = message
         self.headers = headers or {}
         self.visit = visit  # the signed-in visit, when there is one: the page keeps its navigation
+
+
+#: The longest query or path value a console page reads (a search, a date, a lead id, a link's key).
+MAX_VALUE_CHARS = 1000
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def refuse_odd_values(request: Request) -> None:
+    """:class:`Refused` 400 for a query or path value no console page takes: a control character
+    (a NUL, which PostgreSQL refuses in text) or one longer than :data:`MAX_VALUE_CHARS`."""
+    values = [*request.path_params.values(), *(v for _, v in request.query_params.multi_items())]
+    for value in values:
+        if isinstance(value, str) and (len(value) > MAX_VALUE_CHARS or _CONTROL.search(value)):
+            raise Refused(400, "This address has a value the console does not accept; open the page again.")
+
+
+def _odd_form_value(form: FormData) -> bool:
+    return any(
+        isinstance(value, str) and _CONTROL.search(value) is not None and key not in ("password", "current", "again")
+        for key, value in form.multi_items()
+    )
 
 
 class SignInNeeded(Exception):
@@ -82,7 +116,9 @@ class Auth:
         secret = console.agent.stores.state.secret("console-cookie")
         self.sessions = TimestampSigner(secret, salt="aap-console-session")
         self.login_tokens = TimestampSigner(secret, salt="aap-console-login")
+        self.devices = TimestampSigner(secret, salt="aap-console-device")
         self.max_age = console.settings.web.session_max_hours * 3600
+        self.device_age = console.settings.web.known_device_days * 86_400
 
     def secure(self, request: Request) -> bool:
         return request.url.scheme == "https" or self.console.settings.public_url.startswith("https://")
@@ -117,13 +153,32 @@ class Auth:
         own.add(f"{public.scheme}://{public.netloc}")
         return origin in own
 
+    async def limit(self, request: Request, token: str | None = None) -> None:
+        """Take one token of the rate limit of the session of ``token`` (before signing in: of the
+        client address); :class:`Refused` 429 with ``Retry-After`` when it is spent."""
+        key = "console:" + hashlib.sha256(token.encode()).hexdigest()[:32] if token else None
+        caller = key or anonymous_caller_key(client_address(request))
+        try:
+            await self.console.gateway.admit(caller)
+        except AapError as error:
+            if error.code != "RATE_LIMITED":
+                raise
+            retry = retry_after_seconds(error) or 1
+            raise Refused(
+                429,
+                f"Too many requests; wait {retry} second{'s' if retry > 1 else ''}, then try again.",
+                {"Retry-After": str(retry)},
+            ) from None
+
     async def visit(self, request: Request, *, admin: bool = False) -> Visit:
         """The signed-in visit of ``request`` (and, for a POST, its form with a valid CSRF token).
 
         Raises :class:`SignInNeeded` without a live session and :class:`Refused`
-        for a bad CSRF token, a foreign ``Origin`` or a page only admins may see.
+        for a bad CSRF token, a foreign ``Origin``, a page only admins may see, or
+        a spent rate limit (checked first: before the database is asked anything).
         """
         token = self._token(request)
+        await self.limit(request, token)
         session = await run_in_threadpool(self.accounts.session, token) if token else None
         if session is None:
             raise SignInNeeded()
@@ -132,6 +187,8 @@ class Auth:
             if not self._same_origin(request):
                 raise Refused(403, "This form was sent from another site; it was not accepted.")
             form = await request.form(max_fields=MAX_FORM_FIELDS, max_files=0)
+            if _odd_form_value(form):
+                raise Refused(400, "The form has a character the console does not accept (a control character).")
             sent = form.get("csrf_token")
             if not isinstance(sent, str) or not hmac.compare_digest(sent, session.csrf_token):
                 raise Refused(
@@ -179,7 +236,46 @@ class Auth:
         self._cookie(response, request, LOGIN_COOKIE, self.login_tokens.sign(token).decode(), 3600)
         return response
 
+    def _device(self, request: Request) -> Device | None:
+        raw = request.cookies.get(DEVICE_COOKIE)
+        if not raw:
+            return None
+        try:
+            value = self.devices.unsign(raw, max_age=self.device_age).decode()
+        except BadSignature:
+            return None
+        user_id, _, token = value.partition(" ")
+        return Device(user_id, token) if user_id and token else None
+
+    def _held_back(self, request: Request, email: str, outcome: SignIn) -> Response:
+        seconds = max(1, -(-(outcome.wait_ms or 0) // 1000))
+        wait = f"{seconds} second{'s' if seconds > 1 else ''}" if seconds < 120 else f"{-(-seconds // 60)} minutes"
+        log.warning("console sign-in held back", extra={"fields": {"reason": "throttled", "wait_s": seconds}})
+        return self._login_page(
+            request,
+            status=429,
+            email=email,
+            headers={"Retry-After": str(seconds)},
+            error=f"Too many failed sign-ins. Try again in {wait}.",
+        )
+
+    async def _check(self, attempt: Attempt, password: str) -> SignIn | None:
+        """The password of a counted attempt, checked under the hash gate; None when every hash of
+        this process stayed taken for the whole wait (the attempt is given back)."""
+        try:
+            async with self.accounts.gate.slot():
+                outcome: SignIn = await run_in_threadpool(self.accounts.finish_sign_in, attempt, password)
+                return outcome
+        except HashingBusy:
+            await run_in_threadpool(self.accounts.abandon, attempt)
+            log.warning("console sign-in refused: busy", extra={"fields": {"reason": "busy"}})
+            return None
+
     async def login_page(self, request: Request) -> Response:
+        try:
+            await self.limit(request)
+        except Refused as refused:
+            return self._login_page(request, status=refused.status, error=refused.message, headers=refused.headers)
         if request.method == "GET":
             return self._login_page(request)
         if not self._same_origin(request):
@@ -201,43 +297,64 @@ class Auth:
                 error="Enter your e-mail address and password.",
                 email=email if isinstance(email, str) else "",
             )
+        email = email[:320]
         address = client_address(request)
-        outcome = await run_in_threadpool(self.accounts.sign_in, email, password, address)
+        begun = await run_in_threadpool(self.accounts.begin_sign_in, email, address, self._device(request))
+        if isinstance(begun, SignIn):
+            return self._held_back(request, email, begun)
+        outcome = await self._check(begun, password)
+        if outcome is None:
+            return self._login_page(
+                request,
+                status=503,
+                email=email,
+                headers={"Retry-After": "2"},
+                error="The server is busy checking other sign-ins. Try again in a moment.",
+            )
         if outcome.user is None:
-            if outcome.locked_until_ms is not None:
-                minutes = max(1, -(-(outcome.locked_until_ms - self.accounts.now_ms()) // 60_000))
-                log.warning("console sign-in refused: locked out", extra={"fields": {"reason": "locked"}})
-                return self._login_page(
-                    request,
-                    status=429,
-                    email=email,
-                    headers={"Retry-After": str(minutes * 60)},
-                    error=f"Too many failed sign-ins. Try again in {minutes} minute{'s' if minutes > 1 else ''}.",
-                )
             log.info("console sign-in refused", extra={"fields": {"reason": "credentials"}})
             return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
-        token = await run_in_threadpool(self.accounts.start_session, outcome.user)
-        await run_in_threadpool(self.console.audit, outcome.user.email, "sign_in", None, {"address": address})
+        user = outcome.user
+        await run_in_threadpool(self.console.audit, user.email, "sign_in", None, {"address": address})
         response = RedirectResponse(self._next(form.get("next")), status_code=303)
-        self._cookie(response, request, SESSION_COOKIE, self.sessions.sign(token).decode(), self.max_age)
+        await self.start_session(request, response, user)
         response.delete_cookie(LOGIN_COOKIE, path=CONSOLE_PREFIX)
         return response
 
-    async def logout(self, request: Request) -> Response:
-        token = self._token(request)
-        if token:
-            try:
-                await self.visit(request)
-            except SignInNeeded:
-                return RedirectResponse(LOGIN_PATH, status_code=303)
-            except Refused as refused:  # a forged sign-out leaves the session alone
-                return self.console.page(
-                    request,
-                    "error.html",
-                    {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
-                    status_code=refused.status,
-                )
-            await run_in_threadpool(self.accounts.end_session, token)
+    async def start_session(self, request: Request, response: Response, user: User) -> None:
+        """A new session for ``user`` in this browser: its cookie, and a new device cookie (a new
+        token each time, OWASP) that makes this browser known to the account."""
+        token = await run_in_threadpool(self.accounts.start_session, user, request.headers.get("user-agent"))
+        self._cookie(response, request, SESSION_COOKIE, self.sessions.sign(token).decode(), self.max_age)
+        device = f"{user.user_id} {secrets.token_urlsafe(16)}"
+        self._cookie(response, request, DEVICE_COOKIE, self.devices.sign(device).decode(), self.device_age)
+
+    def signed_out(self, request: Request) -> Response:
+        """To the sign-in page, the session cookie deleted (its session has ended)."""
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX)
         return response
+
+    async def logout(self, request: Request) -> Response:
+        """End this session: a form of the console (its CSRF token, this site's ``Origin``).
+
+        A POST without them changes nothing, not even the cookie: from another site it is
+        answered 403 (or, with no session cookie sent at all, sent on to the sign-in page).
+        """
+        token = self._token(request)
+        if not token:
+            return RedirectResponse(LOGIN_PATH, status_code=303)
+        try:
+            await self.visit(request)
+        except SignInNeeded:
+            return self.signed_out(request)  # the session had ended already
+        except Refused as refused:  # a forged sign-out leaves the session and its cookie alone
+            return self.console.page(
+                request,
+                "error.html",
+                {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                status_code=refused.status,
+                headers=refused.headers,
+            )
+        await run_in_threadpool(self.accounts.end_session, token)
+        return self.signed_out(request)

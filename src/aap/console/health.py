@@ -36,10 +36,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from aap.accounts import scope_of
 from aap.console.auth import Visit
 from aap.console.leads import waited
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH, DeploymentUrls
+from aap.store.lead_inbox import LeadScope
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -178,18 +178,19 @@ def discovery_links(console: Console) -> list[tuple[str, str]]:
 def routes(console: Console, runner: CheckRunner) -> list[Route]:
     async def page(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)
-        backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms())
+        scope = console.accounts.scope_of(visit.session.user)
+        backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms(), scope)
         since = console.now_ms() - RESPONSE_WINDOW_DAYS * 86_400_000
-        responses = await console.blocking(
-            console.stores.lead_pipeline.first_response, scope_of(visit.session.user), since
-        )
+        responses = await console.blocking(console.stores.lead_pipeline.first_response, scope, since)
+        everything = scope == LeadScope()  # the endpoint's own counters: not a seller's to read
         return console.page(
             request,
             "health.html",
             {
                 "run": run,
                 "links": discovery_links(console),
-                "metrics": await read_metrics(request),
+                "metrics": await read_metrics(request) if everything else None,
+                "everything": everything,
                 "backlog": backlog,
                 "responses": sorted(responses.items(), key=lambda item: item[0] or ""),
                 "response_days": RESPONSE_WINDOW_DAYS,

@@ -95,11 +95,11 @@ def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int =
     return records[:limit]
 
 
-def _choices(summary: Summary, seller: str | None, field_name: str) -> list[tuple[str, str, int]]:
-    """``(value, label, count)`` of one filter: only what the (seller's) inventory has."""
+def _choices(summary: Summary, sellers: frozenset[str] | None, field_name: str) -> list[tuple[str, str, int]]:
+    """``(value, label, count)`` of one filter: only what the (sellers') inventory has."""
     counts: dict[str, int] = {}
     for row in summary.rows:
-        if seller is not None and row.dealer_id != seller:
+        if sellers is not None and row.dealer_id not in sellers:
             continue
         value = getattr(row, field_name)
         if value is not None:
@@ -134,12 +134,21 @@ def _days_in_stock(console: Console, doc: dict[str, Any]) -> int | None:
     return max(0, (local_today(console.zone(doc.get("dealer_id"), doc.get("rooftop"))) - day).days)
 
 
+def scope_sellers(console: Console, visit: Visit) -> frozenset[str] | None:
+    """The sellers whose inventory the person sees (None: every seller). A scope's staff see the
+    whole inventory of its sellers (what assistants see of them; a rooftop's staff look up their
+    seller's other rooftops' stock), never another seller's."""
+    if console.settings.scope != "aggregate":
+        return None
+    return console.accounts.scope_of(visit.session.user).sellers
+
+
 async def page(console: Console, request: Request, visit: Visit) -> Response:
-    user = visit.session.user
-    seller = user.dealer_id if user.role != "admin" else None
+    sellers = scope_sellers(console, visit)
+    seller = next(iter(sellers)) if sellers is not None and len(sellers) == 1 else None
     params = request.query_params
     summary = await console.blocking(console.stores.inventory_summaries.summary)
-    rows = [r for r in summary.rows if seller is None or r.dealer_id == seller]
+    rows = [r for r in summary.rows if sellers is None or r.dealer_id in sellers]
     by_rooftop: dict[tuple[str | None, str | None], dict[str, int]] = {}
     for row in rows:
         cell = by_rooftop.setdefault((row.dealer_id, row.rooftop), {})
@@ -149,15 +158,21 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
     for cell in by_rooftop.values():
         for key, value in cell.items():
             totals[key] = totals.get(key, 0) + value
-    removed = sum(n for d, n in summary.removed.items() if seller is None or d == seller)
+    removed = sum(n for d, n in summary.removed.items() if sellers is None or d in sellers)
     term = (params.get("q") or "").strip()[:40]
     found = await console.blocking(console.stores.inventory_summaries.lookup, term, dealer_id=seller) if term else []
+    found = [f for f in found if sellers is None or f.dealer_id in sellers]
     history = await console.blocking(import_history, console.stores, dealer_id=seller, limit=5)
+    history = [h for h in history if sellers is None or h.dealer_id in sellers]
 
     # -- the browser ---------------------------------------------------------------------
     problems: list[str] = []
-    sellers = (
-        [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id]
+    seller_choices = (
+        [
+            (p.dealer_id, p.name)
+            for p in console.settings.dealers
+            if p.dealer_id and (sellers is None or p.dealer_id in sellers)
+        ]
         if console.settings.scope == "aggregate" and seller is None
         else []
     )
@@ -171,11 +186,12 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
             return None
         return value
 
-    rooftops = _choices(summary, seller, "rooftop")
-    conditions = _choices(summary, seller, "condition")
-    types = _choices(summary, seller, "vehicle_type")
-    dealer_id = seller or chosen("seller", [d for d, _ in sellers])
+    rooftops = _choices(summary, sellers, "rooftop")
+    conditions = _choices(summary, sellers, "condition")
+    types = _choices(summary, sellers, "vehicle_type")
+    dealer_id = seller or chosen("seller", [d for d, _ in seller_choices])
     wanted = BrowseFilter(
+        sellers=sellers,
         dealer_id=dealer_id,
         rooftop=chosen("rooftop", [r[0] for r in rooftops]),
         condition=chosen("condition", [c[0] for c in conditions]),
@@ -203,8 +219,8 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
     shown = [Shown(r, _days_in_stock(console, r.doc)) for r in listed]
     kept = [(k, v) for k, v in params.multi_items() if k not in ("after", "q")]
     flags = {
-        "no_photo": BrowseFilter(dealer_id, no_photo=True).counts(summary),
-        "no_price": BrowseFilter(dealer_id, no_price=True).counts(summary),
+        "no_photo": BrowseFilter(sellers, dealer_id, no_photo=True).counts(summary),
+        "no_price": BrowseFilter(sellers, dealer_id, no_price=True).counts(summary),
     }
     return console.page(
         request,
@@ -227,7 +243,7 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
             "rooftops": rooftops,
             "conditions": conditions,
             "types": types,
-            "sellers": sellers,
+            "sellers": seller_choices,
             "flags": flags,
             "active_filters": len([k for k, v in kept if v and k != "sort"]),
             "next": f"{PAGE}?{urlencode(kept + [('after', next_cursor.encode())])}" if next_cursor else None,
@@ -240,16 +256,15 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
 
 async def listing(console: Console, request: Request, visit: Visit) -> Response:
     """One listing as the assistants see it, and its import history."""
-    user = visit.session.user
-    seller = user.dealer_id if user.role != "admin" else None
+    sellers = scope_sellers(console, visit)
     vehicle_id = request.path_params["vehicle_id"][:200]
     doc = await console.blocking(console.stores.inventory_browser.listing, vehicle_id)
     gone = None if doc is not None else await console.blocking(console.stores.inventory_browser.removed, vehicle_id)
     owner = doc.get("dealer_id") if doc is not None else (gone[0] if gone else None)
-    if (doc is None and gone is None) or (seller is not None and owner != seller):
+    if (doc is None and gone is None) or (sellers is not None and owner not in sellers):
         raise Refused(404, "There is no such listing, or it is not one of your seller's.", visit=visit)
     notes = await console.blocking(console.stores.feeds.listing_notes, vehicle_id)
-    history = await console.blocking(import_history, console.stores, dealer_id=owner if seller else None, limit=10)
+    history = await console.blocking(import_history, console.stores, dealer_id=owner if sellers else None, limit=10)
     zone = console.zone(owner, (doc or {}).get("rooftop"))
     return console.page(
         request,

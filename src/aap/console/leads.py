@@ -1,6 +1,6 @@
 """The console's lead pages: the inbox, one lead in full, the pipeline, retry, handled, CSV export.
 
-Each person sees the leads of their scope (:func:`aap.accounts.scope_of`),
+Each person sees the leads of their scope (:meth:`aap.accounts.Accounts.scope_of`),
 applied in the query; a lead outside it answers 404, as if it did not exist.
 Viewing the inbox or a lead, and exporting, each write an audit entry (the
 filters used, never a search text: it may be a customer's name). Retrying
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aap.accounts import scope_of
 from aap.config.localtime import day_range_ms, local_today
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
@@ -160,12 +160,16 @@ def _filter_detail(wanted: InboxFilter, pipeline: PipelineFilter | None = None, 
 
 def owner_choices(console: Console, scope: LeadScope, users: list[User]) -> list[str]:
     """The accounts the inbox's owner filter offers: those whose leads the viewer may see."""
-    return [u.email for u in users if scope.dealer_id is None or scope_of(u).dealer_id in (None, scope.dealer_id)]
+    return [
+        u.email
+        for u in users
+        if scope.dealer_id is None or console.accounts.scope_of(u).dealer_id in (None, scope.dealer_id)
+    ]
 
 
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
-    if scope.rooftops:
-        return list(scope.rooftops)
+    if scope.rooftops is not None:
+        return sorted({name for _, name in scope.rooftops})
     profiles = [console.settings.profile_for(scope.dealer_id)] if scope.dealer_id else console.settings.all_profiles()
     return sorted({r["name"] for p in profiles if p is not None for r in p.rooftops})
 
@@ -177,13 +181,15 @@ def _seller_choices(console: Console, scope: LeadScope) -> list[tuple[str, str]]
 
 
 async def inbox(console: Console, request: Request, visit: Visit) -> Response:
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     params = request.query_params
     zone = console.viewer_zone(visit, params.get("rooftop") or None)
     wanted, problems = read_filter(params, console, scope, zone)
     pipeline, sort, more = read_pipeline(params, visit, zone)
     problems += more
     after = None
+    if params.get("before"):  # the "Older" links of before the pipeline's sorts: a page link no more
+        problems.append("This page link is not valid any more; start from the first page.")
     if params.get("after"):
         try:
             after = Cursor.decode(params["after"], SORTS[sort])
@@ -229,12 +235,24 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
     )
 
 
+#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+#: A field separator of some spreadsheet locale (``,``, or ``;`` where ``,`` is the decimal mark)
+#: followed by a formula's first character: a program that splits the cell there starts a formula.
+_SPLIT_FORMULA = re.compile(r"([;,] *)(?=[=+\-@\t\r])")
+_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
+
+
 def _csv_cell(value: Any) -> str:
-    """A CSV cell that a spreadsheet will not run as a formula (OWASP "CSV injection")."""
+    """A CSV cell no spreadsheet will run as a formula (OWASP "CSV injection"): a cell that begins
+    with ``= + - @``, a tab or a carriage return gets a leading ``'``, and so does every part of it
+    after a ``,`` or ``;`` that begins so (a spreadsheet that splits the cell at ``;``). A plain
+    signed number (``+14155550123``, ``-5``) stays as it is: it is no formula in any program."""
     text = "" if value is None else str(value)
-    if text[:1] in ("=", "@", "\t", "\r") or (text[:1] in ("+", "-") and not text[1:].replace(" ", "").isdigit()):
-        return "'" + text
-    return text
+    if _NUMBER.fullmatch(text):
+        return text
+    text = _SPLIT_FORMULA.sub(r"\1'", text)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def csv_lines(rows: Iterator[PipelineRow]) -> Iterator[str]:
@@ -283,8 +301,9 @@ def csv_lines(rows: Iterator[PipelineRow]) -> Iterator[str]:
 
 async def export(console: Console, request: Request, visit: Visit) -> Response:
     """POST (a form with a CSRF token): every lead of the filter, as CSV, streamed page by page."""
-    scope = scope_of(visit.session.user)
-    zone = console.viewer_zone(visit, (visit.form.get("rooftop") if visit.form else None) or None)
+    scope = console.accounts.scope_of(visit.session.user)
+    rooftop = visit.form.get("rooftop") if visit.form is not None else None
+    zone = console.viewer_zone(visit, rooftop if isinstance(rooftop, str) and rooftop else None)
     wanted, problems = read_filter(visit.form, console, scope, zone)
     pipeline, sort, more = read_pipeline(visit.form, visit, zone)
     if problems or more:
@@ -299,7 +318,9 @@ async def export(console: Console, request: Request, visit: Visit) -> Response:
 
 
 async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str, Any]:
-    lead = await console.blocking(console.stores.lead_inbox.lead, lead_id, scope_of(visit.session.user))
+    lead = await console.blocking(
+        console.stores.lead_inbox.lead, lead_id, console.accounts.scope_of(visit.session.user)
+    )
     if lead is None:
         raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     return lead
@@ -333,7 +354,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
     webhook = next((a for a in reversed(sent) if (a["content_type"] or "").startswith("application/json")), None)
     waiting = any(d["status"] in ("pending", "delivering") for d in lead["deliveries"])
     retryable = any(d["status"] in ("dead", "pending") for d in lead["deliveries"])
-    scope = scope_of(visit.session.user)
+    scope = console.accounts.scope_of(visit.session.user)
     standing = await console.blocking(console.stores.lead_pipeline.standing, lead_id, scope)
     history = await console.blocking(console.stores.lead_pipeline.history, lead_id)
     zone = console.zone(lead["dealer_id"], lead["rooftop"])
@@ -350,7 +371,9 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "history": history,
             "stages": [(s, STAGE_LABELS[s]) for s in STAGES],
             "stage_labels": STAGE_LABELS,
-            "owners": await console.blocking(owners_for, console.stores, lead["dealer_id"], lead["rooftop"]),
+            "owners": await console.blocking(
+                owners_for, console.stores, console.accounts, lead["dealer_id"], lead["rooftop"]
+            ),
             "in_crm": in_crm,
             "crm_deliveries": [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND],
             "notifications": [d for d in lead["deliveries"] if d["kind"] == NOTIFY_KIND],
@@ -369,7 +392,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "retryable": retryable and not _consent_expired(lead),
             "consent_expired": _consent_expired(lead),
             "access": access,
-            "notice": request.query_params.get("notice"),
+            "notice": _notice(request.query_params),
             "state": delivery_state(lead),
             "vehicle_page": (
                 VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
@@ -379,6 +402,22 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
         },
         visit=visit,
     )
+
+
+def _queued_notice(value: str | None) -> str | None:
+    """The notice after a retry, from its count (never text taken from the link)."""
+    if not value or not value.isdigit() or len(value) > 6:
+        return None
+    count = int(value)
+    return f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
+
+
+#: The notices a redirect may ask the lead page for, by code (never text taken from the link).
+NOTICES = {"saved": "Saved.", "unchanged": "Nothing changed."}
+
+
+def _notice(params: Any) -> str | None:
+    return _queued_notice(params.get("queued")) or NOTICES.get(params.get("notice") or "")
 
 
 def waited(ms: int) -> str:
@@ -414,18 +453,17 @@ async def work(console: Console, request: Request, visit: Visit) -> Response:
         change = await console.blocking(
             work_lead,
             console.stores,
+            console.accounts,
             lead_id,
             visit.email,
             console.now_ms(),
             wanted,
-            scope=scope_of(visit.session.user),
+            scope=console.accounts.scope_of(visit.session.user),
         )
     except PipelineRefused as refused:
         raise Refused(404 if refused.missing else 400, str(refused), visit=visit) from None
-    notice = "Saved." if change.events else "Nothing changed."
-    return RedirectResponse(
-        f"{CONSOLE_PREFIX}leads/{lead_id}?{urlencode({'notice': notice})}#pipeline", status_code=303
-    )
+    notice = "saved" if change.events else "unchanged"
+    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?notice={notice}#pipeline", status_code=303)
 
 
 async def state(console: Console, request: Request, visit: Visit) -> Response:
@@ -436,7 +474,9 @@ async def state(console: Console, request: Request, visit: Visit) -> Response:
 
 async def retry(console: Console, request: Request, visit: Visit) -> Response:
     lead_id = request.path_params["lead_id"]
-    await _lead_or_404(console, visit, lead_id)
+    scope = console.accounts.scope_of(visit.session.user)
+    if not await console.blocking(console.stores.lead_inbox.in_scope, lead_id, scope):
+        raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     include_delivered = visit.form is not None and visit.form.get("all") == "1"
     try:
         count = await console.blocking(
@@ -447,8 +487,7 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
     await console.blocking(
         console.audit, visit.email, "lead.retry", lead_id, {"deliveries": count, "all": include_delivered}
     )
-    notice = f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
-    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?{urlencode({'notice': notice})}", status_code=303)
+    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?queued={count}", status_code=303)
 
 
 async def handled(console: Console, request: Request, visit: Visit) -> Response:
@@ -457,7 +496,7 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
     changed = await console.blocking(
         console.stores.lead_inbox.mark_handled,
         lead_id,
-        scope_of(visit.session.user),
+        console.accounts.scope_of(visit.session.user),
         visit.email if done else None,
         console.now_ms(),
     )

@@ -9,12 +9,14 @@ without the person who is using it.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from aap.accounts import AccountError, hash_password
+from aap.accounts import AccountError, HashingBusy, SignIn
 from aap.console.auth import Refused, Visit
 from aap.paths import CONSOLE_PREFIX
 from aap.store.console import ROLES
@@ -37,46 +39,106 @@ def _secret(visit: Visit, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _rooftop(value: str) -> tuple[str | None, str]:
+    """A rooftop checkbox's value: ``[seller or null, rooftop]`` (ValueError otherwise)."""
+    try:
+        pair = orjson.loads(value[:2000])
+    except orjson.JSONDecodeError:
+        raise ValueError(value) from None
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or not (pair[0] is None or isinstance(pair[0], str))
+        or not isinstance(pair[1], str)
+    ):
+        raise ValueError(value)
+    return (pair[0], pair[1])
+
+
+NOTICES = {
+    "added": "Account {account} added.",
+    "removed": "The account was removed; its sessions ended.",
+    "password": "Password of {account} changed; its sessions ended.",
+    "unlocked": "The failed sign-ins of {account} were forgotten.",
+}
+
+
+ACCOUNT_NOTICES = {
+    "others": "Every other session was signed out.",
+    "password": "Your password was changed; every other session of your account was signed out.",
+}
+
+
+def _notice(request: Request, users: list[Any]) -> str | None:
+    """What the last change did, from its code (the page never shows text taken from a link: a
+    crafted link could put any words there); an account is named only when it exists."""
+    template = NOTICES.get(request.query_params.get("done") or "")
+    if template is None:
+        return None
+    named = request.query_params.get("account")
+    account = next((u.email for u in users if u.email == named), None)
+    if "{account}" in template and account is None:
+        return None
+    return template.format(account=account)
+
+
 def routes(console: Console) -> list[Route]:
-    def users_page(
-        request: Request,
-        visit: Visit,
-        users: list[Any],
-        *,
-        error: str | None = None,
-        notice: str | None = None,
-        status: int = 200,
-    ) -> Response:
+    async def users_page(request: Request, visit: Visit, *, error: str | None = None, status: int = 200) -> Response:
+        users = await console.blocking(console.stores.console.users)
+        throttled = await console.blocking(console.accounts.throttled, users)
         sellers = (
             [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id]
             if console.settings.scope == "aggregate"
             else []
         )
-        rooftops = sorted({r["name"] for p in console.settings.all_profiles() for r in p.rooftops})
+        # Each rooftop with its seller: names are unique only within a seller. The value is the
+        # (seller, rooftop) pair as JSON, so no name can be read as another.
+        rooftops = [
+            (orjson.dumps([seller, name]).decode(), name, seller_name if seller else None)
+            for seller, name, seller_name in console.accounts.rooftop_choices()
+        ]
         return console.page(
             request,
             "users.html",
             {
                 "users": users,
+                "sees": {u.user_id: console.accounts.describe_scope(u) for u in users},
+                "throttled": throttled,
                 "roles": ROLES,
                 "sellers": sellers,
                 "rooftops": rooftops,
                 "error": error,
-                "notice": notice or request.query_params.get("notice"),
+                "notice": _notice(request, users),
             },
             visit=visit,
             status_code=status,
         )
 
     async def list_users(request: Request, visit: Visit) -> Response:
-        return users_page(request, visit, await console.blocking(console.stores.console.users))
+        return await users_page(request, visit)
+
+    async def hashing(func: Any, *args: Any, **kwargs: Any) -> Any:
+        """``func`` in a worker thread under the hash gate (it hashes a password)."""
+        try:
+            async with console.accounts.gate.slot():
+                return await console.blocking(func, *args, **kwargs)
+        except HashingBusy:
+            raise Refused(
+                503, "The server is busy checking other passwords. Try again in a moment.", {"Retry-After": "2"}
+            ) from None
+
+    async def refused(request: Request, visit: Visit, message: str) -> Response:
+        return await users_page(request, visit, error=message, status=400)
 
     async def add_user(request: Request, visit: Visit) -> Response:
         assert visit.form is not None
         email = _field(visit, "email")
-        rooftops = tuple(v for v in visit.form.getlist("rooftops") if isinstance(v, str) and v)
         try:
-            user = await console.blocking(
+            rooftops = tuple(_rooftop(v) for v in visit.form.getlist("rooftops") if isinstance(v, str) and v)
+        except ValueError:
+            raise Refused(400, "A rooftop of the form is not one of the listed rooftops; reload the page.") from None
+        try:
+            user = await hashing(
                 console.accounts.add,
                 email,
                 _secret(visit, "password"),
@@ -85,17 +147,15 @@ def routes(console: Console) -> list[Route]:
                 rooftops=rooftops,
             )
         except AccountError as exc:
-            return users_page(
-                request, visit, await console.blocking(console.stores.console.users), error=str(exc), status=400
-            )
+            return await refused(request, visit, str(exc))
         await console.blocking(
             console.audit,
             visit.email,
             "user.add",
             user.email,
-            {"role": user.role, "seller": user.dealer_id, "rooftops": list(user.rooftops)},
+            {"role": user.role, "seller": user.dealer_id, "rooftops": [list(pair) for pair in user.rooftops]},
         )
-        return RedirectResponse(f"{USERS}?notice=Account+{user.email}+added.", status_code=303)
+        return RedirectResponse(f"{USERS}?{urlencode({'done': 'added', 'account': user.email})}", status_code=303)
 
     async def _target(visit: Visit, request: Request) -> Any:
         user_id = request.path_params["user_id"]
@@ -111,26 +171,33 @@ def routes(console: Console) -> list[Route]:
             raise Refused(409, "You cannot remove your own account while signed in with it.")
         await console.blocking(console.stores.console.remove_user, user.user_id)
         await console.blocking(console.audit, visit.email, "user.remove", user.email, {})
-        return RedirectResponse(f"{USERS}?notice=Account+{user.email}+removed.", status_code=303)
+        return RedirectResponse(f"{USERS}?done=removed", status_code=303)
 
     async def reset_password(request: Request, visit: Visit) -> Response:
+        """A new password set by an admin: every session of the account ends (the admin's own
+        stays when it is their account)."""
         user = await _target(visit, request)
+        own = visit.session if user.user_id == visit.session.user.user_id else None
         try:
-            digest = await console.blocking(hash_password, _secret(visit, "password"))
+            await hashing(console.accounts.set_password, user.email, _secret(visit, "password"), keep_session=own)
         except AccountError as exc:
-            return users_page(
-                request, visit, await console.blocking(console.stores.console.users), error=str(exc), status=400
-            )
-        await console.blocking(console.stores.console.set_password, user.user_id, digest, console.now_ms())
+            return await refused(request, visit, str(exc))
         await console.blocking(console.audit, visit.email, "user.password", user.email, {})
-        return RedirectResponse(f"{USERS}?notice=Password+of+{user.email}+changed.", status_code=303)
+        return RedirectResponse(f"{USERS}?{urlencode({'done': 'password', 'account': user.email})}", status_code=303)
+
+    async def unlock_user(request: Request, visit: Visit) -> Response:
+        user = await _target(visit, request)
+        await console.blocking(console.accounts.unlock, user.email)
+        await console.blocking(console.audit, visit.email, "user.unlock", user.email, {})
+        return RedirectResponse(f"{USERS}?{urlencode({'done': 'unlocked', 'account': user.email})}", status_code=303)
 
     async def audit_page(request: Request, visit: Visit) -> Response:
-        before = request.query_params.get("before")
-        before_ms = int(before) if before and before.isdigit() else None
-        subject = request.query_params.get("subject") or None
+        before = request.query_params.get("before") or ""
+        subject = (request.query_params.get("subject") or "")[:300] or None
+        if before and not (before.isdigit() and len(before) <= 15):
+            raise Refused(400, "This page link is not valid: open the audit log again.")
         entries = await console.blocking(
-            console.stores.console.audit_entries, subject=subject, before_ms=before_ms, limit=100
+            console.stores.console.audit_entries, subject=subject, before_ms=int(before) if before else None, limit=100
         )
         older = entries[-1].at_ms if len(entries) == 100 else None
         return console.page(
@@ -138,35 +205,64 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def account_page(request: Request, visit: Visit) -> Response:
+        """One's own account: change the password (every session ends; this browser gets a new
+        one), the live sessions, sign out of one or of every one."""
         error = None
-        notice = None
+        notice = ACCOUNT_NOTICES.get(request.query_params.get("done") or "")
         status = 200
         if request.method == "POST":
-            outcome = await console.blocking(
-                console.accounts.sign_in, visit.email, _secret(visit, "current"), visit.address
-            )
-            if outcome.user is None:
-                error, status = "The current password is wrong.", 400
-            elif _secret(visit, "password") != _secret(visit, "again"):
-                error, status = "The new passwords differ.", 400
-            else:
-                try:
-                    digest = await console.blocking(hash_password, _secret(visit, "password"))
-                except AccountError as exc:
-                    error, status = str(exc), 400
-                else:
-                    await console.blocking(
-                        console.stores.console.set_password,
-                        visit.session.user.user_id,
-                        digest,
-                        console.now_ms(),
-                        end_sessions=False,
-                    )
-                    await console.blocking(console.audit, visit.email, "user.password", visit.email, {})
-                    notice = "Your password was changed."
+            error, status = await _change_password(visit)
+            if error is None:
+                # Every session of the account ends, this one too: a thief holding a copy of this
+                # very cookie is signed out as well. This browser goes on in a new session.
+                response = RedirectResponse(f"{ACCOUNT}?done=password", status_code=303)
+                await console.auth.start_session(request, response, visit.session.user)
+                return response
+        sessions = await console.blocking(console.accounts.sessions_of, visit.session.user)
         return console.page(
-            request, "account.html", {"error": error, "notice": notice}, visit=visit, status_code=status
+            request,
+            "account.html",
+            {"error": error, "notice": notice, "sessions": sessions, "current": visit.session.session_hash},
+            visit=visit,
+            status_code=status,
         )
+
+    async def _change_password(visit: Visit) -> tuple[str | None, int]:
+        if _secret(visit, "password") != _secret(visit, "again"):
+            return "The new passwords differ.", 400
+        begun = await console.blocking(console.accounts.begin_confirm, visit.session)
+        if isinstance(begun, SignIn):
+            seconds = max(1, -(-(begun.wait_ms or 0) // 1000))
+            return f"Too many wrong passwords. Try again in {seconds} seconds.", 429
+        try:
+            async with console.accounts.gate.slot():
+                checked = await console.blocking(console.accounts.finish_sign_in, begun, _secret(visit, "current"))
+                if checked.user is None:
+                    return "The current password is wrong.", 400
+                await console.blocking(console.accounts.set_password, visit.email, _secret(visit, "password"))
+        except HashingBusy:
+            await console.blocking(console.accounts.abandon, begun)
+            return "The server is busy checking other passwords. Try again in a moment.", 503
+        except AccountError as exc:
+            return str(exc), 400
+        await console.blocking(console.audit, visit.email, "user.password", visit.email, {})
+        return None, 200
+
+    async def sign_out_sessions(request: Request, visit: Visit) -> Response:
+        """``which=others``: every session but this one; ``which=all``: every one, this one too;
+        else the session of that id (the account page's list)."""
+        which = _field(visit, "which")
+        user = visit.session.user
+        if which == "all":
+            await console.blocking(console.accounts.end_sessions, user)
+            await console.blocking(console.audit, visit.email, "sessions.end", visit.email, {"which": "all"})
+            return console.auth.signed_out(request)
+        if which == "others":
+            await console.blocking(console.accounts.end_sessions, user, keep=visit.session)
+        else:
+            await console.blocking(console.accounts.end_sessions, user, keep=visit.session, only=which[:32])
+        await console.blocking(console.audit, visit.email, "sessions.end", visit.email, {"which": which[:32]})
+        return RedirectResponse(f"{ACCOUNT}?done=others" if which == "others" else ACCOUNT, status_code=303)
 
     return [
         Route(USERS, console.guarded(list_users, admin=True), methods=["GET"]),
@@ -174,5 +270,7 @@ def routes(console: Console) -> list[Route]:
         Route(USERS + "/{user_id:str}/remove", console.guarded(remove_user, admin=True), methods=["POST"]),
         Route(USERS + "/{user_id:str}/password", console.guarded(reset_password, admin=True), methods=["POST"]),
         Route(AUDIT, console.guarded(audit_page, admin=True), methods=["GET"]),
+        Route(USERS + "/{user_id:str}/unlock", console.guarded(unlock_user, admin=True), methods=["POST"]),
         Route(ACCOUNT, console.guarded(account_page), methods=["GET", "POST"]),
+        Route(ACCOUNT + "/sessions", console.guarded(sign_out_sessions), methods=["POST"]),
     ]

@@ -1,6 +1,6 @@
 """Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, schemas, A2A OpenAPI.
 
-``build(agent)`` renders every document from the deployment settings (so each
+``build(gateway)`` renders every document from the deployment settings (so each
 ETag is a hash of exactly what is served) and returns the routes as
 :class:`~aap.web.parts.BindingParts`. poppy.json is served by the Poppy
 binding; every document takes its URLs from :class:`~aap.paths.DeploymentUrls`.
@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aap.agent import DealerAgent
 from aap.discovery import a2a_openapi, api_catalog, llms_txt, schemas_route
 from aap.discovery.agent_card import AgentCard
+from aap.gateway import Gateway
 from aap.paths import (
     A2A_OPENAPI_PATH,
     AGENT_CARD_PATH,
@@ -39,8 +39,9 @@ def _static_route(path: str, document: StaticDocument, extra_headers: dict[str, 
     return Route(path, endpoint, methods=["GET", "HEAD"])
 
 
-def build(agent: DealerAgent) -> BindingParts:
+def build(gateway: Gateway) -> BindingParts:
     """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
+    agent = gateway.agent
     settings = agent.settings
     urls = DeploymentUrls(settings.public_url)
     card = AgentCard(agent)

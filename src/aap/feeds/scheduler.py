@@ -23,7 +23,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
@@ -32,9 +31,6 @@ from aap.feeds.job import ImportRequest, ImportResult, run_import
 from aap.inventory.feeds import MappingError, read_mapping
 from aap.store import Stores
 from aap.store.feeds import FeedRun
-
-if TYPE_CHECKING:
-    from starlette.applications import Starlette
 
 log = logging.getLogger("aap.feeds")
 
@@ -216,14 +212,13 @@ class FeedScheduler:
 
 
 @asynccontextmanager
-async def feeds_lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Run the scheduler for the app's lifetime when the configuration has ``[[feeds]]``."""
-    settings: Settings = app.state.settings
+async def feeds_lifespan(stores: Stores, settings: Settings) -> AsyncIterator[None]:
+    """Run the scheduler on ``stores`` while the context is entered, when there are ``[[feeds]]``."""
     if not settings.feeds:
         yield
         return
     stop = asyncio.Event()
-    task = asyncio.create_task(FeedScheduler(app.state.stores, settings).run_forever(stop))
+    task = asyncio.create_task(FeedScheduler(stores, settings).run_forever(stop))
     try:
         yield
     finally:

@@ -285,24 +285,21 @@ def capability_problems(
     return found + (sort_capability_problems(request.get("sort"), settings) if sort else [])
 
 
-def _places(settings: Settings, near: dict[str, Any]) -> tuple[Place, ...]:
+def _places(rooftops: RooftopIndex[RooftopKey], near: dict[str, Any]) -> tuple[Place, ...]:
     """The rooftops within the radius, in configuration order, with their exact distances."""
-    found = rooftop_index(settings).within(near["latitude"], near["longitude"], near["radius_mi"])
+    found = rooftops.within(near["latitude"], near["longitude"], near["radius_mi"])
     return tuple(Place(*located.item, distance) for located, distance in found)
 
 
-# Rooftop indexes of the last few Settings objects (a deployment has one; tests have many).
 #: A located rooftop: (dealer_id on an aggregate endpoint, rooftop name, the dealer's only rooftop).
 RooftopKey = tuple[str | None, str, bool]
-_INDEXES: dict[int, tuple[Settings, RooftopIndex[RooftopKey]]] = {}
-_INDEXES_KEPT = 8
 
 
 def rooftop_index(settings: Settings) -> RooftopIndex[RooftopKey]:
-    """Every rooftop with coordinates that can hold listings, as (dealer_id, name, only rooftop)."""
-    entry = _INDEXES.get(id(settings))
-    if entry is not None and entry[0] is settings:
-        return entry[1]
+    """Every rooftop with coordinates that can hold listings, as (dealer_id, name, only rooftop).
+
+    Built once per agent by its owner (:class:`aap.skills.context.SkillDeps`), never cached here.
+    """
     aggregate = settings.scope == "aggregate"
     located: list[Located[RooftopKey]] = []
     for profile in settings.all_profiles():
@@ -314,11 +311,7 @@ def rooftop_index(settings: Settings) -> RooftopIndex[RooftopKey]:
             if geo:
                 item: RooftopKey = (profile.dealer_id if aggregate else None, rooftop["name"], len(rooftops) == 1)
                 located.append(Located(len(located), geo["latitude"], geo["longitude"], item))
-    index = RooftopIndex(located)
-    if len(_INDEXES) >= _INDEXES_KEPT:
-        _INDEXES.pop(next(iter(_INDEXES)))
-    _INDEXES[id(settings)] = (settings, index)
-    return index
+    return RooftopIndex(located)
 
 
 def _dealer_ids(settings: Settings) -> tuple[str, ...] | None:
@@ -328,7 +321,7 @@ def _dealer_ids(settings: Settings) -> tuple[str, ...] | None:
     return tuple(p.dealer_id for p in settings.all_profiles() if p.dealer_id is not None)
 
 
-def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
+def _criteria(request: dict[str, Any], settings: Settings, rooftops: RooftopIndex[RooftopKey] | None) -> Criteria:
     caps = settings.search
     currency = request.get("currency") or caps.default_currency or "USD"
     unit = request.get("mileage_unit") or caps.default_mileage_unit or "mi"
@@ -363,7 +356,10 @@ def _criteria(request: dict[str, Any], settings: Settings) -> Criteria:
         else:
             applied[key] = value
             canonical[key] = value
-    places = _places(settings, filters["near"]) if "near" in filters else None
+    if "near" in filters:
+        places = _places(rooftops if rooftops is not None else rooftop_index(settings), filters["near"])
+    else:
+        places = None
     dealer_ids = _dealer_ids(settings)
     digest = _digest(
         {
@@ -390,18 +386,23 @@ def build_criteria(
     request: dict[str, Any],
     settings: Settings,
     vocabulary: Callable[[], Iterable[str]],
+    rooftops: RooftopIndex[RooftopKey] | None = None,
 ) -> Criteria:
-    """Effective criteria of an ``inventory.facets`` request (checks run first)."""
+    """Effective criteria of an ``inventory.facets`` request (checks run first).
+
+    ``rooftops``: the agent's rooftop index for ``near`` (built from ``settings`` when absent).
+    """
     checks = _Checks()
     _check_request(request, settings, vocabulary, checks)
     checks.raise_first()
-    return _criteria(request, settings)
+    return _criteria(request, settings, rooftops)
 
 
 def build_search_query(
     request: dict[str, Any],
     settings: Settings,
     vocabulary: Callable[[], Iterable[str]],
+    rooftops: RooftopIndex[RooftopKey] | None = None,
 ) -> SearchQuery:
     """Effective query of an ``inventory.search`` request (checks run first, cursor not yet)."""
     caps = settings.search
@@ -429,7 +430,7 @@ def build_search_query(
     checks.sort += sort_capability_problems(sort, settings)
     checks.raise_first()
 
-    criteria = _criteria(request, settings)
+    criteria = _criteria(request, settings, rooftops)
     field_, order = (sort["field"], sort["order"]) if sort else caps.default_sort
     limit = pagination.get("limit", caps.default_limit)
     digest = _digest({"criteria": criteria.digest, "sort": [field_, order], "limit": limit})

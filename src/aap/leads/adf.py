@@ -10,7 +10,10 @@ price*, pricecomments?, option*, finance?, comments?``.
 
 Contact data is limited to the channels the customer consented to; the
 consented channels themselves go into the customer comments so staff know how
-they may follow up.
+they may follow up. What each kind of lead produces (the vehicle ``interest``,
+the placeholder vehicle, name parts, URLs) is tabled in docs/leads.md, "The ADF
+document"; no element is sent empty unless the DTD requires it (a vehicle's
+year, make and model; an address's first street line; a contact's name).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aap.leads.appointments import TYPE_LABEL, human_time
@@ -43,9 +47,31 @@ _VEHICLE_FIELDS = (
 )
 
 
+#: The vehicle ``interest`` (ADF 1.0: buy | lease | sell | trade-in | test-drive) of the vehicle of
+#: interest, by ``Appointment.appointment_type`` (seed 004). A vehicle brought in for service is
+#: none of these: it goes out without the attribute (docs/leads.md, "The ADF document").
+INTEREST = {None: "buy", "sales": "buy", "trade_in": "buy", "test_drive": "test-drive", "service": None}
+
+
 def clean(value: Any) -> str:
     """Text safe for XML 1.0 (ElementTree escapes markup; this removes what cannot be escaped)."""
     return _ILLEGAL_XML.sub("", str(value))
+
+
+def https_url(value: Any) -> str | None:
+    """``value`` when it is an absolute ``https`` URL with a host, else None.
+
+    A URL in the ADF is followed by CRM users: a buyer agent's ``source_agent.url`` (any
+    ``format: uri`` passes the schema, ``javascript:`` included) or a misconfigured website must
+    not reach them as a link.
+    """
+    if not isinstance(value, str) or value != value.strip() or clean(value) != value or " " in value:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    return value if parts.scheme.lower() == "https" and parts.hostname else None
 
 
 @dataclass(frozen=True)
@@ -71,6 +97,11 @@ def _sub(parent: ET.Element, tag: str, text: Any = None, **attrs: Any) -> ET.Ele
     return element
 
 
+def _given(value: Any) -> bool:
+    """A value worth an element: something is left once XML's impossible characters are gone."""
+    return value is not None and not isinstance(value, (dict, list)) and bool(clean(value).strip())
+
+
 def fold_transmission(value: Any) -> str | None:
     """ADF knows ``A`` and ``M``; anything unrecognised is left to the comments."""
     text = str(value).strip().lower()
@@ -93,18 +124,23 @@ def _vehicle(
     parent: ET.Element,
     given: dict[str, Any],
     listing: dict[str, Any] | None,
-    interest: str,
+    interest: str | None,
     notes: list[str],
     *,
     trade_in: bool = False,
+    service: bool = False,
     vehicle_id: str | None = None,
     source: str = "",
 ) -> None:
-    """One ``<vehicle>``: the buyer's description, gaps filled from the linked listing."""
+    """One ``<vehicle>``: the buyer's description, gaps filled from the linked listing.
+
+    ``service``: the customer's own vehicle for a service visit: no ``interest`` (the caller
+    passes None), no price (nothing is for sale), and the comments say what it is.
+    """
     merged = dict(given)
     if listing:
         for name in _VEHICLE_FIELDS:
-            if name not in merged and name in listing:
+            if not _given(merged.get(name)) and name in listing:
                 merged[name] = listing[name]
     status = None
     condition = merged.get("condition")
@@ -117,16 +153,16 @@ def _vehicle(
     vehicle = _sub(parent, "vehicle", interest=interest, status=status)
     if vehicle_id:
         _sub(vehicle, "id", vehicle_id, sequence="1", source=f"{source} vehicle_id".strip())
-    missing = [name for name in ("year", "make", "model") if merged.get(name) in (None, "")]
-    for name in ("year", "make", "model"):
-        _sub(vehicle, name, merged.get(name, ""))
+    missing = [name for name in ("year", "make", "model") if not _given(merged.get(name))]
+    for name in ("year", "make", "model"):  # required by ADF: empty when not known
+        _sub(vehicle, name, merged[name] if _given(merged.get(name)) else "")
     for name in ("vin", "stock", "trim"):
-        if merged.get(name):
+        if _given(merged.get(name)):
             _sub(vehicle, name, merged[name])
-    if merged.get("body"):
+    if _given(merged.get("body")):
         _sub(vehicle, "bodystyle", merged["body"])
-    comments = list(notes)
-    if merged.get("transmission"):
+    comments = (["Vehicle to be serviced (service appointment)"] if service else []) + list(notes)
+    if _given(merged.get("transmission")):
         folded = fold_transmission(merged["transmission"])
         if folded:
             _sub(vehicle, "transmission", folded)
@@ -144,14 +180,14 @@ def _vehicle(
         )
     if trade_in and condition in ("excellent", "good", "fair", "poor"):
         _sub(vehicle, "condition", condition)
-    if merged.get("exterior_color") or merged.get("interior_color"):
+    if _given(merged.get("exterior_color")) or _given(merged.get("interior_color")):
         colors = _sub(vehicle, "colorcombination")
-        if merged.get("interior_color"):
+        if _given(merged.get("interior_color")):
             _sub(colors, "interiorcolor", merged["interior_color"])
-        if merged.get("exterior_color"):
+        if _given(merged.get("exterior_color")):
             _sub(colors, "exteriorcolor", merged["exterior_color"])
         _sub(colors, "preference", "1")
-    if not trade_in:
+    if not trade_in and not service:
         if "price" in given:
             _sub(vehicle, "price", given["price"], type="quote", currency=given.get("currency", "USD"))
         elif listing and "price" in listing:
@@ -171,12 +207,15 @@ def _vehicle(
         _sub(vehicle, "comments", "; ".join(comments))
 
 
-def _placeholder(parent: ET.Element) -> None:
-    """A customer-only lead still needs one vehicle (``vehicle+``)."""
-    vehicle = _sub(parent, "vehicle", interest="buy")
+def _placeholder(parent: ET.Element, appointment_type: str | None) -> None:
+    """A lead without a vehicle still needs one (``vehicle+``), with the year, make and model
+    ADF requires in every vehicle left empty; its comments say why. A service visit's says
+    nothing of a purchase (no ``interest``)."""
+    service = appointment_type == "service"
+    vehicle = _sub(parent, "vehicle", interest=None if service else "buy")
     for name in ("year", "make", "model"):
         _sub(vehicle, name, "")
-    _sub(vehicle, "comments", "No specific vehicle: general inquiry")
+    _sub(vehicle, "comments", "No vehicle given: service visit" if service else "No specific vehicle: general inquiry")
 
 
 def appointment_text(appointment: dict[str, Any], request_appointment: dict[str, Any]) -> str:
@@ -234,20 +273,32 @@ def render(view: LeadView) -> str:
 
     voi = request.get("vehicle_of_interest")
     if isinstance(voi, dict):
-        interest = "test-drive" if appointment_type == "test_drive" else "buy"
         vehicle_id = (view.listing or {}).get("vehicle_id")
-        _vehicle(prospect, voi, view.listing, interest, [], vehicle_id=vehicle_id, source=view.source)
+        _vehicle(
+            prospect,
+            voi,
+            view.listing,
+            INTEREST.get(appointment_type, "buy"),
+            [],
+            service=appointment_type == "service",
+            vehicle_id=vehicle_id,
+            source=view.source,
+        )
     trade = request.get("trade_in")
     if isinstance(trade, dict):
         notes = ["Trade-in appraisal requested (see appointment)"] if appointment_type == "trade_in" else []
         _vehicle(prospect, trade, None, "trade-in", notes, trade_in=True)
     if not isinstance(voi, dict) and not isinstance(trade, dict):
-        _placeholder(prospect)
+        _placeholder(prospect, appointment_type)
 
     customer_el = _sub(prospect, "customer")
     contact = _sub(customer_el, "contact", primarycontact="1")
-    full_name = " ".join(str(customer.get(k, "")).strip() for k in ("first_name", "last_name")).strip()
-    _sub(contact, "name", full_name, part="full")
+    first, last = (clean(customer.get(k, "")).strip() for k in ("first_name", "last_name"))
+    if first and last:  # what CRMs file: given and family name apart
+        _sub(contact, "name", first, part="first")
+        _sub(contact, "name", last, part="last")
+    else:  # one of them blank: the one there is (ADF requires a name)
+        _sub(contact, "name", first or last, part="full")
     preferred = customer.get("preferred_contact")
     if "email" in channels and customer.get("email"):
         _sub(contact, "email", customer["email"], preferredcontact="1" if preferred == "email" else None)
@@ -261,16 +312,17 @@ def render(view: LeadView) -> str:
         )
     address = customer.get("address")
     if isinstance(address, dict) and any(
-        address.get(k) for k in ("address_line_1", "address_line_2", "city", "state", "zip")
+        _given(address.get(k)) for k in ("address_line_1", "address_line_2", "city", "state", "zip")
     ):
         addr = _sub(contact, "address")
-        _sub(addr, "street", address.get("address_line_1", ""), line="1")
-        if address.get("address_line_2"):
-            _sub(addr, "street", address["address_line_2"], line="2")
+        streets = [line for line in (address.get("address_line_1"), address.get("address_line_2")) if _given(line)]
+        for number, street in enumerate(streets or [""], start=1):  # ADF requires one street
+            _sub(addr, "street", street, line=str(number))
         for key, tag in (("city", "city"), ("state", "regioncode"), ("zip", "postalcode")):
-            if address.get(key):
+            if _given(address.get(key)):
                 _sub(addr, tag, address[key])
-        _sub(addr, "country", address.get("country") or "US")
+        country = address.get("country")
+        _sub(addr, "country", country if _given(country) else "US")
     lines = []
     if request.get("message"):
         lines.append(f"Message: {request['message']}")
@@ -291,21 +343,24 @@ def render(view: LeadView) -> str:
         _sub(vendor, "id", view.dealer_id, source=f"{view.source} dealer_id")
     _sub(vendor, "vendorname", view.vendor_name)
     rooftop = view.rooftop or {}
-    if isinstance(rooftop.get("website"), str):
-        _sub(vendor, "url", rooftop["website"])
+    website = https_url(rooftop.get("website"))
+    if website:
+        _sub(vendor, "url", website)
     vendor_contact = _sub(vendor, "contact")
     _sub(vendor_contact, "name", rooftop.get("name") or view.vendor_name, part="full")
-    for item in (rooftop.get("emails") or [])[:1]:
-        _sub(vendor_contact, "email", item.get("value", ""))
-    for item in (rooftop.get("phones") or [])[:1]:
-        _sub(vendor_contact, "phone", item.get("value", ""), type="voice")
+    for kind in ("emails", "phones"):
+        values = [i.get("value") for i in rooftop.get(kind) or [] if isinstance(i, dict)]
+        value = next((v for v in values if isinstance(v, str) and v.strip()), None)
+        if value is not None:
+            _sub(vendor_contact, kind[:-1], value, type="voice" if kind == "phones" else None)
 
     agent = request.get("source_agent") or {}
     provider = _sub(prospect, "provider")
     _sub(provider, "name", agent.get("name", ""), part="full")
     _sub(provider, "service", "AAP lead.submit")
-    if agent.get("url"):
-        _sub(provider, "url", agent["url"])
+    agent_url = https_url(agent.get("url"))
+    if agent_url:
+        _sub(provider, "url", agent_url)
 
     ET.indent(adf, space="  ")
     body = ET.tostring(adf, encoding="unicode")

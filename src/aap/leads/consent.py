@@ -1,7 +1,8 @@
 """Lead validation beyond the schema, and which error code a set of problems gets.
 
 The schema catches shapes; this module adds the rules it cannot express
-(consent time against the dealer's clock, offsets on every timestamp) and picks
+(consent time against the dealer's clock, offsets on every timestamp, integers a
+CRM can read exactly: :mod:`aap.leads.integers`) and picks
 the code by class of problem (docs/leads.md §2, pinned in tests/test_lead_submit.py):
 
 1. ``consent`` absent (or null) → ``CONTACT_CONSENT_REQUIRED``
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from aap.errors import AapError, Problem, problem
+from aap.leads.integers import integer_problems
 from aap.leads.timefmt import parse_rfc3339
 
 SALE_CONDITIONS = ("new", "used", "cpo")
@@ -38,7 +40,8 @@ _MESSAGES = {
     "INVALID_CONDITION": "A vehicle condition uses the wrong vocabulary: vehicle_of_interest takes "
     "new, used or cpo; trade_in takes excellent, good, fair or poor.",
     "MISSING_REQUIRED_FIELD": "A required field is missing; see details.errors.",
-    "SCHEMA_VALIDATION_FAILED": "The lead does not match the lead.submit.request schema; see details.errors.",
+    "SCHEMA_VALIDATION_FAILED": "The lead does not match the lead.submit.request schema or this endpoint's "
+    "bounds; see details.errors.",
 }
 
 
@@ -137,7 +140,10 @@ def semantic_problems(
     """The problems only this module sees, minus those the schema already reported."""
     found: list[Problem] = []
     for candidate in (
-        timestamp_problems(payload) + consent_time_problems(payload, now, skew_seconds) + coupling_problems(payload)
+        timestamp_problems(payload)
+        + consent_time_problems(payload, now, skew_seconds)
+        + coupling_problems(payload)
+        + integer_problems(payload)
     ):
         if not _already(schema_problems + found, candidate):
             found.append(candidate)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from aap.accounts import scope_of
+from aap.accounts import Accounts
 from aap.store import Stores
 from aap.store.lead_inbox import LeadScope
 from aap.store.lead_pipeline import NOTE_LIMIT, STAGES, UNSET, Change
@@ -40,9 +40,9 @@ class Work:
     note: str | None = None
 
 
-def owners_for(stores: Stores, dealer_id: str | None, rooftop: str | None) -> list[str]:
+def owners_for(stores: Stores, accounts: Accounts, dealer_id: str | None, rooftop: str | None) -> list[str]:
     """The accounts that may own a lead of ``rooftop``: those whose scope includes it."""
-    return [u.email for u in stores.console.users() if scope_of(u).allows(dealer_id, rooftop)]
+    return [u.email for u in stores.console.users() if accounts.scope_of(u).allows(dealer_id, rooftop)]
 
 
 def _follow_up(value: Any, problems: list[str]) -> Any:
@@ -65,7 +65,14 @@ def _bad(problems: list[str]) -> Any:
 
 
 def work_lead(
-    stores: Stores, lead_id: str, actor: str, now_ms: int, work: Work, *, scope: LeadScope | None = None
+    stores: Stores,
+    accounts: Accounts,
+    lead_id: str,
+    actor: str,
+    now_ms: int,
+    work: Work,
+    *,
+    scope: LeadScope | None = None,
 ) -> Change:
     """Apply ``work`` to the lead as ``actor`` (an account's e-mail, or ``cli:<user>``) within ``scope``;
     :class:`PipelineRefused` lists every problem, or says the lead is not there (``missing``)."""
@@ -79,7 +86,7 @@ def work_lead(
     owner = work.owner
     if owner is not UNSET and owner is not None:
         owner = str(owner).strip().casefold()
-        if owner not in owners_for(stores, lead["dealer_id"], lead["rooftop"]):
+        if owner not in owners_for(stores, accounts, lead["dealer_id"], lead["rooftop"]):
             problems.append("Owner: one of the console accounts that work this rooftop's leads.")
     follow_up = _follow_up(work.follow_up, problems)
     note = work.note.strip() if isinstance(work.note, str) and work.note.strip() else None

@@ -25,7 +25,7 @@ import logging
 import re
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aap.config.leads import LeadSettings
 from aap.config.model import DealerProfile, Settings
@@ -36,11 +36,9 @@ from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
 from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
+from aap.store import Stores
 from aap.store.db import Tx
 from aap.store.leads import LeadStore, NewLead
-
-if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
 
 log = logging.getLogger("aap.leads")
 
@@ -100,14 +98,26 @@ def _message(status: str, dealer_name: str, link: VehicleLink, sentence: str | N
     return " ".join(parts)[:2000]
 
 
-def submit(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+class Call(Protocol):
+    """What a lead records of its call (the skill's :class:`~aap.skills.context.CallContext`)."""
+
+    @property
+    def binding(self) -> str: ...
+    @property
+    def caller_id(self) -> str | None: ...
+    @property
+    def client_id(self) -> str | None: ...
+    @property
+    def now(self) -> datetime: ...
+
+
+def submit(settings: Settings, stores: Stores, request: dict[str, Any], ctx: Call) -> dict[str, Any]:
     """Run ``lead.submit`` for a schema-valid ``request``; returns the response object."""
-    settings = agent.settings
     ls: LeadSettings = settings.leads
-    store = agent.stores.leads
+    store = stores.leads
     now: datetime = ctx.now
 
-    link = link_vehicle(agent.stores.inventory, request.get("vehicle_of_interest"))
+    link = link_vehicle(stores.inventory, request.get("vehicle_of_interest"))
     profile = identified_seller(settings, link, request.get("vehicle_of_interest")) or settings.dealer
     dealer_id = profile.dealer_id or settings.deployment_id
     caller = caller_scope(ctx.caller_id)
@@ -169,7 +179,7 @@ def identified_seller(settings: Settings, link: VehicleLink, vehicle: Any) -> De
 
 def _accept(
     request: dict[str, Any],
-    ctx: CallContext,
+    ctx: Call,
     ls: LeadSettings,
     settings: Settings,
     profile: DealerProfile,
@@ -255,8 +265,8 @@ def _accept(
         rooftop=rooftop_name,
         status=status,
         caller_id=caller_scope(ctx.caller_id),
-        binding=getattr(ctx, "binding", "unknown"),
-        client_id=getattr(ctx, "client_id", None),
+        binding=ctx.binding,
+        client_id=ctx.client_id,
         source_agent=request["source_agent"]["name"],
         idempotency_key=request["idempotency_key"],
         vehicle_id=link.vehicle_id,

@@ -7,12 +7,16 @@ sends ``Idempotency-Key: <lead_id>`` and ``X-AAP-Lead-Id``, e-mail a
 document itself an ``<id source="AAP ...">`` element.
 
 A send either returns (delivered) or raises :class:`SendError` saying whether a
-retry can help, and whether the attempt may have reached the CRM: the request
-was sent and its answer was lost or ambiguous (docs/leads.md, "Resend"). A
-refused connection, a DNS or TLS failure, a connect or pool timeout, an SMTP
-refusal before the message data and an answer that says "not processed" (408,
-425, 429) never reached it. Error texts name status codes and exception types
-only, never a response body or customer value.
+retry can help, and whether the attempt may have been accepted by the CRM
+(docs/leads.md, "Resend"): the whole request was sent and its answer was lost or
+ambiguous (a read timeout, a connection lost after the body was sent, a 5xx
+answer, a 409 saying the CRM holds a request under this ``Idempotency-Key``, an
+SMTP session lost once the message data started). Nothing sent, or a definite
+answer that the lead was not taken (a refused connection, a DNS or TLS failure, a
+connect, pool or write timeout, a connection lost while the body was still being
+written, any other 4xx or a 3xx answer, an SMTP refusal), never was. Error texts
+name status codes and exception types only, never a response body or customer
+value.
 """
 
 from __future__ import annotations
@@ -35,12 +39,25 @@ import orjson
 from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
 
 USER_AGENT = "aap-lead-delivery/1"
-_RETRYABLE_STATUS = {408, 425, 429}
-#: Answers saying the request was not processed: the CRM does not have the lead.
-_NOT_PROCESSED_STATUS = {408, 425, 429}
-#: httpx failures raised before the request left: nothing reached the CRM (DNS and TLS
-#: failures are ConnectErrors: they happen while connecting).
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol, httpx.InvalidURL)
+#: Answers saying the request was not processed, and that it may succeed later (RFC 9110
+#: §15.5.9 408, RFC 8470 §5.2 425, RFC 6585 §4 429): retried, the CRM does not have the lead.
+_NOT_PROCESSED_STATUS = frozenset({408, 425, 429})
+#: 409 Conflict: the CRM holds (or is still processing) a request with this ``Idempotency-Key``
+#: (the Idempotency-Key header draft's answer to a concurrent duplicate): retried, as a resend.
+_CONFLICT_STATUS = 409
+#: httpx failures raised before the whole request left: the CRM cannot have accepted it. DNS and
+#: TLS failures are ConnectErrors (they happen while connecting); a write error or timeout stops
+#: the body part way, and a receiver acts on a complete request only.
+_NOT_SENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+    httpx.LocalProtocolError,
+    httpx.UnsupportedProtocol,
+    httpx.InvalidURL,
+)
 
 
 class SendError(Exception):
@@ -102,9 +119,28 @@ async def _post(
         raise SendError(f"{type(exc).__name__} while posting", reached=not isinstance(exc, _NOT_SENT)) from None
     if 200 <= response.status_code < 300:
         return
-    status = response.status_code
-    permanent = 400 <= status < 500 and status not in _RETRYABLE_STATUS
-    raise SendError(f"HTTP {status}", permanent=permanent, reached=status not in _NOT_PROCESSED_STATUS)
+    raise refusal(response.status_code)
+
+
+def refusal(status: int) -> SendError:
+    """What a non-2xx answer means for the lead: retry or not, and whether the CRM may have it.
+
+    5xx: the CRM failed while handling the request, so it may have stored the lead (retried, as a
+    resend). 408/425/429: not processed, retried as new. 409: a request with this lead id is held
+    already (retried, as a resend). Any other 4xx is a definite refusal (a bad URL, an expired
+    token, a rejected document): no retry can help and the CRM does not have the lead, so an
+    operator's ``aap leads retry`` after the fix sends it as new. A 3xx is not followed (a lead is
+    posted to the configured URL only) and is a refusal too.
+    """
+    if status >= 500:
+        return SendError(f"HTTP {status}", reached=True)
+    if status in _NOT_PROCESSED_STATUS:
+        return SendError(f"HTTP {status}")
+    if status == _CONFLICT_STATUS:
+        return SendError(f"HTTP {status}", reached=True)
+    if 300 <= status < 500:
+        return SendError(f"HTTP {status}", permanent=True)
+    return SendError(f"HTTP {status}", reached=True)  # an answer outside HTTP's classes: ambiguous
 
 
 async def send_adf_http(
@@ -157,18 +193,38 @@ def build_email(target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, su
     return message
 
 
+class _Session(smtplib.SMTP):
+    """An SMTP session that knows whether the message data has started (``data_started``)."""
+
+    data_started = False
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        self.data_started = True  # from here on a lost session is ambiguous: the server may queue it
+        return super().data(msg)
+
+
+class _TlsSession(smtplib.SMTP_SSL):
+    """:class:`_Session` over implicit TLS (port 465)."""
+
+    data_started = False
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        self.data_started = True
+        return super().data(msg)
+
+
 def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> None:
     context = ssl.create_default_context()
     user = password = None
     if target.username_env:
         user = _env(target.username_env, "SMTP username")
         password = _env(target.password_env, "SMTP password")
-    sending = False  # True once the message itself is on its way: a failure then is ambiguous
+    server: _Session | _TlsSession | None = None
     try:
         if target.ssl:
-            server: smtplib.SMTP = smtplib.SMTP_SSL(target.host, target.port, timeout=timeout, context=context)
+            server = _TlsSession(target.host, target.port, timeout=timeout, context=context)
         else:
-            server = smtplib.SMTP(target.host, target.port, timeout=timeout)
+            server = _Session(target.host, target.port, timeout=timeout)
         with server:
             server.ehlo()
             if target.starttls:
@@ -176,7 +232,6 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
                 server.ehlo()
             if user is not None:
                 server.login(user, password or "")
-            sending = True
             server.send_message(message, from_addr=target.sender, to_addrs=list(target.to))
     except smtplib.SMTPRecipientsRefused as exc:  # before DATA: the server never took the message
         codes = sorted({code for code, _ in exc.recipients.values()})
@@ -185,8 +240,9 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
         raise SendError(f"SMTP authentication failed ({exc.smtp_code})") from None
     except smtplib.SMTPResponseException as exc:  # a definite refusal, of the envelope or the data
         raise SendError(f"SMTP error {exc.smtp_code}", permanent=500 <= exc.smtp_code < 600) from None
-    except (smtplib.SMTPException, OSError) as exc:  # a lost connection: ambiguous once sending
-        raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sending) from None
+    except (smtplib.SMTPException, OSError) as exc:  # a lost session: ambiguous once the data started
+        sent = server is not None and server.data_started
+        raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sent) from None
 
 
 async def send_email(target: SmtpTarget, message: EmailMessage, timeout: float) -> None:

@@ -45,13 +45,16 @@ def _ident(value: Any) -> str | None:
 
 
 def link_vehicle(inventory: InventoryStore, vehicle: Any) -> VehicleLink:
-    """Resolve ``vehicle_of_interest`` against ``inventory.find`` (listings and tombstones)."""
+    """Resolve ``vehicle_of_interest`` against ``inventory.find`` (listings and tombstones),
+    read on the primary (docs/leads.md §4)."""
     if not isinstance(vehicle, dict):
         return NONE
     ids = {k: _ident(vehicle.get(k)) for k in ("vehicle_id", "vin", "stock")}
     if not any(ids.values()):
         return NONE
-    records = inventory.find(vehicle_id=ids["vehicle_id"], vin=ids["vin"], stock=ids["stock"])
+    # On the primary: the link decides the lead's seller, rooftop and idempotency scope, and a
+    # replica within its allowed lag may not have the listing imported a moment ago yet.
+    records = inventory.find(vehicle_id=ids["vehicle_id"], vin=ids["vin"], stock=ids["stock"], primary=True)
     wanted_dealer = _ident(vehicle.get("dealer_id"))
     if wanted_dealer is not None:
         records = [r for r in records if r.dealer_id == wanted_dealer]

@@ -8,9 +8,12 @@ after ``lease_seconds`` so a killed worker's rows are picked up again.
 Per row: consent expired → ``expired_consent`` (never sent); target no longer
 configured → ``dead``; sent → ``delivered``; failed → ``pending`` again after
 ``base * 2^(attempts-1)`` seconds (capped), or ``dead`` after ``max_attempts``
-or on a permanent failure (a 4xx answer, a 5xx SMTP reply). ``aap leads retry``
-brings a dead row back. A row of kind ``notify`` is the new-lead e-mail to the
-rooftop's sales people (:mod:`aap.leads.notify`), under the same rules.
+or on a permanent failure (a definite refusal: a 3xx or a 4xx answer other than
+408/409/425/429, a 5xx SMTP reply; :func:`aap.leads.transports.refusal`).
+``aap leads retry`` brings a dead row back. Each row remembers whether an attempt
+may have been accepted (``reached``): the attempts after it go out as resends.
+A row of kind ``notify`` is the new-lead e-mail to the rooftop's sales people
+(:mod:`aap.leads.notify`), under the same rules.
 
 Log lines name lead, delivery and target ids, states and error classes only.
 """
@@ -22,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import orjson
@@ -34,9 +37,6 @@ from aap.config.notifications import NOTIFY_KIND
 from aap.leads import adf, notify, transports
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
-
-if TYPE_CHECKING:
-    from starlette.applications import Starlette
 
 log = logging.getLogger("aap.leads.delivery")
 
@@ -266,18 +266,17 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
 
 
 @asynccontextmanager
-async def delivery_lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Run the worker for the app's lifetime (``app.state.stores`` / ``app.state.settings``).
+async def delivery_lifespan(stores: Stores, settings: Settings) -> AsyncIterator[None]:
+    """Run the worker on ``stores`` while the context is entered (the app's lifetime).
 
     Does nothing when ``[leads.delivery] in_process = false`` (deliveries then
     come from a separate ``aap deliver`` process).
     """
-    settings = app.state.settings
     if not settings.leads.delivery.in_process:
         yield
         return
     stop = asyncio.Event()
-    task = asyncio.create_task(run_delivery_worker(app.state.stores, settings, stop))
+    task = asyncio.create_task(run_delivery_worker(stores, settings, stop))
     try:
         yield
     finally:

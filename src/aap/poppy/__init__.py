@@ -1,6 +1,6 @@
 """The Poppy binding (Personal Agent Protocol 0.3 as pinned by AAP 3.1).
 
-``build(agent)`` returns the routes of the whole publication: poppy.json, the
+``build(gateway)`` returns the routes of the whole publication: poppy.json, the
 issuer and protected-resource metadata, the excluded-tasks document, the guest
 OAuth issuer (``/oauth/token``, ``/oauth/revoke``, ``/oauth/jwks.json``), the
 native OpenAPI API (``/poppy/openapi.json``, ``/poppy/v1/{skill id}``) and
@@ -26,9 +26,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.poppy import PoppySettings
+from aap.errors import unexpected
+from aap.gateway import Gateway
 from aap.paths import (
     JWKS_PATH,
     MCP_PROTECTED_RESOURCE_PATH,
@@ -54,7 +55,7 @@ from aap.store import Stores
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.direct import endpoint_app
 from aap.web.documents import StaticDocument
-from aap.web.errors import ErrorShape, unexpected
+from aap.web.errors import ErrorShape
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "mcp_verifier", "PoppySettings", "PoppyContext", "rotate_signing_key"]
@@ -104,14 +105,14 @@ def mcp_routes(ctx: PoppyContext) -> list[BaseRoute]:
 
 
 def build(
-    agent: DealerAgent, *, settings: PoppySettings | None = None, ssl_context: ssl.SSLContext | None = None
+    gateway: Gateway, *, settings: PoppySettings | None = None, ssl_context: ssl.SSLContext | None = None
 ) -> BindingParts:
-    """All Poppy routes for ``agent``. ``settings`` overrides ``agent.settings.poppy`` (tests);
+    """All Poppy routes of ``gateway``'s agent. ``settings`` overrides its ``settings.poppy`` (tests);
     ``ssl_context`` overrides the trust store used to fetch client metadata."""
-    options = settings if settings is not None else agent.settings.poppy
+    options = settings if settings is not None else gateway.settings.poppy
     if not options.enabled:
         return BindingParts()
-    ctx = PoppyContext(agent, options, agent.stores.poppy, ssl_context)
+    ctx = PoppyContext(gateway, options, gateway.stores.poppy, ssl_context)
 
     async def feedback_endpoint(request: Request) -> Response:
         try:
@@ -172,7 +173,7 @@ def build(
     if options.feedback_enabled:
         routes.append(Route(POPPY_FEEDBACK_PATH, feedback_endpoint, methods=["POST"], name="poppy_feedback"))
     direct: dict[tuple[str, str | None], ASGIApp] = {}
-    for skill in agent.skills:
+    for skill in gateway.agent.skills:
         endpoint = SkillEndpoint(ctx, skill).handle
         routes.append(Route(POPPY_API_PREFIX + skill.id, endpoint, methods=["POST"], name=f"poppy_{skill.id}"))
         direct[(POPPY_API_PREFIX + skill.id, "POST")] = endpoint_app(endpoint)  # the API calls: ahead of the router
@@ -193,12 +194,12 @@ def build(
     return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes, direct=direct)
 
 
-def mcp_verifier(agent: DealerAgent) -> McpBearerVerifier | None:
+def mcp_verifier(gateway: Gateway) -> McpBearerVerifier | None:
     """The MCP binding's Bearer verifier, when this issuer exchanges MCP tokens; else None."""
-    options = agent.settings.poppy
+    options = gateway.settings.poppy
     if not (options.enabled and options.mcp_enabled):
         return None
-    return McpBearerVerifier(agent, options)
+    return McpBearerVerifier(gateway, options)
 
 
 def rotate_signing_key(stores: Stores, settings: Settings | None = None) -> str:

@@ -16,17 +16,15 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aap import AAP_VERSION
-from aap.agent import CallContext
-from aap.errors import AapError, problem
+from aap import AAP_VERSION, gateway
+from aap.errors import AapError, problem, unexpected
+from aap.jsontext import encode
 from aap.poppy.authn import Caller, authenticate, consume
 from aap.poppy.context import PoppyContext
 from aap.poppy.oauth import NO_STORE, OAuthError, server_error
 from aap.poppy.schemas import bundle
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
-from aap.web.errors import unexpected
-from aap.web.work import admit, work_for
 
 
 def aap_error_response(error: AapError, status: int | None = None) -> Response:
@@ -96,16 +94,12 @@ class SkillEndpoint:
                 "SCHEMA_VALIDATION_FAILED",
                 errors=[problem("/type", "const", f"This operation takes '{self.skill.request_type}' messages.")],
             )
-        agent = self.ctx.agent
-        work = work_for(agent)
-        shape = agent.work_shape(self.skill, payload)
         await consume(self.ctx, caller)  # the request's single-use values, with the calls in flight
-        await admit(agent, "poppy:" + caller.caller_id, work.tokens(self.skill.id, shape))
-        context = CallContext(
-            binding="poppy", caller_id=caller.caller_id, client_id=caller.client_id, raw_documents=True
+        verified = gateway.Caller(
+            "poppy", "poppy:" + caller.caller_id, caller_id=caller.caller_id, client_id=caller.client_id
         )
-        result = await work.run(shape, agent.run, self.skill, payload, context)
-        return Response(orjson.dumps(result), media_type="application/json", headers=NO_STORE)
+        result = await self.ctx.gateway.call(verified, self.skill, payload)
+        return Response(encode(result), media_type="application/json", headers=NO_STORE)
 
 
 # -- the OpenAPI document ------------------------------------------------------
@@ -154,7 +148,14 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             },
             "401": unauthorized,
             "404": aap_error,
+            "408": {**aap_error, "description": "The request body did not arrive in time (aap.error)."},
             "413": {**aap_error, "description": "The request body is larger than this endpoint accepts (aap.error)."},
+            "414": {**aap_error, "description": "The request line is longer than the server accepts (aap.error)."},
+            "431": {
+                **aap_error,
+                "description": "The request header fields (a Poppy-Session header among them) are larger, "
+                "or more, than the server accepts (aap.error).",
+            },
             "429": {**aap_error, "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}}},
             "500": {
                 "description": "Unexpected failure (aap.error INTERNAL_ERROR, or OAuth server_error).",
@@ -181,6 +182,26 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             }
         }
     settings = ctx.agent.settings
+    schemes: dict[str, Any] = {
+        "poppyDPoP": {
+            "type": "http",
+            "scheme": "DPoP",
+            "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
+            "sent with a DPoP proof header bound to it (ath).",
+        }
+    }
+    security: list[dict[str, list[str]]] = [{"poppyDPoP": []}]
+    if ctx.settings.accept_poppy_session:
+        schemes["poppySession"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Poppy-Session",
+            "description": "AAP 3.2: a poppy-session+jwt (ES256) signed for this one request by a key the "
+            "agent's identity key delegates in poppy_dlg (seed 003, PoppySessionJWT). On its own it makes "
+            "a signed-out call; beside 'Authorization: DPoP <token>' it replaces the DPoP proof, and the "
+            "token must be bound to the delegated key.",
+        }
+        security += [{"poppySession": []}, {"poppyDPoP": [], "poppySession": []}]
     return {
         "openapi": "3.1.0",
         "info": {
@@ -194,17 +215,7 @@ def openapi_document(ctx: PoppyContext) -> dict[str, Any]:
             ),
         },
         "servers": [{"url": ctx.urls.poppy_api}],
-        "security": [{"poppyDPoP": []}],
+        "security": security,
         "paths": paths,
-        "components": {
-            "schemas": components,
-            "securitySchemes": {
-                "poppyDPoP": {
-                    "type": "http",
-                    "scheme": "DPoP",
-                    "description": "A DPoP-bound guest access token (RFC 9449) from the issuer in poppy.json, "
-                    "sent with a DPoP proof header bound to it (ath).",
-                }
-            },
-        },
+        "components": {"schemas": components, "securitySchemes": schemes},
     }

@@ -21,7 +21,6 @@ from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.oauth import OAuthError, resource_error
 from aap.poppy.session_header import SessionProblem, verify_session_header
 from aap.store.poppy import Replayed, SessionUse
-from aap.web.work import work_for
 
 TOUCH_EVERY = 60.0
 TOKEN_CHECK = ("poppy.token",)  # the work shape of a token check (a read)
@@ -83,7 +82,7 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
         session_id = None
         touch = False
         if token is not None:
-            record = await work_for(ctx.agent).run(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
+            record = await ctx.gateway.placed(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
             bound = record.session
             if (bound.jkt, bound.client_id, bound.sub) != (session.jkt, session.client_id, session.sub):
                 raise resource_error("invalid_token", "the access token is not bound to this Poppy-Session key")
@@ -95,7 +94,7 @@ async def authenticate(ctx: PoppyContext, request: Request, url: str) -> Caller:
 
     if token is None:
         raise resource_error("invalid_token", "a DPoP-bound access token is required")
-    record = await work_for(ctx.agent).run(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
+    record = await ctx.gateway.placed(TOKEN_CHECK, partial(tokens.check, ctx, token, now=now))
     try:
         proof = verify_proof(
             request.headers.getlist("dpop"),

@@ -25,8 +25,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from aap.agent import DealerAgent
 from aap.config.poppy import PoppySettings
+from aap.gateway import Gateway
 from aap.poppy import tokens
 from aap.poppy.authn import TOUCH_EVERY
 from aap.poppy.context import PoppyContext, caller_identity
@@ -48,9 +48,9 @@ class McpCaller:
 class McpBearerVerifier:
     """Checks one ``Authorization`` header against the issuer's token records."""
 
-    def __init__(self, agent: DealerAgent, settings: PoppySettings | None = None) -> None:
-        options = settings if settings is not None else agent.settings.poppy
-        self.ctx = PoppyContext(agent, options, agent.stores.poppy)
+    def __init__(self, gateway: Gateway, settings: PoppySettings | None = None) -> None:
+        options = settings if settings is not None else gateway.settings.poppy
+        self.ctx = PoppyContext(gateway, options, gateway.stores.poppy)
 
     def __call__(self, authorization: str, resource_url: str) -> McpCaller | None:
         match = _BEARER.fullmatch(authorization.strip())

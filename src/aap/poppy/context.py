@@ -16,27 +16,25 @@ from urllib.parse import urlsplit
 
 from aap.agent import DealerAgent
 from aap.config.poppy import PoppySettings
+from aap.gateway import Gateway
 from aap.loopback import is_loopback_url
 from aap.paths import DeploymentUrls
 from aap.poppy.client_metadata import ClientRegistry
 from aap.poppy.keys import SigningKeys
 from aap.poppy.uses import UseBatches
-from aap.ratelimit import RateLimiter
 from aap.store.poppy import PoppyStore
-from aap.web.work import work_for
 
 PURGE_EVERY = 300.0
 
 
 @dataclass
 class PoppyContext:
-    agent: DealerAgent
+    gateway: Gateway
     settings: PoppySettings
     store: PoppyStore
     ssl_context: ssl.SSLContext | None = None
     keys: SigningKeys = field(init=False)
     clients: ClientRegistry = field(init=False)
-    limiter: RateLimiter = field(init=False)
     #: The calls' single-use values, written in batches (aap.poppy.uses).
     uses: UseBatches = field(init=False)
     #: token -> (kid, claims) of tokens whose signature was checked (aap.poppy.tokens).
@@ -46,9 +44,11 @@ class PoppyContext:
     def __post_init__(self) -> None:
         self.keys = SigningKeys(self.store, self.settings.access_token_ttl)
         self.clients = ClientRegistry(self.settings, self.ssl_context)
-        # The agent's limiter: buckets in the database, leases shared with the other bindings.
-        self.limiter = self.agent.limiter
-        self.uses = UseBatches(self.store, work_for(self.agent))
+        self.uses = UseBatches(self.store, self.gateway)
+
+    @property
+    def agent(self) -> DealerAgent:
+        return self.gateway.agent
 
     @property
     def urls(self) -> DeploymentUrls:

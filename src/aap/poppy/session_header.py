@@ -9,13 +9,21 @@ Verification (seed 003 plus the project's delegation rules, docs/poppy.md):
 3. ``poppy_dlg`` is verified with the identity key its ``kid`` names (ES256); its
    claims must be ``iss`` = that ``client_id``, ``cnf.jwk`` = the delegated public
    key, numeric ``iat``/``exp`` with ``exp - iat`` ≤ ``delegation_max_lifetime`` and
-   the current time inside them; optional ``sub``/``sid`` must equal the
-   session JWT's, optional ``aud`` must be (or contain) the issuer;
-4. the thumbprint of ``cnf.jwk`` must equal the session JWT's ``kid``, and the
-   session JWT must verify with that key;
+   the current time inside them, an optional ``nbf`` not in the future (RFC 7519
+   §4.1.5); ``sub`` must equal the session JWT's (a delegation without one binds to
+   no user, so it vouches for none), optional ``sid`` too; optional ``aud`` must be
+   (or contain) the issuer;
+4. the thumbprint of ``cnf.jwk`` must equal the session JWT's ``kid`` and must not
+   be one of the agent's identity keys (a delegation hands a *different*, short-lived
+   key the right to sign), and the session JWT must verify with that key;
 5. ``aud`` = ``auth.issuer``, ``htm``/``htu`` match the request (public URL),
-   ``iat`` inside the DPoP window, ``jti`` single-use per client, ``ath`` present
-   exactly when an access token is sent, and equal to its hash.
+   ``iat`` inside the DPoP window, an optional ``exp`` not in the past and ``nbf``
+   not in the future (RFC 7519 §4.1.4, §4.1.5), ``jti`` single-use per client,
+   ``ath`` present exactly when an access token is sent, and equal to its hash.
+
+Every time comparison allows ``[poppy] clock_skew`` seconds (30 by default) of
+clock difference between the agent and this server (RFC 7519 §4.1.4: "some small
+leeway").
 """
 
 from __future__ import annotations
@@ -28,7 +36,15 @@ from aap.poppy import assertions
 from aap.poppy.client_metadata import ClientMetadataError
 from aap.poppy.context import PoppyContext
 from aap.poppy.dpop import DpopProblem, header_value, normalize_url
-from aap.poppy.jose import CompactJws, JoseProblem, access_token_hash, numeric_date, public_p256_key, same
+from aap.poppy.jose import (
+    CompactJws,
+    JoseProblem,
+    access_token_hash,
+    b64url_decode,
+    numeric_date,
+    public_p256_key,
+    same,
+)
 
 SESSION_TYP = "poppy-session+jwt"
 _KID = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -120,8 +136,36 @@ async def verify_session_header(
     except JoseProblem as exc:
         raise SessionProblem("poppy_dlg signature invalid") from exc
     return _check_claims(
-        ctx, jwt, delegation.claims, client_id, method=method, url=url, now=now, access_token=access_token
+        ctx,
+        jwt,
+        delegation.claims,
+        client_id,
+        identity_keys=client.keys,
+        method=method,
+        url=url,
+        now=now,
+        access_token=access_token,
     )
+
+
+def _point(jwk: Any) -> tuple[int, int] | None:
+    """The (x, y) of an EC JWK, as numbers (so two spellings of one key compare equal)."""
+    try:
+        return int.from_bytes(b64url_decode(jwk["x"]), "big"), int.from_bytes(b64url_decode(jwk["y"]), "big")
+    except (JoseProblem, KeyError, TypeError, ValueError):
+        return None
+
+
+def _not_before(claims: dict[str, Any], now: float, skew: int, name: str) -> None:
+    """RFC 7519 §4.1.5: an ``nbf``, when present, is a NumericDate not later than now (± skew)."""
+    if "nbf" not in claims:
+        return
+    try:
+        nbf = numeric_date(claims, "nbf")
+    except JoseProblem as exc:
+        raise SessionProblem(f"{name} {exc}") from exc
+    if nbf > now + skew:
+        raise SessionProblem(f"{name} is not valid yet (nbf)")
 
 
 def _check_claims(
@@ -130,6 +174,7 @@ def _check_claims(
     dclaims: dict[str, Any],
     client_id: str,
     *,
+    identity_keys: tuple[dict[str, Any], ...],
     method: str,
     url: str,
     now: float,
@@ -152,12 +197,15 @@ def _check_claims(
         raise SessionProblem("poppy_dlg lifetime is invalid or too long")
     if d_iat > now + settings.clock_skew or now > d_exp + settings.clock_skew:
         raise SessionProblem("poppy_dlg is not valid at this time")
+    _not_before(dclaims, now, settings.clock_skew, "poppy_dlg")
     aud = dclaims.get("aud")
     if aud is not None and aud != ctx.issuer and not (isinstance(aud, list) and ctx.issuer in aud):
         raise SessionProblem("poppy_dlg aud does not name this issuer")
     jkt = delegated.thumbprint()
     if not same(jkt, jwt.header["kid"]):
         raise SessionProblem("Poppy-Session kid is not the thumbprint of the delegated key")
+    if any(_point(jwk) == _point(cnf["jwk"]) for jwk in identity_keys):
+        raise SessionProblem("poppy_dlg must delegate a key other than the agent's identity keys")
     try:
         jwt.verify(delegated)
     except JoseProblem as exc:
@@ -171,6 +219,8 @@ def _check_claims(
     sub = claims.get("sub")
     if not isinstance(sub, str) or not 1 <= len(sub) <= assertions.MAX_ID or sub == client_id:
         raise SessionProblem("Poppy-Session sub must be the opaque User ID")
+    if "sub" not in dclaims:
+        raise SessionProblem("poppy_dlg names no user (sub), so it vouches for none")
     for name, expected in (("sub", sub), ("sid", sid)):
         if name in dclaims and dclaims[name] != expected:
             raise SessionProblem(f"poppy_dlg {name} does not match the session")
@@ -187,6 +237,14 @@ def _check_claims(
         raise SessionProblem(f"Poppy-Session {exc}") from exc
     if abs(now - iat) > settings.dpop_iat_window:
         raise SessionProblem("Poppy-Session iat is outside the acceptance window")
+    if "exp" in claims:
+        try:
+            exp = numeric_date(claims, "exp")
+        except JoseProblem as exc:
+            raise SessionProblem(f"Poppy-Session {exc}") from exc
+        if now > exp + settings.clock_skew:
+            raise SessionProblem("Poppy-Session has expired (exp)")
+    _not_before(claims, now, settings.clock_skew, "Poppy-Session")
     jti = claims.get("jti")
     if not isinstance(jti, str) or not 1 <= len(jti) <= 256:
         raise SessionProblem("Poppy-Session jti must be a string of 1 to 256 characters")

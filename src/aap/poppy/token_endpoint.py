@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aap.errors import AapError
+from aap.errors import AapError, unexpected
 from aap.poppy import assertions, tokens
 from aap.poppy.assertions import Assertion, AssertionProblem
 from aap.poppy.client_metadata import ClientInfo, ClientMetadataError
@@ -40,7 +40,6 @@ from aap.ratelimit import retry_after_seconds
 from aap.store.poppy import Replayed, SessionConflict
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.callers import anonymous_caller
-from aap.web.errors import unexpected
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -111,7 +110,7 @@ async def limit_network(ctx: PoppyContext, request: Request) -> None:
     """Unauthenticated endpoints are rate-limited per network address (database buckets)."""
     key = "poppy-issuer:" + anonymous_caller(request)
     try:
-        await run_in_threadpool(ctx.limiter.check, key)
+        await ctx.gateway.admit(key)
     except AapError as exc:
         raise OAuthError(
             "rate_limited", "too many requests; retry later", 429, retry_after=retry_after_seconds(exc)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 from weakref import WeakKeyDictionary
 
+from aap.gateway import Gateway
 from aap.store.poppy import PoppyStore, SessionUse
-from aap.web.work import Work
 
 #: Calls written in one transaction at most.
 BATCH = 64
@@ -37,9 +37,9 @@ class _Queue:
 class UseBatches:
     """Records calls' single-use values in batches (see the module docstring)."""
 
-    def __init__(self, store: PoppyStore, work: Work) -> None:
+    def __init__(self, store: PoppyStore, gateway: Gateway) -> None:
         self.store = store
-        self.work = work
+        self.gateway = gateway
         self._queues: WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = WeakKeyDictionary()
 
     async def record(self, use: SessionUse) -> None:
@@ -64,7 +64,7 @@ class UseBatches:
             while queue.waiting:
                 batch, queue.waiting = queue.waiting[:BATCH], queue.waiting[BATCH:]
                 try:
-                    outcomes = await self.work.blocking(self.store.use_sessions, [use for use, _ in batch])
+                    outcomes = await self.gateway.blocking(self.store.use_sessions, [use for use, _ in batch])
                 except Exception as exc:  # the database failed: every call of the batch fails with it
                     for _, future in batch:
                         if not future.done():

@@ -8,6 +8,12 @@ JSON object per line for a log collector; ``text`` writes
 ``time level logger event key=value ...`` for a person at a terminal.
 Exception information is deliberately dropped: a traceback can quote
 customer values.
+
+Every other library's logger (the multipart form parser's, asyncio's, Python's
+own warnings once captured) reaches the root logger, which writes in the same
+format: with JSON logs on, every line on stderr is JSON. The root logger
+passes warnings and worse only (or the configured level, if higher): a
+library's informational lines are not ours to publish, and some name URLs.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ def log_config(level: str = "info", fmt: str = "json") -> dict[str, Any]:
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
     formatter = JsonFormatter if fmt == "json" else TextFormatter
+    root_level = level.upper() if LEVELS.index(level) > LEVELS.index("warning") else "WARNING"
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -82,9 +89,11 @@ def log_config(level: str = "info", fmt: str = "json") -> dict[str, Any]:
             "uvicorn": {"handlers": ["stderr"], "level": level.upper(), "propagate": False},
             "uvicorn.error": {"level": level.upper()},
         },
+        "root": {"handlers": ["stderr"], "level": root_level},
     }
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
     """Apply :func:`log_config` to this process (commands that run no uvicorn: ``aap deliver``)."""
     logging.config.dictConfig(log_config(level, fmt))
+    logging.captureWarnings(True)

@@ -9,22 +9,34 @@ schedule as ``overdue`` (still 200: the last good inventory is served).
 text format (every worker's series when several workers share a multi-process
 directory), followed by each feed's last success and outcome (read from the
 database, so every worker reports the same).
+
+Lead volume and failed sign-ins are nobody else's business, so ``/metrics`` can
+be kept from the public in two ways (docs/deployment.md, "Metrics"): a bearer
+token (``[server] metrics_token_env`` names the variable holding it), and a
+listen address of its own (``[server] metrics_listen``): the server then also
+listens there, :class:`OperatorDoor` answers only ``/metrics`` and ``/healthz``
+on that socket, and ``/metrics`` is not found on the public one.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import aap
 from aap.feeds.status import FeedStatus, feed_statuses, render_metrics
+from aap.paths import HEALTHZ_PATH, METRICS_PATH
 from aap.store import Stores
 from aap.web.accesslog import annotate
+from aap.web.errors import plain_response, route_path
 from aap.web.metrics import CONTENT_TYPE
 
 log = logging.getLogger("aap.health")
@@ -79,7 +91,45 @@ async def healthz_endpoint(request: Request) -> Response:
     )
 
 
-async def metrics_endpoint(request: Request) -> Response:
-    annotate(request.scope, binding="metrics")
-    feeds = render_metrics(await run_in_threadpool(_feeds, request))
-    return Response(request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE})
+def metrics_endpoint(token: str | None = None) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /metrics``; with ``token``, only for ``Authorization: Bearer <token>`` (RFC 6750)."""
+    expected = f"Bearer {token}".encode() if token else None
+
+    async def endpoint(request: Request) -> Response:
+        annotate(request.scope, binding="metrics")
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode("latin-1", "replace")
+            if not hmac.compare_digest(given, expected):
+                challenge = 'Bearer realm="metrics"' + (', error="invalid_token"' if given else "")
+                return plain_response(
+                    401, "The metrics need the operator's bearer token.", {"WWW-Authenticate": challenge}
+                )
+        feeds = render_metrics(await run_in_threadpool(_feeds, request))
+        return Response(
+            request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE}
+        )
+
+    return endpoint
+
+
+class OperatorDoor:
+    """Pure ASGI middleware for ``[server] metrics_listen``: requests that came in on the
+    operator's port reach ``/metrics`` and ``/healthz`` only, and ``/metrics`` is not on any
+    other port. Which socket a request came in on is its local address (``scope["server"]``),
+    which no header changes."""
+
+    def __init__(self, app: ASGIApp, port: int) -> None:
+        self.app = app
+        self.port = port
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            server = scope.get("server")
+            operator = server is not None and server[1] == self.port
+            path = route_path(scope)
+            allowed = path in (METRICS_PATH, HEALTHZ_PATH) if operator else path != METRICS_PATH
+            if not allowed:
+                annotate(scope, binding="metrics" if operator else "other")
+                await plain_response(404, "Not Found")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

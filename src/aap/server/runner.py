@@ -26,7 +26,9 @@ discovery documents.
 
 from __future__ import annotations
 
+import functools
 import gc
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -43,8 +45,9 @@ from aap.config.loader import ConfigError, load_settings
 from aap.config.model import Settings
 from aap.memory import limit_malloc_arenas
 from aap.server.app import check_public_url, create_app
-from aap.server.listen import bind
+from aap.server.listen import ListenError, bind
 from aap.server.logconfig import log_config
+from aap.server.protocol import BoundedHttpToolsProtocol
 from aap.store import open_stores
 from aap.store.db import sqlite_path
 from aap.web.metrics import shared_metrics_directory
@@ -95,6 +98,7 @@ def app_from_env() -> Starlette:
     if not data:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
+    logging.captureWarnings(True)  # a warning is a log line too, in the configured format
     return settled(
         create_app(
             settings,
@@ -125,6 +129,7 @@ def run(
     host: str = "127.0.0.1",
     port: int = 8000,
     sock: socket.socket | None = None,
+    metrics_sock: socket.socket | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
     workers: int = 1,
@@ -139,7 +144,8 @@ def run(
     app object). ``sock`` is a socket already bound by
     :func:`aap.server.listen.bind` (``aap serve`` binds before it prints
     anything); without one, ``host:port`` is bound here and a
-    :class:`~aap.server.listen.ListenError` says why it could not be.
+    :class:`~aap.server.listen.ListenError` says why it could not be. The same
+    goes for ``metrics_sock`` and ``[server] metrics_listen``.
 
     Before anything is bound the settings get the start-up check ``aap config
     check`` runs: a lead target whose secret variable is unset is a
@@ -170,19 +176,33 @@ def run(
         "ws": "none",  # no surface speaks WebSocket: never load a WebSocket library
         "timeout_graceful_shutdown": 10,
         **proxy_options(settings),
+        **limit_options(settings),
     }
     if sock is None:
         sock = bind(host, port)
+    sockets = [sock]
+    if settings.metrics_listen is not None:
+        if metrics_sock is None:
+            try:
+                metrics_sock = bind(*settings.metrics_listen)
+            except ListenError:
+                sock.close()
+                raise
+        if metrics_sock.getsockname()[1] == sock.getsockname()[1]:
+            raise ValueError("[server] metrics_listen must name another port than the one served")
+        sockets.append(metrics_sock)
+    logging.captureWarnings(True)  # a warning is a log line too, in the configured format
     # Migrates once, before any worker starts.
     stores = open_stores(
         settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
     )
     if workers == 1:
         try:
-            _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sock)
+            _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sockets)
         finally:
             stores.close()
-            sock.close()
+            for each in sockets:
+                each.close()
         return
 
     stores.close()
@@ -191,9 +211,10 @@ def run(
     os.environ[SOURCE_ENV] = source.to_json().decode()
     try:
         with shared_metrics_directory():  # one scrape sees every worker (aap.web.metrics)
-            _serve(uvicorn.Config(APP_FACTORY, factory=True, workers=workers, **options), sock)
+            _serve(uvicorn.Config(APP_FACTORY, factory=True, workers=workers, **options), sockets)
     finally:
-        sock.close()
+        for each in sockets:
+            each.close()
         if previous is None:
             os.environ.pop(SOURCE_ENV, None)
         else:
@@ -217,20 +238,39 @@ def proxy_options(settings: Settings) -> dict[str, Any]:
     return {"proxy_headers": True, "forwarded_allow_ips": trusted}
 
 
-def _serve(config: uvicorn.Config, sock: socket.socket) -> None:
-    """What ``uvicorn.run`` does, on our already-bound socket.
+def limit_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's settings for ``[server]``'s request limits and headers, on every worker.
+
+    The HTTP protocol is uvicorn's httptools one with the limits kept as bytes
+    arrive (:mod:`aap.server.protocol`; a partial of the class, which worker
+    processes receive pickled with the rest of the configuration). An https
+    ``public_url`` adds ``Strict-Transport-Security`` (RFC 6797) to every answer:
+    uvicorn's default headers, so refusals made before the app carry it too.
+    """
+    options: dict[str, Any] = {
+        "http": functools.partial(BoundedHttpToolsProtocol, limits=settings.limits),
+        "timeout_keep_alive": settings.limits.keep_alive_seconds,
+    }
+    if settings.public_url.startswith("https://") and settings.hsts_max_age:
+        options["headers"] = [("strict-transport-security", f"max-age={settings.hsts_max_age}")]
+    return options
+
+
+def _serve(config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+    """What ``uvicorn.run`` does, on our already-bound sockets (the public one, and the
+    operator's with ``[server] metrics_listen``).
 
     One worker: a :class:`uvicorn.Server` in this process. Several: uvicorn's
     own :class:`~uvicorn.supervisors.Multiprocess` supervisor, whose workers
-    inherit the socket. A server that could not start (its lifespan failed)
+    inherit the sockets. A server that could not start (its lifespan failed)
     exits with status 3, as ``uvicorn.run`` would.
     """
     server = uvicorn.Server(config)
     try:
         if config.workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
+            Multiprocess(config, sockets=sockets).run()
         else:
-            server.run(sockets=[sock])
+            server.run(sockets=sockets)
     except KeyboardInterrupt:
         pass
     if config.workers == 1 and not server.started:

@@ -4,10 +4,11 @@
 filters and sorts the agent advertises, paged results (``inventory.search``)
 and a "connect an assistant" panel; ``GET /vehicles/{vehicle_id}`` one listing
 (``inventory.vehicle``); ``GET /api-docs/a2a`` and ``/api-docs/poppy`` the
-OpenAPI documents as readable pages. Every answer comes from
-:meth:`~aap.agent.DealerAgent.run` with ``CallContext(binding="web")`` — the same
-validation, the same data and the same errors as any assistant gets — and each
-page view takes one token of the caller's rate limit, like an API call.
+OpenAPI documents as readable pages. Every answer comes through the gateway
+(:mod:`aap.gateway`) as door ``web`` — the same validation, the same data, the same
+errors and the same prices as any assistant gets: a page view takes one token of the
+caller's rate limit, like an API call, and each skill call it makes costs what its
+work costs beyond that, as on the other doors.
 
 The page holds no personal data: it only reads the inventory and the profile.
 ``[web] public_page = false`` removes these routes (an API-only host).
@@ -19,13 +20,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from aap.agent import CallContext, DealerAgent
 from aap.errors import AapError
+from aap.gateway import Caller, Gateway
+from aap.jsontext import decoded
 from aap.paths import (
     A2A_OPENAPI_PATH,
     API_DOCS_PREFIX,
@@ -69,32 +70,37 @@ def _problem_lines(error: AapError) -> list[str]:
 
 
 class PublicSite:
-    """The public page's endpoints over one agent."""
+    """The public page's endpoints over one agent, through its gateway."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.settings = gateway.settings
         self.urls = DeploymentUrls(self.settings.public_url)
         self.pages = templates("aap.site")
-        self.limiter = agent.limiter  # the process's one limiter: a caller's lease serves every door
         self._documents: dict[str, openapi_view.DocumentView | None] = {}
 
     # -- the core, as any caller ---------------------------------------------------------------
-    def _run(self, skill: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return self.agent.run(SKILLS[skill], payload, CallContext(binding="web"))
+    async def _admit(self, request: Request) -> Caller:
+        """The page view's caller, admitted with one token (a refusal is ``RATE_LIMITED``)."""
+        caller = Caller("web", anonymous_caller(request))
+        await self.gateway.admit(caller)
+        return caller
 
-    def _profiles(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def _run(self, caller: Caller, skill: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """One skill call of the page (its first token paid by the view), in plain values."""
+        response: dict[str, Any] = decoded(await self.gateway.call(caller, SKILLS[skill], payload, paid=1))
+        data: dict[str, Any] = response["data"]
+        return data
+
+    async def _profiles(self, caller: Caller) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The endpoint's profile, and each seller's on an aggregate endpoint."""
-        own = self._run("dealer.information", {"type": "dealer.information.request"})["data"]
+        own = await self._run(caller, "dealer.information", {"type": "dealer.information.request"})
         sellers = []
         if self.settings.scope == "aggregate":
             for profile in self.settings.dealers:
                 if profile.dealer_id:
-                    sellers.append(
-                        self._run(
-                            "dealer.information", {"type": "dealer.information.request", "dealer_id": profile.dealer_id}
-                        )["data"]
-                    )
+                    request = {"type": "dealer.information.request", "dealer_id": profile.dealer_id}
+                    sellers.append(await self._run(caller, "dealer.information", request))
         return own, sellers
 
     def _common(self, request: Request) -> dict[str, Any]:
@@ -104,9 +110,6 @@ class PublicSite:
             "poppy": self.settings.poppy.enabled,
             "layout": "site_layout.html",
         }
-
-    def _limited(self, request: Request) -> None:
-        self.limiter.check(anonymous_caller(request))
 
     def _refused(self, request: Request, error: AapError) -> Response:
         status = error.spec.http_status
@@ -125,21 +128,21 @@ class PublicSite:
         )
 
     # -- GET / --------------------------------------------------------------------------------
-    def _home(self, request: Request) -> tuple[dict[str, Any], int]:
-        self._limited(request)
+    async def _home(self, request: Request) -> tuple[dict[str, Any], int]:
+        caller = await self._admit(request)
         caps = self.settings.search
-        own, sellers = self._profiles()
+        own, sellers = await self._profiles(caller)
         rooftops = [r for p in ([own] if not sellers else sellers) for r in p["rooftops"]]
         places = {r["name"]: r["geo"] for r in rooftops if isinstance(r.get("geo"), dict)}
         form, filters = read_form(request.query_params, caps, self.settings.features, places)
         facets_request: dict[str, Any] = {"type": "inventory.facets.request"}
         if form.currency in caps.currencies:
             facets_request["currency"] = form.currency
-        facets = self._run("inventory.facets", facets_request)["data"]
+        facets = await self._run(caller, "inventory.facets", facets_request)
         status = 400 if form.problems else 200
         result: dict[str, Any] | None = None
         try:  # even with problems of its own, the form shows every problem the core finds too
-            result = self._run("inventory.search", search_request(form, filters, caps))["data"]
+            result = await self._run(caller, "inventory.search", search_request(form, filters, caps))
         except AapError as error:
             if error.code == "RATE_LIMITED":
                 raise
@@ -215,24 +218,19 @@ class PublicSite:
     async def home(self, request: Request) -> Response:
         annotate(request.scope, binding="site", skill="inventory.search")
         try:
-            context, status = await run_in_threadpool(self._home, request)
+            context, status = await self._home(request)
         except AapError as error:
             return self._refused(request, error)
         return render(self.pages, request, "home.html", context, status_code=status)
 
     # -- GET /vehicles/{vehicle_id} -------------------------------------------------------------
-    def _vehicle(self, request: Request, vehicle_id: str) -> dict[str, Any]:
-        self._limited(request)
-        vehicle = self._run("inventory.vehicle", {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})[
-            "data"
-        ]
-        dealer = self._run(
-            "dealer.information",
-            {
-                "type": "dealer.information.request",
-                **({"dealer_id": vehicle["dealer_id"]} if vehicle.get("dealer_id") else {}),
-            },
-        )["data"]
+    async def _vehicle(self, request: Request, vehicle_id: str) -> dict[str, Any]:
+        caller = await self._admit(request)
+        vehicle = await self._run(
+            caller, "inventory.vehicle", {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id}
+        )
+        seller = {"dealer_id": vehicle["dealer_id"]} if vehicle.get("dealer_id") else {}
+        dealer = await self._run(caller, "dealer.information", {"type": "dealer.information.request", **seller})
         rooftop = next((r for r in dealer["rooftops"] if r["name"] == vehicle.get("rooftop")), None)
         return {
             **self._common(request),
@@ -245,7 +243,7 @@ class PublicSite:
     async def vehicle(self, request: Request) -> Response:
         annotate(request.scope, binding="site", skill="inventory.vehicle")
         try:
-            context = await run_in_threadpool(self._vehicle, request, request.path_params["vehicle_id"])
+            context = await self._vehicle(request, request.path_params["vehicle_id"])
         except AapError as error:
             return self._refused(request, error)
         return render(self.pages, request, "vehicle.html", context)
@@ -304,11 +302,11 @@ class PublicSite:
         )
 
 
-def build(agent: DealerAgent) -> BindingParts:
+def build(gateway: Gateway) -> BindingParts:
     """The public page's routes, unless ``[web] public_page = false``."""
-    if not agent.settings.web.public_page:
+    if not gateway.settings.web.public_page:
         return BindingParts()
-    site = PublicSite(agent)
+    site = PublicSite(gateway)
     routes: list[BaseRoute] = [
         Route(SITE_PATH, site.home, methods=["GET", "HEAD"], name="site_home"),
         Route(VEHICLE_PAGE_PREFIX + "{vehicle_id:str}", site.vehicle, methods=["GET", "HEAD"], name="site_vehicle"),

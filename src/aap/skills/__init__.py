@@ -1,4 +1,4 @@
-"""The AAP skills: one module per skill, each exposing ``run(agent, request, ctx)``.
+"""The AAP skills: one module per skill, each exposing ``run(deps, request, ctx)``.
 
 :class:`~aap.agent.DealerAgent` registers them; the agent card and every
 binding list exactly what it registered. :mod:`aap.skills.catalog` describes

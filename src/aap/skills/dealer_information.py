@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aap.errors import AapError
-
-if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
+from aap.skills.context import CallContext, SkillDeps
 
 
-def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     dealer_id = request.get("dealer_id")
-    profile = agent.settings.profile_for(dealer_id)
+    profile = deps.settings.profile_for(dealer_id)
     if profile is None:
         raise AapError(
             "DEALER_NOT_FOUND",

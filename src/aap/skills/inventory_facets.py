@@ -9,18 +9,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from aap.inventory.query import build_criteria, feature_vocabulary
+from aap.skills.context import CallContext, SkillDeps
 from aap.skills.inventory_search import within_budget
 
 if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
     from aap.store.inventory import InventorySnapshot
 
 
-def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     def answer(inventory: InventorySnapshot) -> dict[str, Any]:
-        with within_budget(inventory, agent.settings.search_timeout_ms):
-            vocabulary = feature_vocabulary(agent.settings, inventory)
-            criteria = build_criteria(request, agent.settings, lambda: [code for code, _ in vocabulary])
+        with within_budget(inventory, deps.settings.search_timeout_ms):
+            vocabulary = feature_vocabulary(deps.settings, inventory)
+            criteria = build_criteria(request, deps.settings, lambda: [code for code, _ in vocabulary], deps.rooftops)
             return inventory.facets(criteria, vocabulary)
 
-    return {"type": "inventory.facets.response", "data": agent.stores.inventory.read(answer)}
+    return {"type": "inventory.facets.response", "data": deps.stores.inventory.read(answer)}

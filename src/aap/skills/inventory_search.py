@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from aap.errors import AapError, Problem
 from aap.inventory.query import SearchQuery, build_search_query, capability_problems, feature_vocabulary
+from aap.jsontext import StoredJson
+from aap.skills.context import CallContext, SkillDeps
 from aap.skills.cursor import CursorCodec
 from aap.spec import problem_order
 from aap.store.dialect import StatementTimeout
 
 if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
     from aap.store.inventory import Hit, InventorySnapshot
 
 
@@ -49,7 +50,7 @@ def within_budget(inventory: InventorySnapshot, milliseconds: int) -> Iterator[N
         ) from None
 
 
-def make_classifier(agent: DealerAgent, *, sort: bool = True) -> Callable[[Any, list[Problem]], AapError]:
+def make_classifier(deps: SkillDeps, *, sort: bool = True) -> Callable[[Any, list[Problem]], AapError]:
     """The error of a request that fails its schema: the schema's problems and the capability
     problems (unadvertised filters, unknown feature codes, unsupported sort) in one list.
 
@@ -58,18 +59,18 @@ def make_classifier(agent: DealerAgent, *, sort: bool = True) -> Callable[[Any, 
     """
 
     def vocabulary() -> list[str]:
-        return [code for code, _ in feature_vocabulary(agent.settings, agent.stores.inventory)]
+        return [code for code, _ in feature_vocabulary(deps.settings, deps.stores.inventory)]
 
     def classify(request: Any, problems: list[Problem]) -> AapError:
-        found = capability_problems(request, agent.settings, vocabulary, sort=sort)
+        found = capability_problems(request, deps.settings, vocabulary, sort=sort)
         return AapError("SCHEMA_VALIDATION_FAILED", errors=sorted(problems + found, key=problem_order))
 
     return classify
 
 
-def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    settings = agent.settings
-    codec = CursorCodec(agent.stores.state, settings.cursor_ttl_seconds)
+def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    settings = deps.settings
+    codec = CursorCodec(deps.stores.state, settings.cursor_ttl_seconds)
     token = (request.get("pagination") or {}).get("cursor")
     # Read before the snapshot: reading a cursor may need the state store.
     cursor = codec.read(token, ctx.now) if token is not None else None
@@ -77,7 +78,7 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
     def answer(inventory: InventorySnapshot) -> tuple[SearchQuery, list[Hit], int | None, int]:
         with within_budget(inventory, settings.search_timeout_ms):
             query = build_search_query(
-                request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)]
+                request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)], deps.rooftops
             )
             if cursor is not None:
                 query = replace(query, after=cursor.continue_from(query.digest))
@@ -85,7 +86,7 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
             return query, hits, total, inventory.version
 
     # A read replica may answer; a continuation never from an inventory older than its cursor's.
-    query, hits, total, version = agent.stores.inventory.read(
+    query, hits, total, version = deps.stores.inventory.read(
         answer, min_version=cursor.min_version if cursor is not None else 0
     )
 
@@ -101,10 +102,8 @@ def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[s
             listing = hit.listing
             listing["distance_mi"] = hit.distance_mi
             vehicles.append(listing)
-    elif ctx.raw_documents:
-        vehicles = [hit.encoded for hit in page]  # as stored: never decoded on this path
     else:
-        vehicles = [hit.listing for hit in page]
+        vehicles = [StoredJson(hit.doc) for hit in page]  # as stored: the door decides (aap.jsontext)
 
     criteria = query.criteria
     data: dict[str, Any] = {

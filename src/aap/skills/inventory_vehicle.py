@@ -9,29 +9,27 @@ VEHICLE_UNAVAILABLE; one never known is VEHICLE_NOT_FOUND.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aap.config.model import Settings
 from aap.errors import AapError
 from aap.inventory.query import unpaired_surrogates
-
-if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
+from aap.skills.context import CallContext, SkillDeps
 
 _IDENTIFIERS = (("vehicle_id", "id"), ("vin", "vin"), ("stock", "stock"))
 #: Listings named in the answer to an ambiguous identifier, at most.
 MAX_MATCHES = 20
 
 
-def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     sent = {name: request[name] for name, _ in _IDENTIFIERS if name in request}
     problems = unpaired_surrogates(sent, "")
     if problems:
         raise AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
-    records = agent.stores.inventory.find(
+    records = deps.stores.inventory.find(
         vehicle_id=sent.get("vehicle_id"), vin=sent.get("vin"), stock=sent.get("stock")
     )
-    sellers = _sellers(agent.settings)
+    sellers = _sellers(deps.settings)
     if sellers is not None:
         records = [r for r in records if r.dealer_id in sellers]
 

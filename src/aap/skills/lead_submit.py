@@ -1,7 +1,7 @@
 """The ``lead.submit`` skill: registration, error classification and the handler.
 
 Transport-free like every skill: it receives the schema-checked request and a
-:class:`~aap.agent.CallContext` and returns the ``lead.submit.response``
+:class:`~aap.skills.context.CallContext` and returns the ``lead.submit.response``
 object or raises :class:`~aap.errors.AapError`. The work itself lives in
 :mod:`aap.leads.submit`.
 """
@@ -10,22 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aap.config.model import Settings
 from aap.errors import AapError, Problem
 from aap.leads import consent
 from aap.leads.submit import submit
-
-if TYPE_CHECKING:
-    from aap.agent import CallContext, DealerAgent
+from aap.skills.context import CallContext, SkillDeps
 
 SKILL_ID = "lead.submit"
 
 
-def run(agent: DealerAgent, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     """Handle one schema-valid lead (semantic checks, booking, storage, outbox)."""
-    return submit(agent, request, ctx)
+    return submit(deps.settings, deps.stores, request, ctx)
 
 
 def make_classifier(settings: Settings) -> Callable[[Any, list[Problem]], AapError]:
@@ -38,8 +36,3 @@ def make_classifier(settings: Settings) -> Callable[[Any, list[Problem]], AapErr
         return error or AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 
     return classify
-
-
-def install(agent: DealerAgent) -> None:
-    """Declare ``lead.submit`` on ``agent`` (and so on its agent card and every binding)."""
-    agent.register(SKILL_ID, run, classify=make_classifier(agent.settings))

@@ -2,15 +2,15 @@
 
 All of it lives in the deployment's database, so every worker process (and
 every server on one PostgreSQL database) agrees on who is signed in, who is
-locked out and what was looked at:
+held back from signing in and what was looked at:
 
 ``console_users``      one row per staff account: e-mail (casefolded), argon2
                        hash, role, and the seller and rooftops it is limited to
 ``console_sessions``   a session by the SHA-256 of its token (a stolen
                        database copy holds no usable cookie), its CSRF token,
                        when it started and was last used
-``console_throttle``   failed sign-ins per account and per address, and the
-                       lockout they caused
+``console_throttle``   sign-in attempts counted per account, address, known
+                       browser and session (the rules: :mod:`aap.accounts`)
 ``console_audit``      who viewed, exported or changed what, and when
 ``console_checks``     the conformance runs started from the console, and their reports
 
@@ -21,6 +21,7 @@ this module only stores.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,9 +77,29 @@ CREATE TABLE console_checks (
 CREATE INDEX console_checks_started ON console_checks (started_ms)
 """
 
-MIGRATIONS = Migrations("console", (_V1,))
+# Sign-in throttling counts attempts *before* the password is hashed (aap.accounts): one row per
+# key with the attempts counted and the time of the last; the old lockout rows are dropped (a
+# lockout in force when upgrading ends). Sessions keep the browser's name for the account page.
+_V2 = """
+DROP TABLE console_throttle;
+CREATE TABLE console_throttle (
+    throttle_key TEXT PRIMARY KEY,
+    attempts INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL
+);
+CREATE INDEX console_throttle_last ON console_throttle (last_ms);
+ALTER TABLE console_sessions ADD COLUMN user_agent TEXT
+"""
+
+MIGRATIONS = Migrations("console", (_V1, _V2))
 
 ROLES = ("admin", "staff")
+
+
+#: A rooftop of a staff scope: ``(seller, rooftop name)``; the seller is None where the deployment
+#: has one dealer (and for an account stored before scopes named sellers: :mod:`aap.accounts`
+#: resolves it).
+ScopeRooftop = tuple[str | None, str]
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,7 @@ class User:
     email: str
     role: str
     dealer_id: str | None
-    rooftops: tuple[str, ...]
+    rooftops: tuple[ScopeRooftop, ...]
     created_ms: int
     password_ms: int
 
@@ -103,6 +124,20 @@ class Session:
     csrf_token: str
     created_ms: int
     seen_ms: int
+    user_agent: str | None = None
+
+    @property
+    def public_id(self) -> str:
+        """What the account page names a session by (a prefix of the hash, never the token)."""
+        return self.session_hash[:16]
+
+
+@dataclass(frozen=True)
+class ThrottleRow:
+    """Attempts counted under one key, and when the last one was."""
+
+    attempts: int
+    last_ms: int
 
 
 @dataclass(frozen=True)
@@ -128,8 +163,20 @@ class CheckRun:
 _USER_COLUMNS = "u.user_id, u.email, u.role, u.dealer_id, u.rooftops, u.created_ms, u.password_ms"
 
 
+def _rooftops(text: str, dealer_id: str | None) -> tuple[ScopeRooftop, ...]:
+    """The stored rooftops: ``[seller, name]`` pairs, or (accounts made before) bare names, which
+    belong to the account's seller when it has one."""
+    out: list[ScopeRooftop] = []
+    for entry in orjson.loads(text):
+        if isinstance(entry, str):
+            out.append((dealer_id, entry))
+        else:
+            out.append((entry[0], entry[1]))
+    return tuple(out)
+
+
 def _user(row: tuple[Any, ...]) -> User:
-    return User(row[0], row[1], row[2], row[3], tuple(orjson.loads(row[4])), int(row[5]), int(row[6]))
+    return User(row[0], row[1], row[2], row[3], _rooftops(row[4], row[3]), int(row[5]), int(row[6]))
 
 
 class ConsoleStore:
@@ -140,7 +187,13 @@ class ConsoleStore:
 
     # -- accounts --------------------------------------------------------------------
     def add_user(
-        self, email: str, password_hash: str, role: str, dealer_id: str | None, rooftops: tuple[str, ...], now_ms: int
+        self,
+        email: str,
+        password_hash: str,
+        role: str,
+        dealer_id: str | None,
+        rooftops: tuple[ScopeRooftop, ...],
+        now_ms: int,
     ) -> User | None:
         """A new account; None when the e-mail is taken."""
         user_id = "usr_" + uuid.uuid4().hex[:20]
@@ -148,7 +201,16 @@ class ConsoleStore:
             inserted = tx.execute(
                 "INSERT INTO console_users (user_id, email, password_hash, role, dealer_id, rooftops, created_ms,"
                 " password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING",
-                (user_id, email, password_hash, role, dealer_id, orjson.dumps(list(rooftops)).decode(), now_ms, now_ms),
+                (
+                    user_id,
+                    email,
+                    password_hash,
+                    role,
+                    dealer_id,
+                    orjson.dumps([list(pair) for pair in rooftops]).decode(),
+                    now_ms,
+                    now_ms,
+                ),
             ).rowcount
         if inserted != 1:
             return None
@@ -169,8 +231,11 @@ class ConsoleStore:
             rows = tx.fetchall(f"SELECT {_USER_COLUMNS} FROM console_users u ORDER BY u.email")
         return [_user(r) for r in rows]
 
-    def set_password(self, user_id: str, password_hash: str, now_ms: int, *, end_sessions: bool = True) -> bool:
-        """Replace the hash; ``end_sessions`` signs the account out everywhere (a reset, not a rehash)."""
+    def set_password(
+        self, user_id: str, password_hash: str, now_ms: int, *, end_sessions: bool = True, keep: str | None = None
+    ) -> bool:
+        """Replace the hash; ``end_sessions`` signs the account out everywhere (a reset, not a
+        rehash) but the session ``keep`` (its hash: the one changing its own password)."""
         with self.db.transaction() as tx:
             changed = (
                 tx.execute(
@@ -180,7 +245,9 @@ class ConsoleStore:
                 == 1
             )
             if changed and end_sessions:
-                tx.execute("DELETE FROM console_sessions WHERE user_id = ?", (user_id,))
+                tx.execute(
+                    "DELETE FROM console_sessions WHERE user_id = ? AND session_hash <> ?", (user_id, keep or "")
+                )
         return changed
 
     def remove_user(self, user_id: str) -> bool:
@@ -193,25 +260,37 @@ class ConsoleStore:
             return int(tx.one("SELECT COUNT(*) FROM console_users WHERE role = 'admin'")[0])
 
     # -- sessions ----------------------------------------------------------------------
-    def add_session(self, session_hash: str, user_id: str, csrf_token: str, now_ms: int) -> None:
+    def add_session(
+        self, session_hash: str, user_id: str, csrf_token: str, now_ms: int, user_agent: str | None = None
+    ) -> None:
         with self.db.transaction() as tx:
             tx.execute(
-                "INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (session_hash, user_id, csrf_token, now_ms, now_ms),
+                "INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms, user_agent)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_hash, user_id, csrf_token, now_ms, now_ms, user_agent),
             )
 
     def session(self, session_hash: str) -> Session | None:
         with self.db.read() as tx:
             row = tx.fetchone(
-                f"SELECT s.session_hash, s.csrf_token, s.created_ms, s.seen_ms, {_USER_COLUMNS}"
+                f"SELECT s.session_hash, s.csrf_token, s.created_ms, s.seen_ms, s.user_agent, {_USER_COLUMNS}"
                 " FROM console_sessions s JOIN console_users u ON u.user_id = s.user_id"
                 " WHERE s.session_hash = ?",
                 (session_hash,),
             )
         if row is None:
             return None
-        return Session(row[0], _user(row[4:]), row[1], int(row[2]), int(row[3]))
+        return Session(row[0], _user(row[5:]), row[1], int(row[2]), int(row[3]), row[4])
+
+    def sessions_of(self, user: User) -> list[Session]:
+        """Every stored session of ``user`` (live or not yet purged), newest use first."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT session_hash, csrf_token, created_ms, seen_ms, user_agent FROM console_sessions"
+                " WHERE user_id = ? ORDER BY seen_ms DESC, session_hash",
+                (user.user_id,),
+            )
+        return [Session(r[0], user, r[1], int(r[2]), int(r[3]), r[4]) for r in rows]
 
     def touch_session(self, session_hash: str, now_ms: int) -> None:
         with self.db.transaction() as tx:
@@ -221,6 +300,13 @@ class ConsoleStore:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM console_sessions WHERE session_hash = ?", (session_hash,))
 
+    def end_sessions(self, user_id: str, *, keep: str | None = None) -> int:
+        """End every session of the account but ``keep`` (a session hash); how many ended."""
+        with self.db.transaction() as tx:
+            return tx.execute(
+                "DELETE FROM console_sessions WHERE user_id = ? AND session_hash <> ?", (user_id, keep or "")
+            ).rowcount
+
     def purge_sessions(self, idle_before_ms: int, created_before_ms: int) -> int:
         """Forget sessions idle since ``idle_before_ms`` or started before ``created_before_ms``."""
         with self.db.transaction() as tx:
@@ -229,52 +315,80 @@ class ConsoleStore:
             ).rowcount
 
     # -- sign-in throttling ----------------------------------------------------------------
-    def locked_until(self, keys: tuple[str, ...], now_ms: int) -> int | None:
-        """The latest lockout end among ``keys`` still in force, or None."""
+    def reserve(
+        self,
+        keys: Sequence[str],
+        now_ms: int,
+        forget_before_ms: int,
+        wait_ms: Callable[[str, int, int], int],
+    ) -> int:
+        """Count one attempt under every key at once, unless one of them must wait.
+
+        ``wait_ms(key, attempts, last_ms)`` says how long the key must still wait (0: not at all);
+        attempts whose last one is older than ``forget_before_ms`` count from 0 again. Returns 0
+        when the attempt was counted, else the longest wait (nothing is counted then). One write
+        transaction with the rows locked (PostgreSQL ``FOR UPDATE``; SQLite takes the write lock
+        up front), so attempts raced on several workers are counted one after the other: of 30
+        at once, exactly as many as the rules allow get through.
+        """
+        ordered = sorted(set(keys))  # one lock order: no deadlock between two attempts
+        with self.db.transaction() as tx:
+            tx.executemany(
+                "INSERT INTO console_throttle (throttle_key, attempts, last_ms) VALUES (?, 0, ?)"
+                " ON CONFLICT (throttle_key) DO NOTHING",
+                [(key, now_ms) for key in ordered],
+            )
+            counted: dict[str, int] = {}
+            longest = 0
+            for key in ordered:
+                attempts, last_ms = tx.one(
+                    "SELECT attempts, last_ms FROM console_throttle WHERE throttle_key = ?" + self.db.dialect.row_lock,
+                    (key,),
+                )
+                attempts = 0 if int(last_ms) < forget_before_ms else int(attempts)
+                counted[key] = attempts
+                longest = max(longest, wait_ms(key, attempts, int(last_ms)))
+            if longest > 0:
+                return longest
+            tx.executemany(
+                "UPDATE console_throttle SET attempts = ?, last_ms = ? WHERE throttle_key = ?",
+                [(counted[key] + 1, now_ms, key) for key in ordered],
+            )
+        return 0
+
+    def refund(self, keys: Sequence[str]) -> None:
+        """Take back one counted attempt of each key (a success, or one never checked)."""
+        with self.db.transaction() as tx:
+            tx.executemany(
+                "UPDATE console_throttle SET attempts = attempts - 1 WHERE throttle_key = ? AND attempts > 0",
+                [(key,) for key in sorted(set(keys))],
+            )
+
+    def clear_throttle(self, keys: Sequence[str]) -> int:
+        """Forget every attempt counted under ``keys``; how many keys had any."""
+        with self.db.transaction() as tx:
+            return sum(
+                tx.execute("DELETE FROM console_throttle WHERE throttle_key = ? AND attempts > 0", (key,)).rowcount
+                for key in sorted(set(keys))
+            )
+
+    def throttle(self, keys: Sequence[str]) -> dict[str, ThrottleRow]:
+        """What is counted under ``keys`` (keys with nothing counted are left out)."""
+        if not keys:
+            return {}
         marks = ", ".join("?" for _ in keys)
         with self.db.read() as tx:
-            row = tx.one(
-                f"SELECT MAX(locked_until_ms) FROM console_throttle WHERE throttle_key IN ({marks})"
-                " AND locked_until_ms > ?",
-                (*keys, now_ms),
+            rows = tx.fetchall(
+                f"SELECT throttle_key, attempts, last_ms FROM console_throttle WHERE throttle_key IN ({marks})"
+                " AND attempts > 0",
+                tuple(keys),
             )
-        return None if row[0] is None else int(row[0])
+        return {r[0]: ThrottleRow(int(r[1]), int(r[2])) for r in rows}
 
-    def record_failure(self, key: str, limit: int, window_ms: int, now_ms: int) -> bool:
-        """Count a failed sign-in under ``key``; True when it reached ``limit`` and locked the key.
-
-        Failures older than ``window_ms`` are forgotten (the count starts again).
-        One write transaction: concurrent failures on several workers all count.
-        """
+    def purge_throttle(self, before_ms: int) -> int:
+        """Forget the keys whose last attempt was before ``before_ms``."""
         with self.db.transaction() as tx:
-            tx.execute(
-                "DELETE FROM console_throttle WHERE first_ms < ? AND (locked_until_ms IS NULL"
-                " OR locked_until_ms < ?) AND throttle_key <> ?",
-                (now_ms - window_ms, now_ms, key),
-            )
-            tx.execute(
-                "INSERT INTO console_throttle (throttle_key, failures, first_ms) VALUES (?, 0, ?)"
-                " ON CONFLICT (throttle_key) DO NOTHING",
-                (key, now_ms),
-            )
-            tx.execute(
-                "UPDATE console_throttle SET failures = CASE WHEN first_ms < ? THEN 1 ELSE failures + 1 END,"
-                " first_ms = CASE WHEN first_ms < ? THEN ? ELSE first_ms END WHERE throttle_key = ?",
-                (now_ms - window_ms, now_ms - window_ms, now_ms, key),
-            )
-            failures = int(tx.one("SELECT failures FROM console_throttle WHERE throttle_key = ?", (key,))[0])
-            if failures >= limit:
-                tx.execute(
-                    "UPDATE console_throttle SET locked_until_ms = ?, failures = 0, first_ms = ?"
-                    " WHERE throttle_key = ?",
-                    (now_ms + window_ms, now_ms, key),
-                )
-                return True
-        return False
-
-    def clear_failures(self, key: str) -> None:
-        with self.db.transaction() as tx:
-            tx.execute("DELETE FROM console_throttle WHERE throttle_key = ?", (key,))
+            return tx.execute("DELETE FROM console_throttle WHERE last_ms < ?", (before_ms,)).rowcount
 
     # -- the audit log ---------------------------------------------------------------------
     def audit(self, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:

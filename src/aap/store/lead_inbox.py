@@ -25,17 +25,61 @@ DELIVERY_FILTERS = ("pending", "delivering", "delivered", "dead", "expired_conse
 LEAD_STATUSES = ("received", "rejected")
 
 
+#: A rooftop as a lead names it: ``(dealer_id, rooftop)``. Rooftop names are unique only within a
+#: seller (docs/configuration.md, ``[dealer]``), so a rooftop is never named without its seller.
+RooftopKey = tuple[str, str]
+
+
 @dataclass(frozen=True)
 class LeadScope:
-    """The leads a person may see: one seller's (``dealer_id``), some rooftops' (empty: all), or every lead."""
+    """The leads a person may see: every lead, one seller's (``dealer_id``), some rooftops' (``rooftops``).
+
+    ``rooftops`` is None for every rooftop, else the (seller, rooftop) pairs allowed: an empty
+    set allows nothing. :func:`scope_condition` is this scope in SQL, used by every query here.
+    """
 
     dealer_id: str | None = None
-    rooftops: tuple[str, ...] = ()
+    rooftops: frozenset[RooftopKey] | None = None
 
     def allows(self, dealer_id: str | None, rooftop: str | None) -> bool:
         if self.dealer_id is not None and dealer_id != self.dealer_id:
             return False
-        return not self.rooftops or rooftop in self.rooftops
+        return self.rooftops is None or (dealer_id, rooftop) in self.rooftops
+
+    @property
+    def sellers(self) -> frozenset[str] | None:
+        """The sellers this scope reaches (None: every seller)."""
+        if self.dealer_id is not None:
+            return frozenset((self.dealer_id,))
+        if self.rooftops is None:
+            return None
+        return frozenset(dealer for dealer, _ in self.rooftops)
+
+
+def scope_condition(scope: LeadScope, alias: str = "l", *, plain: str = "") -> tuple[list[str], list[Any]]:
+    """``scope`` as SQL conditions on the leads table under ``alias``, and their parameters.
+
+    The one predicate of every console read and write of leads (inbox, export, a lead, handled,
+    the delivery backlog): a seller by ``dealer_id`` and rooftops by (``dealer_id``, ``rooftop``)
+    pairs, never by rooftop name alone. ``plain`` (``" || ''"``) keeps SQLite from planning on
+    these columns' indexes.
+    """
+    conditions: list[str] = []
+    params: list[Any] = []
+    if scope.dealer_id is not None:
+        conditions.append(f"{alias}.dealer_id{plain} = ?")
+        params.append(scope.dealer_id)
+    if scope.rooftops is not None:
+        if not scope.rooftops:
+            conditions.append("1 = 0")
+        else:
+            pairs = sorted(scope.rooftops)
+            conditions.append(
+                "(" + " OR ".join(f"({alias}.dealer_id{plain} = ? AND {alias}.rooftop{plain} = ?)" for _ in pairs) + ")"
+            )
+            for dealer_id, rooftop in pairs:
+                params.extend((dealer_id, rooftop))
+    return conditions, params
 
 
 @dataclass(frozen=True)
@@ -113,23 +157,13 @@ RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
 
 
 def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tuple[str, list[Any]]:
-    conditions: list[str] = []
-    params: list[Any] = []
     # With a rare delivery state, the few leads in it are found through lead_deliveries and read
     # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
     # seller or rooftop index instead and walking every lead there. PostgreSQL plans this itself.
     by_delivery = wanted.delivery in RARE_STATES and not wanted.query
     plain = " || ''" if by_delivery else ""
 
-    def members(column: str, values: Sequence[str]) -> None:
-        conditions.append(f"{column}{plain} IN ({', '.join('?' for _ in values)})")
-        params.extend(values)
-
-    if scope.dealer_id is not None:
-        conditions.append(f"l.dealer_id{plain} = ?")
-        params.append(scope.dealer_id)
-    if scope.rooftops:
-        members("l.rooftop", scope.rooftops)
+    conditions, params = scope_condition(scope, plain=plain)
     if wanted.status:
         conditions.append(f"l.status{plain} = ?")
         params.append(wanted.status)
@@ -275,8 +309,10 @@ class LeadInbox:
     def lead(self, lead_id: str, scope: LeadScope) -> dict[str, Any] | None:
         """The whole record (as ``aap leads show``), its handled mark and every delivery attempt;
         None when there is no such lead or ``scope`` does not include it."""
+        if not self.in_scope(lead_id, scope):
+            return None
         lead = self.leads.get_lead(lead_id)
-        if lead is None or not scope.allows(lead["dealer_id"], lead["rooftop"]):
+        if lead is None:
             return None
         with self.db.read() as tx:
             mark = tx.fetchone("SELECT handled_ms, handled_by FROM leads WHERE lead_id = ?", (lead_id,))
@@ -301,29 +337,43 @@ class LeadInbox:
         ]
         return lead
 
+    def in_scope(self, lead_id: str, scope: LeadScope) -> bool:
+        """Whether the lead exists and ``scope`` includes it (before a retry, say)."""
+        conditions, params = scope_condition(scope)
+        with self.db.read() as tx:
+            row = tx.fetchone(f"SELECT 1 FROM leads l {where_all(['l.lead_id = ?', *conditions])}", (lead_id, *params))
+        return row is not None
+
     def mark_handled(self, lead_id: str, scope: LeadScope, by: str | None, now_ms: int) -> bool:
         """Set (``by`` a person) or clear (``by`` None) the handled mark; False when out of scope or absent."""
-        where, params = _where(scope, InboxFilter(), None)
-        extra = (" AND " + where[len("WHERE ") :]) if where else ""
+        conditions, params = scope_condition(scope)
         with self.db.transaction() as tx:
             return (
                 tx.execute(
                     "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE lead_id = ? AND lead_id IN"
-                    f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
+                    f" (SELECT l.lead_id FROM leads l {where_all(['l.lead_id = ?', *conditions])})",
                     (None if by is None else now_ms, by, lead_id, lead_id, *params),
                 ).rowcount
                 == 1
             )
 
-    def backlog(self, now_ms: int) -> dict[str, Any]:
-        """Deliveries by state, and how long the oldest due one has waited (the delivery backlog)."""
+    def backlog(self, now_ms: int, scope: LeadScope | None = None) -> dict[str, Any]:
+        """Deliveries by state, and how long the oldest due one has waited (the delivery backlog),
+        of the leads in ``scope`` (every lead by default)."""
+        conditions, params = scope_condition(scope or LeadScope())
+        join = f" JOIN leads l ON l.lead_id = d.lead_id {where_all(conditions)}" if conditions else ""
+        more = " AND " + " AND ".join(conditions) if conditions else ""
         with self.db.read() as tx:
             counts = {
                 row[0]: int(row[1])
-                for row in tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")
+                for row in tx.fetchall(
+                    f"SELECT d.status, COUNT(*) FROM lead_deliveries d{join} GROUP BY d.status", params
+                )
             }
             oldest = tx.one(
-                "SELECT MIN(next_attempt_ms) FROM lead_deliveries WHERE status = 'pending' AND next_attempt_ms <= ?",
-                (now_ms,),
+                "SELECT MIN(d.next_attempt_ms) FROM lead_deliveries d"
+                + (" JOIN leads l ON l.lead_id = d.lead_id" if conditions else "")
+                + f" WHERE d.status = 'pending' AND d.next_attempt_ms <= ?{more}",
+                (now_ms, *params),
             )[0]
         return {"counts": counts, "oldest_due_ms": None if oldest is None else now_ms - int(oldest)}

@@ -3,9 +3,11 @@
 A marketplace scales its reads with PostgreSQL streaming replicas
 (``[database] read_urls``). The read skills' inventory snapshots go to a replica
 that is up and at most ``max_replica_lag_ms`` behind its primary, in turn;
-everything that writes, and everything that must read its own writes (leads,
-tokens, rate limits, replay caches, cursor secrets, imports, remembered totals),
-stays on the primary, which is also the last resort of every read. A replica's
+everything that writes, everything that must read its own writes (leads,
+tokens, rate limits, replay caches, cursor secrets, imports, remembered totals)
+and every read that decides a write (a lead's vehicle of interest, which names its
+seller: ``InventoryStore.find(primary=True)``) stays on the primary, which is also
+the last resort of every read. A replica's
 state is checked at most once a second per process, and at once when a read on
 it fails; ``/healthz`` reports each one. See docs/deployment.md, "Read replicas".
 """

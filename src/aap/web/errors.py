@@ -3,14 +3,16 @@
 Every surface answers errors in its own shape: a JSON-RPC error on ``/a2a``
 and ``/mcp``, OAuth error JSON on ``/oauth/*``, the ``aap.error`` object on
 ``/poppy/v1/*``. A few failures happen before or around the binding: a body
-larger than the deployment accepts (413, :mod:`aap.web.body`), a path or
-method that does not exist (404/405), an exception no endpoint caught (500).
+larger than the deployment accepts (413, :mod:`aap.web.body`), a request line
+or header fields over the server's limits, or a head or body too slow (414,
+431, 408: refused by :mod:`aap.server.protocol`, answered by :mod:`aap.web.body`),
+a path or method that does not exist (404/405), an exception no endpoint caught (500).
 Each binding declares the :data:`ErrorShape` of its paths in its
 :class:`~aap.web.parts.BindingParts`; :class:`ErrorShapes` picks one by path,
 and every other path gets the app's plain JSON shape
 ``{"error": {"status", "message"}}``.
 
-:func:`unexpected` is the one place an unexpected exception becomes
+:func:`aap.errors.unexpected` is the one place an unexpected exception becomes
 ``INTERNAL_ERROR``: one log line with the binding, the skill or endpoint, the
 ``error_id`` sent to the caller, the exception type and the innermost frame
 (enough to find the bug), and never the exception text or a traceback (either
@@ -19,8 +21,6 @@ can quote a customer value).
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 
 import orjson
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from aap.errors import AapError
+from aap.errors import AapError, unexpected
 from aap.paths import CONSOLE_PREFIX, SITE_ASSETS_PREFIX
 from aap.web.accesslog import SCOPE_KEY
 
@@ -75,36 +75,6 @@ class ErrorShapes:
 
     def respond(self, scope: Scope, status: int, error: AapError) -> Response:
         return self.for_path(route_path(scope))(status, error)
-
-
-def _where(exc: BaseException) -> str:
-    """``module.py:function:line`` of the innermost frame: enough to find the bug, no values."""
-    tb = exc.__traceback__
-    if tb is None:
-        return "unknown"
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    return f"{os.path.basename(code.co_filename)}:{code.co_name}:{tb.tb_lineno}"
-
-
-def unexpected(exc: BaseException, *, binding: str, skill: str | None = None, endpoint: str | None = None) -> AapError:
-    """Log ``exc`` once (logger ``aap.<binding>``) and return the ``INTERNAL_ERROR`` to send."""
-    error = AapError("INTERNAL_ERROR")
-    logging.getLogger(f"aap.{binding}").error(
-        "internal error",
-        extra={
-            "fields": {
-                "binding": binding,
-                "skill": skill,
-                "endpoint": endpoint,
-                "error_id": error.error_id,
-                "error_type": type(exc).__name__,
-                "where": _where(exc),
-            }
-        },
-    )
-    return error
 
 
 def _quality(accept: str, media: str) -> float:

@@ -1,7 +1,8 @@
 """What a surface contributes to the ASGI app: routes, lifespan hooks, its error shapes and its hot paths.
 
 Each surface module (``aap.bindings.a2a``, ``aap.bindings.mcp``,
-``aap.discovery``, ``aap.poppy``) exposes ``build(agent) -> BindingParts``;
+``aap.discovery``, ``aap.poppy``, ``aap.site``, ``aap.console``) exposes
+``build(gateway) -> BindingParts``;
 :func:`aap.server.create_app` collects them, so adding a surface never means
 editing another one.
 """

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from aap.agent import DealerAgent
 from aap.bindings import jsonrpc
 from aap.bindings.mcp.auth import BearerAuth, Verifier
 from aap.bindings.mcp.calls import ToolRunner, server_identity
@@ -22,6 +21,7 @@ from aap.bindings.mcp.fastpath import FastToolCalls
 from aap.bindings.mcp.http import McpHttpEndpoint
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.bindings.mcp.sdk import LazySdk
+from aap.gateway import Gateway
 from aap.paths import MCP_PATH, DeploymentUrls
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 from aap.web.parts import BindingParts
@@ -29,16 +29,16 @@ from aap.web.parts import BindingParts
 __all__ = ["build"]
 
 
-def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingParts:
-    """Routes and lifespan of the MCP endpoint for ``agent``.
+def build(gateway: Gateway, *, verifier: Verifier | None = None) -> BindingParts:
+    """Routes and lifespan of the MCP endpoint of ``gateway``'s agent.
 
     ``verifier`` checks a presented Bearer token (see :mod:`.auth`); without
     one, no token is valid and a call that presents one is refused. The
     composition root passes the Poppy issuer's (:func:`aap.poppy.mcp_verifier`).
     """
-    settings = agent.settings
-    runner = ToolRunner(agent)
-    sdk = LazySdk(agent, runner)  # the SDK itself loads on the first request that needs it
+    settings = gateway.settings
+    runner = ToolRunner(gateway)
+    sdk = LazySdk(gateway, runner)  # the SDK itself loads on the first request that needs it
     urls = DeploymentUrls(settings.public_url)
     auth = BearerAuth(resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
     endpoint = McpHttpEndpoint(
@@ -47,7 +47,7 @@ def build(agent: DealerAgent, *, verifier: Verifier | None = None) -> BindingPar
         auth,
         max_body_bytes=settings.max_body_bytes,
         protocol_versions=MCP_PROTOCOL_VERSIONS,
-        fast=FastToolCalls(runner, server_identity(agent)),
+        fast=FastToolCalls(runner, server_identity(gateway)),
     )
     return BindingParts(
         routes=[Route(MCP_PATH, endpoint=endpoint)],

@@ -16,30 +16,29 @@ import orjson
 from starlette.requests import HTTPConnection
 
 from aap import __version__
-from aap.agent import CallContext, DealerAgent
 from aap.bindings.mcp.answers import remember_retry_after
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
-from aap.errors import AapError, problem
+from aap.errors import AapError, problem, unexpected
+from aap.gateway import Caller, Gateway
+from aap.jsontext import decoded, encode
 from aap.ratelimit import retry_after_seconds
 from aap.skills.catalog import SkillInfo
 from aap.spec import problem_order
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
-from aap.web.errors import unexpected
-from aap.web.work import admit, admit_work, work_for
 
 SERVER_NAME = "aap"
 UNKNOWN_TOOL_MESSAGE = "Unknown tool: tools/list names the tools of this server"
 
 
-def server_identity(agent: DealerAgent) -> dict[str, Any]:
+def server_identity(gateway: Gateway) -> dict[str, Any]:
     """The MCP ``Implementation`` of this server, in wire form (``serverInfo``; the SDK's server
     is built from the same values, :func:`aap.bindings.mcp.server.make_server`)."""
     return {
         "name": SERVER_NAME,
-        "title": agent.settings.agent.name,
+        "title": gateway.settings.agent.name,
         "version": __version__,
-        "websiteUrl": agent.settings.public_url,
+        "websiteUrl": gateway.settings.public_url,
     }
 
 
@@ -48,15 +47,17 @@ def _result(value: dict[str, Any], is_error: bool, *, encoded: bool = False) -> 
 
     The text block is the MCP SHOULD for clients that read only text. Built as a
     plain dict: the SDK validates and shapes every result per revision anyway, so
-    a pydantic model here would only be built and dumped once more. ``encoded``:
+    a pydantic model here would only be built and dumped once more. ``value`` may hold
+    stored documents as they are (:mod:`aap.jsontext`): the text copies them in. ``encoded``:
     the result goes straight to ``orjson.dumps`` (the fast path), so the structured
-    content is the text's own bytes (``orjson.Fragment``) rather than a second encoding.
+    content is the text's own bytes (``orjson.Fragment``) rather than a second encoding;
+    otherwise (the SDK's path) it is the plain value.
     """
-    json_text = orjson.dumps(value)
+    json_text = encode(value)
     text = json_text.decode()
     return {
         "content": [{"type": "text", "text": text}],
-        "structuredContent": orjson.Fragment(json_text) if encoded else value,
+        "structuredContent": orjson.Fragment(json_text) if encoded else decoded(value),
         "isError": is_error,
         "resultType": "complete",  # required at 2026-07-28; the SDK drops it for older revisions
     }
@@ -81,12 +82,12 @@ def caller_key(caller: VerifiedCaller | None, request: HTTPConnection | None) ->
 
 
 class ToolRunner:
-    """Turns a ``tools/call`` into ``DealerAgent.run`` and its outcome into a result."""
+    """Turns a ``tools/call`` into a gateway call and its outcome into a result."""
 
-    def __init__(self, agent: DealerAgent) -> None:
-        self.agent = agent
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
         #: The skill of each tool, by tool name, in skill-catalog order.
-        self.tools: dict[str, SkillInfo] = {skill.tool_name: skill for skill in agent.skills}
+        self.tools: dict[str, SkillInfo] = {skill.tool_name: skill for skill in gateway.agent.skills}
 
     def payload(self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """The AAP request: the arguments as given, whose ``type`` must name this tool's skill.
@@ -102,7 +103,7 @@ class ToolRunner:
                 wrong = problem("/type", "const", f"must be {expected!r} for tool {name}")
             else:
                 wrong = problem("", "required", f"missing property 'type' ({expected!r} for tool {name})")
-            others = self.agent.refusal(skill, {**payload, "type": expected})  # bounds, schema, capabilities
+            others = self.gateway.agent.refusal(skill, {**payload, "type": expected})  # bounds, schema, capabilities
             raise AapError(
                 "SCHEMA_VALIDATION_FAILED",
                 errors=sorted([wrong, *(others.errors if others else [])], key=problem_order),
@@ -111,15 +112,12 @@ class ToolRunner:
         return payload
 
     async def run(
-        self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None, context: CallContext, key: str
+        self, name: str, skill: SkillInfo, arguments: dict[str, Any] | None, caller: Caller
     ) -> dict[str, Any]:
-        """Rate limit, argument check, skill; the blocking parts where :mod:`aap.web.work` places them."""
-        work = work_for(self.agent)
-        await admit(self.agent, key)
+        """Rate limit, argument check, skill: the first token before the arguments are looked at."""
+        await self.gateway.admit(caller)
         payload = self.payload(name, skill, arguments)
-        shape = self.agent.work_shape(skill, payload)
-        await admit_work(self.agent, key, skill.id, shape)  # what the work costs beyond the first token
-        return await work.run(shape, self.agent.run, skill, payload, context)
+        return await self.gateway.call(caller, skill, payload, paid=1)
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, request: HTTPConnection | None, *, encoded: bool = False
@@ -132,15 +130,15 @@ class ToolRunner:
         """
         skill = self.tools[name]
         scope = request.scope if request is not None else {}
-        caller = caller_of(request)
-        context = CallContext(
-            binding="mcp",
-            caller_id=caller.caller_id if caller else None,
-            client_id=caller.client_id if caller else None,
-            raw_documents=encoded,
+        verified = caller_of(request)
+        caller = Caller(
+            "mcp",
+            caller_key(verified, request),
+            caller_id=verified.caller_id if verified else None,
+            client_id=verified.client_id if verified else None,
         )
         try:
-            response = await self.run(name, skill, arguments, context, caller_key(caller, request))
+            response = await self.run(name, skill, arguments, caller)
             result = success_result(response, encoded=encoded)
         except AapError as exc:
             annotate(scope, skill=skill.id, aap_code=exc.code, error_id=exc.error_id)

@@ -53,9 +53,9 @@ from aap.bindings.mcp.envelope import (
 from aap.bindings.mcp.fastpath import FastToolCalls
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.bindings.mcp.sdk import LazySdk
+from aap.errors import unexpected
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_body, replay, too_large_error
-from aap.web.errors import unexpected
 
 PROTOCOL_VERSION_HEADER = "mcp-protocol-version"
 

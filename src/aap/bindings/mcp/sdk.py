@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from starlette.types import Receive, Scope, Send
 
-from aap.agent import DealerAgent
 from aap.bindings.mcp.calls import ToolRunner
+from aap.gateway import Gateway
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 class LazySdk:
     """``handle_request`` of the SDK's stateless, JSON-response session manager, made on first use."""
 
-    def __init__(self, agent: DealerAgent, runner: ToolRunner) -> None:
-        self.agent = agent
+    def __init__(self, gateway: Gateway, runner: ToolRunner) -> None:
+        self.gateway = gateway
         self.runner = runner
         self.manager: StreamableHTTPSessionManager | None = None
         self._failure: BaseException | None = None
@@ -46,9 +46,9 @@ class LazySdk:
         from aap.bindings.mcp.server import make_server
         from aap.bindings.mcp.tools import build_tools
 
-        settings = self.agent.settings
-        tools = build_tools(self.agent.skills, settings.search.to_json())
-        server = make_server(self.agent, tools, self.runner, ttl_ms=settings.mcp.tools_cache_ttl_ms)
+        settings = self.gateway.settings
+        tools = build_tools(self.gateway.agent.skills, settings.search.to_json())
+        server = make_server(self.gateway, tools, self.runner, ttl_ms=settings.mcp.tools_cache_ttl_ms)
         manager = StreamableHTTPSessionManager(
             app=server,
             json_response=True,

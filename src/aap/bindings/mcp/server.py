@@ -18,14 +18,14 @@ from mcp.server import CacheHint, Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from aap.agent import DealerAgent
 from aap.bindings.mcp.calls import SERVER_NAME, UNKNOWN_TOOL_MESSAGE, ToolRunner, server_identity
 from aap.bindings.mcp.tools import ToolSpec
+from aap.gateway import Gateway
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 
 
-def instructions_for(agent: DealerAgent) -> str:
-    settings = agent.settings
+def instructions_for(gateway: Gateway) -> str:
+    settings = gateway.settings
     return (
         f"{settings.agent.name}: an Auto Agent Protocol (AAP 3.1) dealer agent. Each tool takes the AAP "
         'request object as its arguments (with its "type") and returns the typed AAP response as structured '
@@ -34,7 +34,7 @@ def instructions_for(agent: DealerAgent) -> str:
     )
 
 
-def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], runner: ToolRunner, *, ttl_ms: int) -> Server[Any]:
+def make_server(gateway: Gateway, tools: dict[str, ToolSpec], runner: ToolRunner, *, ttl_ms: int) -> Server[Any]:
     """The low-level SDK server for ``tools`` (stateless: no per-connection state)."""
     listing = types.ListToolsResult(tools=[spec.tool for spec in tools.values()])
 
@@ -49,13 +49,13 @@ def make_server(agent: DealerAgent, tools: dict[str, ToolSpec], runner: ToolRunn
             raise MCPError(INVALID_PARAMS, UNKNOWN_TOOL_MESSAGE)
         return await runner.call(params.name, params.arguments, ctx.request)
 
-    identity = server_identity(agent)
+    identity = server_identity(gateway)
     hint = CacheHint(ttl_ms=ttl_ms, scope="public")  # the list holds no caller data
     server: Server[Any] = Server(
         SERVER_NAME,
         version=identity["version"],
         title=identity["title"],
-        instructions=instructions_for(agent),
+        instructions=instructions_for(gateway),
         website_url=identity["websiteUrl"],
         cache_hints={"tools/list": hint, "server/discover": hint},
         get_tool_input_schema=lambda name: None,  # no x-mcp-header in AAP schemas: nothing to mirror

@@ -65,8 +65,9 @@ SORT_LABELS = {
 
 @dataclass(frozen=True)
 class BrowseFilter:
-    """What the browser's form asks for; every field optional."""
+    """What the browser's form asks for (``sellers``: the person's scope, None for every seller)."""
 
+    sellers: frozenset[str] | None = None
     dealer_id: str | None = None
     rooftop: str | None = None
     condition: str | None = None
@@ -80,7 +81,8 @@ class BrowseFilter:
         return sum(
             r.listings
             for r in summary.rows
-            if (self.dealer_id is None or r.dealer_id == self.dealer_id)
+            if (self.sellers is None or r.dealer_id in self.sellers)
+            and (self.dealer_id is None or r.dealer_id == self.dealer_id)
             and (self.rooftop is None or r.rooftop == self.rooftop)
             and (self.condition is None or r.condition == self.condition)
             and (self.vehicle_type is None or r.vehicle_type == self.vehicle_type)
@@ -132,6 +134,10 @@ class InventoryBrowser:
     def _where(self, tx: Tx, wanted: BrowseFilter, runs: Sequence[str], *, many: bool) -> tuple[list[str], list[Any]]:
         where = ["1 = 1"]
         params: list[Any] = []
+        if wanted.sellers is not None:
+            chosen = sorted(wanted.sellers)
+            where.append(f"l.dealer_id IN ({', '.join('?' for _ in chosen)})" if chosen else "1 = 0")
+            params += chosen
         for column, value in (
             ("l.dealer_id", wanted.dealer_id),
             ("l.rooftop", wanted.rooftop),
@@ -171,7 +177,7 @@ class InventoryBrowser:
             return [], None
         # Few matches and a filter with an index of its own: that index leads, the few rows are sorted.
         few = matches <= FEW and bool(
-            wanted.no_photo or wanted.no_price or wanted.warned or wanted.rooftop or wanted.dealer_id
+            wanted.no_photo or wanted.no_price or wanted.warned or wanted.rooftop or wanted.dealer_id or wanted.sellers
         )
         picked: list[tuple[str, Sequence[Any], int]] = []
         with self.db.read() as tx:

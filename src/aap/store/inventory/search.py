@@ -42,9 +42,9 @@ class Hit:
     """One search result: the listing document and, in a near search, its distance.
 
     The document is kept as stored (JSON text, ``doc``) and decoded only when read as
-    ``listing``: a binding that serialises the answer with orjson passes it through
-    encoded (:attr:`encoded`), which saves decoding and re-encoding every listing of
-    every page (docs/benchmarks.md, "The HTTP path").
+    ``listing``: the search skill hands it on as text (:class:`aap.jsontext.StoredJson`),
+    which saves decoding and re-encoding every listing of every page when the door writes
+    the answer (docs/benchmarks.md, "The HTTP path").
     """
 
     id: str
@@ -57,11 +57,6 @@ class Hit:
         """The listing document, decoded (a fresh dict for this hit: the caller may add to it)."""
         listing: dict[str, Any] = orjson.loads(self.doc)
         return listing
-
-    @property
-    def encoded(self) -> orjson.Fragment:
-        """The listing document as orjson writes it into an answer, without decoding it."""
-        return orjson.Fragment(self.doc)
 
     @property
     def position(self) -> Position:

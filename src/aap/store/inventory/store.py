@@ -185,14 +185,16 @@ class InventoryStore:
         for work in snapshot.deferred:
             self.totals.start(work)
 
-    def read(self, answer: Callable[[InventorySnapshot], T], *, min_version: int = 0) -> T:
+    def read(self, answer: Callable[[InventorySnapshot], T], *, min_version: int = 0, primary: bool = False) -> T:
         """``answer`` of a snapshot at inventory version ``min_version`` or later, read from a
         fit replica where there is one, else from the primary.
 
         A replica that fails mid-read, or is behind ``min_version`` (a cursor issued by a
-        newer one), passes the read on to the next; ``answer`` must only read.
+        newer one), passes the read on to the next; ``answer`` must only read. ``primary``:
+        a read that decides a write (a lead's vehicle and seller) is read on the primary,
+        which has every commit (docs/deployment.md, "Read replicas").
         """
-        for db in self.reads.candidates():
+        for db in () if primary else self.reads.candidates():
             if db is self.db:
                 break
             try:
@@ -231,9 +233,15 @@ class InventoryStore:
         return count
 
     def find(
-        self, vehicle_id: str | None = None, vin: str | None = None, stock: str | None = None
+        self,
+        vehicle_id: str | None = None,
+        vin: str | None = None,
+        stock: str | None = None,
+        *,
+        primary: bool = False,
     ) -> list[ListingRecord]:
-        """Every listing or tombstone matching at least one of the given identifiers."""
+        """Every listing or tombstone matching at least one of the given identifiers
+        (``primary``: read on the primary, see :meth:`read`)."""
         conditions, params = [], []
         for column, value in (("id", vehicle_id), ("vin", vin), ("stock", stock)):
             if value is not None:
@@ -249,7 +257,7 @@ class InventoryStore:
             gone = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {where}", params)
             return available, gone, documents(tx, [r[0] for r in available])
 
-        available, gone, docs = self.read(found)
+        available, gone, docs = self.read(found, primary=primary)
         records = [ListingRecord(r[0], r[1], r[2], r[3], True, docs[r[0]]) for r in available]
         records += [ListingRecord(r[0], r[1], r[2], r[3], False, None) for r in gone]
         return records

@@ -1,4 +1,4 @@
-"""Where a binding runs the core's blocking work: on the event loop when it is short,
+"""Where the gateway runs the core's blocking work: on the event loop when it is short,
 else on the worker's one small executor.
 
 Handing every request to a thread pool costs more than most AAP reads do: with
@@ -10,7 +10,7 @@ count, a count over most of the inventory, filtered facets before they are
 cached) must not hold the loop, and neither may a write (a lead commit, a
 rate-limit lease), which can wait for another process's write lock.
 
-:class:`Work` decides by *shape* (:meth:`~aap.agent.DealerAgent.work_shape`:
+:class:`Work` decides by *shape* (:func:`aap.gateway.work_shape`:
 the skill, the filters named, the sort field), whose cost barely depends on the
 values: a shape runs inline once a run of it has been seen to cost at most
 :data:`INLINE_BUDGET` of CPU; an unknown shape, a shape seen slow, a write and
@@ -18,9 +18,9 @@ anything on a database across the network (PostgreSQL, where every query waits)
 run on the executor. A slow run counts at once; fast runs bring a shape's cost
 back down by halves, so a shape that is sometimes slow mostly stays off the loop.
 
-One :class:`Work` per agent (:func:`work_for`), so the surfaces of one app share
-its threads (each with its own database connection) and what it learned.
-:func:`admit` is the rate-limit check of every binding, on the same terms.
+The composition root builds one :class:`Work` per worker process and gives it to the
+gateway (:mod:`aap.gateway`), the one module that places work: every door of the app
+shares its threads (each with its own database connection) and what it learned.
 """
 
 from __future__ import annotations
@@ -32,15 +32,11 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
-from weakref import WeakKeyDictionary
-
-if TYPE_CHECKING:
-    from aap.agent import DealerAgent
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-log = logging.getLogger("aap.web")
+log = logging.getLogger("aap.work")
 
 #: CPU seconds a run may take and still be run on the event loop next time.
 INLINE_BUDGET = 0.001
@@ -54,13 +50,6 @@ THREADS = 4
 NETWORK_THREADS = 10
 #: Shapes remembered (least recently used forgotten first).
 SHAPES = 1024
-#: Rate-limit tokens a request of a skill costs at least (one for the rest): a lead is a
-#: write transaction, an appointment booking and a delivery to the CRM.
-SKILL_TOKENS = {"lead.submit": 4}
-#: Thread CPU a token pays for: a shape seen to cost more takes one more token per slice.
-TOKEN_CPU = 0.010
-#: The most tokens one request costs (never more than the bucket's burst).
-MAX_TOKENS = 16
 
 
 class Work:
@@ -83,12 +72,9 @@ class Work:
         cost = self._cost.get(shape)  # one dict read: atomic, no lock needed
         return cost is not None and cost <= self.budget
 
-    def tokens(self, skill: str, shape: Hashable | None) -> int:
-        """The rate-limit tokens a request of ``skill`` and ``shape`` costs: the skill's base
-        (:data:`SKILL_TOKENS`) plus one per :data:`TOKEN_CPU` its shape was seen to cost here."""
-        base = SKILL_TOKENS.get(skill, 1)
-        seen = self._cost.get(shape) if shape is not None else None
-        return min(MAX_TOKENS, base + (int(seen / TOKEN_CPU) if seen else 0))
+    def seen(self, shape: Hashable | None) -> float | None:
+        """The CPU seconds runs of ``shape`` were seen to cost here, or None when never seen."""
+        return self._cost.get(shape) if shape is not None else None
 
     async def run(self, shape: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``: inline when ``shape`` is short, else on the executor; its cost is noted."""
@@ -162,44 +148,6 @@ class Work:
             if len(self._cost) > SHAPES:
                 del self._cost[next(iter(self._cost))]
 
-
-_WORK: WeakKeyDictionary[DealerAgent, Work] = WeakKeyDictionary()
-_WORK_LOCK = threading.Lock()
-
-
-def work_for(agent: DealerAgent) -> Work:
-    """The one :class:`Work` of ``agent``, made on first use."""
-    with _WORK_LOCK:
-        work = _WORK.get(agent)
-        if work is None:
-            work = _WORK[agent] = Work(inline=agent.stores.db.in_process)
-        return work
-
-
-async def admit(agent: DealerAgent, caller_key: str, cost: int = 1) -> None:
-    """Spend ``cost`` rate-limit tokens of ``caller_key`` (``RATE_LIMITED`` when refused).
-
-    From this process's lease when it covers the request (no I/O); else one
-    lease from the shared bucket on the executor. Requests of one caller that
-    find the lease empty together wait for a single lease rather than each
-    taking one (with 16 in flight, every lease would otherwise cost 16 hops).
-    A busy caller's lease is topped up in the background when it runs low.
-    """
-    limiter = agent.limiter
-    work = work_for(agent)
-    cost = max(1, min(cost, limiter.rule.burst))
-    while not limiter.check_local(caller_key, cost):
-        if await work.single_flight(("lease", caller_key), limiter.check, caller_key, cost):
-            return  # this request's own lease admitted it
-    if limiter.running_low(caller_key):
-        # A busy caller's next lease is taken before this one runs out, off the request path:
-        # otherwise its requests in flight would all wait for that write together (the p99).
-        work.in_background(("lease", caller_key), limiter.top_up, caller_key)
-
-
-async def admit_work(agent: DealerAgent, caller_key: str, skill: str, shape: Hashable | None, *, paid: int = 1) -> None:
-    """Spend what a request of ``skill`` and ``shape`` costs (:meth:`Work.tokens`) beyond the
-    ``paid`` tokens its binding admitted it with before it knew the work."""
-    extra = work_for(agent).tokens(skill, shape) - paid
-    if extra > 0:
-        await admit(agent, caller_key, extra)
+    def close(self) -> None:
+        """Stop the executor's threads once their current calls end (the app is stopping)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
