@@ -30,8 +30,8 @@ from pathlib import Path
 
 from aap.config.loader import load_settings
 from aap.feeds.job import ImportRequest, run_import
-from aap.inventory.feed import write_feed
-from aap.inventory.feeds import ReadOptions, read_feed_bytes
+from aap.inventory.formats import ReadOptions, read_feed_bytes
+from aap.inventory.formats.aap import write_feed
 from aap.inventory.vin import with_check_digit
 from aap.store import open_stores
 

@@ -10,7 +10,7 @@ import pytest
 from aap.config.loader import load_settings
 from aap.config.model import DealerProfile
 from aap.inventory.demo import generate_listings, make_vin
-from aap.inventory.feed import check_rows
+from aap.inventory.formats.aap import check_rows
 from aap.inventory.vin import expected_check_digit as vin_check_digit
 from aap.spec import validate
 

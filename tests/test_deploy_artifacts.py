@@ -171,6 +171,24 @@ def test_compose_runs_postgres_the_workers_delivery_and_the_feed_scheduler():
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
+def _runs_schedules(command: list[str]) -> bool:
+    """``aap serve`` runs the [[feeds]] schedules in its workers; ``aap feeds run`` is the scheduler."""
+    return command[:1] == ["serve"] or command[:2] == ["feeds", "run"]
+
+
+def test_every_compose_service_that_runs_schedules_has_the_feed_files():
+    """A scheduled feed runs wherever its lease is taken: each such service mounts the same files."""
+    doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    scheduling = {name: s for name, s in doc["services"].items() if _runs_schedules(s.get("command", []))}
+    assert {"web", "feeds"} <= set(scheduling)
+    mounts = {name: {v.split(":")[1]: v for v in s["volumes"]} for name, s in scheduling.items()}
+    for name, mounted in mounts.items():
+        assert mounted.get("/var/lib/aap/feeds", "").startswith("feeds:"), name
+        assert "/etc/aap/aap.toml" in mounted, name
+    assert len({mounted["/var/lib/aap/feeds"] for mounted in mounts.values()}) == 1  # the same volume
+    assert "feeds" in doc["volumes"]
+
+
 # -- systemd units ----------------------------------------------------------------------------
 
 

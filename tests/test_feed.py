@@ -10,13 +10,8 @@ import pytest
 
 from aap.config.loader import load_settings
 from aap.inventory.demo import generate_listings
-from aap.inventory.feed import (
-    COLUMNS,
-    MAX_REPORTED,
-    FeedError,
-    read_feed,
-    write_feed,
-)
+from aap.inventory.formats.aap import read_feed, write_feed
+from aap.inventory.listing_rules import COLUMNS, MAX_REPORTED, FeedError
 from aap.store import open_stores
 from aap.store.inventory import InventoryImportError
 

@@ -61,6 +61,56 @@ timezone = "Mars/Olympus"
         assert expected in text
 
 
+def test_feed_safety_keys_are_read_and_checked(tmp_path):
+    config = tmp_path / "aap.toml"
+    config.write_text(
+        BASE
+        + """
+[[feeds]]
+name = "ok"
+source = "https://feeds.example/a.csv"
+rooftop = "Demo Motors"
+private_network = true
+allow_field_loss = true
+max_field_loss_share = 0.5
+max_price_change = 3
+min_bytes_per_second = 100
+timeout_seconds = 60
+[[feeds]]
+name = "bad"
+source = "https://feeds.example/b.csv"
+rooftop = "Elsewhere"
+max_field_loss_share = 2
+max_price_change = 0.5
+private_network = "yes"
+"""
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(config), environ={})
+    text = "\n".join(info.value.problems)
+    for expected in (
+        "feeds[1].max_field_loss_share: ",
+        "feeds[1].max_price_change: ",
+        "feeds[1].private_network: ",
+    ):
+        assert expected in text
+    assert "feeds[0]" not in text
+    good = config.read_text().split('[[feeds]]\nname = "bad"')[0]
+    config.write_text(good + '[[feeds]]\nname = "far"\nsource = "/srv/x.csv"\nrooftop = "Elsewhere"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings(str(config), environ={})
+    assert info.value.problems == ["feeds[1].rooftop: is not the name of a rooftop configured"]
+    config.write_text(good)
+    (feed,) = load_settings(str(config), environ={}).feeds
+    assert (feed.rooftop, feed.private_network, feed.allow_field_loss) == ("Demo Motors", True, True)
+    assert (feed.max_field_loss_share, feed.max_price_change, feed.min_bytes_per_second) == (0.5, 3.0, 100.0)
+    from aap.feeds.scheduler import request_for
+
+    request = request_for(feed)
+    assert (request.rooftop, request.allow_field_loss, request.guard.max_share) == ("Demo Motors", True, 0.5)
+    assert (request.rules.deadline_seconds, request.rules.private_network) == (60.0, True)
+
+
 def test_schedules():
     every = parse_schedule("every 6h")
     assert every.next_after(1000.0) == 1000.0 + 21600

@@ -6,12 +6,12 @@ import gzip
 
 import pytest
 
-from aap.inventory.feed import FeedError
-from aap.inventory.feeds import MappingError, ReadOptions, read_feed_bytes
-from aap.inventory.feeds import transforms as t
-from aap.inventory.feeds.mapping import builtin_format, parse_format
-from aap.inventory.feeds.reader import detect
-from aap.inventory.feeds.source import SourceError, decode, open_text, sniff_delimiter
+from aap.inventory.formats import MappingError, ReadOptions, read_feed_bytes
+from aap.inventory.formats import transforms as t
+from aap.inventory.formats.mapping import Formats, builtin_format, parse_format
+from aap.inventory.formats.reader import detect
+from aap.inventory.formats.source import SourceError, decode, open_text, sniff_delimiter
+from aap.inventory.listing_rules import FeedError, ListingChecker
 from aap.inventory.vin import expected_check_digit, with_check_digit
 
 
@@ -160,14 +160,36 @@ def test_vin_check_digit():
     assert expected_check_digit("1M8GDM9AXKP042788") == "X"  # the 49 CFR 565 worked example
     assert expected_check_digit("1HGCM82633A004352") == "3"
     assert run(t.vin, " 1hgcm82633a004352 ")[0] == "1HGCM82633A004352"
-    value, row = run(t.vin, "1HGCM82603A004352")
-    assert value == "1HGCM82603A004352" and row.warnings == ["has a wrong check digit (expected 3)"]
-    with pytest.raises(t.TransformError, match="expected 3"):
-        t.vin("1HGCM82603A004352", t.Options(), Row(strict=True))
-    assert run(t.vin, "WVWZZZ1JZXW000001")[1].warnings == []  # not North American: no rule
     with pytest.raises(t.TransformError, match="is not a VIN"):
         run(t.vin, "1HGCM82633A00435O")
     assert with_check_digit("1HGCM82603A004352") == "1HGCM82633A004352"
+
+
+def _checked(vin: str, *, strict: bool = False, **fields):
+    listing = {"vin": vin, "status": "available", "updated_at": "2025-01-01T00:00:00Z", **fields}
+    warnings: list = []
+    problems = ListingChecker(strict=strict).check(listing, 1, warnings=warnings)
+    return problems, warnings
+
+
+@pytest.mark.parametrize(
+    "vin",
+    ["1HGCM82603A004352", "KM8JBCAE3SH923119", "WVWZZZ1JZXW000001", "JM3KFBDM1N0512345", "ZFF79ALA4G0211111"],
+)
+def test_every_17_character_vin_has_its_check_digit_verified(vin):
+    """49 CFR 565 binds every vehicle sold in North America, whatever the maker's country."""
+    expected = expected_check_digit(vin)
+    assert expected != vin[8]
+    problems, warnings = _checked(vin)
+    assert problems == [] and warnings == [("/vin", f"has a wrong check digit (expected {expected})")]
+    problems, warnings = _checked(vin, strict=True)
+    assert problems == [("/vin", f"has a wrong check digit (expected {expected})")] and warnings == []
+    assert _checked(with_check_digit(vin)) == ([], [])
+
+
+def test_a_pre_1981_identifier_is_left_alone():
+    assert _checked("WVWZZZ1JZXW000001", year=1979, strict=True) == ([], [])
+    assert _checked("WVWZZZ1JZXW000001", year=1981)[1] != []
 
 
 def test_rooftops_by_name_or_store_code():
@@ -187,7 +209,7 @@ def test_encodings_and_archives():
     assert decode("Café".encode("utf-16")) == ("Café", "utf-16")
     assert decode("Café".encode("latin-1"), "latin-1") == ("Café", "latin-1")
     text = open_text(gzip.compress(b"a,b\n"), "x.csv.gz")
-    assert (text.text, text.name, text.archive) == ("a,b\n", "x.csv", "gzip")
+    assert (text.read(), text.name, text.archive, text.size) == ("a,b\n", "x.csv", "gzip", 4)
     with pytest.raises(SourceError, match="gzip"):
         open_text(b"\x1f\x8bnot gzip", "x.gz")
 
@@ -264,3 +286,15 @@ def test_mapping_extends_a_builtin_format_and_ranks_first():
     assert stock.field == "stock" and stock.rank > target.rank  # the base format's columns rank after
     assert builtin_format("dealer-csv").targets("STOCK_NUMBER")[0].field == "stock"
     assert fmt.rooftops == {"sf01": "Demo SF"}
+
+
+def test_the_built_in_formats_belong_to_the_registry_that_parsed_them():
+    """No module-level cache: each owner's registry parses once and shares nothing with another."""
+    mine, yours = Formats(), Formats()
+    assert mine.get("google-vehicle") is mine.get("google-vehicle")
+    assert mine.get("google-vehicle") is not yours.get("google-vehicle")
+    assert mine.get("google-vehicle") == builtin_format("google-vehicle")
+    extended = parse_format({"extends": "meta-vehicle"}, "m.toml", formats=mine)
+    assert extended.columns == mine.get("meta-vehicle").columns
+    with pytest.raises(KeyError):
+        mine.get("no-such-format")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aap.inventory.geo import Located, RooftopIndex, haversine_mi
+from aap.inventory.geo import EARTH_RADIUS_MI, NEAR_TOLERANCE_MI, Located, RooftopIndex, haversine_mi
 
 latitudes = st.floats(-90, 90, allow_nan=False)
 longitudes = st.floats(-180, 180, allow_nan=False)
@@ -19,7 +21,7 @@ def brute_force(points: list[tuple[float, float]], lat: float, lon: float, radiu
     out = []
     for i, (plat, plon) in enumerate(points):
         distance = haversine_mi(lat, lon, plat, plon)
-        if distance <= radius:
+        if distance <= radius + NEAR_TOLERANCE_MI:
             out.append((i, distance))
     return out
 
@@ -52,3 +54,43 @@ def test_the_box_leaves_out_far_rooftops_without_measuring_them(monkeypatch):
     found = index.within(37.77, -100.0, 50)
     assert [item.item for item, _ in found] == [i for i, _ in brute_force(points, 37.77, -100.0, 50)]
     assert found and len(measured) < len(points) / 50  # a few dozen of ~8,000
+
+
+def seed_haversine(lat1: float, lon1: float, lat2: float, lon2: float, *, convert_first: bool = False) -> float:
+    """The seed's formula as a reader computes it (``Vehicle.distance_mi``, seed 004), or with the
+    degrees converted before they are subtracted: two orders a caller may pick."""
+    phi1, phi2 = math.radians(lat1), math.radians(lat2)
+    if convert_first:
+        dphi, dlmb = phi2 - phi1, math.radians(lon2) - math.radians(lon1)
+    else:
+        dphi, dlmb = math.radians(lat2 - lat1), math.radians(lon2 - lon1)
+    h = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
+    return 2 * EARTH_RADIUS_MI * math.asin(math.sqrt(min(1.0, h)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    centre=st.tuples(latitudes, longitudes),
+    rooftop=st.tuples(latitudes, longitudes),
+    convert_first=st.booleans(),
+)
+def test_near_boundary_is_inclusive_within_the_tolerance(centre, rooftop, convert_first):
+    """A radius equal to the rooftop's distance, however the caller computed it, keeps the rooftop."""
+    radius = seed_haversine(*centre, *rooftop, convert_first=convert_first)
+    if radius <= 0:
+        return
+    assert haversine_mi(*centre, *rooftop) == seed_haversine(*centre, *rooftop)
+    index = RooftopIndex([Located(0, rooftop[0], rooftop[1], "r")])
+    assert [located.item for located, _ in index.within(*centre, radius)] == ["r"]
+    if radius > 1e-3:
+        assert index.within(*centre, radius - 1e-5) == []  # the tolerance is tiny
+
+
+def test_a_boundary_the_subtraction_order_moves():
+    """Where radians(a) - radians(b) and radians(a - b) differ, the seed's order is the one used."""
+    centre, rooftop = (37.7749, -122.4194), (37.804363, -122.271111)
+    by_seed = seed_haversine(*centre, *rooftop)
+    assert haversine_mi(*centre, *rooftop) == by_seed
+    index = RooftopIndex([Located(0, rooftop[0], rooftop[1], "r")])
+    assert len(index.within(*centre, by_seed)) == 1
+    assert len(index.within(*centre, seed_haversine(*centre, *rooftop, convert_first=True))) == 1

@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 #: Low to high. The name is the second component of the module path
 #: (``aap.store.db`` → ``store``; ``aap.errors`` → ``errors``).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"errors", "jsontext", "loopback", "memory", "paths", "protocols", "spec"})),
+    ("foundation", frozenset({"errors", "jsontext", "loopback", "memory", "netguard", "paths", "protocols", "spec"})),
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),

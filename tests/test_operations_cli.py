@@ -312,7 +312,7 @@ def test_db_backup_is_a_consistent_restorable_copy(runner, backend, database_url
     stores = open_stores(url)
     feed = tmp_path / "feed.jsonl"
     assert runner.invoke(main, ["demo-inventory", "-n", "25", "-o", str(feed)]).exit_code == 0
-    from aap.inventory.feed import read_feed
+    from aap.inventory.formats.aap import read_feed
 
     try:
         stores.inventory.import_listings(read_feed(str(feed), settings=load_settings(environ={})).listings)

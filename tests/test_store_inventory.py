@@ -41,6 +41,8 @@ def test_import_counts(store):
     assert (stats.inserted, stats.updated, stats.removed, stats.total) == (1, 1, 1, 3)
     stats = store.import_listings([listing("a")], replace=True)
     assert (stats.inserted, stats.updated, stats.removed, stats.total) == (0, 1, 2, 1)
+    stats = store.import_listings([listing("a")])
+    assert (stats.inserted, stats.updated, stats.unchanged, stats.total) == (0, 0, 1, 1)  # repeated as published
     assert store.count() == 1
 
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from aap.cli.common import config_option, console, fail, load_or_fail
 from aap.inventory.demo import generate_listings
-from aap.inventory.feed import write_feed
+from aap.inventory.formats.aap import write_feed
 
 
 @click.command("demo-inventory")

@@ -57,8 +57,8 @@ def run_command(config: str | None, database: str | None, once: bool, names: tup
                     Text(
                         f"{run.feed}: {run.outcome}"
                         + (f" ({run.message})" if run.message else "")
-                        + f"; {run.inserted} new, {run.updated} updated, {run.removed} removed, "
-                        f"{run.skipped} skipped",
+                        + f"; {run.inserted} new, {run.updated} updated, {run.unchanged} unchanged, "
+                        f"{run.removed} removed, {run.skipped} skipped",
                         style=style,
                     )
                 )
@@ -132,6 +132,7 @@ def history_command(
         "outcome",
         "new",
         "updated",
+        "unchanged",
         "removed",
         "skipped",
         "warnings",
@@ -151,6 +152,7 @@ def history_command(
                     run.outcome,
                     run.inserted,
                     run.updated,
+                    run.unchanged,
                     run.removed,
                     run.skipped,
                     run.warnings,

@@ -17,7 +17,7 @@ from aap import AAP_VERSION, __version__
 #: Command name -> "module:attribute" of its click command, in ``--help`` order.
 COMMANDS: dict[str, str] = {
     "serve": "aap.cli.serve:command",
-    "import": "aap.cli.feed_import:command",
+    "import": "aap.cli.import_:command",
     "init": "aap.cli.init:command",
     "demo-inventory": "aap.cli.demo_inventory:command",
     "check": "aap.cli.check:check_command",

@@ -52,12 +52,42 @@ def parse_dealer_profile(table: Table, problems: Problems, *, require_id: bool =
         return None
     before = len(problems)
     info = dealer_json(table.data, path, problems)
+    codes = _store_codes(info, path, problems)
     _close_days(info)
     schema_check(info, "dealer-information", path, problems)
     if require_id and "dealer_id" not in info:
         problems.add(join(path, "dealer_id"), "is required for every [[dealers]] entry")
     _check_rooftops(info, path, problems)
-    return DealerProfile(info) if len(problems) == before else None
+    return DealerProfile(info, codes) if len(problems) == before else None
+
+
+def _store_codes(info: dict[str, Any], path: str, problems: Problems) -> dict[str, str]:
+    """Take each rooftop's ``store_codes`` out of the profile (they are not DealerInformation).
+
+    ``store_codes = ["SF01", "1111"]``: the codes a feed names the rooftop by
+    (Google's ``store_code``, a DMS location column), matched without regard to
+    case; a code names one rooftop of the dealer (docs/feeds.md, "Rooftops and store codes").
+    """
+    found: dict[str, str] = {}
+    where: dict[str, str] = {}
+    rooftops = info.get("rooftops")
+    for i, rooftop in enumerate(rooftops if isinstance(rooftops, list) else ()):
+        if not isinstance(rooftop, dict) or "store_codes" not in rooftop:
+            continue
+        at = join(join(join(path, "rooftops"), i), "store_codes")
+        codes = rooftop.pop("store_codes")
+        name = rooftop.get("name")
+        if not isinstance(codes, list) or not all(isinstance(c, str) and c.strip() for c in codes):
+            problems.add(at, "must be a list of store codes (non-empty strings)")
+            continue
+        for j, code in enumerate(codes):
+            key = code.strip().casefold()
+            if key in where:
+                problems.add(join(at, j), f"is already a store code of {where[key]}")
+            elif isinstance(name, str):
+                found[key] = name
+                where[key] = f"rooftops[{i}]"
+    return found
 
 
 def _check_rooftops(info: dict[str, Any], path: str, problems: Problems) -> None:

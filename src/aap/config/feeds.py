@@ -22,6 +22,7 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from aap.config.table import Problems, Table
@@ -83,8 +84,14 @@ class FeedSettings:
     key_file: str | None = None  # sftp private key (a path; the key stays in its file)
     known_hosts: str | None = None  # sftp host keys (default: ~/.ssh/known_hosts)
     ca_file: str | None = None  # https: a private certificate authority
-    timeout_seconds: float = 300.0
+    timeout_seconds: float = 300.0  # the whole fetch, from the first connection to the last byte
     retry_seconds: float = 60.0  # first retry after a failure, doubling each time
+    min_bytes_per_second: float = 1024.0  # a slower transfer is cut off (after its first 30 s)
+    private_network: bool = False  # let the source (and its redirects) reach private/loopback addresses
+    rooftop: str | None = None  # the rooftop of rows that name none
+    allow_field_loss: bool = False  # lift the content guard
+    max_field_loss_share: float = 0.2  # content guard: the share of updated listings that may lose a field
+    max_price_change: float = 2.0  # content guard: a price multiplied or divided by more moves "far"
 
     @property
     def scheme(self) -> str:
@@ -212,6 +219,12 @@ def _feed(table: Table, index: int, names: dict[str, str]) -> FeedSettings | Non
         ca_file=table.string("ca_file", None),
         timeout_seconds=table.number("timeout_seconds", 300.0, minimum=1.0, maximum=86400.0),
         retry_seconds=table.number("retry_seconds", 60.0, minimum=1.0, maximum=86400.0),
+        min_bytes_per_second=table.number("min_bytes_per_second", 1024.0, minimum=0.0, maximum=1e12),
+        private_network=table.boolean("private_network", False),
+        rooftop=table.string("rooftop", None),
+        allow_field_loss=table.boolean("allow_field_loss", False),
+        max_field_loss_share=table.number("max_field_loss_share", 0.2, minimum=0.0, maximum=1.0),
+        max_price_change=table.number("max_price_change", 2.0, minimum=1.0, maximum=1e6),
     )
     table.finish()
     return settings if len(table.problems) == before else None
@@ -222,6 +235,20 @@ def parse_feeds_section(tables: list[Table], problems: Problems) -> tuple[FeedSe
     names: dict[str, str] = {}
     feeds = [_feed(table, i, names) for i, table in enumerate(tables)]
     return tuple(f for f in feeds if f is not None)
+
+
+def feed_rules(parsed: dict[str, Any], problems: Problems) -> None:
+    """Rule: a feed's ``rooftop`` names a configured rooftop (of its ``dealer_id``'s profile)."""
+    feeds: tuple[FeedSettings, ...] = parsed.get("feeds") or ()
+    profiles = [p for p in (parsed.get("dealer"), *(parsed.get("dealers") or ())) if p is not None]
+    for index, feed in enumerate(feeds):
+        if feed.rooftop is None:
+            continue
+        sellers = [p for p in profiles if feed.dealer_id is None or p.dealer_id == feed.dealer_id] or profiles
+        names = {r.get("name") for p in sellers for r in p.rooftops}
+        if feed.rooftop not in names:
+            where = f"of dealer {feed.dealer_id}" if feed.dealer_id else "configured"
+            problems.add(f"feeds[{index}].rooftop", f"is not the name of a rooftop {where}")
 
 
 def retry_delay(feed: FeedSettings, failures: int, moment: float) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 
 from aap.config.dealer import parse_dealer, parse_dealers, scope_rules
 from aap.config.environment import missing_variables
-from aap.config.feeds import parse_feeds_section
+from aap.config.feeds import feed_rules, parse_feeds_section
 from aap.config.leads import parse_leads_section
 from aap.config.mcp import parse_mcp_section
 from aap.config.model import Settings
@@ -121,7 +121,7 @@ SECTIONS: tuple[Section, ...] = (
 
 #: Rules run after every section was read, on the parsed values (Settings field
 #: name -> value); they may fill in derived defaults.
-RULES: tuple[Callable[[dict[str, Any], Problems], None], ...] = (agent_defaults, scope_rules)
+RULES: tuple[Callable[[dict[str, Any], Problems], None], ...] = (agent_defaults, scope_rules, feed_rules)
 
 
 def _apply_override(doc: dict[str, Any], dotted: str, value: Any) -> None:

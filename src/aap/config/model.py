@@ -11,6 +11,7 @@ The subsystems' sections have their classes next to their parsers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +125,9 @@ class DealerProfile:
     """One seller: the ``DealerInformation`` object plus its identifier."""
 
     info: dict[str, Any]  # a valid DealerInformation object (JSON shape)
+    #: The rooftops' feed store codes (casefolded) -> rooftop name: configuration only, never
+    #: published (``store_codes`` of a rooftop table, docs/configuration.md).
+    store_codes: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def dealer_id(self) -> str | None:

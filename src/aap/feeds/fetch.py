@@ -9,28 +9,54 @@ again. Unchanged feeds are not imported (a no-op in the history).
 
 Credentials come from environment variables named in the configuration,
 read here when the fetch happens; they never appear in messages or logs.
-Error messages name the source without its user name.
+Error messages name the source as :func:`display_source` shows it: without its
+user name, and with the values of query parameters that look like secrets
+(``?api_key=``, ``token``, ``signature``...) replaced.
+
+A fetch cannot be turned against the server (docs/feeds.md, "Fetching"): it
+ends at an overall deadline and when the transfer falls below a minimum rate;
+every redirect is checked like the source (https, and plain http only to a
+loopback host as configured); and every connection goes through
+:mod:`aap.netguard`, which refuses link-local addresses always and loopback or
+private ones unless the feed allows them (``private_network``), after the name
+is resolved and on the socket actually connected. The configured source may
+name a loopback host itself (local development); a redirect may not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
+import ipaddress
 import os
+import re
 import ssl
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit
 
+import httpcore
 import httpx
 
 from aap import __version__
-from aap.config.feeds import source_scheme
+from aap.config.feeds import source_problem, source_scheme
+from aap.loopback import is_loopback_host
+from aap.netguard import GuardedBackend, Reach, RefusedAddress, peer_refusal, refusal
 
-MAX_FEED_BYTES = 1 << 30  # a feed larger than 1 GiB is refused
+MAX_FEED_BYTES = 1 << 30  # a feed larger than 1 GiB (as transferred) is refused
+MAX_REDIRECTS = 5
+RATE_GRACE_SECONDS = 30.0  # the minimum transfer rate applies after this long
 USER_AGENT = f"aap/{__version__} (inventory feed fetcher)"
+#: Query parameter names whose values are shown as ``***``: anything naming a key, token,
+#: secret, password, signature, credential or session (``api_key``, ``X-Amz-Signature``, ``sig``).
+_SECRET_PARAMETER = re.compile(r"key|token|secret|pass|pwd|sig|auth|credential|session", re.IGNORECASE)
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class FetchError(Exception):
@@ -47,7 +73,15 @@ class Credentials:
     key_file: str | None = None
     known_hosts: str | None = None
     ca_file: str | None = None
-    timeout_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class FetchRules:
+    """How long a fetch may take, how slow it may be, and where it may connect."""
+
+    deadline_seconds: float = 300.0  # the whole fetch: connections, redirects, every byte
+    min_bytes_per_second: float = 1024.0  # average since the start, once RATE_GRACE_SECONDS have passed
+    private_network: bool = False  # loopback and private addresses allowed (a feed inside the network)
 
 
 @dataclass(frozen=True)
@@ -74,14 +108,25 @@ class Fetched:
 
 
 def display_source(source: str) -> str:
-    """``source`` without user information (for messages, logs and the history)."""
+    """``source`` as it may be shown or logged: no user information, no fragment, and the value
+    of every query parameter that looks like a secret replaced by ``***``."""
     if "://" not in source:
         return source
-    parts = urlsplit(source)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return parts._replace(netloc=host).geturl()
+    try:
+        parts = urlsplit(source)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        if parts.port:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return source.split("://", 1)[0] + "://(an invalid URL)"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAMETER.search(name) for name, _ in pairs):
+            query = urlencode([(n, "***" if _SECRET_PARAMETER.search(n) else v) for n, v in pairs], safe="*")
+    return parts._replace(netloc=host, query=query, fragment="").geturl()
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -117,45 +162,145 @@ def _fetch_file(path: str, previous: Validators) -> Fetched:
     return Fetched(data, name, Validators(fingerprint=fingerprint), file_time)
 
 
-async def _fetch_http(source: str, previous: Validators, credentials: Credentials) -> Fetched:
+def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
+    if ca_file:
+        return ssl.create_default_context(cafile=ca_file)
+    import certifi  # httpx's own trust store
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _transport(context: ssl.SSLContext, reach: Reach) -> httpx.AsyncHTTPTransport:
+    """A transport whose every connection goes through the address guard (no proxy from the environment).
+
+    Requests go to the transport itself, not through an ``httpx.AsyncClient``: the client logs
+    each request's URL, and a feed URL may carry a secret in its query.
+    """
+    transport = httpx.AsyncHTTPTransport(verify=context, trust_env=False, retries=0)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=context,
+        max_connections=2,
+        http1=True,
+        http2=False,
+        retries=0,
+        network_backend=GuardedBackend(reach),
+    )
+    return transport
+
+
+@asynccontextmanager
+async def _closing(response: httpx.Response) -> AsyncIterator[httpx.Response]:
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+def _hop_problem(url: str, previous: str | None) -> str | None:
+    """Why a redirect target may not be followed (the source's own rules, and no https -> http)."""
+    problem = source_problem(url)
+    if problem is None and source_scheme(url) not in ("https", "http"):
+        problem = "must be an https:// URL"
+    if (
+        problem is None
+        and previous is not None
+        and source_scheme(previous) == "https"
+        and source_scheme(url) != "https"
+    ):
+        problem = "leaves https for plain http"
+    return problem
+
+
+def _literal_refusal(host: str, reach: Reach) -> str | None:
+    """An IP literal is vetted before any connection (a name when it is resolved)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    return refusal(address, reach)
+
+
+async def _fetch_http(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
     headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip"}
     if previous.etag:
         headers["If-None-Match"] = previous.etag
     if previous.last_modified:
         headers["If-Modified-Since"] = previous.last_modified
-    auth: Any = None
     token = _env(credentials.token_env, "bearer token")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     elif credentials.username_env or credentials.password_env:
-        auth = httpx.BasicAuth(
-            _env(credentials.username_env, "user name") or "", _env(credentials.password_env, "password") or ""
-        )
-    verify: Any = True
-    if credentials.ca_file:
-        verify = ssl.create_default_context(cafile=credentials.ca_file)
+        user = _env(credentials.username_env, "user name") or ""
+        password = _env(credentials.password_env, "password") or ""
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    context = _ssl_context(credentials.ca_file)
     shown = display_source(source)
     name = unquote(urlsplit(source).path.rsplit("/", 1)[-1]) or "feed"
+    deadline = rules.deadline_seconds
+    timeout = httpx.Timeout(min(deadline, 60.0), connect=min(deadline, 30.0))
+    origin = urlsplit(source)[:2]
+    url = source
+    started = time.monotonic()
     try:
-        async with httpx.AsyncClient(
-            verify=verify, timeout=credentials.timeout_seconds, follow_redirects=True
-        ) as client:
-            async with client.stream("GET", source, headers=headers, auth=auth) as response:
-                if response.status_code == 304:
-                    return Fetched(None, name, previous)
-                if response.status_code != 200:
-                    raise FetchError(f"{shown} answered HTTP {response.status_code}")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_FEED_BYTES:
-                        raise FetchError(f"{shown} is larger than 1 GiB")
-                    chunks.append(chunk)
-                data = b"".join(chunks)
-                etag = response.headers.get("ETag")
-                last_modified = response.headers.get("Last-Modified")
+        async with asyncio.timeout(deadline):
+            for hop in range(MAX_REDIRECTS + 1):
+                host = urlsplit(url).hostname or ""
+                # The configured source may name a loopback host (local development); a redirect may not.
+                reach = Reach(
+                    loopback=rules.private_network or (hop == 0 and is_loopback_host(host)),
+                    private=rules.private_network,
+                )
+                why = _literal_refusal(host, reach)
+                if why is not None:
+                    raise FetchError(f"{shown}: {display_source(url)} is {why}; refused (private_network allows it)")
+                if urlsplit(url)[:2] != origin:  # credentials never follow a redirect to another origin
+                    headers.pop("Authorization", None)
+                request = httpx.Request("GET", url, headers=headers, extensions={"timeout": timeout.as_dict()})
+                async with (
+                    _transport(context, reach) as transport,
+                    _closing(await transport.handle_async_request(request)) as response,
+                ):
+                    if response.status_code in _REDIRECTS and "location" in response.headers:
+                        target = urljoin(url, response.headers["location"])
+                        problem = _hop_problem(target, url)
+                        if problem is not None:
+                            raise FetchError(f"{shown}: redirected to {display_source(target)}, which {problem}")
+                        url = target
+                        continue
+                    if response.status_code == 304:
+                        return Fetched(None, name, previous)
+                    if response.status_code != 200:
+                        raise FetchError(f"{shown} answered HTTP {response.status_code}")
+                    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+                    if encoding not in ("identity", "gzip", "x-gzip", ""):
+                        raise FetchError(f"{shown}: unsupported Content-Encoding {encoding!r}")
+                    body = bytearray()
+                    async for chunk in response.aiter_raw():  # as sent: gzip is unpacked by the reader
+                        body += chunk
+                        if len(body) > MAX_FEED_BYTES:
+                            raise FetchError(f"{shown} is larger than 1 GiB")
+                        elapsed = time.monotonic() - started
+                        if elapsed > RATE_GRACE_SECONDS and len(body) < rules.min_bytes_per_second * elapsed:
+                            raise FetchError(
+                                f"{shown}: transferring {len(body) / elapsed:.0f} bytes/s, below the minimum "
+                                f"of {rules.min_bytes_per_second:g} (min_bytes_per_second)"
+                            )
+                    data = bytes(body)
+                    etag = response.headers.get("ETag")
+                    last_modified = response.headers.get("Last-Modified")
+                    break
+            else:
+                raise FetchError(f"{shown}: more than {MAX_REDIRECTS} redirects")
+    except TimeoutError:
+        raise FetchError(f"{shown}: not fetched within {deadline:g} s (timeout_seconds)") from None
     except httpx.HTTPError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, RefusedAddress):
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, RefusedAddress):
+            raise FetchError(
+                f"{shown}: {cause.host} resolves to {cause.why} ({cause.address}); refused (private_network allows it)"
+            ) from None
         raise FetchError(f"{shown}: {type(exc).__name__}") from None
     fingerprint = "sha256:" + hashlib.sha256(data).hexdigest()
     file_time = None
@@ -170,17 +315,36 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
     return Fetched(data, name, validators, file_time)
 
 
-async def _fetch_sftp(source: str, previous: Validators, credentials: Credentials) -> Fetched:
+async def _fetch_sftp(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
+    shown = display_source(source)
+    try:
+        async with asyncio.timeout(rules.deadline_seconds):
+            return await _sftp(source, previous, credentials, rules)
+    except TimeoutError:
+        raise FetchError(f"{shown}: not fetched within {rules.deadline_seconds:g} s (timeout_seconds)") from None
+
+
+async def _sftp(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
     import asyncssh  # loaded only for an sftp feed
 
     parts = urlsplit(source)
     path = unquote(parts.path)
     name = path.rsplit("/", 1)[-1] or "feed"
     shown = display_source(source)
+    host = parts.hostname or ""
+    reach = Reach(loopback=rules.private_network or is_loopback_host(host), private=rules.private_network)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 22)
+    except OSError:
+        raise FetchError(f"{shown}: name resolution failed") from None
+    for info in infos:
+        why = refusal(str(info[4][0]), reach)
+        if why is not None:
+            raise FetchError(f"{shown}: {host} resolves to {why}; refused (private_network allows it)")
     options: dict[str, Any] = {
         "username": unquote(parts.username) if parts.username else None,
         "known_hosts": credentials.known_hosts if credentials.known_hosts else (),
-        "connect_timeout": min(credentials.timeout_seconds, 60.0),
+        "connect_timeout": min(rules.deadline_seconds, 60.0),
     }
     if credentials.known_hosts is None:
         options.pop("known_hosts")  # asyncssh's default: ~/.ssh/known_hosts
@@ -194,7 +358,10 @@ async def _fetch_sftp(source: str, previous: Validators, credentials: Credential
         if password is not None:
             options["client_keys"] = []
     try:
-        async with asyncssh.connect(parts.hostname or "", parts.port or 22, **options) as conn:
+        async with asyncssh.connect(host, parts.port or 22, **options) as conn:
+            why = peer_refusal(conn.get_extra_info("peername"), reach)
+            if why is not None:  # the connection actually made
+                raise FetchError(f"{shown}: {host} connected to {why}; refused (private_network allows it)")
             async with conn.start_sftp_client() as sftp:
                 attrs = await sftp.stat(path)
                 size, mtime = attrs.size or 0, attrs.mtime or 0
@@ -204,9 +371,17 @@ async def _fetch_sftp(source: str, previous: Validators, credentials: Credential
                     return Fetched(None, name, previous, file_time)
                 if size > MAX_FEED_BYTES:
                     raise FetchError(f"{shown} is larger than 1 GiB")
+                started = time.monotonic()
+                body = bytearray()
                 async with sftp.open(path, "rb") as handle:
-                    content: Any = await handle.read()
-                data = content if isinstance(content, bytes) else str(content).encode()
+                    while chunk := await handle.read(1 << 16):
+                        body += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+                        if len(body) > MAX_FEED_BYTES:
+                            raise FetchError(f"{shown} is larger than 1 GiB")
+                        elapsed = time.monotonic() - started
+                        if elapsed > RATE_GRACE_SECONDS and len(body) < rules.min_bytes_per_second * elapsed:
+                            raise FetchError(f"{shown}: transferring below {rules.min_bytes_per_second:g} bytes/s")
+                data = bytes(body)
     except asyncssh.HostKeyNotVerifiable:
         raise FetchError(f"{shown}: the server's host key is not in known_hosts") from None
     except asyncssh.PermissionDenied:
@@ -218,13 +393,18 @@ async def _fetch_sftp(source: str, previous: Validators, credentials: Credential
     return Fetched(data, name, Validators(fingerprint=fingerprint), file_time)
 
 
-async def fetch(source: str, previous: Validators = Validators(), credentials: Credentials = Credentials()) -> Fetched:
+async def fetch(
+    source: str,
+    previous: Validators = Validators(),
+    credentials: Credentials = Credentials(),
+    rules: FetchRules = FetchRules(),
+) -> Fetched:
     """The feed at ``source`` (a path, ``https://`` or ``sftp://`` URL), unless unchanged."""
     scheme = source_scheme(source)
     if scheme == "file":
         return await asyncio.to_thread(_fetch_file, source, previous)
     if scheme in ("https", "http"):
-        return await _fetch_http(source, previous, credentials)
+        return await _fetch_http(source, previous, credentials, rules)
     if scheme == "sftp":
-        return await _fetch_sftp(source, previous, credentials)
+        return await _fetch_sftp(source, previous, credentials, rules)
     raise FetchError(f"cannot fetch {display_source(source)}: unsupported scheme {scheme}")

@@ -10,6 +10,12 @@ The safety rules live here, so that every way in obeys them (docs/feeds.md,
   transfer gives) never imports anything;
 - a replace never removes more than ``max_removed_share`` of the scope's
   listings for missing from the feed;
+- the content guard: an import never strips many published listings of a
+  price, mileage, photos, condition or stock number, nor moves their prices
+  far (``guard``), unless ``allow_field_loss``; a table that feeds no
+  identifier, make, model, year or price is refused before any row is read;
+- one car, one listing: a listing is matched with the published car of its VIN
+  or stock number, whatever feed published it;
 - a dry run checks and counts everything and writes nothing (not even the
   history).
 
@@ -27,13 +33,20 @@ from typing import Any
 
 from aap.config.model import Settings
 from aap.feeds import pipeline
-from aap.feeds.fetch import Credentials, Fetched, FetchError, Validators, display_source, fetch
-from aap.inventory.feed import FeedError, FeedProblem
-from aap.inventory.feeds import FeedFormat, FeedReport, ReadOptions, read_feed_bytes
-from aap.inventory.feeds.reader import identity
+from aap.feeds.fetch import Credentials, Fetched, FetchError, FetchRules, Validators, display_source, fetch
+from aap.inventory.formats import FeedFormat, FeedReport, Formats, ReadOptions, RejectedRow, read_feed_bytes
+from aap.inventory.formats.reader import identity
+from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
 from aap.store.feeds import MAX_NOTES, FeedNote, FeedRun
-from aap.store.inventory import ImportStats, InventoryImportError, ShrinkRefused, synthesized_id
+from aap.store.inventory import (
+    Carried,
+    ContentGuard,
+    FieldLossRefused,
+    ImportStats,
+    InventoryImportError,
+    ShrinkRefused,
+)
 
 FIRST_PROBLEMS = 20  # problems kept with a run in the history
 
@@ -58,6 +71,11 @@ class ImportRequest:
     dry_run: bool = False
     max_removed_share: float | None = 0.5  # None: --allow-shrink
     credentials: Credentials = Credentials()
+    rules: FetchRules = FetchRules()  # deadline, minimum rate, private network
+    formats: Formats = field(default_factory=Formats)  # the built-in tables, owned by the caller
+    rooftop: str | None = None  # the rooftop of rows that name none
+    allow_field_loss: bool = False  # lift the content guard (and the coverage check)
+    guard: ContentGuard = ContentGuard()
 
 
 @dataclass
@@ -101,6 +119,9 @@ def read_options(request: ImportRequest, settings: Settings, file_time: str | No
         partial=request.partial,
         file_time=file_time,
         settings=settings,
+        formats=request.formats,
+        rooftop=request.rooftop,
+        allow_field_loss=request.allow_field_loss,
     )
 
 
@@ -128,7 +149,7 @@ async def run_import(
     )
     result = ImportResult(run)
     try:
-        fetched = await fetch(request.source, previous or Validators(), request.credentials)
+        fetched = await fetch(request.source, previous or Validators(), request.credentials, request.rules)
     except FetchError as exc:
         return _finish(stores, result, "failed", str(exc))
     result.fetched = fetched
@@ -140,6 +161,8 @@ async def run_import(
         "replace": request.replace,
         "dry_run": request.dry_run,
         "max_removed_share": request.max_removed_share if request.replace else None,
+        "guard": None if request.allow_field_loss else request.guard,
+        "match_cars": True,
     }
     importing = (lambda n: progress("importing", n)) if progress else None
     outcome = None
@@ -156,11 +179,10 @@ async def run_import(
         assert outcome.report is not None
         result.report = report = outcome.report
         _describe(run, report)
-        run.notes = feed_notes(report, request.dealer_id)
         error = outcome.error
-        if isinstance(error, pipeline.Rejected) or (report.rejected and not request.partial):
+        if isinstance(error, pipeline.Rejected) or (report.rejected_total and not request.partial):
             return _rejected(stores, result, report)
-        run.skipped = len(report.rejected)
+        run.skipped = report.rejected_total
         if isinstance(error, pipeline.Empty) or not report.accepted:
             return _empty(stores, result, report)
         if error is not None:
@@ -179,10 +201,9 @@ async def run_import(
         return _file_rejected(stores, result, exc)
     result.report = report
     _describe(run, report)
-    run.notes = feed_notes(report, request.dealer_id)
-    if report.rejected and not request.partial:
+    if report.rejected_total and not request.partial:
         return _rejected(stores, result, report)
-    run.skipped = len(report.rejected)
+    run.skipped = report.rejected_total
     if not report.listings:
         return _empty(stores, result, report)
     try:
@@ -191,18 +212,37 @@ async def run_import(
             report.listings,
             keep=[r.listing for r in report.rejected] if request.replace else (),
             progress=importing,
+            carried=Carried(report.carried),
+            partial=request.partial,
             **import_kwargs,
         )
-    except (ShrinkRefused, InventoryImportError) as exc:
+    except (ShrinkRefused, FieldLossRefused, InventoryImportError) as exc:
         return _store_error(stores, result, exc, report.lines)
+    _conflicts(run, report, stats)
     return _imported(stores, result, stats, request)
 
 
+def _conflicts(run: FeedRun, report: FeedReport, stats: ImportStats) -> None:
+    """Rows a partial import left out for naming another published car: rejected rows like any other."""
+    if not stats.conflicts:
+        return
+    for conflict in stats.conflicts:
+        line = report.lines[conflict.index] if 0 <= conflict.index < len(report.lines) else 0
+        problem = FeedProblem(line, "", conflict.reason)
+        report.problem(problem)
+        report.rejected.append(RejectedRow(line, [problem], report.listings[conflict.index]))
+        report.rejected_total += 1
+        report.accepted -= 1
+    report.rejected.sort(key=lambda row: row.line)
+    run.skipped = report.rejected_total
+    run.rejected_lines = [r.line for r in report.rejected]
+    run.problems = [_problem_json(p) for p in report.problems[:FIRST_PROBLEMS]]
+
+
 def _pipelined(request: ImportRequest, data: bytes) -> bool:
-    """Large feeds are read in a child process, unless a partial replace needs every rejected row first."""
-    return (
-        len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available() and not (request.partial and request.replace)
-    )
+    """Large feeds are read in a child process, unless partial: a partial read knows which rows
+    to leave out (every row of a shared VIN, say) only once it has read them all."""
+    return len(data) >= pipeline.PIPELINE_MIN_BYTES and pipeline.available() and not request.partial
 
 
 def _describe(run: FeedRun, report: FeedReport) -> None:
@@ -212,6 +252,7 @@ def _describe(run: FeedRun, report: FeedReport) -> None:
     run.problems = [_problem_json(p) for p in report.problems[:FIRST_PROBLEMS]]
     run.rejected_lines = [r.line for r in report.rejected]
     run.details = {
+        "carried": sorted(report.carried) if report.carried is not None else None,
         "encoding": report.encoding,
         "delimiter": report.delimiter,
         "archive": report.archive,
@@ -221,35 +262,6 @@ def _describe(run: FeedRun, report: FeedReport) -> None:
         "file_time": report.file_time,
         "problem_total": report.problem_total,
     }
-
-
-def _listing_id(ident: tuple[str | None, str | None, str | None, str | None], dealer_id: str | None) -> str | None:
-    """The id the store gives the row's listing (its ``vehicle_id``, else the one made from VIN or stock)."""
-    vehicle_id, vin, stock, dealer = ident
-    if vehicle_id:
-        return vehicle_id
-    return synthesized_id(dealer or dealer_id, vin, stock) if vin or stock else None
-
-
-def feed_notes(report: FeedReport, dealer_id: str | None) -> list[FeedNote]:
-    """The run's warnings and rejected rows as the history keeps them (docs/feeds.md, "Import history"):
-    each warning the report kept, each problem of each rejected row, and every warned row by its
-    listing (so the console can show the listings an import warned about)."""
-    warned = {line: _listing_id(ident, dealer_id) for line, ident in report.warned}
-    notes = [
-        FeedNote("warning", w.line, w.message, warned.get(w.line), w.location or None, w.column, w.value)
-        for w in report.warnings
-    ]
-    described = {w.line for w in report.warnings}
-    notes += [FeedNote("warning", line, "", listing_id) for line, listing_id in warned.items() if line not in described]
-    for row in report.rejected:
-        listing_id = _listing_id(identity(row.listing), dealer_id)
-        notes += [
-            FeedNote("rejected", p.line, p.message, listing_id, p.location or None, p.column, p.value)
-            for p in row.problems
-        ]
-    notes.sort(key=lambda n: (n.line, n.kind))
-    return notes[:MAX_NOTES]
 
 
 def _file_rejected(stores: Stores, result: ImportResult, exc: FeedError) -> ImportResult:
@@ -263,7 +275,7 @@ def _rejected(stores: Stores, result: ImportResult, report: FeedReport) -> Impor
         stores,
         result,
         "rejected",
-        f"{report.problem_total} problem(s) in {len(report.rejected)} row(s); nothing was imported",
+        f"{report.problem_total} problem(s) in {report.rejected_total} row(s); nothing was imported",
     )
 
 
@@ -286,6 +298,15 @@ def _store_error(stores: Stores, result: ImportResult, exc: BaseException, lines
             f"the replace would remove {exc.stats.omitted} of {exc.stats.before} listings, more "
             f"than {exc.share:.0%}; nothing was imported (--allow-shrink to accept it)",
         )
+    if isinstance(exc, FieldLossRefused):
+        result.stats = exc.stats
+        result.run.details["guard"] = {"compared": exc.stats.compared, "over": exc.over}
+        return _finish(
+            stores,
+            result,
+            "refused",
+            f"{exc.describe()}; nothing was imported (--allow-field-loss to accept it)",
+        )
     if isinstance(exc, InventoryImportError):
         line = lines[exc.index] if 0 <= exc.index < len(lines) else 0
         problem = FeedProblem(line, "", exc.reason)
@@ -299,6 +320,10 @@ def _imported(stores: Stores, result: ImportResult, stats: ImportStats, request:
     run = result.run
     result.stats = stats
     run.inserted, run.updated, run.removed, run.total = stats.inserted, stats.updated, stats.removed, stats.total
+    run.unchanged = stats.unchanged
+    run.details["matched"] = stats.matched  # cars found by VIN or stock number under another id
+    run.details["kept_fields"] = stats.kept_fields  # fields the feed lacks, kept as published
+    run.details["guard"] = {"compared": stats.compared, "lost": stats.lost, "price_moved": stats.price_moved}
     return _finish(stores, result, "checked" if request.dry_run else "imported", None)
 
 
@@ -308,5 +333,33 @@ def _finish(stores: Stores, result: ImportResult, outcome: str, message: str | N
     run.message = message
     run.finished_ms = _now_ms()
     if not run.dry_run:
+        if result.report is not None:
+            run.notes = feed_notes(stores, result.report, run.dealer_id)
         stores.feeds.record(run)
     return result
+
+
+def feed_notes(stores: Stores, report: FeedReport, dealer_id: str | None) -> list[FeedNote]:
+    """The run's warnings and rejected rows as the history keeps them (docs/feeds.md, "Import history"):
+    each warning the report kept, each problem of each rejected row, and every warned row, each
+    with the listing it is about where the store has one (found as the import found it: by
+    ``vehicle_id``, else by the seller's VIN or stock number), so the console can show the
+    listings an import warned about."""
+    rows = [(line, ident) for line, ident in report.warned]
+    rows += [(row.line, identity(row.listing)) for row in report.rejected]
+    ids = stores.inventory_browser.listing_ids([ident for _, ident in rows], dealer_id)
+    warned = {line: ids[i] for i, (line, _) in enumerate(rows[: len(report.warned)])}
+    notes = [
+        FeedNote("warning", w.line, w.message, warned.get(w.line), w.location or None, w.column, w.value)
+        for w in report.warnings
+    ]
+    described = {w.line for w in report.warnings}
+    notes += [FeedNote("warning", line, "", listing_id) for line, listing_id in warned.items() if line not in described]
+    for offset, row in enumerate(report.rejected):
+        listing_id = ids[len(report.warned) + offset]
+        notes += [
+            FeedNote("rejected", p.line, p.message, listing_id, p.location or None, p.column, p.value)
+            for p in row.problems
+        ]
+    notes.sort(key=lambda n: (n.line, n.kind))
+    return notes[:MAX_NOTES]

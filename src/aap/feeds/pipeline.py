@@ -23,10 +23,10 @@ from typing import Any
 
 import orjson
 
-from aap.inventory.feed import FeedError, FeedProblem
-from aap.inventory.feeds import FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.formats import FeedReport, ReadOptions, read_feed_bytes
+from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
-from aap.store.inventory import ImportStats
+from aap.store.inventory import Carried, ImportStats
 
 #: Feeds at least this large (bytes, as fetched) are read in a child process.
 PIPELINE_MIN_BYTES = 4 << 20
@@ -61,8 +61,8 @@ class _PipeSink:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def batch(self, listings: list[dict[str, Any]], lines: list[int]) -> None:
-        self.conn.send_bytes(_BATCH + orjson.dumps([listings, lines]))
+    def batch(self, listings: list[dict[str, Any]], lines: list[int], carried: list[str] | None) -> None:
+        self.conn.send_bytes(_BATCH + orjson.dumps([listings, lines, carried]))
 
     def reject(self) -> None:
         self.conn.send_bytes(_REJECT)
@@ -108,6 +108,7 @@ def read_and_import(
     sender.close()
     lines: list[int] = []
     final: list[tuple[str, Any]] = []
+    carried = Carried()  # what the feed carries, as the child reads it
 
     def listings() -> Iterator[dict[str, Any]]:
         count = 0
@@ -115,7 +116,8 @@ def read_and_import(
             message = receiver.recv_bytes()
             kind = message[:1]
             if kind == _BATCH:
-                batch, batch_lines = orjson.loads(message[1:])
+                batch, batch_lines, fields = orjson.loads(message[1:])
+                carried.update(fields)
                 lines.extend(batch_lines)
                 yield from batch
                 count += len(batch)
@@ -132,7 +134,7 @@ def read_and_import(
     outcome = Outcome(None)
     try:
         try:
-            outcome.stats = stores.inventory.import_listings(listings(), **import_kwargs)
+            outcome.stats = stores.inventory.import_listings(listings(), carried=carried, **import_kwargs)
         except Exception as exc:  # the import rolled back; the caller reports why
             outcome.error = exc
         while not final:  # the rest of the child's messages, up to its report

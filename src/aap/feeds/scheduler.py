@@ -26,11 +26,12 @@ from dataclasses import replace
 
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
-from aap.feeds.fetch import Credentials, Validators
+from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
 from aap.feeds.job import ImportRequest, ImportResult, run_import
-from aap.inventory.feeds import MappingError, read_mapping
+from aap.inventory.formats import Formats, MappingError, read_mapping
 from aap.store import Stores
 from aap.store.feeds import FeedRun
+from aap.store.inventory import ContentGuard
 
 log = logging.getLogger("aap.feeds")
 
@@ -38,9 +39,10 @@ MIN_LEASE_SECONDS = 120.0
 MAX_IDLE_SECONDS = 60.0  # a scheduler looks at the feeds at least this often
 
 
-def request_for(feed: FeedSettings, *, dry_run: bool = False) -> ImportRequest:
+def request_for(feed: FeedSettings, *, dry_run: bool = False, formats: Formats | None = None) -> ImportRequest:
     """The import a ``[[feeds]]`` entry asks for (its mapping file read now)."""
-    mapping = read_mapping(feed.mapping) if feed.mapping else None
+    formats = formats if formats is not None else Formats()
+    mapping = read_mapping(feed.mapping, formats) if feed.mapping else None
     return ImportRequest(
         source=feed.source,
         trigger="schedule",
@@ -62,8 +64,12 @@ def request_for(feed: FeedSettings, *, dry_run: bool = False) -> ImportRequest:
             feed.key_file,
             feed.known_hosts,
             feed.ca_file,
-            feed.timeout_seconds,
         ),
+        rules=FetchRules(feed.timeout_seconds, feed.min_bytes_per_second, feed.private_network),
+        formats=formats,
+        rooftop=feed.rooftop,
+        allow_field_loss=feed.allow_field_loss,
+        guard=ContentGuard(feed.max_field_loss_share, feed.max_price_change),
     )
 
 
@@ -74,6 +80,7 @@ class FeedScheduler:
         self.stores = stores
         self.settings = settings
         self.clock = clock
+        self.formats = Formats()  # the built-in format tables, parsed once for this scheduler
 
     def _ms(self) -> int:
         return int(self.clock() * 1000)
@@ -97,7 +104,7 @@ class FeedScheduler:
         heartbeat = asyncio.create_task(self._renew(feed.name, token, lease_ms))
         try:
             try:
-                request = replace(request_for(feed), trigger=trigger)
+                request = replace(request_for(feed, formats=self.formats), trigger=trigger)
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))
                 await asyncio.to_thread(store.record, result.run)
@@ -125,11 +132,12 @@ class FeedScheduler:
                 fingerprint=validators.fingerprint,
             )
             log.info(
-                "feed %s: %s (%d new, %d updated, %d removed, %d skipped)",
+                "feed %s: %s (%d new, %d updated, %d unchanged, %d removed, %d skipped)",
                 feed.name,
                 run.outcome,
                 run.inserted,
                 run.updated,
+                run.unchanged,
                 run.removed,
                 run.skipped,
             )
@@ -155,7 +163,7 @@ class FeedScheduler:
         now = self._ms()
         return FeedRun(
             trigger="schedule",
-            source=feed.source,
+            source=display_source(feed.source),
             started_ms=now,
             finished_ms=now,
             outcome="failed",

@@ -19,17 +19,22 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 EARTH_RADIUS_MI = 3958.7613
-_MARGIN_DEG = 1e-6  # ~10 cm: covers floating-point rounding in the box bounds
+#: A rooftop this much beyond the radius still matches: ``near`` is inclusive, and a distance
+#: computed in another order of floating-point operations (the caller's) may differ by a few
+#: units in the last place (docs/search.md, "near"). About 1.6 mm.
+NEAR_TOLERANCE_MI = 1e-6
+_MARGIN_DEG = 1e-6  # ~10 cm: covers floating-point rounding in the box bounds, and the tolerance
 
 T = TypeVar("T")
 
 
 def haversine_mi(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     """Great-circle distance in miles on WGS84 degrees (``Vehicle.distance_mi``, seed 004):
-    ``d = 2R·asin(√(sin²(Δφ/2) + cosφ1·cosφ2·sin²(Δλ/2)))`` with R = 3958.7613 mi."""
+    ``d = 2R·asin(√(sin²(Δφ/2) + cosφ1·cosφ2·sin²(Δλ/2)))`` with R = 3958.7613 mi, the
+    differences taken in degrees and then converted (``radians(φ2 − φ1)``), as the formula reads."""
     phi1, phi2 = math.radians(lat1), math.radians(lat2)
-    dphi = phi2 - phi1
-    dlmb = math.radians(lon2) - math.radians(lon1)
+    dphi = math.radians(lat2 - lat1)
+    dlmb = math.radians(lon2 - lon1)
     h = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
     return 2 * EARTH_RADIUS_MI * math.asin(math.sqrt(min(1.0, h)))
 
@@ -55,7 +60,8 @@ class RooftopIndex(Generic[T]):
         return len(self._items)
 
     def within(self, latitude: float, longitude: float, radius_mi: float) -> list[tuple[Located[T], float]]:
-        """(item, exact distance) of every item within ``radius_mi`` (inclusive), in configuration order."""
+        """(item, exact distance) of every item within ``radius_mi`` (inclusive, within
+        :data:`NEAR_TOLERANCE_MI`), in configuration order."""
         angle = radius_mi / EARTH_RADIUS_MI  # the radius as an angle on the sphere, radians
         band = math.degrees(angle) + _MARGIN_DEG
         low = bisect_left(self._latitudes, latitude - band)
@@ -68,7 +74,7 @@ class RooftopIndex(Generic[T]):
                 if offset > window:
                     continue
             distance = haversine_mi(latitude, longitude, item.latitude, item.longitude)
-            if distance <= radius_mi:
+            if distance <= radius_mi + NEAR_TOLERANCE_MI:
                 found.append((item, distance))
         found.sort(key=lambda pair: pair[0].order)
         return found

@@ -1,15 +1,15 @@
 """The VIN check digit (ISO 3779 as 49 CFR 565.15 applies it to vehicles for North America).
 
-One home for the rule: feed imports verify it (:mod:`aap.inventory.feeds.transforms`)
+One home for the rule: feed imports verify it (:mod:`aap.inventory.listing_rules`)
 and the demo generator writes it (:mod:`aap.inventory.demo`).
 
 Position 9 of a 17-character VIN is computed from the other sixteen: each
 character gets a value (digits their own; letters by the table in 49 CFR
 565.15, I, O and Q never appear), each position a weight, and the weighted
-sum modulo 11 is the digit (10 is written ``X``). Manufacturers outside North
-America need not follow the rule, so :func:`check_digit_applies` limits the
-check to VINs whose world manufacturer identifier starts in North America
-(``1``-``5``); see docs/feeds.md.
+sum modulo 11 is the digit (10 is written ``X``). 49 CFR 565 binds every
+vehicle sold in North America, wherever it was made (``J``, ``K``, ``W``,
+``Z``... manufacturers too), so every well-formed 17-character VIN is checked;
+see docs/feeds.md.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ CHARACTER_VALUES: dict[str, int] = {
 }
 #: The weight of each of the 17 positions (49 CFR 565.15, table II).
 POSITION_WEIGHTS: tuple[int, ...] = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
-_NORTH_AMERICA = frozenset("12345")
 
 
 def expected_check_digit(vin: str) -> str | None:
@@ -58,11 +57,6 @@ def expected_check_digit(vin: str) -> str | None:
         total += value * weight
     remainder = total % 11
     return "X" if remainder == 10 else str(remainder)
-
-
-def check_digit_applies(vin: str) -> bool:
-    """Whether the check digit rule binds this VIN (made in North America)."""
-    return vin[:1] in _NORTH_AMERICA
 
 
 def with_check_digit(vin: str) -> str:

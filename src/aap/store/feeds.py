@@ -75,7 +75,11 @@ CREATE TABLE feed_state (
 )
 """
 
-_V2 = """
+# Listings an import found exactly as published (not rewritten), apart from ``updated``.
+_V2 = "ALTER TABLE feed_runs ADD COLUMN unchanged INTEGER NOT NULL DEFAULT 0"
+
+# The warnings and rejected rows of each run, one row each, with the listing they are about.
+_V3 = """
 CREATE TABLE feed_notes (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -92,7 +96,7 @@ CREATE INDEX feed_notes_kind ON feed_notes (run_id, kind, listing_id);
 CREATE INDEX feed_notes_listing ON feed_notes (listing_id, run_id)
 """
 
-MIGRATIONS = Migrations("feeds", (_V1, _V2))
+MIGRATIONS = Migrations("feeds", (_V1, _V2, _V3))
 
 OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
 RETENTION_MS = 180 * 86_400_000
@@ -103,7 +107,7 @@ NOTE_KINDS = ("warning", "rejected")
 _RUN_COLUMNS = (
     "run_id, feed, trigger, source, format, dealer_id, replace_mode, dry_run, started_ms, "
     "finished_ms, outcome, message, rows_read, inserted, updated, removed, skipped, warnings, total, "
-    "problems_json, rejected_lines_json, details_json"
+    "problems_json, rejected_lines_json, details_json, unchanged"
 )
 
 
@@ -141,6 +145,7 @@ class FeedRun:
     rejected_lines: list[int] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "run_" + uuid.uuid4().hex[:20])
+    unchanged: int = 0  # listings the feed repeated exactly as published (not in ``updated``)
     #: Warnings and rejected rows, one each (:class:`FeedNote`), stored with the run (the first MAX_NOTES).
     notes: list[FeedNote] = field(default_factory=list)
 
@@ -162,6 +167,7 @@ class FeedRun:
             "rows": self.rows,
             "inserted": self.inserted,
             "updated": self.updated,
+            "unchanged": self.unchanged,
             "removed": self.removed,
             "skipped": self.skipped,
             "warnings": self.warnings,
@@ -232,6 +238,7 @@ def _run(row: tuple[Any, ...]) -> FeedRun:
         problems,
         lines,
         details,
+        unchanged,
     ) = row
     return FeedRun(
         trigger,
@@ -256,6 +263,7 @@ def _run(row: tuple[Any, ...]) -> FeedRun:
         orjson.loads(lines),
         orjson.loads(details),
         run_id,
+        unchanged,
     )
 
 
@@ -291,6 +299,7 @@ class FeedStore:
             orjson.dumps(run.problems).decode(),
             orjson.dumps(run.rejected_lines[:MAX_REJECTED_LINES]).decode(),
             orjson.dumps(run.details).decode(),
+            run.unchanged,
         )
         with self.db.transaction() as tx:
             tx.execute(f"INSERT INTO feed_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)

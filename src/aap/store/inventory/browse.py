@@ -230,6 +230,40 @@ class InventoryBrowser:
             )
         }
 
+    def listing_ids(
+        self, identities: Sequence[tuple[str | None, str | None, str | None, str | None]], dealer_id: str | None
+    ) -> list[str | None]:
+        """The stored listing each feed row identity (vehicle_id, vin, stock, dealer_id) is, as an
+        import finds it: by id, else by its seller's VIN, else by its seller's stock number; None
+        where the store has none (a rejected row never published)."""
+        found: list[str | None] = [None] * len(identities)
+        with self.db.read() as tx:
+            for start in range(0, len(identities), 400):
+                chunk = list(enumerate(identities[start : start + 400], start))
+                by: dict[str, dict[Any, str]] = {}
+                for column in ("id", "vin", "stock"):
+                    position = ("id", "vin", "stock").index(column)
+                    wanted = sorted({v for _, ident in chunk if (v := ident[position]) is not None})
+                    if not wanted:
+                        by[column] = {}
+                        continue
+                    marks = ", ".join("?" for _ in wanted)
+                    rows = tx.fetchall(
+                        f"SELECT id, {column}, dealer_id FROM inv_listing WHERE {column} IN ({marks}) ORDER BY id",
+                        wanted,
+                    )
+                    by[column] = {}
+                    for ident, value, dealer in rows:
+                        by[column].setdefault((value, dealer) if column != "id" else value, ident)
+                for i, (vehicle_id, vin, stock, dealer) in chunk:
+                    seller = dealer or dealer_id
+                    found[i] = (
+                        (by["id"].get(vehicle_id) if vehicle_id else None)
+                        or (by["vin"].get((vin, seller)) if vin else None)
+                        or (by["stock"].get((stock, seller)) if stock else None)
+                    )
+        return found
+
     def listing(self, vehicle_id: str) -> dict[str, Any] | None:
         """One current listing's document (None: not in the inventory, removed or never there)."""
         with self.db.read() as tx:

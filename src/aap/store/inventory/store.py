@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Database, Tx
 from aap.store.inventory.counts import Totals
-from aap.store.inventory.importer import ImportJob, ImportStats, serialize_imports
+from aap.store.inventory.importer import (
+    GUARDED_FIELDS,
+    Carried,
+    ContentGuard,
+    ImportJob,
+    ImportStats,
+    serialize_imports,
+)
 from aap.store.inventory.postings import PostingCache
 from aap.store.inventory.schema import LISTING_TABLES
 from aap.store.inventory.search import Hit, documents
@@ -54,6 +61,30 @@ class ShrinkRefused(Exception):
         self.stats = stats
         self.share = share
         super().__init__(f"the import would remove {stats.omitted} of {stats.before} listings (more than {share:.0%})")
+
+
+class FieldLossRefused(Exception):
+    """An import that would strip many published listings of a guarded field (or move their
+    prices far); nothing was changed. ``over``: what exceeded the guard, with counts."""
+
+    def __init__(self, stats: ImportStats, guard: ContentGuard, over: dict[str, int]) -> None:
+        self.stats = stats
+        self.guard = guard
+        self.over = over
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        parts = [
+            f"{n} without {GUARDED_FIELDS[name]}"
+            if name in GUARDED_FIELDS
+            else f"{n} with a price moved more than {self.guard.max_price_factor:g}x"
+            for name, n in self.over.items()
+        ]
+        return (
+            f"of the {self.stats.compared} published listings the feed updates, it would leave "
+            + ", ".join(parts)
+            + f" (more than {self.guard.max_share:.0%})"
+        )
 
 
 class _RolledBack(Exception):
@@ -110,6 +141,10 @@ class InventoryStore:
         keep: Iterable[dict[str, Any]] = (),
         max_removed_share: float | None = None,
         dry_run: bool = False,
+        carried: Carried | None = None,
+        guard: ContentGuard | None = None,
+        partial: bool = False,
+        match_cars: bool = False,
     ) -> ImportStats:
         """Load feed listings in one transaction: all of them, or (on any error) none.
 
@@ -128,6 +163,16 @@ class InventoryStore:
         the scope's listings for missing from the feed raises
         :class:`ShrinkRefused` and changes nothing. ``dry_run`` runs the whole
         import and rolls it back: the returned counts are what it would do.
+
+        One car, one listing (:mod:`.importer`; ``match_cars``, what feed imports
+        ask for): a listing is matched with the published one of its VIN or stock
+        number, not only its id; ``carried`` names the fields
+        the feed carries (None: every field), the others keep their published
+        values. With a ``guard``, an import that would strip too many published
+        listings of a price, mileage, photos, condition or stock number raises
+        :class:`FieldLossRefused` and changes nothing. ``partial``: a row that
+        conflicts with another car is left out (``ImportStats.conflicts``) instead
+        of refusing the import.
         """
         started = time.perf_counter()
         keep = list(keep)
@@ -138,8 +183,22 @@ class InventoryStore:
                 with self.db.transaction() as tx, self.db.dialect.large_write(tx):
                     serialize_imports(tx)
                     kept = _kept_ids(tx, keep, dealer_id) if keep and replace else frozenset()
-                    job = ImportJob(tx, dealer_id, replace, now_us=int(time.time() * 1_000_000), keep=kept)
+                    job = ImportJob(
+                        tx,
+                        dealer_id,
+                        replace,
+                        now_us=int(time.time() * 1_000_000),
+                        keep=kept,
+                        carried=carried,
+                        partial=partial,
+                        guard=guard,
+                        match_cars=match_cars,
+                    )
                     stats = job.run(listings, progress)
+                    if guard is not None:
+                        over = stats.guard_refusal(guard)
+                        if over:
+                            raise FieldLossRefused(stats, guard, over)
                     if (
                         max_removed_share is not None
                         and stats.before

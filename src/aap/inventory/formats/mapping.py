@@ -1,7 +1,7 @@
 """Feed formats as data: which source column becomes which AAP field, through which transform.
 
 A format is a TOML table (docs/feeds.md, "Mapping files"); the built-in ones
-(``google-vehicle``, ``meta-vehicle``, ``dealer-csv``) ship in ``formats/``
+(``google-vehicle``, ``meta-vehicle``, ``dealer-csv``) ship in this package (``*.toml``)
 and a dealer's ``--mapping FILE`` is read by the same :func:`parse_format`,
 optionally ``extends``-ing a built-in one::
 
@@ -30,8 +30,8 @@ from importlib import resources
 from typing import Any
 
 from aap.config.table import Problems, Table
-from aap.inventory.feed import COLUMNS, COMPUTED_FIELDS
-from aap.inventory.feeds.transforms import TRANSFORMS, Options, Transform
+from aap.inventory.formats.transforms import TRANSFORMS, Options, Transform
+from aap.inventory.listing_rules import COLUMNS, COMPUTED_FIELDS
 
 BUILT_IN: tuple[str, ...] = ("google-vehicle", "meta-vehicle", "dealer-csv")
 
@@ -222,14 +222,19 @@ def _target(raw: Any, table: Table, key: str, rank: int) -> Target | None:
     return Target(name, TRANSFORMS[transform_name], transform_name, options, rank)
 
 
-def parse_format(doc: dict[str, Any], source: str, *, built_in: bool = False) -> FeedFormat:
-    """A format table (a parsed TOML document), or a :class:`MappingError` listing every problem."""
+def parse_format(
+    doc: dict[str, Any], source: str, *, built_in: bool = False, formats: Formats | None = None
+) -> FeedFormat:
+    """A format table (a parsed TOML document), or a :class:`MappingError` listing every problem.
+
+    ``formats`` gives the built-in table an ``extends`` names (else it is parsed here).
+    """
     problems = Problems()
     root = Table(doc, "", problems)
     base: FeedFormat | None = None
     extends = root.string("extends", None, choices=BUILT_IN)
     if extends is not None:
-        base = builtin_format(extends)
+        base = formats.get(extends) if formats is not None else builtin_format(extends)
     name = root.string("name", None) if built_in else None
     title = root.string("title", "") if built_in else ""
     unknown = root.string("unknown", base.unknown if base else "other_attributes", choices=UNKNOWN_POLICIES)
@@ -321,26 +326,78 @@ def parse_format(doc: dict[str, Any], source: str, *, built_in: bool = False) ->
     )
 
 
-_BUILT: dict[str, FeedFormat] = {}
-
-
 def builtin_format(name: str) -> FeedFormat:
-    """The built-in format ``name`` (read from the package once)."""
-    if name not in _BUILT:
-        if name not in BUILT_IN:
-            raise KeyError(name)
-        text = resources.files("aap.inventory.feeds").joinpath(f"formats/{name}.toml").read_text("utf-8")
-        _BUILT[name] = parse_format(tomllib.loads(text), f"formats/{name}.toml", built_in=True)
-    return _BUILT[name]
+    """The built-in format ``name``, parsed from its packaged table (a few hundred microseconds)."""
+    if name not in BUILT_IN:
+        raise KeyError(name)
+    text = resources.files("aap.inventory.formats").joinpath(f"{name}.toml").read_text("utf-8")
+    return parse_format(tomllib.loads(text), f"formats/{name}.toml", built_in=True)
 
 
-def read_mapping(path: str) -> FeedFormat:
-    """A dealer's mapping file, or a :class:`MappingError` (unreadable file included)."""
+class Formats:
+    """The built-in formats, each parsed when first asked for and kept by this object's owner.
+
+    Whoever reads feeds makes one and passes it down (an import's
+    :class:`~aap.inventory.formats.reader.ReadOptions`, a scheduler); there is no
+    module-level cache, so nothing is shared between two agents in one process.
+    """
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, FeedFormat] = {}
+
+    def get(self, name: str) -> FeedFormat:
+        """The built-in format ``name`` (a :class:`KeyError` for an unknown one)."""
+        found = self._parsed.get(name)
+        if found is None:
+            found = self._parsed[name] = builtin_format(name)
+        return found
+
+
+#: A mapping file larger than this is refused before it is parsed.
+MAX_MAPPING_BYTES = 1 << 20
+#: Tables and arrays nested deeper than this are refused (a mapping needs three levels).
+MAX_MAPPING_DEPTH = 8
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (stops counting past ``limit``)."""
+    deepest = 0
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level + 1)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def read_mapping(path: str, formats: Formats | None = None) -> FeedFormat:
+    """A dealer's mapping file, or a :class:`MappingError` listing its problems (docs/feeds.md,
+    "Mapping files"): unreadable, too large, not UTF-8, not TOML, nested too deep, or the table's."""
     try:
         with open(path, "rb") as handle:
-            doc = tomllib.load(handle)
+            raw = handle.read(MAX_MAPPING_BYTES + 1)
     except OSError as exc:
         raise MappingError([f"cannot be read ({exc.strerror})"], path) from None
+    if len(raw) > MAX_MAPPING_BYTES:
+        raise MappingError([f"is larger than {MAX_MAPPING_BYTES >> 20} MiB"], path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MappingError([f"is not UTF-8 text (byte {exc.start} is not valid)"], path) from None
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MappingError([f"(syntax): {exc}"], path) from None
-    return parse_format(doc, path)
+    except RecursionError:
+        raise MappingError([f"nests tables or arrays more than {MAX_MAPPING_DEPTH} deep"], path) from None
+    if _depth(doc, MAX_MAPPING_DEPTH) > MAX_MAPPING_DEPTH:
+        raise MappingError([f"nests tables or arrays more than {MAX_MAPPING_DEPTH} deep"], path)
+    return parse_format(doc, path, formats=formats)

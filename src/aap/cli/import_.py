@@ -85,6 +85,32 @@ def _is_url(source: str) -> bool:
     help="The largest share of the inventory a --replace may remove.",
 )
 @click.option("--strict", is_flag=True, help="A wrong VIN check digit is an error, not a warning.")
+@click.option(
+    "--allow-field-loss",
+    is_flag=True,
+    help="Import although many published listings would lose a price, mileage, photos, condition or "
+    "stock number, or the format feeds none of the required fields (docs/feeds.md, Safety).",
+)
+@click.option(
+    "--max-field-loss-share",
+    type=click.FloatRange(0, 1),
+    default=0.2,
+    show_default=True,
+    help="The content guard: the largest share of updated listings that may lose one of those fields.",
+)
+@click.option("--rooftop", default=None, metavar="NAME", help="The rooftop of rows that name none.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 86400),
+    default=300.0,
+    show_default=True,
+    help="A URL: the whole fetch must end within this many seconds.",
+)
+@click.option(
+    "--allow-private-network",
+    is_flag=True,
+    help="A URL: let it (and its redirects) reach loopback and private addresses.",
+)
 @click.option("--encoding", default=None, help="The file's encoding (default: detected).")
 @click.option("--delimiter", default=None, help="The cell delimiter (default: sniffed).")
 @click.option("--force", is_flag=True, help="Import a URL even if it has not changed since the last import.")
@@ -109,6 +135,11 @@ def command(
     allow_shrink: bool,
     max_removed_share: float,
     strict: bool,
+    allow_field_loss: bool,
+    max_field_loss_share: float,
+    rooftop: str | None,
+    timeout: float,
+    allow_private_network: bool,
     encoding: str | None,
     delimiter: str | None,
     force: bool,
@@ -130,9 +161,10 @@ def command(
     stored inventory stays as it was.
     """
     from aap.config.feeds import source_problem
-    from aap.feeds.fetch import Credentials, Validators, display_source
+    from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
     from aap.feeds.job import ImportRequest
-    from aap.inventory.feeds import MappingError, read_mapping
+    from aap.inventory.formats import MappingError, read_mapping
+    from aap.store.inventory import ContentGuard
 
     if _is_url(source):
         problem = source_problem(source)
@@ -167,7 +199,15 @@ def command(
         dry_run=dry_run,
         max_removed_share=None if allow_shrink else max_removed_share,
         credentials=Credentials(username_env, password_env, token_env, key_file, known_hosts, ca_file),
+        rules=FetchRules(timeout, private_network=allow_private_network),
+        rooftop=rooftop,
+        allow_field_loss=allow_field_loss,
+        guard=ContentGuard(max_share=max_field_loss_share),
     )
+    if rooftop is not None:
+        names = {r["name"] for p in settings.all_profiles() for r in p.rooftops}
+        if rooftop not in names:
+            raise click.BadParameter(f"{rooftop!r} is not a configured rooftop", param_hint="--rooftop")
     stores = open_stores_or_fail(settings)
     if is_demo(settings) and not dry_run:
         claim_for_demo(stores, settings)  # a feed loaded as the demo's: the demo may serve it
@@ -206,7 +246,7 @@ def command(
     written = None
     report = result.report
     if report is not None and report.rejected and (rejects_path or (skip_invalid and not dry_run)):
-        from aap.inventory.feeds.rejects import write_rejects
+        from aap.inventory.formats.rejects import write_rejects
 
         written = rejects_path or f"{os.path.basename(report.member or source.rsplit('/', 1)[-1])}.rejects.csv"
         write_rejects(written, report.rejected)
@@ -215,7 +255,7 @@ def command(
         summary["rejects_file"] = written
         click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        _print(result, source, written)
+        _print(result, source, written, rooftop)
     raise SystemExit(0 if result.ok else 1)
 
 
@@ -252,7 +292,7 @@ def _count(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
-def _print(result: Any, source: str, rejects: str | None) -> None:
+def _print(result: Any, source: str, rejects: str | None, rooftop: str | None = None) -> None:
     run = result.run
     report = result.report
     if report is not None:
@@ -268,7 +308,7 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
             details.append(f"{report.archive} archive" + (f" ({report.member})" if report.member else ""))
         console.print(Text(f"Read {run.source}: {', '.join(details)}; {_count(report.rows, 'row')}."))
         for name, count in sorted(report.defaults.items()):
-            value = "available" if name == "status" else (report.file_time if name == "updated_at" else "")
+            value = {"status": "available", "updated_at": report.file_time, "rooftop": rooftop or ""}.get(name, "")
             note = " (the feed's own time)" if name == "updated_at" else ""
             console.print(Text(f"Default {name} = {value or 'from the mapping'}{note} for {_count(count, 'row')}."))
         for column, fate in report.columns.items():
@@ -301,7 +341,14 @@ def _print(result: Any, source: str, rejects: str | None) -> None:
     console.print(
         Text(
             f"{verb} {_count(report.accepted, 'listing')} from {run.source}: {stats.inserted} new, "
-            f"{stats.updated} updated, {stats.removed} removed{skipped}; {stats.total} available in total."
-            + (" Dry run: nothing was written." if run.dry_run else "")
+            f"{stats.updated} updated, {stats.unchanged} unchanged, {stats.removed} removed{skipped}; "
+            f"{stats.total} available in total." + (" Dry run: nothing was written." if run.dry_run else "")
         )
     )
+    if stats.matched:
+        console.print(
+            Text(f"{_count(stats.matched, 'listing')} matched a published car by VIN or stock number (its id kept).")
+        )
+    if stats.kept_fields:
+        kept = ", ".join(f"{name} ({count:,})" for name, count in sorted(stats.kept_fields.items()))
+        console.print(Text(f"Kept as published (this feed has no column for them): {kept}."))

@@ -9,7 +9,7 @@ that returns ``None`` for "no value" (the field stays absent), raises
 
 Transforms are pure and know nothing of files or the store; the AAP rules
 (the ``InventoryListing`` schema and the deployment rules of
-:mod:`aap.inventory.feed`) run afterwards on what they produce.
+:mod:`aap.inventory.listing_rules`) run afterwards on what they produce.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from aap.inventory.vin import check_digit_applies, expected_check_digit
+from aap.inventory.listing_rules import web_url
 
 
 class TransformError(ValueError):
@@ -440,16 +440,15 @@ def photos(value: str, o: Options, row: Row) -> list[str] | None:
     upgraded = 0
     for item in _split(value, o):
         url = "https:" + item if item.startswith("//") else item
-        head = url[:8].lower()
-        if head.startswith("http://"):
+        if not web_url(url):
+            row.warn(f"has photo {show(item)}, which is no https URL; left out")
+            continue
+        if url[:5].lower() == "http:":
             if o.insecure == "drop":
                 row.warn(f"has photo {show(item)} over http://; left out")
                 continue
             url = "https://" + url[7:]
             upgraded += 1
-        elif not head.startswith("https://") or len(url) <= 8:
-            row.warn(f"has photo {show(item)}, which is no https URL; left out")
-            continue
         if url not in out:
             out.append(url)
     if upgraded:
@@ -458,12 +457,12 @@ def photos(value: str, o: Options, row: Row) -> list[str] | None:
 
 
 def url(value: str, o: Options, row: Row) -> str | None:
-    """An absolute http(s) URL (a vehicle detail page), kept as written."""
+    """An absolute http(s) URL (a vehicle detail page), kept as written (the listing rules upgrade http)."""
     stripped = value.strip()
     if not stripped:
         return None
-    if not stripped[:8].lower().startswith(("http://", "https://")):
-        raise TransformError("is not an absolute http(s) URL")
+    if not web_url(stripped):
+        raise TransformError("is not an absolute https URL")
     return stripped
 
 
@@ -479,19 +478,12 @@ def text_list(value: str, o: Options, row: Row) -> list[str] | None:
 
 
 def vin(value: str, o: Options, row: Row) -> str | None:
-    """A VIN in upper case without spaces or dashes, its check digit verified where it applies."""
+    """A VIN in upper case without spaces or dashes (its check digit is the listing rules' to verify)."""
     cleaned = value.translate(_VIN_NOISE).strip().upper()
     if not cleaned:
         return None
     if not _VIN_CHARS.fullmatch(cleaned):
         raise TransformError("is not a VIN (17 letters and digits, without I, O or Q)")
-    if check_digit_applies(cleaned):
-        expected = expected_check_digit(cleaned)
-        if expected is not None and cleaned[8] != expected:
-            message = f"has a wrong check digit (expected {expected})"
-            if row.strict:
-                raise TransformError(message)
-            row.warn(message)
     return cleaned
 
 

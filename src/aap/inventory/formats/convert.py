@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from aap.inventory.feeds.mapping import (
+from aap.inventory.formats.mapping import (
     FLAG,
     LIST,
     OTHER,
@@ -32,7 +32,7 @@ from aap.inventory.feeds.mapping import (
     attribute_key,
     squash,
 )
-from aap.inventory.feeds.transforms import TransformError, show
+from aap.inventory.formats.transforms import TransformError, show
 
 Problem = tuple[str, str, str | None, str | None]  # (JSON pointer, message, column, value)
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:")
@@ -100,6 +100,35 @@ class _Plan:
     entries: tuple[tuple[int, str, Target], ...]  # one per (column, target), in rank order
     unknown: tuple[tuple[int, str, str], ...]  # (position, column, other_attributes key)
     refused: tuple[str, ...]  # unknown columns when the table says "error"
+    fields: frozenset[str] = frozenset()  # what the layout carries (see :func:`carried_fields`)
+
+
+#: Fields a transform may set besides its own (the currency of ``33995 USD``, the unit of ``28,411 mi``).
+SIDE_FIELDS: dict[str, tuple[str, ...]] = {"money": ("currency",), "mileage": ("mileage_unit",)}
+
+
+def target_fields(target: Target) -> tuple[str, ...]:
+    """The listing fields one target may set: its own (``certified`` sets the condition), and side fields."""
+    own = "condition" if target.kind == FLAG else target.field
+    return (own, *SIDE_FIELDS.get(target.transform_name, ()))
+
+
+def carried_fields(fmt: FeedFormat, columns: Sequence[str]) -> frozenset[str]:
+    """What a feed with these columns carries: the fields its columns (and the table's defaults) may set.
+
+    ``other_attributes.<key>`` names one key of ``other_attributes``; ``status``
+    and ``updated_at`` are always carried (they have defaults).
+    """
+    out = {"status", "updated_at", *fmt.defaults}
+    for column in columns:
+        targets = fmt.targets(column)
+        if targets is None:
+            if fmt.unknown == "other_attributes":
+                out.add(OTHER + attribute_key(column))
+            continue
+        for target in targets:
+            out.update(target_fields(target))
+    return frozenset(out)
 
 
 def _lenient_json(text: str) -> Any:
@@ -125,17 +154,31 @@ class Converter:
     """Records to listings for one format; ``file_time`` is the default ``updated_at``."""
 
     def __init__(
-        self, fmt: FeedFormat, *, file_time: str, strict: bool = False, rooftop_names: Sequence[str] = ()
+        self,
+        fmt: FeedFormat,
+        *,
+        file_time: str,
+        strict: bool = False,
+        rooftop_names: Sequence[str] = (),
+        store_codes: Mapping[str, str] | None = None,
+        default_rooftop: str | None = None,
     ) -> None:
         self.format = fmt
         self.file_time = file_time
         self.strict = strict
         names = {name.casefold(): name for name in rooftop_names}
-        names.update(fmt.rooftops)
+        names.update(store_codes or {})  # the configuration's store codes (casefolded)
+        names.update(fmt.rooftops)  # a mapping's [rooftops] win: the file is the more specific
         self.rooftops = names
+        self.defaults = dict(fmt.defaults)
+        if default_rooftop is not None:  # the feed's own default wins over the mapping's
+            self.defaults["rooftop"] = default_rooftop
         self._plans: dict[tuple[str, ...], _Plan] = {}
         self.unknown_columns: dict[str, str] = {}  # column -> what happened to it
         self.defaults_used: dict[str, int] = {}
+        #: What the feed carries (the union over its layouts): fields a later import leaves alone
+        #: when its feed does not carry them (docs/feeds.md, "One car, one listing").
+        self.carried: set[str] = set()
 
     def plan(self, columns: Sequence[str]) -> _Plan:
         key = tuple(columns)
@@ -159,8 +202,10 @@ class Converter:
                 entries.append((min(t.rank for t in targets), position, column, targets))
         entries.sort(key=lambda e: (e[0], e[1]))
         flat = tuple((p, c, target) for _, p, c, targets in entries for target in targets)
-        plan = _Plan(flat, tuple(unknown), tuple(refused))
+        fields = carried_fields(self.format, columns) | self.defaults.keys()
+        plan = _Plan(flat, tuple(unknown), tuple(refused), frozenset(fields))
         self._plans[key] = plan
+        self.carried.update(fields)
         return plan
 
     def expand(self, pairs: list[tuple[str, str]], line: int) -> tuple[list[tuple[str, str]], list[Problem]]:
@@ -229,7 +274,7 @@ class Converter:
                 attributes = listing.setdefault("other_attributes", {})
                 attributes.setdefault(key, cell)
                 origin.setdefault(f"other_attributes/{key}", (column, cell))
-        for name, value in self.format.defaults.items():
+        for name, value in self.defaults.items():
             if name not in listing and name not in out.failed:
                 listing[name] = value
                 out.defaulted.append(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterable
 
-from aap.inventory.feeds.reader import RejectedRow
+from aap.inventory.formats.reader import RejectedRow
 
 HEADER = ("line", "columns", "values", "problems")
 
