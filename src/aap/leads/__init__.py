@@ -12,5 +12,6 @@ Modules, one concept each: :mod:`settings` (the ``[leads]`` table),
 slots), :mod:`idempotency` (canonical payload hash), :mod:`aap.store.leads`
 (tables and SQL), :mod:`submit` (the submit transaction), :mod:`adf` (the XML
 document), :mod:`transports` (HTTP, SMTP, webhook), :mod:`worker` (the
-outbox loop).
+outbox loop), :mod:`notify` (the new-lead e-mail to a rooftop's sales people),
+:mod:`pipeline` (working a lead: status, owner, follow-up, notes).
 """

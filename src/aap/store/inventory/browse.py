@@ -186,7 +186,10 @@ class InventoryBrowser:
                 segment = segments[index]
                 if wanted.no_price and segment.where == "l.price IS NOT NULL":
                     continue  # nothing without a price has one
-                where, values = [*base, segment.where or "1 = 1"], list(params)
+                segment_where = segment.where or "1 = 1"
+                if few:  # nor the segment's own bound (the sort keys are numbers: "+ 0" hides their index)
+                    segment_where = segment_where.replace(" IS ", " + 0 IS ", 1)
+                where, values = [*base, segment_where], list(params)
                 if cursor is not None and index == cursor.segment:
                     sql, keyset = after(segment, cursor.values)
                     where.append(sql)
