@@ -12,7 +12,7 @@ under the same database lease (:meth:`aap.store.feeds.FeedStore.claim`), so
 a feed never runs twice at a time however many workers, schedulers and
 buttons there are. The import runs in the background of the worker that
 got the click; the page polls the feed's state and reloads when the run is
-recorded. A seller's staff see their seller's feeds only.
+recorded. A seller's staff (on a marketplace) see their sellers' feeds and runs only.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from aap.config.feeds import FeedSettings
 from aap.console.auth import Refused, Visit
+from aap.console.inventory import scope_sellers
 from aap.feeds.fetch import display_source
 from aap.feeds.scheduler import FeedScheduler
 from aap.paths import CONSOLE_PREFIX
@@ -81,9 +82,9 @@ class FeedRunner:
 
 
 def _visible(console: Console, visit: Visit) -> list[FeedSettings]:
-    user = visit.session.user
-    seller = user.dealer_id if user.role != "admin" else None
-    return [f for f in console.settings.feeds if seller is None or f.dealer_id == seller]
+    """The feeds of the sellers the person's scope reaches (every feed: admins, one dealer)."""
+    sellers = scope_sellers(console, visit)
+    return [f for f in console.settings.feeds if sellers is None or f.dealer_id in sellers]
 
 
 def _running(state: FeedState | None, now_ms: int) -> bool:
@@ -138,12 +139,11 @@ def routes(console: Console, runner: FeedRunner) -> list[Route]:
                     "runs": [(r, _counts(r)) for r in runs],
                 }
             )
-        user = visit.session.user
-        seller = user.dealer_id if user.role != "admin" else None
+        sellers = scope_sellers(console, visit)
         by_hand = [
             (r, _counts(r))
             for r in await console.blocking(console.stores.feeds.runs, limit=40)
-            if r.feed is None and not r.dry_run and (seller is None or r.dealer_id == seller)
+            if r.feed is None and not r.dry_run and (sellers is None or r.dealer_id in sellers)
         ][:10]
         return console.page(
             request,
@@ -184,9 +184,8 @@ def routes(console: Console, runner: FeedRunner) -> list[Route]:
 
     async def _run_or_404(request: Request, visit: Visit) -> FeedRun:
         run = await console.blocking(console.stores.feeds.run, request.path_params["run_id"][:64])
-        user = visit.session.user
-        seller = user.dealer_id if user.role != "admin" else None
-        if run is None or (seller is not None and run.dealer_id != seller):
+        sellers = scope_sellers(console, visit)
+        if run is None or (sellers is not None and run.dealer_id not in sellers):
             raise Refused(404, "There is no such import in the history.", visit=visit)
         return run
 
