@@ -156,12 +156,14 @@ def search_condition(query: str) -> tuple[str, list[Any]]:
 RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
 
 
-def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tuple[str, list[Any]]:
+def _where(
+    scope: LeadScope, wanted: InboxFilter, before: Keyset | None, *, unindexed: bool = False
+) -> tuple[str, list[Any]]:
     # With a rare delivery state, the few leads in it are found through lead_deliveries and read
     # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
     # seller or rooftop index instead and walking every lead there. PostgreSQL plans this itself.
     by_delivery = wanted.delivery in RARE_STATES and not wanted.query
-    plain = " || ''" if by_delivery else ""
+    plain = " || ''" if by_delivery or unindexed else ""
 
     conditions, params = scope_condition(scope, plain=plain)
     if wanted.status:
@@ -203,10 +205,11 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
     return where_all(conditions), params
 
 
-def conditions(scope: LeadScope, wanted: InboxFilter) -> tuple[list[str], list[Any]]:
+def conditions(scope: LeadScope, wanted: InboxFilter, *, unindexed: bool = False) -> tuple[list[str], list[Any]]:
     """The inbox's filter (its scope included) as SQL conditions on alias ``l``: for the stores that
-    page the same leads in another order (:mod:`aap.store.lead_pipeline`)."""
-    where, params = _where(scope, wanted, None)
+    page the same leads in another order (:mod:`aap.store.lead_pipeline`). ``unindexed`` writes
+    the seller, rooftop and status terms so that no index of theirs leads (the order's does)."""
+    where, params = _where(scope, wanted, None, unindexed=unindexed)
     return ([where[len("WHERE ") :]] if where else []), params
 
 

@@ -62,8 +62,8 @@ ALTER TABLE leads ADD COLUMN responded_ms INTEGER;
 ALTER TABLE leads ADD COLUMN response_ms INTEGER;
 ALTER TABLE leads ADD COLUMN notes INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX leads_stage_received ON leads (stage, received_ms);
-CREATE INDEX leads_owner_received ON leads (owner, received_ms DESC);
-CREATE INDEX leads_follow_up ON leads (follow_up, received_ms);
+CREATE INDEX leads_owner_received ON leads (owner, received_ms DESC, lead_id DESC, stage);
+CREATE INDEX leads_follow_up ON leads (follow_up, received_ms, lead_id, stage, owner);
 CREATE INDEX leads_response_order ON leads (rooftop, response_ms, received_ms, dealer_id, status);
 CREATE TABLE lead_events (
     event_id TEXT PRIMARY KEY,
@@ -173,14 +173,25 @@ def stage_condition(stage: str) -> str:
     return f"l.stage = '{stage}'"
 
 
-def _pipeline_conditions(wanted: PipelineFilter) -> tuple[list[str], list[Any]]:
+def _pipeline_conditions(wanted: PipelineFilter, sort: str) -> tuple[list[str], list[Any]]:
+    """The pipeline's filter as SQL, written so that the right index leads (SQLite plans without
+    statistics, from how the SQL is written): a status's ``(stage, received_ms)`` or an owner's
+    ``(owner, received_ms)`` when the order is by arrival (equality, then the order itself); the
+    order's own index otherwise — the follow-up date's or the owner's, which hold the status and
+    owner too, so the walk reads no lead row — and never a group of statuses (most leads are
+    open: sorting them all costs more than walking the order)."""
+    by_arrival = sort in ("newest", "oldest")
     found: list[str] = []
     params: list[Any] = []
     if wanted.stage:
-        found.append(stage_condition(wanted.stage))
+        condition = stage_condition(wanted.stage)
+        if wanted.stage in STAGE_GROUPS or not by_arrival:
+            condition = condition.replace("l.stage", "l.stage || ''", 1)
+        found.append(condition)
     if wanted.owner is not None:
+        column = "l.owner" if by_arrival or sort == "owner" else "l.owner || ''"
         if wanted.owner:
-            found.append("l.owner = ?")
+            found.append(f"{column} = ?")
             params.append(wanted.owner)
         else:
             found.append("l.owner IS NULL")
@@ -189,7 +200,8 @@ def _pipeline_conditions(wanted: PipelineFilter) -> tuple[list[str], list[Any]]:
     elif wanted.follow_up in ("due", "upcoming"):
         if wanted.today is None:
             raise ValueError("a follow-up filter needs the viewer's date")
-        found.append("l.follow_up <= ?" if wanted.follow_up == "due" else "l.follow_up > ?")
+        column = "l.follow_up" if sort == "follow_up" else "l.follow_up || ''"
+        found.append(f"{column} <= ?" if wanted.follow_up == "due" else f"{column} > ?")
         params.append(wanted.today)
     return found, params
 
@@ -340,8 +352,8 @@ class LeadPipeline:
         Each segment of the sort is one keyset query on an index; a page that ends a segment
         goes on with the next, so a page costs what the first does wherever it starts.
         """
-        base, params = conditions(scope, wanted)
-        more, more_params = _pipeline_conditions(pipeline)
+        base, params = conditions(scope, wanted, unindexed=sort not in ("newest", "oldest"))
+        more, more_params = _pipeline_conditions(pipeline, sort)
         segments = SORTS[sort]
         picked: list[tuple[str, Sequence[Any], int]] = []  # (lead id, keys, segment)
         start = cursor.segment if cursor else 0
