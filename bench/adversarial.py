@@ -11,7 +11,7 @@ signed-in Poppy client):
    sends until it is cut off, and ``/healthz`` answered meanwhile), and 16 parallel 32 MB
    headers (server RSS before and after). ``--heads-only`` runs this part alone.
 1. **Worst refusals.** Hand-made requests just under the 1 MiB body cap that cost the most to
-   refuse before issue 15 (100,000 feature codes, 100,000 distinct makes, 60,000 filter names,
+   refuse before the request bounds (docs/search.md, "Request bounds") existed (100,000 feature codes, 100,000 distinct makes, 60,000 filter names,
    a 1 MiB string, deep nesting, garbage the JSON reader chews on, a lead with a 1 MiB
    message, an MCP call the SDK reads, OAuth forms), each sent ``--repeat`` times over every
    door it fits; for each, the server CPU per request (mean and max).
@@ -27,8 +27,8 @@ signed-in Poppy client):
 
 Server CPU is the sum over the server process's threads of ``/proc/<pid>/task/*/schedstat``
 (time on a CPU, in nanoseconds), read before and after each request, one request at a time;
-the server is idle between requests, so each difference is that request's CPU. The target of
-issue 15: no request under the body cap costs more than 20 ms of server CPU before it is
+the server is idle between requests, so each difference is that request's CPU. The target
+(docs/benchmarks.md, "Adversarial requests"): no request under the body cap costs more than 20 ms of server CPU before it is
 refused.
 
     python bench/adversarial.py --examples 20000
@@ -205,7 +205,7 @@ def worst_refusals(max_body: int) -> dict[str, tuple[str, Any]]:
     """name -> (door, AAP payload or raw body) of the costliest requests under the body cap."""
     near = max_body - 4096
     return {
-        "features_all: 100,000 x 'x' (issue 15)": (
+        "features_all: 100,000 x 'x'": (
             "aap",
             {"type": "inventory.search.request", "filters": {"features_all": ["x"] * 100_000}},
         ),

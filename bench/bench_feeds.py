@@ -9,7 +9,7 @@ format. Each is imported end to end into a fresh SQLite database through
 check every row with the one validator, import in one transaction, record the
 run; a feed this large is read in a child process while it is stored,
 :mod:`aap.feeds.pipeline`). Prints rows/s for the whole import (wall time) and
-rows per CPU-second for its two halves. Target (issue 12): dealer-csv >= 20k
+rows per CPU-second for its two halves. Target: dealer-csv >= 20k
 rows/s on SQLite.
 
     python bench/bench_feeds.py --count 100000

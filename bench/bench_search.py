@@ -10,7 +10,7 @@ took 20 ms or more is remembered for the inventory version) — and
 ``inventory.facets`` (unfiltered and two filtered), cold (first call after an
 import) and cached (served from the per-version cache); also a full-replace
 re-import and a 1,000-listing upsert. Prints one line per figure. Targets
-(issue 2): search (a) p50 <= 5 ms, facets <= 150 ms, import >= 20k listings/s.
+(docs/benchmarks.md, "Core"): search (a) p50 <= 5 ms, facets <= 150 ms, import >= 20k listings/s.
 """
 
 from __future__ import annotations

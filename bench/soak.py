@@ -57,6 +57,8 @@ from typing import Any
 
 import httpx
 
+from aap.util.rfc3339 import to_utc_z
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from common import stop_process  # noqa: E402
@@ -249,10 +251,6 @@ class Lives:
 # -- the clients -----------------------------------------------------------------------------------
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def lead(key: str) -> dict[str, Any]:
     now = datetime.now(UTC)
     return {
@@ -264,8 +262,8 @@ def lead(key: str) -> dict[str, Any]:
             "preferred_contact": "email",
         },
         "consent": {
-            "granted_at": _rfc3339(now - timedelta(minutes=1)),
-            "expires_at": _rfc3339(now + timedelta(days=30)),
+            "granted_at": to_utc_z(now - timedelta(minutes=1)),
+            "expires_at": to_utc_z(now + timedelta(days=30)),
             "allowed_channels": ["email"],
             "consent_text": "I agree to be contacted by email.",
             "scope": ["lead_submission"],

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from aap.spec.bounds import REQUEST_BOUNDS, bound_problems
+from aap.util.rfc3339 import to_utc_z
 
 CANARY = "Qzx"
 MODERN, LEGACY = "2026-07-28", "2025-11-25"
@@ -171,10 +172,6 @@ OVERSIZED = st.one_of(
 )
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
     """One valid request per skill (a fresh lead each time: its key and clock)."""
 
@@ -190,7 +187,7 @@ def valid_payloads() -> dict[str, Callable[[], dict[str, Any]]]:
                 "preferred_contact": "email",
             },
             "consent": {
-                "granted_at": _rfc3339(now - timedelta(minutes=5)),
+                "granted_at": to_utc_z(now - timedelta(minutes=5)),
                 "allowed_channels": ["email", "phone"],
                 "consent_text": f"{CANARY} I agree to be contacted.",
                 "scope": ["lead_submission"],

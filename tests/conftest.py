@@ -1,7 +1,7 @@
 """Shared fixtures: settings built in code, dealer agents on fresh databases of both backends.
 
 ``settings_factory`` builds a :class:`~aap.config.model.Settings` directly from
-``aap.config.model`` (no TOML): three rooftops (two in the San Francisco Bay
+``aap.config.model`` (no TOML, :func:`factories.make_settings`): three rooftops (two in the San Francisco Bay
 Area, one in Vancouver with CAD fees and its own timezone) and a feature
 vocabulary. ``agent_factory`` gives a :class:`~aap.agent.DealerAgent` on a
 fresh database file, optionally loaded with listings; ``memory_agent`` is the
@@ -16,112 +16,42 @@ throwaway cluster per session (:mod:`pg_cluster`), a fresh database per test.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from aap.agent import CallContext, DealerAgent
-from aap.config.model import (
-    AgentIdentity,
-    DealerProfile,
-    Feature,
-    SearchCapabilities,
-    Settings,
+# The helper modules' asserts are rewritten like a test's, so a failing assert_* helper shows the
+# values it compared (pytest rewrites only modules registered before they are first imported):
+# every module of tests/ that is not a test module, a new helper included.
+pytest.register_assert_rewrite(
+    *sorted(p.stem for p in Path(__file__).parent.glob("*.py") if not p.stem.startswith(("test_", "conftest")))
 )
-from aap.spec import validate
-from aap.store import Stores, open_database, open_stores
-from aap.store.db import Database
-from pg_cluster import PostgresCluster
+
+from aap.agent import CallContext, DealerAgent  # noqa: E402 (after the registration above)
+from aap.config.model import Settings  # noqa: E402
+from aap.spec import validate  # noqa: E402
+from aap.store import Stores, open_database, open_stores  # noqa: E402
+from aap.store.db import Database  # noqa: E402
+from factories import DEFAULT_ROOFTOPS as DEFAULT_ROOFTOPS  # noqa: E402 (re-exported: tests import these from here)
+from factories import FEATURES as FEATURES  # noqa: E402
+from factories import OAKLAND as OAKLAND  # noqa: E402
+from factories import SF as SF  # noqa: E402
+from factories import VANCOUVER as VANCOUVER  # noqa: E402
+from factories import WEEK as WEEK  # noqa: E402
+from factories import make_settings as make_settings  # noqa: E402
+from factories import rooftop as rooftop  # noqa: E402
+from pg_cluster import PostgresCluster  # noqa: E402
 
 # CI replays the same bounded examples on every run (a red build always means a
 # change broke something); locally hypothesis keeps exploring new examples.
 hypothesis_settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
-
-SF = {"latitude": 37.7749, "longitude": -122.4194}
-OAKLAND = {"latitude": 37.8044, "longitude": -122.2712}
-VANCOUVER = {"latitude": 49.2827, "longitude": -123.1207}
-
-WEEK = {
-    day: ({"open": "09:00", "close": "19:00"} if day != "sunday" else None)
-    for day in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-}
-
-FEATURES: tuple[Feature, ...] = (
-    Feature("adaptive_cruise_control", "Adaptive cruise control"),
-    Feature("apple_carplay", "Apple CarPlay"),
-    Feature("heated_front_seats", "Heated front seats"),
-    Feature("sunroof", "Sunroof"),
-)
-
-
-def rooftop(
-    name: str,
-    geo: dict[str, float] | None,
-    *,
-    city: str,
-    country: str = "US",
-    timezone: str = "America/Los_Angeles",
-    **extra: Any,
-) -> dict[str, Any]:
-    """A DealerInformation rooftop object."""
-    out: dict[str, Any] = {
-        "name": name,
-        "address": {"city": city, "country": country},
-        "timezone": timezone,
-        "phones": [{"name": "Sales", "value": "+14155550100"}],
-        "schedules": [{"name": "sales", "value": WEEK}],
-        "capabilities": ["sales", "service"],
-    }
-    if geo is not None:
-        out["geo"] = dict(geo)
-    out.update(extra)
-    return out
-
-
-DEFAULT_ROOFTOPS: tuple[dict[str, Any], ...] = (
-    rooftop("Bay Motors San Francisco", SF, city="San Francisco"),
-    rooftop("Bay Motors Oakland", OAKLAND, city="Oakland"),
-    rooftop(
-        "Bay Motors Vancouver",
-        VANCOUVER,
-        city="Vancouver",
-        country="CA",
-        timezone="America/Vancouver",
-        currency="CAD",
-        fees=[{"name": "Documentation fee", "amount": 499}],
-    ),
-)
-
-
-def make_settings(
-    *,
-    rooftops: Iterable[dict[str, Any]] = DEFAULT_ROOFTOPS,
-    dealer_id: str | None = None,
-    dealers: Iterable[DealerProfile] = (),
-    features: tuple[Feature, ...] = FEATURES,
-    **search: Any,
-) -> Settings:
-    """Settings for tests. Keyword arguments override :class:`SearchCapabilities` fields."""
-    info: dict[str, Any] = {"name": "Bay Motors Group", "rooftops": [dict(r) for r in rooftops]}
-    if dealer_id is not None:
-        info["dealer_id"] = dealer_id
-    caps = dataclasses.replace(SearchCapabilities(currencies=("USD", "CAD"), default_currency="USD"), **search)
-    return Settings(
-        deployment_id="test-deployment",
-        public_url="https://dealer.example",
-        agent=AgentIdentity(name="Bay Motors agent", description="Test dealer agent."),
-        dealer=DealerProfile(info),
-        search=caps,
-        features=features,
-        dealers=tuple(dealers),
-    )
 
 
 def assert_valid(instance: Any, schema: str) -> Any:
@@ -176,7 +106,7 @@ def reset_database(db: Database, snapshot: dict[str, list[tuple]]) -> None:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PostgresCluster]:
     """One throwaway PostgreSQL server for the whole session (started on first use)."""
-    cluster = PostgresCluster().start()
+    cluster = PostgresCluster().start(in_memory=True)
     yield cluster
     cluster.stop()
 
@@ -187,10 +117,11 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-def database_url_factory(backend, request, tmp_path) -> Callable[..., str]:
+def database_url_factory(backend, request, tmp_path) -> Iterator[Callable[..., str]]:
     """``database_url_factory(name="aap")`` → the URL of this test's database called ``name``.
 
-    The same name gives the same database within one test; each test starts empty.
+    The same name gives the same database within one test; each test starts empty, and its
+    PostgreSQL databases are dropped after it.
     """
     urls: dict[str, str] = {}
     cluster = request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
@@ -203,7 +134,10 @@ def database_url_factory(backend, request, tmp_path) -> Callable[..., str]:
                 urls[name] = cluster.create_database()
         return urls[name]
 
-    return url
+    yield url
+    if cluster is not None:
+        for made in urls.values():
+            cluster.drop_database(made)
 
 
 @pytest.fixture

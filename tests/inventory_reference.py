@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from aap.config.model import Settings
 from aap.store.inventory import synthesized_id
+from factories import listing as listing  # re-exported: the tests import it from here
 
 ELIGIBLE = ("available", "intransit", "pending")
 KM_PER_MI = Fraction(1609344, 1_000_000)
@@ -35,12 +36,6 @@ TERMS = (
 
 
 # -- a small hand-written inventory (unit tests) ----------------------------------
-
-
-def listing(vehicle_id: str, **fields: Any) -> dict[str, Any]:
-    base = {"vehicle_id": vehicle_id, "status": "available", "updated_at": "2026-04-30T08:00:00Z"}
-    base.update(fields)
-    return base
 
 
 INVENTORY = [

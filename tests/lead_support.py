@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import socket
 import threading
 import uuid
 from collections.abc import Iterable
@@ -19,6 +18,11 @@ from aap.config.leads import (
     Route,
 )
 from aap.config.model import AgentIdentity, DealerProfile, Settings
+from factories import crv
+from factories import free_port as free_port  # re-exported: the lead tests import it from here
+
+#: The listing the lead tests link leads to (the name they import it by).
+listing = crv
 
 # Distinctive customer values: tests assert they never reach a log line or an error.
 FIRST = "Zebulon"
@@ -132,33 +136,6 @@ def lead_request(**changes: Any) -> dict[str, Any]:
         else:
             body[key] = value
     return body
-
-
-def listing(vin: str, **extra: Any) -> dict[str, Any]:
-    out = {
-        "vin": vin,
-        "year": 2024,
-        "make": "Honda",
-        "model": "CR-V",
-        "trim": "EX-L",
-        "condition": "new",
-        "status": "available",
-        "price": 35500,
-        "updated_at": "2026-03-01T08:00:00Z",
-        "rooftop": "Bay Motors Oakland",
-        "stock": "H" + vin[-5:],
-        "body": "suv",
-        "transmission": "cvt",
-        "mileage": 12,
-    }
-    out.update(extra)
-    return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Receiver:

@@ -15,6 +15,7 @@ from aap.bindings import mcp
 from aap.inventory.demo import generate_listings
 from aap.server.app import SURFACES, create_app, mcp_surface
 from aap.store import Stores, open_stores
+from aap.util.rfc3339 import to_utc_z
 from http_helpers import LiveServer, make_settings
 
 MODERN = "2026-07-28"
@@ -109,8 +110,6 @@ def initialize(version: str = LEGACY) -> dict[str, Any]:
 
 
 # -- AAP payloads ------------------------------------------------------------------------
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def lead_request(vehicle: dict[str, Any], key: str) -> dict[str, Any]:
@@ -126,8 +125,8 @@ def lead_request(vehicle: dict[str, Any], key: str) -> dict[str, Any]:
             "preferred_contact": "email",
         },
         "consent": {
-            "granted_at": rfc3339(now - timedelta(minutes=5)),
-            "expires_at": rfc3339(now + timedelta(days=30)),
+            "granted_at": to_utc_z(now - timedelta(minutes=5)),
+            "expires_at": to_utc_z(now + timedelta(days=30)),
             "allowed_channels": ["email", "phone"],
             "consent_text": "I agree to be contacted by the dealership about this vehicle by email or phone.",
             "scope": ["lead_submission"],
@@ -135,6 +134,6 @@ def lead_request(vehicle: dict[str, Any], key: str) -> dict[str, Any]:
         "vehicle_of_interest": {k: vehicle[k] for k in ("vin", "year", "make", "model", "condition") if k in vehicle},
         "message": "Is this vehicle still available?",
         "source_agent": {"name": "aap-tests", "url": "https://buyer.example"},
-        "submitted_at": rfc3339(now),
+        "submitted_at": to_utc_z(now),
         "idempotency_key": key,
     }

@@ -29,6 +29,7 @@ from aap.discovery.agent_card import build_agent_card
 from aap.gateway import Gateway
 from aap.poppy import build
 from aap.store import open_stores
+from aap.util.rfc3339 import to_rfc3339
 from conftest import make_settings as code_settings
 from http_helpers import load_demo_inventory
 from poppy_client import AgentHost, HttpsServer, PersonalAgent, PoppyClient, TestCA
@@ -177,8 +178,8 @@ def lead_request(vin: str | None, key: str) -> dict:
             "preferred_contact": "email",
         },
         "consent": {
-            "granted_at": (now - dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z"),
-            "expires_at": (now + dt.timedelta(days=30)).isoformat().replace("+00:00", "Z"),
+            "granted_at": to_rfc3339(now - dt.timedelta(minutes=1)),
+            "expires_at": to_rfc3339(now + dt.timedelta(days=30)),
             "allowed_channels": ["email"],
             "consent_text": "I authorize Bay Motors to contact me by email about this vehicle.",
             "scope": ["lead_submission"],
@@ -189,7 +190,7 @@ def lead_request(vin: str | None, key: str) -> dict:
     return body
 
 
-def refused(dealer, send: Callable[[], httpx.Response], status: int, error: str) -> httpx.Response:
+def assert_refused(dealer, send: Callable[[], httpx.Response], status: int, error: str) -> httpx.Response:
     """``send()`` must fail with ``status``/``error`` and change nothing in the database."""
     before = dealer.snapshot()
     response = send()
@@ -201,8 +202,13 @@ def refused(dealer, send: Callable[[], httpx.Response], status: int, error: str)
     return response
 
 
-def api_refused(dealer, send: Callable[[], httpx.Response], error: str) -> httpx.Response:
-    response = refused(dealer, send, 401, error)
+def assert_api_refused(dealer, send: Callable[[], httpx.Response], error: str) -> httpx.Response:
+    response = assert_refused(dealer, send, 401, error)
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith("DPoP ") and f'error="{error}"' in challenge and 'algs="ES256"' in challenge
     return response
+
+
+# The names other modules knew these by.
+refused = assert_refused
+api_refused = assert_api_refused

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from aap import EXTENSION_URI
 from aap.config.model import RateLimit
 from aap.spec import validate
+from factories import deployment_fixture, http_fixture
 from http_helpers import (
     AAP_HEADERS,
     BAD_REQUEST,
     ERROR_INFO,
-    Deployment,
     aap_error_of,
     assert_valid_response,
     detail_of,
@@ -34,16 +34,10 @@ DEALER_RESP = "application/vnd.autoagent.dealer-information-response+json"
 SEARCH_REQ = "application/vnd.autoagent.inventory-search-request+json"
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(tmp_path_factory.mktemp("a2a"), rate_limit=RateLimit(enabled=False)) as dep:
-        yield dep
+deployment = deployment_fixture("a2a", rate_limit=RateLimit(enabled=False))
 
 
-@pytest.fixture(scope="module")
-def http(deployment):
-    with httpx.Client(base_url=deployment.base_url, timeout=30) as client:
-        yield client
+http = http_fixture()
 
 
 def call(http: httpx.Client, body, headers=AAP_HEADERS, *, raw: bytes | None = None):
@@ -59,7 +53,7 @@ def call(http: httpx.Client, body, headers=AAP_HEADERS, *, raw: bytes | None = N
     return response, payload
 
 
-def error_code(payload) -> int:
+def assert_error_code(payload) -> int:
     assert "result" not in payload, payload
     return payload["error"]["code"]
 
@@ -103,7 +97,7 @@ def test_version_accepted(http, headers):
 @pytest.mark.parametrize("value", ["", "0.3", "0.3.0", "1.1", "2.0", "1", "1.0-beta", "1.0, 0.3"])
 def test_version_rejected(http, value):
     response, payload = call(http, send_message(DEALER), {"A2A-Version": value})
-    assert error_code(payload) == -32009
+    assert assert_error_code(payload) == -32009
     info = detail_of(payload, ERROR_INFO)
     assert info["reason"] == "VERSION_NOT_SUPPORTED" and info["domain"] == "a2a-protocol.org"
     assert "1.0" in payload["error"]["message"]
@@ -144,7 +138,7 @@ def test_extensions_activated(http, value):
 )
 def test_extensions_missing_required_uri(http, value):
     response, payload = call(http, send_message(DEALER), {"A2A-Version": "1.0", "A2A-Extensions": value})
-    assert error_code(payload) == -32008
+    assert assert_error_code(payload) == -32008
     message = payload["error"]["message"]
     assert EXTENSION_URI in message and "A2A-Extensions" in message
     info = payload["error"]["data"][0]
@@ -159,7 +153,7 @@ def test_extensions_missing_required_uri(http, value):
 
 def test_version_checked_before_extensions(http):
     _, payload = call(http, send_message(DEALER), {"A2A-Version": "0.3", "A2A-Extensions": ""})
-    assert error_code(payload) == -32009
+    assert assert_error_code(payload) == -32009
 
 
 # -- envelope -------------------------------------------------------------------------------
@@ -167,27 +161,27 @@ def test_version_checked_before_extensions(http):
 def test_parse_error(http, raw):
     _, payload = call(http, None, raw=raw)
     assert payload["id"] is None
-    assert error_code(payload) == -32700
+    assert assert_error_code(payload) == -32700
     assert "data" not in payload["error"]
 
 
 def test_batch_rejected(http):
     _, payload = call(http, [send_message(DEALER), send_message(DEALER)])
     assert payload["id"] is None
-    assert error_code(payload) == -32600
+    assert assert_error_code(payload) == -32600
     assert "batch" in payload["error"]["message"]
 
 
 @pytest.mark.parametrize("raw", [b'"text"', b"42", b"null", b"true"])
 def test_non_object_request(http, raw):
     _, payload = call(http, None, raw=raw)
-    assert payload["id"] is None and error_code(payload) == -32600
+    assert payload["id"] is None and assert_error_code(payload) == -32600
 
 
 def test_envelope_problems_all_listed(http):
     _, payload = call(http, {"jsonrpc": "1.0", "id": "x", "method": 7, "params": "p"})
     assert payload["id"] == "x"
-    assert error_code(payload) == -32600
+    assert assert_error_code(payload) == -32600
     fields = {v["field"] for v in detail_of(payload, BAD_REQUEST)["fieldViolations"]}
     assert fields == {"jsonrpc", "method", "params"}
 
@@ -197,14 +191,14 @@ def test_bad_id_answers_null(http, bad_id):
     body = send_message(DEALER)
     body["id"] = bad_id
     _, payload = call(http, body)
-    assert payload["id"] is None and error_code(payload) == -32600
+    assert payload["id"] is None and assert_error_code(payload) == -32600
 
 
 def test_notification_rejected(http):
     body = send_message(DEALER)
     del body["id"]
     _, payload = call(http, body)
-    assert payload["id"] is None and error_code(payload) == -32600
+    assert payload["id"] is None and assert_error_code(payload) == -32600
 
 
 # -- methods --------------------------------------------------------------------------------
@@ -226,7 +220,7 @@ def test_notification_rejected(http):
 def test_a2a_methods_not_served(http, method, code):
     _, payload = call(http, {"jsonrpc": "2.0", "id": 9, "method": method, "params": {"id": "task-1"}})
     assert payload["id"] == 9
-    assert error_code(payload) == code
+    assert assert_error_code(payload) == code
     assert payload["error"]["data"][0]["@type"] == ERROR_INFO
     assert payload["error"]["data"][0]["domain"] == "a2a-protocol.org"
 
@@ -234,13 +228,13 @@ def test_a2a_methods_not_served(http, method, code):
 @pytest.mark.parametrize("method", ["message/send", "tasks/get", "sendMessage", "Foo", ""])
 def test_unknown_method(http, method):
     _, payload = call(http, {"jsonrpc": "2.0", "id": 1, "method": method, "params": {}})
-    assert error_code(payload) == -32601
+    assert assert_error_code(payload) == -32601
     assert "data" not in payload["error"]
 
 
 # -- params ------------------------------------------------------------------------------------
 def invalid_params_fields(payload) -> set[str]:
-    assert error_code(payload) == -32602
+    assert assert_error_code(payload) == -32602
     assert detail_of(payload, ERROR_INFO)["reason"] == "INVALID_PARAMS"
     return {v["field"] for v in detail_of(payload, BAD_REQUEST)["fieldViolations"]}
 
@@ -298,7 +292,7 @@ def test_task_id_is_task_not_found(http):
     body = send_message(DEALER)
     body["params"]["message"]["taskId"] = "task-77"
     _, payload = call(http, body)
-    assert error_code(payload) == -32001
+    assert assert_error_code(payload) == -32001
     assert detail_of(payload, ERROR_INFO)["reason"] == "TASK_NOT_FOUND"
 
 
@@ -306,14 +300,14 @@ def test_push_config_in_send_message(http):
     body = send_message(DEALER)
     body["params"]["configuration"]["taskPushNotificationConfig"] = {"url": "https://buyer.example/hook"}
     _, payload = call(http, body)
-    assert error_code(payload) == -32003
+    assert assert_error_code(payload) == -32003
 
 
 def test_text_part_is_content_type_error(http):
     body = send_message(DEALER)
     body["params"]["message"]["parts"] = [{"text": "show me SUVs", "mediaType": "text/plain"}]
     _, payload = call(http, body)
-    assert error_code(payload) == -32005
+    assert assert_error_code(payload) == -32005
     assert detail_of(payload, ERROR_INFO)["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
 
 
@@ -352,7 +346,7 @@ def test_request_media_type_accepted(http, media_type):
 )
 def test_request_media_type_rejected(http, media_type):
     _, payload = call(http, send_message(DEALER, media_type=media_type))
-    assert error_code(payload) == -32005
+    assert assert_error_code(payload) == -32005
 
 
 @pytest.mark.parametrize(
@@ -379,13 +373,13 @@ def test_output_modes_accepted(http, accepted):
 )
 def test_output_modes_unmeetable(http, accepted):
     _, payload = call(http, send_message(DEALER, accepted=accepted))
-    assert error_code(payload) == -32005
+    assert assert_error_code(payload) == -32005
     assert detail_of(payload, ERROR_INFO)["metadata"]["responseMediaType"] == DEALER_RESP
 
 
 # -- AAP skill errors -----------------------------------------------------------------------------
 def aap_failure(payload, code: str, rpc_code: int) -> dict:
-    assert error_code(payload) == rpc_code
+    assert assert_error_code(payload) == rpc_code
     err = aap_error_of(payload)
     assert err is not None and err["code"] == code
     assert payload["error"]["message"] == err["message"]
@@ -468,7 +462,7 @@ def test_vehicle_not_found(http):
 def test_limit_above_max_rejected_not_clamped(http, deployment):
     data = {"type": "inventory.search.request", "pagination": {"limit": deployment.settings.search.max_limit + 1}}
     _, payload = call(http, send_message(data))
-    assert error_code(payload) == -32602
+    assert assert_error_code(payload) == -32602
 
 
 def test_integral_floats_from_sdk_clients(http):
@@ -516,6 +510,7 @@ def assert_sane(payload) -> None:
         assert payload["error"]["code"] != -32603, payload  # random input is never an internal error
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=TYPES,
@@ -530,6 +525,7 @@ def test_random_payloads_never_fail_the_server(http, kind, top, filters):
     assert_sane(payload)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=JSON, params=st.dictionaries(st.sampled_from(["message", "configuration", "tenant", "metadata"]), JSON))
 def test_random_envelopes_never_fail_the_server(http, body, params):

@@ -24,13 +24,10 @@ from aap import EXTENSION_URI
 from aap.config.model import RateLimit
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import deployment_fixture
 from http_helpers import Deployment, aap_error_of, assert_valid_response
 
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(tmp_path_factory.mktemp("sdk"), rate_limit=RateLimit(enabled=False)) as dep:
-        yield dep
+deployment = deployment_fixture("sdk", rate_limit=RateLimit(enabled=False))
 
 
 class Session:
@@ -177,6 +174,7 @@ async def test_unsupported_skill(deployment):
         assert aap_error_of(session.bodies[-1])["code"] == "UNSUPPORTED_SKILL"
 
 
+@pytest.mark.slow
 async def test_tenant_echoed_by_sdk(tmp_path):
     with Deployment(tmp_path, inventory=0, tenant="lot-7", rate_limit=RateLimit(enabled=False)) as dep:
         async with Session(dep.base_url) as session:

@@ -1,4 +1,4 @@
-"""The adversarial suite (issue 15, item 8): hostile requests at every door, bounded by example
+"""The adversarial suite: hostile requests at every door, bounded by example
 counts (CI replays the same examples: tests/conftest.py). bench/adversarial.py runs the same
 generators and verdicts with ``--examples 20000`` and measures server CPU per refusal.
 
@@ -58,7 +58,7 @@ from adversarial_support import (
     skill_of,
     token_requests,
 )
-from mcp_helpers import live_dealer
+from factories import live_dealer_fixture
 from poppy_client import PersonalAgent, PoppyClient, dpop_only
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401 (fixtures)
 from test_request_limits import Served
@@ -77,11 +77,8 @@ EXAMPLES = {
 SETTINGS = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory) -> Iterator[Any]:
-    """Every surface of one app on loopback, rate limits off (the suite is one busy caller)."""
-    with live_dealer(tmp_path_factory.mktemp("adversarial"), count=60, rate_limit=RateLimit(enabled=False)) as served:
-        yield served
+#: Every surface of one app on loopback, rate limits off (the suite is one busy caller).
+dealer = live_dealer_fixture("adversarial", count=60, rate_limit=RateLimit(enabled=False))
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +115,7 @@ def assert_clean(verdicts: Verdicts) -> None:
 # -- A2A ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a2a_hostile_payloads(dealer, meter):
     verdicts = Verdicts()
     with httpx.Client(base_url=dealer.base_url, timeout=60) as http:
@@ -135,6 +133,7 @@ def test_a2a_hostile_payloads(dealer, meter):
     assert verdicts.answers >= EXAMPLES["a2a"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_a2a_openapi_document_by_schemathesis(dealer, meter, mode):
     """The seed's own document, served at /a2a/openapi.json, drives the requests."""
@@ -158,6 +157,7 @@ def test_a2a_openapi_document_by_schemathesis(dealer, meter, mode):
 # -- MCP ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_mcp_hostile_json_rpc_at_both_revisions(dealer, meter):
     verdicts = Verdicts()
     revisions: set[str] = set()
@@ -181,6 +181,7 @@ def test_mcp_hostile_json_rpc_at_both_revisions(dealer, meter):
 # -- Poppy --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_poppy_api_hostile_payloads(poppy, meter):
     deployment, client = poppy
     verdicts = Verdicts()
@@ -200,6 +201,7 @@ def test_poppy_api_hostile_payloads(poppy, meter):
     assert_clean(verdicts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
     deployment, client = poppy
@@ -223,6 +225,7 @@ def test_poppy_openapi_document_by_schemathesis(poppy, poppy_ca, meter, mode):
     assert_clean(verdicts)
 
 
+@pytest.mark.slow
 def test_token_endpoint_hostile_forms(poppy):
     deployment, client = poppy
     endpoint = client.issuer_metadata["token_endpoint"]
@@ -358,6 +361,7 @@ def runner_served(tmp_path_factory) -> Iterator[Served]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_hostile_heads_are_refused_exactly_where_the_limits_say(runner_served):
     verdicts = Verdicts()
 
@@ -515,6 +519,7 @@ def _forget_sign_ins(market) -> None:
         tx.execute("DELETE FROM console_throttle")
 
 
+@pytest.mark.slow
 def test_a_storm_of_sign_ins_hashes_a_few_at_once_and_no_more_than_the_address_may(market):
     """40 sign-ins at once with unknown e-mails from one address: at most login_hash_concurrency
     hashes run at once, and no more are hashed than login_failures_per_address (20)."""
@@ -530,6 +535,7 @@ def test_a_storm_of_sign_ins_hashes_a_few_at_once_and_no_more_than_the_address_m
     assert 1 <= hasher.most <= 2  # [web] login_hash_concurrency
 
 
+@pytest.mark.slow
 def test_thirty_racing_guesses_at_one_account_check_at_most_its_free_attempts(market):
     from console_attacks import race, sign_in
     from console_support import PASSWORD
@@ -547,6 +553,7 @@ def test_thirty_racing_guesses_at_one_account_check_at_most_its_free_attempts(ma
     owner.close()
 
 
+@pytest.mark.slow
 def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_sellers_lead(market):
     """Every GET page of the console (listed from the app), with generated query strings, as the
     Downtown staff of north-motors: never a 5xx, never a value of south-autos' lead (nor of
@@ -592,6 +599,7 @@ def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_s
     staff.close()
 
 
+@pytest.mark.slow
 def test_a_forged_sign_out_changes_nothing_and_a_new_password_ends_a_stolen_session(market):
     from console_attacks import csrf_of, sign_in
     from console_support import PASSWORD
@@ -630,6 +638,7 @@ def test_a_forged_sign_out_changes_nothing_and_a_new_password_ends_a_stolen_sess
     thief.close()
 
 
+@pytest.mark.slow
 def test_no_csv_cell_starts_a_formula_wherever_a_spreadsheet_splits_it():
     from aap.console.leads import FORMULA_START, _csv_cell
     from console_attacks import spreadsheet_parts, spreadsheet_text

@@ -129,6 +129,7 @@ def test_head(https_deployment, card_response):
 
 
 # -- variants -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tenant_declared(tmp_path):
     with Deployment(tmp_path, inventory=0, public_url=HTTPS, tenant="dealer-42") as dep:
         card = httpx.get(dep.base_url + CARD).json()
@@ -136,6 +137,7 @@ def test_tenant_declared(tmp_path):
     assert validate(card, "agent-card") == []
 
 
+@pytest.mark.slow
 def test_provider_omitted_unless_complete(tmp_path):
     agent = AgentIdentity(name="Solo Motors", description="One store.", provider_organization="Solo")
     with Deployment(tmp_path, inventory=0, public_url=HTTPS, agent=agent) as dep:
@@ -145,6 +147,7 @@ def test_provider_omitted_unless_complete(tmp_path):
     assert validate(card, "agent-card") == []
 
 
+@pytest.mark.slow
 def test_loopback_http_interface(tmp_path):
     """Loopback http is allowed for development: the interface URL names the real server."""
     with Deployment(tmp_path, inventory=0) as dep:

@@ -22,8 +22,12 @@ from aap.config.loader import load_settings
 from aap.server.app import create_app
 from aap.spec import validate
 from aap.store import open_stores
+from factories import seller_listing
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, send_message
 from lead_support import Receiver, lead_request
+
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
 
 SHARED_VIN = "1HGCV1F34PA000001"
 
@@ -79,31 +83,33 @@ url = "{shelbyville}"
 """
 
 
-def listing(vehicle_id: str, dealer_id: str, rooftop: str, vin: str, make: str, price: int) -> dict:
-    return {
-        "vehicle_id": vehicle_id,
-        "dealer_id": dealer_id,
-        "rooftop": rooftop,
-        "vin": vin,
-        "year": 2023,
-        "make": make,
-        "model": "Model " + vehicle_id,
-        "condition": "used",
-        "status": "available",
-        "price": price,
-        "currency": "USD",
-        "mileage": 12000,
-        "updated_at": "2026-03-01T08:00:00Z",
-    }
-
-
 SPRINGFIELD = [
-    listing("sh-1", "springfield-honda", "Springfield Honda", SHARED_VIN, "Honda", 21000),
-    listing("sh-2", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000002", "Honda", 23000),
+    seller_listing(
+        "sh-1", "springfield-honda", "Springfield Honda", SHARED_VIN, make="Honda", price=21000, model="Model sh-1"
+    ),
+    seller_listing(
+        "sh-2",
+        "springfield-honda",
+        "Springfield Honda",
+        "1HGCV1F34PA000002",
+        make="Honda",
+        price=23000,
+        model="Model sh-2",
+    ),
 ]
 SHELBYVILLE = [
-    listing("sf-1", "shelbyville-ford", "Shelbyville Ford", SHARED_VIN, "Honda", 20500),
-    listing("sf-2", "shelbyville-ford", "Shelbyville Ford", "1FTEW1EP5PKA00003", "Ford", 41000),
+    seller_listing(
+        "sf-1", "shelbyville-ford", "Shelbyville Ford", SHARED_VIN, make="Honda", price=20500, model="Model sf-1"
+    ),
+    seller_listing(
+        "sf-2",
+        "shelbyville-ford",
+        "Shelbyville Ford",
+        "1FTEW1EP5PKA00003",
+        make="Ford",
+        price=41000,
+        model="Model sf-2",
+    ),
 ]
 
 
@@ -160,13 +166,13 @@ def call(server, data: dict) -> dict:
     return body
 
 
-def result_of(server, data: dict) -> dict:
+def assert_result(server, data: dict) -> dict:
     body = call(server, data)
     assert "result" in body, body
     return body["result"]["message"]["parts"][0]["data"]
 
 
-def error_of(server, data: dict) -> dict:
+def assert_error(server, data: dict) -> dict:
     body = call(server, data)
     error = aap_error_of(body)
     assert error is not None, body
@@ -174,7 +180,7 @@ def error_of(server, data: dict) -> dict:
 
 
 def search(server, **body) -> dict:
-    found = result_of(server, {"type": "inventory.search.request", **body})
+    found = assert_result(server, {"type": "inventory.search.request", **body})
     assert validate(found, "inventory-search-response") == []
     return found["data"]
 
@@ -189,31 +195,31 @@ def test_every_listing_names_its_seller_and_each_seller_answers_for_itself(marke
         ("sf-2", "shelbyville-ford"),
     }
     for v in vehicles:
-        info = result_of(server, {"type": "dealer.information.request", "dealer_id": v["dealer_id"]})
+        info = assert_result(server, {"type": "dealer.information.request", "dealer_id": v["dealer_id"]})
         assert validate(info, "dealer-information-response") == []
         assert info["data"]["dealer_id"] == v["dealer_id"]
         assert [r["name"] for r in info["data"]["rooftops"]] == [v["rooftop"]]
-    operator = result_of(server, {"type": "dealer.information.request"})
+    operator = assert_result(server, {"type": "dealer.information.request"})
     assert operator["data"]["name"] == "Cars Marketplace"
-    missing = error_of(server, {"type": "dealer.information.request", "dealer_id": "capital-city-kia"})
+    missing = assert_error(server, {"type": "dealer.information.request", "dealer_id": "capital-city-kia"})
     assert missing["code"] == "DEALER_NOT_FOUND"
 
 
 def test_the_rooftops_filter_is_refused(marketplace):
     server, _, _, _ = marketplace
-    err = error_of(server, {"type": "inventory.search.request", "filters": {"rooftops": ["Springfield Honda"]}})
+    err = assert_error(server, {"type": "inventory.search.request", "filters": {"rooftops": ["Springfield Honda"]}})
     assert err["code"] == "UNSUPPORTED_FILTER"
 
 
 def test_vehicle_resolves_by_vehicle_id_and_refuses_to_guess_a_shared_vin(marketplace):
     server, _, _, _ = marketplace
     for vehicle_id, dealer_id in (("sh-1", "springfield-honda"), ("sf-1", "shelbyville-ford")):
-        got = result_of(server, {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})
+        got = assert_result(server, {"type": "inventory.vehicle.request", "vehicle_id": vehicle_id})
         assert validate(got, "vehicle-detail-response") == []
         assert (got["data"]["vin"], got["data"]["dealer_id"]) == (SHARED_VIN, dealer_id)
-    ambiguous = error_of(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})
+    ambiguous = assert_error(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})
     assert ambiguous["code"] == "VEHICLE_NOT_FOUND"
-    unique = result_of(server, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})
+    unique = assert_result(server, {"type": "inventory.vehicle.request", "vin": "1FTEW1EP5PKA00003"})
     assert unique["data"]["vehicle_id"] == "sf-2"
 
 
@@ -221,7 +227,7 @@ def test_leads_reach_the_selling_dealers_crm(marketplace):
     server, _, stores, crms = marketplace
     sent = {}
     for vehicle_id, dealer_id in (("sh-2", "springfield-honda"), ("sf-1", "shelbyville-ford")):
-        reply = result_of(server, lead_request(vehicle_of_interest={"vehicle_id": vehicle_id}))
+        reply = assert_result(server, lead_request(vehicle_of_interest={"vehicle_id": vehicle_id}))
         assert validate(reply, "lead-submit-response") == []
         sent[reply["data"]["lead_id"]] = dealer_id
     for _ in range(300):  # bounded by count: the in-app delivery worker polls every second
@@ -237,7 +243,17 @@ def test_leads_reach_the_selling_dealers_crm(marketplace):
 
 def test_replacing_one_dealers_feed_leaves_the_others_alone(marketplace, tmp_path):
     server, config, _, _ = marketplace
-    fresh = [listing("sh-9", "springfield-honda", "Springfield Honda", "1HGCV1F34PA000009", "Honda", 19000)]
+    fresh = [
+        seller_listing(
+            "sh-9",
+            "springfield-honda",
+            "Springfield Honda",
+            "1HGCV1F34PA000009",
+            make="Honda",
+            price=19000,
+            model="Model sh-9",
+        )
+    ]
     run_cli(
         "import",
         write_feed(tmp_path / "sh2.jsonl", fresh),
@@ -250,10 +266,12 @@ def test_replacing_one_dealers_feed_leaves_the_others_alone(marketplace, tmp_pat
     )
     ids = {v["vehicle_id"] for v in search(server, pagination={"limit": 10})["vehicles"]}
     assert ids == {"sh-9", "sf-1", "sf-2"}
-    gone = error_of(server, {"type": "inventory.vehicle.request", "vehicle_id": "sh-1"})
+    gone = assert_error(server, {"type": "inventory.vehicle.request", "vehicle_id": "sh-1"})
     assert gone["code"] == "VEHICLE_UNAVAILABLE"
     # Now the shared VIN has one available listing, so it resolves.
-    assert result_of(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})["data"]["vehicle_id"] == "sf-1"
+    assert (
+        assert_result(server, {"type": "inventory.vehicle.request", "vin": SHARED_VIN})["data"]["vehicle_id"] == "sf-1"
+    )
 
 
 def test_agent_card_advertises_dealer_information(marketplace):
@@ -268,11 +286,23 @@ def test_listings_of_sellers_not_configured_stay_invisible(marketplace):
     server, _, stores, _ = marketplace
     before = search(server)["total"]
     stores.inventory.import_listings(
-        [listing("gh-1", "ghost-motors", "Ghost Motors", "1GHOST00000000001", "Honda", 15000)]
+        [
+            seller_listing(
+                "gh-1",
+                "ghost-motors",
+                "Ghost Motors",
+                "1GHOST00000000001",
+                make="Honda",
+                price=15000,
+                model="Model gh-1",
+            )
+        ]
     )
     assert search(server)["total"] == before
     assert search(server, filters={"make": ["Honda"]})["total"] == 3
-    assert error_of(server, {"type": "inventory.vehicle.request", "vehicle_id": "gh-1"})["code"] == "VEHICLE_NOT_FOUND"
+    assert (
+        assert_error(server, {"type": "inventory.vehicle.request", "vehicle_id": "gh-1"})["code"] == "VEHICLE_NOT_FOUND"
+    )
     # Dropping the ghost seller makes the configured sellers the whole inventory again.
     stores.inventory.import_listings([], dealer_id="ghost-motors", replace=True)
     assert search(server, filters={"make": ["Honda"]})["total"] == 3

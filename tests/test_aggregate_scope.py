@@ -1,4 +1,4 @@
-"""What a buyer sees of operator and seller on an aggregate endpoint (issue 15, item 7).
+"""What a buyer sees of operator and seller on an aggregate endpoint (docs/leads.md, "Aggregate endpoints: operator and seller").
 
 The seed keeps the two apart: a listing's ``dealer_id`` "identifies the actual seller, not
 merely the aggregation platform" (``Vehicle.dealer_id``); a selected seller's profile
@@ -31,6 +31,7 @@ from aap.config.model import DealerProfile
 from aap.errors import AapError
 from aap.spec import validate
 from conftest import make_settings, open_memory_agent, rooftop
+from factories import seller_listing
 from lead_support import NOW, lead_request
 
 SHARED_VIN = "1HGCV1F34PA000001"
@@ -74,29 +75,10 @@ SHELBYVILLE = DealerProfile(
 )
 
 
-def listing(vehicle_id: str, seller: DealerProfile, vin: str, stock: str) -> dict:
-    return {
-        "vehicle_id": vehicle_id,
-        "dealer_id": seller.dealer_id,
-        "rooftop": seller.rooftops[0]["name"],
-        "vin": vin,
-        "stock": stock,
-        "year": 2023,
-        "make": "Honda",
-        "model": "Accord",
-        "condition": "used",
-        "status": "available",
-        "price": 21000,
-        "currency": "USD",
-        "mileage": 12000,
-        "updated_at": "2026-03-01T08:00:00Z",
-    }
-
-
 LISTINGS = [
-    listing("sh-1", SPRINGFIELD, SHARED_VIN, "A1"),
-    listing("sf-1", SHELBYVILLE, SHARED_VIN, "A1"),
-    listing("sf-2", SHELBYVILLE, "1FTEW1EP5PKA00003", "B2"),
+    seller_listing("sh-1", SPRINGFIELD.dealer_id, SPRINGFIELD.rooftops[0]["name"], SHARED_VIN, stock="A1"),
+    seller_listing("sf-1", SHELBYVILLE.dealer_id, SHELBYVILLE.rooftops[0]["name"], SHARED_VIN, stock="A1"),
+    seller_listing("sf-2", SHELBYVILLE.dealer_id, SHELBYVILLE.rooftops[0]["name"], "1FTEW1EP5PKA00003", stock="B2"),
 ]
 
 
@@ -181,7 +163,12 @@ def test_a_lead_no_seller_can_be_identified_for_is_answered_by_the_operator(vehi
 
 
 def test_in_dealer_scope_a_lead_still_names_the_rooftop():
-    oakland = {**listing("bm-1", SPRINGFIELD, "1HGCV1F34PA000007", "C3"), "rooftop": "Bay Motors Oakland"}
+    oakland = {
+        **seller_listing(
+            "bm-1", SPRINGFIELD.dealer_id, SPRINGFIELD.rooftops[0]["name"], "1HGCV1F34PA000007", stock="C3"
+        ),
+        "rooftop": "Bay Motors Oakland",
+    }
     del oakland["dealer_id"]
     with open_memory_agent(make_settings(), [oakland]) as agent:
         answer = ask(agent, lead_request(vehicle_of_interest={"vehicle_id": "bm-1"}))

@@ -56,6 +56,9 @@ from feed_samples import dealer_csv, vehicles
 from http_helpers import AAP_HEADERS, LiveServer, send_message
 from lead_support import ROOFTOPS, Receiver, free_port, http_route, lead_request, lead_settings
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",

@@ -201,6 +201,7 @@ def served_fake():
         server.stop()
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(served_fake):
     runner = CliRunner()
     good = served_fake()

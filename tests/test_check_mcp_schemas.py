@@ -23,6 +23,7 @@ AN_ERROR = {
 OPTIONS = CheckOptions(bindings=("a2a", "mcp"))
 
 
+@pytest.mark.slow
 async def test_our_tools_pass(tmp_path: Path) -> None:
     with live_dealer(tmp_path, count=10) as dealer:
         report = await run_checks(dealer.base_url, OPTIONS, rules=["mcp.error_schema"])
@@ -30,8 +31,9 @@ async def test_our_tools_pass(tmp_path: Path) -> None:
     assert result.status == "pass", (result.message, result.details)
 
 
+@pytest.mark.slow
 async def test_a_success_only_output_schema_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools, "output_schema", schemas.bundled)  # the outputSchema before issue 14
+    monkeypatch.setattr(tools, "output_schema", schemas.bundled)  # a success-only outputSchema, as the tools once had
     with live_dealer(tmp_path, count=10) as dealer:
         report = await run_checks(dealer.base_url, OPTIONS, rules=["mcp.error_schema"])
     result = report.result("mcp.error_schema")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from aap.check import CheckOptions, run_checks
@@ -19,6 +20,7 @@ def summary(report) -> dict[str, tuple[str, str, list[str]]]:
     return {r.rule.id: (r.status, r.message, r.details) for r in report.results if r.status not in ("pass", "skip")}
 
 
+@pytest.mark.slow
 async def test_our_server_passes_every_rule_over_every_binding(own_dealer):
     options = CheckOptions(allow_writes=True, poppy_identity=own_dealer.identity)
     report = await run_checks(own_dealer.url, options, verify=own_dealer.ca.context())
@@ -32,6 +34,7 @@ async def test_our_server_passes_every_rule_over_every_binding(own_dealer):
     assert "replayed over a2a, mcp" in report.result("lead.replay").message
 
 
+@pytest.mark.slow
 def test_cli_check_of_our_server_exits_zero(own_dealer):
     runner = CliRunner()
     result = runner.invoke(
@@ -69,6 +72,7 @@ async def test_without_identity_or_writes_those_rules_skip_with_a_reason(own_dea
         assert by_id[rule_id].status == "skip" and "--allow-writes" in by_id[rule_id].message
 
 
+@pytest.mark.slow
 async def test_loopback_http_development_server_passes(own_dealer_http):
     report = await run_checks(own_dealer_http, CheckOptions(bindings=("a2a", "mcp")))
     assert summary(report) == {}

@@ -91,6 +91,7 @@ def test_vehicle_and_dealer(fake_url):
     assert json.loads(invoke(dealer_command, url, "--json").output)["data"]["name"] == "Fake Motors"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("binding", ["a2a", "mcp", "poppy"])
 def test_commands_against_our_dealer_over_each_binding(own_dealer, binding):
     extra = ["--ca-file", own_dealer.ca.ca_file]
@@ -127,6 +128,7 @@ def test_search_all_json_is_a_list_of_pages_even_for_one_page(fake_url):
     assert isinstance(single, dict) and single["data"] == pages[0]["data"]
 
 
+@pytest.mark.slow
 def test_search_table_at_80_columns_never_wraps_identifiers_or_the_cursor(fake_url):
     url, fake = fake_url
     result = CliRunner().invoke(

@@ -446,6 +446,7 @@ class _Runner(CheckRunner):
         return [sys.executable, "-c", self.script]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "state"),
     [

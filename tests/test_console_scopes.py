@@ -62,6 +62,7 @@ def market(database_url):
     agent.stores.close()
 
 
+@pytest.mark.slow
 def test_the_leads_carry_their_seller_and_rooftop(market):
     agent, ids = market
     for (seller, rooftop), lead_id in ids.items():
@@ -79,6 +80,7 @@ scopes = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     scope=scopes,
@@ -244,6 +246,7 @@ def _values(lead_keys) -> list[str]:
     return [v for seller, rooftop, _, _, customer in MARKET_LEADS if (seller, rooftop) in lead_keys for v in customer]
 
 
+@pytest.mark.slow
 def test_a_rooftops_staff_of_one_seller_sees_nothing_of_another_on_any_route(console_market):
     app, ids, stores = console_market["app"], console_market["ids"], console_market["stores"]
     staff = _signed_in(console_market, STAFF)

@@ -62,6 +62,7 @@ def accounts_for(agent, clock=None, **web):
 # -- accounts ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_accounts_are_added_once_with_a_valid_scope(dealer):
     accounts = accounts_for(dealer)
     admin = accounts.add("Boss@Dealer.Example ", PASSWORD, role="admin")
@@ -152,6 +153,7 @@ def test_a_known_browser_signs_in_while_strangers_are_held_back(dealer):
     assert accounts.sign_in("sam@dealer.example", PASSWORD, "198.51.100.1", mine).wait_ms == 5_000
 
 
+@pytest.mark.slow
 def test_an_address_is_held_back_after_failures_across_accounts_and_unknown_ones_count(dealer):
     clock = Clock()
     accounts = accounts_for(dealer, clock, login_failures_per_account=100, login_failures_per_address=4)
@@ -215,6 +217,7 @@ def test_the_common_password_list_is_the_shipped_one():
     assert not any(entry.startswith("#!comment") for entry in common)
 
 
+@pytest.mark.slow
 def test_sessions_end_when_idle_and_at_their_maximum_age(dealer):
     clock = Clock()
     accounts = accounts_for(dealer, clock, session_idle_minutes=30, session_max_hours=1)

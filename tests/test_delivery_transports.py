@@ -32,6 +32,7 @@ def receiver():
     r.close()
 
 
+@pytest.mark.slow
 async def test_adf_over_http_carries_the_lead_id_and_auth(receiver, monkeypatch):
     monkeypatch.setenv("CRM_TOKEN", "s3cret-token")
     target = AdfHttpTarget("crm", receiver.url, (("X-Dealer", "bay"),), HttpAuth("bearer", token_env="CRM_TOKEN"))
@@ -47,6 +48,7 @@ async def test_adf_over_http_carries_the_lead_id_and_auth(receiver, monkeypatch)
     assert ET.fromstring(got["body"]).findtext("prospect/id") == "lead_1"
 
 
+@pytest.mark.slow
 async def test_basic_auth_and_missing_secret(receiver, monkeypatch):
     monkeypatch.setenv("CRM_USER", "bay")
     monkeypatch.setenv("CRM_PASSWORD", "pw")
@@ -62,6 +64,7 @@ async def test_basic_auth_and_missing_secret(receiver, monkeypatch):
     assert "CRM_PASSWORD" in str(caught.value) and not caught.value.permanent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("status", "permanent"),
     [(503, False), (500, False), (429, False), (408, False), (400, True), (401, True), (404, True)],
@@ -83,6 +86,7 @@ async def test_unreachable_endpoint_is_retryable():
     assert not caught.value.permanent and "ConnectError" in str(caught.value)
 
 
+@pytest.mark.slow
 async def test_webhook_is_json_signed_with_hmac(receiver, monkeypatch):
     monkeypatch.setenv("HOOK_SECRET", "whsec")
     target = WebhookTarget("hook", receiver.url, secret_env="HOOK_SECRET")

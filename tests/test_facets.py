@@ -146,6 +146,7 @@ def _compare(agent: Any, inventory: list[dict], request: dict[str, Any], setting
     assert normalise_facets(data) == expected
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

@@ -14,6 +14,7 @@ from aap.inventory.formats.aap import read_feed, write_feed
 from aap.inventory.listing_rules import COLUMNS, MAX_REPORTED, FeedError
 from aap.store import open_stores
 from aap.store.inventory import InventoryImportError
+from factories import feed_listing as listing
 
 SF = "Demo Motors San Francisco"
 
@@ -26,26 +27,6 @@ def demo_settings():
 @pytest.fixture(scope="module")
 def sample(demo_settings):
     return list(generate_listings(300, seed=7, settings=demo_settings))
-
-
-def listing(**extra):
-    base = {
-        "vehicle_id": "veh_1",
-        "vin": "1HGCV1F30NA123456",
-        "stock": "H12345",
-        "year": 2024,
-        "make": "Honda",
-        "model": "CR-V",
-        "trim": "EX-L",
-        "condition": "new",
-        "status": "available",
-        "rooftop": SF,
-        "msrp": 36000,
-        "price": 35500,
-        "updated_at": "2026-04-30T08:42:00Z",
-    }
-    base.update(extra)
-    return {k: v for k, v in base.items() if v is not None}
 
 
 def write_jsonl(path, rows):

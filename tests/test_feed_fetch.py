@@ -291,6 +291,7 @@ async def test_two_schedulers_on_one_postgres_database_run_each_feed_once(pg_clu
 # -- aap serve: the background service, /healthz and /metrics ----------------------------------
 
 
+@pytest.mark.slow
 def test_serve_runs_feeds_and_reports_them(tmp_path):
     path = tmp_path / "inventory.csv"
     path.write_bytes(samples.dealer_csv(samples.vehicles(COUNT, seed=40)))

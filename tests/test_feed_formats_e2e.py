@@ -18,21 +18,16 @@ from click.testing import CliRunner
 
 import feed_samples as samples
 from aap.cli.main import main
-from http_helpers import AAP_HEADERS, Deployment, send_message
+from factories import deployment_fixture, http_fixture
+from http_helpers import AAP_HEADERS, send_message
 
 COUNT = 18
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(tmp_path_factory.mktemp("feeds"), inventory=0) as dep:
-        yield dep
+deployment = deployment_fixture("feeds", inventory=0)
 
 
-@pytest.fixture(scope="module")
-def http(deployment):
-    with httpx.Client(base_url=deployment.base_url, timeout=30) as client:
-        yield client
+http = http_fixture()
 
 
 def a2a(http: httpx.Client, data: dict) -> dict:
@@ -80,6 +75,7 @@ def check_published(http, items: list[samples.Vehicle], *, rooftops: bool = Fals
             assert listing["rooftop"] == item.rooftop
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "render", "fmt"),
     [

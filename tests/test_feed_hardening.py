@@ -109,6 +109,7 @@ print(orjson.dumps({"small": small.run.outcome, "outcome": result.run.outcome, "
 """
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_refused_with_memory_bounded(tmp_path):
     """2 MB that would inflate to 2 GiB: refused at the 1 GiB cap, the process growing by far less
     than 200 MB (peak RSS, measured in a process of its own, as the server would run it)."""
@@ -272,6 +273,7 @@ _toml = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.dictionaries(_keys, _toml, max_size=6))
 def test_any_mapping_document_is_a_format_or_a_mapping_error(doc):
@@ -475,6 +477,7 @@ def test_a_redirect_loop_ends(tls_server):
         _fetch(url, tls_server, private_network=True)
 
 
+@pytest.mark.slow
 def test_a_source_that_never_answers_is_cut_off_at_the_deadline(tls_server):
     with pytest.raises(FetchError, match=r"not fetched within 1 s \(timeout_seconds\)"):
         _fetch(f"{tls_server.base}/slow", tls_server, deadline_seconds=1)
@@ -525,6 +528,7 @@ def trickle():
     server.stop()
 
 
+@pytest.mark.slow
 def test_a_one_byte_per_three_seconds_source_is_cut_off_at_the_deadline(trickle, tmp_path):
     with pytest.raises(FetchError, match="not fetched within 1 s"):
         asyncio.run(fetch(trickle.url, rules=FetchRules(deadline_seconds=1)))

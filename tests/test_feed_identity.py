@@ -354,6 +354,7 @@ def _render(rows: list[tuple[int, str]], ids: str) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     steps=st.lists(

@@ -167,6 +167,7 @@ def pipelined(monkeypatch):
     monkeypatch.setattr(aap.feeds.pipeline, "PIPELINE_MIN_BYTES", 0)  # every feed counts as large
 
 
+@pytest.mark.slow
 def test_pipelined_import_keeps_every_rule(tmp_path, db, pipelined):
     items = samples.vehicles(COUNT, seed=9)
     good = tmp_path / "good.csv"

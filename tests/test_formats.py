@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from rfc3339_validator import validate_rfc3339
 from rfc3986_validator import validate_rfc3986
 
-from aap.spec.formats import _PLAIN_DATE_TIME, _PLAIN_HTTP_URI, is_date_time, is_uri
+from aap.spec.formats import _PLAIN_HTTP_URI, is_date_time, is_uri
+from aap.util.rfc3339 import PLAIN_DATE_TIME as _PLAIN_DATE_TIME
 
 PROPERTY = settings(max_examples=300, deadline=None)
 
@@ -27,6 +28,7 @@ def full_date_time(value: str) -> bool:
     return not value.endswith("\n") and bool(validate_rfc3339(value.upper()))
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.from_regex(_PLAIN_HTTP_URI, fullmatch=True))
 def test_every_plain_http_uri_is_a_uri(value: str) -> None:
@@ -34,6 +36,7 @@ def test_every_plain_http_uri_is_a_uri(value: str) -> None:
     assert is_uri(value)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.from_regex(_PLAIN_DATE_TIME, fullmatch=True))
 def test_every_plain_date_time_is_a_date_time(value: str) -> None:
@@ -56,6 +59,7 @@ def test_uri_verdicts_equal_the_full_grammar(value: str) -> None:
     assert is_uri(value) == full_uri(value)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     st.one_of(

@@ -54,6 +54,7 @@ def calls_named(path: Path, names: set[str]) -> list[str]:
 # -- the source --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_only_the_gateway_admits_callers_and_places_work() -> None:
     """The limiter's admission (check_local, check, running_low, top_up) and the executor (Work's
     run, blocking, single_flight, in_background; run_in_executor) are called from the gateway alone."""
@@ -96,6 +97,7 @@ def test_no_skill_or_lead_module_imports_the_agent_or_the_gateway() -> None:
     assert offences == []
 
 
+@pytest.mark.slow
 def test_no_process_global_registry_is_left() -> None:
     """The registries that made two agents in one process share state by accident are gone, and
     no module keeps a weak-keyed table of objects it did not build."""
@@ -158,6 +160,7 @@ async def test_a_call_takes_its_first_token_itself_unless_the_door_paid_it(agent
     gateway.work.close()
 
 
+@pytest.mark.slow
 async def test_a_call_pays_what_its_shape_was_seen_to_cost(agent_factory) -> None:
     rule = RateLimit(enabled=True, per_minute=1, burst=10)
     agent = agent_factory(settings=dataclasses.replace(make_settings(), rate_limit=rule))
@@ -174,6 +177,7 @@ async def test_a_call_pays_what_its_shape_was_seen_to_cost(agent_factory) -> Non
     gateway.work.close()
 
 
+@pytest.mark.slow
 async def test_the_answer_keeps_stored_documents_for_the_wire(gateway) -> None:
     from aap.jsontext import StoredJson, decoded, encode
 

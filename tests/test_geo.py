@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ def brute_force(points: list[tuple[float, float]], lat: float, lon: float, radiu
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     points=st.lists(st.tuples(edgy_latitudes, edgy_longitudes), max_size=40),

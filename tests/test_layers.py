@@ -20,7 +20,10 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 #: Low to high. The name is the second component of the module path
 #: (``aap.store.db`` → ``store``; ``aap.errors`` → ``errors``).
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"errors", "jsontext", "loopback", "memory", "netguard", "paths", "protocols", "spec"})),
+    (
+        "foundation",
+        frozenset({"errors", "jsontext", "loopback", "memory", "netguard", "paths", "protocols", "spec", "util"}),
+    ),
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),
     ("store", frozenset({"store"})),

@@ -14,6 +14,9 @@ from aap.store import open_stores
 from http_helpers import AAP_HEADERS, LiveServer, aap_error_of, assert_valid_response, send_message
 from lead_support import EMAIL, FIRST, Receiver, http_route, lead_request, lead_settings
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def deployment(tmp_path):

@@ -20,6 +20,7 @@ from aap.client.mcp import McpTransport, jsonrpc_message
 from aap.client.transport import CallOutcome, json_body
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from aap.util.rfc3339 import to_utc_z
 from deploy_env import own_dealer  # noqa: F401  (fixture)
 
 BINDINGS = [
@@ -174,7 +175,7 @@ def with_current_times(lead: dict) -> dict:
         target = out
         for step in path[:-1]:
             target = target[step]
-        target[path[-1]] = (now + offset).isoformat().replace("+00:00", "Z")
+        target[path[-1]] = to_utc_z(now + offset)
     return out
 
 

@@ -28,6 +28,9 @@ from lead_support import (
     lead_settings,
 )
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def runner(monkeypatch):

@@ -23,6 +23,9 @@ from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from lead_support import Receiver, free_port, http_route, lead_request, lead_settings
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 SERVER = Path(__file__).with_name("lead_server.py")
 AAP_HEADERS = {"A2A-Version": "1.0", "A2A-Extensions": "https://autoagentprotocol.org/extensions/aap/v3.1"}
 

@@ -79,6 +79,7 @@ def test_the_last_seat_goes_to_one_lead_on_postgres(pg_url):
             agent.stores.close()
 
 
+@pytest.mark.slow
 def test_outbox_workers_deliver_each_lead_once_on_postgres(pg_url):
     receiver = Receiver()
     settings = lead_settings(

@@ -12,9 +12,9 @@ import pytest
 from aap.agent import CallContext, DealerAgent
 from aap.config.leads import AppointmentSettings
 from aap.errors import AapError
-from aap.leads.timefmt import to_utc_z
 from aap.spec import validate
 from aap.store import open_stores
+from aap.util.rfc3339 import to_utc_z
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,
@@ -57,7 +57,7 @@ def submit(agent, body, **kw):
     return agent.handle(copy.deepcopy(body), ctx(**kw))
 
 
-def error_of(agent, body, **kw) -> AapError:
+def assert_refused(agent, body, **kw) -> AapError:
     with pytest.raises(AapError) as caught:
         submit(agent, body, **kw)
     error = caught.value
@@ -237,7 +237,7 @@ CASES = [
 @pytest.mark.parametrize(("mutate", "code", "location"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_each_rule_gets_its_code_and_lists_the_problem(make_agent, mutate, code, location):
     agent = make_agent()
-    error = error_of(agent, mutate(lead_request()))
+    error = assert_refused(agent, mutate(lead_request()))
     assert error.code == code
     assert location in [p["instanceLocation"] for p in error.errors], error.errors
     assert agent.stores.leads.count_leads() == 0  # nothing half-written
@@ -250,14 +250,14 @@ def test_granted_at_within_the_clock_skew_is_accepted(make_agent):
     assert submit(agent, body)["data"]["status"] == "received"
     body = lead_request()
     body["consent"]["granted_at"] = "2026-03-02T17:02:30Z"  # 150 s ahead
-    assert error_of(agent, body).code == "INVALID_CONSENT"
+    assert assert_refused(agent, body).code == "INVALID_CONSENT"
 
 
 def test_consent_problems_win_over_condition_and_schema_problems_and_all_are_listed(make_agent):
     agent = make_agent()
     body = lead_request(trade_in={"condition": "new"}, colour="red")
     body["consent"]["scope"] = ["marketing"]
-    error = error_of(agent, body)
+    error = assert_refused(agent, body)
     assert error.code == "INVALID_CONSENT"
     locations = {p["instanceLocation"] for p in error.errors}
     assert {"/consent/scope/0", "/trade_in/condition", "/colour"} <= locations
@@ -265,7 +265,7 @@ def test_consent_problems_win_over_condition_and_schema_problems_and_all_are_lis
 
 def test_condition_wins_over_schema_problems(make_agent):
     agent = make_agent()
-    error = error_of(agent, lead_request(trade_in={"condition": "new"}, message="x" * 4001))
+    error = assert_refused(agent, lead_request(trade_in={"condition": "new"}, message="x" * 4001))
     assert error.code == "INVALID_CONDITION"
     assert {"/trade_in/condition", "/message"} <= {p["instanceLocation"] for p in error.errors}
 
@@ -277,7 +277,7 @@ def test_every_consent_time_problem_is_listed_together_with_schema_problems(make
     body = lead_request(message="x" * 4001)
     body["consent"]["granted_at"] = to_utc_z(now + timedelta(hours=1))
     body["consent"]["expires_at"] = to_utc_z(now + timedelta(minutes=30))
-    error = error_of(agent, body)
+    error = assert_refused(agent, body)
     assert error.code == "INVALID_CONSENT"
     keywords = {(p["instanceLocation"], p["keyword"]) for p in error.errors}
     assert {
@@ -320,7 +320,7 @@ def test_an_integer_beyond_the_exact_json_range_is_refused_at_its_place_and_noth
     skill made it an int the store cannot encode. Every integer field is bounded the same way."""
     agent = make_agent()
     for place in _integer_places():
-        error = error_of(agent, _with_integer(lead_request(), place, value))
+        error = assert_refused(agent, _with_integer(lead_request(), place, value))
         assert error.code == "SCHEMA_VALIDATION_FAILED", place
         assert error.errors == [
             {
@@ -339,7 +339,7 @@ def test_every_integer_beyond_the_bound_is_listed_at_once_next_to_the_other_prob
     for place in _integer_places():
         _with_integer(body, place, BEYOND_64_BITS)
     body["consent"]["scope"] = ["marketing"]
-    error = error_of(agent, body)
+    error = assert_refused(agent, body)
     assert error.code == "INVALID_CONSENT"  # the consent class still wins (docs/leads.md §2)
     locations = {p["instanceLocation"] for p in error.errors}
     assert {"/" + "/".join(place) for place in _integer_places()} | {"/message", "/consent/scope/0"} <= locations
@@ -399,11 +399,11 @@ def test_changed_payload_under_the_same_key_is_a_conflict(make_agent):
     submit(agent, body)
     changed = copy.deepcopy(body)
     changed["message"] = "A different question"
-    error = error_of(agent, changed)
+    error = assert_refused(agent, changed)
     assert error.code == "IDEMPOTENCY_CONFLICT" and error.retryable is False
     relabelled = copy.deepcopy(body)
     relabelled["source_agent"] = {"name": "another-label"}
-    assert error_of(agent, relabelled).code == "IDEMPOTENCY_CONFLICT"
+    assert assert_refused(agent, relabelled).code == "IDEMPOTENCY_CONFLICT"
     assert agent.stores.leads.count_leads() == 1
 
 
@@ -434,10 +434,10 @@ def test_a_failed_submission_stores_nothing_so_the_key_can_be_reused(make_agent)
     body = lead_request()
     broken = copy.deepcopy(body)
     broken["consent"]["scope"] = ["marketing"]
-    assert error_of(agent, broken).code == "INVALID_CONSENT"
+    assert assert_refused(agent, broken).code == "INVALID_CONSENT"
     late = copy.deepcopy(body)
     late["consent"]["granted_at"] = "2026-03-02T18:00:00Z"
-    assert error_of(agent, late).code == "INVALID_CONSENT"  # semantic failure inside the transaction
+    assert assert_refused(agent, late).code == "INVALID_CONSENT"  # semantic failure inside the transaction
     assert submit(agent, body)["data"]["status"] == "received"
 
 
@@ -552,7 +552,7 @@ def _fill_horizon(agent, days=1):
     from zoneinfo import ZoneInfo
 
     from aap.leads import appointments as ap
-    from aap.leads.timefmt import to_utc_z
+    from aap.util.rfc3339 import to_utc_z
 
     tz = ZoneInfo("America/Los_Angeles")
     week = agent.settings.dealer.rooftops[0]["schedules"][0]["value"]
@@ -586,7 +586,7 @@ def test_no_alternative_is_appointment_time_unavailable_when_configured(make_age
     agent = make_agent(lead_settings(appointments=AppointmentSettings(horizon_days=1, on_unavailable="error")))
     _fill_horizon(agent)
     body = lead_request(appointment={"appointment_type": "sales", "appointment_at": "2026-03-02T14:00:00-08:00"})
-    error = error_of(agent, body)
+    error = assert_refused(agent, body)
     assert error.code == "APPOINTMENT_TIME_UNAVAILABLE"
     assert agent.stores.leads.count_leads() == 0
     # Nothing was stored under the key: the buyer can resend without the time.

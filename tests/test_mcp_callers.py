@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from aap.bindings.mcp.auth import BearerAuth
 from aap.config.model import RateLimit
 from aap.spec import validate
+from factories import live_dealer_fixture
 from mcp_helpers import MODERN, Dealer, lead_request, live_dealer, modern_call
 
 
@@ -41,10 +42,7 @@ def verify(authorization: str, resource_url: str) -> Identity | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-callers"), verifier=verify) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-callers", verifier=verify)
 
 
 def call(dealer: Dealer, name: str, arguments: dict[str, Any], token: str | None = None) -> httpx.Response:
@@ -123,6 +121,7 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
         yield live
 
 
+@pytest.mark.slow
 def test_rate_limited_calls_are_is_error_results_with_retry_after(limited: Dealer) -> None:
     info = {"type": "dealer.information.request"}
     for _ in range(2):

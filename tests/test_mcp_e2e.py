@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,16 +21,14 @@ from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
-from mcp_helpers import LEGACY, MODERN, Dealer, lead_request, live_dealer
+from factories import live_dealer_fixture
+from mcp_helpers import LEGACY, MODERN, Dealer, lead_request
 
 MODES = [pytest.param(MODERN, MODERN, id="2026-07-28"), pytest.param("legacy", LEGACY, id="2025-11-25")]
 TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-e2e")) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-e2e")
 
 
 def structured(result: Any, schema: str) -> dict[str, Any]:
@@ -47,6 +44,7 @@ def listing_vehicle(dealer: Dealer) -> dict[str, Any]:
     return next(v for v in dealer.listings if v.get("vin") and v.get("status", "available") == "available")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "version"), MODES)
 async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilities(
     dealer: Dealer, mode: str, version: str

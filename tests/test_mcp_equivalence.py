@@ -4,7 +4,6 @@ same errors, cursors and lead idempotency keys shared across the bindings."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,14 +12,11 @@ from mcp import Client
 
 from aap.skills.catalog import BY_REQUEST_TYPE
 from aap.spec import validate
+from factories import live_dealer_fixture
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
-from mcp_helpers import MODERN, Dealer, lead_request, live_dealer
+from mcp_helpers import MODERN, Dealer, lead_request
 
-
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-equivalence")) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-equivalence")
 
 
 def over_a2a(dealer: Dealer, request: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +57,7 @@ READS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("request_", READS, ids=lambda r: r["type"])
 async def test_reads_answer_the_same_data(dealer: Dealer, request_: dict[str, Any]) -> None:
     via_a2a = over_a2a(dealer, request_)
@@ -107,6 +104,7 @@ async def test_errors_carry_the_same_code_and_problems(dealer: Dealer) -> None:
     assert via_mcp["error_id"] != via_a2a["error_id"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [MODERN, "legacy"])
 async def test_a_lead_key_used_on_a2a_replays_on_mcp(dealer: Dealer, mode: str) -> None:
     vehicle = next(v for v in dealer.listings if v.get("vin"))

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from aap.bindings.mcp.http import McpHttpEndpoint
+from factories import live_dealer_fixture
 from mcp_helpers import ACCEPT, LEGACY, MODERN, Dealer, envelope, legacy_headers, live_dealer, modern_call, rpc
 
 SEARCH = {
@@ -25,10 +26,7 @@ SEARCH = {
 }
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-fast"), count=30) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-fast", count=30)
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +188,7 @@ def test_the_fronts_protocol_constants_are_the_sdks():
     assert set(envelope.HANDSHAKE_VERSIONS) == set(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [MODERN, LEGACY])
 def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, version):
     from aap.config.model import RateLimit
@@ -222,6 +221,7 @@ def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, vers
     assert without_error_ids(refused_fast) == without_error_ids(refused_sdk)
 
 
+@pytest.mark.slow
 def test_a2a_and_plain_tool_calls_never_load_the_sdk(tmp_path):
     """The SDK (and pydantic) load on the first request that needs them, not before."""
     import subprocess

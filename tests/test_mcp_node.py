@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,10 +23,14 @@ from aap.skills.catalog import SKILLS
 from aap.spec import validate
 from aap.spec.formats import checker as format_checker
 from aap.spec.validator import AapValidator
+from factories import signed_in_dealer_fixture
 from mcp_helpers import LEGACY, lead_request
 from node_env import NODE_PROJECT, installed_sdk_version, run_plan
 from schema_corpus import corpus, real_messages
-from signed_in_env import SignedInDealer, signed_in_dealer
+from signed_in_env import SignedInDealer
+
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
 
 TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 NOT_FOUND_VIN = "1HGCV1F30NA000000"
@@ -83,10 +86,7 @@ def plan_for(dealer: SignedInDealer, token: str, instances: dict[str, list[tuple
     }
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignedInDealer]:
-    with signed_in_dealer(tmp_path_factory.mktemp("node-dealer")) as live:
-        yield live
+dealer = signed_in_dealer_fixture("node-dealer")
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,7 @@ def test_the_output_schema_is_an_object_schema_of_response_or_error(skill_id: st
     assert schema["anyOf"] == [{"$ref": f"#/$defs/{skill.response_schema}"}, {"$ref": "#/$defs/error"}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skill_id", SKILL_IDS)
 def test_verdicts_agree_over_real_answers_and_broken_variants(
     skill_id: str, instances: dict[str, list[tuple[str, Any]]]

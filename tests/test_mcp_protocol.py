@@ -12,6 +12,7 @@ import pytest
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import live_dealer_fixture
 from mcp_helpers import (
     ACCEPT,
     LEGACY,
@@ -20,7 +21,6 @@ from mcp_helpers import (
     envelope,
     initialize,
     legacy_headers,
-    live_dealer,
     modern_call,
     rpc,
 )
@@ -29,10 +29,7 @@ TOOL_NAMES = [s.tool_name for s in SKILLS.values()]
 SEARCH = {"name": "aap_inventory_search", "arguments": {"type": "inventory.search.request", "pagination": {"limit": 2}}}
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-protocol"), count=20) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-protocol", count=20)
 
 
 @pytest.fixture
@@ -41,7 +38,7 @@ def http(dealer: Dealer) -> Iterator[httpx.Client]:
         yield client
 
 
-def error_of(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+def assert_jsonrpc_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
@@ -50,7 +47,7 @@ def error_of(response: httpx.Response, status: int, code: int) -> dict[str, Any]
     return body
 
 
-def result_of(response: httpx.Response) -> dict[str, Any]:
+def assert_result(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     assert "mcp-session-id" not in response.headers
     body = response.json()
@@ -61,7 +58,7 @@ def result_of(response: httpx.Response) -> dict[str, Any]:
 # -- 2026-07-28 --------------------------------------------------------------------------
 def test_modern_discover_lists_every_served_revision(http: httpx.Client) -> None:
     body, headers = modern_call("server/discover")
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["supportedVersions"] == list(PROTOCOL_VERSIONS)
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["resultType"] == "complete"
@@ -71,7 +68,7 @@ def test_modern_discover_lists_every_served_revision(http: httpx.Client) -> None
 
 def test_modern_tools_list_is_cacheable_and_ordered(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list")
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert [t["name"] for t in result["tools"]] == TOOL_NAMES
     assert (result["ttlMs"], result["cacheScope"], result["resultType"]) == (300_000, "public", "complete")
     assert "io.modelcontextprotocol/serverInfo" in result["_meta"]
@@ -80,7 +77,7 @@ def test_modern_tools_list_is_cacheable_and_ordered(http: httpx.Client) -> None:
 
 def test_modern_tools_call_success(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", SEARCH)
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is False and result["resultType"] == "complete"
     assert validate(result["structuredContent"], "inventory-search-response") == []
     assert orjson.loads(result["content"][0]["text"]) == result["structuredContent"]
@@ -89,19 +86,19 @@ def test_modern_tools_call_success(http: httpx.Client) -> None:
 def test_modern_session_id_is_ignored_and_never_issued(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list")
     response = http.post("/mcp", json=body, headers={**headers, "Mcp-Session-Id": "made-up"})
-    result_of(response)
+    assert_result(response)
 
 
 @pytest.mark.parametrize("requested", ["2099-01-01", "2026-01-01", "not-a-date"])
 def test_unsupported_modern_version_names_every_served_revision(http: httpx.Client, requested: str) -> None:
     body, headers = modern_call("tools/list", version=requested)
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
     assert error["data"] == {"supported": list(PROTOCOL_VERSIONS), "requested": requested}
 
 
 def test_handshake_revision_inside_a_modern_envelope_is_unsupported(http: httpx.Client) -> None:
     body, headers = modern_call("tools/list", version=LEGACY)
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32022)["error"]
     assert error["data"] == {"supported": list(PROTOCOL_VERSIONS), "requested": LEGACY}
 
 
@@ -125,7 +122,7 @@ def test_missing_or_mismatched_headers_are_header_mismatch(http: httpx.Client, c
     else:
         name, value = change["set"]
         headers[name] = value
-    body_error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32020)
+    body_error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32020)
     assert body_error["id"] == 1
 
 
@@ -134,7 +131,7 @@ def test_base64_encoded_name_header_is_decoded(http: httpx.Client) -> None:
 
     body, headers = modern_call("tools/call", SEARCH)
     headers["Mcp-Name"] = "=?base64?" + base64.b64encode(b"aap_inventory_search").decode() + "?="
-    assert result_of(http.post("/mcp", json=body, headers=headers))["isError"] is False
+    assert assert_result(http.post("/mcp", json=body, headers=headers))["isError"] is False
 
 
 @pytest.mark.parametrize(
@@ -143,31 +140,31 @@ def test_base64_encoded_name_header_is_decoded(http: httpx.Client) -> None:
 def test_incomplete_envelope_is_invalid_params(http: httpx.Client, missing: str) -> None:
     body, headers = modern_call("tools/list")
     del body["params"]["_meta"][missing]
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)
 
 
 def test_modern_request_without_envelope_is_invalid_params(http: httpx.Client) -> None:
     headers = {"Accept": ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
-    error_of(http.post("/mcp", json=rpc("tools/list", {}), headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=rpc("tools/list", {}), headers=headers), 400, -32602)
 
 
 def test_unknown_method_is_404_method_not_found(http: httpx.Client) -> None:
     body, headers = modern_call("resources/list")
-    error_of(http.post("/mcp", json=body, headers=headers), 404, -32601)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 404, -32601)
     body, headers = modern_call("tools/frobnicate")
-    error_of(http.post("/mcp", json=body, headers=headers), 404, -32601)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 404, -32601)
 
 
 def test_unknown_tool_is_invalid_params(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_teleport", "arguments": {}})
-    error = error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)["error"]
+    error = assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)["error"]
     assert error["message"].startswith("Unknown tool")
     assert "teleport" not in orjson.dumps(error).decode()  # the caller's name is never echoed
 
 
 def test_arguments_of_the_wrong_shape_are_invalid_params(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": ["not", "an", "object"]})
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32602)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32602)
 
 
 def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(http: httpx.Client) -> None:
@@ -177,7 +174,7 @@ def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(ht
         "pagination": {"limit": 1000},
     }
     body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": arguments})
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is True
     error = result["structuredContent"]
     assert validate(error, "error") == []
@@ -188,7 +185,7 @@ def test_invalid_argument_values_are_an_is_error_result_listing_every_problem(ht
 
 def test_missing_arguments_are_a_schema_failure(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", {"name": "aap_inventory_vehicle"})
-    result = result_of(http.post("/mcp", json=body, headers=headers))
+    result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is True and result["structuredContent"]["code"] == "SCHEMA_VALIDATION_FAILED"
 
 
@@ -207,16 +204,16 @@ def test_anything_but_post_is_405(http: httpx.Client, method: str, version: str 
 def test_bad_origin_is_403(http: httpx.Client, method: str) -> None:
     body, headers = modern_call("tools/list")
     response = http.request(method, "/mcp", json=body, headers={**headers, "Origin": "https://evil.example"})
-    error = error_of(response, 403, -32600)
+    error = assert_jsonrpc_error(response, 403, -32600)
     assert error["id"] is None
 
 
 def test_allowed_origin_and_host(http: httpx.Client, dealer: Dealer) -> None:
     body, headers = modern_call("tools/list")
     ok = http.post("/mcp", json=body, headers={**headers, "Origin": dealer.base_url})
-    result_of(ok)
+    assert_result(ok)
     bad_host = http.post("/mcp", json=body, headers={**headers, "Host": "rebound.evil.example"})
-    error_of(bad_host, 421, -32600)
+    assert_jsonrpc_error(bad_host, 421, -32600)
 
 
 def test_notification_is_accepted_with_202(http: httpx.Client) -> None:
@@ -229,9 +226,9 @@ def test_notification_is_accepted_with_202(http: httpx.Client) -> None:
 def test_parse_error_and_batch(http: httpx.Client) -> None:
     _, headers = modern_call("tools/list")
     raw = http.post("/mcp", content=b"{not json", headers={**headers, "Content-Type": "application/json"})
-    error_of(raw, 400, -32700)
+    assert_jsonrpc_error(raw, 400, -32700)
     body, _ = modern_call("tools/list")
-    error_of(http.post("/mcp", json=[body, body], headers=headers), 400, -32600)
+    assert_jsonrpc_error(http.post("/mcp", json=[body, body], headers=headers), 400, -32600)
 
 
 def test_accept_header_must_allow_json(http: httpx.Client) -> None:
@@ -244,7 +241,7 @@ def test_accept_header_must_allow_json(http: httpx.Client) -> None:
 @pytest.mark.parametrize("version", [v for v in PROTOCOL_VERSIONS if v != MODERN])
 def test_initialize_echoes_each_handshake_revision_without_a_session(http: httpx.Client, version: str) -> None:
     response = http.post("/mcp", json=initialize(version), headers={"Accept": ACCEPT})
-    result = result_of(response)
+    result = assert_result(response)
     assert result["protocolVersion"] == version
     assert result["capabilities"]["tools"] == {"listChanged": False}
     assert result["serverInfo"]["name"] == "aap"
@@ -252,7 +249,7 @@ def test_initialize_echoes_each_handshake_revision_without_a_session(http: httpx
 
 
 def test_initialize_asking_for_the_modern_revision_answers_2025_11_25(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=initialize(MODERN), headers={"Accept": ACCEPT}))
+    result = assert_result(http.post("/mcp", json=initialize(MODERN), headers={"Accept": ACCEPT}))
     assert result["protocolVersion"] == LEGACY
 
 
@@ -263,7 +260,7 @@ def test_initialized_notification_is_202(http: httpx.Client) -> None:
 
 
 def test_legacy_tools_list_has_no_modern_members(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/list", {}), headers=legacy_headers()))
+    result = assert_result(http.post("/mcp", json=rpc("tools/list", {}), headers=legacy_headers()))
     assert [t["name"] for t in result["tools"]] == TOOL_NAMES
     assert not {"resultType", "ttlMs", "cacheScope"} & set(result)
     assert all(t["outputSchema"]["type"] == "object" for t in result["tools"])
@@ -271,7 +268,7 @@ def test_legacy_tools_list_has_no_modern_members(http: httpx.Client) -> None:
 
 @pytest.mark.parametrize("version", [v for v in PROTOCOL_VERSIONS if v != MODERN])
 def test_legacy_tools_call_at_each_handshake_revision(http: httpx.Client, version: str) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/call", SEARCH), headers=legacy_headers(version)))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", SEARCH), headers=legacy_headers(version)))
     assert result["isError"] is False
     assert "resultType" not in result
     response = orjson.loads(result["content"][0]["text"])  # every revision has the text block
@@ -282,7 +279,7 @@ def test_legacy_tools_call_at_each_handshake_revision(http: httpx.Client, versio
 
 def test_legacy_is_error_result(http: httpx.Client) -> None:
     params = {"name": "aap_inventory_vehicle", "arguments": {"type": "inventory.vehicle.request", "stock": "NOPE-0"}}
-    result = result_of(http.post("/mcp", json=rpc("tools/call", params), headers=legacy_headers()))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", params), headers=legacy_headers()))
     assert result["isError"] is True
     assert validate(result["structuredContent"], "error") == []
     assert result["structuredContent"]["code"] == "VEHICLE_NOT_FOUND"
@@ -296,14 +293,14 @@ def test_legacy_unknown_tool_and_discover(http: httpx.Client) -> None:
 
 
 def test_legacy_request_without_version_header_is_served(http: httpx.Client) -> None:
-    result = result_of(http.post("/mcp", json=rpc("tools/call", SEARCH), headers={"Accept": ACCEPT}))
+    result = assert_result(http.post("/mcp", json=rpc("tools/call", SEARCH), headers={"Accept": ACCEPT}))
     assert result["isError"] is False
 
 
 def test_modern_envelope_without_version_header_is_header_mismatch(http: httpx.Client) -> None:
     body, headers = modern_call("tools/call", SEARCH)
     del headers["MCP-Protocol-Version"]
-    error_of(http.post("/mcp", json=body, headers=headers), 400, -32020)
+    assert_jsonrpc_error(http.post("/mcp", json=body, headers=headers), 400, -32020)
 
 
 def test_unknown_version_header_without_envelope_is_400(http: httpx.Client) -> None:

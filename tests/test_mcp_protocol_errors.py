@@ -19,6 +19,7 @@ from mcp_types import HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION
 
 from aap.bindings.mcp import answers, envelope
 from aap.config.model import RateLimit
+from factories import live_dealer_fixture
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from mcp_helpers import ACCEPT, MODERN, Dealer, lead_request, legacy_headers, live_dealer, modern_call, rpc
 
@@ -36,10 +37,7 @@ INTERNALS = (
 )
 
 
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    with live_dealer(tmp_path_factory.mktemp("mcp-errors"), count=20) as live:
-        yield live
+dealer = live_dealer_fixture("mcp-errors", count=20)
 
 
 def headers_for(era: str, method: str = "tools/list") -> dict[str, str]:
@@ -53,7 +51,7 @@ def headers_for(era: str, method: str = "tools/list") -> dict[str, str]:
     return {**legacy_headers(), "Content-Type": "application/json"}
 
 
-def refused(response: httpx.Response, status: int, code: int, message: str | None = None) -> dict[str, Any]:
+def assert_refused(response: httpx.Response, status: int, code: int, message: str | None = None) -> dict[str, Any]:
     """The JSON-RPC error answer: exact status, JSON, the code, the fixed message, no internals."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
@@ -132,13 +130,14 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 @pytest.mark.parametrize(("body", "code", "message"), MALFORMED)
 def test_malformed_json_rpc_gets_a_fixed_short_message(
     dealer: Dealer, era: str, body: bytes, code: int, message: str
 ) -> None:
     response = httpx.post(dealer.mcp_url, content=body, headers=headers_for(era))
-    answer = refused(response, 400, code, message)
+    answer = assert_refused(response, 400, code, message)
     assert "data" not in answer["error"]
     request_id = answer["id"]
     assert request_id in (None, 1)
@@ -153,7 +152,7 @@ def test_unknown_method_is_not_echoed(dealer: Dealer, era: str) -> None:
     else:
         body, headers = rpc(method, {}), legacy_headers()
         status = 200
-    answer = refused(httpx.post(dealer.mcp_url, json=body, headers=headers), status, -32601, "Method not found")
+    answer = assert_refused(httpx.post(dealer.mcp_url, json=body, headers=headers), status, -32601, "Method not found")
     assert answer["id"] == 1 and "data" not in answer["error"]
 
 
@@ -165,9 +164,9 @@ def test_unknown_tool_and_bad_call_params_are_not_echoed(dealer: Dealer, era: st
     else:
         body, headers = rpc("tools/call", params), legacy_headers()
     status = 400 if era == "modern" else 200
-    refused(httpx.post(dealer.mcp_url, json=body, headers=headers), status, -32602)
+    assert_refused(httpx.post(dealer.mcp_url, json=body, headers=headers), status, -32602)
     body = rpc("tools/call", {"name": 5, "arguments": MARKER})
-    answer = refused(httpx.post(dealer.mcp_url, json=body, headers=legacy_headers()), 200, -32602)
+    answer = assert_refused(httpx.post(dealer.mcp_url, json=body, headers=legacy_headers()), 200, -32602)
     assert "data" not in answer["error"]  # the SDK's empty data is dropped
 
 
@@ -180,7 +179,7 @@ def test_a_wrong_content_type_is_415_json(dealer: Dealer, era: str, content_type
     if content_type is not None:
         headers["Content-Type"] = content_type
     response = httpx.post(dealer.mcp_url, content=orjson.dumps(rpc("tools/list", {})), headers=headers)
-    refused(response, 415, -32600, envelope.MEDIA_TYPE_MESSAGE)
+    assert_refused(response, 415, -32600, envelope.MEDIA_TYPE_MESSAGE)
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
@@ -188,7 +187,7 @@ def test_a_wrong_content_type_is_415_json(dealer: Dealer, era: str, content_type
 def test_a_wrong_accept_is_406_json(dealer: Dealer, era: str, accept: str) -> None:
     headers = {**headers_for(era), "Accept": accept}
     response = httpx.post(dealer.mcp_url, content=orjson.dumps(rpc("tools/list", {})), headers=headers)
-    refused(response, 406, -32600, envelope.NOT_ACCEPTABLE_MESSAGE)
+    assert_refused(response, 406, -32600, envelope.NOT_ACCEPTABLE_MESSAGE)
 
 
 @pytest.mark.parametrize("accept", ["application/json", "*/*", "application/*", "text/html, application/json;q=0.5"])
@@ -201,7 +200,7 @@ def test_any_accept_that_admits_json_is_served(dealer: Dealer, accept: str) -> N
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
 def test_anything_but_post_is_405_json(dealer: Dealer, method: str) -> None:
     response = httpx.request(method, dealer.mcp_url, headers={"Accept": ACCEPT})
-    refused(response, 405, -32600, envelope.METHOD_MESSAGE)
+    assert_refused(response, 405, -32600, envelope.METHOD_MESSAGE)
     assert response.headers["allow"] == "POST"
 
 
@@ -277,12 +276,12 @@ def test_integers_beyond_64_bits_answer_as_over_a2a(
 def test_a_number_beyond_a_double_is_a_parse_error_on_both_bindings(dealer: Dealer) -> None:
     mcp_body, legacy_body, a2a_body = search_with("9" * 400)
     _, headers = modern_call("tools/call", {"name": "aap_inventory_search"})
-    refused(
+    assert_refused(
         httpx.post(dealer.mcp_url, content=mcp_body, headers={**headers, "Content-Type": "application/json"}),
         400,
         -32700,
     )
-    refused(httpx.post(dealer.mcp_url, content=legacy_body, headers=headers_for("legacy")), 400, -32700)
+    assert_refused(httpx.post(dealer.mcp_url, content=legacy_body, headers=headers_for("legacy")), 400, -32700)
     over_a2a = httpx.post(dealer.a2a_url, content=a2a_body, headers={**AAP_HEADERS, "Content-Type": "application/json"})
     assert over_a2a.json()["error"]["code"] == -32700
 

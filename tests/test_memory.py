@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def run(code: str, **env: str) -> str:
     return subprocess.run(
@@ -43,3 +45,12 @@ def test_the_trim_gives_back_what_a_large_build_freed():
         )
 
     assert freed("trim") > 20_000 > freed("keep")  # KiB
+
+
+@pytest.mark.slow
+def test_httpx_keeps_its_cli_out_of_the_server_only():
+    """The `aap` command keeps httpx from loading its command-line tool (3 MiB); a program that
+    imports the `aap.client` SDK gets httpx exactly as httpx ships."""
+    check = "import sys, httpx; print(sys.modules.get('httpx._main', 'loaded or absent') is None)"
+    assert run(f"import aap.cli.main; {check}") == "True"
+    assert run(f"import aap.client; {check}") == "False"

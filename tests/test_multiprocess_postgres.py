@@ -25,6 +25,9 @@ from lead_support import lead_request
 from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 from test_cli_serve import free_port, stop_server
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 
 def start_server(
     url: str, *extra: str, log=subprocess.DEVNULL, port: int | None = None, env: dict[str, str] | None = None
@@ -72,7 +75,7 @@ def two_servers(pg_url, tmp_path):
     stop_server(second[0])
     for handle in logs:  # shown by pytest when the test failed
         handle.close()
-        print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
+        print(handle.name, Path(handle.name).read_text(encoding="utf-8", errors="replace")[-5000:])
 
 
 def a2a(base: str, data: dict) -> dict:
@@ -263,7 +266,7 @@ def test_a_dpop_jti_used_on_one_server_process_is_refused_by_another(pg_url, tmp
             stop_server(process)
         for handle in logs:  # shown by pytest when the test failed
             handle.close()
-            print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-5000:])
+            print(handle.name, Path(handle.name).read_text(encoding="utf-8", errors="replace")[-5000:])
 
 
 def test_two_server_processes_share_one_rate_limit(pg_url, tmp_path):
@@ -307,4 +310,4 @@ def test_two_server_processes_share_one_rate_limit(pg_url, tmp_path):
             stop_server(process)
         for handle in logs:
             handle.close()
-            print(handle.name, open(handle.name, encoding="utf-8", errors="replace").read()[-3000:])
+            print(handle.name, Path(handle.name).read_text(encoding="utf-8", errors="replace")[-3000:])

@@ -1,4 +1,4 @@
-"""Issue 18, the operator's side of the command line: where the configuration and the data
+"""The operator's side of the command line: where the configuration and the data
 are, what ``aap serve`` publishes and when it says so, ``aap config check``, ``aap db backup``,
 ``aap check`` answers that cannot pass by mistake, and the log formats."""
 
@@ -45,7 +45,7 @@ def runner(monkeypatch, tmp_path):
 
 @pytest.fixture
 def fake_run(monkeypatch):
-    """``aap serve``'s call of the runner: (settings, options); the bound socket is closed."""
+    """``aap serve``'s call of the runner: (settings, options); the bound sockets are closed."""
     calls = []
     import aap.server.runner
 
@@ -53,6 +53,9 @@ def fake_run(monkeypatch):
         sock = kw.pop("sock")
         kw["bound_port"] = sock.getsockname()[1]
         sock.close()
+        metrics_sock = kw.pop("metrics_sock", None)  # bound too when [server] metrics_listen is set
+        if metrics_sock is not None:
+            metrics_sock.close()
         calls.append((source.load(), kw))
 
     monkeypatch.setattr(aap.server.runner, "run", run)
@@ -307,6 +310,7 @@ def test_phone_numbers_are_read_in_the_rooftops_country(tmp_path):
 # -- aap db backup -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_db_backup_is_a_consistent_restorable_copy(runner, backend, database_url_factory, tmp_path):
     url = database_url_factory()
     stores = open_stores(url)

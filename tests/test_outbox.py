@@ -18,9 +18,9 @@ from aiosmtpd.controller import Controller
 
 from aap.agent import CallContext, DealerAgent
 from aap.config.leads import DeliverySettings, Route, SmtpTarget, WebhookTarget
-from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
 from aap.store import open_stores
+from aap.util.rfc3339 import epoch_ms
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,
@@ -84,6 +84,7 @@ async def once(worker) -> int:
         return await worker.run_once(client)
 
 
+@pytest.mark.slow
 async def test_a_lead_is_delivered_once_as_adf_with_its_id(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
@@ -99,6 +100,7 @@ async def test_a_lead_is_delivered_once_as_adf_with_its_id(make_agent, receiver)
     assert row["status"] == "delivered" and row["attempts"] == 1 and row["delivered_ms"] is not None
 
 
+@pytest.mark.slow
 async def test_crm_down_then_back_is_delivered_with_backoff(make_agent, receiver):
     agent = make_agent(
         lead_settings(
@@ -128,6 +130,7 @@ async def test_crm_down_then_back_is_delivered_with_backoff(make_agent, receiver
     assert ET.fromstring(receiver.requests[-1]["body"]).find("prospect").get("status") == "resend"
 
 
+@pytest.mark.slow
 async def test_dead_letter_after_max_attempts_and_operator_retry(make_agent, receiver):
     agent = make_agent(
         lead_settings(
@@ -159,6 +162,7 @@ async def test_dead_letter_after_max_attempts_and_operator_retry(make_agent, rec
     assert (row["status"], row["attempts"]) == ("delivered", 7)
 
 
+@pytest.mark.slow
 async def test_a_permanent_refusal_goes_straight_to_dead(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
@@ -168,6 +172,7 @@ async def test_a_permanent_refusal_goes_straight_to_dead(make_agent, receiver):
     assert (row["status"], row["attempts"], row["last_error"]) == ("dead", 1, "HTTP 400")
 
 
+@pytest.mark.slow
 async def test_consent_expired_before_delivery_is_not_sent_and_is_marked(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     body = lead_request()
@@ -180,6 +185,7 @@ async def test_consent_expired_before_delivery_is_not_sent_and_is_marked(make_ag
     assert receiver.requests == []
 
 
+@pytest.mark.slow
 async def test_a_target_removed_from_the_configuration_is_dead(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
@@ -193,6 +199,7 @@ async def test_a_target_removed_from_the_configuration_is_dead(make_agent, recei
     assert row["status"] == "dead" and "no longer configured" in row["last_error"]
 
 
+@pytest.mark.slow
 def test_several_workers_deliver_each_lead_exactly_once(make_agent, receiver):
     settings = lead_settings(routes=[http_route(receiver.url)], delivery=DeliverySettings(batch_size=3))
     agent = make_agent(settings)
@@ -277,6 +284,7 @@ async def test_worker_delivers_by_smtp_to_a_local_server(make_agent):
     assert deliveries(agent, lead_id)[0]["status"] == "delivered"
 
 
+@pytest.mark.slow
 async def test_webhook_carries_the_aap_lead_limited_to_consented_channels(make_agent, receiver):
     hook = WebhookTarget("hook", receiver.url)
     agent = make_agent(lead_settings(routes=[Route(targets=(hook,))]))
@@ -293,6 +301,7 @@ async def test_webhook_carries_the_aap_lead_limited_to_consented_channels(make_a
     assert document["request"]["consent"]["consent_text"] == CONSENT_TEXT
 
 
+@pytest.mark.slow
 async def test_run_delivery_worker_until_stopped(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     stop = asyncio.Event()
@@ -307,6 +316,7 @@ async def test_run_delivery_worker_until_stopped(make_agent, receiver):
     assert [r["headers"]["X-AAP-Lead-Id"] for r in receiver.accepted()] == [lead_id]
 
 
+@pytest.mark.slow
 async def test_delivery_lifespan_runs_the_worker_with_the_app(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
@@ -318,6 +328,7 @@ async def test_delivery_lifespan_runs_the_worker_with_the_app(make_agent, receiv
     assert deliveries(agent, lead_id)[0]["status"] == "delivered"
 
 
+@pytest.mark.slow
 async def test_delivery_lifespan_stays_out_when_delivery_runs_elsewhere(make_agent, receiver):
     settings = lead_settings(routes=[http_route(receiver.url)], delivery=DeliverySettings(in_process=False))
     agent = make_agent(settings)
@@ -328,6 +339,7 @@ async def test_delivery_lifespan_stays_out_when_delivery_runs_elsewhere(make_age
     assert deliveries(agent, lead_id)[0]["status"] == "pending"
 
 
+@pytest.mark.slow
 async def test_delivery_logs_carry_no_customer_value(make_agent, receiver, caplog):
     caplog.set_level(logging.DEBUG)
     agent = make_agent(

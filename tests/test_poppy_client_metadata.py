@@ -90,6 +90,7 @@ async def test_redirects_are_not_followed(agent_host, poppy_ca):
         await registry(poppy_ca).get(agent.client_id)
 
 
+@pytest.mark.slow
 async def test_size_and_time_limits(agent_host, poppy_ca):
     agent = PersonalAgent(agent_host, name="meta-big", publish=False)
     agent.publish({**agent.metadata(), "padding": "x" * 5000})

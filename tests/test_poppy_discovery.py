@@ -16,6 +16,7 @@ from aap.poppy import rotate_signing_key
 from aap.poppy.api import openapi_document
 from aap.poppy.context import PoppyContext
 from aap.spec import validate
+from aap.util import pointer
 from poppy_client import PersonalAgent, PoppyClient
 from poppy_env import TEST_POPPY, PoppyDeployment, agent_host, client, dealer, personal_agent, poppy_ca  # noqa: F401
 
@@ -146,8 +147,8 @@ def test_openapi_document(dealer, poppy_ca):
     for ref in refs:
         assert ref.startswith("#/components/schemas/"), ref
         node = document
-        for token in ref[2:].split("/"):
-            node = node[token.replace("~1", "/").replace("~0", "~")]
+        for token in pointer.tokens(ref[1:]):
+            node = node[token]
 
 
 def test_signing_keys_rotate_without_breaking_live_tokens(dealer, client: PoppyClient, poppy_ca):

@@ -1,4 +1,4 @@
-"""Poppy metadata agree with each other in every deployment mode (issue 15, item 5).
+"""Poppy metadata agree with each other in every deployment mode (docs/poppy.md, "Development on loopback").
 
 On an ``http://127.0.0.1:PORT`` development deployment the protected-resource metadata named
 ``http://127.0.0.1:PORT`` while the issuer listed only ``https://127.0.0.1``, so asking for the

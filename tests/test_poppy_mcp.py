@@ -14,7 +14,7 @@ import math
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -29,15 +29,12 @@ from aap.gateway import Gateway
 from aap.poppy.bearer import McpBearerVerifier
 from aap.poppy.context import caller_identity
 from aap.spec import validate
+from factories import signed_in_dealer_fixture
 from mcp_helpers import lead_request, modern_call
 from poppy_client import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE, PoppyClient
 from signed_in_env import SignedInAgent, SignedInDealer, signed_in_dealer
 
-
-@pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SignedInDealer]:
-    with signed_in_dealer(tmp_path_factory.mktemp("poppy-mcp")) as live:
-        yield live
+dealer = signed_in_dealer_fixture("poppy-mcp")
 
 
 @pytest.fixture
@@ -60,7 +57,7 @@ def snapshot(dealer: SignedInDealer) -> dict[str, list[str]]:
         return {t: sorted(map(repr, conn.execute(f'SELECT * FROM "{t}"'))) for t in tables}
 
 
-def token_refused(dealer: SignedInDealer, send: Callable[[], httpx.Response], status: int, error: str) -> None:
+def assert_token_refused(dealer: SignedInDealer, send: Callable[[], httpx.Response], status: int, error: str) -> None:
     before = snapshot(dealer)
     response = send()
     assert response.status_code == status, response.text
@@ -69,7 +66,7 @@ def token_refused(dealer: SignedInDealer, send: Callable[[], httpx.Response], st
     assert snapshot(dealer) == before, "a refused token request wrote to the database"
 
 
-def mcp_refused(dealer: SignedInDealer, response: httpx.Response) -> None:
+def assert_mcp_refused(dealer: SignedInDealer, response: httpx.Response) -> None:
     """401 with a Bearer challenge whose resource_metadata resolves to the MCP metadata."""
     assert response.status_code == 401, response.text
     assert response.headers["content-type"] == "application/json"
@@ -90,6 +87,7 @@ def lead_data(response: httpx.Response) -> dict[str, Any]:
 
 
 # -- discovery -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_poppy_json_lists_the_mcp_endpoint_and_its_metadata_resolves(
     dealer: SignedInDealer, agent: SignedInAgent
 ) -> None:
@@ -155,17 +153,19 @@ def test_a_token_for_another_resource_is_refused(dealer: SignedInDealer, agent: 
             "UPDATE poppy_tokens SET resource = ? WHERE token_type = 'Bearer' AND token_hash = ?",
             (dealer.url + "/other-mcp", _hash(token)),
         )
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
+    assert_mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
     # the guest Session token is DPoP-bound and bound to no MCP resource: refused as a Bearer token
     session_token = agent.client.token
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, session_token))
+    assert_mcp_refused(
+        dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, session_token)
+    )
 
 
 def test_an_expired_token_is_refused(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     token = agent.mcp_token()
     with database(dealer) as conn:
         conn.execute("UPDATE poppy_tokens SET expires_at = ? WHERE token_hash = ?", (time.time() - 1, _hash(token)))
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
+    assert_mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
 
 
 def test_revoking_the_session_token_ends_its_mcp_tokens(dealer: SignedInDealer, agent: SignedInAgent) -> None:
@@ -173,13 +173,13 @@ def test_revoking_the_session_token_ends_its_mcp_tokens(dealer: SignedInDealer, 
     info = {"type": "dealer.information.request"}
     assert agent.mcp_call("aap_dealer_information", info, token).status_code == 200
     assert agent.client.revoke(agent.client.token).status_code == 200
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", info, token))
+    assert_mcp_refused(dealer, agent.mcp_call("aap_dealer_information", info, token))
 
 
 def test_a_revoked_mcp_token_is_refused_and_its_session_lives_on(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     token = agent.mcp_token()
     assert agent.client.revoke(token).status_code == 200
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
+    assert_mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
     assert agent.client.call("dealerInformation", {"type": "dealer.information.request"}).status_code == 200
     assert (
         agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, agent.mcp_token()).status_code
@@ -190,7 +190,7 @@ def test_a_revoked_mcp_token_is_refused_and_its_session_lives_on(dealer: SignedI
 def test_a_renewed_session_ends_the_older_mcp_tokens(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     token = agent.mcp_token()
     agent.client.start_session()  # the same key: the Session is renewed, older tokens stop working
-    mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
+    assert_mcp_refused(dealer, agent.mcp_call("aap_dealer_information", {"type": "dealer.information.request"}, token))
 
 
 @pytest.mark.parametrize(
@@ -205,7 +205,7 @@ def test_malformed_or_altered_credentials(dealer: SignedInDealer, agent: SignedI
     if authorization == "bearer {token}":  # the scheme is case-insensitive (RFC 9110 §11.1)
         assert answered.status_code == 200
     else:
-        mcp_refused(dealer, answered)
+        assert_mcp_refused(dealer, answered)
 
 
 def test_a_bearer_token_on_the_poppy_api_is_refused(dealer: SignedInDealer, agent: SignedInAgent) -> None:
@@ -318,7 +318,7 @@ def test_exchange_refusals(dealer: SignedInDealer, agent: SignedInAgent) -> None
     ]
     for label, send, status, error in cases:
         try:
-            token_refused(dealer, send, status, error)
+            assert_token_refused(dealer, send, status, error)
         except AssertionError as exc:
             raise AssertionError(f"{label}: {exc}") from exc
 
@@ -327,7 +327,7 @@ def test_a_replayed_exchange_proof_is_refused(dealer: SignedInDealer, agent: Sig
     client = agent.client
     proof = client.agent.dpop_proof(client.session_key, "POST", client.issuer_metadata["token_endpoint"])
     assert client.token_request(form=client.exchange_form(), proof=proof).status_code == 200
-    token_refused(
+    assert_token_refused(
         dealer, lambda: client.token_request(form=client.exchange_form(), proof=proof), 400, "invalid_dpop_proof"
     )
 
@@ -335,13 +335,13 @@ def test_a_replayed_exchange_proof_is_refused(dealer: SignedInDealer, agent: Sig
 def test_a_revoked_subject_cannot_be_exchanged(dealer: SignedInDealer, agent: SignedInAgent) -> None:
     client = agent.client
     assert client.revoke(client.token).status_code == 200
-    token_refused(dealer, lambda: client.token_request(form=client.exchange_form()), 400, "invalid_request")
+    assert_token_refused(dealer, lambda: client.token_request(form=client.exchange_form()), 400, "invalid_request")
 
 
 def test_the_guest_grant_gives_no_token_for_the_mcp_resource(dealer: SignedInDealer) -> None:
     agent = dealer.new_agent(session=False)
     form = agent.client.grant_form(resource=dealer.mcp_url)
-    token_refused(dealer, lambda: agent.client.token_request(form=form), 400, "invalid_target")
+    assert_token_refused(dealer, lambda: agent.client.token_request(form=form), 400, "invalid_target")
 
 
 # -- the same numbers and limits as on the native API -----------------------------------------
@@ -368,6 +368,7 @@ def test_integers_beyond_64_bits_answer_as_over_the_poppy_api(dealer: SignedInDe
     assert math.isclose(by_api["data"]["applied_filters"]["price_max"], 1e30)
 
 
+@pytest.mark.slow
 def test_rate_limits_are_per_signed_in_caller_across_mcp_and_the_api(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -436,6 +437,7 @@ def _hash(token: str) -> str:
 
 
 # -- switched off -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_without_mcp_tokens_nothing_is_promised(tmp_path_factory: pytest.TempPathFactory) -> None:
     poppy = PoppySettings(allow_loopback_clients=True, mcp_enabled=False)
     with signed_in_dealer(tmp_path_factory.mktemp("poppy-no-mcp"), inventory=5, poppy=poppy) as live:

@@ -10,7 +10,16 @@ import pytest
 from joserfc.jwk import ECKey
 
 from poppy_client import PersonalAgent, PoppyClient, b64url, new_jti, public_jwk
-from poppy_env import agent_host, api_refused, client, dealer, personal_agent, poppy_ca, refused, session_client  # noqa: F401
+from poppy_env import (  # noqa: F401
+    agent_host,
+    assert_api_refused,
+    assert_refused,
+    client,
+    dealer,
+    personal_agent,
+    poppy_ca,
+    session_client,
+)
 
 INFO = {"type": "dealer.information.request"}
 
@@ -22,7 +31,7 @@ def test_client_assertion_with_wrong_aud_is_invalid_client(dealer, client: Poppy
     token_endpoint = client.issuer_metadata["token_endpoint"]
     for aud in (token_endpoint, client.issuer + "/", [client.issuer]):
         form = client.grant_form(client_assertion=client.agent.client_assertion(client.issuer, aud=aud))
-        refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
+        assert_refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
 
 
 def test_session_assertion_with_wrong_aud_is_invalid_grant(dealer, client: PoppyClient):
@@ -31,45 +40,45 @@ def test_session_assertion_with_wrong_aud_is_invalid_grant(dealer, client: Poppy
             client.issuer, client.user_id, aud=client.issuer_metadata["token_endpoint"]
         )
     )
-    refused(dealer, lambda: client.token_request(form=form), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=form), 400, "invalid_grant")
 
 
 def test_expired_and_over_long_assertions_are_refused(dealer, client: PoppyClient):
     issuer, user = client.issuer, client.user_id
     expired = client.grant_form(assertion=client.agent.session_assertion(issuer, user, at=time.time() - 400))
-    refused(dealer, lambda: client.token_request(form=expired), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=expired), 400, "invalid_grant")
     too_long = client.grant_form(assertion=client.agent.session_assertion(issuer, user, lifetime=301))
-    refused(dealer, lambda: client.token_request(form=too_long), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=too_long), 400, "invalid_grant")
     future = client.grant_form(assertion=client.agent.session_assertion(issuer, user, at=time.time() + 120))
-    refused(dealer, lambda: client.token_request(form=future), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=future), 400, "invalid_grant")
     client_expired = client.grant_form(client_assertion=client.agent.client_assertion(issuer, at=time.time() - 400))
-    refused(dealer, lambda: client.token_request(form=client_expired), 401, "invalid_client")
+    assert_refused(dealer, lambda: client.token_request(form=client_expired), 401, "invalid_client")
     client_long = client.grant_form(client_assertion=client.agent.client_assertion(issuer, lifetime=301))
-    refused(dealer, lambda: client.token_request(form=client_long), 401, "invalid_client")
+    assert_refused(dealer, lambda: client.token_request(form=client_long), 401, "invalid_client")
     # Pinned: a lifetime of exactly 300 s is accepted; string or boolean dates and short jtis are not.
     exact = client.grant_form(assertion=client.agent.session_assertion(issuer, user, lifetime=300))
     assert client.token_request(form=exact).status_code == 200
     now = int(time.time())
     for bad in ({"iat": str(now)}, {"exp": True}, {"jti": "short-jti"}):
         form = client.grant_form(assertion=client.agent.session_assertion(issuer, user, **bad))
-        refused(dealer, lambda: client.token_request(form=form), 400, "invalid_grant")
+        assert_refused(dealer, lambda: client.token_request(form=form), 400, "invalid_grant")
 
 
 def test_replayed_assertion_jtis_are_refused(dealer, client: PoppyClient):
     form = client.grant_form()
     assert client.token_request(form=form).status_code == 200
     # The whole request again: the client assertion is the first replay found.
-    refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
+    assert_refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
     # Fresh client assertion, replayed Session assertion.
     replayed_session = dict(form, client_assertion=client.agent.client_assertion(client.issuer))
-    refused(dealer, lambda: client.token_request(form=replayed_session), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=replayed_session), 400, "invalid_grant")
     # One jti for both assertions is refused even when fresh.
     jti = new_jti()
     same = client.grant_form(
         client_assertion=client.agent.client_assertion(client.issuer, jti=jti),
         assertion=client.agent.session_assertion(client.issuer, client.user_id, jti=jti),
     )
-    refused(dealer, lambda: client.token_request(form=same), 400, "invalid_grant")
+    assert_refused(dealer, lambda: client.token_request(form=same), 400, "invalid_grant")
 
 
 def test_assertions_must_be_es256_signed_by_a_published_key(dealer, client: PoppyClient):
@@ -92,7 +101,7 @@ def test_assertions_must_be_es256_signed_by_a_published_key(dealer, client: Popp
     )
     for assertion in cases:
         form = client.grant_form(client_assertion=assertion)
-        refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
+        assert_refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
 
 
 # -- token endpoint: the request itself ------------------------------------------------------
@@ -110,11 +119,11 @@ def test_token_request_shape_errors(dealer, client: PoppyClient):
         (client.grant_form(assertion=None), 400, "invalid_request"),
     ]
     for form, status, error in cases:
-        refused(dealer, lambda: client.token_request(form=form), status, error)
+        assert_refused(dealer, lambda: client.token_request(form=form), status, error)
     # A repeated parameter is invalid (RFC 6749 §3.2).
     endpoint = client.issuer_metadata["token_endpoint"]
     pairs = list(client.grant_form().items()) + [("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer")]
-    refused(
+    assert_refused(
         dealer,
         lambda: client.http.post(
             endpoint,
@@ -135,7 +144,7 @@ def test_token_request_shape_errors(dealer, client: PoppyClient):
 def test_token_endpoint_dpop_rules(dealer, client: PoppyClient):
     endpoint = client.issuer_metadata["token_endpoint"]
     key = client.session_key
-    refused(dealer, lambda: client.token_request(proof=None), 400, "invalid_dpop_proof")
+    assert_refused(dealer, lambda: client.token_request(proof=None), 400, "invalid_dpop_proof")
     proofs = [
         client.agent.dpop_proof(key, "POST", endpoint, ath=b64url(b"x" * 32)),  # ath present
         client.agent.dpop_proof(key, "POST", endpoint + "/other"),  # htu mismatch
@@ -150,12 +159,12 @@ def test_token_endpoint_dpop_rules(dealer, client: PoppyClient):
         client.agent.dpop_proof(client.agent.identity, "POST", endpoint),  # identity key
     ]
     for proof in proofs:
-        refused(dealer, lambda: client.token_request(proof=proof), 400, "invalid_dpop_proof")
+        assert_refused(dealer, lambda: client.token_request(proof=proof), 400, "invalid_dpop_proof")
     two = [
         ("DPoP", client.agent.dpop_proof(key, "POST", endpoint)),
         ("DPoP", client.agent.dpop_proof(key, "POST", endpoint)),
     ]
-    refused(
+    assert_refused(
         dealer, lambda: client.http.post(endpoint, data=client.grant_form(), headers=two), 400, "invalid_dpop_proof"
     )
 
@@ -163,7 +172,7 @@ def test_token_endpoint_dpop_rules(dealer, client: PoppyClient):
 def test_replayed_dpop_jti_at_the_token_endpoint(dealer, client: PoppyClient):
     proof = client.agent.dpop_proof(client.session_key, "POST", client.issuer_metadata["token_endpoint"])
     assert client.token_request(proof=proof).status_code == 200
-    refused(dealer, lambda: client.token_request(proof=proof), 400, "invalid_dpop_proof")
+    assert_refused(dealer, lambda: client.token_request(proof=proof), 400, "invalid_dpop_proof")
 
 
 # -- client identity documents -------------------------------------------------------------
@@ -174,7 +183,7 @@ def test_client_metadata_whose_client_id_differs_from_its_url(dealer, agent_host
     agent.publish({**agent.metadata(), "client_id": f"{agent_host.base_url}/someone-else/agent.json"})
     c = PoppyClient(agent, dealer.url, poppy_ca.context())
     c.discover()
-    response = refused(dealer, lambda: c.token_request(), 401, "invalid_client")
+    response = assert_refused(dealer, lambda: c.token_request(), 401, "invalid_client")
     assert "differs" in response.json()["error_description"]
     c.close()
 
@@ -191,7 +200,7 @@ def test_client_metadata_whose_client_id_differs_from_its_url(dealer, agent_host
 )
 def test_private_address_client_id_is_refused(dealer, client: PoppyClient, client_id):
     form = client.grant_form(client_id=client_id)
-    response = refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
+    response = assert_refused(dealer, lambda: client.token_request(form=form), 401, "invalid_client")
     assert "not allowed" in response.json()["error_description"]
 
 
@@ -207,7 +216,7 @@ def test_blocked_and_unlisted_clients_are_refused(tmp_path, poppy_ca, agent_host
     try:
         c = PoppyClient(agent, deployment.url, poppy_ca.context())
         c.discover()
-        response = refused(deployment, lambda: c.token_request(), 401, "invalid_client")
+        response = assert_refused(deployment, lambda: c.token_request(), 401, "invalid_client")
         assert agent_host.hits.get(f"/{agent.name}/agent.json", 0) == 0  # policy before any fetch
         ok = PoppyClient(other, deployment.url, poppy_ca.context())
         ok.discover()
@@ -226,7 +235,7 @@ def test_replayed_dpop_jti_at_the_api(dealer, session_client: PoppyClient):
     url = session_client.operation_url("dealerInformation")
     headers = session_client.auth_headers("POST", url)
     assert session_client.http.post(url, json=INFO, headers=headers).status_code == 200
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
 
 
 def test_dpop_htu_and_htm_must_match(dealer, session_client: PoppyClient):
@@ -239,7 +248,9 @@ def test_dpop_htu_and_htm_must_match(dealer, session_client: PoppyClient):
         session_client.auth_headers("POST", url.replace("https://", "http://")),
         session_client.auth_headers("POST", url, iat=time.time() - 300),
     ):
-        api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
+        assert_api_refused(
+            dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof"
+        )
     # Pinned: scheme/host case and the default port are normalised.
     upper = url.replace("https://localhost", "HTTPS://LOCALHOST")
     assert (
@@ -251,22 +262,22 @@ def test_proof_signed_by_another_key_than_the_tokens(dealer, session_client: Pop
     url = session_client.operation_url("dealerInformation")
     other = ECKey.generate_key("P-256", private=True)
     headers = session_client.auth_headers("POST", url, key=other)
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=headers), "invalid_dpop_proof")
 
 
 def test_missing_or_wrong_ath(dealer, session_client: PoppyClient):
     url = session_client.operation_url("dealerInformation")
     missing = session_client.auth_headers("POST", url)
     missing["DPoP"] = session_client.agent.dpop_proof(session_client.session_key, "POST", url)
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=missing), "invalid_dpop_proof")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=missing), "invalid_dpop_proof")
     wrong = session_client.auth_headers("POST", url, ath=b64url(b"\0" * 32))
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=wrong), "invalid_dpop_proof")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=wrong), "invalid_dpop_proof")
 
 
 def test_token_used_after_revocation(dealer, session_client: PoppyClient):
     assert session_client.revoke(session_client.token).status_code == 200
     url = session_client.operation_url("dealerInformation")
-    api_refused(
+    assert_api_refused(
         dealer,
         lambda: session_client.http.post(url, json=INFO, headers=session_client.auth_headers("POST", url)),
         "invalid_token",
@@ -278,13 +289,13 @@ def test_token_presentation_rules(dealer, session_client: PoppyClient):
     token = session_client.token
     bearer = session_client.auth_headers("POST", url)
     bearer["Authorization"] = f"Bearer {token}"
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=bearer), "invalid_token")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=bearer), "invalid_token")
     nothing = {"DPoP": session_client.agent.dpop_proof(session_client.session_key, "POST", url)}
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=nothing), "invalid_token")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=nothing), "invalid_token")
     forged = session_client.auth_headers("POST", url, token=token[:-4] + "AAAA")
-    api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=forged), "invalid_token")
+    assert_api_refused(dealer, lambda: session_client.http.post(url, json=INFO, headers=forged), "invalid_token")
     in_query = session_client.auth_headers("POST", url)
-    refused(
+    assert_refused(
         dealer,
         lambda: session_client.http.post(url, params={"access_token": token}, json=INFO, headers=in_query),
         400,
@@ -294,7 +305,7 @@ def test_token_presentation_rules(dealer, session_client: PoppyClient):
 
 def test_revocation_requires_client_authentication_and_is_scoped_to_the_client(dealer, session_client, agent_host):
     endpoint = session_client.issuer_metadata["revocation_endpoint"]
-    refused(
+    assert_refused(
         dealer, lambda: session_client.http.post(endpoint, data={"token": session_client.token}), 401, "invalid_client"
     )
     # Another agent cannot revoke this agent's token: 200 {} (RFC 7009) and the token still works.
@@ -322,13 +333,13 @@ def test_feedback_rules(dealer, session_client: PoppyClient):
         {"kind": "missing", "task": "   ", "description": "d"},
         {"kind": "missing", "task": "t"},
     ):
-        refused(
+        assert_refused(
             dealer,
             lambda: session_client.http.post(url, json=body, headers=session_client.auth_headers("POST", url)),
             400,
             "invalid_request",
         )
-    api_refused(
+    assert_api_refused(
         dealer,
         lambda: session_client.http.post(url, json={"kind": "missing", "task": "t", "description": "d"}),
         "invalid_token",

@@ -20,6 +20,9 @@ from aap.config.model import RateLimit
 from poppy_client import PersonalAgent, PoppyClient, dpop_only
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 EXAMPLES_PER_OPERATION = 12
 CHECKS = [
     not_a_server_error,

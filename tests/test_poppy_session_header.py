@@ -12,7 +12,16 @@ from joserfc.jwk import ECKey
 
 from aap.spec import validate
 from poppy_client import PoppyClient, b64url, new_jti
-from poppy_env import agent_host, api_refused, client, dealer, lead_request, personal_agent, poppy_ca, refused  # noqa: F401
+from poppy_env import (  # noqa: F401
+    agent_host,
+    assert_api_refused,
+    assert_refused,
+    client,
+    dealer,
+    lead_request,
+    personal_agent,
+    poppy_ca,
+)
 
 INFO = {"type": "dealer.information.request"}
 
@@ -60,7 +69,7 @@ def test_signed_out_call_with_a_poppy_session_header(dealer, client: PoppyClient
     assert response.status_code == 200, response.text
     assert response.json()["type"] == "dealer.information.response"
     # The same JWT again is a replay.
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
 
 
 def test_poppy_session_and_dpop_token_share_the_caller_identity(client: PoppyClient):
@@ -83,19 +92,19 @@ def test_poppy_session_with_an_access_token_bound_to_the_delegated_key(dealer, c
     assert client.http.post(url, json=INFO, headers=headers).status_code == 200
     # ath is required when a token is sent, and must be its hash.
     missing = {**session_headers(client, url), "Authorization": f"DPoP {client.token}"}
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=missing), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=missing), "invalid_token")
     # A token bound to another key does not go with this Poppy-Session.
     other = ECKey.generate_key("P-256", private=True)
     foreign = {
         **session_headers(client, url, delegated=other, access_token=client.token),
         "Authorization": f"DPoP {client.token}",
     }
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=foreign), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=foreign), "invalid_token")
     # ath without a token, and a DPoP proof mixed in, are refused.
     stray = session_headers(client, url, ath=b64url(b"1" * 32))
-    api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=stray), "invalid_token")
+    assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=stray), "invalid_token")
     mixed = {**session_headers(client, url), "DPoP": client.agent.dpop_proof(client.session_key, "POST", url)}
-    refused(dealer, lambda: client.http.post(url, json=INFO, headers=mixed), 400, "invalid_request")
+    assert_refused(dealer, lambda: client.http.post(url, json=INFO, headers=mixed), 400, "invalid_request")
 
 
 def test_poppy_session_with_a_bad_delegation(dealer, client: PoppyClient):
@@ -123,7 +132,9 @@ def test_poppy_session_with_a_bad_delegation(dealer, client: PoppyClient):
     }
     for why, delegation in bad_delegations.items():
         headers = session_headers(client, url, delegation=delegation)
-        response = api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+        response = assert_api_refused(
+            dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token"
+        )
         assert "poppy_dlg" in response.json()["error_description"] or "kid" in response.json()["error_description"], why
 
 
@@ -164,7 +175,7 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
     )
     cases.append({"Poppy-Session": forged})
     for headers in cases:
-        api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+        assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
     unknown_client = agent.poppy_session(
         delegated,
         delegation,
@@ -176,7 +187,7 @@ def test_poppy_session_jwt_rules(dealer, client: PoppyClient):
         iss="https://10.0.0.1/agent.json",
         jti=new_jti(),
     )
-    api_refused(
+    assert_api_refused(
         dealer, lambda: client.http.post(url, json=INFO, headers={"Poppy-Session": unknown_client}), "invalid_token"
     )
 
@@ -201,7 +212,7 @@ def test_the_identity_key_is_not_a_delegated_key(dealer, client: PoppyClient):
     identity = client.agent.identity
     delegation = client.agent.delegation(identity, sub=client.user_id)
     headers = session_headers(client, url, delegated=identity, delegation=delegation)
-    response = api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
+    response = assert_api_refused(dealer, lambda: client.http.post(url, json=INFO, headers=headers), "invalid_token")
     assert "identity" in response.json()["error_description"]
 
 
@@ -219,7 +230,7 @@ def test_a_delegation_without_sub_vouches_for_no_user(dealer, client: PoppyClien
             method="POST",
             url=url,
         )
-        response = api_refused(
+        response = assert_api_refused(
             dealer, lambda jwt=jwt: client.http.post(url, json=INFO, headers={"Poppy-Session": jwt}), "invalid_token"
         )
         assert "sub" in response.json()["error_description"]

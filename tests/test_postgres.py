@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from aap.cli.main import main
@@ -84,6 +85,7 @@ def test_postgres_text_order_matches_python(pg_cluster):
         stores.close()
 
 
+@pytest.mark.slow
 def test_a_dpop_proof_used_on_one_worker_is_refused_by_another_on_postgres(
     pg_cluster, tmp_path, monkeypatch, poppy_ca, agent_host
 ):
@@ -118,6 +120,7 @@ def test_a_dpop_proof_used_on_one_worker_is_refused_by_another_on_postgres(
         b.stop()
 
 
+@pytest.mark.slow
 def test_a_large_import_refreshes_postgres_statistics(pg_cluster):
     """After a big import the planner knows the table's size at once (not after autovacuum)."""
     from aap.config.loader import load_settings

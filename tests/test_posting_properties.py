@@ -150,6 +150,7 @@ def _answer(agent: DealerAgent, request: dict[str, Any]) -> Any:
     return data
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(plan=steps(), asked=questions(), by_seller=st.booleans())
 def test_kept_counts_equal_a_fresh_count_after_every_import(marketplace, plan, asked, by_seller):
@@ -242,6 +243,7 @@ def test_a_build_in_chunks_equals_a_build_at_once(agent_factory, monkeypatch):
     assert built(1) == at_once
 
 
+@pytest.mark.slow
 def test_price_ranges_are_exact_at_every_bucket_edge(agent_factory, ctx):
     """Price filters come from $1,000 buckets: whole buckets inside the range, range-encoded
     bitmaps for them, and the listings of a bucket a bound cuts through checked in SQL. Prices

@@ -1,4 +1,4 @@
-"""Problem lists are complete and have one entry per (location, keyword) (issue 15, item 6).
+"""Problem lists are complete and have one entry per (location, keyword) (docs/search.md, "Validation order").
 
 - schema problems and capability problems (an unadvertised filter, a feature code outside
   the vocabulary, an unsupported sort field) of one request are listed together;
@@ -23,7 +23,7 @@ from conftest import make_settings, open_memory_agent
 from lead_support import lead_request
 
 
-def error_of(agent, payload) -> AapError:
+def assert_refused(agent, payload) -> AapError:
     with pytest.raises(AapError) as caught:
         agent.handle(payload, CallContext(binding="test"))
     return caught.value
@@ -35,7 +35,7 @@ def entries(error: AapError) -> list[tuple[str, str]]:
 
 def test_unknown_feature_code_and_schema_error_are_listed_together():
     with open_memory_agent() as agent:
-        error = error_of(
+        error = assert_refused(
             agent, {"type": "inventory.search.request", "filters": {"features_all": ["no_such_feature"], "make": 5}}
         )
     assert error.code == "SCHEMA_VALIDATION_FAILED"  # the first stage names the code
@@ -45,11 +45,11 @@ def test_unknown_feature_code_and_schema_error_are_listed_together():
 def test_unadvertised_filter_and_unsupported_sort_come_with_the_schema_problems():
     settings = make_settings(filters=("make", "price_max"), sort_fields=("price",))
     with open_memory_agent(settings) as agent:
-        error = error_of(
+        error = assert_refused(
             agent, {"type": "inventory.facets.request", "filters": {"model": ["Civic"], "price_max": "20000"}}
         )
         assert entries(error) == [("/filters/model", "capability"), ("/filters/price_max", "type")]
-        search = error_of(
+        search = assert_refused(
             agent,
             {
                 "type": "inventory.search.request",
@@ -68,7 +68,7 @@ def test_unadvertised_filter_and_unsupported_sort_come_with_the_schema_problems(
 
 def test_capability_problems_alone_keep_their_own_code():
     with open_memory_agent() as agent:
-        error = error_of(agent, {"type": "inventory.search.request", "filters": {"features_all": ["nope"]}})
+        error = assert_refused(agent, {"type": "inventory.search.request", "filters": {"features_all": ["nope"]}})
     assert error.code == "UNSUPPORTED_FILTER"
     assert entries(error) == [("/filters/features_all/0", "capability")]
 
@@ -76,7 +76,7 @@ def test_capability_problems_alone_keep_their_own_code():
 @pytest.mark.parametrize("kind", [5, None, True, ["inventory.search.request"], {"x": 1}])
 def test_a_type_that_is_not_a_string_is_a_type_problem_at_type(kind):
     with open_memory_agent() as agent:
-        error = error_of(agent, {"type": kind})
+        error = assert_refused(agent, {"type": kind})
     assert error.code == "SCHEMA_VALIDATION_FAILED"
     assert entries(error) == [("/type", "type")]
     assert error.errors[0]["error"] == "must be string"
@@ -84,13 +84,13 @@ def test_a_type_that_is_not_a_string_is_a_type_problem_at_type(kind):
 
 def test_a_missing_type_is_still_required_at_the_root():
     with open_memory_agent() as agent:
-        error = error_of(agent, {"filters": {}})
+        error = assert_refused(agent, {"filters": {}})
     assert entries(error) == [("/type", "required")]
 
 
 def test_a_wrong_trade_in_condition_is_one_entry_naming_the_values_both_rules_allow():
     with open_memory_agent() as agent:
-        error = error_of(agent, lead_request(trade_in={"condition": "mint"}))
+        error = assert_refused(agent, lead_request(trade_in={"condition": "mint"}))
     assert error.code == "INVALID_CONDITION"
     assert entries(error) == [("/trade_in/condition", "enum")]
     assert error.errors[0]["error"] == "must be one of: excellent, good, fair, poor"

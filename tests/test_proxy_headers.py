@@ -1,4 +1,4 @@
-"""Proxy headers are believed only from ``[server] forwarded_allow_ips`` (issue 15, item 3).
+"""Proxy headers are believed only from ``[server] forwarded_allow_ips`` (docs/deployment.md, "Behind a reverse proxy").
 
 uvicorn believes ``X-Forwarded-For`` from 127.0.0.1 by default, so a same-host process (or a
 proxy passing a client's header through) could reset its rate-limit bucket at will. Served by
@@ -93,6 +93,7 @@ class Served:
         self.log.close()
 
 
+@pytest.mark.slow
 def test_by_default_a_forwarded_address_from_loopback_changes_nothing(tmp_path):
     served = Served(tmp_path, env={"FORWARDED_ALLOW_IPS": "*"})  # uvicorn's own knob: not ours
     try:
@@ -104,6 +105,7 @@ def test_by_default_a_forwarded_address_from_loopback_changes_nothing(tmp_path):
     assert served.access_clients() == [anonymous_caller_key("127.0.0.1")] * 4
 
 
+@pytest.mark.slow
 def test_a_configured_proxy_has_its_clients_counted_apart(tmp_path):
     served = Served(tmp_path, '[server]\nforwarded_allow_ips = ["127.0.0.1", "10.0.0.0/8"]')
     try:

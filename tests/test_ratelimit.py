@@ -268,6 +268,7 @@ def test_admit_tops_up_in_the_background_and_requests_never_lease_themselves(pro
     assert counter.writes <= 500 // 20
 
 
+@pytest.mark.slow
 def test_over_a2a_a_busy_caller_costs_at_most_one_write_per_twenty_requests(tmp_path):
     """The default configuration's limiter, high enough never to refuse, over real HTTP."""
     import httpx

@@ -30,6 +30,9 @@ from lead_support import NOW, lead_request
 from pg_cluster import PostgresCluster
 from test_aggregate_scope import OPERATOR_ROOFTOP, SHELBYVILLE, SPRINGFIELD
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 CTX = CallContext(binding="test")
 LEAD_CTX = CallContext(binding="test", now=NOW)
 SEARCH = {"type": "inventory.search.request", "sort": {"field": "price", "order": "asc"}, "pagination": {"limit": 10}}

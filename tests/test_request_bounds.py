@@ -1,4 +1,4 @@
-"""Bounded work per request (issue 15, item 1): structural bounds before validation, a budget for
+"""Bounded work per request (docs/search.md, "Request bounds"): structural bounds before validation, a budget for
 explaining a failure, and rate-limit costs that follow the work.
 
 The 20 ms CPU target of a refusal is measured by bench/adversarial.py, not here: these tests
@@ -45,7 +45,7 @@ def refusal(agent, payload) -> AapError:
 
 
 def test_a_hundred_thousand_feature_codes_are_refused_before_validation(monkeypatch):
-    """The request of the issue: 100,000 copies of "x" (about 500 KB) cost 0.8-1.5 s of CPU."""
+    """The request that set the bounds: 100,000 copies of "x" (about 500 KB) cost 0.8-1.5 s of CPU."""
     validations = Calls(monkeypatch, aap.agent, "validate")
     explanations = Calls(monkeypatch, aap.spec.validator, "_explain")
     with open_memory_agent() as agent:
@@ -172,6 +172,7 @@ def test_tokens_follow_the_skill_and_what_its_shape_was_seen_to_cost():
         work.close()
 
 
+@pytest.mark.slow
 def test_over_a2a_a_lead_costs_its_tokens(tmp_path):
     """Burst 8: two leads (4 tokens each) pass, the third is refused; a search still costs one."""
     rule = RateLimit(enabled=True, per_minute=1, burst=8)
@@ -285,6 +286,7 @@ def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monk
             assert "Narrow" in error.details["hint"]
 
 
+@pytest.mark.slow
 def test_mcp_never_hands_a_request_over_the_bounds_to_the_sdk(tmp_path):
     """The SDK's reader cost ~100-300 ms on a 1 MiB call (bench/adversarial.py): a message it would
     read is refused at the front when it is over the bounds; a plain call meets them in the core."""

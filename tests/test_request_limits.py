@@ -286,6 +286,7 @@ def test_a_header_that_never_ends_is_refused_unread_while_healthz_answers(served
 # -- time ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_head_that_stops_coming_is_answered_408_and_closed(served):
     with served.connect() as sock:
         sock.sendall(b"GET /a2a HTTP/1.1\r\nHost: x\r\nX-Slow: ")
@@ -297,11 +298,13 @@ def test_a_head_that_stops_coming_is_answered_408_and_closed(served):
     }
 
 
+@pytest.mark.slow
 def test_a_connection_that_sends_nothing_is_closed(served):
     with served.connect() as sock:
         assert sock.recv(100) == b""  # closed by the server, without an answer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_body_that_stops_coming_is_answered_408_in_the_surfaces_shape(served, chunked):
     framing = 'Transfer-Encoding: chunked\r\n\r\n5\r\n{"a":' if chunked else 'Content-Length: 100\r\n\r\n{"a":'
@@ -318,6 +321,7 @@ def test_a_body_that_stops_coming_is_answered_408_in_the_surfaces_shape(served, 
             assert validate(answer, "error") == [] and answer["message"] == message and answer["retryable"] is True
 
 
+@pytest.mark.slow
 def test_an_idle_connection_between_requests_is_closed(served):
     with served.connect() as sock:
         sock.sendall(request())
@@ -345,6 +349,7 @@ def read_answer_open(sock: socket.socket) -> tuple[int, dict[str, str]]:
     return int(status_line.split()[1]), headers
 
 
+@pytest.mark.slow
 def test_an_upgrade_request_is_answered_like_any_other(served):
     """No surface speaks WebSocket: asking to upgrade changes nothing."""
     upgrade = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")]

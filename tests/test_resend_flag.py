@@ -1,5 +1,5 @@
 """``<prospect status="resend">`` (and the webhook's ``resend``) only when an earlier attempt may have
-been accepted by the CRM (docs/leads.md "Resend").
+been accepted by the CRM (docs/leads.md §8, the resend rule).
 
 May have been accepted: the whole request was sent and its answer was lost or ambiguous (a read
 timeout, a connection closed after the body was sent, a 5xx answer, a 409 for a request held under
@@ -23,8 +23,8 @@ import pytest
 from aap.config.leads import AdfHttpTarget, DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads import transports
 from aap.leads.operations import retry_deliveries
-from aap.leads.timefmt import epoch_ms
 from aap.leads.worker import DeliveryWorker
+from aap.util.rfc3339 import epoch_ms
 from lead_support import NOW, Receiver, free_port, http_route, lead_settings
 from test_outbox import Clock, deliveries, make_agent, once, submit  # noqa: F401 (fixture)
 
@@ -39,6 +39,7 @@ def worker_for(agent, clock: Clock) -> DeliveryWorker:
     return DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
 
 
+@pytest.mark.slow
 async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent):
     port = free_port()  # nothing listens: connection refused
     agent = make_agent(
@@ -65,6 +66,7 @@ async def test_a_crm_that_refused_the_connection_gets_the_lead_as_new(make_agent
     assert prospect_status(got) == "new"  # it never had it
 
 
+@pytest.mark.slow
 async def test_the_webhook_says_resend_false_after_a_refused_connection(make_agent):
     port = free_port()
     hook = WebhookTarget("hook", f"http://127.0.0.1:{port}/hook")
@@ -85,6 +87,7 @@ async def test_the_webhook_says_resend_false_after_a_refused_connection(make_age
     assert orjson.loads(got["body"])["resend"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("status", "resend"), [(500, "resend"), (503, "resend"), (409, "resend"), (429, "new"), (408, "new"), (425, "new")]
 )
@@ -107,6 +110,7 @@ async def test_an_answer_says_whether_the_crm_may_have_it(make_agent, status, re
         crm.close()
 
 
+@pytest.mark.slow
 async def test_an_answer_lost_to_a_read_timeout_makes_the_next_one_a_resend(make_agent):
     crm = Receiver()
     try:
@@ -251,6 +255,7 @@ async def test_a_down_smtp_server_was_never_reached():
     assert caught.value.reached is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [404, 401, 400, 422])
 @pytest.mark.parametrize("kind", ["adf_http", "webhook"])
 async def test_a_lead_refused_at_first_and_retried_by_the_operator_is_delivered_as_new(make_agent, status, kind):

@@ -151,6 +151,7 @@ def counts_outrun_their_budget(agent, backend: str) -> Iterator[None]:
             release.join()
 
 
+@pytest.mark.slow
 def test_a_count_past_its_budget_answers_null_then_the_exact_total(agent_factory, ctx, backend):
     agent = counting_in_sql(agent_factory(listings=inventory(1000)))
     civics = dict(HONDA, filters={"model": ["Civic"]})  # no index: the count scans every row
@@ -216,6 +217,7 @@ def walk(agent, ctx, request) -> tuple[list[str], set]:
     raise AssertionError("the cursor walk did not end")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sort", [{"field": "price", "order": "desc"}, {"field": "updated_at", "order": "desc"}])
 def test_pages_of_a_remembered_keyword_search_are_the_same(agent_factory, ctx, sort):
     """With its total remembered, a dense keyword search pages through the sort index (SQLite

@@ -23,6 +23,9 @@ from aap.store.inventory import search as search_module
 from conftest import DEFAULT_ROOFTOPS
 from inventory_reference import filters, listings, reference_search
 
+#: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
+pytestmark = pytest.mark.slow
+
 CTX = CallContext(binding="test")
 PROPERTY = settings(
     max_examples=120,

@@ -18,24 +18,17 @@ from aap.config.model import RateLimit
 from aap.server import app as app_module
 from aap.server.logconfig import JsonFormatter
 from aap.spec import validate
+from factories import deployment_fixture, http_fixture
 from http_helpers import ERROR_INFO, Deployment, aap_error_of, assert_valid_response, detail_of, send_message
 
 DEALER = {"type": "dealer.information.request"}
 SECRET = "zq-secret-4711@customer.example"
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    with Deployment(
-        tmp_path_factory.mktemp("web"), inventory=20, rate_limit=RateLimit(enabled=False), max_body_bytes=4096
-    ) as dep:
-        yield dep
+deployment = deployment_fixture("web", inventory=20, rate_limit=RateLimit(enabled=False), max_body_bytes=4096)
 
 
-@pytest.fixture(scope="module")
-def http(deployment):
-    with httpx.Client(base_url=deployment.base_url, timeout=30) as client:
-        yield client
+http = http_fixture()
 
 
 # -- assembly ------------------------------------------------------------------------------
@@ -121,6 +114,7 @@ def test_healthz(http):
     assert response.headers["cache-control"] == "no-store"
 
 
+@pytest.mark.slow
 def test_healthz_database_down(tmp_path):
     with Deployment(tmp_path, inventory=0) as dep:
         dep.stores.close()
@@ -307,6 +301,7 @@ def test_access_log_success_fields(http, caplog):
 
 
 # -- internal errors -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_unexpected_exception_is_internal_error(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="aap")
 
@@ -330,6 +325,7 @@ def test_unexpected_exception_is_internal_error(tmp_path, caplog):
         assert "zq-secret" not in JsonFormatter().format(record)
 
 
+@pytest.mark.slow
 def test_unserialisable_result_is_internal_error(tmp_path):
     def odd(agent, request, ctx):
         return {"type": "dealer.information.response", "data": {"when": object()}}
@@ -341,6 +337,7 @@ def test_unserialisable_result_is_internal_error(tmp_path):
     assert aap_error_of(response.json())["code"] == "INTERNAL_ERROR"
 
 
+@pytest.mark.slow
 def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_path, monkeypatch, caplog):
     """One handler, one log line (error id, type, place; never the text), the body in the surface's shape."""
     from starlette.routing import Route
@@ -401,6 +398,7 @@ def test_each_binding_resolves_the_skill_once(deployment, http):
 
 
 # -- rate limiting ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_rate_limited_per_caller(tmp_path):
     with Deployment(tmp_path, inventory=0, rate_limit=RateLimit(enabled=True, per_minute=6, burst=2)) as dep:
         with httpx.Client(base_url=dep.base_url) as http:
@@ -430,6 +428,7 @@ def test_rate_limited_per_caller(tmp_path):
     assert detail_of(payload, ERROR_INFO)["metadata"]["retry_after_ms"] == str(retry_ms)
 
 
+@pytest.mark.slow
 def test_rate_limit_disabled(tmp_path):
     with Deployment(tmp_path, inventory=0, rate_limit=RateLimit(enabled=False, per_minute=1, burst=1)) as dep:
         with httpx.Client(base_url=dep.base_url) as http:
@@ -451,6 +450,7 @@ def test_metrics_label_escaping():
     assert values[("aap_request_duration_seconds_bucket", frozenset({**labels, "le": "0.005"}.items()))] == 1
 
 
+@pytest.mark.slow
 def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp_path, monkeypatch, caplog):
     """A surface's hot path (aap.web.direct) gets its method straight, still logged, still under the
     body limit and the unexpected-error handler; its other methods go to the router as before."""

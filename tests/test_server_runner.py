@@ -8,7 +8,6 @@ import dataclasses
 import datetime
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,13 +23,8 @@ from aap.server import runner as server
 from aap.server.runner import SettingsSource
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from factories import free_port
 from http_helpers import assert_valid_response, make_settings, send_message
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- settings travel to workers as their source ---------------------------------------------------
@@ -175,6 +169,7 @@ def _settings_files() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("aap-settings-*.json"))
 
 
+@pytest.mark.slow
 def test_two_workers(tmp_path):
     before = _settings_files()
     port = free_port()
@@ -237,6 +232,7 @@ def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
+@pytest.mark.slow
 def test_tls_localhost_card_is_schema_valid(tmp_path):
     """With TLS served directly, https://localhost:PORT publishes a fully valid card."""
     cert, key = _self_signed(tmp_path)
@@ -263,6 +259,7 @@ def test_tls_localhost_card_is_schema_valid(tmp_path):
     assert "result" in answer.json()
 
 
+@pytest.mark.slow
 def test_one_scrape_sees_every_worker(tmp_path, monkeypatch):
     """Several workers share one metrics directory: any worker's /metrics counts every worker's requests."""
     import json as jsonlib

@@ -371,6 +371,7 @@ def test_generated_bases_are_valid():
         assert agree(base, "lead-submit-request")
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(inventory=ref.listings(max_size=4))
 def test_generated_listings_agree(inventory):
@@ -378,12 +379,14 @@ def test_generated_listings_agree(inventory):
         assert agree(item, "inventory-listing")
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(data=st.data(), index=st.integers(0, len(SAMPLE) - 1))
 def test_mutated_listings_agree(data, index):
     agree(data.draw(mutated(SAMPLE[index])), "inventory-listing")
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(data=st.data(), base=search_requests())
 def test_search_requests_agree(data, base):
@@ -391,6 +394,7 @@ def test_search_requests_agree(data, base):
     agree(data.draw(mutated(base)), "inventory-search-request")
 
 
+@pytest.mark.slow
 @BOUNDED
 @given(data=st.data(), base=st.sampled_from(LEADS))
 def test_mutated_lead_requests_agree(data, base):

@@ -103,6 +103,7 @@ def test_reflattening_gives_the_seed_token_sequence(document):
     assert tokens(sr.reflatten(document)) == tokens(SEED_TEXT)
 
 
+@pytest.mark.slow
 def test_committed_json_is_the_tools_output(document):
     assert sr.render(sr.rebuild()) == OPENAPI_PATH.read_text(encoding="utf-8")
 

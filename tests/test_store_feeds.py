@@ -7,18 +7,7 @@ import pytest
 from aap.store import open_stores
 from aap.store.feeds import FeedRun
 from aap.store.inventory import ShrinkRefused
-
-
-def listing(n: int, **extra):
-    return {
-        "vin": f"1HGCV1F3{n % 10}NA{n:06d}",
-        "stock": f"S{n}",
-        "status": "available",
-        "updated_at": "2026-01-01T00:00:00Z",
-        "make": "Honda",
-        "price": 20000 + n,
-        **extra,
-    }
+from factories import numbered_listing as listing
 
 
 @pytest.fixture

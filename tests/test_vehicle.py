@@ -23,7 +23,7 @@ def vehicle(agent: Any, **ids: Any) -> dict[str, Any]:
     return assert_valid(response, "vehicle-detail-response")["data"]
 
 
-def refused(agent: Any, **ids: Any) -> AapError:
+def assert_refused(agent: Any, **ids: Any) -> AapError:
     with pytest.raises(AapError) as caught:
         agent.handle({"type": "inventory.vehicle.request", **ids}, CTX)
     assert_valid(caught.value.to_dict(), "error")
@@ -61,21 +61,21 @@ def test_cad_listing_is_labelled(shop):
 
 
 def test_unknown_identifier_is_not_found(shop):
-    assert refused(shop, vin="1FTFW1E50NFA12345").code == "VEHICLE_NOT_FOUND"
-    assert refused(shop, vehicle_id="zzz").code == "VEHICLE_NOT_FOUND"
+    assert assert_refused(shop, vin="1FTFW1E50NFA12345").code == "VEHICLE_NOT_FOUND"
+    assert assert_refused(shop, vehicle_id="zzz").code == "VEHICLE_NOT_FOUND"
 
 
 def test_conflicting_identifiers_are_not_guessed(shop):
-    err = refused(shop, vehicle_id="b", vin=VIN)
+    err = assert_refused(shop, vehicle_id="b", vin=VIN)
     assert err.code == "VEHICLE_NOT_FOUND"
     assert "vehicle_id" in err.details["hint"]
-    assert refused(shop, vin=VIN, stock="S2").code == "VEHICLE_NOT_FOUND"
-    assert refused(shop, vin=VIN, stock="nope").code == "VEHICLE_NOT_FOUND"
+    assert assert_refused(shop, vin=VIN, stock="S2").code == "VEHICLE_NOT_FOUND"
+    assert assert_refused(shop, vin=VIN, stock="nope").code == "VEHICLE_NOT_FOUND"
 
 
 def test_ambiguous_identifier_asks_for_vehicle_id(agent_factory):
     agent = agent_factory(listings=[listing("x", stock="DUP"), listing("y", stock="DUP")])
-    err = refused(agent, stock="DUP")
+    err = assert_refused(agent, stock="DUP")
     assert err.code == "VEHICLE_NOT_FOUND" and "vehicle_id" in err.details["hint"]
     assert vehicle(agent, stock="DUP", vehicle_id="y")["vehicle_id"] == "y"
 
@@ -83,18 +83,18 @@ def test_ambiguous_identifier_asks_for_vehicle_id(agent_factory):
 def test_sold_or_removed_is_unavailable(shop):
     inventory = shop.stores.inventory
     inventory.import_listings([listing("a", vin=VIN, stock="S1", status="sold")])
-    assert refused(shop, vin=VIN).code == "VEHICLE_UNAVAILABLE"
-    assert refused(shop, vehicle_id="a").code == "VEHICLE_UNAVAILABLE"
+    assert assert_refused(shop, vin=VIN).code == "VEHICLE_UNAVAILABLE"
+    assert assert_refused(shop, vehicle_id="a").code == "VEHICLE_UNAVAILABLE"
     inventory.import_listings([listing("cad", stock="C1", currency="CAD")], replace=True)
-    assert refused(shop, stock="S2").code == "VEHICLE_UNAVAILABLE"
-    assert refused(shop, vin=OTHER_VIN).code == "VEHICLE_UNAVAILABLE"
-    assert refused(shop, stock="never").code == "VEHICLE_NOT_FOUND"
+    assert assert_refused(shop, stock="S2").code == "VEHICLE_UNAVAILABLE"
+    assert assert_refused(shop, vin=OTHER_VIN).code == "VEHICLE_UNAVAILABLE"
+    assert assert_refused(shop, stock="never").code == "VEHICLE_NOT_FOUND"
 
 
 def test_a_relisted_vin_resolves_to_the_available_listing(shop):
     shop.stores.inventory.import_listings([listing("a", vin=VIN, status="sold"), listing("a2", vin=VIN)])
     assert vehicle(shop, vin=VIN)["vehicle_id"] == "a2"
-    assert refused(shop, vehicle_id="a", vin=VIN).code == "VEHICLE_UNAVAILABLE"
+    assert assert_refused(shop, vehicle_id="a", vin=VIN).code == "VEHICLE_UNAVAILABLE"
 
 
 def test_aggregate_lookup_carries_the_seller(agent_factory, settings_factory):
@@ -105,12 +105,12 @@ def test_aggregate_lookup_carries_the_seller(agent_factory, settings_factory):
     agent = agent_factory(settings_factory(scope="aggregate", dealers=sellers, filters=("make", "model")))
     for seller in ("north", "south", "gone"):
         agent.stores.inventory.import_listings([listing(f"{seller}-1", vin=VIN)], dealer_id=seller)
-    assert refused(agent, vin=VIN).code == "VEHICLE_NOT_FOUND"  # two sellers list that VIN
+    assert assert_refused(agent, vin=VIN).code == "VEHICLE_NOT_FOUND"  # two sellers list that VIN
     assert vehicle(agent, vehicle_id="south-1")["dealer_id"] == "south"
-    assert refused(agent, vehicle_id="gone-1").code == "VEHICLE_NOT_FOUND"  # not a seller here
+    assert assert_refused(agent, vehicle_id="gone-1").code == "VEHICLE_NOT_FOUND"  # not a seller here
 
 
 def test_identifier_that_is_not_unicode_is_a_schema_error(shop):
-    err = refused(shop, stock="\ud800")
+    err = assert_refused(shop, stock="\ud800")
     assert err.code == "SCHEMA_VALIDATION_FAILED"
     assert err.errors[0]["instanceLocation"] == "/stock"

@@ -105,6 +105,7 @@ def test_work_shape_keeps_names_not_values():
     assert work_shape(search, [1, 2]) == ("inventory.search",)
 
 
+@pytest.mark.slow
 async def test_callers_waiting_on_an_empty_lease_share_one_lease(agent_factory):
     """16 requests of one caller arriving together: a few lease writes, not one each."""
     import asyncio

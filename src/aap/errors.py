@@ -15,8 +15,9 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypedDict
+
+from aap.util.rfc3339 import now_utc_z
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,6 @@ _CODES = [
 CODES: dict[str, ErrorCode] = {c.name: c for c in _CODES}
 
 
-def now_rfc3339() -> str:
-    """Current UTC time as RFC 3339 with an explicit ``Z`` offset (second precision)."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 class Problem(TypedDict):
     """One ``details.errors[]`` entry (seed 004 ``Error.details.errors[]``); ``error`` never quotes
     a customer value."""
@@ -110,7 +106,7 @@ class AapError(Exception):
         self.message = message or spec.default_message
         self.retryable = spec.retryable if retryable is None else retryable
         self.error_id = "err_" + uuid.uuid4().hex
-        self.created_at = now_rfc3339()
+        self.created_at = now_utc_z()
         extra: dict[str, Any] = dict(details or {})
         if errors:
             extra["errors"] = list(errors)

@@ -52,7 +52,7 @@ def limit_malloc_arenas(arenas: int = ARENAS) -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    applied = mallopt(M_ARENA_MAX, arenas) == 1
+    applied: bool = mallopt(M_ARENA_MAX, arenas) == 1
     if not applied:
         log.debug("malloc arena cap not applied")
     return applied

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from aap.errors import AapError
 from aap.protocols import BAD_REQUEST_TYPE, ERROR_INFO_TYPE, STRUCT_TYPE
+from aap.util import pointer as json_pointer
 
 # JSON-RPC 2.0 and A2A 1.0 error codes (A2A §5.4, §9.5).
 PARSE_ERROR = -32700
@@ -90,11 +91,8 @@ class RpcError(Exception):
 def pointer_to_field(pointer: str, prefix: str) -> str:
     """``/filters/make/0`` under ``message.parts[0].data`` → ``message.parts[0].data.filters.make[0]``."""
     field = prefix
-    if not pointer:
-        return field
-    for raw in pointer.lstrip("/").split("/"):
-        token = raw.replace("~1", "/").replace("~0", "~")
-        field += f"[{token}]" if token.isdigit() else f".{token}"
+    for token in json_pointer.tokens(pointer):
+        field += f"[{token}]" if json_pointer.is_index(token) else f".{token}"
     return field
 
 

@@ -7,7 +7,6 @@ import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -16,6 +15,7 @@ from aap import AAP_VERSION, __version__
 from aap.check.context import CheckContext, CheckOptions
 from aap.check.registry import Fail, Rule, Skip
 from aap.check.rules import all_rules
+from aap.util.rfc3339 import now_utc_z
 
 STATUSES = ("pass", "fail", "warn", "skip", "error")
 
@@ -127,7 +127,7 @@ async def run_checks(
         timeout=timeout, verify=verify, follow_redirects=False, headers={"User-Agent": f"aap-check/{__version__}"}
     )
     ctx = CheckContext(target, http, options or CheckOptions())
-    report = Report(target, datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"))
+    report = Report(target, now_utc_z())
     try:
         selected = select_rules(rules)
         try:

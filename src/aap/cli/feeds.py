@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,13 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from aap.cli.common import config_option, console, database_option, fail, load_or_fail
+from aap.util.rfc3339 import ms_to_utc_z
 
 
 def _stamp(ms: int | None) -> str:
     if not ms:
         return "-"
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
+    return ms_to_utc_z(ms)
 
 
 @click.group("feeds")

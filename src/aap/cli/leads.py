@@ -36,6 +36,7 @@ from aap.cli.common import (
     open_stores_or_fail,
 )
 from aap.store.lead_pipeline import SORTS, STAGES  # the documented statuses and orders: one home
+from aap.util.rfc3339 import ms_to_utc_z
 
 if TYPE_CHECKING:
     from aap.store import Stores
@@ -51,8 +52,7 @@ def _stores(config: str | None, database: str | None) -> Stores:
 def _stamp(ms: int | None) -> str:
     if ms is None:
         return "-"
-    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(microsecond=0)
-    return moment.isoformat().replace("+00:00", "Z")
+    return ms_to_utc_z(ms)
 
 
 def _emit_json(value: Any) -> None:

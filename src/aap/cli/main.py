@@ -8,11 +8,19 @@ client), which kept 2.3 MiB in every server process (docs/benchmarks.md, "Memory
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 
 import click
 
 from aap import AAP_VERSION, __version__
+
+# httpx imports its own command-line tool (and with it rich's progress bars and tables) on
+# `import httpx` whenever click and rich are installed, as they are here: 3 MiB in every
+# server process (docs/benchmarks.md, "Memory"). Marked absent, httpx defines `httpx.main` as a
+# message that its CLI is not installed. Only here, in the `aap` program (its server workers
+# start from it too): a program that imports the `aap.client` SDK keeps its httpx as it is.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 #: Command name -> "module:attribute" of its click command, in ``--help`` order.
 COMMANDS: dict[str, str] = {

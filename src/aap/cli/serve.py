@@ -100,47 +100,59 @@ def command(
 
     try:
         sock = bind(host, port)
-        metrics_sock = bind(*settings.metrics_listen) if settings.metrics_listen else None
     except ListenError as exc:
         fail(str(exc), code=2)
-    port = sock.getsockname()[1]
-    tls = bool(ssl_certfile)
-    if public_url is not None:  # given for this run: a statement of intent, published as given
-        served = None
-    elif is_demo(settings):  # the demo's public_url is a placeholder: it lives where it is served
-        served = own_url(host, port, tls=tls)
-    else:
-        served = local_public_url(settings.public_url, host, port, tls=tls)
-    if served is not None and served != settings.public_url and not is_demo(settings):
-        console.print(
-            Text(
-                f"public_url {settings.public_url} is a loopback address other than this "
-                f"server's; publishing {served} instead.",
-                style="yellow",
-            )
-        )
-    if served is not None and served != settings.public_url:
-        overrides["public_url"] = served
-        settings = reload_or_fail(settings, overrides)
-    try:
-        check_public_url(settings.public_url)
-    except PublicUrlError as exc:
-        sock.close()
-        fail(f"Cannot serve: {exc}")
-
-    stores = open_stores_or_fail(settings)
-    try:
-        if is_demo(settings):
-            if not claim_for_demo(stores, settings):
-                fail(
-                    f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
-                    "group did not load; the demo never serves it as its own.",
-                    ["serve it with its configuration (--config), or give the demo another database"],
+    bound = [sock]
+    try:  # until the server runs, a refusal closes what was bound (nothing else would serve it)
+        metrics_sock = None
+        if settings.metrics_listen:
+            try:
+                metrics_sock = bind(*settings.metrics_listen)
+            except ListenError as exc:
+                fail(str(exc), code=2)
+            bound.append(metrics_sock)
+        port = sock.getsockname()[1]
+        tls = bool(ssl_certfile)
+        if public_url is not None:  # given for this run: a statement of intent, published as given
+            served = None
+        elif is_demo(settings):  # the demo's public_url is a placeholder: it lives where it is served
+            served = own_url(host, port, tls=tls)
+        else:
+            served = local_public_url(settings.public_url, host, port, tls=tls)
+        if served is not None and served != settings.public_url and not is_demo(settings):
+            console.print(
+                Text(
+                    f"public_url {settings.public_url} is a loopback address other than this "
+                    f"server's; publishing {served} instead.",
+                    style="yellow",
                 )
-            seed_demo_inventory(settings, stores)
-        no_accounts = settings.web.console and not stores.console.users()
-    finally:
-        stores.close()
+            )
+        if served is not None and served != settings.public_url:
+            overrides["public_url"] = served
+            settings = reload_or_fail(settings, overrides)
+        try:
+            check_public_url(settings.public_url)
+        except PublicUrlError as exc:
+            fail(f"Cannot serve: {exc}")
+
+        stores = open_stores_or_fail(settings)
+        try:
+            if is_demo(settings):
+                if not claim_for_demo(stores, settings):
+                    fail(
+                        f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
+                        "group did not load; the demo never serves it as its own.",
+                        ["serve it with its configuration (--config), or give the demo another database"],
+                    )
+                seed_demo_inventory(settings, stores)
+            no_accounts = settings.web.console and not stores.console.users()
+        finally:
+            stores.close()
+
+    except BaseException:
+        for opened in bound:
+            opened.close()
+        raise
 
     console.print(
         Text(f"Serving {settings.agent.name} at {settings.base_url} (database {redacted(settings.database_url)})")

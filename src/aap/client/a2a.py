@@ -2,7 +2,7 @@
 
 Raw JSON-RPC over httpx rather than the a2a-sdk client: the SDK keeps only the
 first ErrorInfo's metadata of an error and drops the ``aap.error`` Struct
-(docs/client.md, "Why raw A2A rather than a2a-sdk"), and it sends every number as a double. Here the
+(docs/client.md, "Bindings"), and it sends every number as a double. Here the
 Struct detail is found by ``@type`` and ``value.type`` (never by position) and
 integers stay integers.
 """

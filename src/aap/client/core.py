@@ -34,6 +34,7 @@ from aap.client.poppy import PoppyTransport
 from aap.client.poppy_auth import PoppyIdentity
 from aap.client.transport import CallOutcome, Transport
 from aap.skills.catalog import SKILLS
+from aap.util.backoff import doubling
 
 BINDINGS = ("a2a", "mcp", "poppy")
 USER_AGENT = f"aap-client/{__version__}"
@@ -59,8 +60,7 @@ class RetryPolicy:
         asked = (error.retry_after_ms or 0) / 1000
         if asked > self.max_delay_s:
             return None
-        backoff = min(self.base_delay_s * (2 ** (attempt - 1)), self.max_delay_s)
-        backoff *= 1 + random.random() * 0.25
+        backoff = doubling(attempt, self.base_delay_s, self.max_delay_s) * (1 + random.random() * 0.25)
         return max(backoff, asked)
 
 

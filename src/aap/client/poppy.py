@@ -26,6 +26,7 @@ from aap.client.poppy_auth import CLIENT_ASSERTION_TYPE, JWT_BEARER, DpopKey, Po
 from aap.client.transport import CallOutcome, http_failure, json_body, network_failure, retry_after_ms
 from aap.paths import OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.skills.catalog import SKILLS, SkillInfo
+from aap.util import pointer as json_pointer
 
 RENEW_MARGIN_S = 30
 
@@ -51,8 +52,8 @@ def _resolve(document: dict[str, Any], schema: Any, depth: int = 0) -> Any:
         if not ref.startswith("#/"):
             return schema
         node: Any = document
-        for token in ref[2:].split("/"):
-            node = node.get(token.replace("~1", "/").replace("~0", "~")) if isinstance(node, dict) else None
+        for token in json_pointer.tokens(ref[1:]):
+            node = node.get(token) if isinstance(node, dict) else None
         schema, depth = node, depth + 1
     return schema
 

@@ -70,7 +70,7 @@ def retry_after_ms(headers: httpx.Headers) -> int | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return int(value) * 1000
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
+from aap.util.backoff import doubling
 
 FEED_FORMATS = ("aap", "google-vehicle", "meta-vehicle", "dealer-csv")
 _EVERY = re.compile(r"every\s+(\d+)\s*(s|m|h|d)", re.IGNORECASE)
@@ -253,8 +254,7 @@ def feed_rules(parsed: dict[str, Any], problems: Problems) -> None:
 
 def retry_delay(feed: FeedSettings, failures: int, moment: float) -> float:
     """Seconds before retrying after ``failures`` failed runs: doubling, capped by the schedule."""
-    delay: float = feed.retry_seconds * (2 ** min(max(failures - 1, 0), 30))
-    return min(delay, feed.schedule.period(moment))
+    return doubling(failures, feed.retry_seconds, feed.schedule.period(moment))
 
 
 def overdue_after(feed: FeedSettings, moment: float) -> timedelta:

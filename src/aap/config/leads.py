@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
+from aap.util.backoff import doubling
 
 DEFAULT_ADF_CONTENT_TYPE = "application/x-adf+xml; charset=utf-8"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -155,10 +156,7 @@ class DeliverySettings:
 
     def backoff(self, attempts: int) -> float:
         """Delay after the ``attempts``-th failed try: base * 2^(attempts-1), capped."""
-        exponent = max(0, attempts - 1)
-        if exponent > 60:
-            return self.max_backoff_seconds
-        return min(self.max_backoff_seconds, self.base_backoff_seconds * (1 << exponent))
+        return doubling(attempts, self.base_backoff_seconds, self.max_backoff_seconds)
 
 
 @dataclass(frozen=True)

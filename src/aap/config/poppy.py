@@ -58,7 +58,7 @@ class PoppySettings:
     blocked_clients: tuple[str, ...] = ()  # refused at once, tokens included
     feedback_enabled: bool = True
     feedback_daily_limit: int = 100  # reports stored per (client, User ID) per 24 h
-    # Native MCP for signed-in agents (docs/poppy.md, "MCP for personal agents"): an `mcp` entry in
+    # Native MCP for signed-in agents (docs/poppy.md, "MCP for signed-in agents"): an `mcp` entry in
     # poppy.json and RFC 8693 token exchange for short-lived Bearer tokens bound to the MCP URL.
     mcp_enabled: bool = True
     mcp_token_ttl: int = 600  # seconds; 60 ... 3600, never beyond the subject token

@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar, overload
 
 from aap.config.urls import endpoint_url_problem, public_url_problem
 from aap.spec import validate
+from aap.util import pointer as json_pointer
 
 
 class _Missing(enum.Enum):
@@ -62,9 +63,8 @@ def join(path: str, key: str | int) -> str:
 def pointer_to_path(base: str, pointer: str) -> str:
     """A JSON pointer (``/rooftops/1/timezone``) below ``base`` as a TOML path."""
     path = base
-    for token in pointer.split("/")[1:] if pointer else []:
-        token = token.replace("~1", "/").replace("~0", "~")
-        path = join(path, int(token)) if token.isdigit() else join(path, token)
+    for token in json_pointer.tokens(pointer):
+        path = join(path, int(token)) if json_pointer.is_index(token) else join(path, token)
     return path
 
 

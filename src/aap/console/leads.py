@@ -31,7 +31,6 @@ from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.pipeline import PipelineRefused, Work, owners_for, work_lead
-from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.console import User
 from aap.store.keyset import BadCursor, Cursor
@@ -47,6 +46,7 @@ from aap.store.lead_pipeline import (
     PipelineFilter,
     PipelineRow,
 )
+from aap.util.rfc3339 import parse_rfc3339, to_rfc3339
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -262,9 +262,7 @@ def csv_lines(rows: Iterator[PipelineRow]) -> Iterator[str]:
     for item in rows:
         row, standing = item.lead, item.standing
         handled = (
-            datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-            if row.handled_ms is not None
-            else ""
+            to_rfc3339(datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC)) if row.handled_ms is not None else ""
         )
         response = "" if standing.response_ms is None else str(standing.response_ms // 60_000)
         writer.writerow(

@@ -48,6 +48,7 @@ from aap import __version__
 from aap.config.feeds import source_problem, source_scheme
 from aap.loopback import is_loopback_host
 from aap.netguard import GuardedBackend, Reach, RefusedAddress, peer_refusal, refusal
+from aap.util.rfc3339 import to_utc_z
 
 MAX_FEED_BYTES = 1 << 30  # a feed larger than 1 GiB (as transferred) is refused
 MAX_REDIRECTS = 5
@@ -129,10 +130,6 @@ def display_source(source: str) -> str:
     return parts._replace(netloc=host, query=query, fragment="").geturl()
 
 
-def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def _env(name: str | None, what: str) -> str | None:
     if name is None:
         return None
@@ -148,7 +145,7 @@ def _fetch_file(path: str, previous: Validators) -> Fetched:
     except OSError as exc:
         raise FetchError(f"{path}: {exc.strerror}") from None
     fingerprint = f"{status.st_size}:{status.st_mtime_ns}"
-    file_time = _rfc3339(datetime.fromtimestamp(status.st_mtime, tz=UTC))
+    file_time = to_utc_z(datetime.fromtimestamp(status.st_mtime, tz=UTC))
     name = os.path.basename(path)
     if previous.fingerprint == fingerprint:
         return Fetched(None, name, previous, file_time)
@@ -306,7 +303,7 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
     file_time = None
     if last_modified:
         try:
-            file_time = _rfc3339(parsedate_to_datetime(last_modified))
+            file_time = to_utc_z(parsedate_to_datetime(last_modified))
         except (TypeError, ValueError):
             file_time = None
     validators = Validators(etag, last_modified, fingerprint)
@@ -366,7 +363,7 @@ async def _sftp(source: str, previous: Validators, credentials: Credentials, rul
                 attrs = await sftp.stat(path)
                 size, mtime = attrs.size or 0, attrs.mtime or 0
                 fingerprint = f"{size}:{mtime}"
-                file_time = _rfc3339(datetime.fromtimestamp(mtime, tz=UTC)) if mtime else None
+                file_time = to_utc_z(datetime.fromtimestamp(mtime, tz=UTC)) if mtime else None
                 if previous.fingerprint == fingerprint:
                     return Fetched(None, name, previous, file_time)
                 if size > MAX_FEED_BYTES:

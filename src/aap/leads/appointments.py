@@ -29,7 +29,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aap.config.leads import AppointmentSettings
-from aap.leads.timefmt import parse_rfc3339, to_local, to_utc_z
+from aap.util.rfc3339 import parse_rfc3339, to_local, to_utc_z
 
 #: Which department's schedule an appointment type uses.
 DEPARTMENT = {"sales": "sales", "test_drive": "sales", "trade_in": "sales", "service": "service"}

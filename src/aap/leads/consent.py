@@ -24,7 +24,7 @@ from typing import Any
 
 from aap.errors import AapError, Problem, problem
 from aap.leads.integers import integer_problems
-from aap.leads.timefmt import parse_rfc3339
+from aap.util.rfc3339 import parse_rfc3339
 
 SALE_CONDITIONS = ("new", "used", "cpo")
 TRADE_CONDITIONS = ("excellent", "good", "fair", "poor")

@@ -21,6 +21,7 @@ from typing import Any
 
 from aap.errors import Problem, problem
 from aap.spec import schema_files
+from aap.util import pointer as json_pointer
 
 #: The largest integer every JSON reader keeps exact (RFC 7493 §2.2, I-JSON).
 MAX_EXACT = 2**53 - 1
@@ -29,10 +30,6 @@ REQUEST_SCHEMA = "lead-submit-request"
 _SUFFIX = ".schema.json"
 _BRANCHES = ("allOf", "anyOf", "oneOf", "then", "else")
 _WHY = " (this endpoint's bound: the largest integer every JSON reader keeps exact, RFC 7493 §2.2)"
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 def _is_integer_typed(node: dict[str, Any]) -> bool:
@@ -59,8 +56,7 @@ def integer_problems(payload: Any, schema: str = REQUEST_SCHEMA) -> list[Problem
                 return None, root
             root = documents[stem]
         node: Any = root
-        for token in fragment.split("/")[1:] if fragment else []:
-            token = token.replace("~1", "/").replace("~0", "~")
+        for token in json_pointer.tokens(fragment) if fragment.startswith("/") else []:
             node = node.get(token) if isinstance(node, dict) else None
         return node, root
 
@@ -88,7 +84,7 @@ def integer_problems(payload: Any, schema: str = REQUEST_SCHEMA) -> list[Problem
             if isinstance(properties, dict):
                 for name, child in properties.items():
                     if name in value:
-                        walk(child, value[name], f"{pointer}/{_escape(name)}", root, frozenset())
+                        walk(child, value[name], f"{pointer}/{json_pointer.escape(name)}", root, frozenset())
         elif isinstance(value, list) and isinstance(node.get("items"), dict):
             for index, item in enumerate(value):
                 walk(node["items"], item, f"{pointer}/{index}", root, frozenset())

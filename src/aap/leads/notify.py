@@ -22,9 +22,9 @@ from aap.config.leads import SmtpTarget
 from aap.config.localtime import format_local, format_rfc3339, zone_for
 from aap.config.model import Settings
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings
-from aap.leads.timefmt import parse_rfc3339
 from aap.paths import CONSOLE_PREFIX
 from aap.store.leads import Delivery
+from aap.util.rfc3339 import parse_rfc3339
 
 
 def recipients(settings: Settings, d: Delivery) -> tuple[str, ...]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from aap.leads.timefmt import epoch_ms, parse_rfc3339
 from aap.store.leads import LeadStore
+from aap.util.rfc3339 import epoch_ms, parse_rfc3339
 
 
 @dataclass(frozen=True)

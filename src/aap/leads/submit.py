@@ -34,11 +34,11 @@ from aap.errors import AapError
 from aap.leads import appointments
 from aap.leads.consent import classify
 from aap.leads.idempotency import caller_scope, payload_hash
-from aap.leads.timefmt import epoch_ms, parse_rfc3339, to_utc_z
 from aap.leads.vehicles import VehicleLink, link_vehicle
 from aap.store import Stores
 from aap.store.db import Tx
 from aap.store.leads import LeadStore, NewLead
+from aap.util.rfc3339 import epoch_ms, parse_rfc3339, to_utc_z
 
 log = logging.getLogger("aap.leads")
 

@@ -8,7 +8,7 @@ document itself an ``<id source="AAP ...">`` element.
 
 A send either returns (delivered) or raises :class:`SendError` saying whether a
 retry can help, and whether the attempt may have been accepted by the CRM
-(docs/leads.md, "Resend"): the whole request was sent and its answer was lost or
+(docs/leads.md §8, the resend rule): the whole request was sent and its answer was lost or
 ambiguous (a read timeout, a connection lost after the body was sent, a 5xx
 answer, a 409 saying the CRM holds a request under this ``Idempotency-Key``, an
 SMTP session lost once the message data started). Nothing sent, or a definite

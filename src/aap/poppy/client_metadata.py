@@ -18,10 +18,9 @@ import re
 import socket
 import ssl
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -32,8 +31,7 @@ import orjson
 from aap.config.poppy import PoppySettings
 from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.spec import validate
-
-V = TypeVar("V")
+from aap.util.memo import Memo
 
 MAX_KEYS = 20
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
@@ -176,8 +174,9 @@ class ClientRegistry:
     def __init__(self, settings: PoppySettings, ssl_context: ssl.SSLContext | None = None) -> None:
         self.settings = settings
         self._ssl = ssl_context
-        self._cache: OrderedDict[str, ClientInfo] = OrderedDict()
-        self._failures: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        entries = settings.metadata_cache_entries
+        self._cache: Memo[str, ClientInfo] = Memo(entries, lru=True)
+        self._failures: Memo[str, tuple[float, str]] = Memo(entries, lru=True)
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -188,21 +187,20 @@ class ClientRegistry:
     async def get(self, client_id: str) -> ClientInfo:
         """The verified identity documents of ``client_id`` (cached)."""
         now = time.time()
-        cached = self._cache.get(client_id)
+        cached = self._cache.peek(client_id)
         if cached is not None and cached.expires_at > now:
-            self._cache.move_to_end(client_id)
             return cached
-        failed = self._failures.get(client_id)
+        failed = self._failures.peek(client_id)
         if failed is not None and failed[0] > now:
             raise ClientMetadataError(failed[1])
         try:
             info = await self._load(client_id, now)
         except ClientMetadataError as exc:
-            self._remember(self._failures, client_id, (now + self.settings.metadata_failure_ttl, str(exc)))
-            self._cache.pop(client_id, None)
+            self._failures.put(client_id, (now + self.settings.metadata_failure_ttl, str(exc)))
+            self._cache.discard(client_id)
             raise
-        self._failures.pop(client_id, None)
-        self._remember(self._cache, client_id, info)
+        self._failures.discard(client_id)
+        self._cache.put(client_id, info)
         return info
 
     async def refresh_keys(self, info: ClientInfo) -> ClientInfo:
@@ -216,14 +214,8 @@ class ClientRegistry:
         except ClientMetadataError:
             keys = info.keys
         fresh = ClientInfo(info.client_id, info.client_name, info.jwks_uri, keys, info.expires_at, now)
-        self._remember(self._cache, info.client_id, fresh)
+        self._cache.put(info.client_id, fresh)
         return fresh
-
-    def _remember(self, cache: OrderedDict[str, V], key: str, value: V) -> None:
-        cache[key] = value
-        cache.move_to_end(key)
-        while len(cache) > self.settings.metadata_cache_entries:
-            cache.popitem(last=False)
 
     async def _load(self, client_id: str, now: float) -> ClientInfo:
         host, _ = check_https_url(client_id, "client_id")
@@ -274,7 +266,7 @@ class ClientRegistry:
                                 f"{what} answered HTTP {response.status_code} (redirects are not followed)"
                             )
                         declared = response.headers.get("content-length")
-                        if declared is not None and declared.isdigit() and int(declared) > limit:
+                        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
                             raise ClientMetadataError(f"{what} document is larger than {limit} bytes")
                         body = bytearray()
                         async for chunk in response.aiter_raw():

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aap.errors import Problem, problem
+from aap.util import pointer
 
 
 @dataclass(frozen=True)
@@ -45,17 +46,13 @@ class Bounds:
 REQUEST_BOUNDS = Bounds()
 
 
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def _pointer(path: tuple[Any, ...]) -> str:
     # path is a linked list (parent, segment): rebuilt only for a problem
-    segments: list[str] = []
+    segments: list[Any] = []
     while path:
         path, segment = path
-        segments.append("/" + _escape(str(segment)))
-    return "".join(reversed(segments))
+        segments.append(segment)
+    return pointer.build(reversed(segments))
 
 
 def bound_problems(instance: Any, bounds: Bounds = REQUEST_BOUNDS) -> list[Problem]:

@@ -11,8 +11,9 @@ import re
 from collections.abc import Callable
 
 from jsonschema import FormatChecker
-from rfc3339_validator import validate_rfc3339
 from rfc3986_validator import validate_rfc3986
+
+from aap.util import rfc3339
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 # dot-atom local part, a domain of dot-separated labels (RFC 5322 without comments,
@@ -28,18 +29,13 @@ _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)", re.ASCII)
 # Fast paths (feeds check a few URLs and timestamps on every row, through these functions):
 # conservative subsets of each grammar, in the form nearly every value comes in. A value one
 # matches is valid without the full grammar; any other value goes to the full check, so the
-# verdicts are the full checks' (tests/test_formats.py). An absolute http(s) URI whose host is
+# verdicts are the full checks' (tests/test_formats.py); the date-time one is
+# aap.util.rfc3339.PLAIN_DATE_TIME. An absolute http(s) URI whose host is
 # a reg-name, with an optional port, a path of unreserved, sub-delims, ":" and "@" characters
 # and a query of those and "/" and "?" (RFC 3986 §3; no percent-encoding, no fragment):
 _PLAIN_HTTP_URI = re.compile(
     r"https?://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
     r"(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:\?[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?",
-    re.ASCII,
-)
-# An RFC 3339 date-time in upper case whose day exists in every month (01-28) of a year after 0:
-_PLAIN_DATE_TIME = re.compile(
-    r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?"
-    r"(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)",
     re.ASCII,
 )
 
@@ -48,12 +44,9 @@ checker = FormatChecker(formats=())
 
 @checker.checks("date-time")
 def is_date_time(value: object) -> bool:
-    """RFC 3339 ``date-time``: the time-zone offset (``Z`` or ``±hh:mm``) is mandatory."""
-    if not isinstance(value, str):
-        return True
-    if _PLAIN_DATE_TIME.fullmatch(value):
-        return True
-    return not value.endswith("\n") and bool(validate_rfc3339(value.upper()))
+    """RFC 3339 ``date-time``, the offset (``Z`` or ``±hh:mm``) mandatory: the one grammar of
+    :mod:`aap.util.rfc3339`, which every parser of timestamps shares."""
+    return not isinstance(value, str) or rfc3339.is_date_time(value)
 
 
 @checker.checks("date")

@@ -37,6 +37,7 @@ from jsonschema.protocols import Validator
 from aap.errors import Problem
 from aap.spec import ecma, formats, schema_files
 from aap.spec.formats import checker as format_checker
+from aap.util import pointer
 
 _FORMAT_NAMES = {
     "date-time": "an RFC 3339 date-time with a time-zone offset",
@@ -160,7 +161,7 @@ def validate(instance: Any, name: str, *, budget: float | None = None) -> list[P
         leaf = _allowed_values(error)
         for problem in _explain(error, v):
             key = (problem["instanceLocation"], problem["keyword"])
-            values = leaf if leaf is not None and key == (_pointer(error.absolute_path), error.validator) else None
+            values = leaf if leaf is not None and key == (pointer.build(error.absolute_path), error.validator) else None
             if key not in out:
                 out[key] = problem
                 if values is not None:
@@ -203,18 +204,10 @@ def problem_order(p: Problem) -> tuple[tuple[tuple[int, int, str], ...], str, st
     """The order of ``details.errors[]``: by location (numeric segments numerically), keyword, text."""
     parts = p["instanceLocation"].split("/")
     # numeric segments in numeric order, so /items/10 follows /items/9
-    return tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in parts), p["keyword"], p["error"]
+    return tuple((0, int(s), "") if pointer.is_index(s) else (1, 0, s) for s in parts), p["keyword"], p["error"]
 
 
 # ------------------------------------------------------------------------ helpers
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _pointer(path: Iterable[Any]) -> str:
-    return "".join("/" + _escape(str(p)) for p in path)
 
 
 def _problem(location: str, keyword: str, message: str) -> Problem:
@@ -253,7 +246,7 @@ def _explain_all(errors: Iterable[ValidationError], root: Validator) -> Iterator
 
 
 def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
-    loc = _pointer(e.absolute_path)
+    loc = pointer.build(e.absolute_path)
     # a `false` subschema has no keyword (jsonschema leaves it None, its stubs say unset)
     kw = e.validator if isinstance(e.validator, str) else None
     value: Any = e.validator_value  # the keyword's value: any JSON from the schema
@@ -270,7 +263,9 @@ def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
         hint = f"; allowed: {', '.join(allowed)}" if allowed and len(allowed) <= 60 else ""
         for key in instance:
             if key not in declared and not any(p.search(key) for p in patterns):
-                yield _problem(f"{loc}/{_escape(key)}", "additionalProperties", "is not an allowed property" + hint)
+                yield _problem(
+                    f"{loc}/{pointer.escape(key)}", "additionalProperties", "is not an allowed property" + hint
+                )
         return
     if kw == "unevaluatedProperties" and isinstance(instance, dict):
         yield _problem(loc, kw, "has properties that no subschema allows")
@@ -278,14 +273,14 @@ def _explain(e: ValidationError, root: Validator) -> Iterator[Problem]:
     if kw == "required" and isinstance(instance, dict):
         for name in value:
             if name not in instance:
-                yield _problem(f"{loc}/{_escape(name)}", "required", "is required")
+                yield _problem(f"{loc}/{pointer.escape(name)}", "required", "is required")
         return
     if kw == "dependentRequired" and isinstance(instance, dict):
         for trigger, needed in value.items():
             if trigger in instance:
                 for name in needed:
                     if name not in instance:
-                        yield _problem(f"{loc}/{_escape(name)}", kw, f"is required when {trigger} is present")
+                        yield _problem(f"{loc}/{pointer.escape(name)}", kw, f"is required when {trigger} is present")
         return
     if kw in ("anyOf", "oneOf"):
         yield from _explain_branches(e, loc, root)
@@ -346,7 +341,7 @@ def _explain_branches(e: ValidationError, loc: str, root: Validator) -> Iterator
             if p["keyword"] != "required" or parent != loc:
                 only_required = False
                 break
-            name = name.replace("~1", "/").replace("~0", "~")
+            name = pointer.unescape(name)
             if name not in missing:
                 missing.append(name)
         if not only_required:

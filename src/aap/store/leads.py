@@ -165,7 +165,7 @@ def _backfill_customer_keys(tx: Tx) -> None:
 
 # ``reached``: an earlier attempt may have reached the target (it was sent and its answer
 # was lost or ambiguous, or a worker died holding the claim, or an operator re-sent a
-# delivered row); the next attempts are flagged as resends (docs/leads.md, "Resend").
+# delivered row); the next attempts are flagged as resends (docs/leads.md §8, the resend rule).
 # Rows from before this step count as reached when they were tried, as the flag said then.
 _V4 = (
     "ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"

@@ -17,7 +17,6 @@ framing, no MIME sniffing, and a same-origin referrer.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, tzinfo
 from importlib import resources
@@ -34,6 +33,7 @@ from aap.config.localtime import abbreviation, format_day, format_local, format_
 from aap.config.phones import DEFAULT_REGION
 from aap.config.phones import display as display_phone
 from aap.inventory.labels import label
+from aap.util.memo import Memo
 from aap.web.documents import StaticDocument
 
 CURRENCY_SIGNS = {"USD": "$", "CAD": "CA$"}
@@ -118,18 +118,11 @@ class Templates:
 
     def __init__(self, package: str) -> None:
         self.package = package
-        self._engine: Jinja2Templates | None = None
-        self._lock = threading.Lock()
+        self._engine: Memo[None, Jinja2Templates] = Memo(1)
 
     @property
     def engine(self) -> Jinja2Templates:
-        engine = self._engine
-        if engine is None:
-            with self._lock:
-                if self._engine is None:
-                    self._engine = _engine(self.package)
-                engine = self._engine
-        return engine
+        return self._engine.get(None, lambda: _engine(self.package))
 
 
 def _engine(package: str) -> Jinja2Templates:

@@ -33,6 +33,7 @@ from urllib.parse import urldefrag, urljoin
 
 from aap import SCHEMA_BASE_URL
 from aap.spec import schema
+from aap.util.pointer import escape
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -59,10 +60,6 @@ def _load_from_spec(url: str) -> dict[str, Any]:
     return schema(_name_of(url))
 
 
-def _pointer_token(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 class _Bundler:
     """Copies referenced documents under ``$defs`` of the root and rewrites ``$ref``s."""
 
@@ -84,7 +81,7 @@ class _Bundler:
             document.pop("$schema", None)
             self.defs[key] = document
             self.rewrite(document, url)
-        return f"/$defs/{_pointer_token(self.keys[url])}"
+        return f"/$defs/{escape(self.keys[url])}"
 
     def rewrite(self, node: Any, base: str) -> None:
         """Point every ``$ref`` in ``node`` (part of the document ``base``) into the bundle."""
@@ -204,12 +201,12 @@ def portable(schema: dict[str, Any]) -> dict[str, Any]:
                 continue
             if key in _SCHEMA_MAPS and isinstance(value, dict):
                 for member, subschema in value.items():
-                    visit(subschema, f"{pointer}/{_pointer_token(key)}/{_pointer_token(member)}")
+                    visit(subschema, f"{pointer}/{escape(key)}/{escape(member)}")
             else:
-                visit(value, f"{pointer}/{_pointer_token(key)}")
+                visit(value, f"{pointer}/{escape(key)}")
         extra: list[dict[str, Any]] = []
         for member in node.get("dependentSchemas", {}):
-            target = f"#{pointer}/dependentSchemas/{_pointer_token(member)}"
+            target = f"#{pointer}/dependentSchemas/{escape(member)}"
             extra.append(_conditional(member, {"$ref": target}))
         for member, required in node.get("dependentRequired", {}).items():
             extra.append(_conditional(member, {"required": list(required)}))

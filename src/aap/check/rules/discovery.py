@@ -158,7 +158,7 @@ async def card_params(ctx: CheckContext) -> str | None:
 @rule(
     "card.recommended",
     "JSONRPC listed first, no streaming claim, AAP media types pinned per skill",
-    "AgentCard (seed 001); A2A §3.1.2; docs/a2a.md (agent card)",
+    'AgentCard (seed 001); A2A §3.1.2; docs/a2a.md, "Agent card"',
     level="should",
 )
 async def card_recommended(ctx: CheckContext) -> str | None:

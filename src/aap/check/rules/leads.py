@@ -14,6 +14,7 @@ from typing import Any
 from aap.check.context import CheckContext, describe, problems_text
 from aap.check.registry import Fail, Skip, rule
 from aap.client.errors import AapRemoteError
+from aap.util.rfc3339 import to_rfc3339
 
 TEST_MARK = "AAP CONFORMANCE TEST LEAD written by `aap check`: no real customer, do not contact."
 
@@ -29,7 +30,7 @@ def test_lead(key: str, message: str = TEST_MARK) -> dict[str, Any]:
             "preferred_contact": "email",
         },
         "consent": {
-            "granted_at": granted.isoformat().replace("+00:00", "Z"),
+            "granted_at": to_rfc3339(granted),
             "allowed_channels": ["email"],
             "consent_text": TEST_MARK,
             "scope": ["lead_submission"],

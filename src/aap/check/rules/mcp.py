@@ -85,7 +85,7 @@ async def mcp_endpoint(ctx: CheckContext) -> str | None:
 @rule(
     "mcp.tools",
     "tools/list offers aap_<skill> for every declared skill, with object input schemas",
-    "MCP tools (inputSchema root type object); tool names: docs/mcp.md (Tools)",
+    'MCP tools (inputSchema root type object); tool names: docs/mcp.md, "Tools"',
 )
 async def mcp_tools(ctx: CheckContext) -> str | None:
     found = await ctx.discovery()
@@ -178,7 +178,7 @@ def schema_problems(name: str, schema: dict[str, Any], errors: list[tuple[str, d
 @rule(
     "mcp.error_schema",
     "Every tool's outputSchema accepts aap.error results, read as draft-07 and as 2020-12",
-    "Error (seed 004: the MCP structuredContent of isError results); MCP tools (outputSchema); docs/mcp.md (Tools)",
+    'Error (seed 004: the MCP structuredContent of isError results); MCP tools (outputSchema); docs/mcp.md, "Tools"',
 )
 async def mcp_error_schema(ctx: CheckContext) -> str | None:
     published = {

@@ -85,7 +85,7 @@ async def skills_a2a(ctx: CheckContext) -> str | None:
 @rule(
     "skills.mcp",
     "Every declared read skill answers as an MCP tool on 2026-07-28 and 2025-11-25",
-    "McpEndpoint (seed 004); docs/mcp.md (Tools)",
+    'McpEndpoint (seed 004); docs/mcp.md, "Tools"',
 )
 async def skills_mcp(ctx: CheckContext) -> str | None:
     problems = []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from aap.config.model import Settings
@@ -33,6 +32,7 @@ from aap.inventory.listing_rules import (
     Warning,
     normalize,
 )
+from aap.util.rfc3339 import now_utc_z
 
 FORMATS: tuple[str, ...] = ("aap",) + BUILT_IN
 _IDENTITY = frozenset({"vin", "stock", "vehicle_id"})
@@ -152,10 +152,6 @@ def identity(listing: Any) -> tuple[str | None, str | None, str | None, str | No
     values = [listing.get(k) for k in ("vehicle_id", "vin", "stock", "dealer_id")]
     ident, vin, stock, dealer = (v if isinstance(v, str) and v else None for v in values)
     return ident, vin, stock, dealer
-
-
-def _now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def _fail(name: str, message: str, line: int = 1) -> FeedError:
@@ -476,7 +472,7 @@ def _read(data: bytes, name: str, options: ReadOptions, progress: Progress | Non
         encoding=text.encoding,
         archive=text.archive,
         member=text.name if text.layers and text.layers[-1] == "zip" else None,
-        file_time=options.file_time or _now(),
+        file_time=options.file_time or now_utc_z(),
         size=text.size,
     )
     if text.size <= source.HEAD_BYTES and not text.head.strip():

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import orjson
 
 from aap.inventory.listing_rules import web_url
+from aap.util.rfc3339 import to_rfc3339
 
 
 class TransformError(ValueError):
@@ -182,7 +183,7 @@ def integer(value: str, o: Options, row: Row) -> int | None:
     stripped = value.strip()
     if not stripped:
         return None
-    if stripped.isdigit():
+    if stripped.isascii() and stripped.isdigit():
         return int(stripped)
     number = _plain_number(stripped)
     if not number.is_integer():
@@ -414,8 +415,7 @@ def datetime_value(value: str, o: Options, row: Row) -> str | None:
         parsed = datetime(day.year, day.month, day.day, hour, minute, second, tzinfo=zone)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    text_form = parsed.isoformat()
-    return text_form[:-6] + "Z" if text_form.endswith("+00:00") else text_form
+    return to_rfc3339(parsed)
 
 
 # -- lists --------------------------------------------------------------------------------

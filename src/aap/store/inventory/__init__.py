@@ -15,11 +15,12 @@
 """
 
 from aap.store.inventory.importer import GUARDED_FIELDS, Carried, Conflict, ContentGuard, ImportStats
-from aap.store.inventory.rows import InventoryImportError, epoch_us, synthesized_id
+from aap.store.inventory.rows import InventoryImportError, synthesized_id
 from aap.store.inventory.schema import MIGRATIONS, ListingRow
 from aap.store.inventory.search import Hit
 from aap.store.inventory.snapshot import InventorySnapshot
 from aap.store.inventory.store import FieldLossRefused, InventoryStore, ListingRecord, ShrinkRefused
+from aap.util.rfc3339 import epoch_us
 
 __all__ = [
     "GUARDED_FIELDS",

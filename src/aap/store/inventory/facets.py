@@ -12,8 +12,7 @@ cached per inventory version. What the counts mean: ``Facets`` (seed 004) and do
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import itemgetter
@@ -118,28 +117,6 @@ class FacetCountChanges:
     def changed(self) -> list[tuple[str, str, str, str, int]]:
         """(currency, dealer key, field, value, change) of every count that moved."""
         return [(*key, n) for key, n in self.counts.items() if n]
-
-
-class FacetCache:
-    """The last computed Facets objects, keyed by (version, criteria digest, vocabulary)."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: OrderedDict[FacetKey, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: FacetKey) -> dict[str, Any] | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: FacetKey, facets: dict[str, Any]) -> None:
-        with self._lock:
-            self._entries[key] = facets
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
 
 
 def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: Vocabulary) -> dict[str, Any]:

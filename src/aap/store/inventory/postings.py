@@ -39,8 +39,8 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap, FrozenBitMap
 
@@ -49,6 +49,7 @@ from aap.memory import return_free_memory
 from aap.store.db import Database, Tx
 from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
 from aap.store.inventory.sql import Clause, rows_in, seller_clause
+from aap.util.memo import Memo
 
 if TYPE_CHECKING:
     from aap.store.inventory.snapshot import InventorySnapshot
@@ -84,15 +85,22 @@ BUCKETS: dict[str, int] = {"price": 1000, "odometer_mm": 1000 * 1_609_344}  # $1
 #: The lists kept per bucket: ``column`` (every value of the bucket) and ``column=`` (only the value
 #: the bucket starts at: a round bound such as ``price_max: 40000`` then needs no SQL check).
 BUCKET_LISTS: tuple[str, ...] = (*BUCKETS, *(f"{c}=" for c in BUCKETS))
-_SELECT = (
-    "l.rid, COALESCE(l.dealer_id, ''), "
-    + ", ".join(f"l.{c}" for c in COLUMNS)
-    + ", "
-    + ", ".join(f"l.{m}" for m in FEATURE_MASKS)
-    + ", l.vin, l.stock, t.query, "
-    + ", ".join(f"l.{c}" for c in BUCKETS)
+#: What the index reads of each listing, by name: ``(name, SQL on l = inv_listing, t = inv_text)``.
+#: A column in :data:`COLUMNS` or :data:`BUCKETS` is read from here by its own name, so indexing
+#: another column is one edit of those tables.
+_ROW: tuple[tuple[str, str], ...] = (
+    ("rid", "l.rid"),
+    ("seller", "COALESCE(l.dealer_id, '')"),
+    *((column, f"l.{column}") for column in COLUMNS),
+    *((mask, f"l.{mask}") for mask in FEATURE_MASKS),
+    ("vin", "l.vin"),
+    ("stock", "l.stock"),
+    ("keywords", "t.query"),
+    *((column, f"l.{column}") for column in BUCKETS),
 )
-_MASKS_AT = 2 + len(COLUMNS)
+_SELECT = ", ".join(sql for _name, sql in _ROW)
+if len({name for name, _sql in _ROW}) != len(_ROW):  # a name read twice would read the wrong values
+    raise RuntimeError("the posting index reads two columns under one name")
 # Filters answered by the index: (filter name, column).
 _EXACT = {"condition": "condition", "vehicle_type": "vehicle_type", "status": "status", "rooftops": "rooftop"}
 _RANGES = {
@@ -147,8 +155,8 @@ class Postings:
         self.features = features  # present feature code -> listings
         self.parts = parts  # keyword part (casefolded) -> listings
         self.chars = chars  # character of a casefolded VIN or stock number -> listings
-        self._ranges: _MadeOnce[tuple[str, int | None], FrozenBitMap] = _MadeOnce(BELOW_KEPT)  # see _below
-        self._bucket_values: _MadeOnce[tuple[str, int], dict[int, int]] = _MadeOnce(VALUES_KEPT)  # see _values
+        self._ranges: Memo[tuple[str, int | None], FrozenBitMap] = Memo(BELOW_KEPT)  # see _below
+        self._bucket_values: Memo[tuple[str, int], dict[int, int]] = Memo(VALUES_KEPT)  # see _values
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -375,35 +383,6 @@ class Postings:
         return {code: matched.intersection_cardinality(b) for code, b in self.features.items()}
 
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class _MadeOnce(Generic[K, V]):
-    """Values derived from an index, each made on first use by one caller (callers wanting it
-    meanwhile wait for it rather than make it again) and kept, the oldest dropped past ``kept``."""
-
-    def __init__(self, kept: int) -> None:
-        self.kept = kept
-        self._values: dict[K, V] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: K, make: Callable[[], V]) -> V:
-        value = self._values.get(key)
-        if value is None:
-            with self._lock:
-                value = self._values.get(key)
-                if value is None:
-                    value = make()
-                    if len(self._values) >= self.kept:
-                        self._values.pop(next(iter(self._values)))
-                    self._values[key] = value
-        return value
-
-    def __bool__(self) -> bool:
-        return bool(self._values)
-
-
 def _union(bitmaps: Iterable[FrozenBitMap | BitMap]) -> BitMap:
     return BitMap.union(BitMap(), *bitmaps)
 
@@ -427,7 +406,7 @@ def _merge(old: Bitmaps, fresh: Bitmaps, gone: BitMap) -> Bitmaps:
 
 
 class _Builder:
-    """Posting lists of a batch of listing rows (``_SELECT``'s columns)."""
+    """Posting lists of a batch of listing rows (:data:`_ROW`, by name)."""
 
     @classmethod
     def read(cls, tx: Tx, where: str, params: list[Any]) -> _Builder:
@@ -440,6 +419,7 @@ class _Builder:
         return cls(rows, extra, bits)
 
     def __init__(self, rows: list[tuple[Any, ...]], extra: list[tuple[Any, ...]], bits: dict[int, str]) -> None:
+        """``rows`` as :data:`_ROW` reads them; ``extra``: (rid, feature code) beyond the masks."""
         self.sellers: dict[str, FrozenBitMap] = {}
         self.columns: dict[str, Bitmaps] = {}
         self.features: Bitmaps = {}
@@ -449,17 +429,17 @@ class _Builder:
         if not rows:
             self.columns = {c: {} for c in COLUMNS}
             return
-        columns = list(zip(*rows))
-        rids = columns[0]
-        self.sellers = {k: FrozenBitMap(v) for k, v in _group(rids, columns[1]).items()}
-        for i, column in enumerate(COLUMNS):
-            groups = _group(rids, columns[2 + i])
+        row: dict[str, tuple[Any, ...]] = {name: values for (name, _sql), values in zip(_ROW, zip(*rows))}
+        rids = row["rid"]
+        self.sellers = {k: FrozenBitMap(v) for k, v in _group(rids, row["seller"]).items()}
+        for column in COLUMNS:
+            groups = _group(rids, row[column])
             if column != "rooftop":
                 groups.pop(None, None)
             self.columns[column] = {k: FrozenBitMap(v) for k, v in groups.items()}
         features: defaultdict[str, BitMap] = defaultdict(BitMap)
-        for m in range(len(FEATURE_MASKS)):
-            for mask, members in _group(rids, columns[_MASKS_AT + m]).items():
+        for m, mask_column in enumerate(FEATURE_MASKS):
+            for mask, members in _group(rids, row[mask_column]).items():
                 shift = 0
                 while mask:
                     if mask & 1:
@@ -473,8 +453,7 @@ class _Builder:
         self.features = {k: FrozenBitMap(v) for k, v in features.items()}
         parts: defaultdict[str, list[int]] = defaultdict(list)
         chars: defaultdict[str, list[int]] = defaultdict(list)
-        at = _MASKS_AT + len(FEATURE_MASKS)
-        for rid, vin, stock, text in zip(rids, columns[at], columns[at + 1], columns[at + 2]):
+        for rid, vin, stock, text in zip(rids, row["vin"], row["stock"], row["keywords"]):
             codes = ((vin or "") + (stock or "")).casefold()
             own = {vin.casefold() if vin else None, stock.casefold() if stock else None}
             for part in set(text.split("\n")):
@@ -484,10 +463,10 @@ class _Builder:
                 chars[char].append(rid)
         self.parts = {k: FrozenBitMap(v) for k, v in parts.items()}
         self.chars = {k: FrozenBitMap(v) for k, v in chars.items()}
-        for i, (column, width) in enumerate(BUCKETS.items()):
+        for column, width in BUCKETS.items():
             keyed: defaultdict[int, list[int]] = defaultdict(list)
             starts: defaultdict[int, list[int]] = defaultdict(list)
-            for rid, value in zip(rids, columns[at + 3 + i]):
+            for rid, value in zip(rids, row[column]):
                 if value is not None:
                     keyed[value // width].append(rid)
                     if value % width == 0:

@@ -14,15 +14,13 @@ validated listings already), and refuses only what the store cannot hold.
 from __future__ import annotations
 
 import hashlib
-import re
-from datetime import UTC, date, datetime, timedelta
-from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from aap.inventory.query import ELIGIBLE_STATUSES, MM_PER_UNIT, TERM_FILTERS, term_keys
 from aap.store.inventory.schema import ListingRow, day_number, photo_count
+from aap.util.rfc3339 import epoch_us
 
 _ELIGIBLE = frozenset(ELIGIBLE_STATUSES)
 # The fields stored with a term key: the term filters', then stock's (for the stock sort).
@@ -37,41 +35,6 @@ class InventoryImportError(ValueError):
         self.index = index
         self.reason = reason
         super().__init__(f"listing {index}: {reason}")
-
-
-_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))")
-_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-@lru_cache(maxsize=8192)
-def _day_number(year: int, month: int, day: int) -> int:
-    return date(year, month, day).toordinal() - _EPOCH_ORDINAL  # ValueError when invalid
-
-
-def epoch_us(value: str) -> int:
-    """RFC 3339 date-time (offset required) as exact epoch microseconds; ValueError otherwise."""
-    try:  # fast path: the C parser, for the common upper-case forms
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        parsed = None
-    if parsed is not None and parsed.tzinfo is not None and len(value) >= 20:
-        return (parsed - _EPOCH) // _MICROSECOND
-    m = _RFC3339.fullmatch(value)
-    if not m:
-        raise ValueError("not an RFC 3339 date-time with offset")
-    year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
-    if hour > 23 or minute > 59 or second > 60:
-        raise ValueError("time of day out of range")
-    second = min(second, 59)  # a leap second collapses onto :59
-    seconds = ((_day_number(year, month, day) * 24 + hour) * 60 + minute) * 60 + second
-    if m.group(8):
-        shift = int(m.group(9)) * 3600 + int(m.group(10)) * 60
-        seconds -= shift if m.group(8) == "+" else -shift
-    fraction = m.group(7)
-    micros = int((fraction[1:] + "00000")[:6]) if fraction else 0
-    return seconds * 1_000_000 + micros
 
 
 def synthesized_id(dealer_id: str | None, vin: str | None, stock: str | None) -> str:

@@ -19,7 +19,7 @@ from pyroaring import FrozenBitMap
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
-from aap.store.inventory.facets import FacetCache, compute_facets, copied
+from aap.store.inventory.facets import FacetKey, compute_facets, copied
 from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
 from aap.store.inventory.schema import read_version
 from aap.store.inventory.search import Hit, search_page
@@ -31,6 +31,7 @@ from aap.store.inventory.sql import (
     rows_in,
     where_clause,
 )
+from aap.util.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class VersionCaches:
     def __init__(self, facet_cache_size: int, postings: PostingCache) -> None:
         self.vocabulary: tuple[int, Vocabulary] | None = None
         self.sellers: tuple[tuple[int, str], frozenset[str]] | None = None
-        self.facets = FacetCache(facet_cache_size)
+        #: (version, criteria digest, vocabulary) -> the Facets object, the least recently read dropped.
+        self.facets: Memo[FacetKey, dict[str, Any]] = Memo(facet_cache_size, lru=True)
         self.postings = postings
 
 
@@ -171,8 +173,4 @@ class InventorySnapshot:
         """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
         vocabulary = tuple((code, label) for code, label in vocabulary)
         key = (self.version, criteria.digest, vocabulary)
-        cached = self._caches.facets.get(key)
-        if cached is None:
-            cached = compute_facets(self, criteria, vocabulary)
-            self._caches.facets.put(key, cached)
-        return copied(cached)
+        return copied(self._caches.facets.get(key, lambda: compute_facets(self, criteria, vocabulary)))

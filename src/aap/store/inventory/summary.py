@@ -8,12 +8,12 @@ import, not once per page view, and never serves numbers of another version.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-from aap.store.db import Database
+from aap.store.db import Database, Tx
 from aap.store.inventory.schema import read_version
+from aap.util.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -63,32 +63,13 @@ class InventorySummaries:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self._lock = threading.Lock()
-        self._latest: Summary | None = None
+        #: The summary of the newest version asked for (an import makes a new one).
+        self._latest: Memo[int, Summary] = Memo(1)
 
     def summary(self) -> Summary:
         with self.db.read() as tx:
             version = read_version(tx)
-            with self._lock:
-                cached = self._latest
-            if cached is not None and cached.version == version:
-                return cached
-            flags = "CASE WHEN photos = 0 THEN 1 ELSE 0 END, CASE WHEN price IS NULL THEN 1 ELSE 0 END"
-            rows = tuple(
-                CountRow(r[0], r[1], r[2], r[3], int(r[7]), r[4], bool(r[5]), bool(r[6]))
-                for r in tx.fetchall(
-                    f"SELECT dealer_id, rooftop, condition, status, vehicle_type, {flags}, COUNT(*) FROM inv_listing"
-                    f" GROUP BY dealer_id, rooftop, condition, status, vehicle_type, {flags}"
-                    " ORDER BY dealer_id, rooftop, condition, status, vehicle_type"
-                )
-            )
-            removed = {
-                r[0]: int(r[1]) for r in tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")
-            }
-        summary = Summary(version, rows, removed)
-        with self._lock:
-            self._latest = summary
-        return summary
+            return self._latest.get(version, lambda: _count(tx, version))
 
     def lookup(self, term: str, *, dealer_id: str | None = None, limit: int = 50) -> list[Found]:
         """Listings whose VIN or stock number starts with ``term`` (VINs compared in capitals).
@@ -120,3 +101,17 @@ class InventorySummaries:
         ]
         found += [Found(r[0], r[1], r[2], r[3], False) for r in gone]
         return found[:limit]
+
+
+def _count(tx: Tx, version: int) -> Summary:
+    flags = "CASE WHEN photos = 0 THEN 1 ELSE 0 END, CASE WHEN price IS NULL THEN 1 ELSE 0 END"
+    rows = tuple(
+        CountRow(r[0], r[1], r[2], r[3], int(r[7]), r[4], bool(r[5]), bool(r[6]))
+        for r in tx.fetchall(
+            f"SELECT dealer_id, rooftop, condition, status, vehicle_type, {flags}, COUNT(*) FROM inv_listing"
+            f" GROUP BY dealer_id, rooftop, condition, status, vehicle_type, {flags}"
+            " ORDER BY dealer_id, rooftop, condition, status, vehicle_type"
+        )
+    )
+    removed = {r[0]: int(r[1]) for r in tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")}
+    return Summary(version, rows, removed)
