@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from aap.config.localtime import day_range_ms, local_today
+from aap.config.localtime import day_range_ms, local_today, zone_named
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
@@ -363,7 +363,9 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
         "lead.html",
         {
             "zone": zone,
-            "appointment_zone": console.zone(lead["dealer_id"], appointment.get("rooftop") or lead["rooftop"]),
+            # the zone the appointment was booked in (its rooftop's schedules), else its rooftop's
+            "appointment_zone": zone_named(appointment.get("timezone"))
+            or console.zone(lead["dealer_id"], appointment.get("rooftop") or lead["rooftop"]),
             "region": console.region(lead["dealer_id"], lead["rooftop"]),
             "standing": standing,
             "history": history,
