@@ -98,7 +98,7 @@ def test_show_is_where_the_customer_data_is(runner, deployment):
 
 
 def test_deliver_once_then_retry_a_dead_delivery(runner, deployment, receiver, monkeypatch):
-    monkeypatch.setattr(cli, "load_or_fail", lambda config, overrides=None, **kw: deployment.settings)
+    monkeypatch.setattr(cli, "load_agent_or_fail", lambda config, tenant, overrides=None, **kw: deployment.settings)
     lead_id = submit(deployment)
     url = deployment.settings.database_url
     receiver.status = 503

@@ -28,7 +28,11 @@ apply the same rules (docs/console.md, "Signing in"):
   for the person who changed it).
 - Roles: ``admin`` manages accounts and sees every lead; ``staff`` sees the
   leads of its seller (aggregate scope) and of its rooftops, each a rooftop of a
-  seller, or every lead when it has neither.
+  seller, or every lead when it has neither. On a platform deployment
+  (docs/platform.md) each tenant's agent has these accounts in its own namespace;
+  the platform's own namespace holds only :data:`PLATFORM_ADMIN` accounts, the
+  people who manage the tenants and may look at every one of them
+  (:meth:`Accounts.is_platform_admin`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,11 @@ TOUCH_EVERY_MS = 30_000
 #: The common passwords: John the Ripper's ``password.lst`` (Openwall, public domain; its
 #: header says where it comes from), package data of ``aap``.
 COMMON_PASSWORDS = "data/common-passwords.txt"
+
+#: The role of a platform administrator: an account in a platform deployment's own namespace
+#: (``aap users add EMAIL --platform-admin``), never in a tenant's. It is not one of an agent's
+#: console :data:`~aap.store.console.ROLES`, which a tenant's admin may hand out.
+PLATFORM_ADMIN = "platform_admin"
 
 _hasher = PasswordHasher()
 
@@ -327,10 +336,24 @@ class Accounts:
             f"{text!r} is none of: {choices}"
         )
 
-    def _check_scope(
+    def check_scope(
         self, role: str, dealer_id: str | None, rooftops: tuple[ScopeRooftop | str, ...]
     ) -> tuple[ScopeRooftop, ...]:
         """The scope's rooftops as stored (each with its seller on a marketplace), or AccountError."""
+        if self.settings.platform is not None:
+            if role != PLATFORM_ADMIN:
+                raise AccountError(
+                    "the platform's own accounts are platform administrators (aap users add EMAIL --platform-admin);"
+                    " a tenant's admin and staff accounts are the tenant's own (--tenant ID)"
+                )
+            if dealer_id or rooftops:
+                raise AccountError("a platform administrator sees every tenant: it has no seller or rooftops")
+            return ()
+        if role == PLATFORM_ADMIN:
+            raise AccountError(
+                "a platform administrator is an account of a platform deployment itself ([platform]), "
+                f"not of an agent; the roles here are: {', '.join(ROLES)}"
+            )
         if role not in ROLES:
             raise AccountError(f"the role is one of: {', '.join(ROLES)}")
         if role == "admin" and (dealer_id or rooftops):
@@ -375,7 +398,7 @@ class Accounts:
         the rooftop of that name of the only seller having one; where several do, it allows
         nothing (docs/console.md, "Accounts, roles and what each person sees").
         """
-        if user.role == "admin":
+        if user.role in ("admin", PLATFORM_ADMIN):
             return LeadScope()
         if not user.rooftops:
             return LeadScope(user.dealer_id)
@@ -393,12 +416,19 @@ class Accounts:
 
     def describe_scope(self, user: User) -> str:
         """What ``user`` sees, in words (``aap users list``, the Users page)."""
+        if self.is_platform_admin(user):
+            return "every tenant"
         if user.role == "admin" or not (user.dealer_id or user.rooftops):
             return "every lead"
         parts = [f"seller {user.dealer_id}"] if user.dealer_id else []
         for seller, name in user.rooftops:
             parts.append(f"{name} ({seller})" if seller and seller != user.dealer_id else name)
         return ", ".join(parts)
+
+    def is_platform_admin(self, user: User) -> bool:
+        """Whether ``user`` administers the platform: the role, in the platform's own namespace (an
+        account of that role anywhere else — there can be none — is nobody's administrator)."""
+        return user.role == PLATFORM_ADMIN and self.settings.platform is not None
 
     # -- management -------------------------------------------------------------------
     def add(
@@ -413,7 +443,7 @@ class Accounts:
         """A new account; ``rooftops`` are (seller or None, rooftop name) pairs (:meth:`parse_rooftop`),
         or names (of the one dealer, or of ``dealer_id``)."""
         address = normalise_email(email)
-        stored = self._check_scope(role, dealer_id, tuple(rooftops))
+        stored = self.check_scope(role, dealer_id, tuple(rooftops))
         digest = self.hash_new_password(password, address)
         user = self.store.add_user(address, digest, role, dealer_id, stored, self.now_ms())
         if user is None:

@@ -106,10 +106,19 @@ def work_shape(skill: SkillInfo, payload: Any) -> tuple[str, ...] | None:
 class Gateway:
     """One agent's call pipeline: its core, its rate limiter and the worker's :class:`Work`."""
 
-    def __init__(self, agent: DealerAgent, limiter: RateLimiter, work: Work) -> None:
+    def __init__(
+        self,
+        agent: DealerAgent,
+        limiter: RateLimiter,
+        work: Work,
+        *,
+        after_write: Callable[[SkillInfo], None] | None = None,
+    ) -> None:
         self.agent = agent
         self.limiter = limiter
         self.work = work
+        #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
+        self.after_write = after_write
 
     @classmethod
     def of(cls, agent: DealerAgent, work: Work | None = None) -> Gateway:
@@ -176,7 +185,10 @@ class Gateway:
             context = CallContext(
                 binding=caller.door, caller_id=caller.caller_id, client_id=caller.client_id, now=self.agent.deps.clock()
             )
-            return await self.work.run(shape, self.agent.answer, skill, payload, context)
+            answer = await self.work.run(shape, self.agent.answer, skill, payload, context)
+            if self.after_write is not None and not skill.read_only:
+                self.after_write(skill)
+            return answer
         except AapError:
             raise
         except Exception as exc:  # never a stack trace or customer data on the wire or in the log

@@ -53,6 +53,9 @@ class DeploymentUrls:
     """
 
     base_url: str
+    #: The A2A endpoint when it is not this base URL's own ``/a2a``: a platform's shared endpoint,
+    #: which routes by ``params.tenant`` (docs/platform.md, "One A2A endpoint for many tenants").
+    a2a_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
@@ -71,7 +74,7 @@ class DeploymentUrls:
 
     @property
     def a2a(self) -> str:
-        return self.url(A2A_PATH)
+        return self.a2a_endpoint or self.url(A2A_PATH)
 
     @property
     def a2a_openapi(self) -> str:

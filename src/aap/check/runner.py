@@ -15,6 +15,7 @@ from aap import AAP_VERSION, __version__
 from aap.check.context import CheckContext, CheckOptions
 from aap.check.registry import Fail, Rule, Skip
 from aap.check.rules import all_rules
+from aap.client.via import ViaTransport
 from aap.util.rfc3339 import now_utc_z
 
 STATUSES = ("pass", "fail", "warn", "skip", "error")
@@ -120,12 +121,23 @@ async def run_checks(
     http: httpx.AsyncClient | None = None,
     verify: ssl.SSLContext | str | bool = True,
     timeout: float = 30.0,
+    via: str | None = None,
 ) -> Report:
-    """Check ``target`` (a domain, base URL or agent-card URL) and return the report."""
+    """Check ``target`` (a domain, base URL or agent-card URL) and return the report.
+
+    ``via``: connect to this origin for every request, keeping each URL's host in ``Host``
+    (:mod:`aap.client.via`).
+    """
     own_http = http is None
-    http = http or httpx.AsyncClient(
-        timeout=timeout, verify=verify, follow_redirects=False, headers={"User-Agent": f"aap-check/{__version__}"}
-    )
+    if http is None:
+        transport = ViaTransport(via, httpx.AsyncHTTPTransport(verify=verify)) if via else None
+        http = httpx.AsyncClient(
+            timeout=timeout,
+            verify=verify,
+            follow_redirects=False,
+            headers={"User-Agent": f"aap-check/{__version__}"},
+            transport=transport,
+        )
     ctx = CheckContext(target, http, options or CheckOptions())
     report = Report(target, now_utc_z())
     try:

@@ -67,6 +67,12 @@ def verify_option(ca_file: str | None, insecure: bool) -> ssl.SSLContext | bool:
     help="Trust this CA bundle (e.g. a self-signed development deployment).",
 )
 @click.option("--insecure", is_flag=True, help="Do not verify TLS certificates.")
+@click.option(
+    "--via",
+    metavar="ORIGIN",
+    help="Connect to ORIGIN (e.g. http://127.0.0.1:8000) for every request, keeping each URL's host in "
+    "the Host header: check a platform's tenant behind its proxy, or before its DNS is set.",
+)
 @click.option("--timeout", default=30.0, show_default=True, help="Per-request timeout in seconds.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing rules too.")
 def check_command(
@@ -82,6 +88,7 @@ def check_command(
     ca_file,
     insecure,
     timeout,
+    via,
     verbose,
 ) -> None:
     """Check the AAP endpoint at URL (domain, base URL or agent-card URL) for conformance.
@@ -96,6 +103,13 @@ def check_command(
     from aap.check.runner import unmatched_patterns
     from aap.client.poppy_auth import PoppyIdentity
 
+    if via:
+        from aap.client.via import ViaTransport
+
+        try:
+            ViaTransport(via)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
     unmatched = unmatched_patterns(rules)
     if unmatched:
         ids = "\n".join(f"  {rule.id}" for rule in all_rules())
@@ -116,7 +130,7 @@ def check_command(
         max_walk=max_walk,
     )
     report = asyncio.run(
-        run_checks(url, options, rules=rules, verify=verify_option(ca_file, insecure), timeout=timeout)
+        run_checks(url, options, rules=rules, verify=verify_option(ca_file, insecure), timeout=timeout, via=via)
     )
     if as_json:
         click.echo(render_json(report))

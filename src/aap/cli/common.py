@@ -13,7 +13,8 @@ rooftops never mix with a real deployment's (docs/configuration.md).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -26,6 +27,7 @@ from aap.config.model import Settings
 
 if TYPE_CHECKING:
     from aap.store import Stores
+    from aap.tenants import TenantRegistry
 
 #: Messages and progress go to stderr, so stdout stays clean for data.
 console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -52,6 +54,14 @@ database_option = click.option(
     default=None,
     metavar="URL",
     help="Database URL, e.g. sqlite:///aap.db (also AAP_DATABASE_URL). Default: the configuration's `database`.",
+)
+
+tenant_option = click.option(
+    "--tenant",
+    "tenant",
+    metavar="ID",
+    default=None,
+    help="On a platform deployment (a [platform] table): the tenant whose agent this acts on (aap tenants list).",
 )
 
 
@@ -202,3 +212,102 @@ def redacted(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+# -- the agent a command acts on: the deployment's own, or one tenant of a platform ------------
+
+
+def load_agent_or_fail(
+    config: str | None,
+    tenant: str | None,
+    overrides: dict[str, Any] | None = None,
+    *,
+    announce: bool = True,
+    require_secrets: bool = False,
+    platform_accounts: bool = False,
+) -> Settings:
+    """The settings of the agent a per-agent command (``aap import``, ``leads``, ``deliver``,
+    ``feeds``, ``users``) acts on, or exit saying why there is none.
+
+    Without ``tenant``: the deployment's own agent, as :func:`load_or_fail` loads it. A platform
+    deployment has no agent of its own, so there the command is refused with a pointer to
+    ``--tenant`` (``platform_accounts``: the platform's own namespace is what the command
+    means, as for ``aap users`` of platform administrators). With ``tenant``: that tenant of
+    the platform deployment, its settings as it is served at its primary public URL and its
+    ``database_url`` the tenant's own namespace (docs/platform.md, "Isolation"), so that the
+    command then opens its stores exactly as for a deployment that is one agent.
+    """
+    deployment = load_or_fail(config, overrides, announce=announce, require_secrets=require_secrets and not tenant)
+    if tenant is None:
+        if deployment.platform is not None and not platform_accounts:
+            fail(
+                f"{deployment.source_path} is a platform deployment: its agents are its tenants.",
+                ["name the tenant this command acts on with --tenant ID (`aap tenants list` shows them)"],
+            )
+        return deployment
+    if deployment.platform is None:
+        where = deployment.source_path or "the built-in demo dealer group"
+        fail(
+            f"--tenant {tenant}: {where} is not a platform deployment (it has no [platform] table).",
+            ["--tenant names a tenant of a deployment that hosts many agents (docs/platform.md)"],
+        )
+    from aap.config.environment import environment_problems
+
+    with open_registry_or_fail(deployment) as registry:
+        record = registry.store.tenant(tenant)
+        if record is None:
+            fail(f"No tenant {tenant!r} on this platform (`aap tenants list` shows them).")
+        url = registry.public_url(record)
+        try:
+            settings = registry.settings_for(record, url)
+        except ConfigError as exc:
+            fail_config(exc)
+    if announce:
+        console.print(Text(f"Tenant: {tenant} ({url})", style="dim"))
+    if require_secrets:
+        problems = environment_problems(settings, os.environ)
+        if problems:
+            fail_config(ConfigError(problems, settings.source_path))
+    return settings
+
+
+def load_platform_or_fail(config: str | None, overrides: dict[str, Any] | None = None) -> Settings:
+    """The settings of a platform deployment (``aap tenants``), or exit: this one has no ``[platform]``
+    (said before anything else about the file, which may well be a tenant's given in its place)."""
+    from aap.config.loader import read_toml
+
+    choice = find_config(config)
+    console.print(Text(choice.describe(), style="dim"))
+    try:
+        doc = read_toml(choice.path) if choice.path is not None else {}
+        if "platform" in doc:
+            return load_settings(choice.path, overrides=overrides)
+    except ConfigError as exc:
+        fail_config(exc)
+    where = choice.path or "the built-in demo dealer group"
+    problems = [
+        "tenants are the agents of a deployment that hosts many (docs/platform.md); its file holds "
+        '[server], [database] and [platform] with host = "agents.platform.example"',
+    ]
+    if "dealer" in doc and "id" not in doc:
+        problems.append(
+            "it looks like a tenant's configuration: name the platform's file before the command "
+            "(aap tenants --config PLATFORM.toml add ID --config TENANT.toml), or with $AAP_CONFIG"
+        )
+    fail(f"{where} is not a platform deployment: it has no [platform] table.", problems)
+
+
+@contextmanager
+def open_registry_or_fail(deployment: Settings) -> Iterator[TenantRegistry]:
+    """The tenant registry of a platform deployment, on its own database (migrated), closed after."""
+    from aap.store import open_platform_database
+    from aap.tenants import TenantRegistry
+
+    try:
+        db = open_platform_database(deployment.database_url)
+    except Exception as exc:  # noqa: BLE001 - a driver error: one line, not a traceback
+        fail(f"Cannot open the database {redacted(deployment.database_url)}", [f"{type(exc).__name__}: {exc}"])
+    try:
+        yield TenantRegistry(deployment, db)
+    finally:
+        db.close()

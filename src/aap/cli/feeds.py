@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from aap.cli.common import config_option, console, database_option, fail, load_or_fail
+from aap.cli.common import config_option, console, database_option, fail, load_agent_or_fail, tenant_option
 from aap.util.rfc3339 import ms_to_utc_z
 
 
@@ -30,14 +30,17 @@ def feeds() -> None:
 @feeds.command("run")
 @config_option
 @database_option
+@tenant_option
 @click.option("--once", is_flag=True, help="Run each feed once now (ignoring its schedule), then exit.")
 @click.option("--feed", "names", multiple=True, metavar="NAME", help="Only this feed (repeatable).")
-def run_command(config: str | None, database: str | None, once: bool, names: tuple[str, ...]) -> None:
+def run_command(
+    config: str | None, database: str | None, tenant: str | None, once: bool, names: tuple[str, ...]
+) -> None:
     """Import the configured feeds on their schedules (one runner per feed across processes)."""
     from aap.feeds.scheduler import FeedScheduler
     from aap.store import open_stores
 
-    settings = load_or_fail(config, {"database": database})
+    settings = load_agent_or_fail(config, tenant, {"database": database})
     known = {f.name for f in settings.feeds}
     if not known:
         fail("The configuration has no [[feeds]] tables (docs/feeds.md).", code=2)
@@ -86,17 +89,24 @@ async def _forever(scheduler: Any) -> None:
 @feeds.command("history")
 @config_option
 @database_option
+@tenant_option
 @click.option("--feed", default=None, metavar="NAME", help="Only this scheduled feed's runs.")
 @click.option("--run", "run_id", default=None, metavar="RUN_ID", help="One run, with its problems.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=30, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def history_command(
-    config: str | None, database: str | None, feed: str | None, run_id: str | None, limit: int, as_json: bool
+    config: str | None,
+    database: str | None,
+    tenant: str | None,
+    feed: str | None,
+    run_id: str | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """Every import, newest first: when, source, format, counts, duration, outcome."""
     from aap.store import open_stores
 
-    url = database or load_or_fail(config).database_url
+    url = load_agent_or_fail(config, tenant, {"database": database}).database_url
     stores = open_stores(url)
     try:
         if run_id is not None:

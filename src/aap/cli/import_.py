@@ -22,8 +22,9 @@ from aap.cli.common import (
     console,
     database_option,
     is_demo,
-    load_or_fail,
+    load_agent_or_fail,
     open_stores_or_fail,
+    tenant_option,
 )
 
 FORMAT_CHOICES = ("aap", "google-vehicle", "meta-vehicle", "dealer-csv", "jsonl", "csv")
@@ -121,6 +122,7 @@ def _is_url(source: str) -> bool:
 @click.option("--known-hosts", default=None, help="sftp: known_hosts file (default ~/.ssh/known_hosts).")
 @click.option("--ca-file", default=None, help="https: a private certificate authority (PEM).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+@tenant_option
 @database_option
 @config_option
 def command(
@@ -150,6 +152,7 @@ def command(
     known_hosts: str | None,
     ca_file: str | None,
     as_json: bool,
+    tenant: str | None,
     database: str | None,
     config: str | None,
 ) -> None:
@@ -184,7 +187,7 @@ def command(
             feed_format = read_mapping(mapping)
         except MappingError as exc:
             _usage(f"Mapping file {mapping} rejected: {len(exc.problems)} problem(s)", exc.problems)
-    settings = load_or_fail(config, {"database": database})
+    settings = load_agent_or_fail(config, tenant, {"database": database})
     request = ImportRequest(
         source=source,
         trigger="cli",

@@ -31,9 +31,10 @@ from aap.cli.common import (
     console,
     database_option,
     fail,
-    load_or_fail,
+    load_agent_or_fail,
     log_options,
     open_stores_or_fail,
+    tenant_option,
 )
 from aap.store.lead_pipeline import SORTS, STAGES  # the documented statuses and orders: one home
 from aap.util.rfc3339 import ms_to_utc_z
@@ -44,9 +45,10 @@ if TYPE_CHECKING:
 DELIVERY_STATES = ("pending", "delivering", "delivered", "dead", "expired_consent")
 
 
-def _stores(config: str | None, database: str | None) -> Stores:
-    """The stores of the configured database (--database wins over the configuration's)."""
-    return open_stores_or_fail(load_or_fail(config, {"database": database} if database else None))
+def _stores(config: str | None, database: str | None, tenant: str | None) -> Stores:
+    """The stores of the agent acted on (--database wins over the configuration's; --tenant: that
+    tenant's namespace of the platform's database)."""
+    return open_stores_or_fail(load_agent_or_fail(config, tenant, {"database": database} if database else None))
 
 
 def _stamp(ms: int | None) -> str:
@@ -67,6 +69,7 @@ def leads() -> None:
 @leads.command("list")
 @config_option
 @database_option
+@tenant_option
 @click.option("--status", type=click.Choice(["received", "rejected"]), default=None, help="Lead status.")
 @click.option(
     "--delivery",
@@ -93,6 +96,7 @@ def leads() -> None:
 def list_command(
     config: str | None,
     database: str | None,
+    tenant: str | None,
     status: str | None,
     delivery: str | None,
     stage: str | None,
@@ -107,7 +111,7 @@ def list_command(
     from aap.store.lead_inbox import InboxFilter, LeadScope
     from aap.store.lead_pipeline import PipelineFilter
 
-    settings = load_or_fail(config, {"database": database} if database else None)
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
     try:
         who = None if owner is None else ("" if owner == "none" else owner.strip().casefold())
@@ -176,10 +180,11 @@ def _render(table: Table) -> str:
 @click.argument("lead_id")
 @config_option
 @database_option
+@tenant_option
 @click.option("--json", "as_json", is_flag=True, help="The whole stored record as JSON.")
-def show_command(lead_id: str, config: str | None, database: str | None, as_json: bool) -> None:
+def show_command(lead_id: str, config: str | None, database: str | None, tenant: str | None, as_json: bool) -> None:
     """One lead in full: customer, consent record, request, result and deliveries (contains PII)."""
-    stores = _stores(config, database)
+    stores = _stores(config, database, tenant)
     try:
         lead = stores.leads.get_lead(lead_id)
     finally:
@@ -240,13 +245,16 @@ def show_command(lead_id: str, config: str | None, database: str | None, as_json
 @click.argument("lead_id")
 @config_option
 @database_option
+@tenant_option
 @click.option("--all", "include_delivered", is_flag=True, help="Also re-send deliveries that succeeded.")
-def retry_command(lead_id: str, config: str | None, database: str | None, include_delivered: bool) -> None:
+def retry_command(
+    lead_id: str, config: str | None, database: str | None, tenant: str | None, include_delivered: bool
+) -> None:
     """Make a lead's dead (or waiting) deliveries due now; the worker sends them on its next pass."""
     # The leads package: loaded only when a command needs it. The console retries through it too.
     from aap.leads.operations import RetryRefused, retry_deliveries
 
-    stores = _stores(config, database)
+    stores = _stores(config, database, tenant)
     try:
         count = retry_deliveries(stores.leads, lead_id, datetime.now(UTC), include_delivered=include_delivered)
     except RetryRefused as refused:
@@ -283,12 +291,14 @@ def _actor(stores: Stores, actor: str | None) -> str:
     return email
 
 
-def _work(config: str | None, database: str | None, lead_id: str, actor: str | None, **changes: Any) -> None:
+def _work(
+    config: str | None, database: str | None, tenant: str | None, lead_id: str, actor: str | None, **changes: Any
+) -> None:
     """Apply one change with the console's rules, and say what changed."""
     from aap.accounts import Accounts
     from aap.leads.pipeline import PipelineRefused, Work, work_lead
 
-    settings = load_or_fail(config, {"database": database} if database else None)
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
     try:
         who = _actor(stores, actor)
@@ -320,11 +330,18 @@ def _event_text(event: Any) -> str:
 @as_option
 @config_option
 @database_option
+@tenant_option
 def status_command(
-    lead_id: str, stage: str, note: str | None, actor: str | None, config: str | None, database: str | None
+    lead_id: str,
+    stage: str,
+    note: str | None,
+    actor: str | None,
+    config: str | None,
+    database: str | None,
+    tenant: str | None,
 ) -> None:
     """Move a lead to STAGE (new, contacted, appointment_set, showed, sold, lost)."""
-    _work(config, database, lead_id, actor, stage=stage, note=note)
+    _work(config, database, tenant, lead_id, actor, stage=stage, note=note)
 
 
 @leads.command("assign")
@@ -333,9 +350,12 @@ def status_command(
 @as_option
 @config_option
 @database_option
-def assign_command(lead_id: str, owner: str, actor: str | None, config: str | None, database: str | None) -> None:
+@tenant_option
+def assign_command(
+    lead_id: str, owner: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
     """Give a lead to OWNER, a console account of its rooftop ('none': to nobody)."""
-    _work(config, database, lead_id, actor, owner=None if owner == "none" else owner)
+    _work(config, database, tenant, lead_id, actor, owner=None if owner == "none" else owner)
 
 
 @leads.command("follow-up")
@@ -344,9 +364,12 @@ def assign_command(lead_id: str, owner: str, actor: str | None, config: str | No
 @as_option
 @config_option
 @database_option
-def follow_up_command(lead_id: str, day: str, actor: str | None, config: str | None, database: str | None) -> None:
+@tenant_option
+def follow_up_command(
+    lead_id: str, day: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
     """Set a lead's follow-up DATE (YYYY-MM-DD, the rooftop's calendar; 'none' clears it)."""
-    _work(config, database, lead_id, actor, follow_up=None if day == "none" else day)
+    _work(config, database, tenant, lead_id, actor, follow_up=None if day == "none" else day)
 
 
 @leads.command("note")
@@ -355,26 +378,30 @@ def follow_up_command(lead_id: str, day: str, actor: str | None, config: str | N
 @as_option
 @config_option
 @database_option
-def note_command(lead_id: str, text: str, actor: str | None, config: str | None, database: str | None) -> None:
+@tenant_option
+def note_command(
+    lead_id: str, text: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
     """Add a note to a lead (kept in its history; counts as a response)."""
     if not text.strip():
         fail("A note needs some text.")
-    _work(config, database, lead_id, actor, note=text)
+    _work(config, database, tenant, lead_id, actor, note=text)
 
 
 @leads.command("history")
 @click.argument("lead_id")
 @config_option
 @database_option
+@tenant_option
 @click.option("--json", "as_json", is_flag=True, help="The history as JSON.")
-def history_command(lead_id: str, config: str | None, database: str | None, as_json: bool) -> None:
+def history_command(lead_id: str, config: str | None, database: str | None, tenant: str | None, as_json: bool) -> None:
     """A lead's place in the pipeline and every change and note, oldest first (notes may hold PII)."""
     from dataclasses import asdict
 
     from aap.config.localtime import format_local, zone_for
     from aap.store.lead_inbox import LeadScope
 
-    settings = load_or_fail(config, {"database": database} if database else None)
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
     try:
         standing = stores.lead_pipeline.standing(lead_id, LeadScope())
@@ -404,9 +431,12 @@ def history_command(lead_id: str, config: str | None, database: str | None, as_j
 @click.command("deliver")
 @config_option
 @database_option
+@tenant_option
 @click.option("--once", is_flag=True, help="Send what is due now, then exit (for cron or tests).")
 @log_options
-def deliver(config: str | None, database: str | None, once: bool, log_level: str, log_format: str) -> None:
+def deliver(
+    config: str | None, database: str | None, tenant: str | None, once: bool, log_level: str, log_format: str
+) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
     # httpx, the worker and the store: loaded only when this command runs.
     import httpx
@@ -414,7 +444,7 @@ def deliver(config: str | None, database: str | None, once: bool, log_level: str
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.server.logconfig import configure_logging
 
-    settings = load_or_fail(config, {"database": database} if database else None, require_secrets=True)
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.", style="yellow"))
     configure_logging(log_level, log_format)

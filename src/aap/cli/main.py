@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "config": "aap.cli.config:command",
     "feeds": "aap.cli.feeds:feeds",
     "users": "aap.cli.users:users",
+    "tenants": "aap.cli.tenants:tenants",
 }
 
 

@@ -135,39 +135,15 @@ def command(
         except PublicUrlError as exc:
             fail(f"Cannot serve: {exc}")
 
-        stores = open_stores_or_fail(settings)
-        try:
-            if is_demo(settings):
-                if not claim_for_demo(stores, settings):
-                    fail(
-                        f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
-                        "group did not load; the demo never serves it as its own.",
-                        ["serve it with its configuration (--config), or give the demo another database"],
-                    )
-                seed_demo_inventory(settings, stores)
-            no_accounts = settings.web.console and not stores.console.users()
-        finally:
-            stores.close()
-
+        if settings.platform is not None:
+            _platform_banner(settings)
+        else:
+            _agent_banner(settings)
     except BaseException:
         for opened in bound:
             opened.close()
         raise
 
-    console.print(
-        Text(f"Serving {settings.agent.name} at {settings.base_url} (database {redacted(settings.database_url)})")
-    )
-    pages = ([f"public page {settings.base_url}/"] if settings.web.public_page else []) + (
-        [f"staff console {settings.base_url}/console/"] if settings.web.console else []
-    )
-    if pages:
-        console.print(
-            Text(
-                "Browse: "
-                + ", ".join(pages)
-                + (" (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")
-            )
-        )
     if metrics_sock is not None:
         metrics_host, metrics_port = metrics_sock.getsockname()[:2]
         console.print(Text(f"Metrics: {own_url(metrics_host, metrics_port, tls=False)}/metrics (not on {port})"))
@@ -184,6 +160,65 @@ def command(
         log_level=log_level,
         log_format=log_format,
     )
+
+
+def _platform_banner(settings: Settings) -> None:
+    """What a platform deployment serves (its tenants are in its database: docs/platform.md)."""
+    from aap.store import open_platform_database
+    from aap.store.platform import PlatformStore
+
+    assert settings.platform is not None
+    try:
+        db = open_platform_database(settings.database_url)
+    except Exception as exc:
+        fail(f"Cannot open the database {redacted(settings.database_url)}", [f"{type(exc).__name__}: {exc}"])
+    try:
+        tenants = PlatformStore(db).count()
+    finally:
+        db.close()
+    console.print(
+        Text(
+            f"Serving the platform {settings.platform.host}: {tenants} tenant(s) "
+            f"(database {redacted(settings.database_url)})"
+        )
+    )
+    console.print(
+        Text(
+            "Each tenant answers at its domains and at "
+            f"{settings.platform.base_url}/t/ID/" + ("" if tenants else " (none yet: aap tenants add ID --config FILE)")
+        )
+    )
+
+
+def _agent_banner(settings: Settings) -> None:
+    """What a deployment that is one agent serves; the demo's inventory loaded on first start."""
+    stores = open_stores_or_fail(settings)
+    try:
+        if is_demo(settings):
+            if not claim_for_demo(stores, settings):
+                fail(
+                    f"The database {redacted(settings.database_url)} holds inventory the demo dealer "
+                    "group did not load; the demo never serves it as its own.",
+                    ["serve it with its configuration (--config), or give the demo another database"],
+                )
+            seed_demo_inventory(settings, stores)
+        no_accounts = settings.web.console and not stores.console.users()
+    finally:
+        stores.close()
+    console.print(
+        Text(f"Serving {settings.agent.name} at {settings.base_url} (database {redacted(settings.database_url)})")
+    )
+    pages = ([f"public page {settings.base_url}/"] if settings.web.public_page else []) + (
+        [f"staff console {settings.base_url}/console/"] if settings.web.console else []
+    )
+    if pages:
+        console.print(
+            Text(
+                "Browse: "
+                + ", ".join(pages)
+                + (" (no account yet: aap users add EMAIL --role admin)" if no_accounts else "")
+            )
+        )
 
 
 def seed_demo_inventory(settings: Settings, stores: Stores, count: int = DEMO_LISTINGS) -> int:

@@ -27,7 +27,8 @@ from aap.config.environment import missing_variables
 from aap.config.feeds import feed_rules, parse_feeds_section
 from aap.config.leads import parse_leads_section
 from aap.config.mcp import parse_mcp_section
-from aap.config.model import Settings
+from aap.config.model import AgentIdentity, DealerProfile, Settings
+from aap.config.platform import parse_platform_section
 from aap.config.poppy import parse_poppy_section
 from aap.config.sections import (
     agent_defaults,
@@ -117,7 +118,15 @@ SECTIONS: tuple[Section, ...] = (
     Section("poppy", parse_poppy_section),
     Section("feeds", parse_feeds_section, array=True),
     Section("web", parse_web_section),
+    Section("platform", parse_platform_section),
 )
+
+#: What a platform deployment's own file holds (docs/platform.md); everything else is a tenant's.
+PLATFORM_SECTIONS = frozenset({"server", "platform"})
+#: The root keys of a platform deployment's own file (its tenants' public URLs come from their hosts).
+PLATFORM_ROOT_KEYS = frozenset({"id", "database"})
+#: What a tenant's document may not hold: it is the deployment's, or derived from where it is served.
+TENANT_FORBIDDEN = ("id", "public_url", "database", "server", "platform")
 
 #: Rules run after every section was read, on the parsed values (Settings field
 #: name -> value); they may fill in derived defaults.
@@ -174,6 +183,8 @@ def parse_settings(
             origins[key] = "override"
 
     problems = Problems(origins)
+    if "platform" in doc:
+        return _platform_settings(doc, problems, source)
     root = Table(doc, "", problems)
     parsed = parse_root(root)
     for section in SECTIONS:
@@ -194,6 +205,96 @@ def parse_settings(
     if problems:
         raise ConfigError(problems.render(), source)
     return Settings(**parsed, source_path=source)
+
+
+def _platform_settings(doc: dict[str, Any], problems: Problems, source: str | None) -> Settings:
+    """A platform deployment's own file: ``[server]``, ``[database]`` and ``[platform]`` only.
+
+    The agents it serves are its tenants (:func:`parse_tenant`), so a dealer-level table here
+    is refused with a pointer to where it belongs instead of being ignored. The Settings
+    returned describe the platform itself: its id, its host as public URL, an empty profile.
+    """
+    for key in sorted(doc):
+        if key not in PLATFORM_SECTIONS and key not in PLATFORM_ROOT_KEYS:
+            problems.add(
+                key,
+                "belongs in a tenant's configuration on a platform deployment "
+                "(aap init --tenant FILE, then aap tenants add ID --config FILE)",
+            )
+    root = Table({k: v for k, v in doc.items() if k in PLATFORM_SECTIONS or k in PLATFORM_ROOT_KEYS}, "", problems)
+    platform = parse_platform_section(root.table("platform"), problems)
+    host = platform.host if platform is not None else "platform.invalid"
+    base = {"id": root.raw("id", host), "public_url": f"https://{host}"}
+    if root.has("database"):
+        base["database"] = root.raw("database")
+    parsed = parse_root(Table(base, "", problems))
+    server = parse_server(root.table("server"), problems)
+    root.finish()
+    if problems:
+        raise ConfigError(problems.render(), source)
+    name = f"AAP platform {host}"
+    return Settings(
+        **parsed,
+        **server,
+        agent=AgentIdentity(name=name, description=f"The dealer agents hosted at {host}."),
+        dealer=DealerProfile({"name": name, "rooftops": []}),
+        platform=platform,
+        source_path=source,
+    )
+
+
+def parse_tenant(
+    doc: dict[str, Any],
+    *,
+    tenant_id: str,
+    public_url: str,
+    deployment: Settings,
+    database_url: str,
+    environ: Mapping[str, str] | None = None,
+    require_secrets: bool = False,
+    source: str | None = None,
+) -> Settings:
+    """A tenant's document (the dealer-level tables of ``aap.toml``) as the Settings of its agent.
+
+    What the tenants share comes from the ``deployment``: the ``[server]`` limits and the
+    trusted proxies. What is derived is set here: the id is the tenant id, the public URL
+    is where the agent is served (``https://HOST`` or ``https://PLATFORM_HOST/t/ID``) and
+    the database URL names the tenant's own namespace (docs/platform.md, "Isolation").
+    Every problem is reported at once, with its TOML path, as for a deployment's file.
+    """
+    problems = Problems({})
+    for key in TENANT_FORBIDDEN:
+        if key in doc:
+            problems.add(
+                key,
+                "is the platform's, not a tenant's: "
+                + {
+                    "id": "the tenant id names the agent",
+                    "public_url": "the agent is served at its domains and at /t/ID/ on the platform host",
+                    "database": "every tenant has its own namespace in the platform's database",
+                    "server": "[server] limits are shared by every tenant of the deployment",
+                    "platform": "[platform] is the deployment's own table",
+                }[key],
+            )
+    tenant_doc = {k: v for k, v in doc.items() if k not in TENANT_FORBIDDEN}
+    tenant_doc.update({"id": tenant_id, "public_url": public_url, "database": database_url})
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in ENV_OVERRIDES}
+    try:
+        settings = parse_settings(tenant_doc, source=source, environ=env, require_secrets=require_secrets)
+    except ConfigError as exc:
+        raise ConfigError(problems.render() + exc.problems, source) from None
+    if problems:
+        raise ConfigError(problems.render(), source)
+    shared_a2a = f"{deployment.platform.base_url}/a2a" if deployment.platform and settings.tenant else None
+    return dataclasses.replace(
+        settings,
+        a2a_url=shared_a2a,
+        max_body_bytes=deployment.max_body_bytes,
+        cursor_ttl_seconds=deployment.cursor_ttl_seconds,
+        count_timeout_ms=deployment.count_timeout_ms,
+        search_timeout_ms=deployment.search_timeout_ms,
+        forwarded_allow_ips=deployment.forwarded_allow_ips,
+    )
 
 
 def read_toml(path: str) -> dict[str, Any]:

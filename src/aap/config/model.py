@@ -18,8 +18,10 @@ from typing import Any
 from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
+from aap.config.platform import PlatformSettings
 from aap.config.poppy import PoppySettings
 from aap.config.web import WebSettings
+from aap.paths import DeploymentUrls
 
 ALL_FILTERS: tuple[str, ...] = (
     "make",
@@ -232,6 +234,12 @@ class Settings:
     poppy: PoppySettings = field(default_factory=PoppySettings)
     feeds: tuple[FeedSettings, ...] = ()
     web: WebSettings = field(default_factory=WebSettings)
+    #: Platform hosting (docs/platform.md): the deployment serves the tenants in its database;
+    #: None for a deployment that is one agent.
+    platform: PlatformSettings | None = None
+    #: The A2A endpoint the card names when it is not ``public_url``'s own ``/a2a``: set for a
+    #: platform tenant that declares an A2A ``tenant`` routing value (docs/platform.md).
+    a2a_url: str | None = None
 
     @property
     def scope(self) -> str:
@@ -240,6 +248,11 @@ class Settings:
     @property
     def base_url(self) -> str:
         return self.public_url.rstrip("/")
+
+    @property
+    def urls(self) -> DeploymentUrls:
+        """The absolute URLs this agent publishes."""
+        return DeploymentUrls(self.public_url, self.a2a_url)
 
     def url(self, path: str) -> str:
         """Absolute public URL of a path on this deployment."""

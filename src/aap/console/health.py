@@ -38,7 +38,7 @@ from starlette.routing import Route
 
 from aap.console.auth import Visit
 from aap.console.leads import waited
-from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH, DeploymentUrls
+from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH
 from aap.store.lead_inbox import LeadScope
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ async def read_metrics(request: Request) -> dict[str, Any] | None:
 
 
 def discovery_links(console: Console) -> list[tuple[str, str]]:
-    urls = DeploymentUrls(console.settings.public_url)
+    urls = console.settings.urls
     links = [
         ("Agent card", urls.agent_card),
         ("llms.txt", urls.llms_txt),

@@ -1,12 +1,16 @@
 """Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, schemas, A2A OpenAPI.
 
-``build(gateway)`` renders every document from the deployment settings (so each
-ETag is a hash of exactly what is served) and returns the routes as
-:class:`~aap.web.parts.BindingParts`. poppy.json is served by the Poppy
-binding; every document takes its URLs from :class:`~aap.paths.DeploymentUrls`.
+``build(gateway)`` returns the routes as :class:`~aap.web.parts.BindingParts`; each
+document is rendered from the deployment settings on its first request and kept (so
+each ETag is a hash of exactly what is served, and an agent that is never asked for
+its documents — one tenant among thousands — never renders them). poppy.json is
+served by the Poppy binding; every document takes its URLs from
+:class:`~aap.paths.DeploymentUrls`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,7 +25,6 @@ from aap.paths import (
     API_CATALOG_PATH,
     LLMS_TXT_PATH,
     SCHEMAS_PREFIX,
-    DeploymentUrls,
 )
 from aap.web.documents import StaticDocument
 from aap.web.parts import BindingParts
@@ -29,9 +32,22 @@ from aap.web.parts import BindingParts
 __all__ = ["build"]
 
 
-def _static_route(path: str, document: StaticDocument, extra_headers: dict[str, str] | None = None) -> Route:
+class _Rendered:
+    """A document rendered on first use, then served as it is."""
+
+    def __init__(self, render: Callable[[], StaticDocument]) -> None:
+        self._render = render
+        self._document: StaticDocument | None = None
+
+    def __call__(self) -> StaticDocument:
+        if self._document is None:
+            self._document = self._render()
+        return self._document
+
+
+def _static_route(path: str, document: _Rendered, extra_headers: dict[str, str] | None = None) -> Route:
     async def endpoint(request: Request) -> Response:
-        response = document.respond(request)
+        response = document().respond(request)
         for name, value in (extra_headers or {}).items():
             response.headers[name] = value
         return response
@@ -43,16 +59,18 @@ def build(gateway: Gateway) -> BindingParts:
     """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
     agent = gateway.agent
     settings = agent.settings
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     card = AgentCard(agent)
-    llms = StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)
-    catalog = StaticDocument(api_catalog.render(settings), api_catalog.MEDIA_TYPE)
-    openapi = StaticDocument(a2a_openapi.render(settings), a2a_openapi.MEDIA_TYPE)
-    schemas = schemas_route.schema_documents()
-    index = schemas_route.index_document(settings, schemas)
+    llms = _Rendered(
+        lambda: StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)
+    )
+    catalog = _Rendered(lambda: StaticDocument(api_catalog.render(settings), api_catalog.MEDIA_TYPE))
+    openapi = _Rendered(lambda: StaticDocument(a2a_openapi.render(settings), a2a_openapi.MEDIA_TYPE))
+    schemas = schemas_route.schema_documents  # the package's files: the same for every agent
+    index = _Rendered(lambda: schemas_route.index_document(settings, schemas()))
 
     async def schema_file(request: Request) -> Response:
-        document = schemas.get(request.path_params["name"])
+        document = schemas().get(request.path_params["name"])
         if document is None:
             return JSONResponse(
                 {"error": "not_found", "error_description": "No such schema; see " + urls.schemas},

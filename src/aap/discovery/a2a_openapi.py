@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 
 from aap.config.model import Settings
-from aap.paths import DeploymentUrls
 from aap.spec import openapi_document
 
 MEDIA_TYPE = "application/vnd.oai.openapi+json"
@@ -23,7 +22,7 @@ def build_document(settings: Settings) -> dict[str, Any]:
     document = copy.deepcopy(openapi_document())
     document["servers"] = [
         {
-            "url": DeploymentUrls(settings.public_url).a2a,
+            "url": settings.urls.a2a,
             "description": f"{settings.agent.name}: AAP over A2A JSON-RPC 2.0",
         }
     ]

@@ -20,7 +20,6 @@ from starlette.responses import Response
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
 from aap.agent import DealerAgent
 from aap.config.model import Settings
-from aap.paths import DeploymentUrls
 from aap.protocols import A2A_PROTOCOL_VERSION, MCP_PROTOCOL_VERSIONS, MCP_TRANSPORT
 from aap.skills.catalog import SkillInfo
 from aap.web.accesslog import annotate
@@ -33,7 +32,7 @@ MAX_AGE = 300
 def mcp_endpoint(settings: Settings) -> dict[str, Any]:
     """The ``McpEndpoint`` object of ``params.mcp`` (seed 004): where and how ``/mcp`` is served."""
     return {
-        "url": DeploymentUrls(settings.public_url).mcp,
+        "url": settings.urls.mcp,
         "transport": MCP_TRANSPORT,
         "protocol_versions": list(MCP_PROTOCOL_VERSIONS),
         "public_read": True,  # no tool needs a token (docs/mcp.md, "Authentication")
@@ -42,7 +41,7 @@ def mcp_endpoint(settings: Settings) -> dict[str, Any]:
 
 def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
     """``AapExtensionParams``: deployment id, binding links and the per-skill schema map."""
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     skill_map: dict[str, Any] = {}
     for skill in skills:
         entry: dict[str, Any] = {
@@ -66,7 +65,7 @@ def extension_params(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
 def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[str, Any]:
     """The card as a JSON object (camelCase ProtoJSON field names)."""
     skills = list(skills)
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     agent = settings.agent
     interface: dict[str, Any] = {
         "url": urls.a2a,

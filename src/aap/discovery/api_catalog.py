@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 
 from aap.config.model import Settings
-from aap.paths import DeploymentUrls
 
 PROFILE = "https://www.rfc-editor.org/info/rfc9727"
 MEDIA_TYPE = f'application/linkset+json; profile="{PROFILE}"'
@@ -30,7 +29,7 @@ def _link(href: str, media_type: str, title: str | None = None) -> dict[str, str
 
 def build_linkset(settings: Settings) -> dict[str, Any]:
     """The linkset object of this deployment."""
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     poppy = settings.poppy.enabled
     docs = [_link(urls.llms_txt, "text/markdown", "llms.txt: the dealer agent and how to call it")]
     if settings.agent.documentation_url:

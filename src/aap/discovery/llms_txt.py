@@ -218,7 +218,7 @@ def render(settings: Settings, skills: Iterable[SkillInfo]) -> str:
     skills = list(skills)
     if not skills:
         raise ValueError("llms.txt needs at least one implemented skill")
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     dealer = settings.dealer
     lines = [f"# {_one_line(settings.agent.name)}", "", _summary(settings, skills, urls), ""]
     welcome = dealer.info.get("welcome_message")

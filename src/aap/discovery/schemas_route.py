@@ -9,13 +9,12 @@ verbatim: the ``$id`` values stay the canonical identifiers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
 
 import orjson
 
 from aap import SCHEMA_BASE_URL, spec
 from aap.config.model import Settings
-from aap.paths import DeploymentUrls
 from aap.web.documents import StaticDocument
 
 MEDIA_TYPE = "application/schema+json"
@@ -24,16 +23,19 @@ SUFFIX = ".schema.json"
 MAX_AGE = 86_400
 
 
-def schema_documents(names: Iterable[str] | None = None) -> dict[str, StaticDocument]:
-    """``<name>.schema.json`` → document, for every schema the package carries."""
-    if names is None:
-        names = spec.schema_names()
+@functools.cache
+def schema_documents() -> dict[str, StaticDocument]:
+    """``<name>.schema.json`` → document, for every schema the package carries.
+
+    Made once per process: the files are the package's own, the same for every agent it serves.
+    """
+    names = spec.schema_names()
     return {f"{name}{SUFFIX}": StaticDocument(spec.schema_bytes(name), MEDIA_TYPE, MAX_AGE) for name in sorted(names)}
 
 
 def index_document(settings: Settings, documents: dict[str, StaticDocument]) -> StaticDocument:
     """``GET /schemas/``: each file's local URL and its canonical ``$id`` (when it has one)."""
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     entries = []
     for filename in sorted(documents):
         entry = {"name": filename, "url": urls.schema(filename)}

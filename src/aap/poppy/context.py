@@ -58,7 +58,7 @@ class PoppyContext:
 
     @property
     def urls(self) -> DeploymentUrls:
-        return DeploymentUrls(self.agent.settings.public_url)
+        return self.agent.settings.urls
 
     @property
     def issuer(self) -> str:

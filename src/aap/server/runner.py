@@ -48,7 +48,7 @@ from aap.server.app import check_public_url, create_app
 from aap.server.listen import ListenError, bind
 from aap.server.logconfig import log_config
 from aap.server.protocol import BoundedHttpToolsProtocol
-from aap.store import open_stores
+from aap.store import Stores, open_platform_database, open_stores
 from aap.store.db import sqlite_path
 from aap.web.metrics import shared_metrics_directory
 
@@ -99,14 +99,25 @@ def app_from_env() -> Starlette:
         raise RuntimeError(f"{SOURCE_ENV} is not set: start workers through aap.server.runner.run()")
     settings = SettingsSource.from_json(data).load()
     logging.captureWarnings(True)  # a warning is a log line too, in the configured format
-    return settled(
-        create_app(
-            settings,
-            open_stores(
-                settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
-            ),
-        )
+    app, _stores = open_app(settings)
+    return settled(app)
+
+
+def open_app(settings: Settings) -> tuple[Starlette, Stores]:
+    """The app a deployment serves and the stores it opened (migrated): one agent, or with a
+    ``[platform]`` table every tenant of its registry (docs/platform.md)."""
+    if settings.platform is not None:
+        from aap.server.platform import create_platform_app
+        from aap.server.platform_api import provisioning_routes
+        from aap.server.platform_services import SERVICES
+
+        stores = Stores(open_platform_database(settings.database_url))
+        routes = [provisioning_routes(os.environ)]
+        return create_platform_app(settings, stores, services=SERVICES, platform_routes=routes), stores
+    stores = open_stores(
+        settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
     )
+    return create_app(settings, stores), stores
 
 
 def settled(app: Starlette) -> Starlette:
@@ -192,20 +203,20 @@ def run(
             raise ValueError("[server] metrics_listen must name another port than the one served")
         sockets.append(metrics_sock)
     logging.captureWarnings(True)  # a warning is a log line too, in the configured format
-    # Migrates once, before any worker starts.
-    stores = open_stores(
-        settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
-    )
     if workers == 1:
+        app, stores = open_app(settings)
         try:
-            _serve(uvicorn.Config(settled(create_app(settings, stores)), **options), sockets)
+            _serve(uvicorn.Config(settled(app), **options), sockets)
         finally:
             stores.close()
             for each in sockets:
                 each.close()
         return
-
-    stores.close()
+    # Migrates once, before any worker starts.
+    if settings.platform is not None:
+        open_platform_database(settings.database_url).close()
+    else:
+        open_stores(settings.database_url).close()
     assert isinstance(source, SettingsSource)
     previous = os.environ.get(SOURCE_ENV)
     os.environ[SOURCE_ENV] = source.to_json().decode()

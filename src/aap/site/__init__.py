@@ -34,7 +34,6 @@ from aap.paths import (
     SITE_ASSETS_PREFIX,
     SITE_PATH,
     VEHICLE_PAGE_PREFIX,
-    DeploymentUrls,
 )
 from aap.ratelimit import retry_after_seconds
 from aap.site import openapi_view
@@ -75,7 +74,7 @@ class PublicSite:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.settings = gateway.settings
-        self.urls = DeploymentUrls(self.settings.public_url)
+        self.urls = self.settings.urls
         self.pages = templates("aap.site")
         self._documents: dict[str, openapi_view.DocumentView | None] = {}
 

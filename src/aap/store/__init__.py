@@ -22,7 +22,7 @@ from aap.store.inventory.summary import InventorySummaries
 from aap.store.lead_inbox import LeadInbox
 from aap.store.lead_pipeline import LeadPipeline
 from aap.store.leads import LeadStore
-from aap.store.migrations import migrate
+from aap.store.migrations import PLATFORM_DOMAINS, migrate
 from aap.store.poppy import PoppyStore
 from aap.store.replicas import ReadRouter
 from aap.store.state import StateStore
@@ -31,10 +31,14 @@ from aap.store.state import StateStore
 class Stores:
     """The domain stores of one deployment, all on one database (and its read replicas)."""
 
-    def __init__(self, db: Database, reads: ReadRouter | None = None) -> None:
+    def __init__(
+        self, db: Database, reads: ReadRouter | None = None, *, index_min_rows: int = 0, facet_cache_size: int = 256
+    ) -> None:
         self.db = db
         self.reads = reads or ReadRouter(db)
-        self.inventory = InventoryStore(db, reads=self.reads)
+        self.inventory = InventoryStore(
+            db, reads=self.reads, index_min_rows=index_min_rows, facet_cache_size=facet_cache_size
+        )
         self.state = StateStore(db)
         self.leads = LeadStore(db)
         self.poppy = PoppyStore(db)
@@ -55,6 +59,13 @@ def open_database(url: str) -> Database:
     """Open (and migrate) the database at ``url`` (``sqlite:///file.db`` or ``postgresql://...``)."""
     db = connect(url)
     migrate(db)
+    return db
+
+
+def open_platform_database(url: str) -> Database:
+    """Open (and migrate) a platform deployment's own database: its tenants' registry too."""
+    db = connect(url)
+    migrate(db, PLATFORM_DOMAINS)
     return db
 
 

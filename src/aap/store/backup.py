@@ -51,8 +51,9 @@ def sqlite_backup(url: str, destination: str) -> int:
     return os.path.getsize(destination)
 
 
-def pg_dump_command(url: str, destination: str) -> tuple[list[str], dict[str, str]]:
-    """``pg_dump`` arguments and the extra environment (the password) for ``url``."""
+def pg_dump_command(url: str, destination: str, *, schema: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """``pg_dump`` arguments and the extra environment (the password) for ``url``; ``schema``: that
+    schema alone (a platform tenant's namespace, :mod:`aap.store.tenancy`)."""
     parts = urlsplit(url)
     extra: dict[str, str] = {}
     if parts.password is not None:
@@ -61,4 +62,7 @@ def pg_dump_command(url: str, destination: str) -> tuple[list[str], dict[str, st
         url = urlunsplit(parts._replace(netloc=netloc))
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
-    return ["pg_dump", "--format=custom", f"--file={destination}", f"--dbname={url}"], extra
+    argv = ["pg_dump", "--format=custom", f"--file={destination}", f"--dbname={url}"]
+    if schema is not None:
+        argv.append(f"--schema={schema}")
+    return argv, extra

@@ -294,6 +294,10 @@ class PostgresDialect(Dialect):
         """
         from psycopg import Error
 
+        if getattr(tx.db, "schema", None) is not None:
+            # A platform tenant's namespace (docs/platform.md): a later step drops this index
+            # anyway, and an extension belongs to the whole database, never to one tenant's schema.
+            return
         tx.execute("SAVEPOINT aap_trgm")
         try:
             tx.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")

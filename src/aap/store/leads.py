@@ -524,6 +524,15 @@ class LeadStore:
         return int(row[0]) if row else 0
 
     # -- the outbox ------------------------------------------------------------------
+    def next_due_ms(self) -> int | None:
+        """When the next delivery is due (a pending row's attempt, a claim that lapses), or None."""
+        with self.db.read() as tx:
+            row = tx.one(
+                "SELECT MIN(CASE WHEN status = 'pending' THEN next_attempt_ms ELSE claimed_until_ms END)"
+                " FROM lead_deliveries WHERE status IN ('pending', 'delivering')"
+            )
+        return None if row[0] is None else int(row[0])
+
     def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[Delivery]:
         """Atomically claim up to ``limit`` due rows (pending and due, or with a lapsed claim).
 

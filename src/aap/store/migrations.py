@@ -7,7 +7,7 @@ existing databases were migrated with, so steps are only ever appended.
 
 from __future__ import annotations
 
-from aap.store import console, feeds, inventory, lead_pipeline, leads, poppy, state
+from aap.store import console, feeds, inventory, lead_pipeline, leads, platform, poppy, state
 from aap.store.db import Database, Migrations
 
 DOMAINS: tuple[Migrations, ...] = (
@@ -19,6 +19,10 @@ DOMAINS: tuple[Migrations, ...] = (
     feeds.MIGRATIONS,
     console.MIGRATIONS,
 )
+
+#: A platform deployment's own namespace: every domain (its platform administrators' console
+#: accounts, its secrets) and the registry of its tenants (docs/platform.md).
+PLATFORM_DOMAINS: tuple[Migrations, ...] = (*DOMAINS, platform.MIGRATIONS)
 
 
 def migrate(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> dict[str, int]:

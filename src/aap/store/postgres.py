@@ -8,8 +8,10 @@ deployments never load the driver.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from urllib.parse import quote
 
 import psycopg
 from psycopg.abc import Buffer
@@ -41,10 +43,15 @@ def _configure(conn: psycopg.Connection) -> None:
 
 
 class PostgresDatabase(Database):
-    """A pooled PostgreSQL database (psycopg 3)."""
+    """A pooled PostgreSQL database (psycopg 3), or one schema of it (:meth:`in_schema`)."""
 
     dialect: Dialect = POSTGRESQL
     in_process = False  # every query waits for the server: never on an event loop
+    #: The schema every statement of this database's transactions resolves names in; None: the
+    #: server's search_path (the platform's own tables, or a deployment that is one agent).
+    schema: str | None = None
+    #: A view of another database's pool (:meth:`in_schema`): closing it leaves the pool open.
+    owns_pool = True
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, replica: bool = False) -> None:
         """``replica``: a read replica, given up on quickly (the primary answers instead)."""
@@ -80,19 +87,47 @@ class PostgresDatabase(Database):
         """
         with self.pool.connection() as conn:
             with conn.transaction():
-                if not write:
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                # One round trip: SET TRANSACTION must come first; search_path is this
+                # transaction's only (SET LOCAL), so a pooled connection carries no tenant out.
+                setup = [] if write else ["SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"]
+                if self.schema is not None:
+                    setup.append(f"SET LOCAL search_path TO {quote_identifier(self.schema)}")
+                if setup:
+                    conn.execute("; ".join(setup))
                 yield Tx(self, conn.cursor())
+
+    def in_schema(self, schema: str) -> PostgresDatabase:
+        """This database's pool, with every transaction's names resolved in ``schema`` (a
+        tenant's namespace, docs/platform.md): many tenants share one pool of connections."""
+        view = copy.copy(self)
+        view.schema = schema
+        view.owns_pool = False
+        view.url = with_search_path(self.url, schema)
+        return view
 
     def maintain(self, tables: Sequence[str]) -> None:
         """``VACUUM ANALYZE`` (outside a transaction): statistics, and a visibility map so
         that counts over an index need not visit the table — without waiting for autovacuum."""
+        prefix = f"{quote_identifier(self.schema)}." if self.schema is not None else ""
         with self.pool.connection() as conn:  # autocommit
             for table in tables:
-                conn.execute(f"VACUUM (ANALYZE) {table}")
+                conn.execute(f"VACUUM (ANALYZE) {prefix}{table}")
 
     def close_thread_connection(self) -> None:
         """Nothing to close: connections belong to the pool, not to threads."""
 
     def close(self) -> None:
-        self.pool.close()
+        if self.owns_pool:
+            self.pool.close()
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier (a ``"`` inside is doubled, as PostgreSQL reads it)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """``url`` with a connection option that makes ``schema`` its search_path, for a process of
+    its own (``aap import --tenant``, a feed's child process) that opens the tenant's namespace."""
+    option = quote(f"-c search_path={schema}", safe="")
+    return f"{url}{'&' if '?' in url else '?'}options={option}"

@@ -23,11 +23,12 @@ from aap.web.metrics import Metrics
 access_log = logging.getLogger("aap.access")
 
 SCOPE_KEY = "aap.observe"
-_FIELDS = ("binding", "skill", "aap_code", "rpc_code", "error_id")
+_FIELDS = ("binding", "skill", "aap_code", "rpc_code", "error_id", "tenant")
 
 
 def annotate(scope: Scope, **fields: Any) -> None:
-    """Attach request facts (``binding``, ``skill``, ``aap_code``, ``rpc_code``, ``error_id``)."""
+    """Attach request facts (``binding``, ``skill``, ``aap_code``, ``rpc_code``, ``error_id``, and on a
+    platform the ``tenant`` id — never anything a tenant's customers sent)."""
     info = scope.get(SCOPE_KEY)
     if info is None:
         info = scope[SCOPE_KEY] = {}
@@ -78,6 +79,9 @@ class AccessLogMiddleware:
         skill = info.get("skill", "")
         code = info.get("aap_code") or (str(info["rpc_code"]) if "rpc_code" in info else None)
         self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
+        tenant = info.get("tenant")
+        if tenant is not None:
+            self.metrics.observe_tenant(tenant, status)
         if access_log.isEnabledFor(logging.INFO):
             # The record is made directly: Logger.info would also walk the stack for a
             # caller's file and line, which no access-log line shows.
@@ -102,6 +106,7 @@ class AccessLogMiddleware:
                             "rpc_code": info.get("rpc_code"),
                             "duration_ms": round(seconds * 1000, 3),
                             "error_id": info.get("error_id"),
+                            **({"tenant": tenant} if tenant is not None else {}),
                         }
                     },
                 )

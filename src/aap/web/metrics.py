@@ -109,13 +109,20 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+        #: On a platform (docs/platform.md): requests by tenant id and status class, no more.
+        self._tenants = Counter(
+            "aap_tenant_requests",
+            "HTTP requests by tenant (a platform deployment) and status class.",
+            ("tenant", "status"),
+            registry=self.registry,
+        )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._error_children: dict[tuple[str, str, str], Any] = {}
         self._scrape = CollectorRegistry(auto_describe=False)
         if self.multiprocess_dir:
             MultiProcessCollector(self._scrape, path=self.multiprocess_dir)
         else:
-            for collector in (self._requests, self._errors, self._latency):
+            for collector in (self._requests, self._errors, self._latency, self._tenants):
                 self._scrape.register(collector)
         self._scrape.register(_Info())
         ProcessCollector(registry=self._scrape)
@@ -138,6 +145,10 @@ class Metrics:
             if child is None:
                 child = self._error_children[ekey] = self._errors.labels(binding, skill, code)
             child.inc()
+
+    def observe_tenant(self, tenant: str, status: int) -> None:
+        """Count one finished request of platform tenant ``tenant`` (its id; ``2xx``, ``4xx``...)."""
+        self._tenants.labels(tenant, f"{status // 100}xx").inc()
 
     def render(self) -> str:
         """The exposition text (every worker's series in multi-process mode)."""

@@ -22,7 +22,7 @@ from aap.bindings.mcp.http import McpHttpEndpoint
 from aap.bindings.mcp.policy import OriginPolicy
 from aap.bindings.mcp.sdk import LazySdk
 from aap.gateway import Gateway
-from aap.paths import MCP_PATH, DeploymentUrls
+from aap.paths import MCP_PATH
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 from aap.web.parts import BindingParts
 
@@ -39,7 +39,7 @@ def build(gateway: Gateway, *, verifier: Verifier | None = None) -> BindingParts
     settings = gateway.settings
     runner = ToolRunner(gateway)
     sdk = LazySdk(gateway, runner)  # the SDK itself loads on the first request that needs it
-    urls = DeploymentUrls(settings.public_url)
+    urls = settings.urls
     auth = BearerAuth(resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
     endpoint = McpHttpEndpoint(
         sdk,

@@ -18,8 +18,6 @@ from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from aap.inventory.query import Criteria, mm_to_unit
 from aap.store.db import Tx
 from aap.store.inventory.schema import BITS_PER_MASK, COLUMN_INDEX, FEATURE_MASKS
@@ -159,12 +157,6 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     present = counts.get(FEATURE_FIELD, {})
     out["features"] = [{"code": code, "label": label, "count": present.get(code, 0)} for code, label in vocabulary]
     return out
-
-
-def copied(facets_object: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy (cached objects are shared; callers may change theirs)."""
-    copy: dict[str, Any] = orjson.loads(orjson.dumps(facets_object))
-    return copy
 
 
 def _plain(value: float) -> int | float:

@@ -532,9 +532,12 @@ class PostingCache:
     or None (the snapshot then counts in SQL) while a rebuild runs in the background.
     """
 
-    def __init__(self, db: Database, *, enabled: bool = True) -> None:
+    def __init__(self, db: Database, *, enabled: bool = True, min_rows: int = 0) -> None:
         self.db = db
         self.enabled = enabled
+        #: An inventory of fewer row numbers is counted in SQL, where it is cheap, and never
+        #: indexed: a platform's thousands of small tenants then hold no index each.
+        self.min_rows = min_rows
         self._kept: list[Postings] = []
         self._lock = threading.Lock()
         self._building = False
@@ -556,6 +559,8 @@ class PostingCache:
             tx = snapshot.tx
             if newest is None:
                 upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+                if upper < self.min_rows:
+                    return None
                 if upper > BUILD_NOW_ROWS:
                     self._build_later()
                     return None

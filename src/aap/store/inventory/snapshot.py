@@ -19,7 +19,7 @@ from pyroaring import FrozenBitMap
 from aap.inventory.query import Criteria, SearchQuery
 from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
-from aap.store.inventory.facets import FacetKey, compute_facets, copied
+from aap.store.inventory.facets import FacetKey, compute_facets
 from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
 from aap.store.inventory.schema import read_version
 from aap.store.inventory.search import Hit, search_page
@@ -49,7 +49,7 @@ class VersionCaches:
         self.vocabulary: tuple[int, Vocabulary] | None = None
         self.sellers: tuple[tuple[int, str], frozenset[str]] | None = None
         #: (version, criteria digest, vocabulary) -> the Facets object, the least recently read dropped.
-        self.facets: Memo[FacetKey, dict[str, Any]] = Memo(facet_cache_size, lru=True)
+        self.facets: Memo[FacetKey, bytes] = Memo(facet_cache_size, lru=True)
         self.postings = postings
 
 
@@ -173,4 +173,9 @@ class InventorySnapshot:
         """The Facets object of ``criteria``'s matching set; ``vocabulary`` lists (code, label)."""
         vocabulary = tuple((code, label) for code, label in vocabulary)
         key = (self.version, criteria.digest, vocabulary)
-        return copied(self._caches.facets.get(key, lambda: compute_facets(self, criteria, vocabulary)))
+        # Kept encoded: a hit is a fresh copy by decoding (the cached value is shared), and the
+        # bytes are a tenth of the objects' memory, which adds up on a platform serving
+        # thousands of agents in one worker (docs/platform.md, "Sizing").
+        encoded = self._caches.facets.get(key, lambda: orjson.dumps(compute_facets(self, criteria, vocabulary)))
+        facets: dict[str, Any] = orjson.loads(encoded)
+        return facets

@@ -121,13 +121,19 @@ class InventoryStore:
     """Listings of one deployment (every seller's, on an aggregate endpoint)."""
 
     def __init__(
-        self, db: Database, *, facet_cache_size: int = 256, postings: bool = True, reads: ReadRouter | None = None
+        self,
+        db: Database,
+        *,
+        facet_cache_size: int = 256,
+        postings: bool = True,
+        index_min_rows: int = 0,
+        reads: ReadRouter | None = None,
     ) -> None:
         self.db = db
         #: Where reads go: fit read replicas first, the primary last (docs/deployment.md).
         self.reads = reads or ReadRouter(db)
         self.totals = Totals(db)
-        self.postings = PostingCache(db, enabled=postings)
+        self.postings = PostingCache(db, enabled=postings, min_rows=index_min_rows)
         self._caches = VersionCaches(facet_cache_size, self.postings)
 
     # -- import -----------------------------------------------------------------

@@ -1,0 +1,371 @@
+"""``aap tenants add|update|domains|check|list|show|remove``: a platform's tenants (docs/platform.md).
+
+The commands work on the registry in the platform deployment's database (SQLite or
+PostgreSQL) through :class:`aap.tenants.TenantRegistry`, the same rules the provisioning API
+applies, so that every problem of a tenant is listed at once and nothing half-made is ever
+registered. A change is served by every worker within seconds, without a restart.
+
+Two files are involved: the platform deployment's own (``[server]``, ``[database]``,
+``[platform]``), found as every aap command finds its configuration (``aap tenants --config
+FILE``, else ``$AAP_CONFIG``, else ``./aap.toml``), and a tenant's configuration, which
+``add``, ``update`` and ``check`` read from their own ``--config FILE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+import orjson
+from rich.text import Text
+
+from aap.cli.common import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG,
+    console,
+    database_option,
+    fail,
+    load_platform_or_fail,
+    open_registry_or_fail,
+)
+from aap.platform.views import stamp, tenant_urls, tenant_view
+
+if TYPE_CHECKING:
+    from aap.store.platform import TenantRecord
+    from aap.tenants import TenantRegistry
+
+#: Tenants read from the registry per page by ``aap tenants list``.
+PAGE = 500
+
+platform_config_option = click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help=f"The platform deployment's file ([server], [database], [platform]). Default: ${CONFIG_ENV}, else"
+    f" ./{DEFAULT_CONFIG}.",
+)
+tenant_config_option = click.option(
+    "--config",
+    "tenant_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The tenant's configuration: the dealer-level tables of aap.toml (`aap init --tenant FILE` writes one).",
+)
+domain_option = click.option(
+    "--domain",
+    "domains",
+    multiple=True,
+    metavar="HOST",
+    help="A host name the tenant's agent is served at, e.g. www.dealer.example (repeatable), whose DNS points"
+    " at the platform's proxy.",
+)
+
+
+def _deployment_config(ctx: click.Context, config: str | None = None) -> tuple[str | None, dict[str, Any] | None]:
+    """The platform's configuration file and overrides: a subcommand's own ``--config``, else the group's."""
+    group = ctx.parent.params if ctx.parent is not None else {}
+    database = group.get("database")
+    return config or group.get("config"), {"database": database} if database else None
+
+
+@contextmanager
+def _registry(ctx: click.Context, config: str | None = None) -> Iterator[TenantRegistry]:
+    path, overrides = _deployment_config(ctx, config)
+    with open_registry_or_fail(load_platform_or_fail(path, overrides)) as registry:
+        yield registry
+
+
+def _refused(what: str, exc: Exception) -> NoReturn:
+    from aap.tenants import TenantError
+
+    assert isinstance(exc, TenantError)
+    fail(f"{what}: {len(exc.problems)} problem(s)", exc.problems)
+
+
+def _read(path: str) -> str:
+    """The tenant file's text, read no further than the registry accepts."""
+    from aap.tenants import MAX_CONFIG_BYTES
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        fail(f"{path}: no such file (`aap init --tenant {path}` writes a template).")
+    except OSError as exc:
+        fail(f"Cannot read {path}: {exc.strerror}")
+    if len(data) > MAX_CONFIG_BYTES:
+        fail(f"{path} is larger than a tenant's configuration may be ({MAX_CONFIG_BYTES // 1024} KiB).")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{path} is not UTF-8 text (TOML is UTF-8): byte {exc.start} cannot be read.")
+
+
+def _served(registry: TenantRegistry, record: TenantRecord, verb: str) -> None:
+    console.print(Text(f"Tenant {record.tenant_id} {verb} (revision {record.revision}).", style="bold green"))
+    served = tenant_urls(registry, record)
+    if served:
+        console.print(Text("Served at " + ", ".join(served) + " within seconds, by every worker."))
+    else:
+        console.print(
+            Text(
+                "It has no domain yet and [platform] tenant_prefix is off: it is served nowhere until "
+                f"`aap tenants domains {record.tenant_id} --add HOST`.",
+                style="yellow",
+            )
+        )
+
+
+@click.group(
+    "tenants",
+    epilog="""\b
+A first tenant, step by step:
+  aap init --tenant dealer-a.toml                       # a commented template; edit it
+  aap tenants check dealer-a --config dealer-a.toml --domain www.dealer-a.example
+  aap tenants add dealer-a --config dealer-a.toml --domain www.dealer-a.example
+  aap import inventory.jsonl --tenant dealer-a          # or [[feeds]] in its configuration
+  aap users add boss@dealer-a.example --tenant dealer-a --role admin
+  aap tenants show dealer-a                             # its configuration, domains and URLs
+""",
+)
+@platform_config_option
+@database_option
+def tenants(config: str | None, database: str | None) -> None:
+    """The dealer agents a platform deployment hosts, each a complete agent on its own domains.
+
+    A tenant is what one `aap serve` with its own aap.toml would be: its dealer profile and
+    rooftops, search settings, lead routes, Poppy, MCP, rate limits, feeds, public page and
+    console, with its data in a database namespace of its own. It is served at
+    https://DOMAIN for each of its domains and at https://PLATFORM_HOST/t/ID/. The tenants are
+    stored in the platform's database, never in its file; every change is checked whole (every
+    problem listed at once) and served by every worker within seconds, without a restart.
+
+    --config before the command names the platform deployment's file (default: $AAP_CONFIG,
+    else ./aap.toml); `add`, `update` and `check` take the tenant's file as their own --config.
+    """
+
+
+@tenants.command("add")
+@click.argument("tenant_id", metavar="ID")
+@tenant_config_option
+@domain_option
+@click.pass_context
+def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: tuple[str, ...]) -> None:
+    """Register tenant ID with the configuration in FILE, served at each --domain.
+
+    ID is 1 to 48 lower-case letters, digits and '-' (it names https://PLATFORM_HOST/t/ID/ and
+    the tenant's database namespace) and cannot change later. FILE passes every check
+    `aap config check` makes, secrets' environment variables included.
+    """
+    from aap.tenants import TenantError
+
+    text = _read(tenant_file)
+    with _registry(ctx) as registry:
+        try:
+            record = registry.add(tenant_id, text, list(domains))
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not added", exc)
+        _served(registry, record, "added")
+    console.print(
+        Text(
+            f"Next: its inventory (aap import FEED --tenant {tenant_id}, or [[feeds]]) and its console accounts"
+            f" (aap users add EMAIL --tenant {tenant_id} --role admin)."
+        )
+    )
+
+
+@tenants.command("update")
+@click.argument("tenant_id", metavar="ID")
+@tenant_config_option
+@click.pass_context
+def update_command(ctx: click.Context, tenant_id: str, tenant_file: str) -> None:
+    """Replace tenant ID's configuration with FILE (its data and domains stay).
+
+    The new configuration is checked whole first; a refused one changes nothing.
+    """
+    from aap.tenants import TenantError
+
+    text = _read(tenant_file)
+    with _registry(ctx) as registry:
+        try:
+            record = registry.update(tenant_id, text)
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not updated", exc)
+        _served(registry, record, "updated")
+
+
+@tenants.command("domains")
+@click.argument("tenant_id", metavar="ID")
+@click.option("--add", "add", multiple=True, metavar="HOST", help="Serve the tenant at HOST too (repeatable).")
+@click.option("--remove", "remove", multiple=True, metavar="HOST", help="Stop serving it at HOST (repeatable).")
+@platform_config_option
+@click.pass_context
+def domains_command(
+    ctx: click.Context, tenant_id: str, add: tuple[str, ...], remove: tuple[str, ...], config: str | None
+) -> None:
+    """Add and remove the host names tenant ID is served at, in one change.
+
+    A host is served by one tenant only and never is the platform's own host; the tenant stays
+    reachable at https://PLATFORM_HOST/t/ID/ whatever its domains.
+    """
+    from aap.tenants import TenantError
+
+    if not add and not remove:
+        raise click.UsageError("give --add HOST and/or --remove HOST")
+    with _registry(ctx, config) as registry:
+        try:
+            record = registry.set_domains(tenant_id, list(add), list(remove))
+        except TenantError as exc:
+            _refused(f"Domains of {tenant_id} not changed", exc)
+        _served(registry, record, "changed")
+
+
+@tenants.command("check")
+@click.argument("tenant_id", metavar="ID")
+@tenant_config_option
+@domain_option
+@click.pass_context
+def check_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: tuple[str, ...]) -> None:
+    """Check FILE as tenant ID's configuration (and the --domain names) without changing anything.
+
+    Exit 0 when `aap tenants add` (or `update`, for an existing tenant) would take it, else 1
+    with every problem listed: for a deploy pipeline, before it provisions.
+    """
+    from aap.tenants import TenantError
+
+    text = _read(tenant_file)
+    with _registry(ctx) as registry:
+        existing = registry.store.tenant(tenant_id)
+        hosts = list(domains) or list(existing.domains if existing else ())
+        try:
+            settings = registry.check(tenant_id, text, hosts)
+        except TenantError as exc:
+            _refused(f"{tenant_file} is refused as tenant {tenant_id}", exc)
+    rooftops = sum(len(profile.rooftops) for profile in settings.all_profiles())
+    console.print(Text(f"{tenant_file}: OK as tenant {tenant_id}", style="bold green"))
+    for line in (
+        f"agent       {settings.agent.name} ({settings.scope} scope, {len(settings.all_profiles())} seller(s),"
+        f" {rooftops} rooftop(s))",
+        f"public_url  {settings.public_url}",
+        f"lead routes {len(settings.leads.routes)}"
+        + ("" if settings.leads.routes else " (leads are stored, sent nowhere)"),
+        f"feeds       {len(settings.feeds)}",
+        "registry    " + ("an update of the existing tenant" if existing else "a new tenant"),
+    ):
+        console.print(Text(f"  {line}"))
+
+
+@tenants.command("list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of the tenants (id, domains, urls, revision...).")
+@platform_config_option
+@click.pass_context
+def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
+    """Every tenant in id order: domains, revision, last change (read a page at a time)."""
+    count = 0
+    with _registry(ctx, config) as registry:
+        if as_json:
+            click.echo("[", nl=False)
+        after = ""
+        while True:
+            page = registry.list(after=after, limit=PAGE)
+            for record in page:
+                if as_json:
+                    prefix = "\n" if count == 0 else ",\n"
+                    click.echo(prefix + orjson.dumps(tenant_view(registry, record, config=False)).decode(), nl=False)
+                else:
+                    click.echo(
+                        f"{record.tenant_id}\t{','.join(record.domains) or '-'}\trevision {record.revision}"
+                        f"\tupdated {stamp(record.updated_ms)}"
+                    )
+                count += 1
+            if len(page) < PAGE:
+                break
+            after = page[-1].tenant_id
+        if as_json:
+            click.echo("\n]" if count else "]")
+    if count == 0 and not as_json:
+        console.print(
+            Text("No tenant yet: `aap init --tenant dealer.toml`, then `aap tenants add ID --config dealer.toml`.")
+        )
+    elif not as_json:
+        console.print(Text(f"{count} tenant(s)."))
+
+
+@tenants.command("show")
+@click.argument("tenant_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="The tenant as JSON, its configuration text included.")
+@click.option("--toml", "as_toml", is_flag=True, help="Only its configuration, as stored (to edit and `update`).")
+@platform_config_option
+@click.pass_context
+def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: bool, config: str | None) -> None:
+    """Tenant ID: its domains, the URLs it is served at, its revision and its configuration as stored."""
+    from aap.tenants import TenantError
+
+    if as_json and as_toml:
+        raise click.UsageError("give --json or --toml, not both")
+    with _registry(ctx, config) as registry:
+        try:
+            record = registry.get(tenant_id)
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not shown", exc)
+        summary = tenant_view(registry, record, config=True)
+    if as_toml:
+        click.echo(record.config, nl=not record.config.endswith("\n"))
+        return
+    if as_json:
+        click.echo(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+        return
+    lines = [
+        f"Tenant {record.tenant_id}",
+        f"  revision    {record.revision} (added {summary['created_at']}, changed {summary['updated_at']})",
+        f"  domains     {', '.join(record.domains) or '- (none)'}",
+        *(f"  url         {url}" for url in summary["urls"]),
+        f"  a2a tenant  {record.a2a_tenant or '-'}",
+        "Configuration (as stored):",
+        record.config.rstrip("\n"),
+    ]
+    click.echo("\n".join(lines))
+
+
+@tenants.command("remove")
+@click.argument("tenant_id", metavar="ID")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@platform_config_option
+@click.pass_context
+def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | None) -> None:
+    """Stop serving tenant ID everywhere and DELETE its data (listings, leads, accounts, history).
+
+    Every worker answers 404 for it within seconds. Its data cannot be recovered but from a
+    backup: `aap db backup FILE --tenant ID` first.
+    """
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            record = registry.get(tenant_id)
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not removed", exc)
+        if not yes:
+            console.print(
+                Text(
+                    f"Removing tenant {tenant_id} ({', '.join(record.domains) or 'no domain'}) stops serving its agent"
+                    " and deletes its data from the database: listings, leads, console accounts, feed history. "
+                    f"Back it up first if you may need it: aap db backup FILE --tenant {tenant_id}",
+                    style="yellow",
+                )
+            )
+            if not click.confirm(f"Remove tenant {tenant_id} and delete its data?", default=False, err=True):
+                fail("Nothing removed.")
+        try:
+            registry.remove(tenant_id)
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not removed", exc)
+    console.print(Text(f"Tenant {tenant_id} removed; its data is deleted.", style="bold green"))
+
+
+__all__ = ["tenants"]

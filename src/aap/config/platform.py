@@ -1,0 +1,93 @@
+"""The ``[platform]`` table: one deployment hosting many dealer agents (docs/platform.md).
+
+```toml
+[platform]
+host = "agents.platform.example"   # the platform's own host name (no scheme, no path)
+api_token_env = "AAP_PLATFORM_TOKEN"  # the provisioning API's bearer token comes from this variable
+tenant_prefix = true               # also serve every tenant at https://HOST/t/ID/
+tenants_in_memory = 10000          # tenant agents a worker keeps built (least recently used go first)
+changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
+```
+
+Without the table a deployment serves the one agent its file describes, exactly as
+before. With it, the file keeps only what the tenants share (``[server]``,
+``[database]``, ``[platform]``) and the tenants — each a complete agent, with its own
+``[dealer]``, ``[[rooftops]]``, ``[leads]``, ``[poppy]``, ``[[feeds]]``… — live in
+the database, managed with ``aap tenants`` or the provisioning API.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aap.config.table import Problems, Table
+
+#: A host name as a browser sends it in ``Host`` (RFC 1123 labels), lower case, no port.
+HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$")
+#: A tenant id: what ``/t/ID/``, the CLI and the API name a tenant by (lower case, digits, ``-``).
+TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class PlatformSettings:
+    """The deployment-level settings of platform hosting."""
+
+    host: str
+    api_token_env: str = "AAP_PLATFORM_TOKEN"
+    tenant_prefix: bool = True
+    tenants_in_memory: int = 10_000
+    changes_poll_ms: int = 500
+
+    @property
+    def base_url(self) -> str:
+        """The platform's own public origin (the proxy in front terminates TLS)."""
+        return f"https://{self.host}"
+
+    def prefix_url(self, tenant_id: str) -> str:
+        """A tenant's public base URL under the platform host."""
+        return f"{self.base_url}/t/{tenant_id}"
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is not a host name a tenant or the platform can be served at, or None."""
+    if host != host.strip().lower():
+        return "must be written in lower case, without spaces"
+    if ":" in host or "/" in host:
+        return "must be a host name alone: no scheme, port or path"
+    if not HOST_NAME.match(host):
+        return "is not a valid host name"
+    if "." not in host:
+        return "must be a fully qualified host name (with a dot)"
+    return None
+
+
+def tenant_id_problem(tenant_id: str) -> str | None:
+    """Why ``tenant_id`` cannot name a tenant, or None."""
+    if not TENANT_ID.match(tenant_id):
+        return "must be 1 to 48 lower-case letters, digits or '-', starting and ending with a letter or digit"
+    return None
+
+
+def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings | None:
+    """The ``[platform]`` table, or None when the file has none (one agent per deployment)."""
+    if not table.present:
+        table.finish()
+        return None
+    host = table.string("host", required=True) or ""
+    if host:
+        problem = host_problem(host)
+        if problem:
+            table.problem("host", problem)
+    token_env = table.string("api_token_env") or "AAP_PLATFORM_TOKEN"
+    if not re.match(r"^[A-Z_][A-Z0-9_]*$", token_env):
+        table.problem("api_token_env", "must be an environment variable name (A-Z, 0-9, _)")
+    settings = PlatformSettings(
+        host=host,
+        api_token_env=token_env,
+        tenant_prefix=table.boolean("tenant_prefix", True),
+        tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
+        changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
+    )
+    table.finish()
+    return settings

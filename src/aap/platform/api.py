@@ -1,0 +1,318 @@
+"""The provisioning API: a platform's own systems add, change and remove tenants over HTTP.
+
+Served on the platform host only (``https://PLATFORM_HOST/_platform/v1/…``), with the rules of
+:class:`aap.tenants.TenantRegistry` that ``aap tenants`` applies too, and described by the
+OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`):
+
+``GET    /_platform/v1/tenants?after=ID&limit=N``   tenants in id order, keyset-paged
+``POST   /_platform/v1/tenants``                    ``{"id", "config", "domains"}`` → 201
+``GET    /_platform/v1/tenants/{id}``               the tenant, its configuration text included
+``PUT    /_platform/v1/tenants/{id}``               ``{"config"}``: a new configuration
+``DELETE /_platform/v1/tenants/{id}``               unregister it and delete its data → 204
+``PUT    /_platform/v1/tenants/{id}/domains``       ``{"domains"}``: exactly these domains
+``PATCH  /_platform/v1/tenants/{id}/domains``       ``{"add", "remove"}``: a change of them
+
+How a request is answered, in order (docs/platform.md, "The provisioning API"):
+
+1. no token configured (the variable ``[platform] api_token_env`` names is unset, or shorter
+   than :data:`MIN_TOKEN_LENGTH`): 503, whatever the request — the API is never open;
+2. the client address's token bucket, in the platform's own namespace (never a tenant's),
+   before the credentials are looked at, so guessing tokens costs what any request costs: 429
+   with ``Retry-After``;
+3. ``Authorization: Bearer <token>`` compared in constant time (RFC 6750 §2.1): 401 with
+   ``WWW-Authenticate: Bearer`` (and ``error="invalid_token"`` for a wrong one, §3.1);
+4. a JSON body of at most :data:`MAX_BODY_BYTES`, read no further (413), of the media type
+   ``application/json`` (415), every field checked at once (400);
+5. the registry's answer: the tenant, or its ``TenantError`` with every problem and the status
+   it carries (400, 404, 409).
+
+Every failure is ``{"error": {"status", "message", "problems": [...]}}``; an unexpected one is
+logged once with an id and answered 503 with that id, never with its text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from aap.config.platform import PlatformSettings
+from aap.errors import AapError, unexpected
+from aap.ratelimit import retry_after_seconds
+from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
+from aap.web.accesslog import annotate
+from aap.web.body import BodyTooLarge, read_request_body
+from aap.web.callers import anonymous_caller
+
+from .openapi import API_PREFIX, OPENAPI_PATH, openapi_document
+from .views import tenant_view
+
+log = logging.getLogger("aap.platform")
+
+#: The shortest bearer token the API accepts as configured (``openssl rand -hex 32`` makes 64).
+MIN_TOKEN_LENGTH = 32
+#: The largest request body: a tenant's largest configuration, JSON-escaped, and its domains.
+MAX_BODY_BYTES = 2 * MAX_CONFIG_BYTES + 64 * 1024
+#: Tenants per page of the list: the default and the most a caller may ask for.
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+#: The longest ``after`` value (a tenant id is at most 48 characters).
+MAX_AFTER = 100
+#: Lengths past which a value is refused as it is, without being quoted back (RFC 1035 §2.3.4).
+MAX_HOST, MAX_ID = 253, 48
+#: Bucket keys of the API's callers, apart from every other bucket of the platform's namespace.
+BUCKET_PREFIX = "platform-api:"
+REALM = 'Bearer realm="aap-platform"'
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def error_response(
+    status: int, message: str, problems: Sequence[str] = (), headers: dict[str, str] | None = None, **extra: Any
+) -> Response:
+    body = {"error": {"status": status, "message": message, "problems": list(problems), **extra}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(value), status_code=status, media_type="application/json", headers=headers)
+
+
+class Refused(Exception):
+    """A request this API answers with an error before (or instead of) the registry."""
+
+    def __init__(self, status: int, message: str, problems: Sequence[str] = (), headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.problems, self.headers = status, message, list(problems), headers
+
+
+_MESSAGES = {
+    400: "The request was refused: every problem is listed.",
+    404: "No such tenant.",
+    409: "The request conflicts with the registry.",
+}
+
+
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
+
+
+class ProvisioningApi:
+    """The API's routes over one platform's registry; ``token`` is the configured bearer token."""
+
+    def __init__(
+        self,
+        registry: TenantRegistry,
+        admit: Callable[[str], Awaitable[None]],
+        token: str | None,
+        *,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.registry = registry
+        self.platform: PlatformSettings = registry.platform
+        self.admit = admit  # the platform's own gateway: its buckets are never a tenant's
+        self.max_body_bytes = max_body_bytes
+        self.configured = token is not None and len(token) >= MIN_TOKEN_LENGTH
+        # Only a digest is kept: compared in constant time, whatever the length of what is sent.
+        self._token = _digest(token) if token is not None and self.configured else None
+        if token and not self.configured:
+            log.warning(
+                "the provisioning API stays closed: %s is shorter than %d characters",
+                self.platform.api_token_env,
+                MIN_TOKEN_LENGTH,
+            )
+        self._document = orjson.dumps(openapi_document(self.platform))
+
+    def routes(self) -> list[BaseRoute]:
+        tenants, one = f"{API_PREFIX}/tenants", f"{API_PREFIX}/tenants/{{tenant_id}}"
+        domains = f"{one}/domains"
+        return [
+            Route(
+                OPENAPI_PATH, self._guard(self.document, authenticated=False), methods=["GET"], name="platform_openapi"
+            ),
+            Route(tenants, self._guard(self.list_tenants), methods=["GET"], name="platform_tenants_list"),
+            Route(tenants, self._guard(self.create_tenant), methods=["POST"], name="platform_tenants_create"),
+            Route(one, self._guard(self.get_tenant), methods=["GET"], name="platform_tenant_get"),
+            Route(one, self._guard(self.update_tenant), methods=["PUT"], name="platform_tenant_update"),
+            Route(one, self._guard(self.remove_tenant), methods=["DELETE"], name="platform_tenant_remove"),
+            Route(domains, self._guard(self.replace_domains), methods=["PUT"], name="platform_domains_replace"),
+            Route(domains, self._guard(self.change_domains), methods=["PATCH"], name="platform_domains_change"),
+        ]
+
+    # -- the order every request is answered in -------------------------------------------------
+    def _guard(self, handler: Handler, *, authenticated: bool = True) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            annotate(request.scope, binding="platform")
+            try:
+                if authenticated and not self.configured:
+                    raise Refused(503, "The provisioning API is not configured on this platform (docs/platform.md).")
+                await self._admit(request)
+                if authenticated:
+                    self._authenticate(request)
+                return await handler(request)
+            except Refused as refused:
+                return error_response(refused.status, refused.message, refused.problems, refused.headers)
+            except TenantError as exc:
+                status = exc.status if exc.status in _MESSAGES else 400
+                return error_response(status, _MESSAGES[status], exc.problems)
+            except ClientDisconnect:
+                return Response(status_code=400)
+            except Exception as exc:  # logged once with an id; the caller gets the id, never the text
+                error = unexpected(exc, binding="platform", endpoint=request.url.path)
+                return error_response(503, "The registry is not available right now; try again.", (), id=error.error_id)
+
+        return endpoint
+
+    async def _admit(self, request: Request) -> None:
+        key = BUCKET_PREFIX + anonymous_caller(request)
+        try:
+            await self.admit(key)
+        except AapError as exc:
+            if exc.code != "RATE_LIMITED":
+                raise
+            wait = retry_after_seconds(exc) or 1
+            raise Refused(
+                429, "Too many requests from this address; retry later.", (), {"Retry-After": str(wait)}
+            ) from None
+
+    def _authenticate(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        scheme, _, credentials = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            raise Refused(
+                401, "A bearer token is required (Authorization: Bearer TOKEN).", (), {"WWW-Authenticate": REALM}
+            )
+        assert self._token is not None
+        if not hmac.compare_digest(_digest(credentials.strip()), self._token):
+            raise Refused(
+                401,
+                "The bearer token is not valid.",
+                (),
+                {"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
+            )
+
+    # -- request bodies and queries ---------------------------------------------------------------
+    async def _body(self, request: Request, fields: dict[str, str], required: Sequence[str]) -> dict[str, Any]:
+        """The JSON object of the request, its fields checked (``fields``: name → "string" or
+        "strings"); every problem of its shape at once."""
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json":
+            raise Refused(415, "The request body must be application/json.")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise Refused(413, f"The request body is larger than {self.max_body_bytes} bytes.")
+        try:
+            raw = await read_request_body(request, self.max_body_bytes)
+        except BodyTooLarge:
+            raise Refused(413, f"The request body is larger than {self.max_body_bytes} bytes.") from None
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise Refused(400, _MESSAGES[400], [f"(body): not JSON ({exc.msg} at character {exc.pos})"]) from None
+        if not isinstance(body, dict):
+            raise Refused(400, _MESSAGES[400], ["(body): must be a JSON object"])
+        problems = [f"{name}: required" for name in required if name not in body]
+        for name, value in body.items():
+            kind = fields.get(name)
+            if kind is None:
+                problems.append(f"{str(name)[:100]}: not a field of this request (fields: {', '.join(fields)})")
+            elif kind == "string" and not isinstance(value, str):
+                problems.append(f"{name}: must be a string")
+            elif kind == "strings" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                problems.append(f"{name}: must be an array of strings")
+            elif kind == "strings" and len(value) > MAX_DOMAINS:
+                problems.append(f"{name}: at most {MAX_DOMAINS} host names")
+            elif kind == "strings" and any(len(v) > MAX_HOST for v in value):
+                problems.append(f"{name}: a host name has at most {MAX_HOST} characters")
+            elif name == "id" and len(value) > MAX_ID:
+                problems.append(f"id: at most {MAX_ID} characters")
+        if problems:
+            raise Refused(400, _MESSAGES[400], problems)
+        return body
+
+    @staticmethod
+    def _page(request: Request) -> tuple[str, int]:
+        problems = []
+        params = request.query_params
+        for name in params:
+            if name not in ("after", "limit"):
+                problems.append(f"{name[:100]}: not a parameter of this request (parameters: after, limit)")
+            elif len(params.getlist(name)) > 1:
+                problems.append(f"{name}: given more than once")
+        after = params.get("after", "")
+        if len(after) > MAX_AFTER:
+            problems.append(f"after: at most {MAX_AFTER} characters (a tenant id)")
+        text = params.get("limit")
+        limit = DEFAULT_LIMIT
+        if text is not None:
+            if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_LIMIT):
+                problems.append(f"limit: must be a whole number from 1 to {MAX_LIMIT}")
+            else:
+                limit = int(text)
+        if problems:
+            raise Refused(400, _MESSAGES[400], problems)
+        return after, limit
+
+    # -- the operations ---------------------------------------------------------------------------
+    async def document(self, request: Request) -> Response:
+        return Response(self._document, media_type="application/json")
+
+    async def list_tenants(self, request: Request) -> Response:
+        after, limit = self._page(request)
+        page = await asyncio.to_thread(self.registry.list, after=after, limit=limit + 1)
+        more = len(page) > limit
+        page = page[:limit]
+        body = {
+            "tenants": [tenant_view(self.registry, r, config=False) for r in page],
+            "next_after": page[-1].tenant_id if more else None,
+        }
+        return json_response(body)
+
+    async def create_tenant(self, request: Request) -> Response:
+        body = await self._body(request, {"id": "string", "config": "string", "domains": "strings"}, ("id", "config"))
+        record = await asyncio.to_thread(self.registry.add, body["id"], body["config"], body.get("domains", []))
+        location = f"{API_PREFIX}/tenants/{record.tenant_id}"
+        return json_response(tenant_view(self.registry, record, config=True), 201, {"Location": location})
+
+    async def get_tenant(self, request: Request) -> Response:
+        record = await asyncio.to_thread(self.registry.get, request.path_params["tenant_id"])
+        return json_response(tenant_view(self.registry, record, config=True))
+
+    async def update_tenant(self, request: Request) -> Response:
+        body = await self._body(request, {"config": "string"}, ("config",))
+        record = await asyncio.to_thread(self.registry.update, request.path_params["tenant_id"], body["config"])
+        return json_response(tenant_view(self.registry, record, config=True))
+
+    async def remove_tenant(self, request: Request) -> Response:
+        await asyncio.to_thread(self.registry.remove, request.path_params["tenant_id"])
+        return Response(status_code=204)
+
+    async def replace_domains(self, request: Request) -> Response:
+        body = await self._body(request, {"domains": "strings"}, ("domains",))
+        tenant_id = request.path_params["tenant_id"]
+
+        def replace() -> Any:
+            current = self.registry.get(tenant_id).domains
+            wanted: list[str] = body["domains"]
+            return self.registry.set_domains(
+                tenant_id, [h for h in wanted if h not in current], [h for h in current if h not in wanted]
+            )
+
+        record = await asyncio.to_thread(replace)
+        return json_response(tenant_view(self.registry, record, config=True))
+
+    async def change_domains(self, request: Request) -> Response:
+        body = await self._body(request, {"add": "strings", "remove": "strings"}, ())
+        add, remove = body.get("add", []), body.get("remove", [])
+        if not add and not remove:
+            raise Refused(400, _MESSAGES[400], ["(body): give add and/or remove, each an array of host names"])
+        tenant_id = request.path_params["tenant_id"]
+        record = await asyncio.to_thread(self.registry.set_domains, tenant_id, add, remove)
+        return json_response(tenant_view(self.registry, record, config=True))

@@ -1,0 +1,321 @@
+"""The OpenAPI 3.1 document of the provisioning API (``GET /_platform/openapi.json``).
+
+It describes exactly what :mod:`aap.platform.api` serves — every operation, status, header
+and body — and is tested against real answers (tests/test_platform_api.py validates them
+with it and runs schemathesis on it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aap import __version__
+from aap.config.platform import TENANT_ID, PlatformSettings
+from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS
+
+API_PREFIX = "/_platform/v1"
+OPENAPI_PATH = "/_platform/openapi.json"
+
+_REF = "#/components/schemas/"
+_RESPONSES = "#/components/responses/"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF + name}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _hosts(description: str) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "maxItems": MAX_DOMAINS,
+        "items": {"type": "string", "maxLength": 253},
+        "description": description,
+    }
+
+
+def _tenant_properties(config: bool) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "id": {"type": "string", "pattern": TENANT_ID.pattern},
+        "domains": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "The host names the tenant is served at, in alphabetical order.",
+        },
+        "urls": {
+            "type": "array",
+            "items": {"type": "string", "format": "uri"},
+            "description": "Where its agent is served: https://DOMAIN/ for each domain, then "
+            "https://PLATFORM_HOST/t/ID/ (unless [platform] tenant_prefix is off).",
+        },
+        "a2a_tenant": {
+            "type": ["string", "null"],
+            "description": "The A2A `tenant` routing value its configuration declares, if any.",
+        },
+        "revision": {"type": "integer", "minimum": 1, "description": "Counted up on every change of the tenant."},
+        "created_at": {"type": "string", "format": "date-time"},
+        "updated_at": {"type": "string", "format": "date-time"},
+    }
+    if config:
+        properties["config"] = {"type": "string", "description": "Its configuration (TOML), exactly as given."}
+    return properties
+
+
+def _object(properties: dict[str, Any], required: list[str], description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _error_response(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description, "content": _json(_ref("Error"))}
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _operation(
+    operation_id: str,
+    summary: str,
+    ok: tuple[str, dict[str, Any]],
+    errors: list[str],
+    *,
+    body: str | None = None,
+    parameters: list[dict[str, Any]] | None = None,
+    description: str = "",
+) -> dict[str, Any]:
+    status, response = ok
+    operation: dict[str, Any] = {
+        "operationId": operation_id,
+        "summary": summary,
+        "responses": {status: response, **{code: {"$ref": _RESPONSES + code} for code in errors}},
+    }
+    if description:
+        operation["description"] = description
+    if parameters:
+        operation["parameters"] = parameters
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": _json(_ref(body))}
+    return operation
+
+
+_TENANT_ID_PARAMETER = {
+    "name": "tenant_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": TENANT_ID.pattern},
+    "description": "The tenant's id.",
+}
+
+_AUTHENTICATED = ["401", "429", "503"]
+_WITH_BODY = ["400", "413", "415"]
+
+
+def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
+    """The document, its server the platform host."""
+    tenant = _ref("Tenant")
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": f"aap provisioning API of {platform.host}",
+            "version": __version__,
+            "description": "Add, change and remove the dealer agents a platform deployment hosts "
+            '(docs/platform.md, "The provisioning API"). Every request but this document\'s carries '
+            f"`Authorization: Bearer TOKEN`, the token in the platform's ${platform.api_token_env}; "
+            "without one configured every operation answers 503. Every change is served by every "
+            "worker within seconds, without a restart.",
+        },
+        "servers": [{"url": platform.base_url}],
+        "security": [{"bearer": []}],
+        "paths": {
+            OPENAPI_PATH: {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document.",
+                    "security": [],
+                    "responses": {
+                        "200": {"description": "The OpenAPI 3.1 document.", "content": _json({"type": "object"})},
+                        "429": {"$ref": _RESPONSES + "429"},
+                        "503": {"$ref": _RESPONSES + "503"},
+                    },
+                }
+            },
+            f"{API_PREFIX}/tenants": {
+                "get": _operation(
+                    "listTenants",
+                    "The tenants in id order, a page at a time.",
+                    ("200", {"description": "A page of tenants.", "content": _json(_ref("TenantList"))}),
+                    ["400", *_AUTHENTICATED],
+                    parameters=[
+                        {
+                            "name": "after",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string", "maxLength": 100},
+                            "description": "Tenants after this id (the previous page's `next_after`).",
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                        },
+                    ],
+                ),
+                "post": _operation(
+                    "createTenant",
+                    "Add a tenant: its configuration is checked whole, its namespace made, then it is served.",
+                    (
+                        "201",
+                        {
+                            "description": "The tenant as registered.",
+                            "headers": {
+                                "Location": {"required": True, "schema": {"type": "string"}},
+                            },
+                            "content": _json(tenant),
+                        },
+                    ),
+                    [*_WITH_BODY, "409", *_AUTHENTICATED],
+                    body="NewTenant",
+                ),
+            },
+            f"{API_PREFIX}/tenants/{{tenant_id}}": {
+                "parameters": [_TENANT_ID_PARAMETER],
+                "get": _operation(
+                    "getTenant",
+                    "One tenant, its configuration text included.",
+                    ("200", {"description": "The tenant.", "content": _json(tenant)}),
+                    ["404", *_AUTHENTICATED],
+                ),
+                "put": _operation(
+                    "updateTenant",
+                    "Replace the tenant's configuration (its data and domains stay).",
+                    ("200", {"description": "The tenant as changed.", "content": _json(tenant)}),
+                    [*_WITH_BODY, "404", *_AUTHENTICATED],
+                    body="TenantConfig",
+                ),
+                "delete": _operation(
+                    "removeTenant",
+                    "Stop serving the tenant everywhere and delete its data.",
+                    ("204", {"description": "Removed; every worker answers 404 for it within seconds."}),
+                    ["404", *_AUTHENTICATED],
+                ),
+            },
+            f"{API_PREFIX}/tenants/{{tenant_id}}/domains": {
+                "parameters": [_TENANT_ID_PARAMETER],
+                "put": _operation(
+                    "replaceDomains",
+                    "Serve the tenant at exactly these host names.",
+                    ("200", {"description": "The tenant as changed.", "content": _json(tenant)}),
+                    [*_WITH_BODY, "404", *_AUTHENTICATED],
+                    body="DomainSet",
+                ),
+                "patch": _operation(
+                    "changeDomains",
+                    "Add and remove host names of the tenant, in one change.",
+                    ("200", {"description": "The tenant as changed.", "content": _json(tenant)}),
+                    [*_WITH_BODY, "404", *_AUTHENTICATED],
+                    body="DomainChange",
+                ),
+            },
+        },
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": f"The token in the platform's ${platform.api_token_env} (32 characters or more).",
+                }
+            },
+            "schemas": {
+                "Error": _object(
+                    {
+                        "error": _object(
+                            {
+                                "status": {"type": "integer"},
+                                "message": {"type": "string"},
+                                "problems": {
+                                    "type": "array",
+                                    "items": {"type": "string"},
+                                    "description": "Every problem found, each with its path (the TOML path of a"
+                                    " configuration's, the field of a body's).",
+                                },
+                                "id": {"type": "string", "description": "The id of an unexpected failure's log line."},
+                            },
+                            ["status", "message"],
+                        )
+                    },
+                    ["error"],
+                ),
+                "TenantSummary": _object(_tenant_properties(False), list(_tenant_properties(False))),
+                "Tenant": _object(_tenant_properties(True), list(_tenant_properties(True))),
+                "TenantList": _object(
+                    {
+                        "tenants": {"type": "array", "items": _ref("TenantSummary")},
+                        "next_after": {
+                            "type": ["string", "null"],
+                            "description": "Pass as `after` for the next page; null on the last one.",
+                        },
+                    },
+                    ["tenants", "next_after"],
+                ),
+                "NewTenant": _object(
+                    {
+                        "id": {
+                            "type": "string",
+                            "pattern": TENANT_ID.pattern,
+                            "maxLength": 48,
+                            "description": "1 to 48 lower-case letters, digits and '-': it names "
+                            "https://PLATFORM_HOST/t/ID/ and the tenant's database namespace, and never changes.",
+                        },
+                        "config": {
+                            "type": "string",
+                            "maxLength": MAX_CONFIG_BYTES,
+                            "description": "The tenant's configuration: the dealer-level tables of aap.toml "
+                            f"(`aap init --tenant FILE`), at most {MAX_CONFIG_BYTES // 1024} KiB as UTF-8.",
+                        },
+                        "domains": _hosts("Host names to serve it at (lower case, each served by one tenant only)."),
+                    },
+                    ["id", "config"],
+                ),
+                "TenantConfig": _object(
+                    {"config": {"type": "string", "maxLength": MAX_CONFIG_BYTES}},
+                    ["config"],
+                    "A new configuration; the domains change at /domains.",
+                ),
+                "DomainSet": _object(
+                    {"domains": _hosts("Every host name the tenant is to be served at.")}, ["domains"]
+                ),
+                "DomainChange": _object(
+                    {"add": _hosts("Host names to serve it at too."), "remove": _hosts("Host names to stop serving.")},
+                    [],
+                    "At least one host name to add or remove.",
+                ),
+            },
+            "responses": {
+                "400": _error_response("The request was refused: every problem is listed."),
+                "401": _error_response(
+                    "No bearer token, or not the platform's.",
+                    {"WWW-Authenticate": {"required": True, "schema": {"type": "string"}}},
+                ),
+                "404": _error_response("No such tenant."),
+                "409": _error_response("The tenant, or one of its domains, exists already."),
+                "413": _error_response("The request body is larger than the API reads."),
+                "415": _error_response("The request body is not application/json."),
+                "429": _error_response(
+                    "Too many requests from this client address.",
+                    {"Retry-After": {"required": True, "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
+                ),
+                "503": _error_response("The API is not configured (no token), or the registry is not available."),
+            },
+        },
+    }

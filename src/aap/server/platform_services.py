@@ -1,0 +1,162 @@
+"""A platform deployment's background work: every tenant's lead deliveries and scheduled feeds.
+
+One runner for the whole deployment, not one per tenant: a worker asks the registry which
+tenants have work due (``platform_due``, :mod:`aap.store.platform`), does it with the
+tenant's own stores and settings (its :class:`~aap.server.platform.TenantRuntime`), and
+writes back when that tenant is next due. Several workers and hosts may run it at once: a
+lead delivery is sent only by the runner whose claim it carries and a feed only by the runner
+holding its lease, in the tenant's namespace, exactly as for a deployment that is one agent
+(docs/leads.md, docs/feeds.md).
+
+How work becomes due:
+
+- **deliveries**: a tenant's gateway says when a lead was stored (``Gateway.after_write``),
+  and a delivery that failed is due again at its next attempt;
+- **feeds**: a tenant added or changed with ``[[feeds]]`` is due at once
+  (:class:`~aap.tenants.TenantRegistry`), then at its scheduler's next due time;
+- a slow **sweep** (:data:`SWEEP_SECONDS`) walks every tenant a page at a time and records
+  what it finds, so that nothing is lost when a worker stopped between a write and its note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+
+from aap.feeds.scheduler import FeedScheduler
+from aap.leads import transports
+from aap.leads.worker import DeliveryWorker
+from aap.server.platform import PlatformContext, Service, TenantRuntime
+from aap.store.platform import DELIVERIES, FEEDS
+
+log = logging.getLogger("aap.platform")
+
+#: How often a worker looks for due tenants when none was due at its last look.
+POLL_SECONDS = 1.0
+#: How often every tenant's outbox and feed schedule is read again, whatever the notes say.
+SWEEP_SECONDS = 600.0
+#: Tenants taken per look (the longest-waiting first).
+BATCH = 50
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _runtime(ctx: PlatformContext, tenant_id: str) -> TenantRuntime | None:
+    record = await asyncio.to_thread(ctx.registry.store.tenant, tenant_id)
+    if record is None:
+        return None
+    return await ctx.runtimes.get(tenant_id, ctx.registry.public_url(record))
+
+
+async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
+    """Deliver the outbox of every tenant due now; returns how many tenants were served."""
+    store = ctx.registry.store
+    due = await asyncio.to_thread(store.due, DELIVERIES, _now_ms(), BATCH)
+    for tenant_id in due:
+        try:
+            runtime = await _runtime(ctx, tenant_id)
+            if runtime is None:
+                await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, None)
+                continue
+            settings, stores = runtime.gateway.settings, runtime.gateway.stores
+            if settings.leads.delivery.in_process:
+                await DeliveryWorker(stores.leads, settings).drain(client)
+                following = await asyncio.to_thread(stores.leads.next_due_ms)
+            else:
+                following = None  # delivered by `aap deliver --tenant ID` processes
+            await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, following)
+        except Exception as exc:  # one tenant's failure must not hold up the others
+            log.error("tenant %s: delivery pass failed: %s", tenant_id, type(exc).__name__)
+            await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, _now_ms() + 60_000)
+    return len(due)
+
+
+async def run_feeds_due(ctx: PlatformContext) -> int:
+    """Run the scheduled feeds of every tenant due now; returns how many tenants were served."""
+    store = ctx.registry.store
+    due = await asyncio.to_thread(store.due, FEEDS, _now_ms(), BATCH)
+    for tenant_id in due:
+        try:
+            runtime = await _runtime(ctx, tenant_id)
+            if runtime is None or not runtime.gateway.settings.feeds:
+                await asyncio.to_thread(store.set_due, tenant_id, FEEDS, None)
+                continue
+            scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings)
+            await scheduler.run_due()
+            wait = await scheduler.seconds_until_due()
+            await asyncio.to_thread(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
+        except Exception as exc:
+            log.error("tenant %s: feed pass failed: %s", tenant_id, type(exc).__name__)
+            await asyncio.to_thread(store.set_due, tenant_id, FEEDS, _now_ms() + 60_000)
+    return len(due)
+
+
+async def sweep(ctx: PlatformContext) -> None:
+    """Note every tenant with feeds, and every tenant whose outbox holds a row, as due."""
+    store = ctx.registry.store
+    after = ""
+    while True:
+        page = await asyncio.to_thread(ctx.registry.list, after=after, limit=200)
+        if not page:
+            return
+        for record in page:
+            try:
+                db = await asyncio.to_thread(ctx.registry.namespaces.open, record.tenant_id)
+                try:
+                    from aap.store.leads import LeadStore
+
+                    following = await asyncio.to_thread(LeadStore(db).next_due_ms)
+                finally:
+                    await asyncio.to_thread(db.close)
+                if following is not None:
+                    await asyncio.to_thread(store.set_due, record.tenant_id, DELIVERIES, following)
+                if "[[feeds]]" in record.config:
+                    await asyncio.to_thread(store.set_due, record.tenant_id, FEEDS, _now_ms())
+            except Exception as exc:
+                log.warning("tenant %s: sweep failed: %s", record.tenant_id, type(exc).__name__)
+        after = page[-1].tenant_id
+
+
+@asynccontextmanager
+async def background(ctx: PlatformContext) -> AsyncIterator[None]:
+    """The deliveries and feeds of every tenant, for as long as the app runs."""
+    stop = asyncio.Event()
+
+    async def loop() -> None:
+        next_sweep = 0.0
+        async with httpx.AsyncClient(headers={"User-Agent": transports.USER_AGENT}) as client:
+            while not stop.is_set():
+                busy = 0
+                try:
+                    if time.monotonic() >= next_sweep:
+                        await sweep(ctx)
+                        next_sweep = time.monotonic() + SWEEP_SECONDS
+                    busy += await deliver_due(ctx, client)
+                    busy += await run_feeds_due(ctx)
+                except Exception as exc:  # the database may be briefly unavailable: keep going
+                    log.error("platform background pass failed: %s", type(exc).__name__)
+                if busy < BATCH:
+                    try:
+                        await asyncio.wait_for(stop.wait(), timeout=POLL_SECONDS)
+                    except TimeoutError:
+                        pass
+
+    task = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        stop.set()
+        try:
+            await asyncio.wait_for(task, timeout=15)
+        except TimeoutError:
+            task.cancel()
+
+
+SERVICES: tuple[Service, ...] = (background,)

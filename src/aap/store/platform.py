@@ -1,0 +1,268 @@
+"""The tenants of a platform deployment: who they are, where they are served, what changed.
+
+These tables live in the platform's own database namespace (the deployment's
+``[database]``); each tenant's data lives in a namespace of its own
+(:mod:`aap.store.tenancy`), so none of these rows is ever read by a tenant's agent.
+
+``platform_tenants``  one row per tenant: its configuration (the TOML text it was
+                      given, kept as written so that ``aap tenants show`` gives it back),
+                      its A2A routing value, a revision counted up on every change.
+``platform_domains``  the host names a tenant is served at (unique across tenants).
+``platform_changes``  one row per change of a tenant (added, updated, domains, removed),
+                      in order: every worker of every host reads the rows after the last
+                      one it saw (:meth:`PlatformStore.changes_since`) and drops what it
+                      built for those tenants, which is how a change reaches them all
+                      without a restart (docs/platform.md, "Changes").
+``platform_due``      when a tenant's background work (its lead deliveries, its scheduled
+                      feeds) is next due, so that one deployment-wide runner finds the
+                      tenants with work without opening every tenant's namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aap.store.db import Database, Migrations, Tx
+
+_V1 = """
+CREATE TABLE platform_tenants (
+    tenant_id TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    a2a_tenant TEXT UNIQUE,
+    revision INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE TABLE platform_domains (
+    host TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES platform_tenants (tenant_id) ON DELETE CASCADE,
+    added_ms INTEGER NOT NULL
+);
+CREATE INDEX platform_domains_tenant ON platform_domains (tenant_id);
+CREATE TABLE platform_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+CREATE TABLE platform_due (
+    tenant_id TEXT NOT NULL,
+    work TEXT NOT NULL,
+    due_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, work)
+);
+CREATE INDEX platform_due_when ON platform_due (work, due_ms)
+"""
+
+MIGRATIONS = Migrations("platform", (_V1,))
+
+#: The kinds of background work ``platform_due`` keeps a time for.
+DELIVERIES, FEEDS = "deliveries", "feeds"
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    """One tenant as registered."""
+
+    tenant_id: str
+    config: str
+    a2a_tenant: str | None
+    revision: int
+    created_ms: int
+    updated_ms: int
+    domains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one tenant, in the order the platform made them."""
+
+    seq: int
+    tenant_id: str
+    kind: str  # "added", "updated", "domains", "removed"
+
+
+def _record(row: tuple[Any, ...], domains: tuple[str, ...]) -> TenantRecord:
+    tenant_id, config, a2a_tenant, revision, created_ms, updated_ms = row
+    return TenantRecord(tenant_id, config, a2a_tenant, int(revision), int(created_ms), int(updated_ms), domains)
+
+
+class PlatformStore:
+    """The platform's registry of tenants, on the platform's own database namespace."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- reads ---------------------------------------------------------------------------
+    def tenant(self, tenant_id: str) -> TenantRecord | None:
+        with self.db.read() as tx:
+            return self._tenant(tx, tenant_id)
+
+    def _tenant(self, tx: Tx, tenant_id: str) -> TenantRecord | None:
+        row = tx.fetchone(
+            "SELECT tenant_id, config, a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
+            " WHERE tenant_id = ?",
+            (tenant_id,),
+        )
+        if row is None:
+            return None
+        hosts = tx.fetchall("SELECT host FROM platform_domains WHERE tenant_id = ? ORDER BY host", (tenant_id,))
+        return _record(row, tuple(h for (h,) in hosts))
+
+    def tenants(self, *, after: str = "", limit: int = 1000) -> list[TenantRecord]:
+        """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging)."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id, config, a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
+                " WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
+                (after, limit),
+            )
+            ids = [r[0] for r in rows]
+            domains: dict[str, list[str]] = {i: [] for i in ids}
+            if ids:
+                marks = ", ".join("?" * len(ids))
+                for host, tenant_id in tx.fetchall(
+                    f"SELECT host, tenant_id FROM platform_domains WHERE tenant_id IN ({marks}) ORDER BY host", ids
+                ):
+                    domains[tenant_id].append(host)
+        return [_record(r, tuple(domains[r[0]])) for r in rows]
+
+    def count(self) -> int:
+        with self.db.read() as tx:
+            return int(tx.one("SELECT COUNT(*) FROM platform_tenants")[0])
+
+    def tenant_at(self, host: str) -> str | None:
+        """The tenant served at ``host``, or None."""
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT tenant_id FROM platform_domains WHERE host = ?", (host,))
+        return row[0] if row else None
+
+    def tenant_for_a2a(self, value: str) -> str | None:
+        """The tenant whose agent card declares the A2A routing value ``value``, or None."""
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT tenant_id FROM platform_tenants WHERE a2a_tenant = ?", (value,))
+        return row[0] if row else None
+
+    def hosts_taken(self, hosts: Sequence[str]) -> dict[str, str]:
+        """Of ``hosts``, those served already, with their tenant."""
+        if not hosts:
+            return {}
+        marks = ", ".join("?" * len(hosts))
+        with self.db.read() as tx:
+            rows = tx.fetchall(f"SELECT host, tenant_id FROM platform_domains WHERE host IN ({marks})", list(hosts))
+        return {host: tenant_id for host, tenant_id in rows}
+
+    def last_change(self) -> int:
+        with self.db.read() as tx:
+            return int(tx.one("SELECT COALESCE(MAX(seq), 0) FROM platform_changes")[0])
+
+    def changes_since(self, seq: int, limit: int = 10_000) -> list[Change]:
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT seq, tenant_id, kind FROM platform_changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+            )
+        return [Change(*row) for row in rows]
+
+    # -- writes (one transaction each, with its change row) ---------------------------------
+    def add(
+        self, tenant_id: str, config: str, a2a_tenant: str | None, domains: Iterable[str], now_ms: int
+    ) -> TenantRecord:
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO platform_tenants (tenant_id, config, a2a_tenant, revision, created_ms, updated_ms)"
+                " VALUES (?, ?, ?, 1, ?, ?)",
+                (tenant_id, config, a2a_tenant, now_ms, now_ms),
+            )
+            for host in domains:
+                tx.execute(
+                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
+                    (host, tenant_id, now_ms),
+                )
+            self._changed(tx, tenant_id, "added", now_ms)
+            record = self._tenant(tx, tenant_id)
+        assert record is not None
+        return record
+
+    def update(self, tenant_id: str, config: str, a2a_tenant: str | None, now_ms: int) -> TenantRecord | None:
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
+                " WHERE tenant_id = ?",
+                (config, a2a_tenant, now_ms, tenant_id),
+            )
+            if cursor.rowcount == 0:
+                return None
+            self._changed(tx, tenant_id, "updated", now_ms)
+            return self._tenant(tx, tenant_id)
+
+    def set_domains(
+        self, tenant_id: str, add: Sequence[str], remove: Sequence[str], now_ms: int
+    ) -> TenantRecord | None:
+        with self.db.transaction() as tx:
+            if tx.fetchone("SELECT 1 FROM platform_tenants WHERE tenant_id = ?", (tenant_id,)) is None:
+                return None
+            for host in remove:
+                tx.execute("DELETE FROM platform_domains WHERE host = ? AND tenant_id = ?", (host, tenant_id))
+            for host in add:
+                tx.execute(
+                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
+                    (host, tenant_id, now_ms),
+                )
+            tx.execute(
+                "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
+                (now_ms, tenant_id),
+            )
+            self._changed(tx, tenant_id, "domains", now_ms)
+            return self._tenant(tx, tenant_id)
+
+    def remove(self, tenant_id: str, now_ms: int) -> bool:
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM platform_domains WHERE tenant_id = ?", (tenant_id,))
+            tx.execute("DELETE FROM platform_due WHERE tenant_id = ?", (tenant_id,))
+            cursor = tx.execute("DELETE FROM platform_tenants WHERE tenant_id = ?", (tenant_id,))
+            if cursor.rowcount == 0:
+                return False
+            self._changed(tx, tenant_id, "removed", now_ms)
+        return True
+
+    @staticmethod
+    def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int) -> None:
+        tx.execute("INSERT INTO platform_changes (tenant_id, kind, at_ms) VALUES (?, ?, ?)", (tenant_id, kind, now_ms))
+
+    # -- background work due --------------------------------------------------------------
+    def due(self, work: str, now_ms: int, limit: int = 100) -> list[str]:
+        """Tenants whose ``work`` is due by ``now_ms``, the longest-waiting first."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id FROM platform_due WHERE work = ? AND due_ms <= ? ORDER BY due_ms LIMIT ?",
+                (work, now_ms, limit),
+            )
+        return [r[0] for r in rows]
+
+    def next_due(self, work: str) -> int | None:
+        """When the earliest tenant's ``work`` is due (epoch ms), or None when none is."""
+        with self.db.read() as tx:
+            row = tx.one("SELECT MIN(due_ms) FROM platform_due WHERE work = ?", (work,))
+        return None if row[0] is None else int(row[0])
+
+    def set_due(self, tenant_id: str, work: str, due_ms: int | None) -> None:
+        """Record when ``work`` of ``tenant_id`` is next due; None: nothing left to do."""
+        with self.db.transaction() as tx:
+            if due_ms is None:
+                tx.execute("DELETE FROM platform_due WHERE tenant_id = ? AND work = ?", (tenant_id, work))
+                return
+            tx.execute(
+                "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant_id, work) DO UPDATE SET due_ms = excluded.due_ms",
+                (tenant_id, work, due_ms),
+            )
+
+    def prune_changes(self, before_ms: int) -> None:
+        """Forget change rows older than any worker still needs (they are an hour old at least)."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "DELETE FROM platform_changes WHERE at_ms < ? AND seq < (SELECT MAX(seq) FROM platform_changes)",
+                (before_ms,),
+            )

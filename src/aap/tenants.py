@@ -1,0 +1,265 @@
+"""The rules for adding, changing and removing a platform's tenants (docs/platform.md).
+
+One set of rules for every way a tenant is managed — ``aap tenants``, the provisioning
+API (``/_platform/v1/tenants``) and the platform console — so that none of them can
+register a tenant the others would refuse:
+
+- a tenant id is lower-case letters, digits and ``-`` (it names the ``/t/ID/`` prefix and
+  the tenant's database namespace);
+- its configuration is the dealer-level tables of ``aap.toml`` and passes every check
+  ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
+  secrets named by environment variable included), with the platform's ``[server]``;
+- on a platform, a tenant's feeds and mapping files are fetched from ``https://`` or
+  ``sftp://`` sources only, never from a private or loopback address: a local path would let
+  whoever provisions a tenant read the platform host's files, a private address its network;
+- a domain is a lower-case host name, served by one tenant only, never the platform's own
+  host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
+
+Every write is one transaction in the platform's registry (:mod:`aap.store.platform`) with
+a change row that every worker follows; a new tenant's namespace is made (and migrated)
+before it is registered, a removed one's is dropped after.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from aap.config.loader import ConfigError, parse_tenant
+from aap.config.model import Settings
+from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.store.db import Database
+from aap.store.platform import FEEDS, PlatformStore, TenantRecord
+from aap.store.tenancy import Namespaces
+
+#: The most domains one tenant is served at.
+MAX_DOMAINS = 20
+#: The largest tenant configuration accepted (a dealer group's file is a few kilobytes).
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _own_network(source: str) -> bool:
+    """True when ``source`` names a loopback, private or link-local address (or ``localhost``) itself;
+    a name that resolves to one is refused when fetched (:mod:`aap.netguard`)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(source).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local or address.is_reserved
+
+
+class TenantError(Exception):
+    """A tenant operation refused, with every problem found; ``status`` as an HTTP API answers it."""
+
+    def __init__(self, problems: Sequence[str], status: int = 400) -> None:
+        self.problems = list(problems)
+        self.status = status
+        super().__init__("; ".join(self.problems))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TenantRegistry:
+    """The tenants of one platform deployment (its ``Settings`` with ``[platform]``)."""
+
+    def __init__(self, deployment: Settings, platform_db: Database, *, environ: Mapping[str, str] | None = None):
+        if deployment.platform is None:
+            raise ValueError("tenants need a deployment with a [platform] table")
+        self.deployment = deployment
+        self.platform: PlatformSettings = deployment.platform
+        self.store = PlatformStore(platform_db)
+        self.namespaces = Namespaces(platform_db)
+        self.environ = environ
+
+    # -- what a tenant is served as ---------------------------------------------------------
+    def public_url(self, record: TenantRecord) -> str:
+        """The tenant's primary public URL: its first domain, else its prefix on the platform host."""
+        return f"https://{record.domains[0]}" if record.domains else self.platform.prefix_url(record.tenant_id)
+
+    def settings_for(self, record: TenantRecord, public_url: str) -> Settings:
+        """The Settings of ``record``'s agent as served at ``public_url`` (already checked when stored)."""
+        return parse_tenant(
+            tomllib.loads(record.config),
+            tenant_id=record.tenant_id,
+            public_url=public_url,
+            deployment=self.deployment,
+            database_url=self.namespaces.url(record.tenant_id),
+            environ=self.environ,
+            source=f"tenant {record.tenant_id}",
+        )
+
+    # -- checks -------------------------------------------------------------------------------
+    def check(self, tenant_id: str, config: str, domains: Sequence[str] = ()) -> Settings:
+        """The tenant's Settings, or a :class:`TenantError` naming every problem of the id, the
+        configuration and the domains at once (nothing is written)."""
+        problems: list[str] = []
+        settings = None
+        id_problem = tenant_id_problem(tenant_id)
+        if id_problem:
+            problems.append(f"tenant id {tenant_id!r}: {id_problem}")
+        problems += self._domain_problems(domains, tenant_id)
+        doc = self._toml(config, problems)
+        if doc is not None and not id_problem:
+            url = f"https://{domains[0]}" if domains else self.platform.prefix_url(tenant_id)
+            try:
+                settings = parse_tenant(
+                    doc,
+                    tenant_id=tenant_id,
+                    public_url=url,
+                    deployment=self.deployment,
+                    database_url=self.namespaces.url(tenant_id),
+                    environ=self.environ,
+                    require_secrets=True,
+                )
+            except ConfigError as exc:
+                problems += exc.problems
+            problems += self._source_problems(doc)
+            if settings is not None:
+                problems += self._a2a_problems(settings, tenant_id)
+        if problems or settings is None:
+            raise TenantError(problems)
+        return settings
+
+    def _toml(self, config: str, problems: list[str]) -> dict[str, Any] | None:
+        if len(config.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
+            problems.append(f"(configuration): larger than {MAX_CONFIG_BYTES // 1024} KiB")
+            return None
+        try:
+            return tomllib.loads(config)
+        except tomllib.TOMLDecodeError as exc:
+            problems.append(f"(syntax): {exc}")
+            return None
+
+    def _domain_problems(self, domains: Sequence[str], tenant_id: str) -> list[str]:
+        problems = []
+        if len(domains) > MAX_DOMAINS:
+            problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
+        seen: set[str] = set()
+        for host in domains:
+            problem = host_problem(host)
+            if problem:
+                problems.append(f"domain {host!r}: {problem}")
+            elif host == self.platform.host:
+                problems.append(f"domain {host!r}: is the platform's own host (tenants are served at /t/ID/ there)")
+            elif host in seen:
+                problems.append(f"domain {host!r}: given twice")
+            seen.add(host)
+        valid = [h for h in domains if not host_problem(h)]
+        for host, owner in sorted(self.store.hosts_taken(valid).items()):
+            if owner != tenant_id:
+                problems.append(f"domain {host!r}: already served by tenant {owner!r}")
+        return problems
+
+    @staticmethod
+    def _source_problems(doc: dict[str, Any]) -> list[str]:
+        """Feeds that would read the platform host's files (looked at in the document itself, so
+        these are reported with the configuration's other problems, whatever they are)."""
+        from aap.config.feeds import source_scheme
+
+        problems = []
+        feeds = doc.get("feeds")
+        for i, feed in enumerate(feeds if isinstance(feeds, list) else []):
+            if not isinstance(feed, dict):
+                continue
+            source = feed.get("source")
+            if isinstance(source, str) and source_scheme(source) not in ("https", "sftp"):
+                problems.append(
+                    f"feeds[{i}].source: a tenant's feed is fetched over https:// or sftp:// "
+                    "(a local path would read the platform host's own files)"
+                )
+            elif isinstance(source, str) and _own_network(source):
+                problems.append(f"feeds[{i}].source: names a loopback or private address, the platform's own network")
+            for key in ("mapping", "key_file", "known_hosts", "ca_file"):
+                if key in feed:
+                    problems.append(
+                        f"feeds[{i}].{key}: a tenant's configuration cannot name files on the platform host"
+                    )
+            if feed.get("private_network"):
+                problems.append(
+                    f"feeds[{i}].private_network: a tenant's feeds come from the public internet "
+                    "(private and loopback addresses are the platform's own network)"
+                )
+        return problems
+
+    def _a2a_problems(self, settings: Settings, tenant_id: str) -> list[str]:
+        if not settings.tenant:
+            return []
+        owner = self.store.tenant_for_a2a(settings.tenant)
+        if owner is not None and owner != tenant_id:
+            return [f"tenant: the A2A routing value {settings.tenant!r} is declared by tenant {owner!r} already"]
+        return []
+
+    # -- operations ---------------------------------------------------------------------------
+    def get(self, tenant_id: str) -> TenantRecord:
+        record = self.store.tenant(tenant_id)
+        if record is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        return record
+
+    def list(self, *, after: str = "", limit: int = 1000) -> list[TenantRecord]:
+        return self.store.tenants(after=after, limit=limit)
+
+    def add(self, tenant_id: str, config: str, domains: Iterable[str] = ()) -> TenantRecord:
+        hosts = list(domains)
+        if self.store.tenant(tenant_id) is not None:
+            raise TenantError([f"tenant {tenant_id!r} exists already (aap tenants update changes it)"], status=409)
+        settings = self.check(tenant_id, config, hosts)
+        self.namespaces.create(tenant_id).close()
+        try:
+            record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
+            self._schedule(settings)
+            return record
+        except Exception as exc:  # a race with another add of the same id or host: say which
+            if self.store.tenant(tenant_id) is not None:
+                raise TenantError([f"tenant {tenant_id!r} exists already"], status=409) from exc
+            taken = self.store.hosts_taken(hosts)
+            if taken:
+                raise TenantError(
+                    [f"domain {h!r}: already served by tenant {t!r}" for h, t in sorted(taken.items())], status=409
+                ) from exc
+            raise
+
+    def update(self, tenant_id: str, config: str) -> TenantRecord:
+        record = self.get(tenant_id)
+        settings = self.check(tenant_id, config, record.domains)
+        updated = self.store.update(tenant_id, config, settings.tenant, _now_ms())
+        if updated is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        self._schedule(settings)
+        return updated
+
+    def _schedule(self, settings: Settings) -> None:
+        """A tenant with ``[[feeds]]`` is due for its scheduler at once (which then says when next)."""
+        self.store.set_due(settings.deployment_id, FEEDS, _now_ms() if settings.feeds else None)
+
+    def set_domains(self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> TenantRecord:
+        record = self.get(tenant_id)
+        kept = [h for h in record.domains if h not in remove]
+        adding = [h for h in add if h not in kept]
+        problems = self._domain_problems(kept + adding, tenant_id)
+        problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in remove if h not in record.domains]
+        if problems:
+            raise TenantError(problems)
+        updated = self.store.set_domains(tenant_id, adding, [h for h in remove if h in record.domains], _now_ms())
+        if updated is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        return updated
+
+    def remove(self, tenant_id: str) -> None:
+        """Unregister the tenant (every worker stops serving it) and delete its namespace."""
+        if not self.store.remove(tenant_id, _now_ms()):
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        self.namespaces.drop(tenant_id)
