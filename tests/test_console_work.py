@@ -101,6 +101,7 @@ def work(client, lead_id, **form):
 # -- the lead pipeline ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # measured at 0.5 s or more (CONTRIBUTING.md, the fast lane)
 def test_a_lead_gets_a_status_an_owner_a_follow_up_and_notes_that_persist_and_filter(deployment):
     admin = sign_in(deployment, ADMIN)
     oakland_lead = deployment["ids"][1]  # CUSTOMERS[1] is at Oakland

@@ -78,6 +78,7 @@ def reference(listings, wanted: BrowseFilter, sort: str, warned: set[str]) -> li
     return [i["vehicle_id"] for i in known] + rest
 
 
+@pytest.mark.slow  # measured at 0.5 s or more (CONTRIBUTING.md, the fast lane)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sort=st.sampled_from(sorted(SORTS)),

@@ -113,6 +113,7 @@ def received(inbox):
     return rcpt, email.message_from_bytes(content, policy=email.policy.default)
 
 
+@pytest.mark.slow  # measured at 0.5 s or more (CONTRIBUTING.md, the fast lane)
 async def test_the_sales_people_get_a_link_and_nothing_about_the_customer(make_agent, smtp):
     crm = Receiver()
     try:
