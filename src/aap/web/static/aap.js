@@ -28,3 +28,9 @@ document.addEventListener("DOMContentLoaded", function () {
     }, 1000);
   });
 });
+// Filter panels (details[data-open-wide]) start folded, so that on a phone the results come first;
+// on a wider screen they are opened. Without this script they stay one click away.
+document.addEventListener("DOMContentLoaded", function () {
+  if (!window.matchMedia || !window.matchMedia("(min-width: 48rem)").matches) return;
+  document.querySelectorAll("details[data-open-wide]").forEach(function (d) { d.open = true; });
+});
