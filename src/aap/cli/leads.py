@@ -296,14 +296,14 @@ def _work(
 ) -> None:
     """Apply one change with the console's rules, and say what changed."""
     from aap.accounts import Accounts
-    from aap.leads.pipeline import PipelineRefused, Work, work_lead
+    from aap.leads.pipeline import LeadUpdate, PipelineRefused, update_lead
 
     settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
     try:
         who = _actor(stores, actor)
         accounts = Accounts(stores.console, settings)
-        change = work_lead(stores, accounts, lead_id, who, int(time.time() * 1000), Work(**changes))
+        change = update_lead(stores, accounts, lead_id, who, int(time.time() * 1000), LeadUpdate(**changes))
     except PipelineRefused as refused:
         stores.close()
         if refused.missing:

@@ -30,7 +30,7 @@ from aap.config.localtime import day_range_ms, local_today, zone_named
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
-from aap.leads.pipeline import PipelineRefused, Work, owners_for, work_lead
+from aap.leads.pipeline import LeadUpdate, PipelineRefused, owners_for, update_lead
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store.console import User
 from aap.store.keyset import BadCursor, Cursor
@@ -443,7 +443,7 @@ async def work(console: Console, request: Request, visit: Visit) -> Response:
     The form shows the current values, so each field is taken as given: an empty owner is
     nobody, an empty date clears the follow-up."""
     lead_id = request.path_params["lead_id"]
-    wanted = Work(
+    wanted = LeadUpdate(
         stage=_form_text(visit, "stage").strip(),
         owner=_form_text(visit, "owner").strip() or None,
         follow_up=_form_text(visit, "follow_up").strip() or None,
@@ -451,7 +451,7 @@ async def work(console: Console, request: Request, visit: Visit) -> Response:
     )
     try:
         change = await console.blocking(
-            work_lead,
+            update_lead,
             console.stores,
             console.accounts,
             lead_id,

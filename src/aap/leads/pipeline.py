@@ -31,7 +31,7 @@ class PipelineRefused(ValueError):
 
 
 @dataclass(frozen=True)
-class Work:
+class LeadUpdate:
     """What a person asks of a lead; a field left :data:`UNSET` stays as it is."""
 
     stage: Any = UNSET
@@ -64,38 +64,38 @@ def _bad(problems: list[str]) -> Any:
     return UNSET
 
 
-def work_lead(
+def update_lead(
     stores: Stores,
     accounts: Accounts,
     lead_id: str,
     actor: str,
     now_ms: int,
-    work: Work,
+    update: LeadUpdate,
     *,
     scope: LeadScope | None = None,
 ) -> Change:
-    """Apply ``work`` to the lead as ``actor`` (an account's e-mail, or ``cli:<user>``) within ``scope``;
+    """Apply ``update`` to the lead as ``actor`` (an account's e-mail, or ``cli:<user>``) within ``scope``;
     :class:`PipelineRefused` lists every problem, or says the lead is not there (``missing``)."""
     scope = scope or LeadScope()
     lead = stores.lead_inbox.lead(lead_id, scope)
     if lead is None:
         raise PipelineRefused(["There is no such lead, or it is not one of your leads."], missing=True)
     problems: list[str] = []
-    if work.stage is not UNSET and work.stage not in STAGES:
+    if update.stage is not UNSET and update.stage not in STAGES:
         problems.append(f"Status: one of {', '.join(STAGES)}.")
-    owner = work.owner
+    owner = update.owner
     if owner is not UNSET and owner is not None:
         owner = str(owner).strip().casefold()
         if owner not in owners_for(stores, accounts, lead["dealer_id"], lead["rooftop"]):
             problems.append("Owner: one of the console accounts that work this rooftop's leads.")
-    follow_up = _follow_up(work.follow_up, problems)
-    note = work.note.strip() if isinstance(work.note, str) and work.note.strip() else None
+    follow_up = _follow_up(update.follow_up, problems)
+    note = update.note.strip() if isinstance(update.note, str) and update.note.strip() else None
     if note is not None and len(note) > NOTE_LIMIT:
         problems.append(f"Note: at most {NOTE_LIMIT:,} characters.")
     if problems:
         raise PipelineRefused(problems)
     change = stores.lead_pipeline.change(
-        lead_id, scope, actor, now_ms, stage=work.stage, owner=owner, follow_up=follow_up, note=note
+        lead_id, scope, actor, now_ms, stage=update.stage, owner=owner, follow_up=follow_up, note=note
     )
     if change is None:  # gone between the two reads
         raise PipelineRefused(["There is no such lead, or it is not one of your leads."], missing=True)
