@@ -127,6 +127,20 @@ QUERY_KEYS = (
     "queued",
     "next",
     "nothing",
+    # the pipeline, the inventory browser and the feeds pages
+    "after",
+    "stage",
+    "owner",
+    "follow_up",
+    "sort",
+    "notice",
+    "condition",
+    "vehicle_type",
+    "no_photo",
+    "no_price",
+    "warned",
+    "feed",
+    "kind",
 )
 
 

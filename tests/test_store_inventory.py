@@ -76,6 +76,8 @@ def test_a_listing_row_holds_each_field_in_its_column():
         electric_range_mi=40,
         dc_fast_charge=True,
         displacement_cc=1998,
+        photos=["https://cdn.example/1.jpg", "https://cdn.example/2.jpg"],
+        inventory_date="2026-04-21",
     )
     row = PreparedListing(feed_listing, 0, None).row
     assert isinstance(row, ListingRow)
@@ -111,6 +113,8 @@ def test_a_listing_row_holds_each_field_in_its_column():
         "electric_range_mi": 40.0,
         "dc_fast_charge": 1,
         "displacement_cc": 1998,
+        "photos": 2,
+        "in_stock_day": 20564,  # 2026-04-21
     }
     bare = PreparedListing(listing("v2", make="  "), 1, None).row
     assert (bare.make, bare.make_k, bare.vehicle_type, bare.currency, bare.dc_fast_charge) == (
@@ -120,6 +124,7 @@ def test_a_listing_row_holds_each_field_in_its_column():
         "USD",
         None,
     )
+    assert (bare.photos, bare.in_stock_day) == (0, None)
 
 
 def test_import_is_atomic(store):

@@ -1,13 +1,22 @@
-"""``aap leads list|show|retry`` and ``aap deliver``: operating the lead outbox.
+"""``aap leads list|show|retry|status|assign|follow-up|note|history`` and ``aap deliver``.
 
-``aap leads show`` is the only command that prints a customer's name, contact
-data, message or consent text (the staff console shows them in a browser); ``list`` shows ids, states and routing only.
+Operating the lead outbox, and working the pipeline from a terminal with the
+console's own rules (:mod:`aap.leads.pipeline`): a status from the documented
+set, an owner who is a console account of the lead's rooftop, a follow-up
+date, notes; each change is in the console's audit log, made by ``--as`` (a
+console account) or ``cli:<login name>``.
+
+``aap leads show`` and ``aap leads history`` are the only commands that print
+a customer's name, contact data, message, consent text or a note (the staff
+console shows them in a browser); ``list`` shows ids, states and routing only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import signal
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +36,7 @@ from aap.cli.common import (
     open_stores_or_fail,
     tenant_option,
 )
+from aap.store.lead_pipeline import SORTS, STAGES  # the documented statuses and orders: one home
 from aap.util.rfc3339 import ms_to_utc_z
 
 if TYPE_CHECKING:
@@ -67,6 +77,20 @@ def leads() -> None:
     default=None,
     help="Only leads with a delivery in this state (e.g. dead).",
 )
+@click.option(
+    "--stage",
+    type=click.Choice((*STAGES, "open", "closed")),
+    default=None,
+    help="Pipeline status (open: not sold or lost).",
+)
+@click.option("--owner", default=None, help="Owned by this console account ('none': by nobody).")
+@click.option("--follow-up", "follow_up", type=click.Choice(["due", "upcoming", "none"]), default=None)
+@click.option(
+    "--sort",
+    type=click.Choice(list(SORTS)),
+    default="newest",
+    show_default=True,
+)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_command(
@@ -75,13 +99,31 @@ def list_command(
     tenant: str | None,
     status: str | None,
     delivery: str | None,
+    stage: str | None,
+    owner: str | None,
+    follow_up: str | None,
+    sort: str,
     limit: int,
     as_json: bool,
 ) -> None:
-    """Newest leads first: ids, routing and delivery states (no customer data)."""
-    stores = _stores(config, database, tenant)
+    """Leads in pipeline order or newest first: ids, routing, states and owners (no customer data)."""
+    from aap.config.localtime import dealer_zone, local_today
+    from aap.store.lead_inbox import InboxFilter, LeadScope
+    from aap.store.lead_pipeline import PipelineFilter
+
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
+    stores = open_stores_or_fail(settings)
     try:
-        rows = stores.leads.list_leads(limit=limit, status=status, delivery_status=delivery)
+        who = None if owner is None else ("" if owner == "none" else owner.strip().casefold())
+        today = local_today(dealer_zone(settings.dealer)).isoformat()
+        page, _ = stores.lead_pipeline.page(
+            LeadScope(),
+            InboxFilter(status=status, delivery=delivery),
+            PipelineFilter(stage, who, follow_up, today),
+            sort=sort,
+            limit=limit,
+        )
+        rows = stores.lead_pipeline.summaries([r.lead.lead_id for r in page])
     finally:
         stores.close()
     if as_json:
@@ -94,6 +136,9 @@ def list_command(
         "dealer",
         "rooftop",
         "status",
+        "stage",
+        "owner",
+        "follow-up",
         "appointment",
         "vehicle",
         "source agent",
@@ -111,6 +156,9 @@ def list_command(
                     row["dealer_id"],
                     row["rooftop"] or "-",
                     row["status"],
+                    row["stage"],
+                    row["owner"] or "-",
+                    row["follow_up"] or "-",
                     row["appointment_status"] or "-",
                     row["vehicle_link"],
                     row["source_agent"],
@@ -218,6 +266,166 @@ def retry_command(
     finally:
         stores.close()
     console.print(Text(f"{count} delivery(ies) of {lead_id} queued."))
+
+
+# -- the pipeline -------------------------------------------------------------------------
+as_option = click.option(
+    "--as",
+    "actor",
+    default=None,
+    metavar="EMAIL",
+    help="The console account making the change (default: cli:<your login name>).",
+)
+
+
+def _actor(stores: Stores, actor: str | None) -> str:
+    if actor is None:
+        try:
+            return f"cli:{getpass.getuser()}"
+        except (KeyError, OSError):
+            return "cli"
+    email = actor.strip().casefold()
+    if stores.console.user_by_email(email) is None:
+        stores.close()
+        fail(f"No console account {email}.", ["aap users list shows the accounts."])
+    return email
+
+
+def _work(
+    config: str | None, database: str | None, tenant: str | None, lead_id: str, actor: str | None, **changes: Any
+) -> None:
+    """Apply one change with the console's rules, and say what changed."""
+    from aap.accounts import Accounts
+    from aap.leads.pipeline import LeadUpdate, PipelineRefused, update_lead
+
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
+    stores = open_stores_or_fail(settings)
+    try:
+        who = _actor(stores, actor)
+        accounts = Accounts(stores.console, settings)
+        change = update_lead(stores, accounts, lead_id, who, int(time.time() * 1000), LeadUpdate(**changes))
+    except PipelineRefused as refused:
+        stores.close()
+        if refused.missing:
+            fail(f"No lead {lead_id}.")
+        fail(f"Lead {lead_id} was not changed:", refused.problems)
+    stores.close()
+    if not change.events:
+        console.print(Text(f"Lead {lead_id}: nothing changed."))
+    for event in change.events:
+        console.print(Text(f"Lead {lead_id}: {_event_text(event)}"))
+
+
+def _event_text(event: Any) -> str:
+    if event.kind == "note":
+        return "note added"
+    what = {"stage": "status", "owner": "owner", "follow_up": "follow-up"}[event.kind]
+    return f"{what} {event.old_value or '-'} -> {event.new_value or '-'}"
+
+
+@leads.command("status")
+@click.argument("lead_id")
+@click.argument("stage", type=click.Choice(STAGES))
+@click.option("--note", default=None, help="A note to record with the change.")
+@as_option
+@config_option
+@database_option
+@tenant_option
+def status_command(
+    lead_id: str,
+    stage: str,
+    note: str | None,
+    actor: str | None,
+    config: str | None,
+    database: str | None,
+    tenant: str | None,
+) -> None:
+    """Move a lead to STAGE (new, contacted, appointment_set, showed, sold, lost)."""
+    _work(config, database, tenant, lead_id, actor, stage=stage, note=note)
+
+
+@leads.command("assign")
+@click.argument("lead_id")
+@click.argument("owner")
+@as_option
+@config_option
+@database_option
+@tenant_option
+def assign_command(
+    lead_id: str, owner: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
+    """Give a lead to OWNER, a console account of its rooftop ('none': to nobody)."""
+    _work(config, database, tenant, lead_id, actor, owner=None if owner == "none" else owner)
+
+
+@leads.command("follow-up")
+@click.argument("lead_id")
+@click.argument("day", metavar="DATE")
+@as_option
+@config_option
+@database_option
+@tenant_option
+def follow_up_command(
+    lead_id: str, day: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
+    """Set a lead's follow-up DATE (YYYY-MM-DD, the rooftop's calendar; 'none' clears it)."""
+    _work(config, database, tenant, lead_id, actor, follow_up=None if day == "none" else day)
+
+
+@leads.command("note")
+@click.argument("lead_id")
+@click.argument("text")
+@as_option
+@config_option
+@database_option
+@tenant_option
+def note_command(
+    lead_id: str, text: str, actor: str | None, config: str | None, database: str | None, tenant: str | None
+) -> None:
+    """Add a note to a lead (kept in its history; counts as a response)."""
+    if not text.strip():
+        fail("A note needs some text.")
+    _work(config, database, tenant, lead_id, actor, note=text)
+
+
+@leads.command("history")
+@click.argument("lead_id")
+@config_option
+@database_option
+@tenant_option
+@click.option("--json", "as_json", is_flag=True, help="The history as JSON.")
+def history_command(lead_id: str, config: str | None, database: str | None, tenant: str | None, as_json: bool) -> None:
+    """A lead's place in the pipeline and every change and note, oldest first (notes may hold PII)."""
+    from dataclasses import asdict
+
+    from aap.config.localtime import format_local, zone_for
+    from aap.store.lead_inbox import LeadScope
+
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
+    stores = open_stores_or_fail(settings)
+    try:
+        standing = stores.lead_pipeline.standing(lead_id, LeadScope())
+        lead = stores.leads.get_lead(lead_id) if standing else None
+        events = stores.lead_pipeline.history(lead_id) if standing else []
+    finally:
+        stores.close()
+    if standing is None or lead is None:
+        fail(f"No lead {lead_id}.")
+    if as_json:
+        _emit_json({"lead_id": lead_id, **asdict(standing), "events": [asdict(e) for e in events]})
+        return
+    zone = zone_for(settings, lead["dealer_id"], lead["rooftop"])
+    lines = [
+        f"Lead {lead_id}  {standing.stage}  owner {standing.owner or '-'}  follow-up {standing.follow_up or '-'}",
+        f"  received        {format_local(lead['received_ms'], zone)}",
+        "  first response  "
+        + (format_local(standing.responded_ms, zone) if standing.responded_ms is not None else "none yet"),
+    ]
+    for event in events:
+        lines.append(f"{format_local(event.at_ms, zone)}  {event.actor}  {_event_text(event)}")
+        if event.note:
+            lines += [f"    {line}" for line in event.note.splitlines()]
+    click.echo("\n".join(lines))
 
 
 @click.command("deliver")

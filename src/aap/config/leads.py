@@ -39,6 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
 from aap.util.backoff import doubling
@@ -168,6 +169,7 @@ class LeadSettings:
     consent_clock_skew_seconds: int = 120
     idempotency_retention_hours: int = 48
     unavailable_vehicle: str = "accept"  # "accept" or "reject" a lead for a sold listing
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     def route_for(self, dealer_id: str | None, rooftop: str | None) -> Route | None:
         """The most specific matching route (seller + rooftop > seller > rooftop > ``*``)."""
@@ -200,8 +202,9 @@ def parse_leads_section(table: Table, problems: Problems) -> LeadSettings:
     appointments = _appointments(table.table("appointments"))
     delivery = _delivery(table.table("delivery"))
     routes = _routes(table)
+    notifications = parse_notifications(table.table("notifications"))
     table.finish()
-    return LeadSettings(routes, appointments, delivery, skew, retention, unavailable)
+    return LeadSettings(routes, appointments, delivery, skew, retention, unavailable, notifications)
 
 
 def _appointments(table: Table) -> AppointmentSettings:
@@ -260,6 +263,9 @@ def _routes(leads: Table) -> tuple[Route, ...]:
             default_name = f"{kind}@{dealer_id + '/' if dealer_id else ''}{rooftop}"
             target = _target(raw, default_name)
             if target is None:
+                continue
+            if target.name == NOTIFY_TARGET:
+                raw.problem("name", f'"{NOTIFY_TARGET}" is the name of the lead notifications; choose another')
                 continue
             if target.name in seen_names:
                 raw.problem(

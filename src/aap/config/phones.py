@@ -60,3 +60,18 @@ def normalise_phones(rooftop: dict[str, Any], path: str, problems: Problems) -> 
             )
         else:
             phone["value"] = e164
+
+
+def display(value: str, region: str = DEFAULT_REGION) -> str:
+    """A phone number as people of ``region`` write it: national format for a number of that
+    country (``(916) 555-0200``), international otherwise (``+44 20 7946 0018``); a value
+    that is not a valid number is given back as it is."""
+    try:
+        number = phonenumbers.parse(value, region)
+    except phonenumbers.NumberParseException:
+        return value
+    if not phonenumbers.is_valid_number(number):
+        return value
+    local = phonenumbers.region_code_for_number(number) == region.upper()
+    style = phonenumbers.PhoneNumberFormat.NATIONAL if local else phonenumbers.PhoneNumberFormat.INTERNATIONAL
+    return str(phonenumbers.format_number(number, style))

@@ -1,10 +1,12 @@
 """The staff console at ``/console/``: leads, inventory, agent health, accounts (docs/console.md).
 
 Server-rendered pages behind a sign-in (:mod:`aap.console.auth`), one module
-per page group: :mod:`~aap.console.leads` (inbox, lead detail, retry, handled,
-CSV export), :mod:`~aap.console.inventory` (counts, import history, VIN/stock
-lookup), :mod:`~aap.console.health` (the conformance checker run on demand,
-discovery links, counters from ``/metrics``, the delivery backlog) and
+per page group: :mod:`~aap.console.leads` (inbox, lead detail, the pipeline, retry, handled,
+CSV export), :mod:`~aap.console.inventory` (the inventory browser, one
+listing, counts, VIN/stock lookup), :mod:`~aap.console.feeds` (each feed, its
+runs, warnings and rejects, "run now"), :mod:`~aap.console.health` (the
+conformance checker run on demand, discovery links, counters from
+``/metrics``, the delivery backlog, time to first response) and
 :mod:`~aap.console.users` (accounts and the audit log, for admins).
 
 Everything the console shows lives in the database (accounts, sessions,
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import tzinfo
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -25,12 +28,15 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from aap.accounts import Accounts
-from aap.console import health, inventory, leads, users
+from aap.config.localtime import zone_for
+from aap.config.phones import region_of
+from aap.console import feeds, health, inventory, leads, users
 from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
 from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
+from aap.web.errors import plain_response, wants_json
 from aap.web.pages import asset_routes, render, templates
 from aap.web.parts import BindingParts
 
@@ -57,6 +63,27 @@ class Console:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    # -- local time (docs/console.md, "Local time") ------------------------------------------
+    def zone(self, dealer_id: str | None = None, rooftop: str | None = None) -> tzinfo:
+        """The zone a lead's or listing's instants are read in: its rooftop's, else its dealer's."""
+        return zone_for(self.settings, dealer_id, rooftop)
+
+    def viewer_zone(self, visit: Visit | None, rooftop: str | None = None) -> tzinfo:
+        """The zone of what belongs to no one rooftop (date filters, the audit log, feed runs): the
+        rooftop asked for, else the person's one rooftop, else their seller's (or the dealer's) zone."""
+        user = visit.session.user if visit is not None else None
+        dealer_id = user.dealer_id if user is not None else None
+        if rooftop is None and user is not None and len(user.rooftops) == 1:
+            seller, rooftop = user.rooftops[0]  # a (seller, rooftop) pair
+            dealer_id = seller or dealer_id
+        return self.zone(dealer_id, rooftop)
+
+    def region(self, dealer_id: str | None, rooftop: str | None) -> str:
+        """The country a phone number of this rooftop is written for."""
+        profile = self.settings.profile_for(dealer_id) or self.settings.dealer
+        found = profile.rooftop(rooftop) if rooftop else None
+        return region_of(found or (profile.rooftops[0] if profile.rooftops else {}))
+
     def audit(self, actor: str, action: str, subject: str | None, detail: Mapping[str, Any]) -> None:
         """One audit entry (blocking): who did what to which lead or account."""
         self.stores.console.audit(actor, action, subject, dict(detail), self.now_ms())
@@ -79,6 +106,9 @@ class Console:
             "path": request.url.path,
             "csrf": visit.session.csrf_token if visit else None,
             "aggregate": self.settings.scope == "aggregate",
+            "zone": self.viewer_zone(visit),
+            "zone_of": self.zone,
+            "region_of": self.region,
         }
         return render(
             self.pages,
@@ -89,8 +119,26 @@ class Console:
             headers={**NO_STORE, **(headers or {})},
         )
 
+    def refusal(
+        self,
+        request: Request,
+        status: int,
+        heading: str,
+        message: str,
+        *,
+        back: str = CONSOLE_PREFIX,
+        visit: Visit | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """An error as a page for a browser, as the app's JSON error for a script (by ``Accept``)."""
+        if wants_json(request):
+            return plain_response(status, message, {**NO_STORE, **(headers or {})})
+        context = {"heading": heading, "message": message, "back": back}
+        return self.page(request, "error.html", context, status_code=status, visit=visit, headers=headers)
+
     def guarded(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
-        """An endpoint that needs a signed-in visit (an admin's with ``admin``); errors become pages."""
+        """An endpoint that needs a signed-in visit (an admin's with ``admin``); errors become pages
+        (or JSON for a client that asks for it)."""
 
         async def endpoint(request: Request) -> Response:
             annotate(request.scope, binding="console")
@@ -99,37 +147,27 @@ class Console:
                 visit = await self.auth.visit(request, admin=admin)
                 return await handler(request, visit)
             except SignInNeeded:
-                if request.method == "GET":
+                if request.method == "GET" and not wants_json(request):
                     return RedirectResponse(f"{LOGIN_PATH}?next={request.url.path}", status_code=303)
-                return self.page(
+                return self.refusal(
                     request,
-                    "error.html",
-                    {
-                        "heading": "Signed out",
-                        "message": "Your session ended. Sign in again, then repeat the action.",
-                        "back": LOGIN_PATH,
-                    },
-                    status_code=401,
+                    401,
+                    "Signed out",
+                    "Your session ended. Sign in again, then repeat the action.",
+                    back=LOGIN_PATH,
                 )
             except Refused as refused:
-                return self.page(
-                    request,
-                    "error.html",
-                    {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
-                    status_code=refused.status,
-                    headers=refused.headers,
+                heading = {404: "Not found", 400: "Please check the request"}.get(refused.status, "Not allowed")
+                return self.refusal(
+                    request, refused.status, heading, refused.message, visit=refused.visit, headers=refused.headers
                 )
             except Exception as exc:  # logged once without its text (it may quote customer data)
                 error = unexpected(exc, binding="console", endpoint=request.url.path)
-                return self.page(
+                return self.refusal(
                     request,
-                    "error.html",
-                    {
-                        "heading": "Something went wrong",
-                        "message": f"The console could not show this page (error {error.error_id}).",
-                        "back": CONSOLE_PREFIX,
-                    },
-                    status_code=500,
+                    500,
+                    "Something went wrong",
+                    f"The console could not show this page (error {error.error_id}).",
                 )
 
         return endpoint
@@ -145,6 +183,7 @@ def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
         return BindingParts()
     console = console or Console(gateway)
     runner = health.CheckRunner(console)
+    feed_runner = feeds.FeedRunner(console)
 
     async def home(request: Request) -> Response:
         return RedirectResponse(CONSOLE_PREFIX + "leads", status_code=303)
@@ -157,6 +196,9 @@ def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
         annotate(request.scope, binding="console")
         return await console.auth.logout(request)
 
+    async def not_found(request: Request, visit: Visit) -> Response:
+        raise Refused(404, "There is no such page in the console.", visit=visit)
+
     routes: list[BaseRoute] = [
         Route(CONSOLE_PREFIX, home, methods=["GET"]),
         Route(LOGIN_PATH, login, methods=["GET", "POST"]),
@@ -165,6 +207,10 @@ def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
         *inventory.routes(console),
         *health.routes(console, runner),
         *users.routes(console),
+        *feeds.routes(console, feed_runner),
         *asset_routes(ASSETS),
+        # Last: any other console path is a console page that does not exist (a 404 page for a
+        # browser, JSON for a script). GET only: a POST to a known path keeps its 405.
+        Route(CONSOLE_PREFIX + "{rest:path}", console.guarded(not_found), methods=["GET"]),
     ]
-    return BindingParts(routes=routes, lifespans=[runner.lifespan])
+    return BindingParts(routes=routes, lifespans=[runner.lifespan, feed_runner.lifespan])

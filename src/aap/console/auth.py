@@ -55,11 +55,14 @@ MAX_FORM_FIELDS = 200
 class Refused(Exception):
     """A request the console answers with an error page (status and a safe message)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, headers: dict[str, str] | None = None, *, visit: Visit | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.visit = visit  # the signed-in visit, when there is one: the page keeps its navigation
 
 
 #: The longest query or path value a console page reads (a search, a date, a lead id, a link's key).

@@ -9,6 +9,10 @@ a process can be stopped: after ``[web] check_timeout_seconds`` it is killed.
 run, never imported.) The run and its JSON report are stored in the database,
 so every worker shows the same report and one run at a time is enforced.
 
+**Time to first response**: per rooftop, over the leads received in the last
+30 days, the median time from a lead's arrival to its first status change or
+note (:mod:`aap.store.lead_pipeline`), and how many still wait.
+
 **Counters** are read from this server's own ``GET /metrics`` exposition
 (through the app, parsed with ``prometheus_client``'s parser) by their stable
 names — ``aap_requests_total``, ``aap_errors_total`` — whichever way the
@@ -33,6 +37,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aap.console.auth import Visit
+from aap.console.leads import waited
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH
 from aap.store.lead_inbox import LeadScope
 
@@ -43,6 +48,7 @@ log = logging.getLogger("aap.console")
 
 PAGE = CONSOLE_PREFIX + "health"
 REPORT_LIMIT = 4 * 1024 * 1024
+RESPONSE_WINDOW_DAYS = 30  # the first-response figures cover the leads received this recently
 
 
 class CheckRunner:
@@ -174,6 +180,8 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
         run = await console.blocking(console.stores.console.latest_check)
         scope = console.accounts.scope_of(visit.session.user)
         backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms(), scope)
+        since = console.now_ms() - RESPONSE_WINDOW_DAYS * 86_400_000
+        responses = await console.blocking(console.stores.lead_pipeline.first_response, scope, since)
         everything = scope == LeadScope()  # the endpoint's own counters: not a seller's to read
         return console.page(
             request,
@@ -184,6 +192,9 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
                 "metrics": await read_metrics(request) if everything else None,
                 "everything": everything,
                 "backlog": backlog,
+                "responses": sorted(responses.items(), key=lambda item: item[0] or ""),
+                "response_days": RESPONSE_WINDOW_DAYS,
+                "waited": waited,
                 "timeout": runner.timeout,
                 "target": console.settings.public_url,
                 "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),

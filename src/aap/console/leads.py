@@ -1,11 +1,14 @@
-"""The console's lead pages: the inbox, one lead in full, retry, handled, CSV export.
+"""The console's lead pages: the inbox, one lead in full, the pipeline, retry, handled, CSV export.
 
 Each person sees the leads of their scope (:meth:`aap.accounts.Accounts.scope_of`),
 applied in the query; a lead outside it answers 404, as if it did not exist.
 Viewing the inbox or a lead, and exporting, each write an audit entry (the
 filters used, never a search text: it may be a customer's name). Retrying
 goes through :func:`aap.leads.operations.retry_deliveries`, the code behind
-``aap leads retry``.
+``aap leads retry``. The pipeline (status, owner, follow-up, notes) is
+:mod:`aap.store.lead_pipeline`'s; each change is audited, without a note's
+text. Every instant is shown in the lead's rooftop's zone, and the date
+filters read days in the viewer's zone (docs/console.md, "Local time").
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import csv
 import io
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -23,10 +26,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from aap.config.localtime import day_range_ms, local_today, zone_named
+from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.leads.operations import RetryRefused, retry_deliveries
+from aap.leads.pipeline import LeadUpdate, PipelineRefused, owners_for, update_lead
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
-from aap.store.lead_inbox import DELIVERY_FILTERS, LEAD_STATUSES, InboxFilter, InboxRow, LeadScope
+from aap.store.console import User
+from aap.store.keyset import BadCursor, Cursor
+from aap.store.lead_inbox import DELIVERY_FILTERS, LEAD_STATUSES, InboxFilter, LeadScope
+from aap.store.lead_pipeline import (
+    FOLLOW_UPS,
+    NOTE_LIMIT,
+    SORT_LABELS,
+    SORTS,
+    STAGE_GROUPS,
+    STAGE_LABELS,
+    STAGES,
+    PipelineFilter,
+    PipelineRow,
+)
 from aap.util.rfc3339 import parse_rfc3339, to_rfc3339
 
 if TYPE_CHECKING:
@@ -49,21 +68,27 @@ CSV_COLUMNS = (
     "appointment_status",
     "delivery_state",
     "handled_at",
+    "pipeline_status",
+    "owner",
+    "follow_up",
+    "first_response_minutes",
 )
 
 
-def _day_ms(text: str, problems: list[str], label: str) -> int | None:
-    """A ``YYYY-MM-DD`` date (UTC) as epoch milliseconds at its start."""
+def _day(text: str, problems: list[str], label: str) -> date | None:
+    """A ``YYYY-MM-DD`` date (what a date input sends)."""
     try:
-        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+        return date.fromisoformat(text) if len(text) == 10 else None
     except ValueError:
-        problems.append(f"{label}: enter a date as YYYY-MM-DD.")
-        return None
-    return int(day.timestamp() * 1000)
+        pass
+    problems.append(f"{label}: enter a date as YYYY-MM-DD.")
+    return None
 
 
-def read_filter(params: QueryParams | Any, console: Console, scope: LeadScope) -> tuple[InboxFilter, list[str]]:
-    """The inbox filter of a query string (or form), and what was wrong with it."""
+def read_filter(
+    params: QueryParams | Any, console: Console, scope: LeadScope, zone: tzinfo
+) -> tuple[InboxFilter, list[str]]:
+    """The inbox filter of a query string (or form), and what was wrong with it; days are read in ``zone``."""
     problems: list[str] = []
 
     def text(name: str) -> str:
@@ -82,10 +107,9 @@ def read_filter(params: QueryParams | Any, console: Console, scope: LeadScope) -
     if dealer_id is not None and console.settings.profile_for(dealer_id) is None:
         problems.append("Seller: choose one of the listed sellers.")
         dealer_id = None
-    start = _day_ms(text("from"), problems, "From") if text("from") else None
-    end = _day_ms(text("to"), problems, "To") if text("to") else None
-    if end is not None:
-        end += 86_400_000  # the "to" day is included
+    first = _day(text("from"), problems, "From") if text("from") else None
+    last = _day(text("to"), problems, "To") if text("to") else None
+    start, end = day_range_ms(first, last, zone)  # the "to" day is included
     handled = {"open": False, "handled": True}.get(text("handled"))
     query = text("q")[:200] or None
     return InboxFilter(
@@ -93,12 +117,54 @@ def read_filter(params: QueryParams | Any, console: Console, scope: LeadScope) -
     ), problems
 
 
-def _filter_detail(wanted: InboxFilter) -> dict[str, Any]:
+def read_pipeline(params: QueryParams | Any, visit: Visit, zone: tzinfo) -> tuple[PipelineFilter, str, list[str]]:
+    """The pipeline part of the inbox filter and the sort, and what was wrong with them."""
+    problems: list[str] = []
+
+    def text(name: str) -> str:
+        value = params.get(name)
+        return value.strip() if isinstance(value, str) else ""
+
+    stage = text("stage")
+    if stage and stage not in STAGES and stage not in STAGE_GROUPS:
+        problems.append("Pipeline status: choose one of the listed statuses.")
+        stage = ""
+    owner: str | None = text("owner")[:320] or None
+    if owner == "me":
+        owner = visit.email
+    elif owner == "none":
+        owner = ""
+    follow_up = text("follow_up")
+    if follow_up and follow_up not in FOLLOW_UPS:
+        problems.append("Follow-up: choose one of the listed choices.")
+        follow_up = ""
+    sort = text("sort") or "newest"
+    if sort not in SORTS:
+        problems.append("Sort: choose one of the listed orders.")
+        sort = "newest"
+    today = local_today(zone).isoformat()
+    return PipelineFilter(stage or None, owner, follow_up or None, today), sort, problems
+
+
+def _filter_detail(wanted: InboxFilter, pipeline: PipelineFilter | None = None, sort: str = "newest") -> dict[str, Any]:
     """The audit log's record of a filter: every field but the search text (only whether there was one)."""
     out: dict[str, Any] = {k: v for k, v in vars(wanted).items() if v is not None and k != "query"}
     if wanted.query:
         out["search"] = True
+    if pipeline is not None:
+        out.update({k: v for k, v in vars(pipeline).items() if v is not None and k != "today"})
+    if sort != "newest":
+        out["sort"] = sort
     return out
+
+
+def owner_choices(console: Console, scope: LeadScope, users: list[User]) -> list[str]:
+    """The accounts the inbox's owner filter offers: those whose leads the viewer may see."""
+    return [
+        u.email
+        for u in users
+        if scope.dealer_id is None or console.accounts.scope_of(u).dealer_id in (None, scope.dealer_id)
+    ]
 
 
 def _rooftop_choices(console: Console, scope: LeadScope) -> list[str]:
@@ -114,49 +180,55 @@ def _seller_choices(console: Console, scope: LeadScope) -> list[tuple[str, str]]
     return [(p.dealer_id, p.name) for p in console.settings.dealers if p.dealer_id]
 
 
-_BEFORE = re.compile(r"(\d{1,15})\.([A-Za-z0-9_-]{1,64})")
-
-
-def _parse_before(value: str | None, problems: list[str]) -> tuple[int, str] | None:
-    """The keyset of an "Older" link (``RECEIVED_MS.LEAD_ID``); a problem when it is not one."""
-    if not value:
-        return None
-    found = _BEFORE.fullmatch(value)
-    if found is None:
-        problems.append("This page link is not valid: open the inbox again.")
-        return None
-    return int(found.group(1)), found.group(2)
-
-
 async def inbox(console: Console, request: Request, visit: Visit) -> Response:
     scope = console.accounts.scope_of(visit.session.user)
-    wanted, problems = read_filter(request.query_params, console, scope)
-    before = _parse_before(request.query_params.get("before"), problems)
+    params = request.query_params
+    zone = console.viewer_zone(visit, params.get("rooftop") or None)
+    wanted, problems = read_filter(params, console, scope, zone)
+    pipeline, sort, more = read_pipeline(params, visit, zone)
+    problems += more
+    after = None
+    if params.get("before"):  # the "Older" links of before the pipeline's sorts: a page link no more
+        problems.append("This page link is not valid any more; start from the first page.")
+    if params.get("after"):
+        try:
+            after = Cursor.decode(params["after"], SORTS[sort])
+        except BadCursor:
+            problems.append("This page link is not valid any more; start from the first page.")
     rows, next_key = await console.blocking(
-        console.stores.lead_inbox.page, scope, wanted, before=before, limit=PAGE_SIZE
+        console.stores.lead_pipeline.page, scope, wanted, pipeline, sort=sort, cursor=after, limit=PAGE_SIZE
     )
     await console.blocking(
         console.audit,
         visit.email,
         "leads.list",
         None,
-        {**_filter_detail(wanted), "rows": len(rows), "older": before is not None},
+        {**_filter_detail(wanted, pipeline, sort), "rows": len(rows), "older": after is not None},
     )
-    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "before"]
+    users = await console.blocking(console.stores.console.users)
+    kept = [(k, v) for k, v in params.multi_items() if k != "after"]
+    active = [k for k, v in kept if v and k not in ("sort",)]
     return console.page(
         request,
         "leads.html",
         {
             "rows": rows,
-            "filter": request.query_params,
+            "filter": params,
             "problems": problems,
-            "older": f"{INBOX}?{urlencode(kept + [('before', f'{next_key[0]}.{next_key[1]}')])}" if next_key else None,
-            "newest": f"{INBOX}?{urlencode(kept)}" if before else None,
+            "older": f"{INBOX}?{urlencode(kept + [('after', next_key.encode())])}" if next_key else None,
+            "newest": f"{INBOX}?{urlencode(kept)}" if after else None,
             "statuses": LEAD_STATUSES,
             "deliveries": DELIVERY_FILTERS,
             "rooftops": _rooftop_choices(console, scope),
             "sellers": _seller_choices(console, scope),
+            "stages": [(s, STAGE_LABELS[s]) for s in STAGES],
+            "owners": owner_choices(console, scope, users),
+            "sorts": list(SORT_LABELS.items()),
             "export_fields": kept,
+            "active_filters": len(active),
+            "mine": f"{INBOX}?{urlencode({'owner': 'me', 'stage': 'open', 'sort': 'follow_up'})}",
+            "zone": zone,
+            "now_ms": console.now_ms(),
         },
         visit=visit,
         status_code=400 if problems else 200,
@@ -183,14 +255,16 @@ def _csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
+def csv_lines(rows: Iterator[PipelineRow]) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
-    for row in rows:
+    for item in rows:
+        row, standing = item.lead, item.standing
         handled = (
             to_rfc3339(datetime.fromtimestamp(row.handled_ms / 1000, tz=UTC)) if row.handled_ms is not None else ""
         )
+        response = "" if standing.response_ms is None else str(standing.response_ms // 60_000)
         writer.writerow(
             [
                 _csv_cell(v)
@@ -209,6 +283,10 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
                     row.appointment_status,
                     row.delivery_state,
                     handled,
+                    standing.stage,
+                    standing.owner,
+                    standing.follow_up,
+                    response,
                 )
             ]
         )
@@ -222,13 +300,16 @@ def csv_lines(rows: Iterator[InboxRow]) -> Iterator[str]:
 async def export(console: Console, request: Request, visit: Visit) -> Response:
     """POST (a form with a CSRF token): every lead of the filter, as CSV, streamed page by page."""
     scope = console.accounts.scope_of(visit.session.user)
-    wanted, problems = read_filter(visit.form, console, scope)
-    if problems:
-        raise Refused(400, " ".join(problems))
-    await console.blocking(console.audit, visit.email, "leads.export", None, _filter_detail(wanted))
+    rooftop = visit.form.get("rooftop") if visit.form is not None else None
+    zone = console.viewer_zone(visit, rooftop if isinstance(rooftop, str) and rooftop else None)
+    wanted, problems = read_filter(visit.form, console, scope, zone)
+    pipeline, sort, more = read_pipeline(visit.form, visit, zone)
+    if problems or more:
+        raise Refused(400, " ".join(problems + more), visit=visit)
+    await console.blocking(console.audit, visit.email, "leads.export", None, _filter_detail(wanted, pipeline, sort))
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return StreamingResponse(
-        csv_lines(console.stores.lead_inbox.export(scope, wanted)),
+        csv_lines(console.stores.lead_pipeline.export(scope, wanted, pipeline, sort=sort)),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="leads-{stamp}.csv"', "Cache-Control": "no-store"},
     )
@@ -239,7 +320,7 @@ async def _lead_or_404(console: Console, visit: Visit, lead_id: str) -> dict[str
         console.stores.lead_inbox.lead, lead_id, console.accounts.scope_of(visit.session.user)
     )
     if lead is None:
-        raise Refused(404, "There is no such lead, or it is not one of your leads.")
+        raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     return lead
 
 
@@ -251,14 +332,6 @@ def _consent_expired(lead: dict[str, Any]) -> bool:
 def delivery_state(lead: dict[str, Any]) -> str:
     """The deliveries' states in one string: the page reloads itself when it changes."""
     return ",".join(f"{d['delivery_id']}:{d['status']}:{d['attempts']}" for d in lead["deliveries"])
-
-
-def _queued_notice(value: str | None) -> str | None:
-    """The notice after a retry, from its count (never text taken from the link)."""
-    if not value or not value.isdigit() or len(value) > 6:
-        return None
-    count = int(value)
-    return f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
 
 
 async def detail(console: Console, request: Request, visit: Visit) -> Response:
@@ -279,10 +352,36 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
     webhook = next((a for a in reversed(sent) if (a["content_type"] or "").startswith("application/json")), None)
     waiting = any(d["status"] in ("pending", "delivering") for d in lead["deliveries"])
     retryable = any(d["status"] in ("dead", "pending") for d in lead["deliveries"])
+    scope = console.accounts.scope_of(visit.session.user)
+    standing = await console.blocking(console.stores.lead_pipeline.standing, lead_id, scope)
+    history = await console.blocking(console.stores.lead_pipeline.history, lead_id)
+    zone = console.zone(lead["dealer_id"], lead["rooftop"])
+    appointment = lead.get("appointment") or {}
+    in_crm = [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND and d["status"] == "delivered"]
     return console.page(
         request,
         "lead.html",
         {
+            "zone": zone,
+            # the zone the appointment was booked in (its rooftop's schedules), else its rooftop's
+            "appointment_zone": zone_named(appointment.get("timezone"))
+            or console.zone(lead["dealer_id"], appointment.get("rooftop") or lead["rooftop"]),
+            "region": console.region(lead["dealer_id"], lead["rooftop"]),
+            "standing": standing,
+            "history": history,
+            "stages": [(s, STAGE_LABELS[s]) for s in STAGES],
+            "stage_labels": STAGE_LABELS,
+            "owners": await console.blocking(
+                owners_for, console.stores, console.accounts, lead["dealer_id"], lead["rooftop"]
+            ),
+            "in_crm": in_crm,
+            "crm_deliveries": [d for d in lead["deliveries"] if d["kind"] != NOTIFY_KIND],
+            "notifications": [d for d in lead["deliveries"] if d["kind"] == NOTIFY_KIND],
+            "note_limit": NOTE_LIMIT,
+            "responded": waited(standing.response_ms) if standing and standing.response_ms is not None else None,
+            "waiting_for": (
+                waited(console.now_ms() - lead["received_ms"]) if standing and standing.responded_ms is None else None
+            ),
             "lead": lead,
             "request_body": lead["request"],
             "customer": lead["request"].get("customer") or {},
@@ -293,7 +392,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "retryable": retryable and not _consent_expired(lead),
             "consent_expired": _consent_expired(lead),
             "access": access,
-            "notice": _queued_notice(request.query_params.get("queued")),
+            "notice": _notice(request.query_params),
             "state": delivery_state(lead),
             "vehicle_page": (
                 VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
@@ -303,6 +402,68 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
         },
         visit=visit,
     )
+
+
+def _queued_notice(value: str | None) -> str | None:
+    """The notice after a retry, from its count (never text taken from the link)."""
+    if not value or not value.isdigit() or len(value) > 6:
+        return None
+    count = int(value)
+    return f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."
+
+
+#: The notices a redirect may ask the lead page for, by code (never text taken from the link).
+NOTICES = {"saved": "Saved.", "unchanged": "Nothing changed."}
+
+
+def _notice(params: Any) -> str | None:
+    return _queued_notice(params.get("queued")) or NOTICES.get(params.get("notice") or "")
+
+
+def waited(ms: int) -> str:
+    """``2 h 5 min``, ``3 days 4 h``: how long a lead waited (or has been waiting) for its first answer."""
+    minutes = max(0, ms) // 60_000
+    if minutes < 1:
+        return "under a minute"
+    days, rest = divmod(minutes, 1440)
+    hours, minutes = divmod(rest, 60)
+    if days:
+        return f"{days} day{'s' if days > 1 else ''}" + (f" {hours} h" if hours else "")
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def _form_text(visit: Visit, name: str) -> str:
+    value = visit.form.get(name) if visit.form is not None else None
+    return value if isinstance(value, str) else ""
+
+
+async def work(console: Console, request: Request, visit: Visit) -> Response:
+    """POST: the lead's status, owner, follow-up date and a note, in one change (audited).
+
+    The form shows the current values, so each field is taken as given: an empty owner is
+    nobody, an empty date clears the follow-up."""
+    lead_id = request.path_params["lead_id"]
+    wanted = LeadUpdate(
+        stage=_form_text(visit, "stage").strip(),
+        owner=_form_text(visit, "owner").strip() or None,
+        follow_up=_form_text(visit, "follow_up").strip() or None,
+        note=_form_text(visit, "note") or None,
+    )
+    try:
+        change = await console.blocking(
+            update_lead,
+            console.stores,
+            console.accounts,
+            lead_id,
+            visit.email,
+            console.now_ms(),
+            wanted,
+            scope=console.accounts.scope_of(visit.session.user),
+        )
+    except PipelineRefused as refused:
+        raise Refused(404 if refused.missing else 400, str(refused), visit=visit) from None
+    notice = "saved" if change.events else "unchanged"
+    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?notice={notice}#pipeline", status_code=303)
 
 
 async def state(console: Console, request: Request, visit: Visit) -> Response:
@@ -315,14 +476,14 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
     lead_id = request.path_params["lead_id"]
     scope = console.accounts.scope_of(visit.session.user)
     if not await console.blocking(console.stores.lead_inbox.in_scope, lead_id, scope):
-        raise Refused(404, "There is no such lead, or it is not one of your leads.")
+        raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     include_delivered = visit.form is not None and visit.form.get("all") == "1"
     try:
         count = await console.blocking(
             retry_deliveries, console.stores.leads, lead_id, datetime.now(UTC), include_delivered=include_delivered
         )
     except RetryRefused as refused:
-        raise Refused(409, str(refused)) from None
+        raise Refused(409, str(refused), visit=visit) from None
     await console.blocking(
         console.audit, visit.email, "lead.retry", lead_id, {"deliveries": count, "all": include_delivered}
     )
@@ -340,7 +501,7 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
         console.now_ms(),
     )
     if not changed:
-        raise Refused(404, "There is no such lead, or it is not one of your leads.")
+        raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     await console.blocking(console.audit, visit.email, "lead.handled" if done else "lead.reopened", lead_id, {})
     return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}", status_code=303)
 
@@ -360,4 +521,5 @@ def routes(console: Console) -> list[Route]:
         Route(INBOX + "/{lead_id:str}/state", bind(state), methods=["GET"]),
         Route(INBOX + "/{lead_id:str}/retry", bind(retry), methods=["POST"]),
         Route(INBOX + "/{lead_id:str}/handled", bind(handled), methods=["POST"]),
+        Route(INBOX + "/{lead_id:str}/pipeline", bind(work), methods=["POST"]),
     ]

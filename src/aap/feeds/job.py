@@ -35,9 +35,10 @@ from aap.config.model import Settings
 from aap.feeds import pipeline
 from aap.feeds.fetch import Credentials, Fetched, FetchError, FetchRules, Validators, display_source, fetch
 from aap.inventory.formats import FeedFormat, FeedReport, Formats, ReadOptions, RejectedRow, read_feed_bytes
+from aap.inventory.formats.reader import identity
 from aap.inventory.listing_rules import FeedError, FeedProblem
 from aap.store import Stores
-from aap.store.feeds import FeedRun
+from aap.store.feeds import MAX_NOTES, FeedNote, FeedRun
 from aap.store.inventory import (
     Carried,
     ContentGuard,
@@ -332,5 +333,33 @@ def _finish(stores: Stores, result: ImportResult, outcome: str, message: str | N
     run.message = message
     run.finished_ms = _now_ms()
     if not run.dry_run:
+        if result.report is not None:
+            run.notes = feed_notes(stores, result.report, run.dealer_id)
         stores.feeds.record(run)
     return result
+
+
+def feed_notes(stores: Stores, report: FeedReport, dealer_id: str | None) -> list[FeedNote]:
+    """The run's warnings and rejected rows as the history keeps them (docs/feeds.md, "Import history"):
+    each warning the report kept, each problem of each rejected row, and every warned row, each
+    with the listing it is about where the store has one (found as the import found it: by
+    ``vehicle_id``, else by the seller's VIN or stock number), so the console can show the
+    listings an import warned about."""
+    rows = [(line, ident) for line, ident in report.warned]
+    rows += [(row.line, identity(row.listing)) for row in report.rejected]
+    ids = stores.inventory_browser.listing_ids([ident for _, ident in rows], dealer_id)
+    warned = {line: ids[i] for i, (line, _) in enumerate(rows[: len(report.warned)])}
+    notes = [
+        FeedNote("warning", w.line, w.message, warned.get(w.line), w.location or None, w.column, w.value)
+        for w in report.warnings
+    ]
+    described = {w.line for w in report.warnings}
+    notes += [FeedNote("warning", line, "", listing_id) for line, listing_id in warned.items() if line not in described]
+    for offset, row in enumerate(report.rejected):
+        listing_id = ids[len(report.warned) + offset]
+        notes += [
+            FeedNote("rejected", p.line, p.message, listing_id, p.location or None, p.column, p.value)
+            for p in row.problems
+        ]
+    notes.sort(key=lambda n: (n.line, n.kind))
+    return notes[:MAX_NOTES]

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
@@ -87,8 +88,11 @@ class FeedScheduler:
     def lease_seconds(self, feed: FeedSettings) -> float:
         return max(MIN_LEASE_SECONDS, feed.timeout_seconds / 2)
 
-    async def run_feed(self, feed: FeedSettings, *, due_only: bool = True) -> ImportResult | None:
-        """Import ``feed`` if this scheduler gets its lease (and, with ``due_only``, it is due)."""
+    async def run_feed(
+        self, feed: FeedSettings, *, due_only: bool = True, trigger: str = "schedule"
+    ) -> ImportResult | None:
+        """Import ``feed`` if this scheduler gets its lease (and, with ``due_only``, it is due);
+        ``trigger`` is what the history records as having started it (``console``: "run now")."""
         store = self.stores.feeds
         lease_ms = int(self.lease_seconds(feed) * 1000)
         token = await asyncio.to_thread(store.claim, feed.name, self._ms(), lease_ms, due_only=due_only)
@@ -100,7 +104,7 @@ class FeedScheduler:
         heartbeat = asyncio.create_task(self._renew(feed.name, token, lease_ms))
         try:
             try:
-                request = request_for(feed, formats=self.formats)
+                request = replace(request_for(feed, formats=self.formats), trigger=trigger)
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))
                 await asyncio.to_thread(store.record, result.run)

@@ -12,5 +12,7 @@ Modules, one concept each (the ``[leads]`` table is :mod:`aap.config.leads`):
 slots), :mod:`idempotency` (canonical payload hash), :mod:`aap.store.leads`
 (tables and SQL), :mod:`submit` (the submit transaction), :mod:`adf` (the XML
 document), :mod:`transports` (HTTP, SMTP, webhook), :mod:`worker` (the
-outbox loop). Timestamps are read and written by :mod:`aap.util.rfc3339`.
+outbox loop), :mod:`notify` (the new-lead e-mail to a rooftop's sales people),
+:mod:`pipeline` (working a lead: status, owner, follow-up, notes). Timestamps are read and
+written by :mod:`aap.util.rfc3339`.
 """

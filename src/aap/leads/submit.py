@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from aap.config.leads import LeadSettings
 from aap.config.model import DealerProfile, Settings
+from aap.config.notifications import NOTIFY_KIND, NOTIFY_TARGET
 from aap.errors import AapError
 from aap.leads import appointments
 from aap.leads.consent import classify
@@ -252,6 +253,9 @@ def _accept(
             )
         else:
             targets = [(t.name, t.kind) for t in route.targets]
+        notify = ls.notifications
+        if notify.enabled and notify.recipients_for(profile, profile.dealer_id, rooftop_name):
+            targets.append((NOTIFY_TARGET, NOTIFY_KIND))  # the sales people's e-mail (docs/leads.md)
 
     consent = request["consent"]
     expires = parse_rfc3339(consent.get("expires_at"))

@@ -245,11 +245,15 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
         raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sent) from None
 
 
+async def send_email(target: SmtpTarget, message: EmailMessage, timeout: float) -> None:
+    """Send a prepared message to ``target.to`` through its SMTP server (the lead notifications)."""
+    await asyncio.to_thread(_smtp_send, target, message, timeout)
+
+
 async def send_smtp(
     target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str, timeout: float
 ) -> None:
-    message = build_email(target, adf, lead_id, delivery_id, subject_suffix)
-    await asyncio.to_thread(_smtp_send, target, message, timeout)
+    await send_email(target, build_email(target, adf, lead_id, delivery_id, subject_suffix), timeout)
 
 
 async def send(

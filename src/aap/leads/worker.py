@@ -12,6 +12,8 @@ or on a permanent failure (a definite refusal: a 3xx or a 4xx answer other than
 408/409/425/429, a 5xx SMTP reply; :func:`aap.leads.transports.refusal`).
 ``aap leads retry`` brings a dead row back. Each row remembers whether an attempt
 may have been accepted (``reached``): the attempts after it go out as resends.
+A row of kind ``notify`` is the new-lead e-mail to the rooftop's sales people
+(:mod:`aap.leads.notify`), under the same rules.
 
 Log lines name lead, delivery and target ids, states and error classes only.
 """
@@ -31,7 +33,8 @@ import orjson
 from aap import AAP_VERSION
 from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.config.model import DealerProfile, Settings
-from aap.leads import adf, transports
+from aap.config.notifications import NOTIFY_KIND
+from aap.leads import adf, notify, transports
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
 
@@ -129,6 +132,8 @@ class DeliveryWorker:
             await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms(), attempt)
             log.warning("delivery not sent: consent expired", extra=_fields(d))
             return "expired_consent"
+        if d.kind == NOTIFY_KIND:
+            return await self._notify(d, attempt)
         target = self.leads.target(d.target)
         if target is None:
             await asyncio.to_thread(
@@ -163,6 +168,30 @@ class DeliveryWorker:
                 "(the CRM can drop the duplicate by lead id)",
                 extra=_fields(d),
             )
+        return "delivered"
+
+    async def _notify(self, d: Delivery, attempt: Attempt) -> str:
+        """The new-lead e-mail to the rooftop's sales people (:mod:`aap.leads.notify`)."""
+        to = notify.recipients(self.settings, d) if self.leads.notifications.enabled else ()
+        if not to:
+            await asyncio.to_thread(
+                self.store.mark_dead, d, self.now_ms(), "no notification recipients are configured any more", attempt
+            )
+            log.error("notification dead: no recipients configured", extra=_fields(d))
+            return "dead"
+        try:
+            email = notify.message(self.settings, d, to)
+            attempt = Attempt(attempt.started_ms, "text/plain; charset=utf-8", email.get_content())
+            target = notify.smtp_target(self.leads.notifications, to)
+            await transports.send_email(target, email, self.leads.delivery.timeout_seconds)
+        except transports.SendError as exc:
+            return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
+        except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
+            return await self._failed(
+                d, f"{type(exc).__name__} while preparing the notification", False, attempt, False
+            )
+        await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms(), attempt)
+        log.info("notification sent", extra=_fields(d, recipients=len(to)))
         return "delivered"
 
     async def _failed(self, d: Delivery, error: str, permanent: bool, attempt: Attempt, reached: bool) -> str:

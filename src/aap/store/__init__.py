@@ -6,7 +6,8 @@ modules: :mod:`~aap.store.db` (connections, transactions),
 :mod:`~aap.store.dialect` (what differs between SQLite and PostgreSQL),
 :mod:`~aap.store.migrations` (every domain's schema steps), and the domain
 stores :mod:`~aap.store.inventory`, :mod:`~aap.store.state`,
-:mod:`~aap.store.leads` (and the console's reads of it, :mod:`~aap.store.lead_inbox`),
+:mod:`~aap.store.leads` (and the console's reads of it, :mod:`~aap.store.lead_inbox`, and the
+lead pipeline, :mod:`~aap.store.lead_pipeline`),
 :mod:`~aap.store.poppy`, :mod:`~aap.store.feeds` and :mod:`~aap.store.console`.
 """
 
@@ -16,8 +17,10 @@ from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
 from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
+from aap.store.inventory.browse import InventoryBrowser
 from aap.store.inventory.summary import InventorySummaries
 from aap.store.lead_inbox import LeadInbox
+from aap.store.lead_pipeline import LeadPipeline
 from aap.store.leads import LeadStore
 from aap.store.migrations import PLATFORM_DOMAINS, migrate
 from aap.store.poppy import PoppyStore
@@ -43,7 +46,9 @@ class Stores:
         # The staff console's views and state (docs/console.md).
         self.console = ConsoleStore(db)
         self.lead_inbox = LeadInbox(db, self.leads)
+        self.lead_pipeline = LeadPipeline(db, self.lead_inbox)
         self.inventory_summaries = InventorySummaries(db)
+        self.inventory_browser = InventoryBrowser(db)
 
     def close(self) -> None:
         self.reads.close()

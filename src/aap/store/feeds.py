@@ -5,6 +5,10 @@
                 outcome, its first problems and the lines of rejected rows.
                 Inventory only: no personal data is ever stored here, so a
                 staff console may list it freely.
+``feed_notes``  the warnings and rejected rows of a run, one row each (line,
+                the listing when the row names one, the column, value and
+                message), so the console can show and download them and
+                mark the listings an import warned about
 ``feed_state``  one row per scheduled feed (keyed by its ``[[feeds]]`` name)
                 or per URL imported by hand (``url:<source>``): when it runs
                 next, consecutive failures, the lease, and what the source
@@ -74,11 +78,31 @@ CREATE TABLE feed_state (
 # Listings an import found exactly as published (not rewritten), apart from ``updated``.
 _V2 = "ALTER TABLE feed_runs ADD COLUMN unchanged INTEGER NOT NULL DEFAULT 0"
 
-MIGRATIONS = Migrations("feeds", (_V1, _V2))
+# The warnings and rejected rows of each run, one row each, with the listing they are about.
+_V3 = """
+CREATE TABLE feed_notes (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    listing_id TEXT,
+    location TEXT,
+    column_name TEXT,
+    value TEXT,
+    message TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE INDEX feed_notes_kind ON feed_notes (run_id, kind, listing_id);
+CREATE INDEX feed_notes_listing ON feed_notes (listing_id, run_id)
+"""
+
+MIGRATIONS = Migrations("feeds", (_V1, _V2, _V3))
 
 OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
 RETENTION_MS = 180 * 86_400_000
 MAX_REJECTED_LINES = 1000
+MAX_NOTES = 20_000  # warnings and rejected rows kept per run
+NOTE_KINDS = ("warning", "rejected")
 
 _RUN_COLUMNS = (
     "run_id, feed, trigger, source, format, dealer_id, replace_mode, dry_run, started_ms, "
@@ -122,6 +146,8 @@ class FeedRun:
     details: dict[str, Any] = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: "run_" + uuid.uuid4().hex[:20])
     unchanged: int = 0  # listings the feed repeated exactly as published (not in ``updated``)
+    #: Warnings and rejected rows, one each (:class:`FeedNote`), stored with the run (the first MAX_NOTES).
+    notes: list[FeedNote] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +176,19 @@ class FeedRun:
             "rejected_lines": self.rejected_lines,
             "details": self.details,
         }
+
+
+@dataclass(frozen=True)
+class FeedNote:
+    """One warning or one problem of a rejected row (``kind``: one of NOTE_KINDS)."""
+
+    kind: str
+    line: int
+    message: str
+    listing_id: str | None = None
+    location: str | None = None
+    column: str | None = None
+    value: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,8 +303,80 @@ class FeedStore:
         )
         with self.db.transaction() as tx:
             tx.execute(f"INSERT INTO feed_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
-            tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (run.started_ms - RETENTION_MS,))
+            if run.notes:
+                tx.executemany(
+                    "INSERT INTO feed_notes (run_id, seq, kind, line, listing_id, location, column_name, value,"
+                    " message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            run.run_id,
+                            i,
+                            n.kind,
+                            n.line,
+                            n.listing_id,
+                            n.location,
+                            None if n.column is None else n.column[:200],
+                            None if n.value is None else n.value[:500],
+                            n.message[:1000],
+                        )
+                        for i, n in enumerate(run.notes[:MAX_NOTES])
+                    ],
+                )
+            cutoff = run.started_ms - RETENTION_MS
+            tx.execute(
+                "DELETE FROM feed_notes WHERE run_id IN (SELECT run_id FROM feed_runs WHERE started_ms < ?)", (cutoff,)
+            )
+            tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (cutoff,))
         return run.run_id
+
+    def notes(self, run_id: str, *, kind: str | None = None, limit: int = MAX_NOTES) -> list[FeedNote]:
+        """A run's warnings and rejected rows, in file order."""
+        extra = " AND kind = ?" if kind else ""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT kind, line, message, listing_id, location, column_name, value FROM feed_notes"
+                f" WHERE run_id = ?{extra} ORDER BY seq LIMIT {int(limit)}",
+                (run_id, kind) if kind else (run_id,),
+            )
+        return [FeedNote(*r) for r in rows]
+
+    def note_counts(self, run_ids: list[str]) -> dict[str, dict[str, int]]:
+        """How many notes of each kind each run kept."""
+        if not run_ids:
+            return {}
+        marks = ", ".join("?" for _ in run_ids)
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                f"SELECT run_id, kind, COUNT(*) FROM feed_notes WHERE run_id IN ({marks}) GROUP BY run_id, kind",
+                run_ids,
+            )
+        out: dict[str, dict[str, int]] = {}
+        for run_id, kind, count in rows:
+            out.setdefault(run_id, {})[kind] = int(count)
+        return out
+
+    def latest_imports(self) -> list[str]:
+        """The run id of the latest import of each feed (or each source imported by hand)."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT r.run_id FROM feed_runs r JOIN (SELECT COALESCE(feed, source) AS who, MAX(started_ms) AS at"
+                " FROM feed_runs WHERE outcome = 'imported' AND dry_run = 0 GROUP BY COALESCE(feed, source)) last"
+                " ON COALESCE(r.feed, r.source) = last.who AND r.started_ms = last.at WHERE r.outcome = 'imported'"
+            )
+        return [r[0] for r in rows]
+
+    def listing_notes(self, listing_id: str, *, limit: int = 50) -> list[tuple[FeedRun, FeedNote]]:
+        """The warnings and rejections recorded for one listing, newest run first."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                f"SELECT {', '.join('r.' + c.strip() for c in _RUN_COLUMNS.split(','))}, n.kind, n.line, n.message,"
+                " n.listing_id, n.location, n.column_name, n.value FROM feed_notes n JOIN feed_runs r"
+                " ON r.run_id = n.run_id WHERE n.listing_id = ?"
+                f" ORDER BY r.started_ms DESC, n.seq LIMIT {int(limit)}",
+                (listing_id,),
+            )
+        width = len(_RUN_COLUMNS.split(","))
+        return [(_run(r[:width]), FeedNote(*r[width:])) for r in rows]
 
     def runs(
         self, *, limit: int = 50, feed: str | None = None, oldest: bool = False, before_ms: int | None = None

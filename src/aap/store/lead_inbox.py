@@ -14,7 +14,7 @@ stored reversed, so a suffix is an index range).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,12 +156,14 @@ def search_condition(query: str) -> tuple[str, list[Any]]:
 RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
 
 
-def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tuple[str, list[Any]]:
+def _where(
+    scope: LeadScope, wanted: InboxFilter, before: Keyset | None, *, unindexed: bool = False
+) -> tuple[str, list[Any]]:
     # With a rare delivery state, the few leads in it are found through lead_deliveries and read
     # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
     # seller or rooftop index instead and walking every lead there. PostgreSQL plans this itself.
     by_delivery = wanted.delivery in RARE_STATES and not wanted.query
-    plain = " || ''" if by_delivery else ""
+    plain = " || ''" if by_delivery or unindexed else ""
 
     conditions, params = scope_condition(scope, plain=plain)
     if wanted.status:
@@ -201,6 +203,14 @@ def _where(scope: LeadScope, wanted: InboxFilter, before: Keyset | None) -> tupl
         conditions.append("l.received_ms <= ? AND (l.received_ms < ? OR l.lead_id < ?)")
         params.extend((before[0], before[0], before[1]))
     return where_all(conditions), params
+
+
+def conditions(scope: LeadScope, wanted: InboxFilter, *, unindexed: bool = False) -> tuple[list[str], list[Any]]:
+    """The inbox's filter (its scope included) as SQL conditions on alias ``l``: for the stores that
+    page the same leads in another order (:mod:`aap.store.lead_pipeline`). ``unindexed`` writes
+    the seller, rooftop and status terms so that no index of theirs leads (the order's does)."""
+    where, params = _where(scope, wanted, None, unindexed=unindexed)
+    return ([where[len("WHERE ") :]] if where else []), params
 
 
 _ROW_COLUMNS = (
@@ -279,6 +289,16 @@ class LeadInbox:
             rows = _rows(tx, raw[:limit])
         more = len(raw) > limit
         return rows, ((rows[-1].received_ms, rows[-1].lead_id) if more and rows else None)
+
+    def rows(self, tx: Tx, lead_ids: Sequence[str]) -> list[InboxRow]:
+        """The inbox rows of ``lead_ids``, in that order (ids it does not find are left out)."""
+        if not lead_ids:
+            return []
+        marks = ", ".join("?" for _ in lead_ids)
+        raw = tx.fetchall(f"SELECT {_ROW_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})", list(lead_ids))
+        place = {lead_id: i for i, lead_id in enumerate(lead_ids)}
+        raw.sort(key=lambda r: place[r[0]])
+        return _rows(tx, raw)
 
     def export(self, scope: LeadScope, wanted: InboxFilter, *, batch: int = 1000) -> Iterator[InboxRow]:
         """Every matching lead, newest first, read one keyset page (one short transaction) at a time."""

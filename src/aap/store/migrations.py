@@ -7,13 +7,14 @@ existing databases were migrated with, so steps are only ever appended.
 
 from __future__ import annotations
 
-from aap.store import console, feeds, inventory, leads, platform, poppy, state
+from aap.store import console, feeds, inventory, lead_pipeline, leads, platform, poppy, state
 from aap.store.db import Database, Migrations
 
 DOMAINS: tuple[Migrations, ...] = (
     state.MIGRATIONS,
     inventory.MIGRATIONS,
     leads.MIGRATIONS,
+    lead_pipeline.MIGRATIONS,  # after leads (domains apply by name): its columns go on leads
     poppy.MIGRATIONS,
     feeds.MIGRATIONS,
     console.MIGRATIONS,

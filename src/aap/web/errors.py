@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from aap.errors import AapError, unexpected
+from aap.paths import CONSOLE_PREFIX, SITE_ASSETS_PREFIX
 from aap.web.accesslog import SCOPE_KEY
 
 #: Renders a failure for one surface: the HTTP status, and the failure as an AAP error
@@ -76,9 +77,72 @@ class ErrorShapes:
         return self.for_path(route_path(scope))(status, error)
 
 
+def _quality(accept: str, media: str) -> float:
+    """The q-value ``accept`` gives ``media`` (0 when it is not listed), RFC 9110 §12.5.1."""
+    best = 0.0
+    for part in accept.split(",")[:32]:
+        kind, *params = part.strip().split(";")
+        if kind.strip().lower() != media:
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        best = max(best, q)
+    return best
+
+
+def wants_json(request: Request) -> bool:
+    """A script on a page for people (``Accept`` names ``application/json`` above ``text/html``):
+    who gets a browser surface's errors as JSON rather than as a page."""
+    accept = request.headers.get("accept", "")[:1024]
+    json = _quality(accept, "application/json")
+    return json > 0 and json > _quality(accept, "text/html")
+
+
+def prefers_html(request: Request) -> bool:
+    """A browser (``Accept`` names ``text/html`` above ``application/json``) rather than a script or
+    an API client (JSON, ``*/*``, or nothing said): who gets an error page rather than JSON."""
+    accept = request.headers.get("accept", "")[:1024]
+    html = _quality(accept, "text/html")
+    return html > 0 and html >= _quality(accept, "application/json")
+
+
+_HEADINGS = {404: "Page not found", 405: "Not allowed here", 403: "Not allowed"}
+_MESSAGES = {
+    404: "There is no page at this address.",
+    405: "This address does not answer that kind of request.",
+}
+
+
+def html_error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """The error as a small page on the shared layout (its stylesheet: the public page's, or the console's)."""
+    from aap.web.pages import render, templates  # Jinja2 loads with the first page (docs/architecture.md)
+
+    state = request.app.state
+    pages = getattr(state, "error_pages", None)
+    if pages is None:  # one per app, made with its first error page
+        pages = state.error_pages = templates("aap.web")
+    console = route_path(request.scope).startswith(CONSOLE_PREFIX)
+    context = {
+        "site_name": "Staff console" if console else "Dealer agent",
+        "assets": (CONSOLE_PREFIX + "assets/") if console else SITE_ASSETS_PREFIX,
+        "heading": _HEADINGS.get(status, "Error"),
+        "message": _MESSAGES.get(status, message),
+        "back": CONSOLE_PREFIX if console else "/",
+    }
+    return render(pages, request, "error.html", context, status_code=status, headers=headers)
+
+
 async def http_exception_handler(request: Request, exc: Exception) -> Response:
-    """404, 405 and friends in the app's plain JSON shape instead of plain text."""
+    """404, 405 and friends: a page for a browser, the app's plain JSON shape for anyone else."""
     assert isinstance(exc, HTTPException)
+    if prefers_html(request):
+        return html_error(request, exc.status_code, exc.detail, exc.headers)
     return plain_response(exc.status_code, exc.detail, exc.headers)
 
 

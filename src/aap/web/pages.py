@@ -18,7 +18,7 @@ framing, no MIME sniffing, and a same-origin referrer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, tzinfo
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,10 @@ from starlette.routing import Route
 if TYPE_CHECKING:
     from starlette.templating import Jinja2Templates
 
+from aap.config.localtime import abbreviation, format_day, format_local, format_rfc3339, zone_named
+from aap.config.phones import DEFAULT_REGION
+from aap.config.phones import display as display_phone
+from aap.inventory.labels import label
 from aap.util.memo import Memo
 from aap.web.documents import StaticDocument
 
@@ -62,12 +66,46 @@ def mileage(value: Any, unit: str | None = None) -> str:
     return f"{value:,.0f} {unit or 'mi'}"
 
 
-def when(ms: Any) -> str:
-    """An epoch-milliseconds instant as ``2026-03-02 17:00:05 UTC``."""
+def when(ms: Any, zone: tzinfo | None = None) -> str:
+    """An epoch-milliseconds instant in ``zone`` (UTC without one): ``Mon 2 Mar 2026, 09:00 (PST)``
+    (docs/console.md, "Local time")."""
     if ms is None:
         return ""
-    moment = datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_local(int(ms), zone or UTC)
+
+
+def local(value: Any, zone: tzinfo | str | None = None) -> str:
+    """An RFC 3339 date-time string (an appointment, a listing's ``updated_at``) read in ``zone`` (a
+    zone, or an IANA name as ``DealerInformation.rooftops[].timezone`` gives it; UTC without one)."""
+    if isinstance(zone, str) or zone is None:
+        zone = zone_named(zone) or UTC
+    return format_rfc3339(value, zone)
+
+
+def zone_label(name: Any) -> str:
+    """``Pacific time (America/Los_Angeles)``-style words for a rooftop's zone: its abbreviation now
+    and its IANA name; nothing for no zone."""
+    zone = zone_named(name)
+    if zone is None:
+        return ""
+    return f"{abbreviation(datetime.now(zone))} ({name})"
+
+
+def day(value: Any) -> str:
+    """A ``YYYY-MM-DD`` date (or a ``date``) as ``Thu 3 Dec 2026``."""
+    if isinstance(value, date):
+        return format_day(value)
+    try:
+        return format_day(date.fromisoformat(str(value)))
+    except ValueError:
+        return "" if value is None else str(value)
+
+
+def phone(value: Any, region: str | None = None) -> str:
+    """A phone number as people of the rooftop's country write it (``(916) 555-0200``)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    return display_phone(value, region or DEFAULT_REGION)
 
 
 def number(value: Any) -> str:
@@ -99,7 +137,17 @@ def _engine(package: str) -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    environment.filters.update(money=money, mileage=mileage, when=when, number=number)
+    environment.filters.update(
+        money=money,
+        mileage=mileage,
+        when=when,
+        local=local,
+        day=day,
+        number=number,
+        phone=phone,
+        label=label,
+        zone_label=zone_label,
+    )
     return Jinja2Templates(env=environment)
 
 

@@ -124,6 +124,9 @@ class FeedReport:
     carried: set[str] | None = None
     rejected_total: int = 0  # rejected rows, all counted (``rejected`` keeps what it needs)
     size: int = 0  # bytes of the feed text, inflated
+    #: (line, identity) of each row that drew a warning (at most MAX_WARNED): which listings the
+    #: console shows as warned by this import. identity: the row's vehicle_id, vin, stock, dealer_id.
+    warned: list[tuple[int, tuple[str | None, str | None, str | None, str | None]]] = field(default_factory=list)
 
     def problem(self, item: FeedProblem) -> None:
         self.problem_total += 1
@@ -137,6 +140,18 @@ class FeedReport:
 
     def error(self) -> FeedError:
         return FeedError(self.problems, self.problem_total, self.source)
+
+
+MAX_WARNED = 10_000
+
+
+def identity(listing: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """A row's ``vehicle_id``, ``vin``, ``stock`` and ``dealer_id`` (each None when absent or not text)."""
+    if not isinstance(listing, dict):
+        return None, None, None, None
+    values = [listing.get(k) for k in ("vehicle_id", "vin", "stock", "dealer_id")]
+    ident, vin, stock, dealer = (v if isinstance(v, str) and v else None for v in values)
+    return ident, vin, stock, dealer
 
 
 def _fail(name: str, message: str, line: int = 1) -> FeedError:
@@ -267,8 +282,15 @@ class _Collector:
         if len(report.warnings) < MAX_REPORTED:
             report.warnings.append(FeedProblem(line, location, message, column, value))
 
+    def _warned(self, line: int, listing: Any, before: int) -> None:
+        """Remember the row by its identity when it drew a warning (``before``: the count until it)."""
+        report = self.report
+        if report.warning_total > before and len(report.warned) < MAX_WARNED:
+            report.warned.append((line, identity(listing)))
+
     def add(self, converted: Converted) -> None:
         line, listing, origin = converted.line, converted.listing, converted.origin
+        warned_before = self.report.warning_total
         problems: list[FeedProblem] = []
         for location, message, column, value in converted.problems:
             problems.append(FeedProblem(line, location, message, column, value))
@@ -293,11 +315,13 @@ class _Collector:
             self._warn(line, location, message, column, value)
         for location, message in warnings:
             self._warn(line, location, message, *where(location))
+        self._warned(line, listing, warned_before)
         self._file(line, listing, problems, origin)
 
     def add_plain(self, line: int, listing: Any, parse_problems: list[tuple[str, str]]) -> None:
         """A row of the ``aap`` format: problems located by JSON pointer only."""
         problems = [FeedProblem(line, loc, msg) for loc, msg in parse_problems]
+        warned_before = self.report.warning_total
         if isinstance(listing, dict):
             if self.rooftop is not None and "rooftop" not in listing:
                 listing["rooftop"] = self.rooftop
@@ -309,6 +333,7 @@ class _Collector:
             ]
             for location, message in warnings:
                 self._warn(line, location, message, None, None)
+            self._warned(line, listing, warned_before)
         self._file(line, listing if isinstance(listing, dict) else {}, problems, {})
 
     def reject(self, line: int, problems: list[FeedProblem]) -> None:

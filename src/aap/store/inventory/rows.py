@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from aap.inventory.query import ELIGIBLE_STATUSES, MM_PER_UNIT, TERM_FILTERS, term_keys
-from aap.store.inventory.schema import ListingRow
+from aap.store.inventory.schema import ListingRow, day_number, photo_count
 from aap.util.rfc3339 import epoch_us
 
 _ELIGIBLE = frozenset(ELIGIBLE_STATUSES)
@@ -156,6 +156,8 @@ class PreparedListing:
                 electric_range,  # electric_range_mi
                 charge,  # dc_fast_charge
                 _whole(get("displacement_cc")),  # displacement_cc
+                photo_count(get("photos")),  # photos
+                day_number(get("inventory_date")),  # in_stock_day
             ),
         )
         # Keyword text: the fields a query token may match (InventorySearchRequest

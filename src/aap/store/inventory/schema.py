@@ -16,7 +16,10 @@ and feature facet counts are arithmetic on the row, not joins. Codes beyond the
 
 from __future__ import annotations
 
+from datetime import date
 from typing import NamedTuple
+
+import orjson
 
 from aap.store.db import Migrations, Tx
 
@@ -25,6 +28,7 @@ BITS_PER_MASK = 63  # bits 0..62 keep every mask a positive signed 64-bit intege
 MASK_CAPACITY = MASK_COLUMNS * BITS_PER_MASK
 FEATURE_MASKS: tuple[str, ...] = tuple(f"feat{i}" for i in range(MASK_COLUMNS))
 INT64 = 2**63  # SQL BIGINT holds -2**63 .. 2**63 - 1
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 # The tables holding one row per available listing.
 LISTING_TABLES = ("inv_listing", "inv_doc", "inv_text", "inv_feature_extra")
 
@@ -64,6 +68,8 @@ class ListingRow(NamedTuple):
     electric_range_mi: float | None
     dc_fast_charge: int | None  # 1, 0 or NULL
     displacement_cc: int | None
+    photos: int  # how many photos the listing has (the console's "no photo" filter)
+    in_stock_day: int | None  # inventory_date as a day number (1970-01-01 is 0): days in stock
 
 
 #: Every ``inv_listing`` column, in insert order: the row's fields, the masks, then ``rid``
@@ -225,8 +231,55 @@ CREATE INDEX inv_count_matching ON inv_count (matching, version)
 # imports half their speed on PostgreSQL (docs/search.md, "Counting at marketplace scale").
 _NO_KEYWORD_INDEX = "DROP INDEX IF EXISTS inv_text_trgm"
 
+
+def photo_count(photos: object) -> int:
+    return len(photos) if isinstance(photos, list) else 0
+
+
+def day_number(value: object) -> int | None:
+    """A ``YYYY-MM-DD`` date (``inventory_date``, seed 004) as days since 1970-01-01; None when it is not one."""
+    if not isinstance(value, str) or len(value) != 10:
+        return None
+    try:
+        return date.fromisoformat(value).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+
+
+def _browse_columns(tx: Tx) -> None:
+    """What the console's inventory browser filters and sorts on (docs/console.md, "Inventory"): the
+    photo count and the day the vehicle came into stock, on the narrow row, and the indexes its
+    keyset pages walk (price, mileage, days in stock, each with the id that breaks ties). Listings
+    stored before this step get theirs from their documents, in one pass."""
+    tx.script("""
+ALTER TABLE inv_listing ADD COLUMN photos INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE inv_listing ADD COLUMN in_stock_day INTEGER;
+CREATE INDEX inv_listing_browse_price ON inv_listing (price, id);
+CREATE INDEX inv_listing_browse_odometer ON inv_listing (odometer_mm, id);
+CREATE INDEX inv_listing_browse_stock_day ON inv_listing (in_stock_day, id);
+CREATE INDEX inv_listing_no_photo ON inv_listing (id) WHERE photos = 0
+""")
+    updates = []
+    for ident, doc in tx.fetchall("SELECT id, doc FROM inv_doc"):
+        listing = orjson.loads(doc)
+        photos, day = photo_count(listing.get("photos")), day_number(listing.get("inventory_date"))
+        if photos or day is not None:
+            updates.append((photos, day, ident))
+    if updates:
+        tx.executemany("UPDATE inv_listing SET photos = ?, in_stock_day = ? WHERE id = ?", updates)
+
+
 MIGRATIONS = Migrations(
-    "inventory", (_SCHEMA_V1, _SCHEMA_V2, _keyword_index, _vacuum_often, _row_numbers_and_sellers, _NO_KEYWORD_INDEX)
+    "inventory",
+    (
+        _SCHEMA_V1,
+        _SCHEMA_V2,
+        _keyword_index,
+        _vacuum_often,
+        _row_numbers_and_sellers,
+        _NO_KEYWORD_INDEX,
+        _browse_columns,
+    ),
 )
 
 

@@ -18,11 +18,16 @@ from aap.util.memo import Memo
 
 @dataclass(frozen=True)
 class CountRow:
+    """How many listings share these values (``no_photo``, ``no_price``: of those lacking one)."""
+
     dealer_id: str | None
     rooftop: str | None
     condition: str | None
     status: str
     listings: int
+    vehicle_type: str = "car"
+    no_photo: bool = False
+    no_price: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,13 @@ class InventorySummaries:
 
 
 def _count(tx: Tx, version: int) -> Summary:
+    flags = "CASE WHEN photos = 0 THEN 1 ELSE 0 END, CASE WHEN price IS NULL THEN 1 ELSE 0 END"
     rows = tuple(
-        CountRow(r[0], r[1], r[2], r[3], int(r[4]))
+        CountRow(r[0], r[1], r[2], r[3], int(r[7]), r[4], bool(r[5]), bool(r[6]))
         for r in tx.fetchall(
-            "SELECT dealer_id, rooftop, condition, status, COUNT(*) FROM inv_listing"
-            " GROUP BY dealer_id, rooftop, condition, status ORDER BY dealer_id, rooftop, condition, status"
+            f"SELECT dealer_id, rooftop, condition, status, vehicle_type, {flags}, COUNT(*) FROM inv_listing"
+            f" GROUP BY dealer_id, rooftop, condition, status, vehicle_type, {flags}"
+            " ORDER BY dealer_id, rooftop, condition, status, vehicle_type"
         )
     )
     removed = {r[0]: int(r[1]) for r in tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")}

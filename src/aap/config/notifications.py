@@ -1,0 +1,171 @@
+"""``[leads.notifications]``: an e-mail to a rooftop's sales people when a lead arrives (docs/leads.md).
+
+A dealer without a CRM learns of a lead the moment it is stored: the lead's
+outbox gets one more delivery (kind ``notify``) next to its CRM targets, sent
+by the same durable worker with the same retries, through the same SMTP
+transport. The e-mail carries a link to the lead in the console and, unless
+``include`` says more, nothing about the customer.
+
+```toml
+[leads.notifications]
+host = "smtp.example.com"          # port, ssl, starttls, username_env, password_env as for an smtp target
+from = "aap@dealer.example"
+subject = "New lead"               # the rooftop's name is added: "New lead at Bay Motors Oakland"
+include = ["vehicle"]              # more than the link: vehicle, appointment, source_agent,
+                                   # customer_name, customer_contact, message
+published_sales = true             # no entry below for a rooftop: its published "Sales" e-mails
+
+[[leads.notifications.recipients]]
+rooftop = "Bay Motors Oakland"     # or "*" (any rooftop); dealer_id = "..." on a marketplace
+to = ["sales@oakland.example", "bdc@baymotors.example"]
+```
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aap.config.table import Table
+from aap.loopback import is_loopback_host
+
+if TYPE_CHECKING:  # config.model imports this module (through config.leads)
+    from aap.config.model import DealerProfile
+
+#: The outbox rows of notifications: their ``kind``, and the one target name they use.
+NOTIFY_KIND = "notify"
+NOTIFY_TARGET = "aap:notify"
+#: What an e-mail may carry beyond the link to the lead, the rooftop and the time it came in.
+INCLUDE_CHOICES = ("vehicle", "appointment", "source_agent", "customer_name", "customer_contact", "message")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Recipients:
+    """Who is told of a rooftop's leads (``"*"``: any rooftop; ``dealer_id``: one seller's)."""
+
+    to: tuple[str, ...]
+    rooftop: str = "*"
+    dealer_id: str | None = None
+
+    def specificity(self, dealer_id: str | None, rooftop: str | None) -> int | None:
+        if self.dealer_id is not None and self.dealer_id != dealer_id:
+            return None
+        if self.rooftop != "*" and self.rooftop != rooftop:
+            return None
+        return (2 if self.dealer_id is not None else 0) + (1 if self.rooftop != "*" else 0)
+
+
+@dataclass(frozen=True)
+class NotificationSettings:
+    """The SMTP server and sender of the notifications, what they carry, and their recipients."""
+
+    enabled: bool = False
+    host: str = ""
+    sender: str = ""
+    port: int = 587
+    starttls: bool = True
+    ssl: bool = False
+    username_env: str | None = None
+    password_env: str | None = None
+    subject: str = "New lead"
+    include: tuple[str, ...] = ()
+    published_sales: bool = True
+    recipients: tuple[Recipients, ...] = field(default_factory=tuple)
+
+    def recipients_for(
+        self, profile: DealerProfile | None, dealer_id: str | None, rooftop: str | None
+    ) -> tuple[str, ...]:
+        """The addresses told of a lead at ``rooftop``: the most specific entry's, else (with
+        ``published_sales``) the rooftop's published e-mails named "Sales" (seed 004,
+        ``DealerInformation.rooftops[].emails``); none: no notification."""
+        best: tuple[int, Recipients] | None = None
+        for entry in self.recipients:
+            score = entry.specificity(dealer_id, rooftop)
+            if score is not None and (best is None or score > best[0]):
+                best = (score, entry)
+        if best is not None:
+            return best[1].to
+        if not self.published_sales or profile is None:
+            return ()
+        found = profile.rooftop(rooftop) if rooftop is not None else None
+        emails: list[Any] = (found or {}).get("emails") or []
+        return tuple(
+            dict.fromkeys(
+                e["value"]
+                for e in emails
+                if isinstance(e, dict)
+                and "sales" in str(e.get("name", "")).casefold()
+                and isinstance(e.get("value"), str)
+            )
+        )
+
+
+def _address(table: Table, key: str, value: str) -> None:
+    if value.count("@") != 1 or any(c in value for c in " \r\n<>,"):
+        table.problem(key, "must be an e-mail address")
+
+
+def _env_name(table: Table, key: str) -> str | None:
+    value = table.string(key)
+    if value is not None and not _ENV_NAME.match(value):
+        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
+        return None
+    return value
+
+
+def parse_notifications(table: Table) -> NotificationSettings:
+    """``[leads.notifications]``; absent: no notification is sent."""
+    if not table.present:
+        return NotificationSettings()
+    host = table.string("host", required=True)
+    ssl = table.boolean("ssl", False)
+    starttls = table.boolean("starttls", not ssl)
+    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
+    sender = table.string("from", required=True)
+    if sender is not None:
+        _address(table, "from", sender)
+    if ssl and starttls:
+        table.problem("starttls", "cannot be combined with ssl = true (implicit TLS)")
+    if host is not None and not (ssl or starttls) and not is_loopback_host(host):
+        table.problem("starttls", "must be true (or ssl = true) for a non-loopback SMTP host")
+    username_env = _env_name(table, "username_env")
+    password_env = _env_name(table, "password_env")
+    if (username_env is None) != (password_env is None):
+        table.problem(
+            "password_env" if password_env is None else "username_env", "username_env and password_env go together"
+        )
+    subject = table.string("subject", "New lead")
+    if "\n" in subject or "\r" in subject:
+        table.problem("subject", "must be a single line")
+    include = table.strings("include", (), choices=INCLUDE_CHOICES, min_items=0)
+    published = table.boolean("published_sales", True)
+    recipients: list[Recipients] = []
+    seen: dict[tuple[str | None, str], str] = {}
+    for entry in table.tables("recipients"):
+        rooftop = entry.string("rooftop", "*")
+        dealer_id = entry.string("dealer_id")
+        to = entry.strings("to", (), required=True)
+        for i, address in enumerate(to):
+            _address(entry, f"to[{i}]", address)
+        if (dealer_id, rooftop) in seen:
+            entry.problem("rooftop", f"duplicates {seen[(dealer_id, rooftop)]} (same dealer_id and rooftop)")
+        seen[(dealer_id, rooftop)] = entry.path
+        entry.finish()
+        recipients.append(Recipients(to, rooftop, dealer_id))
+    table.finish()
+    return NotificationSettings(
+        enabled=host is not None and sender is not None,
+        host=host or "",
+        sender=sender or "",
+        port=port,
+        starttls=starttls,
+        ssl=ssl,
+        username_env=username_env,
+        password_env=password_env,
+        subject=subject,
+        include=include,
+        published_sales=published,
+        recipients=tuple(recipients),
+    )
