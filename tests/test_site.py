@@ -309,3 +309,18 @@ def test_an_aggregate_page_offers_a_contact_form_per_seller(tmp_path):
     assert "Contact Bay Motors Group</h1>" in unknown  # not a seller here: the operator's form
     assert sent.status_code == 200 and lead["dealer_id"] == "seller-2"
     assert lead["request"]["vehicle_of_interest"] == {"dealer_id": "seller-2"}
+
+
+def test_codes_read_as_words_and_phones_as_the_rooftops_country_writes_them(site):
+    """The labels come from the one table the console shares (``aap.inventory.labels``); a phone
+    is written for its rooftop's country, and international from another country."""
+    home = site.get("/").text
+    assert re.search(r'<option value="bev">Electric \(\d+\)</option>', home)
+    assert re.search(r'<option value="awd">All-wheel drive \(\d+\)</option>', home)
+    assert re.search(r'<option value="suv">SUV \(\d+\)</option>', home)
+    assert 'Sales: <a href="tel:+14155550100">(415) 555-0100</a>' in home  # San Francisco, US
+    assert 'Sales: <a href="tel:+14155550100">+1 415-555-0100</a>' in home  # Vancouver, CA
+    assert ">bev<" not in home and ">awd<" not in home
+    ev = site.get("/", params={"fuel": "bev"}).text
+    page = site.get(f"/vehicles/{VEHICLE_LINK.findall(ev)[0]}").text
+    assert "<dt>Fuel</dt><dd>Electric</dd>" in page

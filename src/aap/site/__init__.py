@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from aap.config.phones import DEFAULT_REGION, region_of
 from aap.errors import AapError
 from aap.gateway import Caller, Gateway
+from aap.inventory.labels import label
 from aap.jsontext import decoded
 from aap.paths import (
     A2A_OPENAPI_PATH,
@@ -70,7 +71,6 @@ from aap.site.contact import (
 from aap.site.search_form import (
     LABELS,
     RADII_MI,
-    option_label,
     read_form,
     search_request,
     shown_fields,
@@ -153,6 +153,7 @@ class PublicSite:
             "assets": SITE_ASSETS_PREFIX,
             "poppy": self.settings.poppy.enabled,
             "contact_form": self.settings.web.contact_form,
+            "region_of": region_of,  # the country a rooftop's phone numbers are written for
             "layout": "site_layout.html",
         }
 
@@ -204,7 +205,7 @@ class PublicSite:
             "rooftops": rooftops,
             "caps": caps,
             "form": form,
-            "fields": shown_fields(caps, facets, form, self.settings.features, option_label),
+            "fields": shown_fields(caps, facets, form, self.settings.features, label),
             "sort_options": sort_options(caps),
             "radii": RADII_MI,
             "places": sorted(places),

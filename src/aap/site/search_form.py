@@ -104,15 +104,6 @@ FIELDS: tuple[FilterField, ...] = (
     FilterField("stock", "Stock number", "text", advanced=True),
 )
 LABELS = {f.name: f.label for f in FIELDS}
-OPTION_LABELS = {"cpo": "Certified pre-owned", "rv": "RV", "intransit": "In transit"}
-
-
-def option_label(value: Any, field: str) -> str:
-    """A checkbox value as people read it; other values as the inventory writes them."""
-    text = str(value)
-    if field in ("condition", "vehicle_type", "status"):
-        return OPTION_LABELS.get(text, text.replace("_", " ").capitalize())
-    return text
 
 
 @dataclass
