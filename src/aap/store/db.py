@@ -58,6 +58,9 @@ class Tx:
         self.db = db
         self.raw = raw
         self._sql = db.dialect.sql
+        #: The statement time limits open in this transaction, outermost first (milliseconds):
+        #: the dialect's ``time_limit`` keeps them here rather than asking the server.
+        self.limits: list[int] = []
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self.raw.execute(self._sql(sql), tuple(params))

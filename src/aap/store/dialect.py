@@ -244,17 +244,22 @@ class PostgresDialect(Dialect):
             return
         from psycopg.errors import QueryCanceled  # the driver is imported only with PostgreSQL
 
-        # An enclosing limit (a request's budget around this count) holds again afterwards.
-        previous = tx.one("SELECT current_setting('statement_timeout')")[0]
-        tx.execute("SAVEPOINT aap_time_limit")
-        tx.execute(f"SET LOCAL statement_timeout = {max(1, math.ceil(milliseconds))}")  # 0 would mean none
+        # One round trip in and one out (each a pair of statements, no parameters): a search
+        # pays for its budget on every request. The limits open are kept on the transaction, so
+        # an enclosing one (a request's budget around this count) is set again afterwards
+        # without asking the server what it was; with none, the session's default comes back.
+        limit = max(1, math.ceil(milliseconds))  # 0 would mean none
+        tx.execute(f"SAVEPOINT aap_time_limit; SET LOCAL statement_timeout = {limit}")
+        tx.limits.append(limit)
         try:
             yield
         except QueryCanceled:
             tx.execute("ROLLBACK TO SAVEPOINT aap_time_limit")  # also undoes the SET LOCAL
             raise StatementTimeout() from None
-        tx.execute("SELECT set_config('statement_timeout', ?, true)", (previous,))
-        tx.execute("RELEASE SAVEPOINT aap_time_limit")
+        finally:
+            tx.limits.pop()
+        restore = f"= {tx.limits[-1]}" if tx.limits else "TO DEFAULT"
+        tx.execute(f"SET LOCAL statement_timeout {restore}; RELEASE SAVEPOINT aap_time_limit")
 
     def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
         """``column = ANY(array)``: the planner sees an array of known size and probes the index."""

@@ -538,6 +538,7 @@ class PostingCache:
         #: An inventory of fewer row numbers is counted in SQL, where it is cheap, and never
         #: indexed: a platform's thousands of small tenants then hold no index each.
         self.min_rows = min_rows
+        self._small_version: int | None = None  # the last version seen below min_rows
         self._kept: list[Postings] = []
         self._lock = threading.Lock()
         self._building = False
@@ -558,8 +559,11 @@ class PostingCache:
                 return None  # an older snapshot (a replica behind this process's newest index)
             tx = snapshot.tx
             if newest is None:
+                if version == self._small_version:
+                    return None  # small at this version: no read to ask again
                 upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
                 if upper < self.min_rows:
+                    self._small_version = version
                     return None
                 if upper > BUILD_NOW_ROWS:
                     self._build_later()
