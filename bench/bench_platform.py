@@ -136,23 +136,24 @@ def add_tenants(settings: Any, url: str, first: int, last: int, count: int) -> N
         db.close()
 
 
-def setup(settings: Any, url: str, tenants: int, count: int, processes: int) -> None:
-    """Every tenant registered and imported, by ``processes`` processes side by side."""
+def setup(settings: Any, url: str, tenants: int, count: int, processes: int, *, first: int = 0) -> None:
+    """Tenants ``first`` .. ``tenants - 1`` registered and imported, by ``processes`` processes side by side."""
     import multiprocessing
 
     started = time.perf_counter()
     step = 250
-    chunks = [(i, min(tenants, i + step)) for i in range(0, tenants, step)]
+    chunks = [(i, min(tenants, i + step)) for i in range(first, tenants, step)]
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         done = 0
-        for _ in pool.imap_unordered(_add_chunk, [(settings, url, a, b, count) for a, b in chunks]):
-            done += step
-            rate = min(done, tenants) / (time.perf_counter() - started)
-            print(f"[setup] {min(done, tenants):,} tenants registered and imported ({rate:.1f} tenants/s)", flush=True)
+        for added in pool.imap_unordered(_add_chunk, [(settings, url, a, b, count) for a, b in chunks]):
+            done += added
+            rate = done / (time.perf_counter() - started)
+            print(f"[setup] {first + done:,} tenants registered and imported ({rate:.1f} tenants/s)", flush=True)
 
 
-def _add_chunk(job: tuple[Any, str, int, int, int]) -> None:
+def _add_chunk(job: tuple[Any, str, int, int, int]) -> int:
     add_tenants(*job)
+    return job[3] - job[2]
 
 
 # -- in-process ------------------------------------------------------------------------------------------
@@ -378,6 +379,9 @@ def over_http(
         )
         # A tenant added while serving, with its listings: until a run of new connections all find it.
         n = tenants
+        if registry.store.tenant(f"t{n:05d}") is not None:  # left by an earlier run on this database
+            registry.remove(f"t{n:05d}")
+            time.sleep(1)
         t0 = time.perf_counter()
         registry.add(f"t{n:05d}", tenant_config(n), [domain(n)])
         stores = Stores(registry.namespaces.open(f"t{n:05d}"))
@@ -423,6 +427,11 @@ def main() -> None:
     parser.add_argument("--shared-buffers", default="1GB")
     parser.add_argument("--setup-processes", type=int, default=3, help="processes registering tenants side by side")
     parser.add_argument("--postgres-url", default=None, help="a server to create the database on")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help="use this platform database as it is (its tenants kept between runs; the missing ones added)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed (Debian: apt-get install wrk)")
@@ -433,17 +442,23 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="aap-bench-platform-"))
     if args.postgres_url:
         os.environ["AAP_TEST_POSTGRES_URL"] = args.postgres_url
-    cluster = PostgresCluster().start(
-        extra_conf=f"shared_buffers = '{args.shared_buffers}'\nmax_locks_per_transaction = 256\n"
-    )
+    cluster = None
+    if args.database is None:
+        cluster = PostgresCluster().start(
+            extra_conf=f"shared_buffers = '{args.shared_buffers}'\nmax_locks_per_transaction = 256\n"
+        )
     try:
-        url = cluster.create_database()
+        url = args.database or cluster.create_database()  # type: ignore[union-attr]
         config = work / "platform.toml"
         config.write_text(f'database = "{url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\n', encoding="utf-8")
         settings = parse_settings({"database": url, "platform": {"host": PLATFORM_HOST}}, environ={})
         db = open_platform_database(url)
         registry = TenantRegistry(settings, db, environ={})
-        setup(settings, url, args.tenants, args.listings, args.setup_processes)
+        have = registry.store.count()
+        if have < args.tenants:
+            setup(settings, url, args.tenants, args.listings, args.setup_processes, first=have)
+        else:
+            print(f"[setup] {have:,} tenants registered already: kept", flush=True)
         in_process(settings, url, args.tenants, args.samples)
         over_http(
             config,
@@ -461,7 +476,8 @@ def main() -> None:
             f"[done] peak RSS of this benchmark process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
         )
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":
