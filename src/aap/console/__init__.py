@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import tzinfo
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -36,8 +37,8 @@ from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import plain_response, wants_json
-from aap.web.pages import asset_routes, render, templates
+from aap.web.errors import plain_response, route_path, wants_json
+from aap.web.pages import asset_routes, render, templates, url
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "Console"]
@@ -100,10 +101,10 @@ class Console:
     ) -> Response:
         common = {
             "site_name": f"{self.settings.agent.name} · Console",
-            "assets": ASSETS,
+            "assets": url(request, ASSETS),
             "layout": "console_layout.html",
             "visit": visit,
-            "path": request.url.path,
+            "path": route_path(request.scope),
             "csrf": visit.session.csrf_token if visit else None,
             "aggregate": self.settings.scope == "aggregate",
             "zone": self.viewer_zone(visit),
@@ -133,7 +134,7 @@ class Console:
         """An error as a page for a browser, as the app's JSON error for a script (by ``Accept``)."""
         if wants_json(request):
             return plain_response(status, message, {**NO_STORE, **(headers or {})})
-        context = {"heading": heading, "message": message, "back": back}
+        context = {"heading": heading, "message": message, "back": url(request, back)}
         return self.page(request, "error.html", context, status_code=status, visit=visit, headers=headers)
 
     def guarded(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
@@ -148,7 +149,9 @@ class Console:
                 return await handler(request, visit)
             except SignInNeeded:
                 if request.method == "GET" and not wants_json(request):
-                    return RedirectResponse(f"{LOGIN_PATH}?next={request.url.path}", status_code=303)
+                    # ``next`` is the page's path within the console; the sign-in adds the prefix back.
+                    query = urlencode({"next": route_path(request.scope)}, safe="/")
+                    return RedirectResponse(f"{url(request, LOGIN_PATH)}?{query}", status_code=303)
                 return self.refusal(
                     request,
                     401,
@@ -186,7 +189,7 @@ def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
     feed_runner = feeds.FeedRunner(console)
 
     async def home(request: Request) -> Response:
-        return RedirectResponse(CONSOLE_PREFIX + "leads", status_code=303)
+        return RedirectResponse(url(request, CONSOLE_PREFIX + "leads"), status_code=303)
 
     async def login(request: Request) -> Response:
         annotate(request.scope, binding="console")

@@ -39,6 +39,7 @@ from aap.paths import CONSOLE_PREFIX
 from aap.ratelimit import anonymous_caller_key, retry_after_seconds
 from aap.store.console import Session, User
 from aap.web.callers import client_address
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -123,12 +124,16 @@ class Auth:
     def secure(self, request: Request) -> bool:
         return request.url.scheme == "https" or self.console.settings.public_url.startswith("https://")
 
+    def cookie_path(self, request: Request) -> str:
+        """The console's own path where this request is served (``/t/ID/console/`` under a prefix)."""
+        return url(request, CONSOLE_PREFIX)
+
     def _cookie(self, response: Response, request: Request, name: str, value: str, max_age: int) -> None:
         response.set_cookie(
             name,
             value,
             max_age=max_age,
-            path=CONSOLE_PREFIX,
+            path=self.cookie_path(request),
             httponly=True,
             secure=self.secure(request),
             samesite="lax",
@@ -200,7 +205,8 @@ class Auth:
 
     # -- sign-in and sign-out ---------------------------------------------------------------
     def _next(self, value: Any) -> str:
-        """Where to go after signing in: a console path only (never another site)."""
+        """Where to go after signing in: a path of the console only (never another site), within
+        the console's prefix (:func:`aap.web.pages.url` adds it)."""
         if (
             isinstance(value, str)
             and value.startswith(CONSOLE_PREFIX)
@@ -316,9 +322,9 @@ class Auth:
             return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
         user = outcome.user
         await run_in_threadpool(self.console.audit, user.email, "sign_in", None, {"address": address})
-        response = RedirectResponse(self._next(form.get("next")), status_code=303)
+        response = RedirectResponse(url(request, self._next(form.get("next"))), status_code=303)
         await self.start_session(request, response, user)
-        response.delete_cookie(LOGIN_COOKIE, path=CONSOLE_PREFIX)
+        response.delete_cookie(LOGIN_COOKIE, path=self.cookie_path(request))
         return response
 
     async def start_session(self, request: Request, response: Response, user: User) -> None:
@@ -331,8 +337,8 @@ class Auth:
 
     def signed_out(self, request: Request) -> Response:
         """To the sign-in page, the session cookie deleted (its session has ended)."""
-        response = RedirectResponse(LOGIN_PATH, status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX)
+        response = RedirectResponse(url(request, LOGIN_PATH), status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path=self.cookie_path(request))
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -343,7 +349,7 @@ class Auth:
         """
         token = self._token(request)
         if not token:
-            return RedirectResponse(LOGIN_PATH, status_code=303)
+            return RedirectResponse(url(request, LOGIN_PATH), status_code=303)
         try:
             await self.visit(request)
         except SignInNeeded:
@@ -352,7 +358,7 @@ class Auth:
             return self.console.page(
                 request,
                 "error.html",
-                {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                {"heading": "Not allowed", "message": refused.message, "back": url(request, CONSOLE_PREFIX)},
                 status_code=refused.status,
                 headers=refused.headers,
             )

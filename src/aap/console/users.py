@@ -20,6 +20,7 @@ from aap.accounts import AccountError, HashingBusy, SignIn
 from aap.console.auth import Refused, Visit
 from aap.paths import CONSOLE_PREFIX
 from aap.store.console import ROLES
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -155,7 +156,9 @@ def routes(console: Console) -> list[Route]:
             user.email,
             {"role": user.role, "seller": user.dealer_id, "rooftops": [list(pair) for pair in user.rooftops]},
         )
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'added', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'added', 'account': user.email})}"), status_code=303
+        )
 
     async def _target(visit: Visit, request: Request) -> Any:
         user_id = request.path_params["user_id"]
@@ -171,7 +174,7 @@ def routes(console: Console) -> list[Route]:
             raise Refused(409, "You cannot remove your own account while signed in with it.")
         await console.blocking(console.stores.console.remove_user, user.user_id)
         await console.blocking(console.audit, visit.email, "user.remove", user.email, {})
-        return RedirectResponse(f"{USERS}?done=removed", status_code=303)
+        return RedirectResponse(url(request, f"{USERS}?done=removed"), status_code=303)
 
     async def reset_password(request: Request, visit: Visit) -> Response:
         """A new password set by an admin: every session of the account ends (the admin's own
@@ -183,13 +186,17 @@ def routes(console: Console) -> list[Route]:
         except AccountError as exc:
             return await refused(request, visit, str(exc))
         await console.blocking(console.audit, visit.email, "user.password", user.email, {})
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'password', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'password', 'account': user.email})}"), status_code=303
+        )
 
     async def unlock_user(request: Request, visit: Visit) -> Response:
         user = await _target(visit, request)
         await console.blocking(console.accounts.unlock, user.email)
         await console.blocking(console.audit, visit.email, "user.unlock", user.email, {})
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'unlocked', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'unlocked', 'account': user.email})}"), status_code=303
+        )
 
     async def audit_page(request: Request, visit: Visit) -> Response:
         before = request.query_params.get("before") or ""
@@ -215,7 +222,7 @@ def routes(console: Console) -> list[Route]:
             if error is None:
                 # Every session of the account ends, this one too: a thief holding a copy of this
                 # very cookie is signed out as well. This browser goes on in a new session.
-                response = RedirectResponse(f"{ACCOUNT}?done=password", status_code=303)
+                response = RedirectResponse(url(request, f"{ACCOUNT}?done=password"), status_code=303)
                 await console.auth.start_session(request, response, visit.session.user)
                 return response
         sessions = await console.blocking(console.accounts.sessions_of, visit.session.user)
@@ -262,7 +269,9 @@ def routes(console: Console) -> list[Route]:
         else:
             await console.blocking(console.accounts.end_sessions, user, keep=visit.session, only=which[:32])
         await console.blocking(console.audit, visit.email, "sessions.end", visit.email, {"which": which[:32]})
-        return RedirectResponse(f"{ACCOUNT}?done=others" if which == "others" else ACCOUNT, status_code=303)
+        return RedirectResponse(
+            url(request, f"{ACCOUNT}?done=others" if which == "others" else ACCOUNT), status_code=303
+        )
 
     return [
         Route(USERS, console.guarded(list_users, admin=True), methods=["GET"]),
