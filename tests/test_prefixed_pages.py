@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 import aap.console
 import aap.site
-from aap.accounts import Accounts
+from aap.accounts import PLATFORM_ADMIN, Accounts
 from aap.agent import DealerAgent
 from aap.feeds.job import ImportRequest, run_import
 from aap.gateway import Gateway
@@ -40,6 +40,10 @@ from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_
 TENANT = "dealer-a"
 DOMAIN = "alpha.example"
 ADMIN = "owner@alpha.example"
+OPS = "ops@platform.example"
+#: The platform console's own paths (on the platform host, at its root), which a platform
+#: administrator's menu in a tenant's console links to on purpose.
+PLATFORM_CONSOLE = frozenset({"/console/tenants", "/console/open", "/console/login"})
 STAFF = "sales@alpha.example"
 ROOFTOP = "Alpha Motors Main"
 EXTRA = """
@@ -79,6 +83,7 @@ def tenant(tmp_path_factory) -> Iterator[dict[str, Any]]:
     imported = asyncio.run(run_import(own, tenant_settings, ImportRequest(source=str(feed), feed="dms", partial=True)))
     assert imported.run.outcome == "imported"
     with cheap_hashing():
+        Accounts(stores.console, settings).add(OPS, PASSWORD, role=PLATFORM_ADMIN)
         accounts = Accounts(own.console, tenant_settings)
         accounts.add(ADMIN, PASSWORD, role="admin")
         staff = accounts.add(STAFF, PASSWORD)
@@ -143,11 +148,15 @@ def outside(value: str, root: str, host: str) -> bool:
     return not parts.path.startswith(root + "/")
 
 
-def strays(answer: Any, root: str, host: str) -> list[str]:
-    """Every link, Location and cookie Path of ``answer`` that leaves ``root``."""
-    found = [f"{name}={value}" for name, value in LINK.findall(answer.text) if outside(value, root, host)]
+def strays(answer: Any, root: str, host: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """Every link, Location and cookie Path of ``answer`` that leaves ``root`` (but the paths ``allowed``)."""
+    found = [
+        f"{name}={value}"
+        for name, value in LINK.findall(answer.text)
+        if outside(value, root, host) and value not in allowed
+    ]
     location = answer.headers.get("location")
-    if location is not None and outside(location, root, host):
+    if location is not None and outside(location, root, host) and location not in allowed:
         found.append(f"Location: {location}")
     for cookie in answer.headers.get_list("set-cookie"):
         path = re.search(r";\s*Path=([^;]*)", cookie, re.IGNORECASE)
@@ -232,6 +241,36 @@ def test_every_console_page_form_and_redirect_stays_under_the_prefix(tenant, vie
         assert "aap_console=" in out.headers["set-cookie"]  # the session cookie deleted, at its own Path
     for asset in ("aap.css", "aap.js"):
         assert client.get(f"{root}/console/assets/{asset}").status_code == 200
+
+
+@pytest.mark.slow
+def test_a_platform_administrator_in_a_tenants_console_stays_under_its_prefix(tenant) -> None:
+    """A platform administrator's visit: every link under ``/t/ID/`` but the platform console's own."""
+    root, host = f"/t/{TENANT}", PLATFORM_HOST
+    client = browser(tenant, f"https://{PLATFORM_HOST}")
+    with cheap_hashing():
+        form = client.get("/console/login")
+        signed = client.post(
+            "/console/login",
+            data={"csrf_token": csrf_of(form.text), "email": OPS, "password": PASSWORD},
+            follow_redirects=False,
+        )
+        assert signed.status_code == 303
+    opened = client.get(f"/console/open?tenant={TENANT}", follow_redirects=False)
+    assert opened.headers["location"] == f"{root}/console/"
+    checked = 0
+    for method, path in surface_routes(tenant["settings"], aap.console.build):
+        if method != "GET" or path.startswith("/console/assets/"):
+            continue
+        answer = client.get(root + filled(path, tenant["values"]), follow_redirects=False)
+        assert answer.status_code < 500, (path, answer.text[:500])
+        assert strays(answer, root, host, PLATFORM_CONSOLE) == [], path
+        checked += 'id="switch-tenant"' in answer.text
+    assert checked >= 10  # the pages, each with the switch control
+    token = csrf_of(client.get(f"{root}/console/leads").text)
+    out = client.post(f"{root}/console/logout", data={"csrf_token": token}, follow_redirects=False)
+    assert out.headers["location"] == "/console/login"  # the platform's session ended: its sign-in page
+    assert "aap_platform=" in out.headers["set-cookie"] and "Path=/;" in out.headers["set-cookie"]
 
 
 @pytest.mark.parametrize(("view", "base", "root"), VIEWS, ids=[v[0] for v in VIEWS])

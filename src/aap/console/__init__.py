@@ -32,7 +32,7 @@ from aap.accounts import Accounts
 from aap.config.localtime import zone_for
 from aap.config.phones import region_of
 from aap.console import feeds, health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
+from aap.console.auth import LOGIN_PATH, Auth, Guests, Refused, SignInNeeded, Visit, refuse_odd_values
 from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
@@ -50,16 +50,20 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 
 
 class Console:
-    """The console's shared parts: the agent, accounts, templates, the audit log."""
+    """The console's shared parts: the agent, accounts, templates, the audit log, and who else
+    may come in (``guests``: a platform's administrators at a tenant's console, docs/platform.md)."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    auth_type: type[Auth] = Auth
+
+    def __init__(self, gateway: Gateway, *, guests: Guests | None = None) -> None:
         self.gateway = gateway
         self.agent = agent = gateway.agent
         self.settings = agent.settings
         self.stores = agent.stores
+        self.guests = guests
         self.accounts = Accounts(agent.stores.console, agent.settings)
         self.pages = templates("aap.console")
-        self.auth = Auth(self)
+        self.auth = self.auth_type(self)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
@@ -179,12 +183,13 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
+def build(gateway: Gateway, *, console: Console | None = None, guests: Guests | None = None) -> BindingParts:
     """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
-    unless given: a test holds the hash gate of the console it serves)."""
+    unless given: a test holds the hash gate of the console it serves; ``guests``: who else may
+    sign in, :class:`~aap.console.auth.Guests`)."""
     if not gateway.settings.web.console:
         return BindingParts()
-    console = console or Console(gateway)
+    console = console or Console(gateway, guests=guests)
     runner = health.CheckRunner(console)
     feed_runner = feeds.FeedRunner(console)
 

@@ -211,9 +211,20 @@ def routes(console: Console) -> list[Route]:
             request, "audit.html", {"entries": entries, "older": older, "subject": subject}, visit=visit
         )
 
+    def own_account(visit: Visit) -> None:
+        """A guest's account is not one of this console's: it has nothing to change here."""
+        if visit.guest is not None:
+            raise Refused(
+                403,
+                "You are signed in as a platform administrator: your account is the platform's "
+                "(aap users passwd on the server changes its password; sign out in the platform console).",
+                visit=visit,
+            )
+
     async def account_page(request: Request, visit: Visit) -> Response:
         """One's own account: change the password (every session ends; this browser gets a new
         one), the live sessions, sign out of one or of every one."""
+        own_account(visit)
         error = None
         notice = ACCOUNT_NOTICES.get(request.query_params.get("done") or "")
         status = 200
@@ -258,6 +269,7 @@ def routes(console: Console) -> list[Route]:
     async def sign_out_sessions(request: Request, visit: Visit) -> Response:
         """``which=others``: every session but this one; ``which=all``: every one, this one too;
         else the session of that id (the account page's list)."""
+        own_account(visit)
         which = _field(visit, "which")
         user = visit.session.user
         if which == "all":

@@ -118,16 +118,16 @@ def number(value: Any) -> str:
 
 
 class Templates:
-    """The templates of one package (its ``templates/`` folder) over the shared layout, loaded
-    with Jinja2 when the first page is rendered."""
+    """The templates of one package (its ``templates/`` folder) — and of the packages it builds
+    on, looked in next — over the shared layout, loaded with Jinja2 when the first page is rendered."""
 
-    def __init__(self, package: str) -> None:
-        self.package = package
+    def __init__(self, package: str, *more: str) -> None:
+        self.packages = (package, *more)
         self._engine: Memo[None, Jinja2Templates] = Memo(1)
 
     @property
     def engine(self) -> Jinja2Templates:
-        return self._engine.get(None, lambda: _engine(self.package))
+        return self._engine.get(None, lambda: _engine(self.packages))
 
 
 def root(request: Request) -> str:
@@ -143,13 +143,13 @@ def url(request: Request, path: str) -> str:
     return root(request) + path
 
 
-def _engine(package: str) -> Jinja2Templates:
+def _engine(packages: tuple[str, ...]) -> Jinja2Templates:
     import jinja2
     from starlette.templating import Jinja2Templates
 
     environment = jinja2.Environment(
         loader=jinja2.ChoiceLoader(
-            [jinja2.PackageLoader(package, "templates"), jinja2.PackageLoader("aap.web", "templates")]
+            [jinja2.PackageLoader(package, "templates") for package in dict.fromkeys((*packages, "aap.web"))]
         ),
         autoescape=True,
         trim_blocks=True,
@@ -169,9 +169,9 @@ def _engine(package: str) -> Jinja2Templates:
     return Jinja2Templates(env=environment)
 
 
-def templates(package: str) -> Templates:
-    """The templates of ``package`` (its ``templates/`` folder) over the shared layout."""
-    return Templates(package)
+def templates(package: str, *more: str) -> Templates:
+    """The templates of ``package`` (its ``templates/`` folder), then of ``more``, over the shared layout."""
+    return Templates(package, *more)
 
 
 def render(
