@@ -773,3 +773,10 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralised(cell, written):
     from aap.console.leads import _csv_cell
 
     assert _csv_cell(cell) == written
+
+
+@pytest.mark.parametrize("path", ["/console/audit?before=%C2%B2", "/console/leads/nolead?queued=%C2%B2"])
+def test_non_ascii_digits_in_a_link_are_refused_not_crashed_on(path, deployment) -> None:
+    client = sign_in(deployment, ADMIN)
+    answer = client.get(path)
+    assert answer.status_code in (200, 400, 404), answer.text

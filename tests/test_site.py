@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -60,7 +61,7 @@ def test_the_home_page_shows_the_dealer_its_rooftops_and_how_to_connect(site):
 
 def test_the_form_offers_exactly_the_advertised_filters_and_sorts(tmp_path):
     settings = make_settings(filters=("make", "price_max", "condition"), sort_fields=("price", "year"))
-    client, stores = client_for(settings, tmp_path, count=10)
+    client, stores = client_for(settings, tmp_path, count=60)
     with client:
         html = client.get("/").text
         refused = client.get("/?model=Civic&make=Honda")
@@ -216,3 +217,110 @@ def test_an_api_only_host_turns_the_pages_off(tmp_path):
     assert {path: a.status_code for path, a in answers.items()} == dict.fromkeys(answers, 404)
     assert answers["/"].json() == {"error": {"status": 404, "message": "Not Found"}}
     assert card.status_code == 200
+
+
+def _choices(html: str, name: str) -> list[str]:
+    """The values a select or checkbox group of the form offers (its "Any" left out)."""
+    select = re.search(rf'<select id="f-{name}" name="{name}">(.*?)</select>', html, re.S)
+    if select:
+        return [v for v in re.findall(r'<option value="([^"]*)"', select.group(1)) if v]
+    return re.findall(rf'<input type="checkbox" name="{name}" value="([^"]+)"', html)
+
+
+def test_the_filters_offer_only_what_the_inventory_has(tmp_path):
+    """A car-only dealer with no EVs is offered no vehicle type, no EV filters and only its own
+    conditions; an option asked for in the link stays on offer (docs/console.md, decision)."""
+    settings = make_settings()
+    client, stores = client_for(settings, tmp_path, count=0)
+    base = {"status": "available", "price": 30000, "updated_at": "2026-01-01T00:00:00Z", "fuel": "gas"}
+    base |= {"vehicle_type": "car", "rooftop": "Bay Motors San Francisco", "body": "sedan"}
+    rows = [
+        dict(base, vin="1HGCV1F30NA000101", make="Honda", model="Accord", condition="new", features=["Sunroof"]),
+        dict(base, vin="1HGCV1F30NA000202", make="Honda", model="Civic", condition="used", body="hatchback"),
+        dict(base, vin="1HGCV1F30NA000303", make="Toyota", model="Camry", condition="new"),
+    ]
+    stores.inventory.import_listings(rows)
+    with client:
+        page = client.get("/").text
+        asked = client.get("/", params={"vehicle_type": "motorcycle"}).text
+    stores.close()
+    assert _choices(page, "make") == ["Honda", "Toyota"]
+    assert _choices(page, "condition") == ["new", "used"]  # no certified pre-owned listing
+    assert (
+        '<label><input type="checkbox" name="condition" value="new"> New <span class="muted">(2)</span></label>' in page
+    )
+    assert _choices(page, "body") == ["sedan", "hatchback"]
+    for absent in ("vehicle_type", "fuel", "status", "electric_range_mi_min", "dc_fast_charge", "charge_port"):
+        assert f'name="{absent}"' not in page, absent  # one value for all, or no listing has it
+    assert 'name="displacement_cc_min"' not in page and 'name="rooftops"' not in page
+    assert _choices(asked, "vehicle_type") == ["car", "motorcycle"]
+    assert 'name="vehicle_type" value="motorcycle" checked' in asked
+
+
+def test_on_a_phone_the_filters_fold_and_name_how_many_are_in_use(site):
+    page = site.get("/").text
+    assert '<details class="fold" data-open-wide>' in page and "<summary>Filters and sort</summary>" in page
+    used = site.get("/", params={"condition": "used", "make": "Honda"}).text
+    assert '<summary>Filters and sort <span class="muted">(2 in use)</span></summary>' in used
+    bad = site.get("/", params={"year_min": "soon"}).text
+    assert '<details class="fold" data-open-wide open>' in bad  # a problem to fix: shown unfolded
+
+
+def test_no_page_carries_an_inline_style(site):
+    """The CSP allows only this origin's stylesheet (``style-src 'self'``): an inline style attribute
+    would be refused by the browser, so none is written."""
+    vehicle_id = VEHICLE_LINK.findall(site.get("/").text)[0]
+    for path in ("/", f"/vehicles/{vehicle_id}", "/contact", "/api-docs/a2a", "/vehicles/veh_nope"):
+        assert " style=" not in site.get(path).text, path
+
+
+def test_an_aggregate_page_offers_a_contact_form_per_seller(tmp_path):
+    sellers = tuple(
+        DealerProfile({"dealer_id": f"seller-{n}", "name": f"Seller {n}", "rooftops": [{"name": f"Seller {n} Store"}]})
+        for n in (1, 2)
+    )
+    settings = make_settings(scope="aggregate", dealers=sellers)
+    client, stores = client_for(settings, tmp_path, count=0)
+    with client:
+        home = client.get("/").text
+        seller = client.get("/contact", params={"seller": "seller-2"})
+        unknown = client.get("/contact", params={"seller": "seller-9"}).text
+        app_agent = client.app.state.agent
+        token = re.search(r'name="form_token" value="([^"]+)"', seller.text).group(1)
+        clock = app_agent.deps.clock
+        app_agent.deps.clock = lambda: clock() + timedelta(minutes=1)  # sent a minute after it was shown
+        sent = client.post(
+            "/contact",
+            data={
+                "form_token": token,
+                "first_name": "Ada",
+                "last_name": "Byron",
+                "email": "ada@example.org",
+                "channels": "email",
+            },
+        )
+        app_agent.deps.clock = clock
+    lead_id = re.search(r"<code>(lead_[0-9a-f]+)</code>", sent.text).group(1)
+    lead = stores.leads.get_lead(lead_id)
+    stores.close()
+    assert '<a href="/contact?seller=seller-1">Contact Seller 1</a>' in home
+    assert '<h1 id="contact-heading">Contact Seller 2</h1>' in seller.text
+    assert "I agree that Seller 2 may contact me" in seller.text
+    assert "Contact Bay Motors Group</h1>" in unknown  # not a seller here: the operator's form
+    assert sent.status_code == 200 and lead["dealer_id"] == "seller-2"
+    assert lead["request"]["vehicle_of_interest"] == {"dealer_id": "seller-2"}
+
+
+def test_codes_read_as_words_and_phones_as_the_rooftops_country_writes_them(site):
+    """The labels come from the one table the console shares (``aap.inventory.labels``); a phone
+    is written for its rooftop's country, and international from another country."""
+    home = site.get("/").text
+    assert re.search(r'<option value="bev">Electric \(\d+\)</option>', home)
+    assert re.search(r'<option value="awd">All-wheel drive \(\d+\)</option>', home)
+    assert re.search(r'<option value="suv">SUV \(\d+\)</option>', home)
+    assert 'Sales: <a href="tel:+14155550100">(415) 555-0100</a>' in home  # San Francisco, US
+    assert 'Sales: <a href="tel:+14155550100">+1 415-555-0100</a>' in home  # Vancouver, CA
+    assert ">bev<" not in home and ">awd<" not in home
+    ev = site.get("/", params={"fuel": "bev"}).text
+    page = site.get(f"/vehicles/{VEHICLE_LINK.findall(ev)[0]}").text
+    assert "<dt>Fuel</dt><dd>Electric</dd>" in page

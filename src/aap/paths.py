@@ -143,6 +143,7 @@ class DeploymentUrls:
 # -- the public page and the staff console (docs/console.md) ------------------------------
 SITE_PATH = "/"
 VEHICLE_PAGE_PREFIX = "/vehicles/"  # + vehicle_id
+CONTACT_PAGE_PATH = "/contact"  # the contact form (GET) and where every contact form is sent (POST)
 API_DOCS_PREFIX = "/api-docs/"  # + "a2a" or "poppy": the OpenAPI documents as pages
 SITE_ASSETS_PREFIX = "/assets/"  # the stylesheet and the small script
 CONSOLE_PREFIX = "/console/"

@@ -268,7 +268,7 @@ def listen_address(value: str) -> tuple[str, int]:
         host = host[1:-1]
     elif ":" in host:
         raise ValueError("must put an IPv6 host in brackets ([::1]:9100)")
-    if not port_text.isdigit() or not 1 <= int(port_text) <= 65_535:
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65_535:
         raise ValueError("must name a port from 1 to 65535")
     try:
         ipaddress.ip_address(host)

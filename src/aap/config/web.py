@@ -15,6 +15,10 @@ known_device_days = 90          # a browser that signed in is known this long (i
 login_hash_concurrency = 2      # password hashes at once per worker process (64 MiB each)
 login_hash_wait_ms = 2000       # a sign-in waits this long for one, then is answered 503
 check_timeout_seconds = 120     # the console's conformance run is stopped after this long
+contact_form = true             # "contact the dealer" forms on the public page (leads through lead.submit)
+contact_consent_text = "..."    # the consent shown on them and recorded with each lead ({dealer}: its name)
+contact_form_min_seconds = 3    # a form sent sooner after it was shown is refused (spam protection)
+contact_form_max_hours = 12     # a form older than this is shown again with a fresh one
 ```
 """
 
@@ -23,6 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aap.config.table import Problems, Table
+
+#: The consent a shopper gives on the public page's contact forms, unless ``contact_consent_text``
+#: says otherwise; ``{dealer}`` becomes the name of the dealer receiving the lead (docs/console.md).
+DEFAULT_CONSENT_TEXT = (
+    "By sending this form, I agree that {dealer} may contact me about this inquiry by the means I ticked "
+    "above (e-mail, phone calls or text messages; message and data rates may apply). Agreeing is not a "
+    "condition of any purchase, and I can ask {dealer} to stop at any time."
+)
+#: The longest consent text accepted (what the shopper is asked to read before sending).
+MAX_CONSENT_TEXT = 2000
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,10 @@ class WebSettings:
     login_hash_concurrency: int = 2
     login_hash_wait_ms: int = 2000
     check_timeout_seconds: int = 120
+    contact_form: bool = True
+    contact_consent_text: str = DEFAULT_CONSENT_TEXT
+    contact_form_min_seconds: int = 3
+    contact_form_max_hours: int = 12
 
 
 def parse_web_section(table: Table, problems: Problems) -> WebSettings:
@@ -73,6 +91,24 @@ def parse_web_section(table: Table, problems: Problems) -> WebSettings:
         check_timeout_seconds=table.integer(
             "check_timeout_seconds", base.check_timeout_seconds, minimum=5, maximum=3600
         ),
+        contact_form=table.boolean("contact_form", base.contact_form),
+        contact_consent_text=_consent_text(table, base.contact_consent_text),
+        contact_form_min_seconds=table.integer(
+            "contact_form_min_seconds", base.contact_form_min_seconds, minimum=0, maximum=600
+        ),
+        # at most a day: a form's idempotency key must outlive it (idempotency_retention_hours >= 24)
+        contact_form_max_hours=table.integer(
+            "contact_form_max_hours", base.contact_form_max_hours, minimum=1, maximum=24
+        ),
     )
     table.finish()
     return settings
+
+
+def _consent_text(table: Table, default: str) -> str:
+    """The consent text (never blank: seed 004, ``ConsentGrant.consent_text``), of a readable length."""
+    text = table.string("contact_consent_text", default)
+    if len(text) > MAX_CONSENT_TEXT:
+        table.problem("contact_consent_text", f"must be at most {MAX_CONSENT_TEXT} characters")
+        return default
+    return text

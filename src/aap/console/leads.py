@@ -407,7 +407,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
 
 def _queued_notice(value: str | None) -> str | None:
     """The notice after a retry, from its count (never text taken from the link)."""
-    if not value or not value.isdigit() or len(value) > 6:
+    if not value or not (value.isascii() and value.isdigit()) or len(value) > 6:
         return None
     count = int(value)
     return f"{count} deliver{'y' if count == 1 else 'ies'} queued; the page updates when they are sent."

@@ -201,7 +201,7 @@ def routes(console: Console) -> list[Route]:
     async def audit_page(request: Request, visit: Visit) -> Response:
         before = request.query_params.get("before") or ""
         subject = (request.query_params.get("subject") or "")[:300] or None
-        if before and not (before.isdigit() and len(before) <= 15):
+        if before and not (before.isascii() and before.isdigit() and len(before) <= 15):
             raise Refused(400, "This page link is not valid: open the audit log again.")
         entries = await console.blocking(
             console.stores.console.audit_entries, subject=subject, before_ms=int(before) if before else None, limit=100

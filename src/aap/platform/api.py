@@ -206,7 +206,7 @@ class ProvisioningApi:
         if media != "application/json":
             raise Refused(415, "The request body must be application/json.")
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_body_bytes:
             raise Refused(413, f"The request body is larger than {self.max_body_bytes} bytes.")
         try:
             raw = await read_request_body(request, self.max_body_bytes)

@@ -3,33 +3,41 @@
 ``GET /`` shows the profile (``dealer.information``), a search form with the
 filters and sorts the agent advertises, paged results (``inventory.search``)
 and a "connect an assistant" panel; ``GET /vehicles/{vehicle_id}`` one listing
-(``inventory.vehicle``); ``GET /api-docs/a2a`` and ``/api-docs/poppy`` the
-OpenAPI documents as readable pages. Every answer comes through the gateway
-(:mod:`aap.gateway`) as door ``web`` — the same validation, the same data, the same
-errors and the same prices as any assistant gets: a page view takes one token of the
-caller's rate limit, like an API call, and each skill call it makes costs what its
-work costs beyond that, as on the other doors.
+(``inventory.vehicle``) with a form to ask the dealer about it; ``GET /contact``
+the general contact form, and ``POST /contact`` where every contact form is sent
+(``lead.submit``, :mod:`aap.site.contact`); ``GET /api-docs/a2a`` and
+``/api-docs/poppy`` the OpenAPI documents as readable pages. Every answer comes
+through the gateway (:mod:`aap.gateway`) as door ``web`` — the same validation, the
+same data, the same errors and the same prices as any assistant gets: a page view
+takes one token of the caller's rate limit, like an API call, and each skill call it
+makes costs what its work costs beyond that, as on the other doors (a lead four in all).
 
-The page holds no personal data: it only reads the inventory and the profile.
-``[web] public_page = false`` removes these routes (an API-only host).
+The page shows no stored personal data: it reads the inventory and the profile, and a
+contact form's answer shows the shopper only what they sent. ``[web] public_page =
+false`` removes these routes (an API-only host); ``[web] contact_form = false`` the forms.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
+from starlette.datastructures import FormData
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from aap.config.phones import DEFAULT_REGION, region_of
 from aap.errors import AapError
 from aap.gateway import Caller, Gateway
+from aap.inventory.labels import label
 from aap.jsontext import decoded
 from aap.paths import (
     A2A_OPENAPI_PATH,
     API_DOCS_PREFIX,
+    CONTACT_PAGE_PATH,
     POPPY_OPENAPI_PATH,
     SITE_ASSETS_PREFIX,
     SITE_PATH,
@@ -37,13 +45,35 @@ from aap.paths import (
 )
 from aap.ratelimit import retry_after_seconds
 from aap.site import openapi_view
+from aap.site.contact import (
+    BROWSER_COOKIE,
+    BROWSER_COOKIE_SECONDS,
+    CHANNELS,
+    FIELD_LABELS,
+    HONEYPOT_FIELD,
+    MAX_FORM_FIELDS,
+    MAX_LENGTHS,
+    PREFERENCES,
+    TOKEN_FIELD,
+    ContactValues,
+    FormClaims,
+    FormTokens,
+    Problems,
+    browser_digest,
+    channel_phrase,
+    consent_text,
+    lead_request,
+    new_browser_id,
+    new_nonce,
+    problems_of,
+    same_browser,
+)
 from aap.site.search_form import (
     LABELS,
-    OPTION_LABELS,
     RADII_MI,
-    offered,
     read_form,
     search_request,
+    shown_fields,
     sort_options,
 )
 from aap.skills.catalog import SKILLS
@@ -55,6 +85,20 @@ from aap.web.parts import BindingParts
 __all__ = ["build"]
 
 API_DOCUMENTS = {"a2a": (A2A_OPENAPI_PATH, "A2A JSON-RPC binding"), "poppy": (POPPY_OPENAPI_PATH, "Poppy native API")}
+#: Pages that carry a contact form (a token of their own) or what a shopper sent: never stored by
+#: a cache, shared or not.
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def vehicle_page(vehicle_id: str | None) -> str | None:
+    """The path of a vehicle's page (the id quoted, as the cards link it)."""
+    return VEHICLE_PAGE_PREFIX + quote(vehicle_id, safe="") if vehicle_id else None
+
+
+def vehicle_title(vehicle: dict[str, Any]) -> str:
+    """``2024 Honda CR-V EX-L`` (what ``macros.html:vehicle_title`` shows)."""
+    words = [str(vehicle[k]) for k in ("year", "make", "model", "trim") if vehicle.get(k)]
+    return " ".join(words) or str(vehicle.get("vin") or vehicle.get("stock") or vehicle.get("vehicle_id") or "")
 
 
 def _problem_lines(error: AapError) -> list[str]:
@@ -77,6 +121,7 @@ class PublicSite:
         self.urls = self.settings.urls
         self.pages = templates("aap.site")
         self._documents: dict[str, openapi_view.DocumentView | None] = {}
+        self._tokens: FormTokens | None = None
 
     # -- the core, as any caller ---------------------------------------------------------------
     async def _admit(self, request: Request) -> Caller:
@@ -107,6 +152,8 @@ class PublicSite:
             "site_name": self.settings.agent.name,
             "assets": SITE_ASSETS_PREFIX,
             "poppy": self.settings.poppy.enabled,
+            "contact_form": self.settings.web.contact_form,
+            "region_of": region_of,  # the country a rooftop's phone numbers are written for
             "layout": "site_layout.html",
         }
 
@@ -158,13 +205,10 @@ class PublicSite:
             "rooftops": rooftops,
             "caps": caps,
             "form": form,
-            "fields": offered(caps),
-            "facets": facets,
-            "features": self.settings.features,
+            "fields": shown_fields(caps, facets, form, self.settings.features, label),
             "sort_options": sort_options(caps),
             "radii": RADII_MI,
             "places": sorted(places),
-            "option_labels": OPTION_LABELS,
             "result": result,
             "pager": self._pager(request, form, result),
             "connect": self._connect(),
@@ -245,7 +289,259 @@ class PublicSite:
             context = await self._vehicle(request, request.path_params["vehicle_id"])
         except AapError as error:
             return self._refused(request, error)
-        return render(self.pages, request, "vehicle.html", context)
+        if not self.settings.web.contact_form:
+            return render(self.pages, request, "vehicle.html", context)
+        vehicle, dealer, rooftop = context["vehicle"], context["dealer"], context["rooftop"]
+        browser = self._browser(request)
+        claims = self._claims(
+            browser,
+            dealer,
+            rooftop,
+            vehicle_id=vehicle["vehicle_id"],
+            vehicle_title=vehicle_title(vehicle),
+        )
+        context["contact"] = await self._contact_view(claims)
+        return self._with_browser(
+            request, render(self.pages, request, "vehicle.html", context, headers=NO_STORE), browser
+        )
+
+    # -- contact forms (aap.site.contact) ---------------------------------------------------------
+    async def _form_tokens(self) -> FormTokens:
+        """The signer of form tokens: its key is kept in the database, the same for every worker."""
+        if self._tokens is None:
+            secret = await self.gateway.blocking(self.gateway.stores.state.secret, "site-contact-form")
+            self._tokens = FormTokens(secret, lambda: self.gateway.agent.deps.clock())
+        return self._tokens
+
+    def _browser(self, request: Request) -> str:
+        """The browser's form cookie, or a new one (set with the page that shows a form)."""
+        cookie = request.cookies.get(BROWSER_COOKIE)
+        return cookie if cookie and 16 <= len(cookie) <= 64 else new_browser_id()
+
+    def _with_browser(self, request: Request, response: Response, browser: str) -> Response:
+        """``response`` with the browser cookie its forms are bound to (renewed with each form)."""
+        secure = request.url.scheme == "https" or self.settings.public_url.startswith("https://")
+        response.set_cookie(
+            BROWSER_COOKIE,
+            browser,
+            max_age=BROWSER_COOKIE_SECONDS,
+            path=SITE_PATH,
+            httponly=True,
+            secure=secure,
+            samesite="lax",
+        )
+        return response
+
+    def _claims(
+        self,
+        browser: str,
+        dealer: dict[str, Any],
+        rooftop: dict[str, Any] | None,
+        *,
+        vehicle_id: str | None = None,
+        vehicle_title: str | None = None,
+        seller_id: str | None = None,
+    ) -> FormClaims:
+        """A new form for ``dealer`` (the seller of the vehicle, or of a general form)."""
+        place = rooftop or next(iter(dealer.get("rooftops") or []), None)
+        return FormClaims(
+            nonce=new_nonce(),
+            browser=browser_digest(browser),
+            dealer_name=dealer["name"],
+            consent_text=consent_text(self.settings.web.contact_consent_text, dealer["name"]),
+            region=region_of(place) if isinstance(place, dict) else DEFAULT_REGION,
+            vehicle_id=vehicle_id,
+            vehicle_title=vehicle_title,
+            seller_id=seller_id,
+        )
+
+    async def _contact_view(
+        self,
+        claims: FormClaims,
+        *,
+        token: str | None = None,
+        values: ContactValues | None = None,
+        problems: Problems | None = None,
+    ) -> dict[str, Any]:
+        """What ``contact_form.html`` shows: the form's token, the shopper's values, the problems."""
+        if token is None:
+            token = (await self._form_tokens()).issue(claims)
+        return {
+            "action": CONTACT_PAGE_PATH,
+            "token": token,
+            "token_field": TOKEN_FIELD,
+            "claims": claims,
+            "values": values or ContactValues(),
+            "problems": problems or Problems(),
+            "channels": CHANNELS,
+            "preferences": PREFERENCES,
+            "labels": FIELD_LABELS,
+            "max": MAX_LENGTHS,
+            "honeypot": HONEYPOT_FIELD,
+        }
+
+    def _contact_page(
+        self,
+        request: Request,
+        view: dict[str, Any],
+        *,
+        status: int = 200,
+        browser: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        claims: FormClaims = view["claims"]
+        context = {
+            **self._common(request),
+            "contact": view,
+            "vehicle_url": vehicle_page(claims.vehicle_id),
+        }
+        response = render(
+            self.pages, request, "contact.html", context, status_code=status, headers={**NO_STORE, **(headers or {})}
+        )
+        return self._with_browser(request, response, browser) if browser else response
+
+    async def contact(self, request: Request) -> Response:
+        """``GET /contact``: the general form (``?seller=DEALER_ID``: for one seller of an aggregate endpoint)."""
+        annotate(request.scope, binding="site", skill="dealer.information")
+        try:
+            caller = await self._admit(request)
+            dealer = await self._run(caller, "dealer.information", {"type": "dealer.information.request"})
+            seller = request.query_params.get("seller")
+            sellers = {p.dealer_id for p in self.settings.dealers if p.dealer_id}
+            if self.settings.scope == "aggregate" and seller in sellers:
+                request_info = {"type": "dealer.information.request", "dealer_id": seller}
+                dealer = await self._run(caller, "dealer.information", request_info)
+            else:
+                seller = None
+        except AapError as error:
+            return self._refused(request, error)
+        browser = self._browser(request)
+        view = await self._contact_view(self._claims(browser, dealer, None, seller_id=seller))
+        return self._contact_page(request, view, browser=browser)
+
+    def _same_site(self, request: Request) -> bool:
+        """Was the form sent from this site? ``Origin`` (and ``Sec-Fetch-Site``) when the browser says."""
+        if request.headers.get("sec-fetch-site") == "cross-site":
+            return False
+        origin = request.headers.get("origin")
+        if origin is None:  # not sent by this client: the cookie-bound token still applies
+            return True
+        public = urlsplit(self.settings.public_url)
+        return origin in (f"{request.url.scheme}://{request.url.netloc}", f"{public.scheme}://{public.netloc}")
+
+    def _not_sent(self, request: Request, status: int, message: str) -> Response:
+        context = {
+            **self._common(request),
+            "heading": "The form was not sent",
+            "message": message,
+            "back": SITE_PATH,
+        }
+        return render(self.pages, request, "error.html", context, status_code=status, headers=NO_STORE)
+
+    async def contact_submit(self, request: Request) -> Response:
+        """``POST /contact``: a filled-in contact form, sent as ``lead.submit`` through the gateway."""
+        annotate(request.scope, binding="site", skill="lead.submit")
+        if not self._same_site(request):
+            return self._not_sent(request, 403, "This form was sent from another site, so it was not accepted.")
+        try:
+            form = await request.form(max_fields=MAX_FORM_FIELDS, max_files=0)
+        except MultiPartException:
+            return self._not_sent(request, 400, "The form could not be read. Open it again and send it from there.")
+        return await self._submitted(request, form)
+
+    async def _submitted(self, request: Request, form: FormData) -> Response:
+        tokens = await self._form_tokens()
+        read = tokens.read(form.get(TOKEN_FIELD))
+        if read is None:
+            return self._not_sent(
+                request, 400, "The form could not be read (it may come from an older page). Open it again and send it."
+            )
+        claims = read.claims
+        values = ContactValues.of(form, form.getlist("channels"))
+        token = str(form.get(TOKEN_FIELD))
+
+        async def again(status: int, message: str, *, renew: bool = False, keep: bool = True, **extra: Any) -> Response:
+            """The form once more, with what to do and (``keep``) the shopper's values; ``renew``: as
+            a new form."""
+            problems = Problems(form=[message])
+            browser = None
+            if renew:
+                browser = self._browser(request)
+                shown = values if keep else ContactValues()
+                view = await self._contact_view(
+                    claims.renewed(browser_digest(browser)), values=shown, problems=problems
+                )
+            else:
+                view = await self._contact_view(claims, token=token, values=values, problems=problems)
+            return self._contact_page(request, view, status=status, browser=browser, **extra)
+
+        caller = Caller("web", anonymous_caller(request))
+        try:
+            await self.gateway.admit(caller)
+        except AapError as error:
+            return await self._rate_limited(again, error)
+        if not same_browser(claims, request.cookies.get(BROWSER_COOKIE)):
+            return await again(
+                403,
+                "Your browser did not send back this site's cookie for the form, so it was not sent. "
+                "Allow cookies for this site, then send the form again.",
+                renew=True,
+                # without an Origin that says this site, the values may be another site's: not shown back
+                keep=request.headers.get("origin") is not None,
+            )
+        web = self.settings.web
+        age = (self.gateway.agent.deps.clock() - read.issued).total_seconds()
+        if age < web.contact_form_min_seconds:
+            return await again(400, "The form was sent very quickly after it was opened. Check it, then send it again.")
+        if age > web.contact_form_max_hours * 3600:
+            return await again(
+                400,
+                f"The form was open for more than {web.contact_form_max_hours} hours. Check it, then send it again.",
+                renew=True,
+            )
+        if values.honeypot:
+            values.honeypot = ""  # a person never sees it; an autofill that filled it is cleared
+            return await again(400, "The form could not be sent as it was. Please check it and send it again.")
+        payload = lead_request(values, read, self.urls.url(SITE_PATH))
+        try:
+            answer = decoded(await self.gateway.call(caller, SKILLS["lead.submit"], payload, paid=1))
+        except AapError as error:
+            if error.code == "RATE_LIMITED":
+                return await self._rate_limited(again, error)
+            if error.code == "IDEMPOTENCY_CONFLICT":
+                return await again(
+                    409,
+                    "You already sent this form, with other details; the changes were not sent. "
+                    "To send them as a new message, send the form again.",
+                    renew=True,
+                )
+            problems = problems_of(error, values, claims.dealer_name)
+            view = await self._contact_view(claims, token=token, values=values, problems=problems)
+            return self._contact_page(request, view, status=error.spec.http_status)
+        return self._sent(request, claims, values, answer)
+
+    async def _rate_limited(self, again: Any, error: AapError) -> Response:
+        retry = retry_after_seconds(error)
+        wait = f" Please wait {retry} seconds, then send it again." if retry else " Please send it again later."
+        headers = {"Retry-After": str(retry)} if retry is not None else {}
+        response: Response = await again(
+            error.spec.http_status,
+            "Too many requests came from your network, so the form was not sent." + wait,
+            headers=headers,
+        )
+        return response
+
+    def _sent(self, request: Request, claims: FormClaims, values: ContactValues, answer: dict[str, Any]) -> Response:
+        data = answer["data"]
+        context = {
+            **self._common(request),
+            "lead": data,
+            "message": answer.get("message"),
+            "claims": claims,
+            "channels": channel_phrase(values.channels),
+            "vehicle_url": vehicle_page(claims.vehicle_id),
+        }
+        return render(self.pages, request, "contact_sent.html", context, headers=NO_STORE)
 
     # -- GET /api-docs/{name} ------------------------------------------------------------------
     async def _document(self, request: Request, name: str) -> openapi_view.DocumentView | None:
@@ -312,4 +608,9 @@ def build(gateway: Gateway) -> BindingParts:
         Route(API_DOCS_PREFIX + "{name:str}", site.api_docs, methods=["GET", "HEAD"], name="site_api_docs"),
         *asset_routes(SITE_ASSETS_PREFIX),
     ]
+    if gateway.settings.web.contact_form:
+        routes += [
+            Route(CONTACT_PAGE_PATH, site.contact, methods=["GET", "HEAD"], name="site_contact"),
+            Route(CONTACT_PAGE_PATH, site.contact_submit, methods=["POST"], name="site_contact_submit"),
+        ]
     return BindingParts(routes=routes)

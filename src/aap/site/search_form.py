@@ -11,7 +11,7 @@ here, everything else by the core's validator, like for any other caller.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +39,11 @@ class FilterField:
     """How one AAP filter appears in the form.
 
     ``kind``: ``text``; ``choice`` (a select, options from the facet named
-    ``facet``); ``checks`` (checkboxes of ``options``); ``int``; ``bool``;
-    ``features`` (checkboxes of the advertised feature codes); ``near`` (a
-    rooftop and a radius).
+    ``facet``); ``checks`` (checkboxes of the facet's values, in the order of
+    ``options``); ``int``; ``bool``; ``features`` (checkboxes of the feature
+    codes the inventory has); ``near`` (a rooftop and a radius). For ``int`` and
+    ``bool`` fields, ``facet`` names the range or counts that say whether any
+    listing carries the field at all.
     """
 
     name: str
@@ -56,8 +58,14 @@ FIELDS: tuple[FilterField, ...] = (
     FilterField("query", "Keywords", "text"),
     FilterField("make", "Make", "choice", facet="makes"),
     FilterField("model", "Model", "choice", facet="models"),
-    FilterField("condition", "Condition", "checks", options=("new", "used", "cpo")),
-    FilterField("vehicle_type", "Vehicle type", "checks", options=("car", "motorcycle", "trailer", "rv", "other")),
+    FilterField("condition", "Condition", "checks", facet="conditions", options=("new", "used", "cpo")),
+    FilterField(
+        "vehicle_type",
+        "Vehicle type",
+        "checks",
+        facet="vehicle_types",
+        options=("car", "motorcycle", "trailer", "rv", "other"),
+    ),
     FilterField("body", "Body style", "choice", facet="bodies"),
     FilterField("year_min", "Year from", "int"),
     FilterField("year_max", "Year to", "int"),
@@ -72,20 +80,30 @@ FIELDS: tuple[FilterField, ...] = (
     FilterField("trim", "Trim", "choice", facet="trims", advanced=True),
     FilterField("exterior_color", "Exterior color", "choice", facet="exterior_colors", advanced=True),
     FilterField("interior_color", "Interior color", "choice", facet="interior_colors", advanced=True),
-    FilterField("status", "Availability", "checks", options=("available", "intransit", "pending"), advanced=True),
-    FilterField("features_all", "Must have", "features", advanced=True),
-    FilterField("features_any", "Any of", "features", advanced=True),
-    FilterField("electric_range_mi_min", "Electric range from (mi)", "int", advanced=True),
-    FilterField("electric_range_mi_max", "Electric range up to (mi)", "int", advanced=True),
-    FilterField("dc_fast_charge", "DC fast charging", "bool", advanced=True),
+    FilterField(
+        "status",
+        "Availability",
+        "checks",
+        facet="statuses",
+        options=("available", "intransit", "pending"),
+        advanced=True,
+    ),
+    FilterField("features_all", "Must have", "features", facet="features", advanced=True),
+    FilterField("features_any", "Any of", "features", facet="features", advanced=True),
+    FilterField(
+        "electric_range_mi_min", "Electric range from (mi)", "int", facet="electric_range_mi_range", advanced=True
+    ),
+    FilterField(
+        "electric_range_mi_max", "Electric range up to (mi)", "int", facet="electric_range_mi_range", advanced=True
+    ),
+    FilterField("dc_fast_charge", "DC fast charging", "bool", facet="dc_fast_charge", advanced=True),
     FilterField("charge_port", "Charge port", "choice", facet="charge_ports", advanced=True),
-    FilterField("displacement_cc_min", "Engine from (cc)", "int", advanced=True),
-    FilterField("displacement_cc_max", "Engine up to (cc)", "int", advanced=True),
+    FilterField("displacement_cc_min", "Engine from (cc)", "int", facet="displacement_cc_range", advanced=True),
+    FilterField("displacement_cc_max", "Engine up to (cc)", "int", facet="displacement_cc_range", advanced=True),
     FilterField("vin", "VIN", "text", advanced=True),
     FilterField("stock", "Stock number", "text", advanced=True),
 )
 LABELS = {f.name: f.label for f in FIELDS}
-OPTION_LABELS = {"cpo": "Certified pre-owned", "rv": "RV", "intransit": "In transit"}
 
 
 @dataclass
@@ -109,6 +127,111 @@ class SearchForm:
     @property
     def advanced_open(self) -> bool:
         return any(self.values.get(f.name) for f in FIELDS if f.advanced)
+
+    @property
+    def active(self) -> int:
+        """How many filters the search uses (shown on the folded filter panel of a phone)."""
+        return sum(1 for f in FIELDS if self.values.get(f.name))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One option of a select or a checkbox group: a value the inventory has, or one asked for."""
+
+    value: str
+    label: str
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class ShownField:
+    """A filter as the form shows it: its field and, for options, the choices on offer."""
+
+    spec: FilterField
+    choices: tuple[Choice, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def advanced(self) -> bool:
+        return self.spec.advanced
+
+
+def _entries(facets: Mapping[str, Any], name: str | None) -> list[tuple[str, str | None, int]]:
+    """``(value, label, count)`` of a facet's values that some listing carries."""
+    out = []
+    for entry in facets.get(name or "") or []:
+        if not isinstance(entry, dict):
+            continue
+        count = entry.get("count")
+        value = entry.get("code", entry.get("value"))
+        if isinstance(count, int) and count > 0 and value is not None:
+            out.append((str(value), entry.get("label"), count))
+    return out
+
+
+def inventory_size(facets: Mapping[str, Any]) -> int:
+    """How many listings the facets count (every listing has a condition, a status or a type)."""
+    return max(sum(c for _, _, c in _entries(facets, name)) for name in ("conditions", "statuses", "vehicle_types"))
+
+
+def shown_fields(
+    caps: SearchCapabilities,
+    facets: Mapping[str, Any],
+    form: SearchForm,
+    features: Sequence[Feature],
+    label: Callable[[Any, str], str],
+) -> list[ShownField]:
+    """The advertised filters the inventory gives a reason to use, with their choices (**decision**,
+    docs/console.md): a filter of values is offered when some listing carries a value for it and
+    not every listing carries the same one (a car-only dealer offers no vehicle type); a filter of
+    a range or a flag (electric range, engine size, DC fast charging) when some listing carries
+    it. A value the query string asks for stays on offer, so the form always shows the search.
+    ``label(value, field)`` names a value for people.
+    """
+    total = inventory_size(facets)
+    known = {f.code: f.label for f in features}
+    out = []
+    for spec in offered(caps):
+        chosen = form.values.get(spec.name, [])
+        if spec.kind in ("choice", "checks", "features"):
+            entries = _entries(facets, spec.facet)
+            if spec.kind == "checks":
+                order = {o: i for i, o in enumerate(spec.options)}
+                entries.sort(key=lambda e: order.get(e[0], len(order)))
+            narrows = len(entries) > 1 or (len(entries) == 1 and (entries[0][2] < total or spec.kind == "features"))
+            if not narrows and not chosen:
+                continue
+            choices = [
+                Choice(value, (text if spec.kind == "features" and text else label(value, spec.name)), count)
+                for value, text, count in entries
+            ]
+            have = {c.value for c in choices}
+            for value in chosen:
+                if value not in have:
+                    text = known.get(value, value) if spec.kind == "features" else label(value, spec.name)
+                    choices.append(Choice(value, text))
+            out.append(ShownField(spec, tuple(choices)))
+        elif spec.kind == "bool" and spec.facet:
+            flagged = any(value in ("True", "true") for value, _, _ in _entries(facets, spec.facet))
+            if flagged or chosen:
+                out.append(ShownField(spec))
+        elif spec.kind == "int" and spec.facet:
+            if facets.get(spec.facet) or chosen:
+                out.append(ShownField(spec))
+        else:
+            out.append(ShownField(spec))
+    return out
 
 
 def offered(caps: SearchCapabilities) -> list[FilterField]:
