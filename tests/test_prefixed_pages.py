@@ -54,6 +54,12 @@ type = "webhook"
 name = "crm"
 url = "https://crm.alpha.example/leads"
 
+[web]
+contact_form_min_seconds = 0
+
+[search]
+default_limit = 2
+
 [[feeds]]
 name = "dms"
 source = "https://feeds.alpha.example/inventory.json"
@@ -241,6 +247,55 @@ def test_every_console_page_form_and_redirect_stays_under_the_prefix(tenant, vie
         assert "aap_console=" in out.headers["set-cookie"]  # the session cookie deleted, at its own Path
     for asset in ("aap.css", "aap.js"):
         assert client.get(f"{root}/console/assets/{asset}").status_code == 200
+
+
+TOKEN = re.compile(r'name="form_token" value="([^"]+)"')
+CONTACT = {
+    "first_name": "Marisol",
+    "last_name": "Okonkwo-Reyes",
+    "email": "marisol.or@example.org",
+    "phone": "(916) 555-0142",
+    "channels": ["email"],
+    "preferred": "email",
+    "message": "Is it still available?",
+    "website": "",
+}
+
+
+@pytest.mark.parametrize(("view", "base", "root"), VIEWS, ids=[v[0] for v in VIEWS])
+def test_every_public_page_and_its_contact_form_stay_under_the_prefix(tenant, view, base, root) -> None:
+    host = urlsplit(base).hostname
+    routes = surface_routes(tenant["settings"], aap.site.build)
+    assert ("POST", "/contact") in routes
+    values = {**tenant["values"], "name": "a2a"}
+    client = browser(tenant, base)
+    checked = 0
+    for method, path in routes:
+        if method != "GET":
+            continue
+        answer = client.get(root + filled(path, values), follow_redirects=False)
+        assert answer.status_code < 500, (path, answer.text[:500])
+        assert strays(answer, root, host) == [], path
+        checked += "<html" in answer.text
+    assert checked == 4  # the search, a vehicle, the API docs, the contact page
+    poppy = client.get(f"{root}/api-docs/poppy")
+    assert poppy.status_code in (200, 404) and strays(poppy, root, host) == []
+    for query in ({"make": "Honda"}, {"make": "Nonesuch"}, {"year_min": "nineteen"}):
+        paged = client.get(f"{root}/", params=query)
+        assert paged.status_code < 500 and strays(paged, root, host) == [], query
+    first = client.get(f"{root}/")  # 3 listings, 2 a page
+    later = re.search(r'href="([^"]+)" rel="next"', first.text)
+    assert later is not None and later.group(1).startswith(f"{root}/?")
+    page = client.get(f"{root}/vehicles/{values['vehicle_id']}")
+    assert f'action="{root}/contact"' in page.text
+    sent = client.post(
+        f"{root}/contact", data={"form_token": TOKEN.search(page.text).group(1), **CONTACT}, headers={"origin": base}
+    )
+    assert sent.status_code == 200 and "Thank you" in sent.text, sent.text[:2000]
+    assert strays(sent, root, host) == []
+    assert f'href="{root}/vehicles/{values["vehicle_id"]}"' in sent.text  # back to the car
+    refused = client.post(f"{root}/contact", data={"form_token": "forged", **CONTACT}, headers={"origin": base})
+    assert refused.status_code == 400 and strays(refused, root, host) == []
 
 
 @pytest.mark.slow
