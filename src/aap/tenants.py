@@ -209,8 +209,8 @@ class TenantRegistry:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         return record
 
-    def list(self, *, after: str = "", limit: int = 1000) -> list[TenantRecord]:
-        return self.store.tenants(after=after, limit=limit)
+    def list(self, *, after: str = "", limit: int = 1000, matching: str | None = None) -> list[TenantRecord]:
+        return self.store.tenants(after=after, limit=limit, matching=matching)
 
     def add(self, tenant_id: str, config: str, domains: Iterable[str] = ()) -> TenantRecord:
         hosts = list(domains)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import tzinfo
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -31,13 +32,13 @@ from aap.accounts import Accounts
 from aap.config.localtime import zone_for
 from aap.config.phones import region_of
 from aap.console import feeds, health, inventory, leads, users
-from aap.console.auth import LOGIN_PATH, Auth, Refused, SignInNeeded, Visit, refuse_odd_values
+from aap.console.auth import LOGIN_PATH, Auth, Guests, Refused, SignInNeeded, Visit, refuse_odd_values
 from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import plain_response, wants_json
-from aap.web.pages import asset_routes, render, templates
+from aap.web.errors import plain_response, route_path, wants_json
+from aap.web.pages import asset_routes, render, templates, url
 from aap.web.parts import BindingParts
 
 __all__ = ["build", "Console"]
@@ -49,16 +50,20 @@ Handler = Callable[[Request, Visit], Awaitable[Response]]
 
 
 class Console:
-    """The console's shared parts: the agent, accounts, templates, the audit log."""
+    """The console's shared parts: the agent, accounts, templates, the audit log, and who else
+    may come in (``guests``: a platform's administrators at a tenant's console, docs/platform.md)."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    auth_type: type[Auth] = Auth
+
+    def __init__(self, gateway: Gateway, *, guests: Guests | None = None) -> None:
         self.gateway = gateway
         self.agent = agent = gateway.agent
         self.settings = agent.settings
         self.stores = agent.stores
+        self.guests = guests
         self.accounts = Accounts(agent.stores.console, agent.settings)
         self.pages = templates("aap.console")
-        self.auth = Auth(self)
+        self.auth = self.auth_type(self)
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
@@ -100,10 +105,10 @@ class Console:
     ) -> Response:
         common = {
             "site_name": f"{self.settings.agent.name} · Console",
-            "assets": ASSETS,
+            "assets": url(request, ASSETS),
             "layout": "console_layout.html",
             "visit": visit,
-            "path": request.url.path,
+            "path": route_path(request.scope),
             "csrf": visit.session.csrf_token if visit else None,
             "aggregate": self.settings.scope == "aggregate",
             "zone": self.viewer_zone(visit),
@@ -133,7 +138,7 @@ class Console:
         """An error as a page for a browser, as the app's JSON error for a script (by ``Accept``)."""
         if wants_json(request):
             return plain_response(status, message, {**NO_STORE, **(headers or {})})
-        context = {"heading": heading, "message": message, "back": back}
+        context = {"heading": heading, "message": message, "back": url(request, back)}
         return self.page(request, "error.html", context, status_code=status, visit=visit, headers=headers)
 
     def guarded(self, handler: Handler, *, admin: bool = False) -> Callable[[Request], Awaitable[Response]]:
@@ -148,7 +153,9 @@ class Console:
                 return await handler(request, visit)
             except SignInNeeded:
                 if request.method == "GET" and not wants_json(request):
-                    return RedirectResponse(f"{LOGIN_PATH}?next={request.url.path}", status_code=303)
+                    # ``next`` is the page's path within the console; the sign-in adds the prefix back.
+                    query = urlencode({"next": route_path(request.scope)}, safe="/")
+                    return RedirectResponse(f"{url(request, LOGIN_PATH)}?{query}", status_code=303)
                 return self.refusal(
                     request,
                     401,
@@ -176,17 +183,18 @@ class Console:
         return run_in_threadpool(func, *args, **kwargs)
 
 
-def build(gateway: Gateway, *, console: Console | None = None) -> BindingParts:
+def build(gateway: Gateway, *, console: Console | None = None, guests: Guests | None = None) -> BindingParts:
     """The console's routes, unless ``[web] console = false`` (``console``: its parts, made here
-    unless given: a test holds the hash gate of the console it serves)."""
+    unless given: a test holds the hash gate of the console it serves; ``guests``: who else may
+    sign in, :class:`~aap.console.auth.Guests`)."""
     if not gateway.settings.web.console:
         return BindingParts()
-    console = console or Console(gateway)
+    console = console or Console(gateway, guests=guests)
     runner = health.CheckRunner(console)
     feed_runner = feeds.FeedRunner(console)
 
     async def home(request: Request) -> Response:
-        return RedirectResponse(CONSOLE_PREFIX + "leads", status_code=303)
+        return RedirectResponse(url(request, CONSOLE_PREFIX + "leads"), status_code=303)
 
     async def login(request: Request) -> Response:
         annotate(request.scope, binding="console")

@@ -14,6 +14,12 @@ token): its later sign-ins to that account are counted under it alone, so
 strangers' failures never delay the account's owner there (OWASP, "Slow Down
 Online Guessing Attacks with Device Cookies"). Every console request takes a
 token of the rate limit of its session, or of its address before sign-in.
+
+A console may also admit **guests**: on a platform, a tenant's console served under its
+prefix on the platform host lets the platform's administrators in with the platform's own
+session (:class:`Guests`, :mod:`aap.platform.console`; docs/platform.md, "Platform
+administrators"). A guest acts as an admin of the tenant, and the audit log names them as
+``platform:<email>``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from itsdangerous import BadSignature, TimestampSigner
@@ -39,6 +45,7 @@ from aap.paths import CONSOLE_PREFIX
 from aap.ratelimit import anonymous_caller_key, retry_after_seconds
 from aap.store.console import Session, User
 from aap.web.callers import client_address
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -91,24 +98,59 @@ class SignInNeeded(Exception):
 
 
 @dataclass(frozen=True)
+class Guest:
+    """A visit by someone who is not one of the console's own accounts: a platform administrator
+    at a tenant's console (their session is the platform's)."""
+
+    actor: str  # what the audit log names them: ``platform:<email>``
+    email: str
+    tenant_id: str
+    home: str  # the platform console, on the platform host
+    switch: str  # the "switch tenant" form's action (GET, ``tenant=ID``)
+    tenants: tuple[str, ...] = ()  # the first tenants, for the switch control's choices
+
+
+class Guests(Protocol):
+    """Who may open a console besides its own accounts (:mod:`aap.platform.console`)."""
+
+    def token(self, request: Request) -> str | None:
+        """The guest's session token this request carries, if it may carry one at all here."""
+
+    async def visit(self, request: Request, token: str) -> tuple[Session, Guest] | None:
+        """The live guest session of ``token`` (None when there is none)."""
+
+    async def sign_out(self, request: Request, token: str) -> Response:
+        """End the guest's session: the answer to the console's sign-out form."""
+
+
+@dataclass(frozen=True)
 class Visit:
-    """A signed-in request: the session, its form (for POSTs) and the client address."""
+    """A signed-in request: the session, its form (for POSTs), the client address, and the guest
+    when the session is not one of the console's own (:class:`Guest`)."""
 
     session: Session
     form: FormData | None
     address: str | None
+    guest: Guest | None = None
 
     @property
     def email(self) -> str:
-        return self.session.user.email
+        """Who the console names as the actor (the audit log, the pipeline's history)."""
+        return self.guest.actor if self.guest is not None else self.session.user.email
 
     @property
     def is_admin(self) -> bool:
-        return self.session.user.role == "admin"
+        return self.guest is not None or self.session.user.role == "admin"
 
 
 class Auth:
     """The console's cookies and the checks every console request goes through."""
+
+    session_cookie = SESSION_COOKIE
+    login_cookie = LOGIN_COOKIE
+    device_cookie = DEVICE_COOKIE
+    #: Where a sign-in goes when it was not sent from a page.
+    home = CONSOLE_PREFIX + "leads"
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -120,15 +162,30 @@ class Auth:
         self.max_age = console.settings.web.session_max_hours * 3600
         self.device_age = console.settings.web.known_device_days * 86_400
 
+    @property
+    def public_url(self) -> str:
+        """Where the console is published: its ``Origin`` is this console's own, and an ``https://``
+        one makes every cookie ``Secure``."""
+        return self.console.settings.public_url
+
     def secure(self, request: Request) -> bool:
-        return request.url.scheme == "https" or self.console.settings.public_url.startswith("https://")
+        return request.url.scheme == "https" or self.public_url.startswith("https://")
+
+    def cookie_path(self, request: Request, name: str) -> str:
+        """The ``Path`` of cookie ``name``: the console's own path where this request is served
+        (``/t/ID/console/`` under a prefix)."""
+        return url(request, CONSOLE_PREFIX)
+
+    def may_sign_in(self, user: User) -> bool:
+        """Whether ``user``, whose password was right, may have a session here."""
+        return True
 
     def _cookie(self, response: Response, request: Request, name: str, value: str, max_age: int) -> None:
         response.set_cookie(
             name,
             value,
             max_age=max_age,
-            path=CONSOLE_PREFIX,
+            path=self.cookie_path(request, name),
             httponly=True,
             secure=self.secure(request),
             samesite="lax",
@@ -136,7 +193,7 @@ class Auth:
 
     # -- the checks --------------------------------------------------------------------
     def _token(self, request: Request) -> str | None:
-        raw = request.cookies.get(SESSION_COOKIE)
+        raw = request.cookies.get(self.session_cookie)
         if not raw:
             return None
         try:
@@ -149,7 +206,7 @@ class Auth:
         if origin is None:  # not sent by this client: SameSite and the CSRF token still apply
             return True
         own = {f"{request.url.scheme}://{request.url.netloc}"}
-        public = urlsplit(self.console.settings.public_url)
+        public = urlsplit(self.public_url)
         own.add(f"{public.scheme}://{public.netloc}")
         return origin in own
 
@@ -176,10 +233,18 @@ class Auth:
         Raises :class:`SignInNeeded` without a live session and :class:`Refused`
         for a bad CSRF token, a foreign ``Origin``, a page only admins may see, or
         a spent rate limit (checked first: before the database is asked anything).
+        Without a session of its own accounts, a guest's (:class:`Guests`) is looked for.
         """
         token = self._token(request)
-        await self.limit(request, token)
+        guests = self.console.guests
+        guest_token = guests.token(request) if guests is not None else None
+        await self.limit(request, token or guest_token)
         session = await run_in_threadpool(self.accounts.session, token) if token else None
+        guest = None
+        if session is None and guests is not None and guest_token:
+            found = await guests.visit(request, guest_token)
+            if found is not None:
+                session, guest = found
         if session is None:
             raise SignInNeeded()
         form = None
@@ -194,13 +259,15 @@ class Auth:
                 raise Refused(
                     403, "This form has expired or was not sent from the console; reload the page and try again."
                 )
-        if admin and session.user.role != "admin":
+        visit = Visit(session, form, client_address(request), guest)
+        if admin and not visit.is_admin:
             raise Refused(403, "Only an administrator may open this page.")
-        return Visit(session, form, client_address(request))
+        return visit
 
     # -- sign-in and sign-out ---------------------------------------------------------------
     def _next(self, value: Any) -> str:
-        """Where to go after signing in: a console path only (never another site)."""
+        """Where to go after signing in: a path of the console only (never another site), within
+        the console's prefix (:func:`aap.web.pages.url` adds it)."""
         if (
             isinstance(value, str)
             and value.startswith(CONSOLE_PREFIX)
@@ -209,7 +276,7 @@ class Auth:
             and value != LOGIN_PATH
         ):
             return value
-        return CONSOLE_PREFIX + "leads"
+        return self.home
 
     def _login_page(
         self,
@@ -233,11 +300,11 @@ class Auth:
             status_code=status,
             headers=headers,
         )
-        self._cookie(response, request, LOGIN_COOKIE, self.login_tokens.sign(token).decode(), 3600)
+        self._cookie(response, request, self.login_cookie, self.login_tokens.sign(token).decode(), 3600)
         return response
 
     def _device(self, request: Request) -> Device | None:
-        raw = request.cookies.get(DEVICE_COOKIE)
+        raw = request.cookies.get(self.device_cookie)
         if not raw:
             return None
         try:
@@ -282,7 +349,7 @@ class Auth:
             return self._login_page(request, status=403, error="This form was sent from another site.")
         form = await request.form(max_fields=10, max_files=0)
         try:
-            expected = self.login_tokens.unsign(request.cookies.get(LOGIN_COOKIE, ""), max_age=3600).decode()
+            expected = self.login_tokens.unsign(request.cookies.get(self.login_cookie, ""), max_age=3600).decode()
         except BadSignature:
             expected = None
         sent = form.get("csrf_token")
@@ -311,28 +378,28 @@ class Auth:
                 headers={"Retry-After": "2"},
                 error="The server is busy checking other sign-ins. Try again in a moment.",
             )
-        if outcome.user is None:
+        if outcome.user is None or not self.may_sign_in(outcome.user):
             log.info("console sign-in refused", extra={"fields": {"reason": "credentials"}})
             return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
         user = outcome.user
         await run_in_threadpool(self.console.audit, user.email, "sign_in", None, {"address": address})
-        response = RedirectResponse(self._next(form.get("next")), status_code=303)
+        response = RedirectResponse(url(request, self._next(form.get("next"))), status_code=303)
         await self.start_session(request, response, user)
-        response.delete_cookie(LOGIN_COOKIE, path=CONSOLE_PREFIX)
+        response.delete_cookie(self.login_cookie, path=self.cookie_path(request, self.login_cookie))
         return response
 
     async def start_session(self, request: Request, response: Response, user: User) -> None:
         """A new session for ``user`` in this browser: its cookie, and a new device cookie (a new
         token each time, OWASP) that makes this browser known to the account."""
         token = await run_in_threadpool(self.accounts.start_session, user, request.headers.get("user-agent"))
-        self._cookie(response, request, SESSION_COOKIE, self.sessions.sign(token).decode(), self.max_age)
+        self._cookie(response, request, self.session_cookie, self.sessions.sign(token).decode(), self.max_age)
         device = f"{user.user_id} {secrets.token_urlsafe(16)}"
-        self._cookie(response, request, DEVICE_COOKIE, self.devices.sign(device).decode(), self.device_age)
+        self._cookie(response, request, self.device_cookie, self.devices.sign(device).decode(), self.device_age)
 
     def signed_out(self, request: Request) -> Response:
         """To the sign-in page, the session cookie deleted (its session has ended)."""
-        response = RedirectResponse(LOGIN_PATH, status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX)
+        response = RedirectResponse(url(request, LOGIN_PATH), status_code=303)
+        response.delete_cookie(self.session_cookie, path=self.cookie_path(request, self.session_cookie))
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -342,19 +409,24 @@ class Auth:
         answered 403 (or, with no session cookie sent at all, sent on to the sign-in page).
         """
         token = self._token(request)
-        if not token:
-            return RedirectResponse(LOGIN_PATH, status_code=303)
+        guests = self.console.guests
+        guest_token = guests.token(request) if guests is not None else None
+        if not token and not guest_token:
+            return RedirectResponse(url(request, LOGIN_PATH), status_code=303)
         try:
-            await self.visit(request)
+            visit = await self.visit(request)
         except SignInNeeded:
             return self.signed_out(request)  # the session had ended already
         except Refused as refused:  # a forged sign-out leaves the session and its cookie alone
             return self.console.page(
                 request,
                 "error.html",
-                {"heading": "Not allowed", "message": refused.message, "back": CONSOLE_PREFIX},
+                {"heading": "Not allowed", "message": refused.message, "back": url(request, CONSOLE_PREFIX)},
                 status_code=refused.status,
                 headers=refused.headers,
             )
-        await run_in_threadpool(self.accounts.end_session, token)
+        if visit.guest is not None and guests is not None and guest_token:
+            return await guests.sign_out(request, guest_token)  # the one session they have: the platform's
+        if token:
+            await run_in_threadpool(self.accounts.end_session, token)
         return self.signed_out(request)

@@ -38,6 +38,7 @@ from aap.feeds.fetch import display_source
 from aap.feeds.scheduler import FeedScheduler
 from aap.paths import CONSOLE_PREFIX
 from aap.store.feeds import NOTE_KINDS, FeedNote, FeedRun, FeedState
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -172,7 +173,7 @@ def routes(console: Console, runner: FeedRunner) -> list[Route]:
             runner.start(feed, visit.email)
         notice = "busy" if busy else "started"
         query = urlencode({"notice": notice, "feed": feed.name})
-        return RedirectResponse(f"{PAGE}?{query}#feed-{feed.name}", status_code=303)
+        return RedirectResponse(url(request, f"{PAGE}?{query}#feed-{feed.name}"), status_code=303)
 
     async def feed_state(request: Request, visit: Visit) -> Response:
         feed = _feed(request.path_params["name"], visit)

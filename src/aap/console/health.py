@@ -40,6 +40,7 @@ from aap.console.auth import Visit
 from aap.console.leads import waited
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH
 from aap.store.lead_inbox import LeadScope
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -206,7 +207,7 @@ def routes(console: Console, runner: CheckRunner) -> list[Route]:
     async def start(request: Request, visit: Visit) -> Response:
         run_id = await runner.start(visit.email)
         await console.blocking(console.audit, visit.email, "check.start", run_id, {"started": run_id is not None})
-        return RedirectResponse(f"{PAGE}?started={'1' if run_id else '0'}", status_code=303)
+        return RedirectResponse(url(request, f"{PAGE}?started={'1' if run_id else '0'}"), status_code=303)
 
     async def state(request: Request, visit: Visit) -> Response:
         run = await console.blocking(console.stores.console.latest_check)

@@ -34,6 +34,7 @@ from aap.store import Stores
 from aap.store.inventory.browse import SORT_LABELS, SORTS, BrowseFilter, BrowseRow
 from aap.store.inventory.summary import Summary
 from aap.store.keyset import BadCursor, Cursor
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -218,6 +219,7 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
     )
     shown = [Shown(r, _days_in_stock(console, r.doc)) for r in listed]
     kept = [(k, v) for k, v in params.multi_items() if k not in ("after", "q")]
+    here = url(request, PAGE)
     flags = {
         "no_photo": BrowseFilter(sellers, dealer_id, no_photo=True).counts(summary),
         "no_price": BrowseFilter(sellers, dealer_id, no_price=True).counts(summary),
@@ -232,7 +234,7 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
             "term": term,
             "found": found,
             "history": history,
-            "vehicle_prefix": VEHICLE_PAGE_PREFIX if console.settings.web.public_page else None,
+            "vehicle_prefix": url(request, VEHICLE_PAGE_PREFIX) if console.settings.web.public_page else None,
             "version": summary.version,
             "filter": params,
             "problems": problems,
@@ -246,8 +248,8 @@ async def page(console: Console, request: Request, visit: Visit) -> Response:
             "sellers": seller_choices,
             "flags": flags,
             "active_filters": len([k for k, v in kept if v and k != "sort"]),
-            "next": f"{PAGE}?{urlencode(kept + [('after', next_cursor.encode())])}" if next_cursor else None,
-            "first": f"{PAGE}?{urlencode(kept)}" if cursor else None,
+            "next": f"{here}?{urlencode(kept + [('after', next_cursor.encode())])}" if next_cursor else None,
+            "first": f"{here}?{urlencode(kept)}" if cursor else None,
         },
         visit=visit,
         status_code=400 if problems else 200,
@@ -277,7 +279,7 @@ async def listing(console: Console, request: Request, visit: Visit) -> Response:
             "history": history,
             "zone": zone,
             "days": _days_in_stock(console, doc) if doc else None,
-            "vehicle_prefix": VEHICLE_PAGE_PREFIX if console.settings.web.public_page else None,
+            "vehicle_prefix": url(request, VEHICLE_PAGE_PREFIX) if console.settings.web.public_page else None,
         },
         visit=visit,
     )

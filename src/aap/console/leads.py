@@ -47,6 +47,7 @@ from aap.store.lead_pipeline import (
     PipelineRow,
 )
 from aap.util.rfc3339 import parse_rfc3339, to_rfc3339
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -215,8 +216,8 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
             "rows": rows,
             "filter": params,
             "problems": problems,
-            "older": f"{INBOX}?{urlencode(kept + [('after', next_key.encode())])}" if next_key else None,
-            "newest": f"{INBOX}?{urlencode(kept)}" if after else None,
+            "older": f"{url(request, INBOX)}?{urlencode(kept + [('after', next_key.encode())])}" if next_key else None,
+            "newest": f"{url(request, INBOX)}?{urlencode(kept)}" if after else None,
             "statuses": LEAD_STATUSES,
             "deliveries": DELIVERY_FILTERS,
             "rooftops": _rooftop_choices(console, scope),
@@ -226,7 +227,7 @@ async def inbox(console: Console, request: Request, visit: Visit) -> Response:
             "sorts": list(SORT_LABELS.items()),
             "export_fields": kept,
             "active_filters": len(active),
-            "mine": f"{INBOX}?{urlencode({'owner': 'me', 'stage': 'open', 'sort': 'follow_up'})}",
+            "mine": f"{url(request, INBOX)}?{urlencode({'owner': 'me', 'stage': 'open', 'sort': 'follow_up'})}",
             "zone": zone,
             "now_ms": console.now_ms(),
         },
@@ -395,7 +396,7 @@ async def detail(console: Console, request: Request, visit: Visit) -> Response:
             "notice": _notice(request.query_params),
             "state": delivery_state(lead),
             "vehicle_page": (
-                VEHICLE_PAGE_PREFIX + lead["vehicle_id"]
+                url(request, VEHICLE_PAGE_PREFIX + lead["vehicle_id"])
                 if lead.get("vehicle_id") and console.settings.web.public_page
                 else None
             ),
@@ -463,7 +464,7 @@ async def work(console: Console, request: Request, visit: Visit) -> Response:
     except PipelineRefused as refused:
         raise Refused(404 if refused.missing else 400, str(refused), visit=visit) from None
     notice = "saved" if change.events else "unchanged"
-    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?notice={notice}#pipeline", status_code=303)
+    return RedirectResponse(url(request, f"{INBOX}/{lead_id}?notice={notice}#pipeline"), status_code=303)
 
 
 async def state(console: Console, request: Request, visit: Visit) -> Response:
@@ -487,7 +488,7 @@ async def retry(console: Console, request: Request, visit: Visit) -> Response:
     await console.blocking(
         console.audit, visit.email, "lead.retry", lead_id, {"deliveries": count, "all": include_delivered}
     )
-    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}?queued={count}", status_code=303)
+    return RedirectResponse(url(request, f"{INBOX}/{lead_id}?queued={count}"), status_code=303)
 
 
 async def handled(console: Console, request: Request, visit: Visit) -> Response:
@@ -503,7 +504,7 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
     if not changed:
         raise Refused(404, "There is no such lead, or it is not one of your leads.", visit=visit)
     await console.blocking(console.audit, visit.email, "lead.handled" if done else "lead.reopened", lead_id, {})
-    return RedirectResponse(f"{CONSOLE_PREFIX}leads/{lead_id}", status_code=303)
+    return RedirectResponse(url(request, f"{INBOX}/{lead_id}"), status_code=303)
 
 
 def routes(console: Console) -> list[Route]:

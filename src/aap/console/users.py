@@ -20,6 +20,7 @@ from aap.accounts import AccountError, HashingBusy, SignIn
 from aap.console.auth import Refused, Visit
 from aap.paths import CONSOLE_PREFIX
 from aap.store.console import ROLES
+from aap.web.pages import url
 
 if TYPE_CHECKING:
     from aap.console import Console
@@ -155,7 +156,9 @@ def routes(console: Console) -> list[Route]:
             user.email,
             {"role": user.role, "seller": user.dealer_id, "rooftops": [list(pair) for pair in user.rooftops]},
         )
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'added', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'added', 'account': user.email})}"), status_code=303
+        )
 
     async def _target(visit: Visit, request: Request) -> Any:
         user_id = request.path_params["user_id"]
@@ -171,7 +174,7 @@ def routes(console: Console) -> list[Route]:
             raise Refused(409, "You cannot remove your own account while signed in with it.")
         await console.blocking(console.stores.console.remove_user, user.user_id)
         await console.blocking(console.audit, visit.email, "user.remove", user.email, {})
-        return RedirectResponse(f"{USERS}?done=removed", status_code=303)
+        return RedirectResponse(url(request, f"{USERS}?done=removed"), status_code=303)
 
     async def reset_password(request: Request, visit: Visit) -> Response:
         """A new password set by an admin: every session of the account ends (the admin's own
@@ -183,13 +186,17 @@ def routes(console: Console) -> list[Route]:
         except AccountError as exc:
             return await refused(request, visit, str(exc))
         await console.blocking(console.audit, visit.email, "user.password", user.email, {})
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'password', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'password', 'account': user.email})}"), status_code=303
+        )
 
     async def unlock_user(request: Request, visit: Visit) -> Response:
         user = await _target(visit, request)
         await console.blocking(console.accounts.unlock, user.email)
         await console.blocking(console.audit, visit.email, "user.unlock", user.email, {})
-        return RedirectResponse(f"{USERS}?{urlencode({'done': 'unlocked', 'account': user.email})}", status_code=303)
+        return RedirectResponse(
+            url(request, f"{USERS}?{urlencode({'done': 'unlocked', 'account': user.email})}"), status_code=303
+        )
 
     async def audit_page(request: Request, visit: Visit) -> Response:
         before = request.query_params.get("before") or ""
@@ -204,9 +211,20 @@ def routes(console: Console) -> list[Route]:
             request, "audit.html", {"entries": entries, "older": older, "subject": subject}, visit=visit
         )
 
+    def own_account(visit: Visit) -> None:
+        """A guest's account is not one of this console's: it has nothing to change here."""
+        if visit.guest is not None:
+            raise Refused(
+                403,
+                "You are signed in as a platform administrator: your account is the platform's "
+                "(aap users passwd on the server changes its password; sign out in the platform console).",
+                visit=visit,
+            )
+
     async def account_page(request: Request, visit: Visit) -> Response:
         """One's own account: change the password (every session ends; this browser gets a new
         one), the live sessions, sign out of one or of every one."""
+        own_account(visit)
         error = None
         notice = ACCOUNT_NOTICES.get(request.query_params.get("done") or "")
         status = 200
@@ -215,7 +233,7 @@ def routes(console: Console) -> list[Route]:
             if error is None:
                 # Every session of the account ends, this one too: a thief holding a copy of this
                 # very cookie is signed out as well. This browser goes on in a new session.
-                response = RedirectResponse(f"{ACCOUNT}?done=password", status_code=303)
+                response = RedirectResponse(url(request, f"{ACCOUNT}?done=password"), status_code=303)
                 await console.auth.start_session(request, response, visit.session.user)
                 return response
         sessions = await console.blocking(console.accounts.sessions_of, visit.session.user)
@@ -251,6 +269,7 @@ def routes(console: Console) -> list[Route]:
     async def sign_out_sessions(request: Request, visit: Visit) -> Response:
         """``which=others``: every session but this one; ``which=all``: every one, this one too;
         else the session of that id (the account page's list)."""
+        own_account(visit)
         which = _field(visit, "which")
         user = visit.session.user
         if which == "all":
@@ -262,7 +281,9 @@ def routes(console: Console) -> list[Route]:
         else:
             await console.blocking(console.accounts.end_sessions, user, keep=visit.session, only=which[:32])
         await console.blocking(console.audit, visit.email, "sessions.end", visit.email, {"which": which[:32]})
-        return RedirectResponse(f"{ACCOUNT}?done=others" if which == "others" else ACCOUNT, status_code=303)
+        return RedirectResponse(
+            url(request, f"{ACCOUNT}?done=others" if which == "others" else ACCOUNT), status_code=303
+        )
 
     return [
         Route(USERS, console.guarded(list_users, admin=True), methods=["GET"]),

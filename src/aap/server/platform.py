@@ -42,6 +42,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+import aap.console
 from aap.agent import DealerAgent
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
@@ -50,6 +51,7 @@ from aap.config.platform import PlatformSettings, host_problem, tenant_id_proble
 from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
+from aap.platform.console import PlatformConsole
 from aap.ratelimit import RateLimiter
 from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
 from aap.skills.catalog import SkillInfo
@@ -682,6 +684,24 @@ class PlatformContext:
     runtimes: Runtimes
     #: The platform's own gateway (its own namespace's buckets): the provisioning API's admission.
     gateway: Gateway
+    #: The platform console at ``https://PLATFORM_HOST/console/`` (docs/platform.md, "Platform administrators").
+    console: PlatformConsole
+
+
+def tenant_surfaces(
+    surfaces: Sequence[Surface], console: PlatformConsole, platform: PlatformSettings
+) -> tuple[Surface, ...]:
+    """``surfaces`` with the staff console's builder wrapped: a tenant's console served under its
+    prefix on the platform host admits the platform's administrators as guests
+    (:class:`aap.platform.console.TenantGuests`); at the tenant's own domains it is built as in a
+    deployment that is one agent, without guests, so the platform's session is never accepted there."""
+
+    def console_surface(gateway: Gateway) -> BindingParts:
+        settings = gateway.settings
+        prefixed = settings.public_url == platform.prefix_url(settings.deployment_id)
+        return aap.console.build(gateway, guests=console.guests_of(settings.deployment_id) if prefixed else None)
+
+    return tuple(console_surface if build is aap.console.build else build for build in surfaces)
 
 
 def create_platform_app(
@@ -696,23 +716,25 @@ def create_platform_app(
     from aap.server.app import SURFACES, metrics_token
 
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
-    chosen = tuple(SURFACES if surfaces is None else surfaces)
-    table = SurfaceTable.probe(chosen, probe_parts(chosen, deployment))
     work = Work(inline=platform_stores.db.in_process)
     registry = TenantRegistry(deployment, platform_stores.db)
+    own_gateway = Gateway(
+        DealerAgent(deployment, platform_stores), RateLimiter(platform_stores.state, deployment.rate_limit), work
+    )
+    console = PlatformConsole(own_gateway, registry)
+    chosen = tenant_surfaces(SURFACES if surfaces is None else surfaces, console, deployment.platform)
+    table = SurfaceTable.probe(chosen, probe_parts(chosen, deployment))
     metrics = Metrics()
     shapes = ErrorShapes(table.shapes)
     hosts = Hosts(registry.store)
 
     runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
-    own_gateway = Gateway(
-        DealerAgent(deployment, platform_stores), RateLimiter(platform_stores.state, deployment.rate_limit), work
-    )
-    context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway)
+    context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
+        *console.routes(),
     ]
     for routes in platform_routes:
         own.extend(routes(context))

@@ -79,7 +79,7 @@ from aap.site.search_form import (
 from aap.skills.catalog import SKILLS
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
-from aap.web.pages import asset_routes, render, templates
+from aap.web.pages import asset_routes, render, templates, url
 from aap.web.parts import BindingParts
 
 __all__ = ["build"]
@@ -90,9 +90,9 @@ API_DOCUMENTS = {"a2a": (A2A_OPENAPI_PATH, "A2A JSON-RPC binding"), "poppy": (PO
 NO_STORE = {"Cache-Control": "no-store"}
 
 
-def vehicle_page(vehicle_id: str | None) -> str | None:
-    """The path of a vehicle's page (the id quoted, as the cards link it)."""
-    return VEHICLE_PAGE_PREFIX + quote(vehicle_id, safe="") if vehicle_id else None
+def vehicle_page(request: Request, vehicle_id: str | None) -> str | None:
+    """The link of a vehicle's page (the id quoted, as the cards link it), under the request's prefix."""
+    return url(request, VEHICLE_PAGE_PREFIX + quote(vehicle_id, safe="")) if vehicle_id else None
 
 
 def vehicle_title(vehicle: dict[str, Any]) -> str:
@@ -150,7 +150,7 @@ class PublicSite:
     def _common(self, request: Request) -> dict[str, Any]:
         return {
             "site_name": self.settings.agent.name,
-            "assets": SITE_ASSETS_PREFIX,
+            "assets": url(request, SITE_ASSETS_PREFIX),
             "poppy": self.settings.poppy.enabled,
             "contact_form": self.settings.web.contact_form,
             "region_of": region_of,  # the country a rooftop's phone numbers are written for
@@ -168,7 +168,7 @@ class PublicSite:
             self.pages,
             request,
             "error.html",
-            {**self._common(request), "heading": heading, "message": error.message, "back": SITE_PATH},
+            {**self._common(request), "heading": heading, "message": error.message, "back": url(request, SITE_PATH)},
             status_code=status,
             headers=headers,
         )
@@ -211,7 +211,7 @@ class PublicSite:
             "places": sorted(places),
             "result": result,
             "pager": self._pager(request, form, result),
-            "connect": self._connect(),
+            "connect": self._connect(request),
         }
         return context, status
 
@@ -225,7 +225,7 @@ class PublicSite:
         base = [(k, v) for k, v in request.query_params.multi_items() if k not in ("page", "cursor")]
 
         def link(extra: list[tuple[str, str]]) -> str:
-            return SITE_PATH + "?" + urlencode(base + extra) + "#results"
+            return url(request, SITE_PATH) + "?" + urlencode(base + extra) + "#results"
 
         total = result.get("total")
         limit = result.get("limit") or caps.default_limit
@@ -240,21 +240,22 @@ class PublicSite:
             out["next"] = link([("page", str(form.page + 1)), ("cursor", result["next_cursor"])])
         return out
 
-    def _connect(self) -> list[dict[str, str]]:
+    def _connect(self, request: Request) -> list[dict[str, str]]:
         """What an assistant needs to connect, with the page's API docs where there are some."""
         urls = self.urls
+        docs = url(request, API_DOCS_PREFIX)
         out = [
             {"label": "Agent card (A2A)", "url": urls.agent_card},
-            {"label": "A2A JSON-RPC endpoint", "url": urls.a2a, "docs": API_DOCS_PREFIX + "a2a"},
+            {"label": "A2A JSON-RPC endpoint", "url": urls.a2a, "docs": docs + "a2a"},
             {"label": "MCP endpoint (streamable HTTP)", "url": urls.mcp},
             {"label": "llms.txt", "url": urls.llms_txt},
             {"label": "API catalog (RFC 9727)", "url": urls.api_catalog},
-            {"label": "A2A OpenAPI document", "url": urls.a2a_openapi, "docs": API_DOCS_PREFIX + "a2a"},
+            {"label": "A2A OpenAPI document", "url": urls.a2a_openapi, "docs": docs + "a2a"},
         ]
         if self.settings.poppy.enabled:
             out += [
                 {"label": "Poppy document", "url": urls.poppy},
-                {"label": "Poppy OpenAPI document", "url": urls.poppy_openapi, "docs": API_DOCS_PREFIX + "poppy"},
+                {"label": "Poppy OpenAPI document", "url": urls.poppy_openapi, "docs": docs + "poppy"},
             ]
         return out
 
@@ -280,7 +281,7 @@ class PublicSite:
             "vehicle": vehicle,
             "dealer": dealer,
             "rooftop": rooftop,
-            "connect": self._connect(),
+            "connect": self._connect(request),
         }
 
     async def vehicle(self, request: Request) -> Response:
@@ -300,7 +301,7 @@ class PublicSite:
             vehicle_id=vehicle["vehicle_id"],
             vehicle_title=vehicle_title(vehicle),
         )
-        context["contact"] = await self._contact_view(claims)
+        context["contact"] = await self._contact_view(request, claims)
         return self._with_browser(
             request, render(self.pages, request, "vehicle.html", context, headers=NO_STORE), browser
         )
@@ -325,7 +326,7 @@ class PublicSite:
             BROWSER_COOKIE,
             browser,
             max_age=BROWSER_COOKIE_SECONDS,
-            path=SITE_PATH,
+            path=url(request, SITE_PATH),
             httponly=True,
             secure=secure,
             samesite="lax",
@@ -357,6 +358,7 @@ class PublicSite:
 
     async def _contact_view(
         self,
+        request: Request,
         claims: FormClaims,
         *,
         token: str | None = None,
@@ -367,7 +369,7 @@ class PublicSite:
         if token is None:
             token = (await self._form_tokens()).issue(claims)
         return {
-            "action": CONTACT_PAGE_PATH,
+            "action": url(request, CONTACT_PAGE_PATH),
             "token": token,
             "token_field": TOKEN_FIELD,
             "claims": claims,
@@ -393,7 +395,7 @@ class PublicSite:
         context = {
             **self._common(request),
             "contact": view,
-            "vehicle_url": vehicle_page(claims.vehicle_id),
+            "vehicle_url": vehicle_page(request, claims.vehicle_id),
         }
         response = render(
             self.pages, request, "contact.html", context, status_code=status, headers={**NO_STORE, **(headers or {})}
@@ -416,7 +418,7 @@ class PublicSite:
         except AapError as error:
             return self._refused(request, error)
         browser = self._browser(request)
-        view = await self._contact_view(self._claims(browser, dealer, None, seller_id=seller))
+        view = await self._contact_view(request, self._claims(browser, dealer, None, seller_id=seller))
         return self._contact_page(request, view, browser=browser)
 
     def _same_site(self, request: Request) -> bool:
@@ -434,7 +436,7 @@ class PublicSite:
             **self._common(request),
             "heading": "The form was not sent",
             "message": message,
-            "back": SITE_PATH,
+            "back": url(request, SITE_PATH),
         }
         return render(self.pages, request, "error.html", context, status_code=status, headers=NO_STORE)
 
@@ -469,10 +471,10 @@ class PublicSite:
                 browser = self._browser(request)
                 shown = values if keep else ContactValues()
                 view = await self._contact_view(
-                    claims.renewed(browser_digest(browser)), values=shown, problems=problems
+                    request, claims.renewed(browser_digest(browser)), values=shown, problems=problems
                 )
             else:
-                view = await self._contact_view(claims, token=token, values=values, problems=problems)
+                view = await self._contact_view(request, claims, token=token, values=values, problems=problems)
             return self._contact_page(request, view, status=status, browser=browser, **extra)
 
         caller = Caller("web", anonymous_caller(request))
@@ -516,7 +518,7 @@ class PublicSite:
                     renew=True,
                 )
             problems = problems_of(error, values, claims.dealer_name)
-            view = await self._contact_view(claims, token=token, values=values, problems=problems)
+            view = await self._contact_view(request, claims, token=token, values=values, problems=problems)
             return self._contact_page(request, view, status=error.spec.http_status)
         return self._sent(request, claims, values, answer)
 
@@ -539,7 +541,7 @@ class PublicSite:
             "message": answer.get("message"),
             "claims": claims,
             "channels": channel_phrase(values.channels),
-            "vehicle_url": vehicle_page(claims.vehicle_id),
+            "vehicle_url": vehicle_page(request, claims.vehicle_id),
         }
         return render(self.pages, request, "contact_sent.html", context, headers=NO_STORE)
 
@@ -565,7 +567,7 @@ class PublicSite:
                     **self._common(request),
                     "heading": "No such API document",
                     "message": "The API documents are: " + ", ".join(API_DOCUMENTS),
-                    "back": SITE_PATH,
+                    "back": url(request, SITE_PATH),
                 },
                 status_code=404,
             )
@@ -579,7 +581,7 @@ class PublicSite:
                     **self._common(request),
                     "heading": "Not served here",
                     "message": f"This deployment does not serve the {API_DOCUMENTS[name][1]}.",
-                    "back": SITE_PATH,
+                    "back": url(request, SITE_PATH),
                 },
                 status_code=404,
             )
@@ -591,7 +593,7 @@ class PublicSite:
                 **self._common(request),
                 "doc": document,
                 "name": name,
-                "json_url": API_DOCUMENTS[name][0],
+                "json_url": url(request, API_DOCUMENTS[name][0]),
                 "documents": API_DOCUMENTS,
             },
         )

@@ -89,6 +89,11 @@ def _record(row: tuple[Any, ...], domains: tuple[str, ...]) -> TenantRecord:
     return TenantRecord(tenant_id, config, a2a_tenant, int(revision), int(created_ms), int(updated_ms), domains)
 
 
+def _like_escaped(text: str) -> str:
+    """``text`` as the literal part of a ``LIKE`` pattern (escape character ``\\``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 class PlatformStore:
     """The platform's registry of tenants, on the platform's own database namespace."""
 
@@ -111,13 +116,23 @@ class PlatformStore:
         hosts = tx.fetchall("SELECT host FROM platform_domains WHERE tenant_id = ? ORDER BY host", (tenant_id,))
         return _record(row, tuple(h for (h,) in hosts))
 
-    def tenants(self, *, after: str = "", limit: int = 1000) -> list[TenantRecord]:
-        """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging)."""
+    def tenants(self, *, after: str = "", limit: int = 1000, matching: str | None = None) -> list[TenantRecord]:
+        """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging); with
+        ``matching``, those whose id or one of whose domains contains it (the platform console's
+        filter: ids and host names are lower case, so is the text looked for)."""
+        where, args = "tenant_id > ?", [after]
+        if matching:
+            pattern = "%" + _like_escaped(matching.lower()) + "%"
+            where += (
+                " AND (tenant_id LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM platform_domains d"
+                " WHERE d.tenant_id = platform_tenants.tenant_id AND d.host LIKE ? ESCAPE '\\'))"
+            )
+            args += [pattern, pattern]
         with self.db.read() as tx:
             rows = tx.fetchall(
                 "SELECT tenant_id, config, a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
-                " WHERE tenant_id > ? ORDER BY tenant_id LIMIT ?",
-                (after, limit),
+                f" WHERE {where} ORDER BY tenant_id LIMIT ?",
+                (*args, limit),
             )
             ids = [r[0] for r in rows]
             domains: dict[str, list[str]] = {i: [] for i in ids}

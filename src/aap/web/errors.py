@@ -121,7 +121,7 @@ _MESSAGES = {
 
 def html_error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """The error as a small page on the shared layout (its stylesheet: the public page's, or the console's)."""
-    from aap.web.pages import render, templates  # Jinja2 loads with the first page (docs/architecture.md)
+    from aap.web.pages import render, templates, url  # Jinja2 loads with the first page (docs/architecture.md)
 
     state = request.app.state
     pages = getattr(state, "error_pages", None)
@@ -130,10 +130,10 @@ def html_error(request: Request, status: int, message: str, headers: Mapping[str
     console = route_path(request.scope).startswith(CONSOLE_PREFIX)
     context = {
         "site_name": "Staff console" if console else "Dealer agent",
-        "assets": (CONSOLE_PREFIX + "assets/") if console else SITE_ASSETS_PREFIX,
+        "assets": url(request, (CONSOLE_PREFIX + "assets/") if console else SITE_ASSETS_PREFIX),
         "heading": _HEADINGS.get(status, "Error"),
         "message": _MESSAGES.get(status, message),
-        "back": CONSOLE_PREFIX if console else "/",
+        "back": url(request, CONSOLE_PREFIX if console else "/"),
     }
     return render(pages, request, "error.html", context, status_code=status, headers=headers)
 

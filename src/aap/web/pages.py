@@ -10,6 +10,11 @@ internet serves every byte itself.
 Jinja2 is loaded with the first page a worker renders (:class:`Templates`): a worker that
 only answers agents never loads it (2 MiB, docs/benchmarks.md, "Memory").
 
+Every link a page writes — in its templates (``{{ root }}/console/leads``) and in the Python that
+builds its redirects, pager links and cookie paths (:func:`url`) — starts with the request's ASGI
+``root_path``: ``""`` at a host's root, ``/t/ID`` for a tenant served under its prefix on a
+platform's host (docs/platform.md, "Routing"), so a page never links out of where it is served.
+
 Every page answer carries the same security headers: a Content-Security-Policy
 that allows only this origin's stylesheet and script (no inline script), no
 framing, no MIME sniffing, and a same-origin referrer.
@@ -113,25 +118,38 @@ def number(value: Any) -> str:
 
 
 class Templates:
-    """The templates of one package (its ``templates/`` folder) over the shared layout, loaded
-    with Jinja2 when the first page is rendered."""
+    """The templates of one package (its ``templates/`` folder) — and of the packages it builds
+    on, looked in next — over the shared layout, loaded with Jinja2 when the first page is rendered."""
 
-    def __init__(self, package: str) -> None:
-        self.package = package
+    def __init__(self, package: str, *more: str) -> None:
+        self.packages = (package, *more)
         self._engine: Memo[None, Jinja2Templates] = Memo(1)
 
     @property
     def engine(self) -> Jinja2Templates:
-        return self._engine.get(None, lambda: _engine(self.package))
+        return self._engine.get(None, lambda: _engine(self.packages))
 
 
-def _engine(package: str) -> Jinja2Templates:
+def root(request: Request) -> str:
+    """The path prefix ``request`` is served under: its ASGI ``root_path`` (``""`` at a host's root,
+    ``/t/ID`` for a tenant under its prefix on the platform host), without a trailing slash."""
+    prefix: str = request.scope.get("root_path", "")
+    return prefix.rstrip("/")
+
+
+def url(request: Request, path: str) -> str:
+    """``path`` — a path of this app's own routes, ``/console/leads`` — as the link this request's
+    pages, redirects and cookies use (under its :func:`root`)."""
+    return root(request) + path
+
+
+def _engine(packages: tuple[str, ...]) -> Jinja2Templates:
     import jinja2
     from starlette.templating import Jinja2Templates
 
     environment = jinja2.Environment(
         loader=jinja2.ChoiceLoader(
-            [jinja2.PackageLoader(package, "templates"), jinja2.PackageLoader("aap.web", "templates")]
+            [jinja2.PackageLoader(package, "templates") for package in dict.fromkeys((*packages, "aap.web"))]
         ),
         autoescape=True,
         trim_blocks=True,
@@ -151,9 +169,9 @@ def _engine(package: str) -> Jinja2Templates:
     return Jinja2Templates(env=environment)
 
 
-def templates(package: str) -> Templates:
-    """The templates of ``package`` (its ``templates/`` folder) over the shared layout."""
-    return Templates(package)
+def templates(package: str, *more: str) -> Templates:
+    """The templates of ``package`` (its ``templates/`` folder), then of ``more``, over the shared layout."""
+    return Templates(package, *more)
 
 
 def render(
@@ -165,8 +183,10 @@ def render(
     status_code: int = 200,
     headers: Mapping[str, str] | None = None,
 ) -> HTMLResponse:
-    """A page, with the security headers (and ``headers``)."""
-    response = pages.engine.TemplateResponse(request, name, dict(context), status_code=status_code)
+    """A page, with the security headers (and ``headers``); its templates get ``root`` (:func:`root`),
+    the prefix of every path they write."""
+    values = {"root": root(request), **context}
+    response = pages.engine.TemplateResponse(request, name, values, status_code=status_code)
     response.headers.update(SECURITY_HEADERS)
     if headers:
         response.headers.update(headers)
