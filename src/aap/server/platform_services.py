@@ -2,7 +2,7 @@
 
 One runner for the whole deployment, not one per tenant: a worker asks the registry which
 tenants have work due (``platform_due``, :mod:`aap.store.platform`), does it with the
-tenant's own stores and settings (its :class:`~aap.server.platform.TenantRuntime`), and
+tenant's own stores and settings (its :class:`~aap.server.tenant_runtime.TenantRuntime`), and
 writes back when that tenant is next due. Several workers and hosts may run it at once: a
 lead delivery is sent only by the runner whose claim it carries and a feed only by the runner
 holding its lease, in the tenant's namespace, exactly as for a deployment that is one agent
@@ -31,7 +31,8 @@ import httpx
 from aap.feeds.scheduler import FeedScheduler
 from aap.leads import transports
 from aap.leads.worker import DeliveryWorker
-from aap.server.platform import PlatformContext, Service, TenantRuntime
+from aap.server.platform import PlatformContext, Service
+from aap.server.tenant_runtime import TenantRuntime
 from aap.store.platform import DELIVERIES, FEEDS
 
 log = logging.getLogger("aap.platform")

@@ -1,0 +1,338 @@
+"""Which tenant a request is for, by its ``Host`` and path (docs/platform.md, "Routing").
+
+- a tenant's domain → that tenant's agent at the ordinary paths, its public URL ``https://HOST``;
+- the platform's own host → ``/t/ID/…`` is tenant ``ID`` under that prefix (public URL
+  ``https://PLATFORM_HOST/t/ID``), the RFC 8414/9728 path-suffixed metadata of such an issuer
+  (``/.well-known/oauth-authorization-server/t/ID``), ``POST /a2a`` for a tenant whose card
+  declares an A2A ``tenant`` routing value, and the platform's own endpoints (``/_platform/…``,
+  ``/healthz``, ``/metrics``);
+- anything else → 404, with no tenant's data.
+
+Hosts are remembered until the registry's change rows say otherwise (:class:`ChangeFeed`):
+every worker of every host follows the same rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from aap.bindings import jsonrpc as rpc
+from aap.bindings.jsonrpc import RpcError
+from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.errors import unexpected
+from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
+from aap.server.tenant_runtime import Runtimes, SurfaceTable, TenantRuntime
+from aap.store.platform import PlatformStore
+from aap.web.accesslog import annotate
+from aap.web.body import REFUSED, BodyTooLarge, read_body
+from aap.web.errors import route_path
+
+log = logging.getLogger("aap.platform")
+
+
+PLATFORM_PREFIX = "/_platform/"
+TLS_ALLOWED_PATH = "/_platform/tls-allowed"
+TENANT_PREFIX = "/t/"
+#: The scope key under which the routing hands a request's runtime to the dispatcher.
+RUNTIME_KEY = "aap.runtime"
+#: Hosts remembered (a tenant id, or "none") between changes.
+HOSTS_KEPT = 100_000
+
+
+def _host(scope: Scope) -> str:
+    """The request's host name, lower case, without its port ("" when absent)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"host":
+            host = value.decode("latin-1").strip().lower()
+            if host.startswith("["):  # an IPv6 literal: never a tenant's domain
+                return host
+            return host.rsplit(":", 1)[0] if ":" in host else host
+    return ""
+
+
+def _tenant_of(body: bytes) -> tuple[Any, str | None]:
+    """(the JSON-RPC id to echo, ``params.tenant``) of a request body, whatever its shape."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(message, dict):
+        return None, None
+    request_id = message.get("id")
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    params = message.get("params")
+    value = params.get("tenant") if isinstance(params, dict) else None
+    return request_id, value if isinstance(value, str) and value else None
+
+
+def not_found(message: str = "Not found") -> Response:
+    """The 404 of an unknown host, tenant or path: the app's plain JSON shape, no tenant named."""
+    body = {"error": {"status": 404, "message": message}}
+    return Response(orjson.dumps(body), status_code=404, media_type="application/json")
+
+
+class Hosts:
+    """Host name → tenant id, read from the registry once and remembered until it changes."""
+
+    def __init__(self, store: PlatformStore) -> None:
+        self.store = store
+        self._known: OrderedDict[str, str | None] = OrderedDict()
+
+    async def tenant(self, host: str) -> str | None:
+        if host in self._known:
+            self._known.move_to_end(host)
+            return self._known[host]
+        if host_problem(host):
+            return None  # not a name any tenant can have: no read
+        tenant_id = await asyncio.to_thread(self.store.tenant_at, host)
+        self._known[host] = tenant_id
+        while len(self._known) > HOSTS_KEPT:
+            self._known.popitem(last=False)
+        return tenant_id
+
+    async def a2a_tenant(self, value: str) -> str | None:
+        """The tenant whose card declares the A2A routing value ``value``, or None."""
+        key = "a2a:" + value
+        if key in self._known:
+            return self._known[key]
+        if len(value) > 200:
+            return None
+        tenant_id = await asyncio.to_thread(self.store.tenant_for_a2a, value)
+        self._known[key] = tenant_id
+        while len(self._known) > HOSTS_KEPT:
+            self._known.popitem(last=False)
+        return tenant_id
+
+    def forget(self, tenant_id: str) -> None:
+        """Forget every host (and routing value) of ``tenant_id``, and every one known to be nobody's."""
+        for host in [h for h, t in self._known.items() if t is None or t == tenant_id]:
+            del self._known[host]
+
+
+class ChangeFeed:
+    """Follows the registry's change rows and drops what this worker built for changed tenants."""
+
+    def __init__(self, store: PlatformStore, runtimes: Runtimes, hosts: Hosts, poll_ms: int) -> None:
+        self.store, self.runtimes, self.hosts = store, runtimes, hosts
+        self.poll = poll_ms / 1000
+        self.seen = 0
+
+    async def start(self) -> None:
+        self.seen = await asyncio.to_thread(self.store.last_change)
+
+    async def once(self) -> int:
+        """Apply the changes made since the last look; returns how many there were."""
+        changes = await asyncio.to_thread(self.store.changes_since, self.seen)
+        for change in changes:
+            self.runtimes.drop(change.tenant_id)
+            self.hosts.forget(change.tenant_id)
+            self.seen = change.seq
+        return len(changes)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.once()
+            except Exception as exc:  # the database may be briefly unavailable: keep following
+                log.warning("tenant changes unavailable: %s", type(exc).__name__)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.poll)
+            except TimeoutError:
+                pass
+
+
+# -- routing ------------------------------------------------------------------------------------------
+
+
+class TenantRouting:
+    """Pure ASGI middleware: resolves the tenant of a request and hands it on (or answers 404).
+
+    It runs ahead of the body limit so that a prefixed tenant's paths (``/t/ID/a2a``) are seen
+    by everything after it as the tenant's own (``/a2a``, with ``root_path = /t/ID``): the body
+    limit and the error handlers answer in the shape of the tenant's surface.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        platform: PlatformSettings,
+        runtimes: Runtimes,
+        hosts: Hosts,
+        platform_app: ASGIApp,
+        max_body_bytes: int,
+        operator_port: bool = False,
+    ) -> None:
+        self.app = app
+        self.platform = platform
+        self.max_body_bytes = max_body_bytes
+        self.operator_port = operator_port
+        self.runtimes = runtimes
+        self.hosts = hosts
+        self.platform_app = platform_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = _host(scope)
+        path: str = scope.get("path", "")
+        if host == self.platform.host:
+            await self._platform_host(scope, receive, send, path)
+            return
+        if path == HEALTHZ_PATH or (path == METRICS_PATH and self.operator_port):
+            # A load balancer may ask any host; with [server] metrics_listen the operator's port
+            # serves /metrics whatever its Host (OperatorDoor keeps it off the public port).
+            await self.platform_app(scope, receive, send)
+            return
+        tenant_id = await self.hosts.tenant(host) if host else None
+        if tenant_id is None:
+            await not_found("No agent is served at this host.")(scope, receive, send)
+            return
+        await self._tenant(tenant_id, f"https://{host}", scope, receive, send)
+
+    async def _platform_host(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        if path == A2A_PATH and scope["method"] == "POST" and REFUSED not in scope:
+            await self._shared_a2a(scope, receive, send)
+            return
+        if self.platform.tenant_prefix:
+            for well_known in (OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH):
+                # RFC 8414 §3 / RFC 9728 §3.1: an issuer or resource with a path has its metadata
+                # at the well-known path followed by that path, on the host root.
+                if path.startswith(well_known + TENANT_PREFIX):
+                    tenant_id, _, rest = path[len(well_known) + len(TENANT_PREFIX) :].partition("/")
+                    if tenant_id_problem(tenant_id) is None:
+                        inner = well_known + ("/" + rest if rest else "")
+                        rewritten = f"/t/{tenant_id}{inner}"
+                        scope = dict(scope, path=rewritten, raw_path=rewritten.encode("latin-1"))
+                        await self._tenant(tenant_id, self.platform.prefix_url(tenant_id), scope, receive, send)
+                        return
+            if path.startswith(TENANT_PREFIX):
+                tenant_id, slash, _rest = path[len(TENANT_PREFIX) :].partition("/")
+                if tenant_id_problem(tenant_id) is None:
+                    if not slash:  # /t/ID: the tenant's public page lives at /t/ID/
+                        await Response(status_code=308, headers={"Location": path + "/"})(scope, receive, send)
+                        return
+                    await self._tenant(tenant_id, self.platform.prefix_url(tenant_id), scope, receive, send)
+                    return
+                await not_found("No such tenant.")(scope, receive, send)
+                return
+        await self.platform_app(scope, receive, send)
+
+    async def _shared_a2a(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST https://PLATFORM_HOST/a2a``: the tenant whose card declares the request's
+        ``params.tenant`` (A2A §8.3.2, seed ``JsonRpcRequest.params.tenant``), served as at its
+        primary URL; a request naming no such tenant is answered here, in JSON-RPC."""
+        try:
+            body = await read_body(receive, self.max_body_bytes, scope)
+        except ClientDisconnect:
+            return
+        except BodyTooLarge:
+            await Response(status_code=413)(scope, receive, send)
+            return
+        request_id, value = _tenant_of(body)
+        tenant_id = await self.hosts.a2a_tenant(value) if value else None
+        record = await asyncio.to_thread(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None
+        if record is None:
+            error = RpcError.listing(
+                rpc.INVALID_PARAMS,
+                "Invalid params",
+                "INVALID_PARAMS",
+                [("tenant", "must name an agent served at this endpoint (its agent card gives the value)")],
+            )
+            answer = orjson.dumps(rpc.failure(request_id, error.to_error()))
+            await Response(answer, media_type="application/json")(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        public_url = self.runtimes.registry.public_url(record)
+        await self._tenant(record.tenant_id, public_url, scope, replay, send, shared=True)
+
+    async def _tenant(
+        self,
+        tenant_id: str,
+        public_url: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        shared: bool = False,
+    ) -> None:
+        try:
+            runtime = await self.runtimes.get(tenant_id, public_url)
+        except Exception as exc:
+            error = unexpected(exc, binding="platform", endpoint="tenant")
+            body = {"error": {"status": 503, "message": "This agent is not available right now.", "id": error.error_id}}
+            response = Response(orjson.dumps(body), status_code=503, media_type="application/json")
+            await response(scope, receive, send)
+            return
+        if runtime is None:
+            await not_found("No such tenant." if "/t/" in public_url else "No agent is served at this host.")(
+                scope, receive, send
+            )
+            return
+        if public_url != f"https://{_host(scope)}" and not shared:
+            prefix = f"/t/{tenant_id}"
+            scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
+        scope[RUNTIME_KEY] = runtime
+        annotate(scope, tenant=tenant_id)
+        await self.app(scope, receive, send)
+
+
+class TenantDispatch:
+    """The innermost app: the request's tenant runtime, its owning surface, that surface's router."""
+
+    def __init__(self, table: SurfaceTable) -> None:
+        self.table = table
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        runtime: TenantRuntime | None = scope.get(RUNTIME_KEY)
+        if runtime is None:
+            await not_found()(scope, receive, send)
+            return
+        index = self.table.owner(route_path(scope), scope["method"])
+        if index is None:
+            await not_found()(scope, receive, send)
+            return
+        built = await runtime.surface(index)
+        await built(scope, receive, send)
+
+
+# -- the platform's own endpoints ---------------------------------------------------------------------
+
+
+def tls_allowed_endpoint(hosts: Hosts) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /_platform/tls-allowed?domain=HOST``: 200 for a tenant's domain, else 404.
+
+    A proxy with on-demand certificates asks it before it gets a certificate for a name
+    (Caddy's ``on_demand_tls ask``), so the platform obtains certificates for its tenants'
+    domains and nothing else (docs/platform.md,
+    "Walk-through: an empty platform to three dealers behind Caddy").
+    """
+
+    async def endpoint(request: Request) -> Response:
+        annotate(request.scope, binding="platform")
+        domain = request.query_params.get("domain", "").strip().lower()
+        if domain and await hosts.tenant(domain) is not None:
+            return Response(status_code=200)
+        return Response(status_code=404)
+
+    return endpoint
