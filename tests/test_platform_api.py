@@ -232,6 +232,11 @@ def test_every_problem_is_answered_at_once_and_nothing_is_written(api: Api) -> N
         "sort: not a parameter of this request (parameters: after, limit)",
         "limit: must be a whole number from 1 to 1000",
     ]
+    nul = api.call("GET", TENANTS, params={"after": "dealer\x00a"})  # PostgreSQL's text cannot hold NUL
+    assert conforms(doc, "GET", TENANTS, nul)["error"]["problems"] == [
+        "after: must be a tenant id (the previous page's next_after)"
+    ]
+    assert api.registry.list(matching="a\x00") == [] and api.registry.list(after="\x00") == []
     assert [t["id"] for t in api.call("GET", TENANTS).json()["tenants"]] == ["dealer-a"]
     assert api.registry.get("dealer-a").revision == 1
 
@@ -404,6 +409,10 @@ CHECKS = [
 ]
 
 
+#: Headers a generated case may not set: the server answers a malformed one itself, before the app.
+FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection", "expect"})
+
+
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_schemathesis_finds_every_answer_as_documented(api: Api, mode) -> None:
     api.registry.add("dealer-a", tenant_config("Alpha"), ["alpha.example"])
@@ -417,6 +426,9 @@ def test_schemathesis_finds_every_answer_as_documented(api: Api, mode) -> None:
         @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy(generation_mode=mode))
         def exercise(case) -> None:
+            for name in list(case.headers or {}):  # framing is the HTTP client's and server's, not the API's
+                if name.lower() in FRAMING:
+                    del case.headers[name]
             headers = {"host": PLATFORM_HOST, "authorization": f"Bearer {TOKEN}"}
             response = case.call(base_url=api.server.base_url, headers=headers)
             statuses.setdefault(operation.label, set()).add(response.status_code)

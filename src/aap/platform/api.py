@@ -44,7 +44,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from aap.config.platform import PlatformSettings
+from aap.config.platform import PlatformSettings, tenant_id_problem
 from aap.errors import AapError, unexpected
 from aap.ratelimit import retry_after_seconds
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
@@ -63,8 +63,6 @@ MIN_TOKEN_LENGTH = 32
 MAX_BODY_BYTES = 2 * MAX_CONFIG_BYTES + 64 * 1024
 #: Tenants per page of the list: the default and the most a caller may ask for.
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
-#: The longest ``after`` value (a tenant id is at most 48 characters).
-MAX_AFTER = 100
 #: Lengths past which a value is refused as it is, without being quoted back (RFC 1035 §2.3.4).
 MAX_HOST, MAX_ID = 253, 48
 #: Bucket keys of the API's callers, apart from every other bucket of the platform's namespace.
@@ -247,8 +245,8 @@ class ProvisioningApi:
             elif len(params.getlist(name)) > 1:
                 problems.append(f"{name}: given more than once")
         after = params.get("after", "")
-        if len(after) > MAX_AFTER:
-            problems.append(f"after: at most {MAX_AFTER} characters (a tenant id)")
+        if after and tenant_id_problem(after):
+            problems.append("after: must be a tenant id (the previous page's next_after)")
         text = params.get("limit")
         limit = DEFAULT_LIMIT
         if text is not None:

@@ -160,7 +160,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                             "name": "after",
                             "in": "query",
                             "required": False,
-                            "schema": {"type": "string", "maxLength": 100},
+                            "schema": {"type": "string", "pattern": TENANT_ID.pattern, "maxLength": 48},
                             "description": "Tenants after this id (the previous page's `next_after`).",
                         },
                         {

@@ -120,6 +120,8 @@ class PlatformStore:
         """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging); with
         ``matching``, those whose id or one of whose domains contains it (the platform console's
         filter: ids and host names are lower case, so is the text looked for)."""
+        if "\x00" in after or "\x00" in (matching or ""):
+            return []  # no id or host holds NUL, which PostgreSQL's text cannot hold either
         where, args = "tenant_id > ?", [after]
         if matching:
             pattern = "%" + _like_escaped(matching.lower()) + "%"
