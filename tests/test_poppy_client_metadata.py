@@ -9,7 +9,8 @@ import ipaddress
 import pytest
 
 from aap.config.poppy import LOOPBACK_ENV, PoppySettings
-from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry, address_allowed, cache_ttl
+from aap.netguard import Reach, refusal
+from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry, cache_ttl
 from poppy_client import PersonalAgent
 from poppy_env import agent_host, poppy_ca  # noqa: F401
 
@@ -52,10 +53,10 @@ async def test_a_published_agent_is_loaded(agent_host, poppy_ca):
     ],
 )
 def test_address_policy(address, allowed):
-    assert address_allowed(ipaddress.ip_address(address), False) is allowed
-    # The development switch admits loopback and nothing else.
+    # The fetcher's reach: public addresses; the development switch admits loopback and nothing else.
+    assert (refusal(ipaddress.ip_address(address), Reach()) is None) is allowed
     loopback = ipaddress.ip_address(address).is_loopback
-    assert address_allowed(ipaddress.ip_address(address), True) is (allowed or loopback)
+    assert (refusal(ipaddress.ip_address(address), Reach(loopback=True)) is None) is (allowed or loopback)
 
 
 async def test_loopback_is_refused_without_the_development_switch(agent_host, poppy_ca, monkeypatch):

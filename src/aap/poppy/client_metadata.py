@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
 import ssl
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +27,7 @@ import httpx
 import orjson
 
 from aap.config.poppy import PoppySettings
+from aap.netguard import GuardedBackend, Reach, RefusedAddress, refusal
 from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.spec import validate
 from aap.util.memo import Memo
@@ -52,15 +51,6 @@ class ClientInfo:
     jwks_fetched_at: float
 
 
-def address_allowed(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allow_loopback: bool) -> bool:
-    """Public unicast addresses only; loopback with the development switch."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return allow_loopback
-    return ip.is_global and not ip.is_multicast
-
-
 def check_https_url(url: Any, what: str) -> tuple[str, int]:
     """An absolute HTTPS URL without credentials or fragment; returns (host, port)."""
     if not isinstance(url, str) or len(url) > 2048 or not url.startswith("https://"):
@@ -77,54 +67,9 @@ def check_https_url(url: Any, what: str) -> tuple[str, int]:
     return parts.hostname.lower(), port
 
 
-class _GuardedBackend(httpcore.AsyncNetworkBackend):
-    """Resolve, vet every address, then connect to a vetted address (TLS still uses the name)."""
-
-    def __init__(self, allow_loopback: bool) -> None:
-        self._inner = httpcore.AnyIOBackend()
-        self._allow_loopback = allow_loopback
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise httpcore.ConnectError("name resolution failed") from exc
-        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-        if not addresses or not all(address_allowed(a, self._allow_loopback) for a in addresses):
-            raise _RefusedAddress()
-        failure: Exception | None = None
-        for address in dict.fromkeys(addresses):  # every vetted address, in resolver order
-            try:
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except httpcore.ConnectError as exc:
-                failure = exc
-        raise httpcore.ConnectError("could not connect") from failure
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        raise _RefusedAddress()
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _RefusedAddress(httpcore.ConnectError):
-    def __init__(self) -> None:
-        super().__init__("address not allowed")
-
-
 class _GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a connection pool whose sockets go through :class:`_GuardedBackend`."""
+    """httpx's transport over a connection pool whose sockets are vetted (:class:`aap.netguard.GuardedBackend`):
+    public addresses only, loopback with the development switch, never a private network."""
 
     def __init__(self, ssl_context: ssl.SSLContext, allow_loopback: bool) -> None:
         super().__init__(verify=ssl_context, trust_env=False, retries=0)
@@ -134,7 +79,7 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
             http1=True,
             http2=False,
             retries=0,
-            network_backend=_GuardedBackend(allow_loopback),
+            network_backend=GuardedBackend(Reach(loopback=allow_loopback)),
         )
 
 
@@ -246,7 +191,7 @@ class ClientRegistry:
             literal = ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             literal = None
-        if literal is not None and not address_allowed(literal, self.settings.loopback_allowed):
+        if literal is not None and refusal(literal, Reach(loopback=self.settings.loopback_allowed)):
             raise ClientMetadataError(f"{what} points at an address that is not allowed")
         limit = self.settings.metadata_max_bytes
         timeout = self.settings.metadata_timeout
@@ -279,7 +224,7 @@ class ClientRegistry:
         except (TimeoutError, httpx.TimeoutException) as exc:
             raise ClientMetadataError(f"{what} did not answer within {timeout:g} s") from exc
         except httpx.HTTPError as exc:
-            if isinstance(exc.__cause__, _RefusedAddress):  # httpx wraps the backend's error
+            if isinstance(exc.__cause__, RefusedAddress):  # httpx wraps the backend's error
                 raise ClientMetadataError(f"{what} points at an address that is not allowed") from exc
             raise ClientMetadataError(f"{what} could not be fetched over verified HTTPS") from exc
         try:
