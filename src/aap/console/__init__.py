@@ -93,17 +93,9 @@ class Console:
         """One audit entry (blocking): who did what to which lead or account."""
         self.stores.console.audit(actor, action, subject, dict(detail), self.now_ms())
 
-    def page(
-        self,
-        request: Request,
-        name: str,
-        context: Mapping[str, Any],
-        *,
-        status_code: int = 200,
-        visit: Visit | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Response:
-        common = {
+    def page_context(self, request: Request, visit: Visit | None) -> dict[str, Any]:
+        """What every page of this console's templates is given besides its own context."""
+        return {
             "site_name": f"{self.settings.agent.name} · Console",
             "assets": url(request, ASSETS),
             "layout": "console_layout.html",
@@ -115,11 +107,22 @@ class Console:
             "zone_of": self.zone,
             "region_of": self.region,
         }
+
+    def page(
+        self,
+        request: Request,
+        name: str,
+        context: Mapping[str, Any],
+        *,
+        status_code: int = 200,
+        visit: Visit | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
         return render(
             self.pages,
             request,
             name,
-            {**common, **context},
+            {**self.page_context(request, visit), **context},
             status_code=status_code,
             headers={**NO_STORE, **(headers or {})},
         )

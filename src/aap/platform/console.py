@@ -39,7 +39,7 @@ from starlette.routing import BaseRoute, Route
 
 from aap.config.platform import tenant_id_problem
 from aap.config.tenant_template import tenant_template
-from aap.console import NO_STORE, Console
+from aap.console import Console
 from aap.console.auth import LOGIN_PATH, Auth, Guest, Refused, Visit
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
@@ -49,7 +49,7 @@ from aap.tenants import MAX_CONFIG_BYTES, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body, replay
 from aap.web.errors import route_path
-from aap.web.pages import asset_routes, render, templates, url
+from aap.web.pages import asset_routes, templates, url
 
 from .views import tenant_urls
 
@@ -135,17 +135,8 @@ class PlatformConsole(Console):
         return TenantGuests(self, tenant_id)
 
     # -- pages -------------------------------------------------------------------------------
-    def page(
-        self,
-        request: Request,
-        name: str,
-        context: Mapping[str, Any],
-        *,
-        status_code: int = 200,
-        visit: Visit | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> Response:
-        common = {
+    def page_context(self, request: Request, visit: Visit | None) -> dict[str, Any]:
+        return {
             "site_name": f"Platform console · {self.registry.platform.host}",
             "assets": url(request, ASSETS),
             "layout": "platform_layout.html",
@@ -155,14 +146,6 @@ class PlatformConsole(Console):
             "zone": UTC,
             "prefix": self.registry.platform.tenant_prefix,
         }
-        return render(
-            self.pages,
-            request,
-            name,
-            {**common, **context},
-            status_code=status_code,
-            headers={**NO_STORE, **(headers or {})},
-        )
 
     def guarded(
         self, handler: Callable[[Request, Visit], Awaitable[Response]], *, admin: bool = False
