@@ -81,6 +81,12 @@ class Tx:
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return list(self.execute(sql, params).fetchall())
 
+    def fetchall_planned(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """``fetchall``, the statement planned for these values every time it runs: for a query
+        whose best plan depends on a value (a time window), which a generic plan made once for
+        any value can miss by an order of magnitude."""
+        return list(self.db.dialect.execute_unprepared(self.raw, self._sql(sql), tuple(params)).fetchall())
+
     def script(self, sql: str) -> None:
         """Run several ``;``-separated DDL statements."""
         for statement in sql.split(";"):

@@ -125,6 +125,15 @@ class Dialect:
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
 
+    def execute_unprepared(self, cursor: Any, sql: str, params: tuple[Any, ...]) -> Any:
+        """Run ``sql`` planned for ``params`` (SQLite plans every statement for its values)."""
+        return cursor.execute(sql, params)
+
+    def median(self, column: str) -> str | None:
+        """An aggregate of the median of ``column`` (NULLs left out), or None where the SQL has none
+        (SQLite): the caller then walks an index to the middle."""
+        return None
+
     def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
         """``column`` among ``values`` (any number of them), as one parameter: a JSON array."""
         return f"{column} IN (SELECT value FROM json_each(?))", ["[" + ",".join(map(str, values)) + "]"]
@@ -260,6 +269,16 @@ class PostgresDialect(Dialect):
             tx.limits.pop()
         restore = f"= {tx.limits[-1]}" if tx.limits else "TO DEFAULT"
         tx.execute(f"SET LOCAL statement_timeout {restore}; RELEASE SAVEPOINT aap_time_limit")
+
+    def execute_unprepared(self, cursor: Any, sql: str, params: tuple[Any, ...]) -> Any:
+        """psycopg prepares a statement on the server after its fifth run, and PostgreSQL then
+        tries a generic plan: never for this one."""
+        return cursor.execute(sql, params, prepare=False)
+
+    def median(self, column: str) -> str | None:
+        """The ordered-set aggregate: one pass over the group, where walking the index to the
+        middle with ``OFFSET`` visits the table for every row it skips until a vacuum has run."""
+        return f"percentile_cont(0.5) WITHIN GROUP (ORDER BY {column})"
 
     def integers_in(self, column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
         """``column = ANY(array)``: the planner sees an array of known size and probes the index."""

@@ -25,6 +25,7 @@ by name, :mod:`aap.store.migrations`), so its columns can go on ``leads``.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -468,15 +469,30 @@ class LeadPipeline:
         """Per rooftop, over the leads received since ``since_ms``: the median time to first
         response of those answered, how many were answered, and how many still wait.
 
-        One grouped count, then each rooftop's middle value found by walking its answered leads in
-        response order to the middle, both on ``leads_response_order``, which holds every column
-        asked: neither reads a lead row."""
+        Both read ``leads_response_order``, which holds every column asked, never a lead row. Where
+        the SQL has a median aggregate (PostgreSQL), one grouped query; elsewhere one grouped
+        count, then each rooftop's middle value found by walking its answered leads in response
+        order to the middle."""
         where, params = conditions(scope, InboxFilter(received_from_ms=since_ms))
         clause = " AND ".join([*where, "l.status = 'received'"])
         out: dict[str | None, dict[str, Any]] = {}
         with self.db.read() as tx:
             # "|| ''": the status's own index would read every lead row; the response index holds the columns
             window = " AND ".join([*where, "l.status || '' = 'received'"])
+            median_of = self.db.dialect.median("l.response_ms")
+            if median_of is not None:  # the middle value of an even count is the mean of the two, rounded down
+                # Planned for its window each time: a generic plan reads the whole index (5x slower).
+                for rooftop, total, answered, middle in tx.fetchall_planned(
+                    f"SELECT l.rooftop, COUNT(*), COUNT(l.response_ms), {median_of} FROM leads l"
+                    f" WHERE {window} GROUP BY l.rooftop",
+                    params,
+                ):
+                    out[rooftop] = {
+                        "median_ms": None if middle is None else math.floor(middle),
+                        "answered": int(answered),
+                        "waiting": int(total) - int(answered),
+                    }
+                return out
             counts = tx.fetchall(
                 f"SELECT l.rooftop, COUNT(*), COUNT(l.response_ms) FROM leads l WHERE {window} GROUP BY l.rooftop",
                 params,
