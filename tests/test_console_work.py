@@ -261,6 +261,9 @@ def test_a_run_now_from_the_console_is_recorded_and_its_warnings_mark_listings(d
     assert run.trigger == "console" and run.outcome == "imported" and run.warnings
     assert any(e.action == "feed.run" and e.subject == "dms" for e in stores.console.audit_entries())
     assert f"/console/feeds/runs/{run.run_id}" in admin.get("/console/feeds").text
+    page = admin.get(f"/console/feeds/runs/{run.run_id}").text
+    for label, count in (("New", run.inserted), ("Updated", run.updated), ("Unchanged", run.unchanged)):
+        assert f"<dt>{label}</dt><dd>{count:,}</dd>" in page
 
     warned = browse(admin, "warned=1")
     assert warned and all(i.startswith("veh_") for i in warned)

@@ -114,6 +114,7 @@ def _counts(run: FeedRun) -> dict[str, int]:
         "rows": run.rows,
         "new": run.inserted,
         "updated": run.updated,
+        "unchanged": run.unchanged,
         "removed": run.removed,
         "rejected": run.skipped or len(run.rejected_lines),
         "warnings": run.warnings,
