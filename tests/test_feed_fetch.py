@@ -9,8 +9,6 @@ file). Two schedulers sharing one PostgreSQL database import each feed once.
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import socket
 import threading
 import time
@@ -21,10 +19,6 @@ import orjson
 import pytest
 import uvicorn
 from click.testing import CliRunner
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -35,6 +29,7 @@ from aap.cli.main import main
 from aap.config.feeds import FeedSettings, parse_schedule
 from aap.feeds.scheduler import FeedScheduler
 from aap.store import open_stores
+from certs import self_signed
 from http_helpers import Deployment, make_settings
 
 COUNT = 12
@@ -44,27 +39,8 @@ COUNT = 12
 
 
 def _certificate(directory) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_path), str(key_path)
+    cert, key = self_signed(directory, "127.0.0.1")
+    return str(cert), str(key)
 
 
 class FeedServer:

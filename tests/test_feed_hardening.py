@@ -9,8 +9,6 @@ deadline against a server that never finishes and asserts the refusal.
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import logging
 import os
@@ -28,10 +26,6 @@ import orjson
 import pytest
 import uvicorn
 from click.testing import CliRunner
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
@@ -46,6 +40,7 @@ from aap.feeds.fetch import Credentials, FetchError, FetchRules, display_source,
 from aap.inventory.formats import ReadOptions, read_feed_bytes
 from aap.inventory.formats.mapping import MappingError, parse_format, read_mapping
 from aap.inventory.listing_rules import FeedError, ListingChecker
+from certs import self_signed
 
 COUNT = 6
 
@@ -369,27 +364,8 @@ def test_a_name_resolving_to_a_private_address_is_refused(monkeypatch, address, 
 
 
 def _certificate(directory: Path) -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_path), str(key_path)
+    cert, key = self_signed(directory, "127.0.0.1")
+    return str(cert), str(key)
 
 
 class RedirectingServer:

@@ -11,7 +11,6 @@ with ``AAP_UPDATE_SCREENSHOTS=1`` (docs/platform.md shows them).
 
 from __future__ import annotations
 
-import datetime
 import os
 import socket
 import threading
@@ -23,16 +22,13 @@ from urllib.parse import urlsplit
 
 import pytest
 import uvicorn
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from aap.accounts import PLATFORM_ADMIN, Accounts
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.tenants import TenantRegistry
+from certs import self_signed
 from console_support import PASSWORD, cheap_hashing
 from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
 from test_browser import CHROMIUM, CSP_WATCH, FLAGS, PLACEHOLDER, SCREENSHOTS, WIDE, csp_violations
@@ -44,26 +40,8 @@ OPS = "ops@platform.example"
 
 def certificate(directory: Path) -> tuple[str, str]:
     """A self-signed certificate for the platform host (the browser is told to accept it)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, PLATFORM_HOST)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(PLATFORM_HOST)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return str(cert_file), str(key_file)
+    cert, key = self_signed(directory, PLATFORM_HOST, ca=False)
+    return str(cert), str(key)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ Each live test starts the server as a subprocess on 127.0.0.1 and stops it by it
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import os
 import signal
 import ssl
@@ -23,6 +22,7 @@ from aap.server import runner as server
 from aap.server.runner import SettingsSource
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
+from certs import self_signed
 from factories import free_port
 from http_helpers import assert_valid_response, make_settings, send_message
 
@@ -204,32 +204,7 @@ def test_two_workers(tmp_path):
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
+    return self_signed(tmp_path, "localhost")
 
 
 @pytest.mark.slow
