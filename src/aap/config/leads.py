@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
+from aap.config.scoped import most_specific
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
 from aap.util.backoff import doubling
@@ -120,14 +121,6 @@ class Route:
     dealer_id: str | None = None  # aggregate scope: only this seller's leads
     targets: tuple[Target, ...] = ()
 
-    def specificity(self, dealer_id: str | None, rooftop: str | None) -> int | None:
-        """How well this route matches a lead; ``None`` when it does not apply."""
-        if self.dealer_id is not None and self.dealer_id != dealer_id:
-            return None
-        if self.rooftop != "*" and self.rooftop != rooftop:
-            return None
-        return (2 if self.dealer_id is not None else 0) + (1 if self.rooftop != "*" else 0)
-
 
 @dataclass(frozen=True)
 class AppointmentSettings:
@@ -173,12 +166,7 @@ class LeadSettings:
 
     def route_for(self, dealer_id: str | None, rooftop: str | None) -> Route | None:
         """The most specific matching route (seller + rooftop > seller > rooftop > ``*``)."""
-        best: tuple[int, Route] | None = None
-        for route in self.routes:
-            score = route.specificity(dealer_id, rooftop)
-            if score is not None and (best is None or score > best[0]):
-                best = (score, route)
-        return best[1] if best else None
+        return most_specific(self.routes, dealer_id, rooftop)
 
     def target(self, name: str) -> Target | None:
         for route in self.routes:

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aap.config.scoped import most_specific
 from aap.config.table import Table
 from aap.loopback import is_loopback_host
 
@@ -48,13 +49,6 @@ class Recipients:
     to: tuple[str, ...]
     rooftop: str = "*"
     dealer_id: str | None = None
-
-    def specificity(self, dealer_id: str | None, rooftop: str | None) -> int | None:
-        if self.dealer_id is not None and self.dealer_id != dealer_id:
-            return None
-        if self.rooftop != "*" and self.rooftop != rooftop:
-            return None
-        return (2 if self.dealer_id is not None else 0) + (1 if self.rooftop != "*" else 0)
 
 
 @dataclass(frozen=True)
@@ -80,13 +74,9 @@ class NotificationSettings:
         """The addresses told of a lead at ``rooftop``: the most specific entry's, else (with
         ``published_sales``) the rooftop's published e-mails named "Sales" (seed 004,
         ``DealerInformation.rooftops[].emails``); none: no notification."""
-        best: tuple[int, Recipients] | None = None
-        for entry in self.recipients:
-            score = entry.specificity(dealer_id, rooftop)
-            if score is not None and (best is None or score > best[0]):
-                best = (score, entry)
+        best = most_specific(self.recipients, dealer_id, rooftop)
         if best is not None:
-            return best[1].to
+            return best.to
         if not self.published_sales or profile is None:
             return ()
         found = profile.rooftop(rooftop) if rooftop is not None else None
