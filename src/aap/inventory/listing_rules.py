@@ -266,41 +266,30 @@ def _vin_rules(row: dict[str, Any], strict: bool, warnings: list[Warning]) -> li
     return []
 
 
+def _duplicates(row: dict[str, Any], array: str, key: str, rule: str) -> list[tuple[str, str]]:
+    """Each entry of ``row[array]`` whose ``key`` an earlier entry has already, at its pointer."""
+    entries = row.get(array)
+    if not isinstance(entries, list):
+        return []
+    problems = []
+    first: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if isinstance(value, str):
+            if value in first:
+                problems.append((f"/{array}/{i}/{key}", f"duplicates {array}/{first[value]} ({rule})"))
+            else:
+                first[value] = i
+    return problems
+
+
 def _listing_rules(row: dict[str, Any]) -> list[tuple[str, str]]:
     """What the InventoryListing description requires but its JSON Schema cannot say."""
     problems = []
     for name in COMPUTED_FIELDS & row.keys():
         problems.append((f"/{name}", "is computed by the search and cannot be imported"))
-    evidence = row.get("feature_evidence")
-    if isinstance(evidence, list):
-        codes: dict[str, int] = {}
-        for i, entry in enumerate(evidence):
-            code = entry.get("code") if isinstance(entry, dict) else None
-            if isinstance(code, str):
-                if code in codes:
-                    problems.append(
-                        (
-                            f"/feature_evidence/{i}/code",
-                            f"duplicates feature_evidence/{codes[code]} (at most one entry per code)",
-                        )
-                    )
-                else:
-                    codes[code] = i
-    fees = row.get("fees")
-    if isinstance(fees, list):
-        names: dict[str, int] = {}
-        for i, fee in enumerate(fees):
-            fee_name = fee.get("name") if isinstance(fee, dict) else None
-            if isinstance(fee_name, str):
-                if fee_name in names:
-                    problems.append(
-                        (
-                            f"/fees/{i}/name",
-                            f"duplicates fees/{names[fee_name]} (fee names are unique within a listing)",
-                        )
-                    )
-                else:
-                    names[fee_name] = i
+    problems += _duplicates(row, "feature_evidence", "code", "at most one entry per code")
+    problems += _duplicates(row, "fees", "name", "fee names are unique within a listing")
     return problems
 
 
