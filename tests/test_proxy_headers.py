@@ -10,22 +10,16 @@ access log's ``client`` alike.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
 from aap.config.loader import ConfigError, load_settings
 from aap.ratelimit import anonymous_caller_key
 from aap.server.runner import proxy_options
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
-from test_server_runner import free_port
+from runner_child import RunnerChild
 
 DEALER = {"type": "dealer.information.request"}
 
@@ -44,53 +38,22 @@ name = "Proxy Motors"
 """
 
 
-class Served:
+class Served(RunnerChild):
     """``aap.server.runner.run`` on a configuration file, in a child process with JSON logs."""
 
     def __init__(self, tmp_path: Path, server_table: str = "", env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__()
         config = tmp_path / "aap.toml"
         config.write_text(CONFIG.format(base=self.base, directory=tmp_path, server=server_table))
-        script = textwrap.dedent(f"""
-            from aap.server.runner import SettingsSource, run
-            run(SettingsSource({str(config)!r}, {{}}, environ={{}}), host="127.0.0.1", port={self.port},
-                log_level="info", log_format="json")
-            """)
-        self.log_path = tmp_path / "server.log"
-        self.log = open(self.log_path, "wb")
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (env or {})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", script], stdout=self.log, stderr=subprocess.STDOUT, env=environ
-        )
-        for _ in range(300):  # bounded by count (~30 s on a loaded machine)
-            if self.proc.poll() is not None:
-                break
-            try:
-                if httpx.get(self.base + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError("server did not start: " + self.log_path.read_text()[-2000:])
+        self.start(tmp_path, f"SettingsSource({str(config)!r}, {{}}, environ={{}})", env)
 
     def ask(self, forwarded_for: str) -> dict:
         headers = {**AAP_HEADERS, "X-Forwarded-For": forwarded_for, "X-Forwarded-Proto": "https"}
         return httpx.post(self.base + "/a2a", json=send_message(DEALER), headers=headers, timeout=30).json()
 
     def access_clients(self) -> list[str]:
-        lines = [orjson.loads(line) for line in self.log_path.read_bytes().splitlines() if line.startswith(b"{")]
+        lines = self.lines()
         return [line["client"] for line in lines if line.get("event") == "request" and line.get("path") == "/a2a"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 @pytest.mark.slow

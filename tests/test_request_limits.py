@@ -11,11 +11,7 @@ waiting for the server's answer (a read with a long deadline), never by timing i
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -27,44 +23,23 @@ import pytest
 
 from aap.server.runner import SettingsSource
 from aap.spec import validate
-from test_server_runner import free_port
+from runner_child import RunnerChild
 
 LINE, FIELD, HEAD, FIELDS = 8192, 8192, 32768, 100  # the defaults
 TIMEOUT = 2  # header_timeout_seconds and body_timeout_seconds of the served configuration
 
 
-class Served:
+class Served(RunnerChild):
     """``aap.server.runner.run`` of the demo dealer group with ``[server]`` overrides, in a child."""
 
     def __init__(self, tmp_path: Path, env: dict[str, str] | None = None, **overrides: Any) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        super().__init__()
         source = SettingsSource(
             None,
             {"public_url": self.base, "database": f"sqlite:///{tmp_path}/aap.db", **overrides},
             environ={},
         )
-        script = textwrap.dedent(f"""
-            from aap.server.runner import SettingsSource, run
-            run(SettingsSource.from_json({source.to_json()!r}), host="127.0.0.1", port={self.port},
-                log_level="info", log_format="json")
-            """)
-        self.log_path = tmp_path / "server.log"
-        self.log = open(self.log_path, "wb")
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (env or {})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", script], stdout=self.log, stderr=subprocess.STDOUT, env=environ
-        )
-        for _ in range(300):  # bounded by count (~30 s on a loaded machine)
-            if self.proc.poll() is not None:
-                break
-            try:
-                if httpx.get(self.base + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError("server did not start: " + self.log_path.read_text()[-2000:])
+        self.start(tmp_path, f"SettingsSource.from_json({source.to_json()!r})", env)
 
     def connect(self) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", self.port))
@@ -77,19 +52,6 @@ class Served:
         with self.connect() as sock:
             sock.sendall(data)
             return read_answer(sock)
-
-    def lines(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_path.read_bytes().splitlines() if line.startswith(b"{")]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes, bool]:
