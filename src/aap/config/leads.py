@@ -41,12 +41,11 @@ from dataclasses import dataclass, field
 
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.scoped import most_specific
+from aap.config.smtp import check_address, check_transport, credentials, env_name, subject_line
 from aap.config.table import Problems, Table
-from aap.loopback import is_loopback_host
 from aap.util.backoff import doubling
 
 DEFAULT_ADF_CONTENT_TYPE = "application/x-adf+xml; charset=utf-8"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _RESERVED_HEADERS = {
     "content-type",
@@ -283,7 +282,7 @@ def _target(table: Table, default_name: str) -> Target | None:
         target = None if url is None else AdfHttpTarget(name, url, headers, auth, content_type)
     elif kind == "webhook":
         url = table.url("url", required=True, endpoint=True)
-        secret_env = _env_name(table, "secret_env")
+        secret_env = env_name(table, "secret_env")
         headers = _headers(table.table("headers"))
         target = None if url is None else WebhookTarget(name, url, secret_env, headers)
     else:
@@ -300,42 +299,16 @@ def _smtp(table: Table, name: str) -> SmtpTarget | None:
     port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
     sender = table.string("from", required=True)
     if sender is not None:
-        _address(table, "from", sender)
+        check_address(table, "from", sender)
     to = table.strings("to", (), required=True)
     for i, address in enumerate(to):
-        _address(table, f"to[{i}]", address)
-    if ssl and starttls:
-        table.problem("starttls", "cannot be combined with ssl = true (implicit TLS)")
-    if host is not None and not (ssl or starttls) and not is_loopback_host(host):
-        table.problem(
-            "starttls",
-            "must be true (or ssl = true) for a non-loopback SMTP host: customer data never travels in clear text",
-        )
-    username_env = _env_name(table, "username_env")
-    password_env = _env_name(table, "password_env")
-    if (username_env is None) != (password_env is None):
-        table.problem(
-            "password_env" if password_env is None else "username_env", "username_env and password_env go together"
-        )
-    subject = table.string("subject", "New AAP lead")
-    if "\n" in subject or "\r" in subject:
-        table.problem("subject", "must be a single line")
+        check_address(table, f"to[{i}]", address)
+    check_transport(table, host, ssl, starttls)
+    username_env, password_env = credentials(table)
+    subject = subject_line(table, "New AAP lead")
     if host is None or sender is None:
         return None
     return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env, subject)
-
-
-def _env_name(table: Table, key: str) -> str | None:
-    value = table.string(key)
-    if value is not None and not _ENV_NAME.match(value):
-        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
-        return None
-    return value
-
-
-def _address(table: Table, key: str, value: str) -> None:
-    if value.count("@") != 1 or any(c in value for c in " \r\n<>,"):
-        table.problem(key, "must be an e-mail address")
 
 
 def _headers(table: Table) -> tuple[tuple[str, str], ...]:
@@ -362,14 +335,14 @@ def _auth(table: Table) -> HttpAuth | None:
     kind = table.string("type", "bearer", choices=("basic", "bearer"))
     if kind == "basic":
         auth = HttpAuth(
-            "basic", username_env=_env_name(table, "username_env"), password_env=_env_name(table, "password_env")
+            "basic", username_env=env_name(table, "username_env"), password_env=env_name(table, "password_env")
         )
         if auth.username_env is None and not table.problems.has(table.at("username_env")):
             table.problem("username_env", "is required for basic auth")
         if auth.password_env is None and not table.problems.has(table.at("password_env")):
             table.problem("password_env", "is required for basic auth")
     else:
-        auth = HttpAuth("bearer", token_env=_env_name(table, "token_env"))
+        auth = HttpAuth("bearer", token_env=env_name(table, "token_env"))
         if auth.token_env is None and not table.problems.has(table.at("token_env")):
             table.problem("token_env", "is required for bearer auth")
     table.finish()

@@ -23,13 +23,12 @@ to = ["sales@oakland.example", "bdc@baymotors.example"]
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aap.config.scoped import most_specific
+from aap.config.smtp import check_address, check_transport, credentials, subject_line
 from aap.config.table import Table
-from aap.loopback import is_loopback_host
 
 if TYPE_CHECKING:  # config.model imports this module (through config.leads)
     from aap.config.model import DealerProfile
@@ -39,7 +38,6 @@ NOTIFY_KIND = "notify"
 NOTIFY_TARGET = "aap:notify"
 #: What an e-mail may carry beyond the link to the lead, the rooftop and the time it came in.
 INCLUDE_CHOICES = ("vehicle", "appointment", "source_agent", "customer_name", "customer_contact", "message")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -92,19 +90,6 @@ class NotificationSettings:
         )
 
 
-def _address(table: Table, key: str, value: str) -> None:
-    if value.count("@") != 1 or any(c in value for c in " \r\n<>,"):
-        table.problem(key, "must be an e-mail address")
-
-
-def _env_name(table: Table, key: str) -> str | None:
-    value = table.string(key)
-    if value is not None and not _ENV_NAME.match(value):
-        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
-        return None
-    return value
-
-
 def parse_notifications(table: Table) -> NotificationSettings:
     """``[leads.notifications]``; absent: no notification is sent."""
     if not table.present:
@@ -115,20 +100,10 @@ def parse_notifications(table: Table) -> NotificationSettings:
     port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
     sender = table.string("from", required=True)
     if sender is not None:
-        _address(table, "from", sender)
-    if ssl and starttls:
-        table.problem("starttls", "cannot be combined with ssl = true (implicit TLS)")
-    if host is not None and not (ssl or starttls) and not is_loopback_host(host):
-        table.problem("starttls", "must be true (or ssl = true) for a non-loopback SMTP host")
-    username_env = _env_name(table, "username_env")
-    password_env = _env_name(table, "password_env")
-    if (username_env is None) != (password_env is None):
-        table.problem(
-            "password_env" if password_env is None else "username_env", "username_env and password_env go together"
-        )
-    subject = table.string("subject", "New lead")
-    if "\n" in subject or "\r" in subject:
-        table.problem("subject", "must be a single line")
+        check_address(table, "from", sender)
+    check_transport(table, host, ssl, starttls)
+    username_env, password_env = credentials(table)
+    subject = subject_line(table, "New lead")
     include = table.strings("include", (), choices=INCLUDE_CHOICES, min_items=0)
     published = table.boolean("published_sales", True)
     recipients: list[Recipients] = []
@@ -138,7 +113,7 @@ def parse_notifications(table: Table) -> NotificationSettings:
         dealer_id = entry.string("dealer_id")
         to = entry.strings("to", (), required=True)
         for i, address in enumerate(to):
-            _address(entry, f"to[{i}]", address)
+            check_address(entry, f"to[{i}]", address)
         if (dealer_id, rooftop) in seen:
             entry.problem("rooftop", f"duplicates {seen[(dealer_id, rooftop)]} (same dealer_id and rooftop)")
         seen[(dealer_id, rooftop)] = entry.path
