@@ -35,7 +35,7 @@ from aap.config.notifications import NOTIFY_KIND
 from aap.store.db import Database, Migrations, Tx
 from aap.store.keyset import Cursor, Segment, after
 from aap.store.lead_inbox import InboxFilter, InboxRow, LeadInbox, LeadScope, conditions
-from aap.store.leads import delivery_states
+from aap.store.leads import SUMMARY_COLUMNS, delivery_states, summary
 
 #: The documented statuses, in pipeline order (docs/console.md, "The lead pipeline").
 STAGES = ("new", "contacted", "appointment_set", "showed", "sold", "lost")
@@ -419,9 +419,7 @@ class LeadPipeline:
         marks = ", ".join("?" for _ in lead_ids)
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
-                f" l.source_agent, l.caller_id, l.vehicle_link, {_STANDING_COLUMNS}"
-                f" FROM leads l WHERE l.lead_id IN ({marks})",
+                f"SELECT {SUMMARY_COLUMNS}, {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})",
                 list(lead_ids),
             )
             counts = delivery_states(tx, list(lead_ids))
@@ -429,16 +427,7 @@ class LeadPipeline:
         for r in rows:
             standing = _standing(r[9:])
             out[r[0]] = {
-                "lead_id": r[0],
-                "received_at": r[1],
-                "dealer_id": r[2],
-                "rooftop": r[3],
-                "status": r[4],
-                "appointment_status": r[5],
-                "source_agent": r[6],
-                "caller_id": r[7],
-                "vehicle_link": r[8],
-                "deliveries": counts[r[0]],
+                **summary(r[:9], counts[r[0]]),
                 "stage": standing.stage,
                 "owner": standing.owner,
                 "follow_up": standing.follow_up,

@@ -264,6 +264,22 @@ _LEAD_COLUMNS = (
 _SEARCH_COLUMNS = "customer_name_k, customer_last_k, customer_email_k, customer_phone_r"
 
 
+#: The columns of a lead's summary (``aap leads list``): ids, routing and states, no customer value.
+SUMMARY_COLUMNS = (
+    "l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
+    " l.source_agent, l.caller_id, l.vehicle_link"
+)
+_SUMMARY_KEYS = (
+    "lead_id", "received_at", "dealer_id", "rooftop", "status", "appointment_status", "source_agent", "caller_id",
+    "vehicle_link",
+)  # fmt: skip
+
+
+def summary(row: Sequence[Any], deliveries: dict[str, int]) -> dict[str, Any]:
+    """The summary of a row that starts with :data:`SUMMARY_COLUMNS`, with its delivery states."""
+    return {**dict(zip(_SUMMARY_KEYS, row, strict=False)), "deliveries": deliveries}
+
+
 def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]]:
     """How many deliveries of each lead are in each state (every id has an entry)."""
     counts: dict[str, dict[str, int]] = {i: {} for i in lead_ids}
@@ -448,27 +464,11 @@ class LeadStore:
         clause = where_all(where)
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT l.lead_id, l.received_at, l.dealer_id, l.rooftop, l.status, l.appointment_status,"
-                " l.source_agent, l.caller_id, l.vehicle_link FROM leads l "
-                f"{clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
+                f"SELECT {SUMMARY_COLUMNS} FROM leads l {clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
                 (*params, limit),
             )
             counts = delivery_states(tx, [row[0] for row in rows])
-        return [
-            {
-                "lead_id": r[0],
-                "received_at": r[1],
-                "dealer_id": r[2],
-                "rooftop": r[3],
-                "status": r[4],
-                "appointment_status": r[5],
-                "source_agent": r[6],
-                "caller_id": r[7],
-                "vehicle_link": r[8],
-                "deliveries": counts[r[0]],
-            }
-            for r in rows
-        ]
+        return [summary(r, counts[r[0]]) for r in rows]
 
     def get_lead(self, lead_id: str) -> dict[str, Any] | None:
         """The whole record, customer data included (for ``aap leads show`` only)."""
