@@ -29,12 +29,21 @@ from aap.store.state import StateStore
 
 
 class Stores:
-    """The domain stores of one deployment, all on one database (and its read replicas)."""
+    """The domain stores of one agent, all on one database as its tenant sees it (and its read replicas)."""
 
     def __init__(
-        self, db: Database, reads: ReadRouter | None = None, *, index_min_rows: int = 0, facet_cache_size: int = 256
+        self,
+        db: Database,
+        reads: ReadRouter | None = None,
+        *,
+        index_min_rows: int = 0,
+        facet_cache_size: int = 256,
+        owner: Database | None = None,
     ) -> None:
+        """``owner``: the database ``db`` is a tenant's view of, when these stores opened it
+        themselves (it is closed with them)."""
         self.db = db
+        self._owner = owner
         self.reads = reads or ReadRouter(db)
         self.inventory = InventoryStore(
             db, reads=self.reads, index_min_rows=index_min_rows, facet_cache_size=facet_cache_size
@@ -50,9 +59,16 @@ class Stores:
         self.inventory_summaries = InventorySummaries(db)
         self.inventory_browser = InventoryBrowser(db)
 
+    @property
+    def tenant(self) -> str:
+        """Whose rows these stores read and write (:mod:`aap.store.layout`)."""
+        return self.db.tenant
+
     def close(self) -> None:
         self.reads.close()
         self.db.close()
+        if self._owner is not None:
+            self._owner.close()
 
 
 def open_database(url: str) -> Database:
@@ -69,8 +85,17 @@ def open_platform_database(url: str) -> Database:
     return db
 
 
-def open_stores(url: str, read_urls: tuple[str, ...] = (), *, max_replica_lag_ms: float = 5000) -> Stores:
+def open_stores(
+    url: str, read_urls: tuple[str, ...] = (), *, max_replica_lag_ms: float = 5000, tenant: str | None = None
+) -> Stores:
     """Open (and migrate) the database at ``url`` and every store on it; the read skills may
-    read from the PostgreSQL replicas ``read_urls`` (docs/deployment.md, "Read replicas")."""
-    db = open_database(url)
-    return Stores(db, ReadRouter(db, read_urls, max_lag_ms=max_replica_lag_ms))
+    read from the PostgreSQL replicas ``read_urls`` (docs/deployment.md, "Read replicas").
+    ``tenant``: a platform tenant's stores, in its platform's database (which is not migrated
+    here: a platform database is migrated with its registry, :func:`open_platform_database`);
+    None: the deployment's own agent."""
+    if tenant is None:
+        db = open_database(url)
+        return Stores(db, ReadRouter(db, read_urls, max_lag_ms=max_replica_lag_ms))
+    platform = connect(url)
+    reads = ReadRouter(platform, read_urls, max_lag_ms=max_replica_lag_ms)
+    return Stores(platform.for_tenant(tenant), reads.for_tenant(tenant), owner=platform)

@@ -6,10 +6,21 @@ use and answers what differs between backends. Each domain (inventory, leads,
 poppy, shared state) keeps its own tables and declares its own numbered
 :class:`Migrations`, so that adding a domain never means editing another's
 schema; :mod:`aap.store.migrations` lists the domains and applies them.
+
+**Every agent's rows carry its tenant** (docs/architecture.md, "Storage"): each table
+that holds an agent's rows has a ``tenant_id`` column leading its keys, and a
+:class:`Database` is always *of one tenant* — the deployment's own agent
+(:data:`DEPLOYMENT_TENANT`), or a platform tenant's (:meth:`Database.for_tenant`, a
+view sharing the connections). Each transaction knows its tenant (:attr:`Tx.tenant`),
+set once when it opens; the stores' SQL filters and writes by it, and on PostgreSQL
+the transaction also sets ``aap.tenant``, which the tables' row-level security
+policies compare against (the second wall, :mod:`aap.store.layout`).
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import sqlite3
 import threading
 import weakref
@@ -24,16 +35,35 @@ from aap.store.dialect import SQLITE, Dialect
 #: One schema step: DDL (``;``-separated statements) or a function of the migrating transaction.
 Migration = Callable[["Tx"], None] | str
 
+#: The tenant of the deployment's own rows: a single deployment's one agent, or a platform's
+#: own accounts and state. Platform tenant ids are lower-case letters, digits and ``-``
+#: (:mod:`aap.tenants`), so no tenant can ever be named so.
+DEPLOYMENT_TENANT = "_"
+_TENANT_ID = re.compile(r"_|[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def checked_tenant(tenant: str) -> str:
+    """``tenant`` when it is a tenant id (so it can be spelled in SQL as a literal), else ValueError."""
+    if not _TENANT_ID.fullmatch(tenant):
+        raise ValueError("not a tenant id")
+    return tenant
+
 
 @dataclass(frozen=True)
 class Migrations:
     """The ordered schema steps of one domain: step i brings it to version i + 1.
 
-    ``domain`` names the row in ``schema_migrations``; steps are only ever appended.
+    ``domain`` names the row in ``schema_versions``; steps are only ever appended.
+    ``tables``: the domain's tables that hold an agent's rows, parents before children
+    (each has ``tenant_id`` leading its keys; :mod:`aap.store.layout` checks it and, on
+    PostgreSQL, gives each its row-level security); ``shared``: tables of the deployment
+    as a whole (a platform's registry), which no tenant owns.
     """
 
     domain: str
     steps: tuple[Migration, ...]
+    tables: tuple[str, ...] = ()
+    shared: tuple[str, ...] = ()
 
 
 #: One result row: SQL values (``int``, ``float``, ``str``, ``bytes``, ``None``) by position.
@@ -52,11 +82,14 @@ class Cursor(Protocol):
 
 
 class Tx:
-    """A cursor inside one transaction, with portable ``?`` placeholders."""
+    """A cursor inside one transaction of one tenant, with portable ``?`` placeholders."""
 
     def __init__(self, db: Database, raw: Cursor) -> None:
         self.db = db
         self.raw = raw
+        #: The tenant whose rows this transaction reads and writes: every statement of a store
+        #: names it (``WHERE tenant_id = ?``, and in every row it inserts).
+        self.tenant = db.tenant
         self._sql = db.dialect.sql
         #: The statement time limits open in this transaction, outermost first (milliseconds):
         #: the dialect's ``time_limit`` keeps them here rather than asking the server.
@@ -111,9 +144,13 @@ def sqlite_path(url: str) -> str:
 
 
 class Database:
-    """One database (SQLite by default). Thread-safe: one connection per thread."""
+    """One database (SQLite by default), as one tenant sees it. Thread-safe: one connection per thread."""
 
     dialect: Dialect = SQLITE
+    #: Whose rows this object's transactions read and write (:meth:`for_tenant`).
+    tenant: str = DEPLOYMENT_TENANT
+    #: False for a view of another object's connections (:meth:`for_tenant`): closing it closes nothing.
+    owns_connections: bool = True
     #: Queries run inside this process, on its CPU, with no network round trip to wait
     #: for (SQLite): a short read may run on an event loop without holding it idle.
     in_process: bool = True
@@ -133,6 +170,14 @@ class Database:
         if self.path == ":memory:":
             # One shared connection: an in-memory database exists per connection.
             self._memory_conn = self._open()
+
+    def for_tenant(self, tenant: str) -> Database:
+        """This database as ``tenant`` sees it: the same connections (a thousand tenants are not
+        a thousand connections), every transaction of it scoped to that tenant's rows."""
+        view = copy.copy(self)
+        view.tenant = checked_tenant(tenant)
+        view.owns_connections = False
+        return view
 
     # -- connections --------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
@@ -200,10 +245,13 @@ class Database:
                     holder.conn = None
 
     def close(self) -> None:
-        """Close every thread's connection (waiting for its transaction in flight).
+        """Close every thread's connection (waiting for its transaction in flight); a view of
+        another object's connections (:meth:`for_tenant`) closes nothing.
 
         A later use opens a fresh connection.
         """
+        if not self.owns_connections:
+            return
         with self._lock:
             holders = list(self._holders)
         for holder in holders:

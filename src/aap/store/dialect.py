@@ -83,6 +83,9 @@ class Dialect:
     #: Write a batch on a second thread while the next one is prepared. SQLite works in
     #: this process (and mostly under the GIL): nothing to overlap.
     pipelines_imports = False
+    #: Tables can carry row-level security policies (:mod:`aap.store.layout`). SQLite has none:
+    #: the stores' tenant filters are its only wall.
+    row_security = False
 
     def sql(self, text: str) -> str:
         """``text`` as this backend runs it (SQLite runs the portable form as written)."""
@@ -125,6 +128,36 @@ class Dialect:
     def lock_migrations(self, tx: Tx) -> None:
         """Serialise concurrent migrations (SQLite's ``BEGIN IMMEDIATE`` already does)."""
 
+    def has_table(self, tx: Tx, name: str) -> bool:
+        """True when a table ``name`` exists (in the schema the transaction resolves names in)."""
+        return bool(tx.one("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))[0])
+
+    def columns(self, tx: Tx, table: str) -> list[str]:
+        """The column names of ``table`` (which may be schema-qualified), in order."""
+        cursor = tx.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+        cursor.fetchall()
+        return [column[0] for column in getattr(cursor, "description", None) or ()]
+
+    def aside_name(self, table: str) -> str:
+        """Where :meth:`set_aside` put ``table`` of the first layout (:mod:`aap.store.upgrade`)."""
+        return "layout1_" + table
+
+    def set_aside(self, tx: Tx, tables: Sequence[str]) -> None:
+        """Move first-layout ``tables`` out of the way of the new ones: SQLite drops their indexes
+        (an index name belongs to the whole database) and renames them (their foreign keys and
+        key indexes follow)."""
+        marks = ", ".join("?" * len(tables))
+        for (name,) in tx.fetchall(
+            f"SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ({marks})",
+            list(tables),
+        ):
+            tx.execute(f"DROP INDEX {name}")
+        for table in tables:
+            tx.execute(f"ALTER TABLE {table} RENAME TO {self.aside_name(table)}")
+
+    def drop_aside(self, tx: Tx) -> None:
+        """Remove what :meth:`set_aside` made besides the tables (SQLite: nothing)."""
+
     def execute_unprepared(self, cursor: Any, sql: str, params: tuple[Any, ...]) -> Any:
         """Run ``sql`` planned for ``params`` (SQLite plans every statement for its values)."""
         return cursor.execute(sql, params)
@@ -145,9 +178,6 @@ class Dialect:
         keys already there (SQLite: one prepared INSERT, run per row in C)."""
         marks = ", ".join("?" * len(columns))
         tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) {on_conflict}", rows)
-
-    def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
-        """An index serving ``column LIKE '%token%'``. SQLite has none: keyword search scans."""
 
     def vacuum_eagerly(self, tx: Tx, tables: Sequence[str]) -> None:
         """Keep ``tables``' statistics fresh under many small writes (SQLite keeps none)."""
@@ -185,6 +215,8 @@ _DDL_RULES: list[tuple[re.Pattern[str], str]] = [
 
 # One advisory lock key for "schema migration in progress" (any constant works).
 _MIGRATION_LOCK = 0x4141505F  # "AAP_"
+# Where the first layout's tables wait while they move (aap.store.upgrade).
+_ASIDE_SCHEMA = "aap_layout1"
 
 
 def translate_placeholders(sql: str) -> str:
@@ -240,6 +272,7 @@ class PostgresDialect(Dialect):
     import_batch = 5000
     # The server maintains the indexes while Python prepares the next batch.
     pipelines_imports = True
+    row_security = True
 
     def sql(self, text: str) -> str:
         return translate_placeholders(translate_ddl(text))
@@ -288,6 +321,21 @@ class PostgresDialect(Dialect):
         """Serialise concurrent migrations from several workers (an advisory lock)."""
         tx.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
 
+    def has_table(self, tx: Tx, name: str) -> bool:
+        return bool(tx.one("SELECT to_regclass(?) IS NOT NULL", (name,))[0])
+
+    def aside_name(self, table: str) -> str:
+        return f"{_ASIDE_SCHEMA}.{table}"
+
+    def set_aside(self, tx: Tx, tables: Sequence[str]) -> None:
+        """A schema of their own: their indexes, constraints and sequences go with them."""
+        tx.execute(f"CREATE SCHEMA {_ASIDE_SCHEMA}")
+        for table in tables:
+            tx.execute(f"ALTER TABLE {table} SET SCHEMA {_ASIDE_SCHEMA}")
+
+    def drop_aside(self, tx: Tx) -> None:
+        tx.execute(f"DROP SCHEMA {_ASIDE_SCHEMA} CASCADE")
+
     def insert_rows(
         self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], on_conflict: str = ""
     ) -> None:
@@ -307,30 +355,6 @@ class PostgresDialect(Dialect):
                 copy.write_row(row)
         tx.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {on_conflict}")
         tx.execute(f"TRUNCATE {stage}")
-
-    def create_substring_index(self, tx: Tx, name: str, table: str, column: str) -> None:
-        """A trigram index, so substring ``LIKE`` needs no full scan (an old migration step
-        creates it; a later one drops it, see docs/search.md).
-
-        ``pg_trgm`` ships with PostgreSQL; creating it needs the CREATE privilege on
-        the database (it is a trusted extension). Without it, keyword search still
-        works, by scanning.
-        """
-        from psycopg import Error
-
-        if getattr(tx.db, "schema", None) is not None:
-            # A platform tenant's namespace (docs/platform.md): a later step drops this index
-            # anyway, and an extension belongs to the whole database, never to one tenant's schema.
-            return
-        tx.execute("SAVEPOINT aap_trgm")
-        try:
-            tx.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-        except Error as exc:
-            tx.execute("ROLLBACK TO SAVEPOINT aap_trgm")
-            log.warning("pg_trgm unavailable (%s): keyword search will scan", type(exc).__name__)
-            return
-        tx.execute("RELEASE SAVEPOINT aap_trgm")
-        tx.execute(f"CREATE INDEX {name} ON {table} USING gin ({column} gin_trgm_ops)")
 
     def vacuum_eagerly(self, tx: Tx, tables: Sequence[str]) -> None:
         """Autovacuum ``tables`` after 1 % of their rows changed, not 20 %.

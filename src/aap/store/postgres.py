@@ -17,9 +17,10 @@ import psycopg
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.errors import NumericValueOutOfRange, SerializationFailure
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from aap.store.db import Database, Tx
+from aap.store.db import Database, Tx, checked_tenant
 from aap.store.dialect import POSTGRESQL, Dialect
 
 
@@ -48,9 +49,9 @@ class PostgresDatabase(Database):
     dialect: Dialect = POSTGRESQL
     in_process = False  # every query waits for the server: never on an event loop
     #: The schema every statement of this database's transactions resolves names in; None: the
-    #: server's search_path (the platform's own tables, or a deployment that is one agent).
+    #: server's search_path (always, but for the upgrade of an earlier layout's tenant schemas).
     schema: str | None = None
-    #: A view of another database's pool (:meth:`in_schema`): closing it leaves the pool open.
+    #: A view of another database's pool (:meth:`for_tenant`): closing it leaves the pool open.
     owns_pool = True
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, replica: bool = False) -> None:
@@ -79,26 +80,41 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
-        """A transaction; a read (``write=False``) is one snapshot for all its statements.
+        """A transaction of this object's tenant; a read (``write=False``) is one snapshot for all
+        its statements.
 
         PostgreSQL's default, READ COMMITTED, takes a new snapshot per statement, so
         a search's count and page could see different imports; a REPEATABLE READ,
         READ ONLY transaction sees one (and, read-only, never fails to serialise).
+        It begins in one round trip with its tenant setting (``SET LOCAL``: this
+        transaction's only, so a pooled connection carries no tenant out), which the
+        tables' row-level security policies read (docs/architecture.md, "Storage").
         """
+        begin = "BEGIN" if write else "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+        setup = f"{begin}; SET LOCAL aap.tenant = '{self.tenant}'"  # checked_tenant: no quote in it
+        if self.schema is not None:
+            setup += f"; SET LOCAL search_path TO {quote_identifier(self.schema)}"
         with self.pool.connection() as conn:
-            with conn.transaction():
-                # One round trip: SET TRANSACTION must come first; search_path is this
-                # transaction's only (SET LOCAL), so a pooled connection carries no tenant out.
-                setup = [] if write else ["SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"]
-                if self.schema is not None:
-                    setup.append(f"SET LOCAL search_path TO {quote_identifier(self.schema)}")
-                if setup:
-                    conn.execute("; ".join(setup))
+            conn.execute(setup)
+            try:
                 yield Tx(self, conn.cursor())
+            except BaseException:
+                if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def for_tenant(self, tenant: str) -> PostgresDatabase:
+        """This database's pool as ``tenant`` sees it (many tenants share one pool of connections)."""
+        view = copy.copy(self)
+        view.tenant = checked_tenant(tenant)
+        view.owns_pool = False
+        return view
 
     def in_schema(self, schema: str) -> PostgresDatabase:
-        """This database's pool, with every transaction's names resolved in ``schema`` (a
-        tenant's namespace, docs/platform.md): many tenants share one pool of connections."""
+        """This database's pool, with every transaction's names resolved in ``schema``: a
+        schema of the earlier layout, one per platform tenant, read once by the upgrade that
+        moves its rows into the shared tables (:mod:`aap.store.legacy`)."""
         view = copy.copy(self)
         view.schema = schema
         view.owns_pool = False
@@ -108,10 +124,9 @@ class PostgresDatabase(Database):
     def maintain(self, tables: Sequence[str]) -> None:
         """``VACUUM ANALYZE`` (outside a transaction): statistics, and a visibility map so
         that counts over an index need not visit the table — without waiting for autovacuum."""
-        prefix = f"{quote_identifier(self.schema)}." if self.schema is not None else ""
         with self.pool.connection() as conn:  # autocommit
             for table in tables:
-                conn.execute(f"VACUUM (ANALYZE) {prefix}{table}")
+                conn.execute(f"VACUUM (ANALYZE) {table}")
 
     def close_thread_connection(self) -> None:
         """Nothing to close: connections belong to the pool, not to threads."""

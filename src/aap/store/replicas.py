@@ -14,6 +14,7 @@ it fails; ``/healthz`` reports each one. See docs/deployment.md, "Read replicas"
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import threading
@@ -72,10 +73,33 @@ class ReadRouter:
         self.replicas = [Replica(f"read_urls[{i}]", None, url) for i, url in enumerate(read_urls)]
         self._connect = connect
         self._turn = itertools.count()
+        #: A platform tenant's view (:meth:`for_tenant`): its tenant, and its views of the replicas.
+        self._tenant: str | None = None
+        self._views: dict[int, tuple[Database, Database]] = {}
+        self._owns = True
+
+    def for_tenant(self, tenant: str) -> ReadRouter:
+        """These replicas as ``tenant`` reads them: the same pools and the same replica states,
+        every read scoped to its rows (a platform's tenants share one router's replicas)."""
+        view = copy.copy(self)
+        view.primary = self.primary.for_tenant(tenant)
+        view._tenant = tenant
+        view._views = {}
+        view._owns = False
+        return view
+
+    def _as_tenant(self, db: Database) -> Database:
+        if self._tenant is None:
+            return db
+        held = self._views.get(id(db))
+        if held is None or held[0] is not db:
+            held = (db, db.for_tenant(self._tenant))
+            self._views[id(db)] = held
+        return held[1]
 
     def candidates(self) -> list[Database]:
         """Fit replicas (rotating, so that load spreads), then the primary."""
-        fit = [r.db for r in self.replicas if self._fit(r) and r.db is not None]
+        fit = [self._as_tenant(r.db) for r in self.replicas if self._fit(r) and r.db is not None]
         if fit:
             start = next(self._turn) % len(fit)
             fit = fit[start:] + fit[:start]
@@ -84,7 +108,7 @@ class ReadRouter:
     def failed(self, db: Database) -> None:
         """A read on ``db`` failed for want of the server: check it before its next use."""
         for replica in self.replicas:
-            if replica.db is db:
+            if replica.db is not None and (replica.db is db or self._as_tenant(replica.db) is db):
                 self._check(replica)
 
     def status(self) -> list[dict[str, object]]:
@@ -94,6 +118,8 @@ class ReadRouter:
         return [replica.report() for replica in self.replicas]
 
     def close(self) -> None:
+        if not self._owns:
+            return
         for replica in self.replicas:
             if replica.db is not None:
                 replica.db.close()

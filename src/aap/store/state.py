@@ -17,44 +17,50 @@ from datetime import datetime
 
 from aap.store.db import Database, Migrations, Tx
 
-_SCHEMA_V1 = """
+_LAYOUT = """
 CREATE TABLE state_secret (
-    name TEXT PRIMARY KEY,
-    value TEXT NOT NULL
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, name)
 );
 CREATE TABLE state_bucket (
-    bucket_key TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    bucket_key TEXT NOT NULL,
     tokens DOUBLE PRECISION NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL,
-    full_at DOUBLE PRECISION NOT NULL
+    full_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tenant_id, bucket_key)
 );
-CREATE INDEX state_bucket_full ON state_bucket (full_at);
+CREATE INDEX state_bucket_full ON state_bucket (tenant_id, full_at);
 CREATE TABLE state_once (
+    tenant_id TEXT NOT NULL,
     namespace TEXT NOT NULL,
     once_key TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (namespace, once_key)
+    PRIMARY KEY (tenant_id, namespace, once_key)
 );
-CREATE INDEX state_once_expiry ON state_once (expires_at);
+CREATE INDEX state_once_expiry ON state_once (tenant_id, expires_at);
 CREATE TABLE state_value (
+    tenant_id TEXT NOT NULL,
     namespace TEXT NOT NULL,
     value_key TEXT NOT NULL,
     value TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (namespace, value_key)
+    PRIMARY KEY (tenant_id, namespace, value_key)
 );
-CREATE INDEX state_value_expiry ON state_value (expires_at)
-"""
-
-# Facts about the database itself (e.g. that the demo dealer group seeded it).
-_SCHEMA_V2 = """
+CREATE INDEX state_value_expiry ON state_value (tenant_id, expires_at);
 CREATE TABLE state_mark (
-    name TEXT PRIMARY KEY,
-    value TEXT NOT NULL
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, name)
 )
 """
 
-MIGRATIONS = Migrations("state", (_SCHEMA_V1, _SCHEMA_V2))
+MIGRATIONS = Migrations(
+    "state", (_LAYOUT,), tables=("state_secret", "state_bucket", "state_once", "state_value", "state_mark")
+)
 
 _SWEEP_EVERY = 256  # sweep full buckets / expired values once per this many calls
 
@@ -85,14 +91,15 @@ class StateStore:
     def mark(self, name: str) -> str | None:
         """The value of the mark ``name`` this database carries, or None."""
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT value FROM state_mark WHERE name = ?", (name,))
+            row = tx.fetchone("SELECT value FROM state_mark WHERE tenant_id = ? AND name = ?", (tx.tenant, name))
         return None if row is None else str(row[0])
 
     def set_mark(self, name: str, value: str) -> None:
         """Mark the database (idempotent; the first value stays)."""
         with self.db.transaction() as tx:
             tx.execute(
-                "INSERT INTO state_mark (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", (name, value)
+                "INSERT INTO state_mark (tenant_id, name, value) VALUES (?, ?, ?) ON CONFLICT (tenant_id, name) DO NOTHING",
+                (tx.tenant, name, value),
             )
 
     # -- secrets --------------------------------------------------------------
@@ -103,10 +110,13 @@ class StateStore:
             return cached
         with self.db.transaction() as tx:
             tx.execute(
-                "INSERT INTO state_secret (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-                (name, _secrets.token_hex(32)),
+                "INSERT INTO state_secret (tenant_id, name, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant_id, name) DO NOTHING",
+                (tx.tenant, name, _secrets.token_hex(32)),
             )
-            value = bytes.fromhex(tx.one("SELECT value FROM state_secret WHERE name = ?", (name,))[0])
+            value = bytes.fromhex(
+                tx.one("SELECT value FROM state_secret WHERE tenant_id = ? AND name = ?", (tx.tenant, name))[0]
+            )
         self._secrets[name] = value
         return value
 
@@ -156,7 +166,7 @@ class StateStore:
         t = _seconds(now)
         with self.db.transaction() as tx:
             if self._due_sweep():
-                tx.execute("DELETE FROM state_bucket WHERE full_at <= ?", (t,))
+                tx.execute("DELETE FROM state_bucket WHERE tenant_id = ? AND full_at <= ?", (tx.tenant, t))
             tokens, updated_at = self._bucket(tx, key, capacity, refill_per_second, t)
             tokens = min(float(capacity), tokens + give_back)
             if tokens >= need:
@@ -198,13 +208,14 @@ class StateStore:
         row = None
         while row is None:
             tx.execute(
-                "INSERT INTO state_bucket (bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (bucket_key) DO NOTHING",
-                (key, float(capacity), t, t),
+                "INSERT INTO state_bucket (tenant_id, bucket_key, tokens, updated_at, full_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, bucket_key) DO NOTHING",
+                (tx.tenant, key, float(capacity), t, t),
             )
             row = tx.fetchone(
-                "SELECT tokens, updated_at FROM state_bucket WHERE bucket_key = ?" + self.db.dialect.row_lock,
-                (key,),
+                "SELECT tokens, updated_at FROM state_bucket WHERE tenant_id = ? AND bucket_key = ?"
+                + self.db.dialect.row_lock,
+                (tx.tenant, key),
             )
         stored, updated_at = float(row[0]), float(row[1])
         return min(float(capacity), stored + max(0.0, t - updated_at) * refill_per_second), updated_at
@@ -212,8 +223,8 @@ class StateStore:
     @staticmethod
     def _store_bucket(tx: Tx, key: str, tokens: float, at: float, capacity: float, refill_per_second: float) -> None:
         tx.execute(
-            "UPDATE state_bucket SET tokens = ?, updated_at = ?, full_at = ? WHERE bucket_key = ?",
-            (tokens, at, at + (capacity - tokens) / refill_per_second, key),
+            "UPDATE state_bucket SET tokens = ?, updated_at = ?, full_at = ? WHERE tenant_id = ? AND bucket_key = ?",
+            (tokens, at, at + (capacity - tokens) / refill_per_second, tx.tenant, key),
         )
 
     # -- replay cache ---------------------------------------------------------
@@ -233,11 +244,11 @@ class StateStore:
         t = _seconds(now)
         expiry = _seconds(expires_at)
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM state_once WHERE expires_at <= ?", (t,))
+            tx.execute("DELETE FROM state_once WHERE tenant_id = ? AND expires_at <= ?", (tx.tenant, t))
             cur = tx.execute(
-                "INSERT INTO state_once (namespace, once_key, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (namespace, once_key) DO NOTHING",
-                (namespace, key, expiry),
+                "INSERT INTO state_once (tenant_id, namespace, once_key, expires_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, namespace, once_key) DO NOTHING",
+                (tx.tenant, namespace, key, expiry),
             )
             return cur.rowcount == 1
 
@@ -247,12 +258,12 @@ class StateStore:
         expiry = _seconds(expires_at)
         with self.db.transaction() as tx:
             if self._due_sweep():
-                tx.execute("DELETE FROM state_value WHERE expires_at <= ?", (time.time(),))
+                tx.execute("DELETE FROM state_value WHERE tenant_id = ? AND expires_at <= ?", (tx.tenant, time.time()))
             tx.execute(
-                "INSERT INTO state_value (namespace, value_key, value, expires_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (namespace, value_key) DO UPDATE SET value = excluded.value, "
+                "INSERT INTO state_value (tenant_id, namespace, value_key, value, expires_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, namespace, value_key) DO UPDATE SET value = excluded.value, "
                 "expires_at = excluded.expires_at",
-                (namespace, key, value, expiry),
+                (tx.tenant, namespace, key, value, expiry),
             )
 
     def get_value(self, namespace: str, key: str, *, now: float | datetime | None = None) -> str | None:
@@ -260,8 +271,8 @@ class StateStore:
         t = _seconds(now)
         with self.db.read() as tx:
             row = tx.fetchone(
-                "SELECT value, expires_at FROM state_value WHERE namespace = ? AND value_key = ?",
-                (namespace, key),
+                "SELECT value, expires_at FROM state_value WHERE tenant_id = ? AND namespace = ? AND value_key = ?",
+                (tx.tenant, namespace, key),
             )
         if row is None or row[1] <= t:
             return None
