@@ -11,7 +11,7 @@ The time a migration takes never depends on the number of tenants: they share th
 
 from __future__ import annotations
 
-from aap.store import console, feeds, inventory, lead_pipeline, leads, layout, platform, poppy, state, upgrade
+from aap.store import console, feeds, inventory, layout, lead_pipeline, leads, platform, poppy, state, upgrade
 from aap.store.db import Database, Migrations, Tx
 
 #: The domains of an agent, in the order their steps apply (``pipeline`` adds columns to
