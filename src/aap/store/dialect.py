@@ -70,7 +70,8 @@ class Dialect:
     #: The same for an import that rewrites a whole live inventory (a replace without a dealer
     #: scope): readers keep their snapshot meanwhile (SQLite's WAL).
     reloads_live_in_bulk = True
-    #: (name, statement that creates it) of the indexes of some tables (``{marks}``: theirs).
+    #: (name, statement that creates it) of the secondary indexes of some tables (``{marks}``:
+    #: theirs; not those of keys, which SQLite makes itself and lists without a statement).
     indexes_of = (
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN ({marks})"
     )
@@ -263,8 +264,11 @@ class PostgresDialect(Dialect):
     # an empty inventory lose nothing by waiting; a live inventory is never locked so.
     reloads_in_bulk = True
     reloads_live_in_bulk = False
+    # Not the indexes of primary keys and unique constraints: they stay.
     indexes_of = (
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename IN ({marks})"
+        "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+        " JOIN pg_class t ON t.oid = x.indrelid WHERE t.relnamespace = current_schema()::regnamespace"
+        " AND t.relname IN ({marks}) AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)"
     )
     # Grouping sets hash-aggregate every facet in one scan.
     counts_facets_in_database = True

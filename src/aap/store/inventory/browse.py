@@ -121,7 +121,8 @@ class InventoryBrowser:
             return "1 = 0", []
         marks = ", ".join("?" for _ in runs)
         return (
-            f"l.id IN (SELECT n.listing_id FROM feed_notes n WHERE n.run_id IN ({marks}) AND n.kind = 'warning')",
+            "l.id IN (SELECT n.listing_id FROM feed_notes n WHERE n.tenant_id = l.tenant_id"
+            f" AND n.run_id IN ({marks}) AND n.kind = 'warning')",
             list(runs),
         )
 
@@ -132,8 +133,8 @@ class InventoryBrowser:
             return int(tx.one(f"SELECT COUNT(*) FROM inv_listing l WHERE {' AND '.join(where)}", params)[0])
 
     def _where(self, tx: Tx, wanted: BrowseFilter, runs: Sequence[str], *, many: bool) -> tuple[list[str], list[Any]]:
-        where = ["1 = 1"]
-        params: list[Any] = []
+        where = ["l.tenant_id = ?"]
+        params: list[Any] = [tx.tenant]
         if wanted.sellers is not None:
             chosen = sorted(wanted.sellers)
             where.append(f"l.dealer_id IN ({', '.join('?' for _ in chosen)})" if chosen else "1 = 0")
@@ -216,7 +217,10 @@ class InventoryBrowser:
             return {}
         marks = ", ".join("?" for _ in ids)
         return {
-            r[0]: orjson.loads(r[1]) for r in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE id IN ({marks})", ids)
+            r[0]: orjson.loads(r[1])
+            for r in tx.fetchall(
+                f"SELECT id, doc FROM inv_doc WHERE tenant_id = ? AND id IN ({marks})", [tx.tenant, *ids]
+            )
         }
 
     def _warned(self, tx: Tx, ids: list[str], runs: Sequence[str]) -> set[str]:
@@ -227,9 +231,9 @@ class InventoryBrowser:
         return {
             r[0]
             for r in tx.fetchall(
-                f"SELECT DISTINCT listing_id FROM feed_notes WHERE run_id IN ({run_marks}) AND kind = 'warning'"
-                f" AND listing_id IN ({marks})",
-                [*runs, *ids],
+                f"SELECT DISTINCT listing_id FROM feed_notes WHERE tenant_id = ? AND run_id IN ({run_marks})"
+                f" AND kind = 'warning' AND listing_id IN ({marks})",
+                [tx.tenant, *runs, *ids],
             )
         }
 
@@ -252,8 +256,9 @@ class InventoryBrowser:
                         continue
                     marks = ", ".join("?" for _ in wanted)
                     rows = tx.fetchall(
-                        f"SELECT id, {column}, dealer_id FROM inv_listing WHERE {column} IN ({marks}) ORDER BY id",
-                        wanted,
+                        f"SELECT id, {column}, dealer_id FROM inv_listing WHERE tenant_id = ? AND {column} IN ({marks})"
+                        " ORDER BY id",
+                        [tx.tenant, *wanted],
                     )
                     by[column] = {}
                     for ident, value, dealer in rows:
@@ -270,11 +275,14 @@ class InventoryBrowser:
     def listing(self, vehicle_id: str) -> dict[str, Any] | None:
         """One current listing's document (None: not in the inventory, removed or never there)."""
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT doc FROM inv_doc WHERE id = ?", (vehicle_id,))
+            row = tx.fetchone("SELECT doc FROM inv_doc WHERE tenant_id = ? AND id = ?", (tx.tenant, vehicle_id))
         return orjson.loads(row[0]) if row else None
 
     def removed(self, vehicle_id: str) -> tuple[str | None, int] | None:
         """(dealer_id, removed_us) of a listing no longer in the inventory, or None."""
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT dealer_id, removed_us FROM inv_tombstone WHERE id = ?", (vehicle_id,))
+            row = tx.fetchone(
+                "SELECT dealer_id, removed_us FROM inv_tombstone WHERE tenant_id = ? AND id = ?",
+                (tx.tenant, vehicle_id),
+            )
         return (row[0], int(row[1])) if row else None

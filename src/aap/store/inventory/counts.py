@@ -71,11 +71,13 @@ def _remember(db: Database, version: int, matching: str, total: int, partials: P
     with db.transaction() as tx:
         if read_version(tx) != version:
             return
-        tx.execute("DELETE FROM inv_count WHERE matching = ? AND version < ?", (matching, version))
         tx.execute(
-            "INSERT INTO inv_count (version, matching, total, partials) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (version, matching) DO NOTHING",
-            (version, matching, total, None if partials is None else orjson.dumps(partials).decode()),
+            "DELETE FROM inv_count WHERE tenant_id = ? AND matching = ? AND version < ?", (tx.tenant, matching, version)
+        )
+        tx.execute(
+            "INSERT INTO inv_count (tenant_id, version, matching, total, partials) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, version, matching) DO NOTHING",
+            (tx.tenant, version, matching, total, None if partials is None else orjson.dumps(partials).decode()),
         )
 
 
@@ -98,16 +100,21 @@ class Totals:
         matching set's condition), within :data:`REFRESH_SELLERS`.
         """
         row = tx.fetchone(
-            "SELECT version, total, partials FROM inv_count WHERE matching = ? AND version <= ? "
+            "SELECT version, total, partials FROM inv_count WHERE tenant_id = ? AND matching = ? AND version <= ? "
             "ORDER BY version DESC LIMIT 1",
-            (matching, version),
+            (tx.tenant, matching, version),
         )
         if row is None:
             return None, None
         counted_at, total, stored = row
         if counted_at == version:
             return total, None
-        changed = [r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?", (counted_at,))]
+        changed = [
+            r[0]
+            for r in tx.fetchall(
+                "SELECT dealer_key FROM inv_seller WHERE tenant_id = ? AND version > ?", (tx.tenant, counted_at)
+            )
+        ]
         if not changed:
             return total, None
         if stored is None or len(changed) > REFRESH_SELLERS:

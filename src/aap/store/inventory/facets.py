@@ -139,7 +139,10 @@ def compute_facets(snapshot: InventorySnapshot, criteria: Criteria, vocabulary: 
     else:
         counts = _maintained(tx, criteria)
         bounds = _probed(snapshot, snapshot.where(criteria, bits), counts)
-    displays = {(r[0], r[1]): r[2] for r in tx.fetchall("SELECT field, term, display FROM inv_term")}
+    displays = {
+        (r[0], r[1]): r[2]
+        for r in tx.fetchall("SELECT field, term, display FROM inv_term WHERE tenant_id = ?", (tx.tenant,))
+    }
     out: dict[str, Any] = {"currency": criteria.currency, "mileage_unit": criteria.mileage_unit}
     for facet, _column in TERM_FACETS:
         if facet == "rooftops" and criteria.aggregate:
@@ -186,7 +189,7 @@ def _entries(counts: dict[Any, int], facet: str, displays: dict[tuple[str, str],
 
 def _maintained(tx: Tx, criteria: Criteria) -> Counts:
     """Unfiltered: the counts maintained by imports."""
-    sql, params = "currency = ?", [criteria.currency]
+    sql, params = "tenant_id = ? AND currency = ?", [tx.tenant, criteria.currency]
     if criteria.dealer_ids is not None:
         dealer_sql, dealer_params = in_list("dealer_key", criteria.dealer_ids) if criteria.dealer_ids else NOTHING
         sql += " AND " + dealer_sql
@@ -246,9 +249,9 @@ def _aggregated(
         code_sql, code_params = in_list("x.code", without_bit)
         present.update(
             tx.fetchall(
-                f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE {code_sql} "
+                f"SELECT x.code, COUNT(*) FROM inv_feature_extra x WHERE x.tenant_id = ? AND {code_sql} "
                 f"AND x.id IN (SELECT l.id FROM inv_listing l WHERE {where[0]}) GROUP BY x.code",
-                code_params + where[1],
+                [tx.tenant, *code_params, *where[1]],
             )
         )
     counts[FEATURE_FIELD] = present

@@ -47,6 +47,8 @@ from aap.store.inventory.schema import (
     MASK_CAPACITY,
     MASK_COLUMNS,
     ListingRow,
+    ensure_meta,
+    read_meta,
     read_version,
 )
 from aap.store.inventory.sql import feature_masks, in_list
@@ -58,7 +60,9 @@ _LOOKUP = 500  # ids per IN list
 CHANGE_LOG_ROWS = 50_000
 CHANGE_VERSIONS = 1000
 _DEALER = LISTING_COLUMNS.index("dealer_id")
-_INSERT_TOMBSTONE = "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) VALUES (?, ?, ?, ?, ?)"
+_INSERT_TOMBSTONE = (
+    "INSERT INTO inv_tombstone (tenant_id, id, dealer_id, vin, stock, removed_us) VALUES (?, ?, ?, ?, ?, ?)"
+)
 
 # (id, dealer_id, vin, stock): what a tombstone keeps of a listing.
 Identity = tuple[str, "str | None", "str | None", "str | None"]
@@ -153,23 +157,36 @@ class _Stored(NamedTuple):
 
 
 def serialize_imports(tx: Tx) -> None:
-    """Wait for any other import to commit, then hold them off until this one does.
+    """Wait for any other import of this tenant to commit, then hold them off until this one does.
 
     Every import hands out row numbers from ``inv_meta.next_rid`` and writes the
     per-seller and change rows, so two at once on PostgreSQL would give the same
-    numbers twice or deadlock on those rows. Locking the ``next_rid`` row first
-    serialises them (SQLite's ``BEGIN IMMEDIATE`` already serialises writers).
+    numbers twice or deadlock on those rows. Locking the tenant's ``next_rid`` row first
+    serialises them (SQLite's ``BEGIN IMMEDIATE`` already serialises writers); other
+    tenants' imports go on meanwhile.
     """
-    tx.execute("SELECT num FROM inv_meta WHERE name = 'next_rid'" + tx.db.dialect.row_lock)
+    ensure_meta(tx)
+    tx.execute(
+        "SELECT num FROM inv_meta WHERE tenant_id = ? AND name = 'next_rid'" + tx.db.dialect.row_lock, (tx.tenant,)
+    )
 
 
 def _available(tx: Tx, dealer_id: str | None) -> int:
     """Available listings (of one seller, or all): every one has a status, so the
     maintained status counts sum to them without reading the listings."""
-    sql = "SELECT COALESCE(SUM(n), 0) FROM inv_facet_count WHERE field = 'statuses'"
+    sql = "SELECT COALESCE(SUM(n), 0) FROM inv_facet_count WHERE tenant_id = ? AND field = 'statuses'"
     if dealer_id is None:
-        return int(tx.one(sql)[0])
-    return int(tx.one(sql + " AND dealer_key = ?", (dealer_id,))[0])
+        return int(tx.one(sql, (tx.tenant,))[0])
+    return int(tx.one(sql + " AND dealer_key = ?", (tx.tenant, dealer_id))[0])
+
+
+def _alone(tx: Tx) -> bool:
+    """True when the listing table holds no other tenant's rows: only then may an import drop
+    and rebuild its indexes (a single deployment, or a platform's first import)."""
+    for comparison in ("<", ">"):
+        if tx.fetchone(f"SELECT 1 FROM inv_listing WHERE tenant_id {comparison} ? LIMIT 1", (tx.tenant,)):
+            return False
+    return True
 
 
 class ImportJob:
@@ -221,7 +238,7 @@ class ImportJob:
         # hold every available listing, by seller): what a shrink guard compares with.
         self.before = _available(tx, dealer_id)
         self.omitted = 0
-        vocabulary = tx.fetchall("SELECT code, label, bit FROM inv_vocab")
+        vocabulary = tx.fetchall("SELECT code, label, bit FROM inv_vocab WHERE tenant_id = ?", (tx.tenant,))
         self.labels: dict[str, str] = {code: label for code, label, _ in vocabulary}
         self.bits: dict[str, int] = {code: bit for code, _, bit in vocabulary if bit is not None}
         self.new_codes: list[str] = []
@@ -229,7 +246,7 @@ class ImportJob:
         self.term_displays: list[dict[str, str]] = [{} for _ in TERM_FILTERS]  # per field: key -> display
         self.facet_changes = FacetCountChanges()
         self.inserted = self.updated = self.removed = 0
-        self.next_rid: int = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        self.next_rid: int = read_meta(tx, "next_rid")
         #: Dealer keys ("" for none) whose available listings this import changed.
         self.sellers: set[str] = set()
         #: Row numbers of the listings this import removed or wrote (None: too many to log).
@@ -239,12 +256,13 @@ class ImportJob:
         self.index_statements: list[str] = []
         self.bulk = False
         dialect = tx.db.dialect
-        empty = tx.fetchone("SELECT 1 FROM inv_listing LIMIT 1") is None
+        empty = tx.fetchone("SELECT 1 FROM inv_listing WHERE tenant_id = ? LIMIT 1", (tx.tenant,)) is None
         if (
             dialect.reloads_in_bulk
             and not keep
             and not partial
             and ((replace and dealer_id is None and dialect.reloads_live_in_bulk) or empty)
+            and _alone(tx)
         ):
             self._begin_reload(empty)
         elif not empty:
@@ -259,16 +277,22 @@ class ImportJob:
             tx.execute("DROP TABLE IF EXISTS temp.inv_prev")
             tx.execute(
                 "CREATE TEMP TABLE inv_prev AS SELECT l.id, l.dealer_id, l.vin, l.stock, d.doc "
-                "FROM inv_listing l JOIN inv_doc d ON d.id = l.id"
+                "FROM inv_listing l JOIN inv_doc d ON d.tenant_id = l.tenant_id AND d.id = l.id WHERE l.tenant_id = ?",
+                (tx.tenant,),
             )
             for column in ("id", "vin", "stock"):
                 tx.execute(f"CREATE INDEX temp.inv_prev_{column} ON inv_prev ({column})")
             self.prev_table = "inv_prev"
-        self.reloaded = {row[0]: row for row in tx.fetchall("SELECT id, dealer_id, vin, stock FROM inv_listing")}
+        self.reloaded = {
+            row[0]: row
+            for row in tx.fetchall(
+                "SELECT id, dealer_id, vin, stock FROM inv_listing WHERE tenant_id = ?", (tx.tenant,)
+            )
+        }
         self.sellers.update(identity[1] or "" for identity in self.reloaded.values())
         self.changed = None
         for table in LISTING_TABLES + ("inv_facet_count",):
-            tx.execute(f"DELETE FROM {table}")
+            tx.execute(f"DELETE FROM {table} WHERE tenant_id = ?", (tx.tenant,))
         self.index_statements = tx.db.dialect.drop_indexes(tx, ("inv_listing", "inv_doc", "inv_text"))
 
     def run(self, listings: Iterable[dict[str, Any]], progress: Callable[[int], None] | None) -> ImportStats:
@@ -327,19 +351,22 @@ class ImportJob:
             self.omitted = len(self.reloaded)
             self._entomb(list(self.reloaded.values()))
         elif self.replace:
+            tenant = self.tx.tenant
             if self.dealer_id is None:
-                scope = self.tx.fetchall("SELECT id FROM inv_listing")
+                scope = self.tx.fetchall("SELECT id FROM inv_listing WHERE tenant_id = ?", (tenant,))
             else:
-                scope = self.tx.fetchall("SELECT id FROM inv_listing WHERE dealer_id = ?", (self.dealer_id,))
+                scope = self.tx.fetchall(
+                    "SELECT id FROM inv_listing WHERE tenant_id = ? AND dealer_id = ?", (tenant, self.dealer_id)
+                )
             dropped = [row[0] for row in scope if row[0] not in self.present and row[0] not in self.keep]
             self.omitted = len(dropped)
             if dropped:
                 for start in range(0, len(dropped), _LOOKUP):
                     sql, params = in_list("id", dropped[start : start + _LOOKUP])
                     self.tx.execute(
-                        "INSERT INTO inv_tombstone (id, dealer_id, vin, stock, removed_us) "
-                        f"SELECT id, dealer_id, vin, stock, ? FROM inv_listing WHERE {sql}",
-                        [self.now_us] + params,
+                        "INSERT INTO inv_tombstone (tenant_id, id, dealer_id, vin, stock, removed_us) "
+                        f"SELECT tenant_id, id, dealer_id, vin, stock, ? FROM inv_listing WHERE tenant_id = ? AND {sql}",
+                        [self.now_us, tenant] + params,
                     )
                 self._forget(dropped)
                 self.removed += len(dropped)
@@ -368,7 +395,8 @@ class ImportJob:
 
     def _entomb(self, identities: list[Identity]) -> None:
         if identities:
-            self.tx.executemany(_INSERT_TOMBSTONE, [identity + (self.now_us,) for identity in identities])
+            tenant = self.tx.tenant
+            self.tx.executemany(_INSERT_TOMBSTONE, [(tenant, *identity, self.now_us) for identity in identities])
             self.removed += len(identities)
 
     def _bit_for(self, code: str, label: str) -> int | None:
@@ -393,9 +421,14 @@ class ImportJob:
         for start in range(0, len(ids), _LOOKUP):
             sql, params = in_list("id", ids[start : start + _LOOKUP])
             beyond_masks: dict[str, list[str]] = {}
-            for ident, code in tx.fetchall(f"SELECT id, code FROM inv_feature_extra WHERE {sql}", params):
+            scoped = [tx.tenant, *params]
+            for ident, code in tx.fetchall(
+                f"SELECT id, code FROM inv_feature_extra WHERE tenant_id = ? AND {sql}", scoped
+            ):
                 beyond_masks.setdefault(ident, []).append(code)
-            rows = tx.fetchall(f"SELECT {', '.join(LISTING_COLUMNS)} FROM inv_listing WHERE {sql}", params)
+            rows = tx.fetchall(
+                f"SELECT {', '.join(LISTING_COLUMNS)} FROM inv_listing WHERE tenant_id = ? AND {sql}", scoped
+            )
             present = [
                 [
                     code_of_bit[column * BITS_PER_MASK + shift]
@@ -413,7 +446,7 @@ class ImportJob:
                 self.sellers.add(row[_DEALER] or "")
             self._log(rids.values())
             for table in LISTING_TABLES:
-                tx.execute(f"DELETE FROM {table} WHERE {sql}", params)
+                tx.execute(f"DELETE FROM {table} WHERE tenant_id = ? AND {sql}", scoped)
         return rids
 
     def _log(self, rids: Iterable[int]) -> None:
@@ -426,20 +459,26 @@ class ImportJob:
 
     def _lookup(self, column: str, values: list[str]) -> list[_Stored]:
         """Published listings whose ``column`` is one of ``values`` (identity columns; no document)."""
-        table = "inv_listing" if self.prev_table == "live" else "inv_prev"
+        live = self.prev_table == "live"
+        source = "inv_listing WHERE tenant_id = ? AND" if live else "inv_prev WHERE"  # inv_prev: this tenant's
         found: list[_Stored] = []
         for start in range(0, len(values), _LOOKUP):
             sql, params = in_list(column, values[start : start + _LOOKUP])
-            rows = self.tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM {table} WHERE {sql}", params)
+            rows = self.tx.fetchall(
+                f"SELECT id, dealer_id, vin, stock FROM {source} {sql}", [self.tx.tenant, *params] if live else params
+            )
             found.extend(_Stored(row[0], row[1], row[2], row[3], None) for row in rows)
         return found
 
     def _documents(self, ids: list[str]) -> dict[str, str]:
-        table = "inv_doc" if self.prev_table == "live" else "inv_prev"
+        live = self.prev_table == "live"
+        source = "inv_doc WHERE tenant_id = ? AND" if live else "inv_prev WHERE"
         docs: dict[str, str] = {}
         for start in range(0, len(ids), _LOOKUP):
             sql, params = in_list("id", ids[start : start + _LOOKUP])
-            docs.update(self.tx.fetchall(f"SELECT id, doc FROM {table} WHERE {sql}", params))
+            docs.update(
+                self.tx.fetchall(f"SELECT id, doc FROM {source} {sql}", [self.tx.tenant, *params] if live else params)
+            )
         return docs
 
     def _published(
@@ -514,7 +553,11 @@ class ImportJob:
         still: dict[str, str | None] = {}
         for start in range(0, len(holders), _LOOKUP):
             sql, params = in_list("id", holders[start : start + _LOOKUP])
-            still.update(self.tx.fetchall(f"SELECT id, stock FROM inv_listing WHERE {sql}", params))
+            still.update(
+                self.tx.fetchall(
+                    f"SELECT id, stock FROM inv_listing WHERE tenant_id = ? AND {sql}", [self.tx.tenant, *params]
+                )
+            )
         for index, holder, _dealer, stock in self.borrowed:
             if holder in still and still[holder] == stock:
                 raise InventoryImportError(index, f"its stock number is another published listing's ({holder})")
@@ -615,7 +658,12 @@ class ImportJob:
         ids = [p.id for p in batch]
         for start in range(0, len(ids), _LOOKUP):
             sql, params = in_list("id", ids[start : start + _LOOKUP])
-            tombstones.update(row[0] for row in tx.fetchall(f"SELECT id FROM inv_tombstone WHERE {sql}", params))
+            tombstones.update(
+                row[0]
+                for row in tx.fetchall(
+                    f"SELECT id FROM inv_tombstone WHERE tenant_id = ? AND {sql}", [tx.tenant, *params]
+                )
+            )
         if len(self.bits) != len(self.labels):  # a code without a bit may gain one: rewrite all
             unchanged = set()
         reloaded = self.reloaded
@@ -627,15 +675,16 @@ class ImportJob:
         rids = self._forget(rewritten) if rewritten else {}
         if tombstones:
             sql, params = in_list("id", list(tombstones))
-            tx.execute(f"DELETE FROM inv_tombstone WHERE {sql}", params)
+            tx.execute(f"DELETE FROM inv_tombstone WHERE tenant_id = ? AND {sql}", [tx.tenant, *params])
         rows, docs, texts, beyond_masks, presents, gone = [], [], [], [], [], []
         written: list[int] = []
+        tenant = tx.tenant
         bits, codes_seen = self.bits, self.codes_seen
         for p in batch:
             row = p.row
             was_available = p.id in owners or reloaded.pop(p.id, None) is not None
             if not p.eligible:
-                gone.append((p.id, row.dealer_id, row.vin, row.stock, self.now_us))
+                gone.append((tenant, p.id, row.dealer_id, row.vin, row.stock, self.now_us))
                 self.removed += was_available
                 continue
             if p.id in unchanged and not self.bulk:
@@ -658,7 +707,7 @@ class ImportJob:
                 if is_present:
                     present.append(code)
                     if bit is None:
-                        beyond_masks.append((p.id, code))
+                        beyond_masks.append((tenant, p.id, code))
                     else:
                         masked.append(code)
             rid = rids.get(p.id)
@@ -667,8 +716,8 @@ class ImportJob:
                 self.next_rid += 1
             rows.append(row + tuple(feature_masks(masked, bits)) + (rid,))
             written.append(rid)
-            docs.append((p.id, p.doc))
-            texts.append((p.id, p.keywords))
+            docs.append((tenant, p.id, p.doc))
+            texts.append((tenant, p.id, p.keywords))
             presents.append(present)
             # The display spelling of each new term key (zip stops before stock's).
             for displays, key, value in zip(self.term_displays, p.term_keys, p.term_values):
@@ -682,7 +731,7 @@ class ImportJob:
             self.facet_changes.add(rows, presents, 1)
             insert = tx.db.dialect.insert_rows
             try:
-                insert(tx, "inv_listing", LISTING_COLUMNS, rows)
+                insert(tx, "inv_listing", ("tenant_id", *LISTING_COLUMNS), [(tenant, *row) for row in rows])
             except tx.db.overflow_errors:  # a number beyond BIGINT: name the listing (rolls back)
                 culprit = next(
                     p
@@ -690,67 +739,76 @@ class ImportJob:
                     if p.eligible and any(v.__class__ is int and not -INT64 <= v < INT64 for v in p.row)
                 )
                 raise InventoryImportError(culprit.index, "a number is too large to store") from None
-            insert(tx, "inv_doc", ("id", "doc"), docs)
-            insert(tx, "inv_text", ("id", "query"), texts)
+            insert(tx, "inv_doc", ("tenant_id", "id", "doc"), docs)
+            insert(tx, "inv_text", ("tenant_id", "id", "query"), texts)
         if beyond_masks:
-            tx.executemany("INSERT INTO inv_feature_extra (id, code) VALUES (?, ?)", beyond_masks)
+            tx.executemany("INSERT INTO inv_feature_extra (tenant_id, id, code) VALUES (?, ?, ?)", beyond_masks)
 
     def _finish(self, *, full_replace: bool) -> None:
         tx = self.tx
+        tenant = tx.tenant
         terms = [
-            (name, key, display)
+            (tenant, name, key, display)
             for name, displays in zip(TERM_FILTERS, self.term_displays)
             for key, display in displays.items()
         ]
         if terms:
             tx.executemany(
-                "INSERT INTO inv_term (field, term, display) VALUES (?, ?, ?) ON CONFLICT (field, term) DO NOTHING",
+                "INSERT INTO inv_term (tenant_id, field, term, display) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, field, term) DO NOTHING",
                 terms,
             )
         if self.new_codes:
             tx.executemany(
-                "INSERT INTO inv_vocab (code, label, bit) VALUES (?, ?, ?)",
-                [(code, self.labels[code], self.bits.get(code)) for code in self.new_codes],
+                "INSERT INTO inv_vocab (tenant_id, code, label, bit) VALUES (?, ?, ?, ?)",
+                [(tenant, code, self.labels[code], self.bits.get(code)) for code in self.new_codes],
             )
         new = set(self.new_codes)
-        assigned = [(bit, code) for code, bit in self.bits.items() if code not in new]
+        assigned = [(bit, tenant, code) for code, bit in self.bits.items() if code not in new]
         if assigned:  # codes that were stored without a bit may have gained one
-            tx.executemany("UPDATE inv_vocab SET bit = ? WHERE code = ? AND bit IS NULL", assigned)
+            tx.executemany("UPDATE inv_vocab SET bit = ? WHERE tenant_id = ? AND code = ? AND bit IS NULL", assigned)
         if full_replace:
             # Every available listing came from this feed: codes it lacks are in no row.
-            retired = [(code,) for code in self.labels if code not in self.codes_seen]
+            retired = [(tenant, code) for code in self.labels if code not in self.codes_seen]
             if retired:
-                tx.executemany("DELETE FROM inv_vocab WHERE code = ?", retired)
+                tx.executemany("DELETE FROM inv_vocab WHERE tenant_id = ? AND code = ?", retired)
         changed = self.facet_changes.changed()
         if changed:
             tx.db.dialect.insert_rows(
                 tx,
                 "inv_facet_count",
-                ("currency", "dealer_key", "field", "value", "n"),
-                changed,
-                "ON CONFLICT (currency, dealer_key, field, value) DO UPDATE SET n = inv_facet_count.n + excluded.n",
+                ("tenant_id", "currency", "dealer_key", "field", "value", "n"),
+                [(tenant, *row) for row in changed],
+                "ON CONFLICT (tenant_id, currency, dealer_key, field, value)"
+                " DO UPDATE SET n = inv_facet_count.n + excluded.n",
             )
-            tx.execute("DELETE FROM inv_facet_count WHERE n = 0")
+            tx.execute("DELETE FROM inv_facet_count WHERE tenant_id = ? AND n = 0", (tenant,))
         tx.execute(
-            "DELETE FROM inv_tombstone WHERE removed_us < ?",
-            (self.now_us - TOMBSTONE_RETENTION_SECONDS * 1_000_000,),
+            "DELETE FROM inv_tombstone WHERE tenant_id = ? AND removed_us < ?",
+            (tenant, self.now_us - TOMBSTONE_RETENTION_SECONDS * 1_000_000),
         )
-        tx.execute("UPDATE inv_meta SET num = num + 1 WHERE name = 'version'")
-        tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'next_rid'", (self.next_rid,))
+        tx.execute("UPDATE inv_meta SET num = num + 1 WHERE tenant_id = ? AND name = 'version'", (tenant,))
+        tx.execute("UPDATE inv_meta SET num = ? WHERE tenant_id = ? AND name = 'next_rid'", (self.next_rid, tenant))
         version = read_version(tx)
         if self.changed is None:  # too many to list: a process behind this version rebuilds
-            tx.execute("DELETE FROM inv_change")
-            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from'", (version,))
+            tx.execute("DELETE FROM inv_change WHERE tenant_id = ?", (tenant,))
+            tx.execute("UPDATE inv_meta SET num = ? WHERE tenant_id = ? AND name = 'changes_from'", (version, tenant))
         else:
             tx.db.dialect.insert_rows(
-                tx, "inv_change", ("version", "rid"), [(version, rid) for rid in sorted(self.changed)]
+                tx,
+                "inv_change",
+                ("tenant_id", "version", "rid"),
+                [(tenant, version, rid) for rid in sorted(self.changed)],
             )
             oldest = version - CHANGE_VERSIONS
-            tx.execute("DELETE FROM inv_change WHERE version <= ?", (oldest,))
-            tx.execute("UPDATE inv_meta SET num = ? WHERE name = 'changes_from' AND num < ?", (oldest, oldest))
+            tx.execute("DELETE FROM inv_change WHERE tenant_id = ? AND version <= ?", (tenant, oldest))
+            tx.execute(
+                "UPDATE inv_meta SET num = ? WHERE tenant_id = ? AND name = 'changes_from' AND num < ?",
+                (oldest, tenant, oldest),
+            )
         if self.sellers:
             tx.executemany(
-                "INSERT INTO inv_seller (dealer_key, version) VALUES (?, ?) "
-                "ON CONFLICT (dealer_key) DO UPDATE SET version = excluded.version",
-                [(seller, version) for seller in sorted(self.sellers)],
+                "INSERT INTO inv_seller (tenant_id, dealer_key, version) VALUES (?, ?, ?) "
+                "ON CONFLICT (tenant_id, dealer_key) DO UPDATE SET version = excluded.version",
+                [(tenant, seller, version) for seller in sorted(self.sellers)],
             )

@@ -47,7 +47,7 @@ from pyroaring import BitMap, FrozenBitMap
 from aap.inventory.query import Criteria
 from aap.memory import return_free_memory
 from aap.store.db import Database, Tx
-from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_version
+from aap.store.inventory.schema import BITS_PER_MASK, FEATURE_MASKS, read_meta, read_version
 from aap.store.inventory.sql import Clause, rows_in, seller_clause
 from aap.util.memo import Memo
 
@@ -164,7 +164,7 @@ class Postings:
         """The index of the inventory ``tx`` sees, read :data:`BUILD_CHUNK` row numbers at a
         time: the rows read are the memory a build needs (the index itself is small), and each
         chunk's lists are added in place to the growing ones."""
-        upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+        upper = read_meta(tx, "next_rid")
         growing = _Growing()
         for start in range(0, upper, BUILD_CHUNK):
             growing.add(_Builder.read(tx, "l.rid >= ? AND l.rid < ?", [start, start + BUILD_CHUNK]))
@@ -180,7 +180,7 @@ class Postings:
 
     def with_rows(self, tx: Tx, rids: BitMap) -> Postings:
         """This index with the listings ``rids`` (removed or written since) re-read from ``tx``."""
-        where, params = rows_in(tx.db.dialect, rids)
+        where, params = tx.db.dialect.integers_in("l.rid", list(rids))
         return self._merged(tx, rids, _Builder.read(tx, where, params))
 
     def _merged(self, tx: Tx, gone: BitMap, fresh: _Builder) -> Postings:
@@ -302,7 +302,7 @@ class Postings:
         buckets): a bound that cuts a bucket is then checked without a query per request."""
 
         def read() -> dict[int, int]:
-            rows, params = rows_in(tx.db.dialect, self.buckets[column].get(key, EMPTY))
+            rows, params = rows_in(tx.db.dialect, tx.tenant, self.buckets[column].get(key, EMPTY))
             return {
                 row[0]: row[1]
                 for row in tx.fetchall(f"SELECT l.rid, l.{column} FROM inv_listing l WHERE {rows}", params)
@@ -337,9 +337,9 @@ class Postings:
         if len(candidates) > CHECK_CANDIDATES:
             return None
         pattern = "%" + token.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        among, params = rows_in(tx.db.dialect, candidates)
+        among, params = rows_in(tx.db.dialect, tx.tenant, candidates)
         checked = tx.fetchall(
-            f"SELECT l.rid FROM inv_listing l JOIN inv_text t ON t.id = l.id "
+            f"SELECT l.rid FROM inv_listing l JOIN inv_text t ON t.tenant_id = l.tenant_id AND t.id = l.id "
             f"WHERE {among} AND t.query LIKE ? ESCAPE '\\'",
             params + [pattern],
         )
@@ -372,7 +372,7 @@ class Postings:
         for key, extreme in ((low, "MIN"), (high, "MAX")):
             members = matched & buckets[key]
             if len(members) <= ROW_LIST:
-                among, params = rows_in(tx.db.dialect, members)
+                among, params = rows_in(tx.db.dialect, tx.tenant, members)
             else:
                 among = f"{where[0]} AND l.{column} >= ? AND l.{column} < ?"
                 params = where[1] + [key * width, (key + 1) * width]
@@ -410,11 +410,24 @@ class _Builder:
 
     @classmethod
     def read(cls, tx: Tx, where: str, params: list[Any]) -> _Builder:
-        """The posting lists of the listings ``where`` selects (on ``l``), in ``tx``'s snapshot."""
-        bits = {bit: code for code, bit in tx.fetchall("SELECT code, bit FROM inv_vocab WHERE bit IS NOT NULL")}
-        rows = tx.fetchall(f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.id = l.id WHERE {where}", params)
+        """The posting lists of the listings ``where`` selects (on ``l``) among ``tx``'s tenant's,
+        in ``tx``'s snapshot."""
+        bits = {
+            bit: code
+            for code, bit in tx.fetchall(
+                "SELECT code, bit FROM inv_vocab WHERE tenant_id = ? AND bit IS NOT NULL", (tx.tenant,)
+            )
+        }
+        scoped = [tx.tenant, *params]
+        rows = tx.fetchall(
+            f"SELECT {_SELECT} FROM inv_listing l JOIN inv_text t ON t.tenant_id = l.tenant_id AND t.id = l.id"
+            f" WHERE l.tenant_id = ? AND {where}",
+            scoped,
+        )
         extra = tx.fetchall(
-            f"SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.id = x.id WHERE {where}", params
+            "SELECT l.rid, x.code FROM inv_feature_extra x JOIN inv_listing l ON l.tenant_id = x.tenant_id"
+            f" AND l.id = x.id WHERE l.tenant_id = ? AND {where}",
+            scoped,
         )
         return cls(rows, extra, bits)
 
@@ -561,7 +574,7 @@ class PostingCache:
             if newest is None:
                 if version == self._small_version:
                     return None  # small at this version: no read to ask again
-                upper = tx.one("SELECT num FROM inv_meta WHERE name = 'next_rid'")[0]
+                upper = read_meta(tx, "next_rid")
                 if upper < self.min_rows:
                     self._small_version = version
                     return None
@@ -569,15 +582,21 @@ class PostingCache:
                     self._build_later()
                     return None
                 return self._keep(Postings.build(tx))
-            if newest.version >= tx.one("SELECT num FROM inv_meta WHERE name = 'changes_from'")[0]:
+            if newest.version >= read_meta(tx, "changes_from"):
                 # The rows written or removed since, as the imports listed them.
                 rids = BitMap(
-                    r[0] for r in tx.fetchall("SELECT rid FROM inv_change WHERE version > ?", (newest.version,))
+                    r[0]
+                    for r in tx.fetchall(
+                        "SELECT rid FROM inv_change WHERE tenant_id = ? AND version > ?", (tx.tenant, newest.version)
+                    )
                 )
                 if len(rids) <= REFRESH_ROWS:
                     return self._keep(newest.with_rows(tx, rids))
             changed = [
-                r[0] for r in tx.fetchall("SELECT dealer_key FROM inv_seller WHERE version > ?", (newest.version,))
+                r[0]
+                for r in tx.fetchall(
+                    "SELECT dealer_key FROM inv_seller WHERE tenant_id = ? AND version > ?", (tx.tenant, newest.version)
+                )
             ]
             before = sum(len(newest.sellers.get(s, EMPTY)) for s in changed)
             if before > REFRESH_ROWS:

@@ -19,8 +19,6 @@ from __future__ import annotations
 from datetime import date
 from typing import NamedTuple
 
-import orjson
-
 from aap.store.db import Migrations, Tx
 
 MASK_COLUMNS = 4
@@ -77,8 +75,9 @@ class ListingRow(NamedTuple):
 LISTING_COLUMNS: tuple[str, ...] = ListingRow._fields + FEATURE_MASKS + ("rid",)
 COLUMN_INDEX = {name: i for i, name in enumerate(LISTING_COLUMNS)}
 
-_SCHEMA_V1 = f"""
+_LAYOUT = f"""
 CREATE TABLE inv_listing (
+    tenant_id TEXT NOT NULL,
     id TEXT NOT NULL,
     dealer_id TEXT,
     status TEXT NOT NULL,
@@ -110,83 +109,108 @@ CREATE TABLE inv_listing (
     electric_range_mi DOUBLE PRECISION,
     dc_fast_charge INTEGER,
     displacement_cc BIGINT,
-    {", ".join(f"{m} BIGINT NOT NULL DEFAULT 0" for m in FEATURE_MASKS)}
+    {", ".join(f"{m} BIGINT NOT NULL DEFAULT 0" for m in FEATURE_MASKS)},
+    rid BIGINT,
+    photos INTEGER NOT NULL DEFAULT 0,
+    in_stock_day INTEGER,
+    PRIMARY KEY (tenant_id, id)
 );
-CREATE UNIQUE INDEX inv_listing_id ON inv_listing (id);
-CREATE INDEX inv_listing_make ON inv_listing (make_k, currency, price);
-CREATE INDEX inv_listing_price ON inv_listing (price, currency);
-CREATE INDEX inv_listing_updated ON inv_listing (updated_us, currency);
-CREATE INDEX inv_listing_odometer ON inv_listing (odometer_mm, currency);
-CREATE INDEX inv_listing_year ON inv_listing (year, currency);
-CREATE INDEX inv_listing_rooftop ON inv_listing (rooftop, currency, id);
-CREATE INDEX inv_listing_vin ON inv_listing (vin);
-CREATE INDEX inv_listing_stock ON inv_listing (stock);
+CREATE UNIQUE INDEX inv_listing_rid ON inv_listing (tenant_id, rid);
+CREATE INDEX inv_listing_make ON inv_listing (tenant_id, make_k, currency, price);
+CREATE INDEX inv_listing_price ON inv_listing (tenant_id, price, currency);
+CREATE INDEX inv_listing_updated ON inv_listing (tenant_id, updated_us, currency);
+CREATE INDEX inv_listing_odometer ON inv_listing (tenant_id, odometer_mm, currency);
+CREATE INDEX inv_listing_year ON inv_listing (tenant_id, year, currency);
+CREATE INDEX inv_listing_rooftop ON inv_listing (tenant_id, rooftop, currency, id);
+CREATE INDEX inv_listing_vin ON inv_listing (tenant_id, vin);
+CREATE INDEX inv_listing_stock ON inv_listing (tenant_id, stock);
+CREATE INDEX inv_listing_dealer ON inv_listing (tenant_id, dealer_id);
+CREATE INDEX inv_listing_browse_price ON inv_listing (tenant_id, price, id);
+CREATE INDEX inv_listing_browse_odometer ON inv_listing (tenant_id, odometer_mm, id);
+CREATE INDEX inv_listing_browse_stock_day ON inv_listing (tenant_id, in_stock_day, id);
+CREATE INDEX inv_listing_no_photo ON inv_listing (tenant_id, id) WHERE photos = 0;
 CREATE TABLE inv_text (
+    tenant_id TEXT NOT NULL,
     id TEXT NOT NULL,
-    query TEXT NOT NULL
+    query TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, id)
 );
-CREATE UNIQUE INDEX inv_text_id ON inv_text (id);
 CREATE TABLE inv_doc (
+    tenant_id TEXT NOT NULL,
     id TEXT NOT NULL,
-    doc TEXT NOT NULL
+    doc TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, id)
 );
-CREATE UNIQUE INDEX inv_doc_id ON inv_doc (id);
 CREATE TABLE inv_feature_extra (
+    tenant_id TEXT NOT NULL,
     id TEXT NOT NULL,
     code TEXT NOT NULL,
-    PRIMARY KEY (id, code)
+    PRIMARY KEY (tenant_id, id, code)
 );
-CREATE INDEX inv_feature_extra_code ON inv_feature_extra (code, id);
+CREATE INDEX inv_feature_extra_code ON inv_feature_extra (tenant_id, code, id);
 CREATE TABLE inv_tombstone (
-    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    id TEXT NOT NULL,
     dealer_id TEXT,
     vin TEXT,
     stock TEXT,
-    removed_us BIGINT NOT NULL
+    removed_us BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, id)
 );
-CREATE INDEX inv_tombstone_vin ON inv_tombstone (vin);
-CREATE INDEX inv_tombstone_stock ON inv_tombstone (stock);
-CREATE INDEX inv_tombstone_removed ON inv_tombstone (removed_us);
+CREATE INDEX inv_tombstone_vin ON inv_tombstone (tenant_id, vin);
+CREATE INDEX inv_tombstone_stock ON inv_tombstone (tenant_id, stock);
+CREATE INDEX inv_tombstone_removed ON inv_tombstone (tenant_id, removed_us);
 CREATE TABLE inv_term (
+    tenant_id TEXT NOT NULL,
     field TEXT NOT NULL,
     term TEXT NOT NULL,
     display TEXT NOT NULL,
-    PRIMARY KEY (field, term)
+    PRIMARY KEY (tenant_id, field, term)
 );
 CREATE TABLE inv_vocab (
-    code TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    code TEXT NOT NULL,
     label TEXT NOT NULL,
-    bit INTEGER
+    bit INTEGER,
+    PRIMARY KEY (tenant_id, code)
 );
 CREATE TABLE inv_facet_count (
+    tenant_id TEXT NOT NULL,
     currency TEXT NOT NULL,
     dealer_key TEXT NOT NULL,
     field TEXT NOT NULL,
     value TEXT NOT NULL,
     n BIGINT NOT NULL,
-    PRIMARY KEY (currency, dealer_key, field, value)
+    PRIMARY KEY (tenant_id, currency, dealer_key, field, value)
 );
 CREATE TABLE inv_meta (
-    name TEXT PRIMARY KEY,
-    num BIGINT NOT NULL
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    num BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, name)
 );
-INSERT INTO inv_meta (name, num) VALUES ('version', 0)
-"""
-
-# Exact totals that were slow to count, per inventory version and matching set.
-_SCHEMA_V2 = """
 CREATE TABLE inv_count (
+    tenant_id TEXT NOT NULL,
     version BIGINT NOT NULL,
     matching TEXT NOT NULL,
     total BIGINT NOT NULL,
-    PRIMARY KEY (version, matching)
+    partials TEXT,
+    PRIMARY KEY (tenant_id, version, matching)
+);
+CREATE INDEX inv_count_matching ON inv_count (tenant_id, matching, version);
+CREATE TABLE inv_seller (
+    tenant_id TEXT NOT NULL,
+    dealer_key TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, dealer_key)
+);
+CREATE TABLE inv_change (
+    tenant_id TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    rid BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, version, rid)
 )
 """
-
-
-def _keyword_index(tx: Tx) -> None:
-    """Keyword tokens are substrings: an index that serves them, where the backend has one."""
-    tx.db.dialect.create_substring_index(tx, "inv_text_trgm", "inv_text", "query")
 
 
 def _vacuum_often(tx: Tx) -> None:
@@ -194,42 +218,28 @@ def _vacuum_often(tx: Tx) -> None:
     tx.db.dialect.vacuum_eagerly(tx, LISTING_TABLES)
 
 
-def _row_numbers_and_sellers(tx: Tx) -> None:
-    """Per-seller versions and row numbers (docs/search.md, "Counting at marketplace scale").
+MIGRATIONS = Migrations(
+    "inventory",
+    (_LAYOUT, _vacuum_often),
+    tables=(
+        "inv_listing",
+        "inv_text",
+        "inv_doc",
+        "inv_feature_extra",
+        "inv_tombstone",
+        "inv_term",
+        "inv_vocab",
+        "inv_facet_count",
+        "inv_meta",
+        "inv_count",
+        "inv_seller",
+        "inv_change",
+    ),
+)
 
-    ``rid`` numbers available listings for the posting index; a listing keeps its
-    number while it stays available, and a number is never given twice
-    (``next_rid``), so a seller's old numbers can be taken out of the index without
-    touching another seller's. ``inv_seller.version`` is the inventory version of
-    the seller's last change: what a remembered count of that seller depends on.
-    """
-    tx.script("""
-ALTER TABLE inv_listing ADD COLUMN rid BIGINT;
-UPDATE inv_listing SET rid = n.rn FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM inv_listing) n
-    WHERE inv_listing.id = n.id;
-CREATE UNIQUE INDEX inv_listing_rid ON inv_listing (rid);
-CREATE INDEX inv_listing_dealer ON inv_listing (dealer_id);
-CREATE TABLE inv_seller (
-    dealer_key TEXT PRIMARY KEY,
-    version BIGINT NOT NULL
-);
-INSERT INTO inv_seller (dealer_key, version)
-    SELECT DISTINCT COALESCE(l.dealer_id, ''), m.num FROM inv_listing l, inv_meta m WHERE m.name = 'version';
-INSERT INTO inv_meta (name, num) SELECT 'next_rid', COALESCE(MAX(rid), 0) + 1 FROM inv_listing;
-CREATE TABLE inv_change (
-    version BIGINT NOT NULL,
-    rid BIGINT NOT NULL
-);
-CREATE INDEX inv_change_version ON inv_change (version);
-INSERT INTO inv_meta (name, num) SELECT 'changes_from', num FROM inv_meta WHERE name = 'version';
-ALTER TABLE inv_count ADD COLUMN partials TEXT;
-CREATE INDEX inv_count_matching ON inv_count (matching, version)
-""")
-
-
-# The posting index (:mod:`.postings`) answers keyword tokens now; the trigram index cost
-# imports half their speed on PostgreSQL (docs/search.md, "Counting at marketplace scale").
-_NO_KEYWORD_INDEX = "DROP INDEX IF EXISTS inv_text_trgm"
+#: ``inv_meta`` counters of a tenant whose inventory was never imported (its rows are written
+#: by its first import: :func:`ensure_meta`).
+META_DEFAULTS = {"version": 0, "next_rid": 1, "changes_from": 0}
 
 
 def photo_count(photos: object) -> int:
@@ -246,44 +256,20 @@ def day_number(value: object) -> int | None:
         return None
 
 
-def _browse_columns(tx: Tx) -> None:
-    """What the console's inventory browser filters and sorts on (docs/console.md, "Inventory"): the
-    photo count and the day the vehicle came into stock, on the narrow row, and the indexes its
-    keyset pages walk (price, mileage, days in stock, each with the id that breaks ties). Listings
-    stored before this step get theirs from their documents, in one pass."""
-    tx.script("""
-ALTER TABLE inv_listing ADD COLUMN photos INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE inv_listing ADD COLUMN in_stock_day INTEGER;
-CREATE INDEX inv_listing_browse_price ON inv_listing (price, id);
-CREATE INDEX inv_listing_browse_odometer ON inv_listing (odometer_mm, id);
-CREATE INDEX inv_listing_browse_stock_day ON inv_listing (in_stock_day, id);
-CREATE INDEX inv_listing_no_photo ON inv_listing (id) WHERE photos = 0
-""")
-    updates = []
-    for ident, doc in tx.fetchall("SELECT id, doc FROM inv_doc"):
-        listing = orjson.loads(doc)
-        photos, day = photo_count(listing.get("photos")), day_number(listing.get("inventory_date"))
-        if photos or day is not None:
-            updates.append((photos, day, ident))
-    if updates:
-        tx.executemany("UPDATE inv_listing SET photos = ?, in_stock_day = ? WHERE id = ?", updates)
-
-
-MIGRATIONS = Migrations(
-    "inventory",
-    (
-        _SCHEMA_V1,
-        _SCHEMA_V2,
-        _keyword_index,
-        _vacuum_often,
-        _row_numbers_and_sellers,
-        _NO_KEYWORD_INDEX,
-        _browse_columns,
-    ),
-)
+def read_meta(tx: Tx, name: str) -> int:
+    """The tenant's ``inv_meta`` counter ``name`` (its default before the first import)."""
+    row = tx.fetchone("SELECT num FROM inv_meta WHERE tenant_id = ? AND name = ?", (tx.tenant, name))
+    return META_DEFAULTS[name] if row is None else int(row[0])
 
 
 def read_version(tx: Tx) -> int:
     """The inventory version: bumped by every import, it keys every derived cache and total."""
-    version: int = tx.one("SELECT num FROM inv_meta WHERE name = 'version'")[0]
-    return version
+    return read_meta(tx, "version")
+
+
+def ensure_meta(tx: Tx) -> None:
+    """Write the tenant's ``inv_meta`` counters where its first import finds none."""
+    tx.executemany(
+        "INSERT INTO inv_meta (tenant_id, name, num) VALUES (?, ?, ?) ON CONFLICT (tenant_id, name) DO NOTHING",
+        [(tx.tenant, name, num) for name, num in META_DEFAULTS.items()],
+    )

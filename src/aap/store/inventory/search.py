@@ -77,7 +77,8 @@ def stored_documents(tx: Tx, ids: list[str]) -> dict[str, str | bytes]:
     if not ids:
         return {}
     sql, params = in_list("id", ids)
-    return {row[0]: row[1] for row in tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE {sql}", params)}
+    rows = tx.fetchall(f"SELECT id, doc FROM inv_doc WHERE tenant_id = ? AND {sql}", [tx.tenant, *params])
+    return {row[0]: row[1] for row in rows}
 
 
 def search_page(
@@ -98,7 +99,7 @@ def search_page(
     started = time.perf_counter()
     # The canonical form (keyword tokens as a subquery) keys remembered totals; it is also
     # what runs, unless the dialect resolves keyword tokens first.
-    canonical = where_clause(criteria, bits)
+    canonical = where_clause(tx.tenant, criteria, bits)
     matching = matching_key(canonical)
     total, later = snapshot.totals.remembered(tx, snapshot.version, matching, canonical)
     counted = total is not None
@@ -107,7 +108,7 @@ def search_page(
         if total is not None and query.skip is None and total >= WALK_FACTOR * want:
             # Dense keyword matches of a known total: walk the sort index and test each
             # row's own text, instead of scanning every listing's text for the ids.
-            where = where_clause(criteria, bits, keywords_per_row(criteria.tokens))
+            where = where_clause(tx.tenant, criteria, bits, keywords_per_row(criteria.tokens))
         else:
             where = snapshot.scanned_where(criteria, bits)
     if not counted:

@@ -73,7 +73,10 @@ class InventorySnapshot:
         if cached is not None and cached[0] == self.version:
             return cached[1]
         entries = tuple(
-            (r[0], r[1], r[2]) for r in self.tx.fetchall("SELECT code, label, bit FROM inv_vocab ORDER BY code")
+            (r[0], r[1], r[2])
+            for r in self.tx.fetchall(
+                "SELECT code, label, bit FROM inv_vocab WHERE tenant_id = ? ORDER BY code", (self.tx.tenant,)
+            )
         )
         vocabulary = Vocabulary(entries, {code: bit for code, _label, bit in entries if bit is not None})
         self._caches.vocabulary = (self.version, vocabulary)
@@ -96,7 +99,8 @@ class InventorySnapshot:
         sellers = frozenset(
             r[0]
             for r in self.tx.fetchall(
-                "SELECT DISTINCT dealer_key FROM inv_facet_count WHERE currency = ? AND field = 'statuses'", (currency,)
+                "SELECT DISTINCT dealer_key FROM inv_facet_count WHERE tenant_id = ? AND currency = ? AND field = 'statuses'",
+                (self.tx.tenant, currency),
             )
         )
         self._caches.sellers = (key, sellers)
@@ -119,13 +123,13 @@ class InventorySnapshot:
         criteria = self.effective(criteria)
         if criteria.tokens and self.dialect.scans_keywords_first:
             return self.scanned_where(criteria, bits)
-        return where_clause(criteria, bits)
+        return where_clause(self.tx.tenant, criteria, bits)
 
     def scanned_where(self, criteria: Criteria, bits: dict[str, int]) -> Clause:
         """The condition with keyword tokens resolved now, in this snapshot, to a list of ids."""
-        sql, params = keyword_scan(criteria.tokens)
+        sql, params = keyword_scan(self.tx.tenant, criteria.tokens)
         ids = orjson.dumps([row[0] for row in self.tx.fetchall(sql, params)]).decode()
-        return where_clause(criteria, bits, keywords_in_ids(self.dialect, ids))
+        return where_clause(self.tx.tenant, criteria, bits, keywords_in_ids(self.dialect, ids))
 
     def postings(self) -> Postings | None:
         """The posting index of this snapshot's version, if this process has (or can make) it."""
@@ -149,11 +153,12 @@ class InventorySnapshot:
         one by its condition, with keyword tokens tested on each row a sort-index walk
         visits rather than by a scan of every listing's text.
         """
+        tenant = self.tx.tenant
         if len(matched) <= max(ROW_LIST, want):
-            return rows_in(self.dialect, matched), True
+            return rows_in(self.dialect, tenant, matched), True
         if criteria.tokens:
-            return where_clause(criteria, bits, keywords_per_row(criteria.tokens)), False
-        return where_clause(criteria, bits), False
+            return where_clause(tenant, criteria, bits, keywords_per_row(criteria.tokens)), False
+        return where_clause(tenant, criteria, bits), False
 
     # -- answers ---------------------------------------------------------------
     def search(self, query: SearchQuery, *, count_timeout_ms: float = 0) -> tuple[list[Hit], int | None]:

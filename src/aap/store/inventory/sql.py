@@ -2,7 +2,9 @@
 
 Everything here is portable SQL with ``?`` placeholders: a condition and its
 parameters travel together as a :data:`Clause`. The one backend-specific piece,
-a JSON array of ids as a row set, comes from the database's dialect.
+a JSON array of ids as a row set, comes from the database's dialect. A matching set is
+always one tenant's (:func:`where_clause` starts with ``l.tenant_id = ?``), and every
+subquery joins its table on the tenant too (docs/architecture.md, "Storage").
 """
 
 from __future__ import annotations
@@ -91,11 +93,16 @@ def _features(codes: Sequence[str], bits: dict[str, int], *, every: bool) -> Cla
             params += [mask, mask] if every else [mask]
     if every:  # one probe of the side table per code
         for code in without_bit:
-            parts.append("EXISTS (SELECT 1 FROM inv_feature_extra x WHERE x.id = l.id AND x.code = ?)")
+            parts.append(
+                "EXISTS (SELECT 1 FROM inv_feature_extra x WHERE x.tenant_id = l.tenant_id AND x.id = l.id"
+                " AND x.code = ?)"
+            )
             params.append(code)
     elif without_bit:
         sql, codes_params = in_list("x.code", without_bit)
-        parts.append(f"EXISTS (SELECT 1 FROM inv_feature_extra x WHERE x.id = l.id AND {sql})")
+        parts.append(
+            f"EXISTS (SELECT 1 FROM inv_feature_extra x WHERE x.tenant_id = l.tenant_id AND x.id = l.id AND {sql})"
+        )
         params += codes_params
     return "(" + (" AND " if every else " OR ").join(parts) + ")", params
 
@@ -138,26 +145,30 @@ def _like_pattern(token: str) -> str:
     return f"%{escaped}%"
 
 
-def keyword_scan(tokens: Sequence[str]) -> Clause:
-    """Ids of listings whose keyword text contains every token (casefolded substrings)."""
-    likes = " AND ".join("t.query LIKE ? ESCAPE '\\'" for _ in tokens)
-    return f"SELECT t.id FROM inv_text t WHERE {likes}", [_like_pattern(t.casefold()) for t in tokens]
+def _likes(tokens: Sequence[str]) -> Clause:
+    return " AND ".join("t.query LIKE ? ESCAPE '\\'" for _ in tokens), [_like_pattern(t.casefold()) for t in tokens]
+
+
+def keyword_scan(tenant: str, tokens: Sequence[str]) -> Clause:
+    """Ids of ``tenant``'s listings whose keyword text contains every token (casefolded substrings)."""
+    likes, params = _likes(tokens)
+    return f"SELECT t.id FROM inv_text t WHERE t.tenant_id = ? AND {likes}", [tenant, *params]
 
 
 # The three ways to test keyword tokens; each is a condition on ``l``.
 
 
-def keywords_by_subquery(tokens: Sequence[str]) -> Clause:
+def keywords_by_subquery(tenant: str, tokens: Sequence[str]) -> Clause:
     """The canonical form: the planner runs the scan (the posting index answers keyword tokens
     whenever it can; this is the fallback)."""
-    sql, params = keyword_scan(tokens)
+    sql, params = keyword_scan(tenant, tokens)
     return f"l.id IN ({sql})", params
 
 
 def keywords_per_row(tokens: Sequence[str]) -> Clause:
     """A test of each row's own keyword text: cheap when a sort-index walk visits few rows."""
-    sql, params = keyword_scan(tokens)
-    return f"EXISTS ({sql.replace(' WHERE ', ' WHERE t.id = l.id AND ', 1)})", params
+    likes, params = _likes(tokens)
+    return f"EXISTS (SELECT 1 FROM inv_text t WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND {likes})", params
 
 
 def keywords_in_ids(dialect: Dialect, ids_json: str) -> Clause:
@@ -178,13 +189,15 @@ def seller_clause(sellers: Sequence[str]) -> Clause:
     return ("(" + " OR ".join(parts) + ")", params) if parts else NOTHING
 
 
-def rows_in(dialect: Dialect, rids: Iterable[int]) -> Clause:
-    """Listings by row number (a matching set the posting index found), as one parameter."""
-    return dialect.integers_in("l.rid", list(rids))
+def rows_in(dialect: Dialect, tenant: str, rids: Iterable[int]) -> Clause:
+    """``tenant``'s listings by row number (a matching set the posting index found), as one parameter."""
+    sql, params = dialect.integers_in("l.rid", list(rids))
+    return f"l.tenant_id = ? AND {sql}", [tenant, *params]
 
 
-def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | None = None) -> Clause:
-    """The condition selecting ``criteria``'s matching set; ``bits`` maps feature codes to bits.
+def where_clause(tenant: str, criteria: Criteria, bits: dict[str, int], keywords: Clause | None = None) -> Clause:
+    """The condition selecting ``criteria``'s matching set among ``tenant``'s listings; ``bits``
+    maps feature codes to bits.
 
     ``keywords`` tests the keyword tokens (default: :func:`keywords_by_subquery`).
     Filters combine with AND, the values of one filter with OR (``features_all``
@@ -198,6 +211,7 @@ def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | No
         sqls.append(clause[0])
         params.extend(clause[1])
 
+    add(("l.tenant_id = ?", [tenant]))
     add(("l.currency = ?", [criteria.currency]))
     if criteria.dealer_ids is not None:
         add(in_list("l.dealer_id", criteria.dealer_ids) if criteria.dealer_ids else NOTHING)
@@ -222,7 +236,7 @@ def where_clause(criteria: Criteria, bits: dict[str, int], keywords: Clause | No
         if name in filters:
             add(_features(filters[name], bits, every=every))
     if criteria.tokens:
-        add(keywords if keywords is not None else keywords_by_subquery(criteria.tokens))
+        add(keywords if keywords is not None else keywords_by_subquery(tenant, criteria.tokens))
     if criteria.places is not None:
         add(at_any_place(criteria.places))
     return " AND ".join(sqls), params

@@ -113,7 +113,12 @@ def _kept_ids(tx: Tx, listings: Iterable[dict[str, Any]], dealer_id: str | None)
             sql, params = in_list(column, values[start : start + 500])
             if dealer_id is not None:
                 sql, params = f"{sql} AND dealer_id = ?", [*params, dealer_id]
-            ids.update(row[0] for row in tx.fetchall(f"SELECT id FROM inv_listing WHERE {sql}", params))
+            ids.update(
+                row[0]
+                for row in tx.fetchall(
+                    f"SELECT id FROM inv_listing WHERE tenant_id = ? AND {sql}", [tx.tenant, *params]
+                )
+            )
     return frozenset(ids)
 
 
@@ -294,7 +299,7 @@ class InventoryStore:
     def count(self) -> int:
         """Available listings (tombstones excluded)."""
         with self.db.read() as tx:
-            count: int = tx.one("SELECT COUNT(*) FROM inv_listing")[0]
+            count: int = tx.one("SELECT COUNT(*) FROM inv_listing WHERE tenant_id = ?", (tx.tenant,))[0]
         return count
 
     def find(
@@ -314,12 +319,13 @@ class InventoryStore:
                 params.append(value)
         if not conditions:
             return []
-        where = " OR ".join(conditions)
+        where = "tenant_id = ? AND (" + " OR ".join(conditions) + ")"
 
         def found(snapshot: InventorySnapshot) -> tuple[list[Any], list[Any], dict[str, dict[str, Any]]]:
             tx = snapshot.tx
-            available = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_listing WHERE {where}", params)
-            gone = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {where}", params)
+            scoped = [tx.tenant, *params]
+            available = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_listing WHERE {where}", scoped)
+            gone = tx.fetchall(f"SELECT id, dealer_id, vin, stock FROM inv_tombstone WHERE {where}", scoped)
             return available, gone, documents(tx, [r[0] for r in available])
 
         available, gone, docs = self.read(found, primary=primary)

@@ -82,12 +82,12 @@ class InventorySummaries:
         vin = term.upper()
         seller = " AND dealer_id = ?" if dealer_id is not None else ""
         extra: tuple[Any, ...] = (dealer_id,) if dealer_id is not None else ()
-        params = (vin, _upper_bound(vin), term, _upper_bound(term), *extra)
-        matching = f"((vin >= ? AND vin < ?) OR (stock >= ? AND stock < ?)){seller}"
         with self.db.read() as tx:
+            params = (tx.tenant, vin, _upper_bound(vin), term, _upper_bound(term), *extra)
+            matching = f"tenant_id = ? AND ((vin >= ? AND vin < ?) OR (stock >= ? AND stock < ?)){seller}"
             live = tx.fetchall(
-                f"SELECT l.id, l.dealer_id, l.vin, l.stock, l.rooftop, l.status, l.year, l.make, l.model"
-                f" FROM inv_listing l WHERE {matching} ORDER BY l.vin, l.id LIMIT {int(limit)}",
+                f"SELECT id, dealer_id, vin, stock, rooftop, status, year, make, model"
+                f" FROM inv_listing WHERE {matching} ORDER BY vin, id LIMIT {int(limit)}",
                 params,
             )
             gone = tx.fetchall(
@@ -109,9 +109,15 @@ def _count(tx: Tx, version: int) -> Summary:
         CountRow(r[0], r[1], r[2], r[3], int(r[7]), r[4], bool(r[5]), bool(r[6]))
         for r in tx.fetchall(
             f"SELECT dealer_id, rooftop, condition, status, vehicle_type, {flags}, COUNT(*) FROM inv_listing"
-            f" GROUP BY dealer_id, rooftop, condition, status, vehicle_type, {flags}"
-            " ORDER BY dealer_id, rooftop, condition, status, vehicle_type"
+            f" WHERE tenant_id = ? GROUP BY dealer_id, rooftop, condition, status, vehicle_type, {flags}"
+            " ORDER BY dealer_id, rooftop, condition, status, vehicle_type",
+            (tx.tenant,),
         )
     )
-    removed = {r[0]: int(r[1]) for r in tx.fetchall("SELECT dealer_id, COUNT(*) FROM inv_tombstone GROUP BY dealer_id")}
+    removed = {
+        r[0]: int(r[1])
+        for r in tx.fetchall(
+            "SELECT dealer_id, COUNT(*) FROM inv_tombstone WHERE tenant_id = ? GROUP BY dealer_id", (tx.tenant,)
+        )
+    }
     return Summary(version, rows, removed)
