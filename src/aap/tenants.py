@@ -5,7 +5,7 @@ API (``/_platform/v1/tenants``) and the platform console — so that none of the
 register a tenant the others would refuse:
 
 - a tenant id is lower-case letters, digits and ``-`` (it names the ``/t/ID/`` prefix and
-  the tenant's database namespace);
+  keys the tenant's rows in the shared tables);
 - its configuration is the dealer-level tables of ``aap.toml`` and passes every check
   ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
   secrets named by environment variable included), with the platform's ``[server]``;
@@ -16,8 +16,8 @@ register a tenant the others would refuse:
   host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
 
 Every write is one transaction in the platform's registry (:mod:`aap.store.platform`) with
-a change row that every worker follows; a new tenant's namespace is made (and migrated)
-before it is registered, a removed one's is dropped after.
+a change row that every worker follows; a tenant's rows are deleted when it is removed (and
+any left by an earlier tenant of the same id before it is added).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
 from aap.store.db import Database
 from aap.store.platform import FEEDS, PlatformStore, TenantRecord
-from aap.store.tenancy import Namespaces
+from aap.store.tenancy import TenantData
 
 #: The most domains one tenant is served at.
 MAX_DOMAINS = 20
@@ -81,7 +81,7 @@ class TenantRegistry:
         self.deployment = deployment
         self.platform: PlatformSettings = deployment.platform
         self.store = PlatformStore(platform_db)
-        self.namespaces = Namespaces(platform_db)
+        self.data = TenantData(platform_db)
         self.environ = environ
 
     # -- what a tenant is served as ---------------------------------------------------------
@@ -96,7 +96,6 @@ class TenantRegistry:
             tenant_id=record.tenant_id,
             public_url=public_url,
             deployment=self.deployment,
-            database_url=self.namespaces.url(record.tenant_id),
             environ=self.environ,
             source=f"tenant {record.tenant_id}",
         )
@@ -120,7 +119,6 @@ class TenantRegistry:
                     tenant_id=tenant_id,
                     public_url=url,
                     deployment=self.deployment,
-                    database_url=self.namespaces.url(tenant_id),
                     environ=self.environ,
                     require_secrets=True,
                 )
@@ -217,7 +215,9 @@ class TenantRegistry:
         if self.store.tenant(tenant_id) is not None:
             raise TenantError([f"tenant {tenant_id!r} exists already (aap tenants update changes it)"], status=409)
         settings = self.check(tenant_id, config, hosts)
-        self.namespaces.create(tenant_id).close()
+        # Rows of an earlier tenant of this id, had its removal stopped before its rows were
+        # deleted, never come back as this one's.
+        self.data.remove(tenant_id)
         try:
             record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
             self._schedule(settings)
@@ -259,7 +259,7 @@ class TenantRegistry:
         return updated
 
     def remove(self, tenant_id: str) -> None:
-        """Unregister the tenant (every worker stops serving it) and delete its namespace."""
+        """Unregister the tenant (every worker stops serving it), then delete its rows."""
         if not self.store.remove(tenant_id, _now_ms()):
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
-        self.namespaces.drop(tenant_id)
+        self.data.remove(tenant_id)

@@ -27,6 +27,7 @@ from aap.config.model import Settings
 
 if TYPE_CHECKING:
     from aap.store import Stores
+    from aap.store.db import Database
     from aap.tenants import TenantRegistry
 
 #: Messages and progress go to stderr, so stdout stays clean for data.
@@ -174,7 +175,10 @@ def open_stores_or_fail(settings: Settings) -> Stores:
 
     try:
         stores = open_stores(
-            settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
+            settings.database_url,
+            settings.database_read_urls,
+            max_replica_lag_ms=settings.max_replica_lag_ms,
+            tenant=settings.tenant_id,
         )
     except Exception as exc:  # noqa: BLE001 - a driver error: one line, not a traceback
         fail(f"Cannot open the database {redacted(settings.database_url)}", [f"{type(exc).__name__}: {exc}"])
@@ -233,9 +237,9 @@ def load_agent_or_fail(
     deployment has no agent of its own, so there the command is refused with a pointer to
     ``--tenant`` (``platform_accounts``: the platform's own namespace is what the command
     means, as for ``aap users`` of platform administrators). With ``tenant``: that tenant of
-    the platform deployment, its settings as it is served at its primary public URL and its
-    ``database_url`` the tenant's own namespace (docs/platform.md, "Isolation"), so that the
-    command then opens its stores exactly as for a deployment that is one agent.
+    the platform deployment, its settings as it is served at its primary public URL, its rows
+    those of its ``tenant_id`` in the platform's database (docs/platform.md, "Isolation"), so
+    that the command then opens its stores exactly as for a deployment that is one agent.
     """
     deployment = load_or_fail(config, overrides, announce=announce, require_secrets=require_secrets and not tenant)
     if tenant is None:
@@ -254,6 +258,7 @@ def load_agent_or_fail(
     from aap.config.environment import environment_problems
 
     with open_registry_or_fail(deployment) as registry:
+        require_moved(registry.store.db)
         record = registry.store.tenant(tenant)
         if record is None:
             fail(f"No tenant {tenant!r} on this platform (`aap tenants list` shows them).")
@@ -295,6 +300,20 @@ def load_platform_or_fail(config: str | None, overrides: dict[str, Any] | None =
             "(aap tenants --config PLATFORM.toml add ID --config TENANT.toml), or with $AAP_CONFIG"
         )
     fail(f"{where} is not a platform deployment: it has no [platform] table.", problems)
+
+
+def require_moved(platform: Database) -> None:
+    """Exit when tenants of a platform made before the shared tables still wait to be moved into
+    them (their rows would be missing): ``aap db upgrade`` moves them."""
+    from aap.store.upgrade import pending_tenants
+
+    pending = pending_tenants(platform)
+    if pending:
+        fail(
+            f"{len(pending)} tenant(s) of this platform are still in the layout of an earlier release "
+            f"({', '.join(pending[:5])}{', …' if len(pending) > 5 else ''}).",
+            ['run `aap db upgrade` to move them into the shared tables (docs/platform.md, "Upgrading")'],
+        )
 
 
 @contextmanager

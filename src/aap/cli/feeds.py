@@ -47,7 +47,7 @@ def run_command(
     unknown = sorted(set(names) - known)
     if unknown:
         fail(f"Unknown feed(s): {', '.join(unknown)}; configured: {', '.join(sorted(known))}", code=2)
-    stores = open_stores(settings.database_url)
+    stores = open_stores(settings.database_url, tenant=settings.tenant_id)
     scheduler = FeedScheduler(stores, settings)
     try:
         if once:
@@ -106,8 +106,8 @@ def history_command(
     """Every import, newest first: when, source, format, counts, duration, outcome."""
     from aap.store import open_stores
 
-    url = load_agent_or_fail(config, tenant, {"database": database}).database_url
-    stores = open_stores(url)
+    settings = load_agent_or_fail(config, tenant, {"database": database})
+    stores = open_stores(settings.database_url, tenant=settings.tenant_id)
     try:
         if run_id is not None:
             found = stores.feeds.run(run_id)

@@ -164,6 +164,7 @@ def command(
 
 def _platform_banner(settings: Settings) -> None:
     """What a platform deployment serves (its tenants are in its database: docs/platform.md)."""
+    from aap.cli.common import require_moved
     from aap.store import open_platform_database
     from aap.store.platform import PlatformStore
 
@@ -174,6 +175,7 @@ def _platform_banner(settings: Settings) -> None:
         fail(f"Cannot open the database {redacted(settings.database_url)}", [f"{type(exc).__name__}: {exc}"])
     try:
         tenants = PlatformStore(db).count()
+        require_moved(db)
     finally:
         db.close()
     console.print(

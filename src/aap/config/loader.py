@@ -249,7 +249,6 @@ def parse_tenant(
     tenant_id: str,
     public_url: str,
     deployment: Settings,
-    database_url: str,
     environ: Mapping[str, str] | None = None,
     require_secrets: bool = False,
     source: str | None = None,
@@ -258,8 +257,9 @@ def parse_tenant(
 
     What the tenants share comes from the ``deployment``: the ``[server]`` limits and the
     trusted proxies. What is derived is set here: the id is the tenant id, the public URL
-    is where the agent is served (``https://HOST`` or ``https://PLATFORM_HOST/t/ID``) and
-    the database URL names the tenant's own namespace (docs/platform.md, "Isolation").
+    is where the agent is served (``https://HOST`` or ``https://PLATFORM_HOST/t/ID``), and its
+    rows are the tenant's in the platform's database and read replicas (docs/platform.md,
+    "Isolation").
     Every problem is reported at once, with its TOML path, as for a deployment's file.
     """
     problems = Problems({})
@@ -277,7 +277,7 @@ def parse_tenant(
                 }[key],
             )
     tenant_doc = {k: v for k, v in doc.items() if k not in TENANT_FORBIDDEN}
-    tenant_doc.update({"id": tenant_id, "public_url": public_url, "database": database_url})
+    tenant_doc.update({"id": tenant_id, "public_url": public_url, "database": deployment.database_url})
     env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in ENV_OVERRIDES}
     try:
         settings = parse_settings(tenant_doc, source=source, environ=env, require_secrets=require_secrets)
@@ -288,6 +288,9 @@ def parse_tenant(
     shared_a2a = f"{deployment.platform.base_url}/a2a" if deployment.platform and settings.tenant else None
     return dataclasses.replace(
         settings,
+        tenant_id=tenant_id,
+        database_read_urls=deployment.database_read_urls,
+        max_replica_lag_ms=deployment.max_replica_lag_ms,
         a2a_url=shared_a2a,
         max_body_bytes=deployment.max_body_bytes,
         cursor_ttl_seconds=deployment.cursor_ttl_seconds,

@@ -212,6 +212,9 @@ class Settings:
     dealers: tuple[DealerProfile, ...] = ()  # aggregate scope: the sellers behind the endpoint
     rate_limit: RateLimit = field(default_factory=RateLimit)
     database_url: str = "sqlite:///aap.db"
+    #: A platform tenant's id: its rows in the platform's database (``database_url``) are those
+    #: keyed by it (docs/platform.md, "Isolation"); None for a deployment that is one agent.
+    tenant_id: str | None = None
     database_read_urls: tuple[str, ...] = ()  # PostgreSQL replicas for the read skills
     max_replica_lag_ms: int = DEFAULT_REPLICA_LAG_MS
     max_body_bytes: int = 1_048_576

@@ -109,13 +109,9 @@ async def sweep(ctx: PlatformContext) -> None:
             return
         for record in page:
             try:
-                db = await asyncio.to_thread(ctx.registry.namespaces.open, record.tenant_id)
-                try:
-                    from aap.store.leads import LeadStore
+                from aap.store.leads import LeadStore
 
-                    following = await asyncio.to_thread(LeadStore(db).next_due_ms)
-                finally:
-                    await asyncio.to_thread(db.close)
+                following = await asyncio.to_thread(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
                 if following is not None:
                     await asyncio.to_thread(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:

@@ -292,7 +292,7 @@ class Runtimes:
         if held is not None:
             self._stores[tenant_id] = (held[0], held[1] + 1)
             return held[0]
-        db: Database = await asyncio.to_thread(self.registry.namespaces.open, tenant_id)
+        db: Database = self.registry.data.open(tenant_id)
         stores = Stores(db, index_min_rows=INDEX_MIN_ROWS, facet_cache_size=FACET_CACHE)
         again = self._stores.get(tenant_id)  # another build opened it meanwhile
         if again is not None:

@@ -54,7 +54,7 @@ def first_layout(tx: Tx) -> bool:
 
 def finish_first_layout(tx: Tx) -> None:
     """Apply the first layout's pending steps (a database that was not at its last version)."""
-    versions = dict(tx.fetchall("SELECT domain, version FROM schema_migrations"))
+    versions: dict[str, int] = {str(d): int(v) for d, v in tx.fetchall("SELECT domain, version FROM schema_migrations")}
     for domain in legacy.DOMAINS:
         current = int(versions.get(domain.domain, 0))
         for step in domain.steps[current:]:
@@ -92,7 +92,7 @@ class SetAside:
 def set_aside(tx: Tx, domains: Sequence[Migrations]) -> SetAside:
     """Finish the first layout, then move its agent tables out of the way of the new ones."""
     finish_first_layout(tx)
-    versions = dict(tx.fetchall("SELECT domain, version FROM schema_migrations"))
+    versions: dict[str, int] = {str(d): int(v) for d, v in tx.fetchall("SELECT domain, version FROM schema_migrations")}
     legacy_names = {d.domain for d in legacy.DOMAINS}
     kept = {
         str(d.domain): int(versions[d.domain]) for d in domains if d.domain in versions and d.domain not in legacy_names
