@@ -129,16 +129,42 @@ class PostgresCluster:
         if result.returncode != 0:
             raise PostgresUnavailable(f"{argv[0]} failed: {result.stderr.strip()[:500]}")
 
-    def create_database(self) -> str:
-        """A fresh, empty database; returns its URL."""
+    def create_database(self, *, role: str | None = None) -> str:
+        """A fresh, empty database; returns its URL. ``role``: owned by, and reached as, that
+        role (made once: a login without superuser or BYPASSRLS, so row-level security binds
+        it as it binds an application's own role, docs/deployment.md)."""
         import psycopg
 
         assert self._admin_url is not None
         name = "aap_" + uuid.uuid4().hex[:12]
         with psycopg.connect(self._admin_url, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8'")
+            owner = ""
+            if role is not None:
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+                if exists is None:
+                    conn.execute(f'CREATE ROLE "{role}" LOGIN NOSUPERUSER NOBYPASSRLS')
+                owner = f' OWNER "{role}"'
+            conn.execute(f"CREATE DATABASE \"{name}\"{owner} TEMPLATE template0 ENCODING 'UTF8'")
         base, _, _ = self._admin_url.rpartition("/")
+        if role is not None:
+            base = base.replace("://aap@", f"://{role}@", 1)
         return f"{base}/{name}"
+
+    def admin_url_of(self, database_url: str) -> str:
+        """The URL of the database ``database_url`` names, reached as the cluster's superuser."""
+        assert self._admin_url is not None
+        base, _, _ = self._admin_url.rpartition("/")
+        return f"{base}/{database_url.rsplit('/', 1)[1]}"
+
+    def psql(self, database_url: str, script: str) -> None:
+        """Run a SQL script file (a ``pg_dump --format=plain`` one) into a database, as its URL's role."""
+        assert self._bin is not None or shutil.which("psql") is not None
+        psql = os.path.join(self._bin, "psql") if self._bin else "psql"
+        done = subprocess.run(
+            [psql, "-q", "-v", "ON_ERROR_STOP=1", "-f", script, database_url], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise PostgresUnavailable(f"psql failed: {done.stderr.strip()[:500]}")
 
     def drop_database(self, url: str) -> None:
         """Drop a database :meth:`create_database` made, unless something still uses it (a

@@ -1,8 +1,9 @@
 """The tenants of a platform deployment: who they are, where they are served, what changed.
 
-These tables live in the platform's own database namespace (the deployment's
-``[database]``); each tenant's data lives in a namespace of its own
-(:mod:`aap.store.tenancy`), so none of these rows is ever read by a tenant's agent.
+These tables belong to the deployment as a whole, not to a tenant (no ``tenant_id``, no
+row-level security; reference tables where Citus distributes the rest,
+:mod:`aap.store.layout`); each tenant's rows are in the shared tables keyed by tenant
+(:mod:`aap.store.tenancy`), and no tenant's agent ever reads these.
 
 ``platform_tenants``  one row per tenant: its configuration (the TOML text it was
                       given, kept as written so that ``aap tenants show`` gives it back),
@@ -56,7 +57,9 @@ CREATE TABLE platform_due (
 CREATE INDEX platform_due_when ON platform_due (work, due_ms)
 """
 
-MIGRATIONS = Migrations("platform", (_V1,))
+MIGRATIONS = Migrations(
+    "platform", (_V1,), shared=("platform_tenants", "platform_domains", "platform_changes", "platform_due")
+)
 
 #: The kinds of background work ``platform_due`` keeps a time for.
 DELIVERIES, FEEDS = "deliveries", "feeds"
