@@ -56,18 +56,29 @@ def calls_named(path: Path, names: set[str]) -> list[str]:
 
 @pytest.mark.slow
 def test_only_the_gateway_admits_callers_and_places_work() -> None:
-    """The limiter's admission (check_local, check, running_low, top_up) and the executor (Work's
-    run, blocking, single_flight, in_background; run_in_executor) are called from the gateway alone."""
+    """The limiter's admission (check_local, check, running_low, top_up) and the placement of a
+    skill's work by its shape (Work.run, run_in_executor) are the gateway's alone; blocking work
+    of any other kind goes through a Work too (``blocking``, ``single_flight``, ``in_background``),
+    never through a thread pool of its own (``asyncio.to_thread``, ``run_in_threadpool``), so a
+    worker's threads and their connections stay one bounded set (docs/architecture.md,
+    "Where the work runs")."""
     admission = {"check_local", "running_low", "top_up"}
-    placement = {"run_in_executor", "single_flight", "in_background"}
+    placement = {"run_in_executor"}
     owners = {SRC / "gateway.py", SRC / "work.py", SRC / "ratelimit.py"}
     offences = [hit for path in SOURCES if path not in owners for hit in calls_named(path, admission | placement)]
     offences += [
         f"{path.relative_to(SRC)}: {text}"
         for path in SOURCES
         if path not in owners
-        for text in (r"limiter\.check\(", r"\.work\.run\(", r"\.work\.blocking\(")
+        for text in (r"limiter\.check\(", r"\.work\.run\(")
         if re.search(text, path.read_text(encoding="utf-8"))
+    ]
+    offences += [
+        f"{path.relative_to(SRC)}: {text}"
+        for path in SOURCES
+        for text in (r"\bto_thread\(", r"\brun_in_threadpool\b", r"ThreadPoolExecutor\(")
+        if path not in {SRC / "work.py", SRC / "store" / "inventory" / "importer.py"}
+        and re.search(text, path.read_text(encoding="utf-8"))
     ]
     # The executor itself is built by the composition roots and the gateway alone.
     offences += [

@@ -13,11 +13,13 @@ import orjson
 import pytest
 
 import aap
+from aap import poppy
 from aap.bindings import a2a
 from aap.config.model import RateLimit
 from aap.server import app as app_module
 from aap.server.logconfig import JsonFormatter
 from aap.spec import validate
+from aap.web.surface import Surface
 from factories import deployment_fixture, http_fixture
 from http_helpers import ERROR_INFO, Deployment, aap_error_of, assert_valid_response, detail_of, send_message
 
@@ -37,7 +39,27 @@ def test_app_state(deployment):
     assert state.settings is deployment.settings
     assert state.stores is deployment.stores
     assert state.agent.settings is deployment.settings
-    assert a2a.build in app_module.SURFACES
+    assert a2a.build in [surface.build for surface in app_module.SURFACES]
+
+
+def test_every_surface_builds_within_the_paths_it_declares(deployment):
+    """A surface's declared paths are what routes requests to it (aap.web.surface): every route
+    it builds lies within them, and no two surfaces declare one path."""
+    from aap.web.surface import SurfaceTable
+
+    runtime = deployment.app.state.runtime
+    table = SurfaceTable(app_module.SURFACES)
+    for index, surface in enumerate(app_module.SURFACES):
+        built = runtime.built(index)
+        assert built is not None, surface.name
+        for route in built.router.routes:
+            path = route.path.split("{", 1)[0]
+            assert surface.answers(path), (surface.name, route.path)
+            assert table.owner(path) == index, (surface.name, route.path)
+        for path, _method in built.direct:
+            assert table.owner(path) == index
+    declared = [rule for surface in app_module.SURFACES for rule in surface.paths]
+    assert len(declared) == len(set(declared))
 
 
 def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
@@ -63,7 +85,7 @@ def test_surface_lifespans_and_services_run(tmp_path, monkeypatch):
         yield
         events.append("hook down")
 
-    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, Surface("test", ("/test",), build)))
     monkeypatch.setattr(app_module, "SERVICES", (hook,))
     with Deployment(tmp_path, inventory=0) as dep:
         assert httpx.get(dep.base_url + "/healthz").status_code == 200
@@ -75,7 +97,8 @@ def test_every_path_of_the_table_is_served(deployment):
     """aap.paths is the one table of routes: everything it names is mounted at that path."""
     from aap import paths
 
-    served = {route.path for route in deployment.app.routes}
+    own = deployment.app.user_middleware[1].kwargs["own"]  # the deployment's own endpoints
+    served = {route.path for route in deployment.app.state.runtime.routes()} | {r.path for r in own.routes}
     named = {name: value for name, value in vars(paths).items() if name.endswith("_PATH")}
     # including the RFC 9728 metadata of /mcp that the MCP 401 challenge names (docs/mcp.md)
     assert {name for name, value in named.items() if value not in served} == set()
@@ -352,7 +375,10 @@ def test_an_exception_no_endpoint_catches_is_a_logged_500_in_the_path_shape(tmp_
             routes=[Route("/poppy/v1/crash", crash, methods=["POST"]), Route("/crash", crash, methods=["GET"])]
         )
 
-    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    tested = Surface(
+        "test", ("/poppy/v1/crash", "/crash"), build, {"/poppy/v1/crash": poppy.ERROR_SHAPES["/poppy/v1/"]}
+    )
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, tested))
     caplog.set_level(logging.INFO, logger="aap")
     with Deployment(tmp_path, inventory=0) as dep:
         api = httpx.post(dep.base_url + "/poppy/v1/crash", json={})
@@ -476,7 +502,9 @@ def test_a_direct_path_is_answered_ahead_of_the_router_inside_the_middleware(tmp
             direct={("/poppy/v1/hot", "POST"): direct, ("/poppy/v1/crash", None): direct},
         )
 
-    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, build))
+    shapes = {path: poppy.ERROR_SHAPES["/poppy/v1/"] for path in ("/poppy/v1/hot", "/poppy/v1/crash")}
+    tested = Surface("test", ("/poppy/v1/hot", "/poppy/v1/crash"), build, shapes)
+    monkeypatch.setattr(app_module, "SURFACES", (*app_module.SURFACES, tested))
     caplog.set_level(logging.INFO, logger="aap")
     with Deployment(tmp_path, inventory=0) as dep:
         hot = httpx.post(dep.base_url + "/poppy/v1/hot", content=b"{}")

@@ -121,11 +121,18 @@ class Gateway:
         self.after_write = after_write
 
     @classmethod
-    def of(cls, agent: DealerAgent, work: Work | None = None) -> Gateway:
+    def of(
+        cls,
+        agent: DealerAgent,
+        work: Work | None = None,
+        *,
+        after_write: Callable[[SkillInfo], None] | None = None,
+    ) -> Gateway:
         """``agent``'s gateway with its own rate limiter (its settings' rule, buckets in its
-        stores) and ``work`` (a new :class:`~aap.work.Work` for its database by default)."""
+        stores) and ``work`` (a new :class:`~aap.work.Work` for its database by default): how
+        every agent's gateway is made, a deployment's one and each tenant's of a platform."""
         limiter = RateLimiter(agent.stores.state, agent.settings.rate_limit)
-        return cls(agent, limiter, work or Work(inline=agent.stores.db.in_process))
+        return cls(agent, limiter, work or Work(inline=agent.stores.db.in_process), after_write=after_write)
 
     @property
     def settings(self) -> Settings:

@@ -467,11 +467,15 @@ class A2ABinding:
             )
 
 
+#: The paths this surface answers, and their error shape (:mod:`aap.web.surface`).
+PATHS = (A2A_PATH,)
+ERROR_SHAPES = {A2A_PATH: rpc.error_shape}
+
+
 def build(gateway: Gateway) -> BindingParts:
     """The A2A binding's contribution to the app: ``POST /a2a``, answering errors in JSON-RPC."""
     binding = A2ABinding(gateway)
     return BindingParts(
         routes=[Route(A2A_PATH, binding, methods=["POST"], name="a2a")],
-        error_shapes={A2A_PATH: rpc.error_shape},
         direct={(A2A_PATH, "POST"): binding},
     )

@@ -37,7 +37,7 @@ from aap.errors import unexpected
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.web.accesslog import annotate
-from aap.web.errors import plain_response, route_path, wants_json
+from aap.web.errors import ErrorShape, plain_response, route_path, wants_json
 from aap.web.pages import asset_routes, render, templates, url
 from aap.web.parts import BindingParts
 
@@ -184,6 +184,11 @@ class Console:
 
     def blocking(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
         return run_in_threadpool(func, *args, **kwargs)
+
+
+#: The paths this surface answers (:mod:`aap.web.surface`); errors in the app's plain shape.
+PATHS = (CONSOLE_PREFIX,)
+ERROR_SHAPES: dict[str, ErrorShape] = {}
 
 
 def build(gateway: Gateway, *, console: Console | None = None, guests: Guests | None = None) -> BindingParts:

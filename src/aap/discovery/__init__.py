@@ -27,9 +27,10 @@ from aap.paths import (
     SCHEMAS_PREFIX,
 )
 from aap.web.documents import StaticDocument
+from aap.web.errors import ErrorShape
 from aap.web.parts import BindingParts
 
-__all__ = ["build"]
+__all__ = ["ERROR_SHAPES", "PATHS", "build"]
 
 
 class _Rendered:
@@ -53,6 +54,11 @@ def _static_route(path: str, document: _Rendered, extra_headers: dict[str, str] 
         return response
 
     return Route(path, endpoint, methods=["GET", "HEAD"])
+
+
+#: The paths this surface answers (:mod:`aap.web.surface`); errors in the app's plain shape.
+PATHS = (AGENT_CARD_PATH, LLMS_TXT_PATH, API_CATALOG_PATH, A2A_OPENAPI_PATH, SCHEMAS_PREFIX)
+ERROR_SHAPES: dict[str, ErrorShape] = {}
 
 
 def build(gateway: Gateway) -> BindingParts:

@@ -104,6 +104,25 @@ def mcp_routes(ctx: PoppyContext) -> list[BaseRoute]:
     ]
 
 
+#: The paths this surface answers, and their error shapes (:mod:`aap.web.surface`).
+PATHS = (
+    POPPY_PATH,
+    OAUTH_METADATA_PATH,
+    PROTECTED_RESOURCE_PATH,
+    MCP_PROTECTED_RESOURCE_PATH,
+    POPPY_OPENAPI_PATH,
+    POPPY_EXCLUDED_TASKS_PATH,
+    POPPY_FEEDBACK_PATH,
+    POPPY_API_PREFIX,
+    OAUTH_PREFIX,
+)
+ERROR_SHAPES: dict[str, ErrorShape] = {
+    OAUTH_PREFIX: oauth_error_shape,
+    POPPY_FEEDBACK_PATH: oauth_error_shape,
+    POPPY_API_PREFIX: aap_error_shape,
+}
+
+
 def build(
     gateway: Gateway, *, settings: PoppySettings | None = None, ssl_context: ssl.SSLContext | None = None
 ) -> BindingParts:
@@ -186,12 +205,7 @@ def build(
         app.state.poppy = ctx
         yield
 
-    shapes: dict[str, ErrorShape] = {
-        OAUTH_PREFIX: oauth_error_shape,
-        POPPY_FEEDBACK_PATH: oauth_error_shape,
-        POPPY_API_PREFIX: aap_error_shape,
-    }
-    return BindingParts(routes=routes, lifespans=[lifespan], error_shapes=shapes, direct=direct)
+    return BindingParts(routes=routes, lifespans=[lifespan], direct=direct)
 
 
 def mcp_verifier(gateway: Gateway) -> McpBearerVerifier | None:

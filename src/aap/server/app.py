@@ -1,40 +1,42 @@
-"""The composition root: one agent, its gateway, every surface, shared middleware.
+"""The composition root: every object an app uses, built once and passed down.
 
-:func:`create_app` builds every object the app uses and passes it down: the
-:class:`~aap.agent.DealerAgent` (the skills over :class:`~aap.skills.context.SkillDeps`),
-the rate limiter, the worker's :class:`~aap.work.Work` and the
-:class:`~aap.gateway.Gateway` over them; then, with plain imports, the surfaces
-(:data:`SURFACES`: each a ``build(gateway) -> BindingParts``), the background services
-(:data:`SERVICES`: each a ``service(gateway)`` context entered after the surfaces'
-lifespans and left before them) and the operator endpoints. Nothing is looked up in a
-process-global registry, so two apps built in one process share nothing by accident.
-Adding a surface is one function in :data:`SURFACES` and never an edit to another
-surface; tests pass their own lists.
+One root for both kinds of deployment (docs/architecture.md, "Composition"). A deployment
+that is one agent (:func:`create_app`) and a platform of many (:func:`aap.server.platform.create_platform_app`)
+are assembled the same way (:func:`assemble`): the worker's one :class:`~aap.work.Work`, each
+agent an :class:`~aap.server.runtime.AgentRuntime` over it — its
+:class:`~aap.agent.DealerAgent`, rate limiter and :class:`~aap.gateway.Gateway` made by
+:meth:`Gateway.of`, its surfaces (:data:`SURFACES`, each declaring its paths:
+:mod:`aap.web.surface`) — the deployment's own endpoints, and one middleware stack. They differ
+in one part only, the routing that finds a request's agent: here the one agent
+(:class:`~aap.server.dispatch.OneAgent`), on a platform its tenants by host
+(:mod:`aap.server.tenant_routing`). Nothing is looked up in a process-global registry, so two
+apps built in one process share nothing by accident; adding a surface is one entry in
+:data:`SURFACES` and never an edit to another surface; tests pass their own lists.
 
-Middleware, outermost first: the access log (one line and one metrics
-observation per request), with ``[server] metrics_listen`` the operator's door
-(:class:`~aap.server.operations.OperatorDoor`), the request limits (413 for a
-body over the limit, and the 414/431/408 the server's protocol refused before
-the app, in the shape of the path's surface: :mod:`aap.web.body`), then the
-surfaces' hot paths answered ahead of the router (:mod:`aap.web.direct`). Exception handlers answer 404/405 as plain JSON and an uncaught
-exception as a logged 500 in the path's shape (:mod:`aap.web.errors`).
+Middleware, outermost first: the access log (one line and one metrics observation per
+request), with ``[server] metrics_listen`` the operator's door
+(:class:`~aap.server.operations.OperatorDoor`), the routing, the request limits (413 for a body
+over the limit, and the 414/431/408 the server's protocol refused before the app, in the shape
+of the path's surface: :mod:`aap.web.body`), then the dispatch to the agent's surface, which
+answers the hot paths itself (:mod:`aap.server.dispatch`). Exception handlers answer 404/405 as
+plain JSON (or a page) and an uncaught exception as a logged 500 in the path's shape
+(:mod:`aap.web.errors`).
 
-``app.state`` carries ``gateway``, ``agent``, ``settings``, ``stores`` and ``metrics`` for
-the operator endpoints and the tests; no core service reads it.
+``app.state`` carries ``gateway``, ``agent``, ``settings``, ``stores``, ``metrics`` and the
+agent's ``runtime`` for the operator endpoints and the tests; no core service reads it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp
+from starlette.routing import BaseRoute, Mount, Route
 
 import aap.console
 import aap.discovery
@@ -48,16 +50,18 @@ from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.server.dispatch import AgentDispatch, OneAgent, surface_routes
 from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.server.runtime import AgentRuntime
 from aap.store import Stores
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
-from aap.web.direct import DirectPaths
-from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
+from aap.web.errors import http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts, Lifespan
+from aap.web.surface import Surface, SurfaceTable
+from aap.work import Work
 
-Surface = Callable[[Gateway], BindingParts]
 #: A background service of the app: entered after the surfaces' lifespans, left before them.
 Service = Callable[[Gateway], AbstractAsyncContextManager[None]]
 
@@ -67,14 +71,14 @@ def mcp_surface(gateway: Gateway) -> BindingParts:
     return mcp.build(gateway, verifier=aap.poppy.mcp_verifier(gateway))
 
 
-#: The protocol doors, then the pages for people (docs/console.md), in mounting order.
+#: The protocol doors, then the pages for people (docs/console.md), in the order they are built.
 SURFACES: tuple[Surface, ...] = (
-    a2a.build,
-    mcp_surface,
-    aap.discovery.build,
-    aap.poppy.build,
-    aap.site.build,
-    aap.console.build,
+    Surface("a2a", a2a.PATHS, a2a.build, a2a.ERROR_SHAPES),
+    Surface("mcp", mcp.PATHS, mcp_surface, mcp.ERROR_SHAPES),
+    Surface("discovery", aap.discovery.PATHS, aap.discovery.build, aap.discovery.ERROR_SHAPES),
+    Surface("poppy", aap.poppy.PATHS, aap.poppy.build, aap.poppy.ERROR_SHAPES),
+    Surface("site", aap.site.PATHS, aap.site.build, aap.site.ERROR_SHAPES),
+    Surface("console", aap.console.PATHS, aap.console.build, aap.console.ERROR_SHAPES),
 )
 
 
@@ -111,24 +115,6 @@ def check_public_url(url: str) -> None:
         raise PublicUrlError(f"public_url {url!r}: {problem}")
 
 
-def _lifespan(gateway: Gateway, lifespans: Sequence[Lifespan], services: Sequence[Service]) -> Lifespan:
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        try:
-            async with AsyncExitStack() as stack:
-                for factory in lifespans:
-                    await stack.enter_async_context(factory(app))
-                for service in services:
-                    await stack.enter_async_context(service(gateway))
-                yield
-            # Tokens this process leased and did not spend go back to the shared buckets.
-            await run_in_threadpool(gateway.release)
-        finally:
-            gateway.work.close()
-
-    return lifespan
-
-
 def metrics_token(settings: Settings) -> str | None:
     """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
     (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
@@ -140,6 +126,54 @@ def metrics_token(settings: Settings) -> str | None:
     return token
 
 
+def operator_routes(settings: Settings) -> list[BaseRoute]:
+    """The operator's endpoints of every deployment: ``/healthz`` and ``/metrics``."""
+    return [
+        Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
+    ]
+
+
+def own_app(routes: Sequence[BaseRoute], table: SurfaceTable, state: Mapping[str, Any]) -> Starlette:
+    """The deployment's own endpoints (the operator's; a platform's host) as an app of their own."""
+    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
+    app = Starlette(routes=list(routes), exception_handlers=handlers)
+    for name, value in state.items():
+        setattr(app.state, name, value)
+    return app
+
+
+def assemble(
+    deployment: Settings,
+    *,
+    routing: Middleware,
+    table: SurfaceTable,
+    metrics: Metrics,
+    lifespan: Lifespan,
+    state: Mapping[str, Any],
+) -> Starlette:
+    """The app of a deployment, whichever it is: its middleware, the dispatch to agents' surfaces,
+    its error handlers and its lifespan. ``routing`` finds a request's agent."""
+    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
+    middleware = [
+        Middleware(AccessLogMiddleware, metrics=metrics),
+        routing,
+        Middleware(RequestLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=table.shapes),
+        Middleware(AgentDispatch, table=table),
+    ]
+    if deployment.metrics_listen is not None:
+        middleware.insert(1, Middleware(OperatorDoor, port=deployment.metrics_listen[1]))
+    app = Starlette(
+        routes=[Mount("/", app=surface_routes)],
+        middleware=middleware,
+        exception_handlers=handlers,
+        lifespan=lifespan,
+    )
+    for name, value in state.items():
+        setattr(app.state, name, value)
+    return app
+
+
 def create_app(
     settings: Settings,
     stores: Stores,
@@ -147,43 +181,42 @@ def create_app(
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] | None = None,
 ) -> Starlette:
-    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`)."""
+    """The app of a deployment that is one agent: ``settings`` on ``stores`` (by default with
+    :data:`SURFACES` and :data:`SERVICES`), its surfaces built when it starts."""
     check_public_url(settings.public_url)
+    chosen = SURFACES if surfaces is None else tuple(surfaces)
+    running = SERVICES if services is None else tuple(services)
+    work = Work(inline=stores.db.in_process)
     agent = DealerAgent(settings, stores)
-    gateway = Gateway.of(agent)
+    gateway = Gateway.of(agent, work)
+    runtime = AgentRuntime(gateway, chosen)
+    table = SurfaceTable(chosen)
     metrics = Metrics()
+    state = {
+        "gateway": gateway,
+        "agent": agent,
+        "settings": settings,
+        "stores": stores,
+        "metrics": metrics,
+        "runtime": runtime,
+    }
+    own_routes = operator_routes(settings)
+    own = own_app(own_routes, table, state)
 
-    routes: list[BaseRoute] = [
-        Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
-    ]
-    lifespans: list[Lifespan] = []
-    shapes: dict[str, ErrorShape] = {}
-    direct: dict[tuple[str, str | None], ASGIApp] = {}
-    for build in SURFACES if surfaces is None else surfaces:
-        parts = build(gateway)
-        routes.extend(parts.routes)
-        lifespans.extend(parts.lifespans)
-        shapes.update(parts.error_shapes)
-        direct.update(parts.direct)
-    error_shapes = ErrorShapes(shapes)
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            try:
+                await runtime.start(app)
+                async with AsyncExitStack() as stack:
+                    for service in running:
+                        await stack.enter_async_context(service(gateway))
+                    yield
+            finally:
+                # Surfaces stopped; tokens this process leased and did not spend back to the buckets.
+                await runtime.close()
+        finally:
+            work.close()
 
-    middleware = [
-        Middleware(AccessLogMiddleware, metrics=metrics),
-        Middleware(RequestLimitMiddleware, max_bytes=settings.max_body_bytes, shapes=error_shapes),
-        Middleware(DirectPaths, paths=direct),
-    ]
-    if settings.metrics_listen is not None:
-        middleware.insert(1, Middleware(OperatorDoor, port=settings.metrics_listen[1]))
-    app = Starlette(
-        routes=routes,
-        middleware=middleware,
-        exception_handlers={HTTPException: http_exception_handler, Exception: server_error_handler(error_shapes)},
-        lifespan=_lifespan(gateway, lifespans, SERVICES if services is None else services),
-    )
-    app.state.gateway = gateway
-    app.state.agent = agent
-    app.state.settings = settings
-    app.state.stores = stores
-    app.state.metrics = metrics
-    return app
+    routing = Middleware(OneAgent, runtime=runtime, own=own, own_paths=[getattr(r, "path", "") for r in own_routes])
+    return assemble(settings, routing=routing, table=table, metrics=metrics, lifespan=lifespan, state=state)

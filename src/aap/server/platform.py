@@ -1,8 +1,9 @@
 """Platform hosting: one deployment serving every tenant's agent at its own domains (docs/platform.md).
 
-This module is the composition root of such a deployment (:func:`create_platform_app`): one
-:class:`~aap.work.Work`, one :class:`~aap.tenants.TenantRegistry`, one route table for every
-tenant, and the middleware that routes a request to its tenant
+The platform's part of the composition root (:func:`create_platform_app`), assembled by the
+same root as a deployment that is one agent (:func:`aap.server.app.assemble`): the worker's one
+:class:`~aap.work.Work`, one :class:`~aap.tenants.TenantRegistry`, the surfaces' one route
+table, the platform host's own endpoints, and the routing that finds a request's tenant
 (:mod:`aap.server.tenant_routing`) ahead of the tenant's own surfaces, built per worker on
 demand (:mod:`aap.server.tenant_runtime`).
 """
@@ -15,35 +16,23 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Route
 
 import aap.console
 from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings
 from aap.gateway import Gateway
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
 from aap.platform.console import PlatformConsole
-from aap.ratelimit import RateLimiter
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
-from aap.server.tenant_routing import (
-    TLS_ALLOWED_PATH,
-    ChangeFeed,
-    Hosts,
-    TenantDispatch,
-    TenantRouting,
-    tls_allowed_endpoint,
-)
-from aap.server.tenant_runtime import Runtimes, Surface, SurfaceTable, probe_parts
+from aap.server.app import SURFACES, assemble, operator_routes, own_app
+from aap.server.tenant_routing import TLS_ALLOWED_PATH, ChangeFeed, Hosts, TenantRouting, tls_allowed_endpoint
+from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores
 from aap.tenants import TenantRegistry
-from aap.web.accesslog import AccessLogMiddleware
-from aap.web.body import RequestLimitMiddleware
-from aap.web.errors import ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts
+from aap.web.surface import Surface, SurfaceTable
 from aap.work import Work
 
 Service = Callable[["PlatformContext"], AbstractAsyncContextManager[None]]
@@ -55,10 +44,10 @@ class PlatformContext:
 
     deployment: Settings
     registry: TenantRegistry
-    stores: Stores  # the platform's own namespace
+    stores: Stores  # the platform's own rows (its administrators' accounts) and its registry
     work: Work
     runtimes: Runtimes
-    #: The platform's own gateway (its own namespace's buckets): the provisioning API's admission.
+    #: The platform's own gateway (its own buckets): the provisioning API's admission.
     gateway: Gateway
     #: The platform console at ``https://PLATFORM_HOST/console/`` (docs/platform.md, "Platform administrators").
     console: PlatformConsole
@@ -77,7 +66,7 @@ def tenant_surfaces(
         prefixed = settings.public_url == platform.prefix_url(settings.deployment_id)
         return aap.console.build(gateway, guests=console.guests_of(settings.deployment_id) if prefixed else None)
 
-    return tuple(console_surface if build is aap.console.build else build for build in surfaces)
+    return tuple(dataclasses.replace(s, build=console_surface) if s.build is aap.console.build else s for s in surfaces)
 
 
 def create_platform_app(
@@ -89,37 +78,26 @@ def create_platform_app(
     platform_routes: Sequence[Callable[[PlatformContext], list[BaseRoute]]] = (),
 ) -> Starlette:
     """The ASGI app of a platform deployment: every tenant of its registry, routed by host."""
-    from aap.server.app import SURFACES, metrics_token
-
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
     work = Work(inline=platform_stores.db.in_process)
     registry = TenantRegistry(deployment, platform_stores.db)
-    own_gateway = Gateway(
-        DealerAgent(deployment, platform_stores), RateLimiter(platform_stores.state, deployment.rate_limit), work
-    )
+    own_gateway = Gateway.of(DealerAgent(deployment, platform_stores), work)
     console = PlatformConsole(own_gateway, registry)
     chosen = tenant_surfaces(SURFACES if surfaces is None else surfaces, console, deployment.platform)
-    table = SurfaceTable.probe(chosen, probe_parts(chosen, deployment))
+    table = SurfaceTable(chosen)
     metrics = Metrics()
-    shapes = ErrorShapes(table.shapes)
-    hosts = Hosts(registry.store)
-
-    runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
+    hosts = Hosts(registry.store, work)
+    runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
+    state = {"settings": deployment, "stores": platform_stores, "metrics": metrics}
     own: list[BaseRoute] = [
-        Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
+        *operator_routes(deployment),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         *console.routes(),
     ]
     for routes in platform_routes:
         own.extend(routes(context))
-    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(shapes)}
-    platform_app = Starlette(routes=own, exception_handlers=handlers)
-    platform_app.state.settings = deployment
-    platform_app.state.stores = platform_stores
-    platform_app.state.metrics = metrics
-
+    platform_app = own_app(own, table, state)
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
 
     @asynccontextmanager
@@ -138,30 +116,20 @@ def create_platform_app(
             await runtimes.close()
             work.close()
 
-    middleware = [
-        Middleware(AccessLogMiddleware, metrics=metrics),
-        Middleware(
-            TenantRouting,
-            platform=deployment.platform,
-            runtimes=runtimes,
-            hosts=hosts,
-            platform_app=platform_app,
-            max_body_bytes=deployment.max_body_bytes,
-            operator_port=deployment.metrics_listen is not None,
-        ),
-        Middleware(RequestLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=shapes),
-    ]
-    if deployment.metrics_listen is not None:
-        middleware.insert(1, Middleware(OperatorDoor, port=deployment.metrics_listen[1]))
-    app = Starlette(
-        routes=[Mount("/", app=TenantDispatch(table))],
-        middleware=middleware,
-        exception_handlers=handlers,
-        lifespan=lifespan,
+    routing = Middleware(
+        TenantRouting,
+        platform=deployment.platform,
+        runtimes=runtimes,
+        hosts=hosts,
+        platform_app=platform_app,
+        max_body_bytes=deployment.max_body_bytes,
+        operator_port=deployment.metrics_listen is not None,
     )
-    runtimes.app = app  # what the tenants' surface lifespans are given
-    app.state.settings = deployment
-    app.state.stores = platform_stores
-    app.state.metrics = metrics
-    app.state.platform = context
-    return app
+    return assemble(
+        deployment,
+        routing=routing,
+        table=table,
+        metrics=metrics,
+        lifespan=lifespan,
+        state={**state, "platform": context},
+    )

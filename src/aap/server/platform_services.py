@@ -2,7 +2,7 @@
 
 One runner for the whole deployment, not one per tenant: a worker asks the registry which
 tenants have work due (``platform_due``, :mod:`aap.store.platform`), does it with the
-tenant's own stores and settings (its :class:`~aap.server.tenant_runtime.TenantRuntime`), and
+tenant's own stores and settings (its :class:`~aap.server.runtime.AgentRuntime`), and
 writes back when that tenant is next due. Several workers and hosts may run it at once: a
 lead delivery is sent only by the runner whose claim it carries and a feed only by the runner
 holding its lease, in the tenant's namespace, exactly as for a deployment that is one agent
@@ -32,7 +32,7 @@ from aap.feeds.scheduler import FeedScheduler
 from aap.leads import transports
 from aap.leads.worker import DeliveryWorker
 from aap.server.platform import PlatformContext, Service
-from aap.server.tenant_runtime import TenantRuntime
+from aap.server.runtime import AgentRuntime
 from aap.store.platform import DELIVERIES, FEEDS
 
 log = logging.getLogger("aap.platform")
@@ -49,7 +49,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _runtime(ctx: PlatformContext, tenant_id: str) -> TenantRuntime | None:
+async def _runtime(ctx: PlatformContext, tenant_id: str) -> AgentRuntime | None:
     record = await asyncio.to_thread(ctx.registry.store.tenant, tenant_id)
     if record is None:
         return None

@@ -30,11 +30,12 @@ from aap.bindings.jsonrpc import RpcError
 from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
 from aap.errors import unexpected
 from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
-from aap.server.tenant_runtime import Runtimes, SurfaceTable, TenantRuntime
+from aap.server.dispatch import RUNTIME_KEY, not_found
+from aap.server.tenant_runtime import Runtimes
 from aap.store.platform import PlatformStore
 from aap.web.accesslog import annotate
 from aap.web.body import REFUSED, BodyTooLarge, read_body
-from aap.web.errors import route_path
+from aap.work import Work
 
 log = logging.getLogger("aap.platform")
 
@@ -42,8 +43,6 @@ log = logging.getLogger("aap.platform")
 PLATFORM_PREFIX = "/_platform/"
 TLS_ALLOWED_PATH = "/_platform/tls-allowed"
 TENANT_PREFIX = "/t/"
-#: The scope key under which the routing hands a request's runtime to the dispatcher.
-RUNTIME_KEY = "aap.runtime"
 #: Hosts remembered (a tenant id, or "none") between changes.
 HOSTS_KEPT = 100_000
 
@@ -75,17 +74,12 @@ def _tenant_of(body: bytes) -> tuple[Any, str | None]:
     return request_id, value if isinstance(value, str) and value else None
 
 
-def not_found(message: str = "Not found") -> Response:
-    """The 404 of an unknown host, tenant or path: the app's plain JSON shape, no tenant named."""
-    body = {"error": {"status": 404, "message": message}}
-    return Response(orjson.dumps(body), status_code=404, media_type="application/json")
-
-
 class Hosts:
     """Host name → tenant id, read from the registry once and remembered until it changes."""
 
-    def __init__(self, store: PlatformStore) -> None:
+    def __init__(self, store: PlatformStore, work: Work) -> None:
         self.store = store
+        self.work = work
         self._known: OrderedDict[str, str | None] = OrderedDict()
 
     async def tenant(self, host: str) -> str | None:
@@ -94,7 +88,7 @@ class Hosts:
             return self._known[host]
         if host_problem(host):
             return None  # not a name any tenant can have: no read
-        tenant_id = await asyncio.to_thread(self.store.tenant_at, host)
+        tenant_id = await self.work.blocking(self.store.tenant_at, host)
         self._known[host] = tenant_id
         while len(self._known) > HOSTS_KEPT:
             self._known.popitem(last=False)
@@ -107,7 +101,7 @@ class Hosts:
             return self._known[key]
         if len(value) > 200:
             return None
-        tenant_id = await asyncio.to_thread(self.store.tenant_for_a2a, value)
+        tenant_id = await self.work.blocking(self.store.tenant_for_a2a, value)
         self._known[key] = tenant_id
         while len(self._known) > HOSTS_KEPT:
             self._known.popitem(last=False)
@@ -128,11 +122,11 @@ class ChangeFeed:
         self.seen = 0
 
     async def start(self) -> None:
-        self.seen = await asyncio.to_thread(self.store.last_change)
+        self.seen = await self.runtimes.work.blocking(self.store.last_change)
 
     async def once(self) -> int:
         """Apply the changes made since the last look; returns how many there were."""
-        changes = await asyncio.to_thread(self.store.changes_since, self.seen)
+        changes = await self.runtimes.work.blocking(self.store.changes_since, self.seen)
         for change in changes:
             self.runtimes.drop(change.tenant_id)
             self.hosts.forget(change.tenant_id)
@@ -241,7 +235,9 @@ class TenantRouting:
             return
         request_id, value = _tenant_of(body)
         tenant_id = await self.hosts.a2a_tenant(value) if value else None
-        record = await asyncio.to_thread(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None
+        record = (
+            await self.runtimes.work.blocking(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None
+        )
         if record is None:
             error = RpcError.listing(
                 rpc.INVALID_PARAMS,
@@ -293,27 +289,6 @@ class TenantRouting:
         scope[RUNTIME_KEY] = runtime
         annotate(scope, tenant=tenant_id)
         await self.app(scope, receive, send)
-
-
-class TenantDispatch:
-    """The innermost app: the request's tenant runtime, its owning surface, that surface's router."""
-
-    def __init__(self, table: SurfaceTable) -> None:
-        self.table = table
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        runtime: TenantRuntime | None = scope.get(RUNTIME_KEY)
-        if runtime is None:
-            await not_found()(scope, receive, send)
-            return
-        index = self.table.owner(route_path(scope), scope["method"])
-        if index is None:
-            await not_found()(scope, receive, send)
-            return
-        built = await runtime.surface(index)
-        await built(scope, receive, send)
 
 
 # -- the platform's own endpoints ---------------------------------------------------------------------

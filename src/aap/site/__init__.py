@@ -79,6 +79,7 @@ from aap.site.search_form import (
 from aap.skills.catalog import SKILLS
 from aap.web.accesslog import annotate
 from aap.web.callers import anonymous_caller
+from aap.web.errors import ErrorShape
 from aap.web.pages import asset_routes, render, templates, url
 from aap.web.parts import BindingParts
 
@@ -597,6 +598,11 @@ class PublicSite:
                 "documents": API_DOCUMENTS,
             },
         )
+
+
+#: The paths this surface answers (:mod:`aap.web.surface`); errors in the app's plain shape.
+PATHS = (SITE_PATH, VEHICLE_PAGE_PREFIX, API_DOCS_PREFIX, SITE_ASSETS_PREFIX, CONTACT_PAGE_PATH)
+ERROR_SHAPES: dict[str, ErrorShape] = {}
 
 
 def build(gateway: Gateway) -> BindingParts:

@@ -5,11 +5,11 @@ router, each such request also passes the exception middleware, a scan of the
 route table, a ``Request`` and a ``Response`` object and two more ``send``
 wrappers: about a tenth of a whole search's CPU on the 100k-listing benchmark
 (docs/benchmarks.md, "The HTTP path"). A surface names such a path and method in
-:attr:`~aap.web.parts.BindingParts.direct`; :class:`DirectPaths` hands those
-requests straight to its callable.
+:attr:`~aap.web.parts.BindingParts.direct`; the dispatch to an agent's surface
+(:class:`aap.server.dispatch.AgentDispatch`) hands those requests straight to its callable.
 
 Nothing else changes: the access log, the body limit and the unexpected-error
-handler wrap this middleware (a direct callable still gets its 413 and its
+handler wrap the dispatch (a direct callable still gets its 413 and its
 logged 500 in the path's shape), and every other path or method goes on to the
 router, so a ``GET /a2a`` still gets the router's 405. A direct path keeps its
 ``Route`` too, for those answers.
@@ -17,33 +17,11 @@ router, so a ``GET /a2a`` still gets the router's 405. A direct path keeps its
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from aap.web.errors import route_path
-
-#: (path, method) -> callable; method None: every method of the path.
-DirectTable = Mapping[tuple[str, str | None], ASGIApp]
-
-
-class DirectPaths:
-    """Pure ASGI middleware: a request for a listed path and method goes to its callable."""
-
-    def __init__(self, app: ASGIApp, paths: DirectTable) -> None:
-        self.app = app
-        self.paths = dict(paths)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = route_path(scope)
-            handler = self.paths.get((path, scope["method"])) or self.paths.get((path, None))
-            if handler is not None:
-                await handler(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def endpoint_app(endpoint: Callable[[Request], Awaitable[Response]]) -> ASGIApp:

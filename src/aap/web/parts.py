@@ -2,9 +2,9 @@
 
 Each surface module (``aap.bindings.a2a``, ``aap.bindings.mcp``,
 ``aap.discovery``, ``aap.poppy``, ``aap.site``, ``aap.console``) exposes
-``build(gateway) -> BindingParts``;
-:func:`aap.server.create_app` collects them, so adding a surface never means
-editing another one.
+``build(gateway) -> BindingParts`` next to the paths it declares
+(:mod:`aap.web.surface`); the composition root (:mod:`aap.server.app`) collects them,
+so adding a surface never means editing another one.
 """
 
 from __future__ import annotations
@@ -17,23 +17,17 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
-from aap.web.errors import ErrorShape
-
 #: Entered when the app starts (in order), left when it stops (in reverse order).
 Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 
 @dataclass
 class BindingParts:
-    """Routes to mount, lifespans to enter, and the error shape of each of the surface's paths.
-
-    ``error_shapes`` keys are exact paths, or prefixes ending in ``/``
-    (see :class:`~aap.web.errors.ErrorShapes`).
-    """
+    """Routes to mount, lifespans to enter and hot paths of one surface built for one agent
+    (the paths it answers and their error shapes are declared, :mod:`aap.web.surface`)."""
 
     routes: list[BaseRoute] = field(default_factory=list)
     lifespans: list[Lifespan] = field(default_factory=list)
-    error_shapes: dict[str, ErrorShape] = field(default_factory=dict)
     #: (path, method or None for every method) -> the ASGI callable answering it ahead of the
     #: routes (:mod:`aap.web.direct`); the path keeps a route for the other methods.
     direct: dict[tuple[str, str | None], ASGIApp] = field(default_factory=dict)

@@ -26,7 +26,11 @@ from aap.paths import MCP_PATH
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 from aap.web.parts import BindingParts
 
-__all__ = ["build"]
+__all__ = ["ERROR_SHAPES", "PATHS", "build"]
+
+#: The paths this surface answers, and their error shape (:mod:`aap.web.surface`).
+PATHS = (MCP_PATH,)
+ERROR_SHAPES = {MCP_PATH: jsonrpc.error_shape}
 
 
 def build(gateway: Gateway, *, verifier: Verifier | None = None) -> BindingParts:
@@ -52,6 +56,5 @@ def build(gateway: Gateway, *, verifier: Verifier | None = None) -> BindingParts
     return BindingParts(
         routes=[Route(MCP_PATH, endpoint=endpoint)],
         lifespans=[sdk.lifespan],
-        error_shapes={MCP_PATH: jsonrpc.error_shape},
         direct={(MCP_PATH, None): endpoint},  # every method: the endpoint answers each itself
     )

@@ -1,0 +1,130 @@
+"""One agent as it is served: its gateway, and its surfaces built for it.
+
+The same object serves a deployment that is one agent and every tenant of a platform
+(docs/architecture.md, "Composition"): an :class:`AgentRuntime` holds the agent's
+:class:`~aap.gateway.Gateway` (its settings, stores, skills and rate limiter, over the
+worker's one :class:`~aap.work.Work`) and builds each of its surfaces (:mod:`aap.web.surface`)
+on the first request that needs it — or all of them at once when the app starts
+(:meth:`AgentRuntime.start`), which is what a deployment that is one agent does, so that its
+first request costs what any other does. A platform's tenant that is only ever searched over
+``/a2a`` holds its agent and its A2A door, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+from starlette.routing import BaseRoute, Router
+
+from aap.gateway import Gateway
+from aap.web.parts import BindingParts
+from aap.web.surface import Surface
+
+log = logging.getLogger("aap.server")
+
+
+class BuiltSurface:
+    """One surface built for one agent: its router, its direct paths, the lifespans it entered."""
+
+    def __init__(self, parts: BindingParts) -> None:
+        self.router = Router(routes=parts.routes)
+        self.direct = dict(parts.direct)
+        self.lifespans = list(parts.lifespans)
+        self.stop = asyncio.Event()
+        self.keeper: asyncio.Task[None] | None = None
+
+    async def start(self, app: Any) -> None:
+        """Enter the surface's lifespans in a task of their own, which leaves them when told to
+        (a task group must be entered and left by one task, the MCP SDK's among them)."""
+        if not self.lifespans:
+            return
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def keep() -> None:
+            try:
+                async with AsyncExitStack() as stack:
+                    for lifespan in self.lifespans:
+                        await stack.enter_async_context(lifespan(app))
+                    ready.set_result(None)
+                    await self.stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                raise
+
+        self.keeper = asyncio.create_task(keep())
+        await ready
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.keeper is not None:
+            try:
+                await asyncio.wait_for(self.keeper, timeout=10)
+            except Exception as exc:  # a surface that cannot stop cleanly must not stop the others
+                log.warning("a surface did not stop cleanly: %s", type(exc).__name__)
+
+
+class AgentRuntime:
+    """One agent at one public URL: its gateway, and its surfaces built on demand."""
+
+    def __init__(self, gateway: Gateway, surfaces: Sequence[Surface], *, tenant_id: str | None = None) -> None:
+        self.gateway = gateway
+        self.surfaces = tuple(surfaces)
+        #: The platform tenant it is (None: the deployment's own agent).
+        self.tenant_id = tenant_id
+        self.public_url = gateway.settings.public_url
+        self._built: dict[int, BuiltSurface] = {}
+        self._building: dict[int, asyncio.Future[BuiltSurface]] = {}
+        self.closed = False
+
+    async def start(self, app: Any) -> None:
+        """Build every surface now (and enter their lifespans), in order."""
+        for index in range(len(self.surfaces)):
+            await self.surface(index, app)
+
+    def routes(self) -> list[BaseRoute]:
+        """The routes of the surfaces built so far (every one, once a deployment that is one
+        agent has started): what the operator's tools and the tests list."""
+        return [route for built in self._built.values() for route in built.router.routes]
+
+    def built(self, index: int) -> BuiltSurface | None:
+        """Surface ``index`` if it is built (a dictionary read: the hot path asks this first)."""
+        return self._built.get(index)
+
+    async def surface(self, index: int, app: Any) -> BuiltSurface:
+        """Surface ``index``, built (and its lifespans entered, given ``app``) on first use."""
+        built = self._built.get(index)
+        if built is not None:
+            return built
+        pending = self._building.get(index)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[BuiltSurface] = asyncio.get_running_loop().create_future()
+        self._building[index] = future
+        try:
+            built = BuiltSurface(self.surfaces[index].build(self.gateway))
+            await built.start(app)
+            self._built[index] = built
+            future.set_result(built)
+            return built
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a failed build is answered, never logged as unretrieved
+            raise
+        finally:
+            del self._building[index]
+
+    async def close(self) -> None:
+        """Leave every surface's lifespans (the last built first) and give back unspent rate-limit tokens."""
+        self.closed = True
+        for built in reversed(list(self._built.values())):
+            await built.close()
+        self._built.clear()
+        try:
+            await self.gateway.blocking(self.gateway.release)
+        except Exception as exc:
+            log.warning("leases not returned: %s", type(exc).__name__, extra={"fields": {"tenant": self.tenant_id}})
