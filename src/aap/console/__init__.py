@@ -23,7 +23,6 @@ from datetime import tzinfo
 from typing import Any
 from urllib.parse import urlencode
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -183,7 +182,9 @@ class Console:
         return endpoint
 
     def blocking(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Awaitable[Any]:
-        return run_in_threadpool(func, *args, **kwargs)
+        """``func`` on the worker's one executor (:class:`~aap.work.Work`), as every store read and
+        write of a page."""
+        return self.gateway.blocking(func, *args, **kwargs)
 
 
 #: The paths this surface answers (:mod:`aap.web.surface`); errors in the app's plain shape.

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from itsdangerous import BadSignature, TimestampSigner
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -239,7 +238,7 @@ class Auth:
         guests = self.console.guests
         guest_token = guests.token(request) if guests is not None else None
         await self.limit(request, token or guest_token)
-        session = await run_in_threadpool(self.accounts.session, token) if token else None
+        session = await self.console.gateway.blocking(self.accounts.session, token) if token else None
         guest = None
         if session is None and guests is not None and guest_token:
             found = await guests.visit(request, guest_token)
@@ -331,10 +330,10 @@ class Auth:
         this process stayed taken for the whole wait (the attempt is given back)."""
         try:
             async with self.accounts.gate.slot():
-                outcome: SignIn = await run_in_threadpool(self.accounts.finish_sign_in, attempt, password)
+                outcome: SignIn = await self.console.gateway.blocking(self.accounts.finish_sign_in, attempt, password)
                 return outcome
         except HashingBusy:
-            await run_in_threadpool(self.accounts.abandon, attempt)
+            await self.console.gateway.blocking(self.accounts.abandon, attempt)
             log.warning("console sign-in refused: busy", extra={"fields": {"reason": "busy"}})
             return None
 
@@ -366,7 +365,7 @@ class Auth:
             )
         email = email[:320]
         address = client_address(request)
-        begun = await run_in_threadpool(self.accounts.begin_sign_in, email, address, self._device(request))
+        begun = await self.console.gateway.blocking(self.accounts.begin_sign_in, email, address, self._device(request))
         if isinstance(begun, SignIn):
             return self._held_back(request, email, begun)
         outcome = await self._check(begun, password)
@@ -382,7 +381,7 @@ class Auth:
             log.info("console sign-in refused", extra={"fields": {"reason": "credentials"}})
             return self._login_page(request, status=401, error="The e-mail address or password is wrong.", email=email)
         user = outcome.user
-        await run_in_threadpool(self.console.audit, user.email, "sign_in", None, {"address": address})
+        await self.console.gateway.blocking(self.console.audit, user.email, "sign_in", None, {"address": address})
         response = RedirectResponse(url(request, self._next(form.get("next"))), status_code=303)
         await self.start_session(request, response, user)
         response.delete_cookie(self.login_cookie, path=self.cookie_path(request, self.login_cookie))
@@ -391,7 +390,9 @@ class Auth:
     async def start_session(self, request: Request, response: Response, user: User) -> None:
         """A new session for ``user`` in this browser: its cookie, and a new device cookie (a new
         token each time, OWASP) that makes this browser known to the account."""
-        token = await run_in_threadpool(self.accounts.start_session, user, request.headers.get("user-agent"))
+        token = await self.console.gateway.blocking(
+            self.accounts.start_session, user, request.headers.get("user-agent")
+        )
         self._cookie(response, request, self.session_cookie, self.sessions.sign(token).decode(), self.max_age)
         device = f"{user.user_id} {secrets.token_urlsafe(16)}"
         self._cookie(response, request, self.device_cookie, self.devices.sign(device).decode(), self.device_age)
@@ -428,5 +429,5 @@ class Auth:
         if visit.guest is not None and guests is not None and guest_token:
             return await guests.sign_out(request, guest_token)  # the one session they have: the platform's
         if token:
-            await run_in_threadpool(self.accounts.end_session, token)
+            await self.console.gateway.blocking(self.accounts.end_session, token)
         return self.signed_out(request)

@@ -32,7 +32,6 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlencode
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -424,12 +423,12 @@ class TenantGuests:
 
     async def visit(self, request: Request, token: str) -> tuple[Session, Guest] | None:
         accounts = self.console.accounts
-        session = await run_in_threadpool(accounts.session, token)
+        session = await self.console.gateway.blocking(accounts.session, token)
         if session is None or not accounts.is_platform_admin(session.user):
             return None
         choices: tuple[str, ...] = ()
         if request.method == "GET":  # a page, whose menu offers the other tenants
-            records = await run_in_threadpool(self.console.registry.list, limit=SWITCH_CHOICES)
+            records = await self.console.gateway.blocking(self.console.registry.list, limit=SWITCH_CHOICES)
             choices = tuple(r.tenant_id for r in records)
         email = session.user.email
         guest = Guest(f"platform:{email}", email, self.tenant_id, TENANTS, OPEN, choices)
@@ -437,7 +436,7 @@ class TenantGuests:
 
     async def sign_out(self, request: Request, token: str) -> Response:
         auth = self.console.auth
-        await run_in_threadpool(self.console.accounts.end_session, token)
+        await self.console.gateway.blocking(self.console.accounts.end_session, token)
         response = RedirectResponse(LOGIN_PATH, status_code=303)
         response.delete_cookie(auth.session_cookie, path=auth.cookie_path(request, auth.session_cookie))
         return response

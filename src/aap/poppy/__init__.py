@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -62,12 +61,12 @@ __all__ = ["build", "mcp_verifier", "PoppySettings", "PoppyContext", "rotate_sig
 
 
 def _document(
-    render: Callable[[], dict[str, Any]], max_age: int = 300, *, blocking: bool = False
+    render: Callable[[], dict[str, Any]], max_age: int = 300, *, blocking: Gateway | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
-    """A JSON document route; ``blocking`` renders in a worker thread (it reads the database)."""
+    """A JSON document route; ``blocking``: rendered on that gateway's executor (it reads the database)."""
 
     async def endpoint(request: Request) -> Response:
-        document = await run_in_threadpool(render) if blocking else render()
+        document = await blocking.blocking(render) if blocking is not None else render()
         body = orjson.dumps(document, option=orjson.OPT_INDENT_2)
         return StaticDocument(body, "application/json", max_age).respond(request)
 
@@ -182,7 +181,7 @@ def build(
         ),
         Route(
             JWKS_PATH,
-            _document(ctx.keys.public_jwks, max_age=60, blocking=True),
+            _document(ctx.keys.public_jwks, max_age=60, blocking=gateway),
             methods=["GET", "HEAD"],
             name="poppy_jwks",
         ),
@@ -201,7 +200,7 @@ def build(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Signing keys are made on first use (and shared through the database), so that a
         # worker loads the JOSE library only when Poppy traffic reaches it.
-        await run_in_threadpool(ctx.store.purge_expired, options.session_idle_ttl)
+        await gateway.blocking(ctx.store.purge_expired, options.session_idle_ttl)
         app.state.poppy = ctx
         yield
 

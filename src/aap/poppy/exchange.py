@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -72,7 +71,7 @@ async def exchange(
     """Answer one token-exchange request from the authenticated ``client``."""
     subject_token = _check_form(ctx, form)
     try:
-        subject = await run_in_threadpool(tokens.check, ctx, subject_token, now=now)
+        subject = await ctx.gateway.blocking(tokens.check, ctx, subject_token, now=now)
     except OAuthError as exc:  # RFC 8693 §2.2.2: an unacceptable subject token is invalid_request
         raise invalid_request("subject_token is not a live DPoP Session token of this issuer") from exc
     if subject.session.client_id != client.client_id:
@@ -92,12 +91,12 @@ async def exchange(
         raise token_endpoint_dpop_error("the proof is not signed by the subject token's Session key")
 
     expires_at = min(float(int(now) + ctx.settings.mcp_token_ttl), subject.expires_at)
-    token, expires_at = await run_in_threadpool(
+    token, expires_at = await ctx.gateway.blocking(
         tokens.mint, ctx, jkt=None, resource=ctx.mcp_resource, now=now, expires_at=expires_at
     )
     client_entry = client_assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
     try:
-        await run_in_threadpool(
+        await ctx.gateway.blocking(
             ctx.store.exchange,
             subject_token=subject_token,
             token=token,

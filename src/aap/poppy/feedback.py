@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from aap.poppy.authn import Caller, consume
@@ -61,7 +60,7 @@ async def receive(ctx: PoppyContext, caller: Caller, raw: bytes) -> Response:
     body = parse_report(raw)
     alternative = alternative_for(ctx, body["task"])
     await consume(ctx, caller)
-    stored = await run_in_threadpool(
+    stored = await ctx.gateway.blocking(
         ctx.store.add_feedback,
         client_id=caller.client_id,
         sub=caller.sub,

@@ -15,7 +15,6 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -195,9 +194,9 @@ async def _guest_grant(
 
     client_entry = client_assertion.replay_entry(client.client_id, settings.clock_skew)
     session_entry = session.replay_entry(client.client_id, settings.clock_skew)
-    access_token, expires_at = await run_in_threadpool(tokens.mint, ctx, jkt=proof.jkt, resource=resource, now=now)
+    access_token, expires_at = await ctx.gateway.blocking(tokens.mint, ctx, jkt=proof.jkt, resource=resource, now=now)
     try:
-        await run_in_threadpool(
+        await ctx.gateway.blocking(
             ctx.store.start_session,
             jkt=proof.jkt,
             client_id=client.client_id,
@@ -219,7 +218,7 @@ async def _guest_grant(
         raise token_endpoint_dpop_error("the proof jti was already used") from exc
     except SessionConflict as exc:
         raise invalid_grant("this DPoP key already identifies another Session; use one key per User ID") from exc
-    await run_in_threadpool(ctx.maybe_purge)
+    await ctx.gateway.blocking(ctx.maybe_purge)
     body = {"access_token": access_token, "token_type": "DPoP", "expires_in": int(expires_at - int(now))}
     return JSONResponse(body, headers=NO_STORE)
 
@@ -235,7 +234,7 @@ async def revoke(ctx: PoppyContext, request: Request) -> Response:
             raise invalid_request("token is required")
         entry = assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
         try:
-            await run_in_threadpool(ctx.store.revoke, form["token"], client.client_id, [entry], now)
+            await ctx.gateway.blocking(ctx.store.revoke, form["token"], client.client_id, [entry], now)
         except Replayed as exc:
             raise invalid_client("the client assertion jti was already used") from exc
         return JSONResponse({}, headers=NO_STORE)

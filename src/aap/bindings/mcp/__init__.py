@@ -44,7 +44,7 @@ def build(gateway: Gateway, *, verifier: Verifier | None = None) -> BindingParts
     runner = ToolRunner(gateway)
     sdk = LazySdk(gateway, runner)  # the SDK itself loads on the first request that needs it
     urls = settings.urls
-    auth = BearerAuth(resource_url=urls.mcp, metadata_url=urls.mcp_protected_resource, verifier=verifier)
+    auth = BearerAuth(urls.mcp, urls.mcp_protected_resource, verifier, gateway.blocking)
     endpoint = McpHttpEndpoint(
         sdk,
         OriginPolicy.for_settings(settings),

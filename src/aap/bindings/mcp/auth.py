@@ -21,10 +21,9 @@ verifier no token is valid and the challenge names no metadata.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-import anyio
 import orjson
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
@@ -42,6 +41,8 @@ class VerifiedCaller(Protocol):
 
 
 Verifier = Callable[[str, str], "VerifiedCaller | None"]
+#: Runs a call off the event loop and awaits it (``Gateway.blocking``: the worker's executor).
+Blocking = Callable[..., Awaitable[Any]]
 
 
 def caller_of(request: HTTPConnection | None) -> VerifiedCaller | None:
@@ -59,15 +60,22 @@ def remember_caller(scope: Scope, caller: VerifiedCaller) -> None:
 class BearerAuth:
     """Checks an ``Authorization`` header with the verifier, and words the refusal."""
 
-    def __init__(self, resource_url: str, metadata_url: str, verifier: Verifier | None) -> None:
+    def __init__(
+        self, resource_url: str, metadata_url: str, verifier: Verifier | None, blocking: Blocking | None = None
+    ) -> None:
+        """``blocking`` runs the verifier off the event loop (the worker's :class:`~aap.work.Work`)."""
         self.resource_url = resource_url
         self.metadata_url = metadata_url if verifier is not None else None
         self.verifier = verifier
+        self.blocking = blocking
 
     async def verify(self, authorization: str) -> VerifiedCaller | None:
         if self.verifier is None:
             return None
-        return await anyio.to_thread.run_sync(self.verifier, authorization, self.resource_url)
+        if self.blocking is None:
+            return self.verifier(authorization, self.resource_url)
+        caller: VerifiedCaller | None = await self.blocking(self.verifier, authorization, self.resource_url)
+        return caller
 
     def challenge(self) -> Response:
         """The ``401`` for a token that is not valid here."""

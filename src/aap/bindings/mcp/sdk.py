@@ -78,7 +78,7 @@ class LazySdk:
         if self._stop.is_set():
             return
         try:
-            manager = await anyio.to_thread.run_sync(self.build)
+            manager = await self.gateway.blocking(self.build)
         except Exception as exc:  # answered as an internal error by the endpoint, every time
             self._failure = exc
             self._ready.set()
