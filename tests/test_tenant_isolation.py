@@ -183,5 +183,6 @@ def every_statement_names_its_tenant(monkeypatch):
         if tables.search(sql)
         and "tenant_id" not in sql
         and not re.match(r"\s*(CREATE|ALTER|DROP|TRUNCATE|PRAGMA)\b", sql, re.IGNORECASE)
+        and not sql.startswith('DELETE FROM "')  # conftest.reset_database emptying the tables between examples
     ]
     assert blind == []
