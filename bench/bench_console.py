@@ -184,18 +184,22 @@ def store_leads(stores: Any, settings: Any, count: int) -> str:
                 stores.leads.insert_lead(tx, lead, consent, [("crm", "adf_http")], received_ms)
                 state = "dead" if i % 100 == 7 else ("pending" if i % 50 == 3 else "delivered")
                 tx.execute(
-                    "UPDATE lead_deliveries SET status = ?, attempts = 1, delivered_ms = ? WHERE lead_id = ?",
-                    (state, received_ms + 500 if state == "delivered" else None, lead_id),
+                    "UPDATE lead_deliveries SET status = ?, attempts = 1, delivered_ms = ? WHERE tenant_id = ?"
+                    " AND lead_id = ?",
+                    (state, received_ms + 500 if state == "delivered" else None, tx.tenant, lead_id),
                 )
                 if state == "dead":
                     failed = lead_id
-                    row = tx.one("SELECT delivery_id FROM lead_deliveries WHERE lead_id = ?", (lead_id,))
+                    row = tx.one(
+                        "SELECT delivery_id FROM lead_deliveries WHERE tenant_id = ? AND lead_id = ?",
+                        (tx.tenant, lead_id),
+                    )
                     adf = '<?xml version="1.0"?><adf><prospect>' + "<comments>x</comments>" * 60 + "</prospect></adf>"
                     tx.execute(
-                        "INSERT INTO lead_delivery_attempts (attempt_id, delivery_id, lead_id, attempt, started_ms,"
-                        " finished_ms, outcome, error, content_type, payload) VALUES (?, ?, ?, 1, ?, ?, 'dead',"
-                        " 'HTTP 500', 'application/xml', ?)",
-                        (f"att_{i}", row[0], lead_id, received_ms, received_ms + 300, adf),
+                        "INSERT INTO lead_delivery_attempts (tenant_id, attempt_id, delivery_id, lead_id, attempt,"
+                        " started_ms, finished_ms, outcome, error, content_type, payload)"
+                        " VALUES (?, ?, ?, ?, 1, ?, ?, 'dead', 'HTTP 500', 'application/xml', ?)",
+                        (tx.tenant, f"att_{i}", row[0], lead_id, received_ms, received_ms + 300, adf),
                     )
     stores.db.maintain(("leads", "lead_deliveries", "lead_consents", "lead_delivery_attempts"))
     return failed
@@ -210,7 +214,9 @@ def work_leads(stores: Any, count: int, me: str) -> str:
     today = time.time() // 86_400
     updates = []
     with stores.db.read() as tx:
-        rows = tx.fetchall("SELECT lead_id, received_ms FROM leads ORDER BY received_ms")
+        rows = tx.fetchall(
+            "SELECT lead_id, received_ms FROM leads WHERE tenant_id = ? ORDER BY received_ms", (tx.tenant,)
+        )
     for i, (lead_id, received_ms) in enumerate(rows):
         stage = STAGES_BY_SHARE[(i * 7) % len(STAGES_BY_SHARE)]
         owner = None if stage == "new" and i % 5 else (OWNERS + (me,))[i % (len(OWNERS) + 1)]
@@ -223,8 +229,8 @@ def work_leads(stores: Any, count: int, me: str) -> str:
         with stores.db.transaction() as tx:
             tx.executemany(
                 "UPDATE leads SET stage = ?, owner = ?, follow_up = ?, responded_ms = ?, response_ms = ?,"
-                " stage_ms = responded_ms WHERE lead_id = ?",
-                updates[start : start + 5000],
+                " stage_ms = responded_ms WHERE tenant_id = ? AND lead_id = ?",
+                [(*u[:-1], tx.tenant, u[-1]) for u in updates[start : start + 5000]],
             )
     worked = rows[len(rows) // 2][0]
     from aap.store.lead_inbox import LeadScope

@@ -16,7 +16,8 @@ from aap.agent import DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.store import open_stores
 from aap.store.lead_inbox import InboxFilter, LeadScope
-from aap.store.leads import Attempt, _backfill_customer_keys
+from aap.store.leads import Attempt
+from aap.store.legacy import _backfill_customer_keys
 from console_support import CUSTOMERS, PASSWORD, cheap_hashing, fast_web, listings, submit_customers
 from lead_support import http_route, lead_settings
 

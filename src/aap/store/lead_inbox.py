@@ -5,7 +5,9 @@ indexes and the customer search keys); this module only reads them, plus the
 "handled" mark. Every query is paged by keyset — ``(received_ms, lead_id)``
 descending, the order of the ``leads_*_received`` indexes — so the hundredth
 page costs what the first does, and every query takes a :class:`LeadScope`:
-the leads a signed-in person may see, applied in SQL, never after the fact.
+the leads a signed-in person may see, applied in SQL, never after the fact —
+within the transaction's tenant's leads, which every statement names first
+(:mod:`aap.store.layout`).
 
 Customer search uses the casefolded keys stored with each lead: a name or
 e-mail matches by prefix, a phone number by its last digits (the digits are
@@ -157,7 +159,7 @@ RARE_STATES = ("pending", "delivering", "dead", "expired_consent")
 
 
 def _where(
-    scope: LeadScope, wanted: InboxFilter, before: Keyset | None, *, unindexed: bool = False
+    tenant: str, scope: LeadScope, wanted: InboxFilter, before: Keyset | None, *, unindexed: bool = False
 ) -> tuple[str, list[Any]]:
     # With a rare delivery state, the few leads in it are found through lead_deliveries and read
     # by primary key; "|| ''" keeps SQLite (which plans without statistics) from starting at a
@@ -165,7 +167,13 @@ def _where(
     by_delivery = wanted.delivery in RARE_STATES and not wanted.query
     plain = " || ''" if by_delivery or unindexed else ""
 
-    conditions, params = scope_condition(scope, plain=plain)
+    # The tenant first: an equality on the leading column of every index, so each plan below
+    # walks the same index it would in a table of one tenant.
+    conditions: list[str] = ["l.tenant_id = ?"]
+    params: list[Any] = [tenant]
+    scoped, scope_params = scope_condition(scope, plain=plain)
+    conditions += scoped
+    params += scope_params
     if wanted.status:
         conditions.append(f"l.status{plain} = ?")
         params.append(wanted.status)
@@ -182,16 +190,22 @@ def _where(
         conditions.append("l.received_ms < ?")
         params.append(wanted.received_to_ms)
     if wanted.delivery == "none":
-        conditions.append("NOT EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id)")
+        conditions.append(
+            "NOT EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.tenant_id = l.tenant_id AND x.lead_id = l.lead_id)"
+        )
     elif wanted.delivery in DELIVERY_FILTERS:
         # The state is written into the SQL (one of DELIVERY_FILTERS, never the caller's text):
         # a PostgreSQL plan prepared for "any state" would walk every lead for a rare one.
         state = f"'{wanted.delivery}'"
         if by_delivery:
-            conditions.append(f"l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.status = {state})")
+            conditions.append(
+                f"l.lead_id IN (SELECT x.lead_id FROM lead_deliveries x WHERE x.tenant_id = ? AND x.status = {state})"
+            )
+            params.append(tenant)
         else:  # most leads are delivered: walk them newest first, stop at a page
             conditions.append(
-                f"EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = {state})"
+                "EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.tenant_id = l.tenant_id AND x.lead_id = l.lead_id"
+                f" AND x.status = {state})"
             )
     if wanted.handled is not None:
         conditions.append("l.handled_ms IS NOT NULL" if wanted.handled else "l.handled_ms IS NULL")
@@ -205,12 +219,15 @@ def _where(
     return where_all(conditions), params
 
 
-def conditions(scope: LeadScope, wanted: InboxFilter, *, unindexed: bool = False) -> tuple[list[str], list[Any]]:
-    """The inbox's filter (its scope included) as SQL conditions on alias ``l``: for the stores that
-    page the same leads in another order (:mod:`aap.store.lead_pipeline`). ``unindexed`` writes
-    the seller, rooftop and status terms so that no index of theirs leads (the order's does)."""
-    where, params = _where(scope, wanted, None, unindexed=unindexed)
-    return ([where[len("WHERE ") :]] if where else []), params
+def conditions(
+    tenant: str, scope: LeadScope, wanted: InboxFilter, *, unindexed: bool = False
+) -> tuple[list[str], list[Any]]:
+    """The inbox's filter on ``tenant``'s leads (its scope included) as SQL conditions on alias ``l``
+    (never empty: the tenant's is the first): for the stores that page the same leads in another
+    order (:mod:`aap.store.lead_pipeline`). ``unindexed`` writes the seller, rooftop and status
+    terms so that no index of theirs leads (the order's does)."""
+    where, params = _where(tenant, scope, wanted, None, unindexed=unindexed)
+    return [where[len("WHERE ") :]], params
 
 
 _ROW_COLUMNS = (
@@ -279,8 +296,8 @@ class LeadInbox:
         self, scope: LeadScope, wanted: InboxFilter, *, before: Keyset | None = None, limit: int = 50
     ) -> tuple[list[InboxRow], Keyset | None]:
         """Newest first; the keyset of the next (older) page, or None on the last page."""
-        where, params = _where(scope, wanted, before)
         with self.db.read() as tx:  # the limit is written in too: a plan for "any limit" walks every lead
+            where, params = _where(tx.tenant, scope, wanted, before)
             raw = tx.fetchall(
                 f"SELECT {_ROW_COLUMNS} FROM leads l {where}"
                 f" ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT {int(limit) + 1}",
@@ -295,7 +312,10 @@ class LeadInbox:
         if not lead_ids:
             return []
         marks = ", ".join("?" for _ in lead_ids)
-        raw = tx.fetchall(f"SELECT {_ROW_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})", list(lead_ids))
+        raw = tx.fetchall(
+            f"SELECT {_ROW_COLUMNS} FROM leads l WHERE l.tenant_id = ? AND l.lead_id IN ({marks})",
+            (tx.tenant, *lead_ids),
+        )
         place = {lead_id: i for i, lead_id in enumerate(lead_ids)}
         raw.sort(key=lambda r: place[r[0]])
         return _rows(tx, raw)
@@ -318,11 +338,13 @@ class LeadInbox:
         if lead is None:
             return None
         with self.db.read() as tx:
-            mark = tx.fetchone("SELECT handled_ms, handled_by FROM leads WHERE lead_id = ?", (lead_id,))
+            mark = tx.fetchone(
+                "SELECT handled_ms, handled_by FROM leads WHERE tenant_id = ? AND lead_id = ?", (tx.tenant, lead_id)
+            )
             attempts = tx.fetchall(
                 "SELECT delivery_id, attempt, started_ms, finished_ms, outcome, error, content_type, payload"
-                " FROM lead_delivery_attempts WHERE lead_id = ? ORDER BY finished_ms, attempt_id",
-                (lead_id,),
+                " FROM lead_delivery_attempts WHERE tenant_id = ? AND lead_id = ? ORDER BY finished_ms, attempt_id",
+                (tx.tenant, lead_id),
             )
         lead["handled_ms"], lead["handled_by"] = mark if mark else (None, None)
         lead["attempts"] = [
@@ -344,7 +366,10 @@ class LeadInbox:
         """Whether the lead exists and ``scope`` includes it (before a retry, say)."""
         conditions, params = scope_condition(scope)
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT 1 FROM leads l {where_all(['l.lead_id = ?', *conditions])}", (lead_id, *params))
+            row = tx.fetchone(
+                f"SELECT 1 FROM leads l {where_all(['l.tenant_id = ?', 'l.lead_id = ?', *conditions])}",
+                (tx.tenant, lead_id, *params),
+            )
         return row is not None
 
     def mark_handled(self, lead_id: str, scope: LeadScope, by: str | None, now_ms: int) -> bool:
@@ -353,9 +378,9 @@ class LeadInbox:
         with self.db.transaction() as tx:
             return (
                 tx.execute(
-                    "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE lead_id = ? AND lead_id IN"
-                    f" (SELECT l.lead_id FROM leads l {where_all(['l.lead_id = ?', *conditions])})",
-                    (None if by is None else now_ms, by, lead_id, lead_id, *params),
+                    "UPDATE leads SET handled_ms = ?, handled_by = ? WHERE tenant_id = ? AND lead_id = ? AND lead_id IN"
+                    f" (SELECT l.lead_id FROM leads l {where_all(['l.tenant_id = ?', 'l.lead_id = ?', *conditions])})",
+                    (None if by is None else now_ms, by, tx.tenant, lead_id, tx.tenant, lead_id, *params),
                 ).rowcount
                 == 1
             )
@@ -364,19 +389,20 @@ class LeadInbox:
         """Deliveries by state, and how long the oldest due one has waited (the delivery backlog),
         of the leads in ``scope`` (every lead by default)."""
         conditions, params = scope_condition(scope or LeadScope())
-        join = f" JOIN leads l ON l.lead_id = d.lead_id {where_all(conditions)}" if conditions else ""
+        join = " JOIN leads l ON l.tenant_id = d.tenant_id AND l.lead_id = d.lead_id" if conditions else ""
         more = " AND " + " AND ".join(conditions) if conditions else ""
         with self.db.read() as tx:
             counts = {
                 row[0]: int(row[1])
                 for row in tx.fetchall(
-                    f"SELECT d.status, COUNT(*) FROM lead_deliveries d{join} GROUP BY d.status", params
+                    f"SELECT d.status, COUNT(*) FROM lead_deliveries d{join} WHERE d.tenant_id = ?{more}"
+                    " GROUP BY d.status",
+                    (tx.tenant, *params),
                 )
             }
             oldest = tx.one(
-                "SELECT MIN(d.next_attempt_ms) FROM lead_deliveries d"
-                + (" JOIN leads l ON l.lead_id = d.lead_id" if conditions else "")
-                + f" WHERE d.status = 'pending' AND d.next_attempt_ms <= ?{more}",
-                (now_ms, *params),
+                f"SELECT MIN(d.next_attempt_ms) FROM lead_deliveries d{join}"
+                f" WHERE d.tenant_id = ? AND d.status = 'pending' AND d.next_attempt_ms <= ?{more}",
+                (tx.tenant, now_ms, *params),
             )[0]
         return {"counts": counts, "oldest_due_ms": None if oldest is None else now_ms - int(oldest)}

@@ -54,7 +54,7 @@ FOLLOW_UPS = ("due", "upcoming", "none")
 NOTE_LIMIT = 4000  # characters of one note
 EVENT_KINDS = ("stage", "owner", "follow_up", "note")
 
-_V1 = """
+_LAYOUT = """
 ALTER TABLE leads ADD COLUMN stage TEXT NOT NULL DEFAULT 'new';
 ALTER TABLE leads ADD COLUMN stage_ms INTEGER;
 ALTER TABLE leads ADD COLUMN owner TEXT;
@@ -62,25 +62,29 @@ ALTER TABLE leads ADD COLUMN follow_up TEXT;
 ALTER TABLE leads ADD COLUMN responded_ms INTEGER;
 ALTER TABLE leads ADD COLUMN response_ms INTEGER;
 ALTER TABLE leads ADD COLUMN notes INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX leads_stage_received ON leads (stage, received_ms);
-CREATE INDEX leads_owner_received ON leads (owner, received_ms DESC, lead_id DESC, stage);
-CREATE INDEX leads_follow_up ON leads (follow_up, received_ms, lead_id, stage, owner);
-CREATE INDEX leads_response_order ON leads (rooftop, response_ms, received_ms, dealer_id, status);
+CREATE INDEX leads_stage_received ON leads (tenant_id, stage, received_ms);
+CREATE INDEX leads_owner_received ON leads (tenant_id, owner, received_ms DESC, lead_id DESC, stage);
+CREATE INDEX leads_follow_up ON leads (tenant_id, follow_up, received_ms, lead_id, stage, owner);
+CREATE INDEX leads_response_order ON leads (tenant_id, rooftop, response_ms, received_ms, dealer_id, status);
 CREATE TABLE lead_events (
-    event_id TEXT PRIMARY KEY,
-    lead_id TEXT NOT NULL REFERENCES leads (lead_id),
+    tenant_id TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
     seq INTEGER NOT NULL,
     actor TEXT NOT NULL,
     kind TEXT NOT NULL,
     old_value TEXT,
     new_value TEXT,
-    note TEXT
+    note TEXT,
+    PRIMARY KEY (tenant_id, event_id),
+    FOREIGN KEY (tenant_id, lead_id) REFERENCES leads (tenant_id, lead_id)
 );
-CREATE INDEX lead_events_lead ON lead_events (lead_id, at_ms, seq)
+CREATE INDEX lead_events_lead ON lead_events (tenant_id, lead_id, at_ms, seq)
 """
 
-MIGRATIONS = Migrations("pipeline", (_V1,))
+#: ``leads`` is the ``leads`` domain's table (listed there); this domain adds its columns.
+MIGRATIONS = Migrations("pipeline", (_LAYOUT,), tables=("lead_events",))
 
 
 class Unset:
@@ -240,19 +244,21 @@ class LeadPipeline:
 
     # -- one lead ----------------------------------------------------------------------
     def standing(self, lead_id: str, scope: LeadScope) -> Standing | None:
-        where, params = conditions(scope, InboxFilter())
-        extra = "".join(f" AND {c}" for c in where)
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id = ?{extra}", (lead_id, *params))
+            where, params = conditions(tx.tenant, scope, InboxFilter())
+            row = tx.fetchone(
+                f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE {' AND '.join(where)} AND l.lead_id = ?",
+                (*params, lead_id),
+            )
         return _standing(row) if row else None
 
     def history(self, lead_id: str, *, limit: int = 500) -> list[Event]:
         """The lead's changes and notes, oldest first."""
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT at_ms, actor, kind, old_value, new_value, note FROM lead_events WHERE lead_id = ?"
-                f" ORDER BY at_ms, seq LIMIT {int(limit)}",
-                (lead_id,),
+                "SELECT at_ms, actor, kind, old_value, new_value, note FROM lead_events"
+                f" WHERE tenant_id = ? AND lead_id = ? ORDER BY at_ms, seq LIMIT {int(limit)}",
+                (tx.tenant, lead_id),
             )
         return [Event(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
@@ -278,19 +284,21 @@ class LeadPipeline:
             raise ValueError(f"unknown status {stage!r}")
         if note is not None and (not note.strip() or len(note) > NOTE_LIMIT):
             raise ValueError("a note is 1 to 4000 characters")
-        where, params = conditions(scope, InboxFilter())
-        extra = "".join(f" AND {c}" for c in where)
         with self.db.transaction() as tx:
+            where, params = conditions(tx.tenant, scope, InboxFilter())
             # A write to the row first: on PostgreSQL it locks the row against a concurrent change
             # (SQLite's write transaction is exclusive already), so what is read below stays true.
             locked = tx.execute(
-                f"UPDATE leads SET stage = stage WHERE lead_id = ? AND lead_id IN"
-                f" (SELECT l.lead_id FROM leads l WHERE l.lead_id = ?{extra})",
-                (lead_id, lead_id, *params),
+                "UPDATE leads SET stage = stage WHERE tenant_id = ? AND lead_id = ? AND lead_id IN"
+                f" (SELECT l.lead_id FROM leads l WHERE {' AND '.join(where)} AND l.lead_id = ?)",
+                (tx.tenant, lead_id, *params, lead_id),
             ).rowcount
             if locked != 1:
                 return None
-            row = tx.one(f"SELECT {_STANDING_COLUMNS}, l.received_ms FROM leads l WHERE l.lead_id = ?", (lead_id,))
+            row = tx.one(
+                f"SELECT {_STANDING_COLUMNS}, l.received_ms FROM leads l WHERE l.tenant_id = ? AND l.lead_id = ?",
+                (tx.tenant, lead_id),
+            )
             before, received_ms = _standing(row[:-1]), int(row[-1])
             events: list[Event] = []
             sets: list[str] = []
@@ -315,12 +323,16 @@ class LeadPipeline:
                 sets += ["responded_ms = ?", "response_ms = ?"]
                 values += [now_ms, max(0, now_ms - received_ms)]
             if sets:
-                tx.execute(f"UPDATE leads SET {', '.join(sets)} WHERE lead_id = ?", (*values, lead_id))
+                tx.execute(
+                    f"UPDATE leads SET {', '.join(sets)} WHERE tenant_id = ? AND lead_id = ?",
+                    (*values, tx.tenant, lead_id),
+                )
                 tx.executemany(
-                    "INSERT INTO lead_events (event_id, lead_id, at_ms, seq, actor, kind, old_value, new_value, note)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO lead_events (tenant_id, event_id, lead_id, at_ms, seq, actor, kind, old_value,"
+                    " new_value, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
+                            tx.tenant,
                             "evt_" + uuid.uuid4().hex,
                             lead_id,
                             e.at_ms,
@@ -334,7 +346,12 @@ class LeadPipeline:
                         for i, e in enumerate(events)
                     ],
                 )
-            after = _standing(tx.one(f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id = ?", (lead_id,)))
+            after = _standing(
+                tx.one(
+                    f"SELECT {_STANDING_COLUMNS} FROM leads l WHERE l.tenant_id = ? AND l.lead_id = ?",
+                    (tx.tenant, lead_id),
+                )
+            )
         return Change(events, after)
 
     # -- the inbox, by any sort --------------------------------------------------------
@@ -353,13 +370,13 @@ class LeadPipeline:
         Each segment of the sort is one keyset query on an index; a page that ends a segment
         goes on with the next, so a page costs what the first does wherever it starts.
         """
-        base, params = conditions(scope, wanted, unindexed=sort not in ("newest", "oldest"))
         more, more_params = _pipeline_conditions(pipeline, sort)
         segments = SORTS[sort]
         picked: list[tuple[str, Sequence[Any], int]] = []  # (lead id, keys, segment)
         start = cursor.segment if cursor else 0
         wanted_stages = STAGE_GROUPS.get(pipeline.stage or "", (pipeline.stage,))
         with self.db.read() as tx:
+            base, params = conditions(tx.tenant, scope, wanted, unindexed=sort not in ("newest", "oldest"))
             for index in range(start, len(segments)):
                 segment = segments[index]
                 if pipeline.stage and segment.where and segment.where.startswith("l.stage = "):
@@ -377,7 +394,7 @@ class LeadPipeline:
                 # The limit is written in: a PostgreSQL plan made for "any limit" may walk every lead.
                 rows = tx.fetchall(
                     f"SELECT l.lead_id, {segment.columns} FROM leads l"
-                    f" {'WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {segment.order} LIMIT {int(need)}",
+                    f" WHERE {' AND '.join(where)} ORDER BY {segment.order} LIMIT {int(need)}",
                     values,
                 )
                 picked += [(r[0], r[1:], index) for r in rows]
@@ -399,14 +416,15 @@ class LeadPipeline:
         standings = {
             r[0]: _standing(r[1:])
             for r in tx.fetchall(
-                f"SELECT l.lead_id, {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})", lead_ids
+                f"SELECT l.lead_id, {_STANDING_COLUMNS} FROM leads l WHERE l.tenant_id = ? AND l.lead_id IN ({marks})",
+                (tx.tenant, *lead_ids),
             )
         }
         crm: dict[str, list[str]] = {}
         for lead_id, target in tx.fetchall(
-            f"SELECT lead_id, target FROM lead_deliveries WHERE lead_id IN ({marks})"
+            f"SELECT lead_id, target FROM lead_deliveries WHERE tenant_id = ? AND lead_id IN ({marks})"
             f" AND status = 'delivered' AND kind <> '{NOTIFY_KIND}' ORDER BY target",
-            lead_ids,
+            (tx.tenant, *lead_ids),
         ):
             crm.setdefault(lead_id, []).append(target)
         return [PipelineRow(lead, standings[lead.lead_id], tuple(crm.get(lead.lead_id, ()))) for lead in leads]
@@ -419,8 +437,9 @@ class LeadPipeline:
         marks = ", ".join("?" for _ in lead_ids)
         with self.db.read() as tx:
             rows = tx.fetchall(
-                f"SELECT {SUMMARY_COLUMNS}, {_STANDING_COLUMNS} FROM leads l WHERE l.lead_id IN ({marks})",
-                list(lead_ids),
+                f"SELECT {SUMMARY_COLUMNS}, {_STANDING_COLUMNS} FROM leads l"
+                f" WHERE l.tenant_id = ? AND l.lead_id IN ({marks})",
+                (tx.tenant, *lead_ids),
             )
             counts = delivery_states(tx, list(lead_ids))
         out = {}
@@ -462,10 +481,10 @@ class LeadPipeline:
         the SQL has a median aggregate (PostgreSQL), one grouped query; elsewhere one grouped
         count, then each rooftop's middle value found by walking its answered leads in response
         order to the middle."""
-        where, params = conditions(scope, InboxFilter(received_from_ms=since_ms))
-        clause = " AND ".join([*where, "l.status = 'received'"])
         out: dict[str | None, dict[str, Any]] = {}
         with self.db.read() as tx:
+            where, params = conditions(tx.tenant, scope, InboxFilter(received_from_ms=since_ms))
+            clause = " AND ".join([*where, "l.status = 'received'"])
             # "|| ''": the status's own index would read every lead row; the response index holds the columns
             window = " AND ".join([*where, "l.status || '' = 'received'"])
             median_of = self.db.dialect.median("l.response_ms")

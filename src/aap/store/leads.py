@@ -1,15 +1,20 @@
 """Lead tables and every SQL statement that touches them.
 
-Five tables, all in the deployment's one database so every worker process
+Six tables, all in the deployment's one database so every worker process
 shares one truth:
 
-``leads``              the lead, the caller identity, the full request and the
-                       original response (what a replay returns)
-``lead_consents``      the verbatim ConsentGrant, one per lead (the audit record)
-``lead_idempotency``   (dealer, caller, key) → payload hash and stored result
-``appointment_seats``  one row per booked seat; the primary key is the
-                       capacity guard, so no two leads take the same seat
-``lead_deliveries``    the outbox: one row per lead and delivery target
+``leads``                   the lead, the caller identity, the full request and the
+                            original response (what a replay returns)
+``lead_consents``           the verbatim ConsentGrant, one per lead (the audit record)
+``lead_idempotency``        (dealer, caller, key) → payload hash and stored result
+``appointment_seats``       one row per booked seat; the primary key is the
+                            capacity guard, so no two leads take the same seat
+``lead_deliveries``         the outbox: one row per lead and delivery target
+``lead_delivery_attempts``  one row per delivery attempt, with what was sent
+
+Each row carries its tenant, which leads every key (:mod:`aap.store.layout`): every
+statement here reads and writes the transaction's tenant only (``tx.tenant``), so two
+agents of one platform may share lead ids, idempotency keys and seats without meeting.
 
 SQL is portable (``?`` placeholders, ``INSERT ... ON CONFLICT DO NOTHING``,
 an ``UPDATE ... WHERE id IN (SELECT ...)`` claim that re-checks its condition),
@@ -28,9 +33,10 @@ import orjson
 
 from aap.store.db import Database, Migrations, Tx, where_all
 
-_V1 = """
+_LAYOUT = """
 CREATE TABLE leads (
-    lead_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
     dealer_id TEXT NOT NULL,
     rooftop TEXT,
     status TEXT NOT NULL,
@@ -48,20 +54,38 @@ CREATE TABLE leads (
     request_json TEXT NOT NULL,
     response_json TEXT NOT NULL,
     received_at TEXT NOT NULL,
-    received_ms INTEGER NOT NULL
+    received_ms INTEGER NOT NULL,
+    handled_ms INTEGER,
+    handled_by TEXT,
+    customer_name_k TEXT,
+    customer_last_k TEXT,
+    customer_email_k TEXT,
+    customer_phone_r TEXT,
+    PRIMARY KEY (tenant_id, lead_id)
 );
-CREATE INDEX leads_received ON leads (received_ms);
+CREATE INDEX leads_received ON leads (tenant_id, received_ms);
+CREATE INDEX leads_dealer_received ON leads (tenant_id, dealer_id, received_ms);
+CREATE INDEX leads_rooftop_received ON leads (tenant_id, rooftop, received_ms);
+CREATE INDEX leads_status_received ON leads (tenant_id, status, received_ms);
+CREATE INDEX leads_customer_name ON leads (tenant_id, customer_name_k);
+CREATE INDEX leads_customer_last ON leads (tenant_id, customer_last_k);
+CREATE INDEX leads_customer_email ON leads (tenant_id, customer_email_k);
+CREATE INDEX leads_customer_phone ON leads (tenant_id, customer_phone_r);
 CREATE TABLE lead_consents (
-    lead_id TEXT PRIMARY KEY REFERENCES leads (lead_id),
+    tenant_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
     granted_at TEXT NOT NULL,
     expires_at TEXT,
     expires_ms INTEGER,
     allowed_channels TEXT NOT NULL,
     scope TEXT NOT NULL,
     consent_text TEXT NOT NULL,
-    grant_json TEXT NOT NULL
+    grant_json TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, lead_id),
+    FOREIGN KEY (tenant_id, lead_id) REFERENCES leads (tenant_id, lead_id)
 );
 CREATE TABLE lead_idempotency (
+    tenant_id TEXT NOT NULL,
     dealer_id TEXT NOT NULL,
     caller_id TEXT NOT NULL,
     idem_key TEXT NOT NULL,
@@ -70,10 +94,11 @@ CREATE TABLE lead_idempotency (
     response_json TEXT,
     created_ms INTEGER NOT NULL,
     expires_ms INTEGER NOT NULL,
-    PRIMARY KEY (dealer_id, caller_id, idem_key)
+    PRIMARY KEY (tenant_id, dealer_id, caller_id, idem_key)
 );
-CREATE INDEX lead_idempotency_expiry ON lead_idempotency (expires_ms);
+CREATE INDEX lead_idempotency_expiry ON lead_idempotency (tenant_id, expires_ms);
 CREATE TABLE appointment_seats (
+    tenant_id TEXT NOT NULL,
     dealer_id TEXT NOT NULL,
     rooftop TEXT NOT NULL,
     department TEXT NOT NULL,
@@ -81,11 +106,12 @@ CREATE TABLE appointment_seats (
     seat INTEGER NOT NULL,
     appointment_id TEXT NOT NULL,
     lead_id TEXT NOT NULL,
-    PRIMARY KEY (dealer_id, rooftop, department, slot_start, seat)
+    PRIMARY KEY (tenant_id, dealer_id, rooftop, department, slot_start, seat)
 );
 CREATE TABLE lead_deliveries (
-    delivery_id TEXT PRIMARY KEY,
-    lead_id TEXT NOT NULL REFERENCES leads (lead_id),
+    tenant_id TEXT NOT NULL,
+    delivery_id TEXT NOT NULL,
+    lead_id TEXT NOT NULL,
     target TEXT NOT NULL,
     kind TEXT NOT NULL,
     status TEXT NOT NULL,
@@ -97,37 +123,18 @@ CREATE TABLE lead_deliveries (
     created_ms INTEGER NOT NULL,
     updated_ms INTEGER NOT NULL,
     delivered_ms INTEGER,
-    UNIQUE (lead_id, target)
+    retry_base INTEGER NOT NULL DEFAULT 0,
+    reached INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, delivery_id),
+    UNIQUE (tenant_id, lead_id, target),
+    FOREIGN KEY (tenant_id, lead_id) REFERENCES leads (tenant_id, lead_id)
 );
-CREATE INDEX lead_deliveries_due ON lead_deliveries (status, next_attempt_ms);
-CREATE INDEX lead_deliveries_claim ON lead_deliveries (claim_token)
-"""
-
-# ``attempts`` counts every try, for ever; ``retry_base`` is its value when an
-# operator last re-queued the row (``aap leads retry``), so the retry policy
-# (max_attempts, backoff) starts again while the count stays true.
-_V2 = "ALTER TABLE lead_deliveries ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0"
-
-# The staff console (docs/console.md): "handled" marks, customer search keys (casefolded
-# name, last name and e-mail, the phone's digits reversed so a suffix is a prefix), the
-# indexes of the inbox's filters, and one row per delivery attempt with what was sent.
-_V3 = """
-ALTER TABLE leads ADD COLUMN handled_ms INTEGER;
-ALTER TABLE leads ADD COLUMN handled_by TEXT;
-ALTER TABLE leads ADD COLUMN customer_name_k TEXT;
-ALTER TABLE leads ADD COLUMN customer_last_k TEXT;
-ALTER TABLE leads ADD COLUMN customer_email_k TEXT;
-ALTER TABLE leads ADD COLUMN customer_phone_r TEXT;
-CREATE INDEX leads_dealer_received ON leads (dealer_id, received_ms);
-CREATE INDEX leads_rooftop_received ON leads (rooftop, received_ms);
-CREATE INDEX leads_status_received ON leads (status, received_ms);
-CREATE INDEX leads_customer_name ON leads (customer_name_k);
-CREATE INDEX leads_customer_last ON leads (customer_last_k);
-CREATE INDEX leads_customer_email ON leads (customer_email_k);
-CREATE INDEX leads_customer_phone ON leads (customer_phone_r);
-CREATE INDEX lead_deliveries_state ON lead_deliveries (status, lead_id);
+CREATE INDEX lead_deliveries_due ON lead_deliveries (tenant_id, status, next_attempt_ms);
+CREATE INDEX lead_deliveries_claim ON lead_deliveries (tenant_id, claim_token);
+CREATE INDEX lead_deliveries_state ON lead_deliveries (tenant_id, status, lead_id);
 CREATE TABLE lead_delivery_attempts (
-    attempt_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
     delivery_id TEXT NOT NULL,
     lead_id TEXT NOT NULL,
     attempt INTEGER NOT NULL,
@@ -136,10 +143,35 @@ CREATE TABLE lead_delivery_attempts (
     outcome TEXT NOT NULL,
     error TEXT,
     content_type TEXT,
-    payload TEXT
+    payload TEXT,
+    PRIMARY KEY (tenant_id, attempt_id)
 );
-CREATE INDEX lead_delivery_attempts_lead ON lead_delivery_attempts (lead_id, finished_ms)
+CREATE INDEX lead_delivery_attempts_lead ON lead_delivery_attempts (tenant_id, lead_id, finished_ms)
 """
+
+# What the columns hold: ``handled_ms``/``handled_by`` the console's "handled" mark; the
+# customer search keys (casefolded name, last name and e-mail, the phone's digits reversed so
+# that a suffix is a prefix: :func:`customer_keys`), which the inbox's indexes serve; in the
+# outbox, ``attempts`` counts every try, for ever, and ``retry_base`` is its value when an
+# operator last re-queued the row (``aap leads retry``), so the retry policy (max_attempts,
+# backoff) starts again while the count stays true; ``reached``: an earlier attempt may have
+# reached the target (it was sent and its answer was lost or ambiguous, or a worker died
+# holding the claim, or an operator re-sent a delivered row), so the next attempts are flagged
+# as resends (docs/leads.md §8, the resend rule). ``lead_delivery_attempts``: one row per
+# delivery attempt with what was sent.
+
+MIGRATIONS = Migrations(
+    "leads",
+    (_LAYOUT,),
+    tables=(
+        "leads",
+        "lead_consents",
+        "lead_idempotency",
+        "appointment_seats",
+        "lead_deliveries",
+        "lead_delivery_attempts",
+    ),
+)
 
 
 def customer_keys(request: dict[str, Any]) -> tuple[str | None, str | None, str | None, str | None]:
@@ -151,29 +183,6 @@ def customer_keys(request: dict[str, Any]) -> tuple[str | None, str | None, str 
     email = str(customer.get("email") or "").strip().casefold()
     digits = "".join(ch for ch in str(customer.get("phone") or "") if ch.isdigit())
     return name or None, last.casefold() or None, email or None, digits[::-1] or None
-
-
-def _backfill_customer_keys(tx: Tx) -> None:
-    """Search keys for the leads stored before :data:`_V3` (one pass, in the migration)."""
-    rows = tx.fetchall("SELECT lead_id, request_json FROM leads")
-    tx.executemany(
-        "UPDATE leads SET customer_name_k = ?, customer_last_k = ?, customer_email_k = ?, customer_phone_r = ?"
-        " WHERE lead_id = ?",
-        [(*customer_keys(loads(request) or {}), lead_id) for lead_id, request in rows],
-    )
-
-
-# ``reached``: an earlier attempt may have reached the target (it was sent and its answer
-# was lost or ambiguous, or a worker died holding the claim, or an operator re-sent a
-# delivered row); the next attempts are flagged as resends (docs/leads.md §8, the resend rule).
-# Rows from before this step count as reached when they were tried, as the flag said then.
-_V4 = (
-    "ALTER TABLE lead_deliveries ADD COLUMN reached INTEGER NOT NULL DEFAULT 0;\n"
-    "UPDATE lead_deliveries SET reached = 1 WHERE attempts > 0"
-)
-
-
-MIGRATIONS = Migrations("leads", (_V1, _V2, _V3, _backfill_customer_keys, _V4))
 
 
 def dumps(value: Any) -> str:
@@ -286,9 +295,9 @@ def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]
     if lead_ids:
         marks = ", ".join("?" for _ in lead_ids)
         for lead_id, state, count in tx.fetchall(
-            f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE lead_id IN ({marks})"
+            f"SELECT lead_id, status, COUNT(*) FROM lead_deliveries WHERE tenant_id = ? AND lead_id IN ({marks})"
             " GROUP BY lead_id, status",
-            lead_ids,
+            (tx.tenant, *lead_ids),
         ):
             counts[lead_id][state] = int(count)
     return counts
@@ -317,24 +326,25 @@ class LeadStore:
         """
         for _ in range(3):
             inserted = tx.execute(
-                "INSERT INTO lead_idempotency (dealer_id, caller_id, idem_key, payload_hash, created_ms,"
-                " expires_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (dealer_id, caller_id, idem_key) DO NOTHING",
-                (dealer_id, caller_id, key, payload_hash, now_ms, expires_ms),
+                "INSERT INTO lead_idempotency (tenant_id, dealer_id, caller_id, idem_key, payload_hash, created_ms,"
+                " expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, dealer_id, caller_id, idem_key) DO NOTHING",
+                (tx.tenant, dealer_id, caller_id, key, payload_hash, now_ms, expires_ms),
             ).rowcount
             if inserted == 1:
                 return None
             taken_over = tx.execute(
                 "UPDATE lead_idempotency SET payload_hash = ?, lead_id = NULL, response_json = NULL,"
-                " created_ms = ?, expires_ms = ? WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?"
-                " AND expires_ms <= ?",
-                (payload_hash, now_ms, expires_ms, dealer_id, caller_id, key, now_ms),
+                " created_ms = ?, expires_ms = ? WHERE tenant_id = ? AND dealer_id = ? AND caller_id = ?"
+                " AND idem_key = ? AND expires_ms <= ?",
+                (payload_hash, now_ms, expires_ms, tx.tenant, dealer_id, caller_id, key, now_ms),
             ).rowcount
             if taken_over == 1:
                 return None
             row = tx.fetchone(
                 "SELECT payload_hash, lead_id, response_json FROM lead_idempotency"
-                " WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?",
-                (dealer_id, caller_id, key),
+                " WHERE tenant_id = ? AND dealer_id = ? AND caller_id = ? AND idem_key = ?",
+                (tx.tenant, dealer_id, caller_id, key),
             )
             if row is not None:
                 return IdempotencyRecord(row[0], row[1], loads(row[2]))
@@ -346,23 +356,25 @@ class LeadStore:
     ) -> None:
         tx.execute(
             "UPDATE lead_idempotency SET lead_id = ?, response_json = ?"
-            " WHERE dealer_id = ? AND caller_id = ? AND idem_key = ?",
-            (lead_id, dumps(response), dealer_id, caller_id, key),
+            " WHERE tenant_id = ? AND dealer_id = ? AND caller_id = ? AND idem_key = ?",
+            (lead_id, dumps(response), tx.tenant, dealer_id, caller_id, key),
         )
 
     def sweep_idempotency(self, now_ms: int) -> int:
         """Forget expired keys (the lead rows themselves are kept)."""
         with self.db.transaction() as tx:
-            return tx.execute("DELETE FROM lead_idempotency WHERE expires_ms <= ?", (now_ms,)).rowcount
+            return tx.execute(
+                "DELETE FROM lead_idempotency WHERE tenant_id = ? AND expires_ms <= ?", (tx.tenant, now_ms)
+            ).rowcount
 
     # -- appointment seats ---------------------------------------------------------
     def seat_usage(
         self, tx: Tx, dealer_id: str, rooftop: str, department: str, first: str, last: str
     ) -> dict[str, int]:
         rows = tx.fetchall(
-            "SELECT slot_start, COUNT(*) FROM appointment_seats WHERE dealer_id = ? AND rooftop = ?"
+            "SELECT slot_start, COUNT(*) FROM appointment_seats WHERE tenant_id = ? AND dealer_id = ? AND rooftop = ?"
             " AND department = ? AND slot_start >= ? AND slot_start <= ? GROUP BY slot_start",
-            (dealer_id, rooftop, department, first, last),
+            (tx.tenant, dealer_id, rooftop, department, first, last),
         )
         return {row[0]: int(row[1]) for row in rows}
 
@@ -382,16 +394,19 @@ class LeadStore:
             for seat in range(capacity):
                 if (
                     tx.execute(
-                        "INSERT INTO appointment_seats (dealer_id, rooftop, department, slot_start, seat,"
-                        " appointment_id, lead_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT (dealer_id, rooftop, department, slot_start, seat) DO NOTHING",
-                        (dealer_id, rooftop, department, slot_start, seat, appointment_id, lead_id),
+                        "INSERT INTO appointment_seats (tenant_id, dealer_id, rooftop, department, slot_start, seat,"
+                        " appointment_id, lead_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (tenant_id, dealer_id, rooftop, department, slot_start, seat) DO NOTHING",
+                        (tx.tenant, dealer_id, rooftop, department, slot_start, seat, appointment_id, lead_id),
                     ).rowcount
                     == 1
                 ):
                     break
             else:
-                tx.execute("DELETE FROM appointment_seats WHERE appointment_id = ?", (appointment_id,))
+                tx.execute(
+                    "DELETE FROM appointment_seats WHERE tenant_id = ? AND appointment_id = ?",
+                    (tx.tenant, appointment_id),
+                )
                 return False
         return True
 
@@ -401,9 +416,10 @@ class LeadStore:
     ) -> None:
         """The lead, its consent record and one pending outbox row per (target name, kind)."""
         tx.execute(
-            f"INSERT INTO leads ({_LEAD_COLUMNS}, {_SEARCH_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO leads (tenant_id, {_LEAD_COLUMNS}, {_SEARCH_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                tx.tenant,
                 lead.lead_id,
                 lead.dealer_id,
                 lead.rooftop,
@@ -427,9 +443,10 @@ class LeadStore:
             ),
         )
         tx.execute(
-            "INSERT INTO lead_consents (lead_id, granted_at, expires_at, expires_ms, allowed_channels,"
-            " scope, consent_text, grant_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO lead_consents (tenant_id, lead_id, granted_at, expires_at, expires_ms, allowed_channels,"
+            " scope, consent_text, grant_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                tx.tenant,
                 lead.lead_id,
                 consent["granted_at"],
                 consent.get("expires_at"),
@@ -442,10 +459,10 @@ class LeadStore:
         )
         if targets:
             tx.executemany(
-                "INSERT INTO lead_deliveries (delivery_id, lead_id, target, kind, status, attempts,"
-                " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                "INSERT INTO lead_deliveries (tenant_id, delivery_id, lead_id, target, kind, status, attempts,"
+                " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
                 [
-                    ("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
+                    (tx.tenant, "dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
                     for name, kind in targets
                 ],
             )
@@ -454,15 +471,19 @@ class LeadStore:
         self, *, limit: int = 50, status: str | None = None, delivery_status: str | None = None
     ) -> list[dict[str, Any]]:
         """Newest first, without any customer value (for ``aap leads list``)."""
-        where, params = [], []
-        if status:
-            where.append("l.status = ?")
-            params.append(status)
-        if delivery_status:
-            where.append("EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.lead_id = l.lead_id AND x.status = ?)")
-            params.append(delivery_status)
-        clause = where_all(where)
         with self.db.read() as tx:
+            where: list[str] = ["l.tenant_id = ?"]
+            params: list[Any] = [tx.tenant]
+            if status:
+                where.append("l.status = ?")
+                params.append(status)
+            if delivery_status:
+                where.append(
+                    "EXISTS (SELECT 1 FROM lead_deliveries x WHERE x.tenant_id = l.tenant_id AND x.lead_id = l.lead_id"
+                    " AND x.status = ?)"
+                )
+                params.append(delivery_status)
+            clause = where_all(where)
             rows = tx.fetchall(
                 f"SELECT {SUMMARY_COLUMNS} FROM leads l {clause} ORDER BY l.received_ms DESC, l.lead_id DESC LIMIT ?",
                 (*params, limit),
@@ -473,18 +494,20 @@ class LeadStore:
     def get_lead(self, lead_id: str) -> dict[str, Any] | None:
         """The whole record, customer data included (for ``aap leads show`` only)."""
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT {_LEAD_COLUMNS} FROM leads WHERE lead_id = ?", (lead_id,))
+            row = tx.fetchone(
+                f"SELECT {_LEAD_COLUMNS} FROM leads WHERE tenant_id = ? AND lead_id = ?", (tx.tenant, lead_id)
+            )
             if row is None:
                 return None
             consent = tx.fetchone(
                 "SELECT granted_at, expires_at, allowed_channels, scope, consent_text, grant_json"
-                " FROM lead_consents WHERE lead_id = ?",
-                (lead_id,),
+                " FROM lead_consents WHERE tenant_id = ? AND lead_id = ?",
+                (tx.tenant, lead_id),
             )
             deliveries = tx.fetchall(
                 "SELECT delivery_id, target, kind, status, attempts, next_attempt_ms, last_error,"
-                " delivered_ms, updated_ms FROM lead_deliveries WHERE lead_id = ? ORDER BY target",
-                (lead_id,),
+                " delivered_ms, updated_ms FROM lead_deliveries WHERE tenant_id = ? AND lead_id = ? ORDER BY target",
+                (tx.tenant, lead_id),
             )
         names = [c.strip() for c in _LEAD_COLUMNS.split(",")]
         lead = dict(zip(names, row))
@@ -520,7 +543,7 @@ class LeadStore:
 
     def count_leads(self) -> int:
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT COUNT(*) FROM leads")
+            row = tx.fetchone("SELECT COUNT(*) FROM leads WHERE tenant_id = ?", (tx.tenant,))
         return int(row[0]) if row else 0
 
     # -- the outbox ------------------------------------------------------------------
@@ -529,7 +552,8 @@ class LeadStore:
         with self.db.read() as tx:
             row = tx.one(
                 "SELECT MIN(CASE WHEN status = 'pending' THEN next_attempt_ms ELSE claimed_until_ms END)"
-                " FROM lead_deliveries WHERE status IN ('pending', 'delivering')"
+                " FROM lead_deliveries WHERE tenant_id = ? AND status IN ('pending', 'delivering')",
+                (tx.tenant,),
             )
         return None if row[0] is None else int(row[0])
 
@@ -550,18 +574,18 @@ class LeadStore:
                 "UPDATE lead_deliveries SET status = 'delivering', claim_token = ?, claimed_until_ms = ?,"
                 " attempts = attempts + 1, updated_ms = ?,"
                 " reached = CASE WHEN status = 'delivering' THEN 1 ELSE reached END"
-                f" WHERE delivery_id IN (SELECT delivery_id FROM lead_deliveries WHERE {due}"
-                f" ORDER BY next_attempt_ms LIMIT ?) AND {due}",
-                (token, now_ms + lease_ms, now_ms, now_ms, now_ms, limit, now_ms, now_ms),
+                f" WHERE tenant_id = ? AND delivery_id IN (SELECT delivery_id FROM lead_deliveries"
+                f" WHERE tenant_id = ? AND {due} ORDER BY next_attempt_ms LIMIT ?) AND {due}",
+                (token, now_ms + lease_ms, now_ms, tx.tenant, tx.tenant, now_ms, now_ms, limit, now_ms, now_ms),
             )
             rows = tx.fetchall(
                 "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
                 " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
                 " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached"
-                " FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
-                " JOIN lead_consents c ON c.lead_id = d.lead_id WHERE d.claim_token = ?"
-                " ORDER BY d.next_attempt_ms",
-                (token,),
+                " FROM lead_deliveries d JOIN leads l ON l.tenant_id = d.tenant_id AND l.lead_id = d.lead_id"
+                " JOIN lead_consents c ON c.tenant_id = d.tenant_id AND c.lead_id = d.lead_id"
+                " WHERE d.tenant_id = ? AND d.claim_token = ? ORDER BY d.next_attempt_ms",
+                (tx.tenant, token),
             )
         return [
             Delivery(
@@ -606,16 +630,18 @@ class LeadStore:
         with self.db.transaction() as tx:
             held = (
                 tx.execute(
-                    f"{sql} WHERE delivery_id = ? AND claim_token = ? AND status = 'delivering'",
-                    (*params, delivery.delivery_id, delivery.claim_token),
+                    f"{sql} WHERE tenant_id = ? AND delivery_id = ? AND claim_token = ? AND status = 'delivering'",
+                    (*params, tx.tenant, delivery.delivery_id, delivery.claim_token),
                 ).rowcount
                 == 1
             )
             if attempt is not None:
                 tx.execute(
-                    "INSERT INTO lead_delivery_attempts (attempt_id, delivery_id, lead_id, attempt, started_ms,"
-                    " finished_ms, outcome, error, content_type, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO lead_delivery_attempts (tenant_id, attempt_id, delivery_id, lead_id, attempt,"
+                    " started_ms, finished_ms, outcome, error, content_type, payload)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
+                        tx.tenant,
                         "att_" + uuid.uuid4().hex,
                         delivery.delivery_id,
                         delivery.lead_id,
@@ -705,11 +731,13 @@ class LeadStore:
                 "UPDATE lead_deliveries SET status = 'pending', retry_base = attempts, next_attempt_ms = ?,"
                 " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL,"
                 " reached = CASE WHEN status = 'delivered' THEN 1 ELSE reached END"
-                f" WHERE lead_id = ? AND status IN ({marks})",
-                (now_ms, now_ms, lead_id, *states),
+                f" WHERE tenant_id = ? AND lead_id = ? AND status IN ({marks})",
+                (now_ms, now_ms, tx.tenant, lead_id, *states),
             ).rowcount
 
     def delivery_counts(self) -> dict[str, int]:
         with self.db.read() as tx:
-            rows = tx.fetchall("SELECT status, COUNT(*) FROM lead_deliveries GROUP BY status")
+            rows = tx.fetchall(
+                "SELECT status, COUNT(*) FROM lead_deliveries WHERE tenant_id = ? GROUP BY status", (tx.tenant,)
+            )
         return {row[0]: int(row[1]) for row in rows}
