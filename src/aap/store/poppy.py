@@ -3,7 +3,9 @@
 Everything a second worker (or the same worker after a restart) must know to
 refuse a replay or a revoked token lives here, never in process memory.
 Access tokens are stored as SHA-256 hashes only: a database dump grants no
-access. Times are Unix seconds (floats).
+access. Times are Unix seconds (floats). Every row carries its tenant, and every
+statement here is the transaction's tenant's (:mod:`aap.store.layout`): a token,
+a Session or a ``jti`` of one agent means nothing to another.
 """
 
 from __future__ import annotations
@@ -19,59 +21,71 @@ import orjson
 
 from aap.store.db import Database, Migrations, Row, Tx
 
+_LAYOUT = """
+CREATE TABLE poppy_signing_keys (
+    tenant_id TEXT NOT NULL,
+    kid TEXT NOT NULL,
+    private_jwk TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    retired_at REAL,
+    PRIMARY KEY (tenant_id, kid)
+);
+CREATE TABLE poppy_replay (
+    tenant_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (tenant_id, scope, entry)
+);
+CREATE INDEX poppy_replay_expiry ON poppy_replay (tenant_id, expires_at);
+CREATE TABLE poppy_sessions (
+    tenant_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    jkt TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    agent_id TEXT,
+    created_at REAL NOT NULL,
+    last_used_at REAL NOT NULL,
+    ended_at REAL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, jkt)
+);
+CREATE TABLE poppy_tokens (
+    tenant_id TEXT NOT NULL,
+    token_hash TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    token_type TEXT NOT NULL,
+    resource TEXT,
+    issued_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    revoked_at REAL,
+    PRIMARY KEY (tenant_id, token_hash),
+    FOREIGN KEY (tenant_id, session_id) REFERENCES poppy_sessions (tenant_id, id)
+);
+CREATE INDEX poppy_tokens_session ON poppy_tokens (tenant_id, session_id);
+CREATE INDEX poppy_tokens_expiry ON poppy_tokens (tenant_id, expires_at);
+CREATE TABLE poppy_feedback (
+    tenant_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    client_id TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    agent_id TEXT,
+    kind TEXT NOT NULL,
+    task TEXT NOT NULL,
+    description TEXT NOT NULL,
+    body TEXT NOT NULL,
+    answered_with_alternative INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, id)
+);
+CREATE INDEX poppy_feedback_caller ON poppy_feedback (tenant_id, client_id, sub, received_at)
+"""
+
 MIGRATIONS = Migrations(
     "poppy",
-    (
-        """
-        CREATE TABLE poppy_signing_keys (
-            kid TEXT PRIMARY KEY,
-            private_jwk TEXT NOT NULL,
-            created_at REAL NOT NULL,
-            retired_at REAL
-        );
-        CREATE TABLE poppy_replay (
-            scope TEXT NOT NULL,
-            entry TEXT NOT NULL,
-            expires_at REAL NOT NULL,
-            PRIMARY KEY (scope, entry)
-        );
-        CREATE INDEX poppy_replay_expiry ON poppy_replay (expires_at);
-        CREATE TABLE poppy_sessions (
-            id TEXT PRIMARY KEY,
-            jkt TEXT NOT NULL UNIQUE,
-            client_id TEXT NOT NULL,
-            sub TEXT NOT NULL,
-            agent_id TEXT,
-            created_at REAL NOT NULL,
-            last_used_at REAL NOT NULL,
-            ended_at REAL
-        );
-        CREATE TABLE poppy_tokens (
-            token_hash TEXT PRIMARY KEY,
-            session_id TEXT NOT NULL REFERENCES poppy_sessions (id),
-            token_type TEXT NOT NULL,
-            resource TEXT,
-            issued_at REAL NOT NULL,
-            expires_at REAL NOT NULL,
-            revoked_at REAL
-        );
-        CREATE INDEX poppy_tokens_session ON poppy_tokens (session_id);
-        CREATE INDEX poppy_tokens_expiry ON poppy_tokens (expires_at);
-        CREATE TABLE poppy_feedback (
-            id TEXT PRIMARY KEY,
-            received_at REAL NOT NULL,
-            client_id TEXT NOT NULL,
-            sub TEXT NOT NULL,
-            agent_id TEXT,
-            kind TEXT NOT NULL,
-            task TEXT NOT NULL,
-            description TEXT NOT NULL,
-            body TEXT NOT NULL,
-            answered_with_alternative INTEGER NOT NULL
-        );
-        CREATE INDEX poppy_feedback_caller ON poppy_feedback (client_id, sub, received_at)
-        """,
-    ),
+    (_LAYOUT,),
+    tables=("poppy_signing_keys", "poppy_replay", "poppy_sessions", "poppy_tokens", "poppy_feedback"),
 )
 
 
@@ -154,10 +168,10 @@ class PoppyStore:
         (:meth:`purge_expired` only keeps it small).
         """
         cursor = tx.execute(
-            "INSERT INTO poppy_replay (scope, entry, expires_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (scope, entry) DO UPDATE SET expires_at = excluded.expires_at "
+            "INSERT INTO poppy_replay (tenant_id, scope, entry, expires_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, scope, entry) DO UPDATE SET expires_at = excluded.expires_at "
             "WHERE poppy_replay.expires_at < ?",
-            (scope, entry, expires_at, now),
+            (tx.tenant, scope, entry, expires_at, now),
         )
         if cursor.rowcount != 1:
             raise Replayed(scope, entry)
@@ -173,13 +187,15 @@ class PoppyStore:
         Sessions idle longer than ``idle_ttl`` (with their tokens). Correctness never depends on it."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM poppy_replay WHERE expires_at < ?", (now,))
+            tx.execute("DELETE FROM poppy_replay WHERE tenant_id = ? AND expires_at < ?", (tx.tenant, now))
             tx.execute(
-                "DELETE FROM poppy_tokens WHERE expires_at < ? OR session_id IN "
-                "(SELECT id FROM poppy_sessions WHERE last_used_at < ?)",
-                (now, now - idle_ttl),
+                "DELETE FROM poppy_tokens WHERE tenant_id = ? AND (expires_at < ? OR session_id IN "
+                "(SELECT id FROM poppy_sessions WHERE tenant_id = ? AND last_used_at < ?))",
+                (tx.tenant, now, tx.tenant, now - idle_ttl),
             )
-            tx.execute("DELETE FROM poppy_sessions WHERE last_used_at < ?", (now - idle_ttl,))
+            tx.execute(
+                "DELETE FROM poppy_sessions WHERE tenant_id = ? AND last_used_at < ?", (tx.tenant, now - idle_ttl)
+            )
 
     # -- Sessions and tokens -------------------------------------------------
     def start_session(
@@ -207,7 +223,9 @@ class PoppyStore:
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
             self.consume_all(tx, consumed, now)
-            row = tx.fetchone(f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.jkt = ?", (jkt,))
+            row = tx.fetchone(
+                f"SELECT {_SESSION_COLUMNS} FROM poppy_sessions s WHERE s.tenant_id = ? AND s.jkt = ?", (tx.tenant, jkt)
+            )
             if row is not None:
                 session = _session(row)
                 if (session.client_id, session.sub, session.agent_id) != (client_id, sub, agent_id):
@@ -215,28 +233,34 @@ class PoppyStore:
                 alive = session.ended_at is None and session.last_used_at + idle_ttl >= now
                 if alive:
                     tx.execute(
-                        "UPDATE poppy_tokens SET revoked_at = ? WHERE session_id = ? AND revoked_at IS NULL",
-                        (now, session.id),
+                        "UPDATE poppy_tokens SET revoked_at = ? WHERE tenant_id = ? AND session_id = ?"
+                        " AND revoked_at IS NULL",
+                        (now, tx.tenant, session.id),
                     )
-                    tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session.id))
+                    tx.execute(
+                        "UPDATE poppy_sessions SET last_used_at = ? WHERE tenant_id = ? AND id = ?",
+                        (now, tx.tenant, session.id),
+                    )
                 else:
                     # A Session that ended stays ended: the same key starts a fresh one.
-                    tx.execute("DELETE FROM poppy_tokens WHERE session_id = ?", (session.id,))
-                    tx.execute("DELETE FROM poppy_sessions WHERE id = ?", (session.id,))
+                    tx.execute(
+                        "DELETE FROM poppy_tokens WHERE tenant_id = ? AND session_id = ?", (tx.tenant, session.id)
+                    )
+                    tx.execute("DELETE FROM poppy_sessions WHERE tenant_id = ? AND id = ?", (tx.tenant, session.id))
                     row = None
             if row is None:
                 session = SessionRecord(
                     "ses_" + secrets.token_urlsafe(18), jkt, client_id, sub, agent_id, now, now, None
                 )
                 tx.execute(
-                    "INSERT INTO poppy_sessions (id, jkt, client_id, sub, agent_id, created_at, last_used_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (session.id, jkt, client_id, sub, agent_id, now, now),
+                    "INSERT INTO poppy_sessions (tenant_id, id, jkt, client_id, sub, agent_id, created_at,"
+                    " last_used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tx.tenant, session.id, jkt, client_id, sub, agent_id, now, now),
                 )
             tx.execute(
-                "INSERT INTO poppy_tokens (token_hash, session_id, token_type, resource, issued_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (token_hash(token), session.id, token_type, resource, now, expires_at),
+                "INSERT INTO poppy_tokens (tenant_id, token_hash, session_id, token_type, resource, issued_at,"
+                " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tx.tenant, token_hash(token), session.id, token_type, resource, now, expires_at),
             )
         return session
 
@@ -244,9 +268,10 @@ class PoppyStore:
         with self.db.read() as tx:
             row = tx.fetchone(
                 "SELECT t.token_hash, t.token_type, t.resource, t.issued_at, t.expires_at, t.revoked_at, "
-                f"{_SESSION_COLUMNS} FROM poppy_tokens t JOIN poppy_sessions s ON s.id = t.session_id "
-                "WHERE t.token_hash = ?",
-                (token_hash(token),),
+                f"{_SESSION_COLUMNS} FROM poppy_tokens t"
+                " JOIN poppy_sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id"
+                " WHERE t.tenant_id = ? AND t.token_hash = ?",
+                (tx.tenant, token_hash(token)),
             )
         if row is None:
             return None
@@ -289,7 +314,10 @@ class PoppyStore:
                         touched.add(use.session_id)
                 tx.execute(f"RELEASE SAVEPOINT {savepoint}")
             for session_id in sorted(touched):
-                tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+                tx.execute(
+                    "UPDATE poppy_sessions SET last_used_at = ? WHERE tenant_id = ? AND id = ?",
+                    (now, tx.tenant, session_id),
+                )
         return outcomes
 
     def exchange(
@@ -313,20 +341,24 @@ class PoppyStore:
         with self.db.transaction() as tx:
             self.consume_all(tx, consumed, now)
             row = tx.fetchone(
-                "SELECT t.session_id FROM poppy_tokens t JOIN poppy_sessions s ON s.id = t.session_id "
-                "WHERE t.token_hash = ? AND t.token_type = 'DPoP' AND t.revoked_at IS NULL "
-                "AND t.expires_at > ? AND s.ended_at IS NULL",
-                (token_hash(subject_token), now),
+                "SELECT t.session_id FROM poppy_tokens t"
+                " JOIN poppy_sessions s ON s.tenant_id = t.tenant_id AND s.id = t.session_id"
+                " WHERE t.tenant_id = ? AND t.token_hash = ? AND t.token_type = 'DPoP' AND t.revoked_at IS NULL"
+                " AND t.expires_at > ? AND s.ended_at IS NULL",
+                (tx.tenant, token_hash(subject_token), now),
             )
             if row is None:
                 raise SubjectGone()
             session_id = row[0]
             tx.execute(
-                "INSERT INTO poppy_tokens (token_hash, session_id, token_type, resource, issued_at, expires_at)"
-                " VALUES (?, ?, 'Bearer', ?, ?, ?)",
-                (token_hash(token), session_id, resource, now, expires_at),
+                "INSERT INTO poppy_tokens (tenant_id, token_hash, session_id, token_type, resource, issued_at,"
+                " expires_at) VALUES (?, ?, ?, 'Bearer', ?, ?, ?)",
+                (tx.tenant, token_hash(token), session_id, resource, now, expires_at),
             )
-            tx.execute("UPDATE poppy_sessions SET last_used_at = ? WHERE id = ?", (now, session_id))
+            tx.execute(
+                "UPDATE poppy_sessions SET last_used_at = ? WHERE tenant_id = ? AND id = ?",
+                (now, tx.tenant, session_id),
+            )
 
     def revoke(
         self, token: str, client_id: str, consumed: list[tuple[str, str, float]], now: float | None = None
@@ -340,16 +372,17 @@ class PoppyStore:
         with self.db.transaction() as tx:
             self.consume_all(tx, consumed, now)
             cursor = tx.execute(
-                "UPDATE poppy_tokens SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL "
-                "AND session_id IN (SELECT id FROM poppy_sessions WHERE client_id = ?)",
-                (now, token_hash(token), client_id),
+                "UPDATE poppy_tokens SET revoked_at = ? WHERE tenant_id = ? AND token_hash = ? AND revoked_at IS NULL"
+                " AND session_id IN (SELECT id FROM poppy_sessions WHERE tenant_id = ? AND client_id = ?)",
+                (now, tx.tenant, token_hash(token), tx.tenant, client_id),
             )
             if cursor.rowcount != 1:
                 return False
             tx.execute(
-                "UPDATE poppy_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND token_type = 'Bearer' "
-                "AND session_id = (SELECT session_id FROM poppy_tokens WHERE token_hash = ? AND token_type = 'DPoP')",
-                (now, token_hash(token)),
+                "UPDATE poppy_tokens SET revoked_at = ? WHERE tenant_id = ? AND revoked_at IS NULL"
+                " AND token_type = 'Bearer' AND session_id = (SELECT session_id FROM poppy_tokens"
+                " WHERE tenant_id = ? AND token_hash = ? AND token_type = 'DPoP')",
+                (now, tx.tenant, tx.tenant, token_hash(token)),
             )
             return True
 
@@ -358,7 +391,9 @@ class PoppyStore:
         """``(kid, private JWK, created_at, retired_at)``, newest first."""
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT kid, private_jwk, created_at, retired_at FROM poppy_signing_keys ORDER BY created_at DESC, kid"
+                "SELECT kid, private_jwk, created_at, retired_at FROM poppy_signing_keys WHERE tenant_id = ?"
+                " ORDER BY created_at DESC, kid",
+                (tx.tenant,),
             )
         return [(kid, orjson.loads(jwk), created, retired) for kid, jwk, created, retired in rows]
 
@@ -374,13 +409,18 @@ class PoppyStore:
         """Store a new active key. ``only_if_none``: skip if an active key exists (first start)."""
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
-            if only_if_none and tx.fetchone("SELECT kid FROM poppy_signing_keys WHERE retired_at IS NULL"):
+            if only_if_none and tx.fetchone(
+                "SELECT kid FROM poppy_signing_keys WHERE tenant_id = ? AND retired_at IS NULL", (tx.tenant,)
+            ):
                 return False
             if retire_others:
-                tx.execute("UPDATE poppy_signing_keys SET retired_at = ? WHERE retired_at IS NULL", (now,))
+                tx.execute(
+                    "UPDATE poppy_signing_keys SET retired_at = ? WHERE tenant_id = ? AND retired_at IS NULL",
+                    (now, tx.tenant),
+                )
             tx.execute(
-                "INSERT INTO poppy_signing_keys (kid, private_jwk, created_at) VALUES (?, ?, ?)",
-                (kid, orjson.dumps(private_jwk).decode(), now),
+                "INSERT INTO poppy_signing_keys (tenant_id, kid, private_jwk, created_at) VALUES (?, ?, ?, ?)",
+                (tx.tenant, kid, orjson.dumps(private_jwk).decode(), now),
             )
         return True
 
@@ -388,8 +428,8 @@ class PoppyStore:
         """Delete keys retired before ``older_than`` (no token they signed is still valid)."""
         with self.db.transaction() as tx:
             cursor = tx.execute(
-                "DELETE FROM poppy_signing_keys WHERE retired_at IS NOT NULL AND retired_at < ?",
-                (older_than,),
+                "DELETE FROM poppy_signing_keys WHERE tenant_id = ? AND retired_at IS NOT NULL AND retired_at < ?",
+                (tx.tenant, older_than),
             )
             return cursor.rowcount
 
@@ -409,16 +449,18 @@ class PoppyStore:
         now = time.time() if now is None else now
         with self.db.transaction() as tx:
             (count,) = tx.one(
-                "SELECT COUNT(*) FROM poppy_feedback WHERE client_id = ? AND sub = ? AND received_at > ?",
-                (client_id, sub, now - 86400),
+                "SELECT COUNT(*) FROM poppy_feedback WHERE tenant_id = ? AND client_id = ? AND sub = ?"
+                " AND received_at > ?",
+                (tx.tenant, client_id, sub, now - 86400),
             )
             if count >= daily_limit:
                 return None
             feedback_id = "fb_" + secrets.token_urlsafe(12)
             tx.execute(
-                "INSERT INTO poppy_feedback (id, received_at, client_id, sub, agent_id, kind, task,"
-                " description, body, answered_with_alternative) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO poppy_feedback (tenant_id, id, received_at, client_id, sub, agent_id, kind, task,"
+                " description, body, answered_with_alternative) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
+                    tx.tenant,
                     feedback_id,
                     now,
                     client_id,
@@ -438,8 +480,8 @@ class PoppyStore:
         with self.db.read() as tx:
             rows = tx.fetchall(
                 "SELECT id, received_at, client_id, sub, agent_id, kind, task, description,"
-                " answered_with_alternative FROM poppy_feedback ORDER BY received_at DESC LIMIT ?",
-                (limit,),
+                " answered_with_alternative FROM poppy_feedback WHERE tenant_id = ? ORDER BY received_at DESC LIMIT ?",
+                (tx.tenant, limit),
             )
         keys = (
             "id",
