@@ -15,6 +15,9 @@
                 looked like at the last success (ETag, Last-Modified, a
                 fingerprint), so an unchanged feed is not imported again.
 
+Every row carries its tenant and every statement is the transaction's tenant's
+(:mod:`aap.store.layout`): two agents' feeds may share a name and a run id.
+
 The lease works like the lead outbox's claim: an ``UPDATE`` that re-checks
 "due and not held" takes the row, so across workers and servers on one
 database only one runner imports a feed at a time, and a lease that lapses
@@ -33,9 +36,10 @@ import orjson
 
 from aap.store.db import Database, Migrations, where_all
 
-_V1 = """
+_LAYOUT = """
 CREATE TABLE feed_runs (
-    run_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
     feed TEXT,
     trigger TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -56,12 +60,15 @@ CREATE TABLE feed_runs (
     total INTEGER,
     problems_json TEXT NOT NULL,
     rejected_lines_json TEXT NOT NULL,
-    details_json TEXT NOT NULL
+    details_json TEXT NOT NULL,
+    unchanged INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, run_id)
 );
-CREATE INDEX feed_runs_started ON feed_runs (started_ms);
-CREATE INDEX feed_runs_feed ON feed_runs (feed, started_ms);
+CREATE INDEX feed_runs_started ON feed_runs (tenant_id, started_ms);
+CREATE INDEX feed_runs_feed ON feed_runs (tenant_id, feed, started_ms);
 CREATE TABLE feed_state (
-    feed TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    feed TEXT NOT NULL,
     next_run_ms INTEGER NOT NULL,
     failures INTEGER NOT NULL,
     lease_token TEXT,
@@ -71,16 +78,11 @@ CREATE TABLE feed_state (
     fingerprint TEXT,
     last_run_ms INTEGER,
     last_outcome TEXT,
-    last_success_ms INTEGER
-)
-"""
-
-# Listings an import found exactly as published (not rewritten), apart from ``updated``.
-_V2 = "ALTER TABLE feed_runs ADD COLUMN unchanged INTEGER NOT NULL DEFAULT 0"
-
-# The warnings and rejected rows of each run, one row each, with the listing they are about.
-_V3 = """
+    last_success_ms INTEGER,
+    PRIMARY KEY (tenant_id, feed)
+);
 CREATE TABLE feed_notes (
+    tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     kind TEXT NOT NULL,
@@ -90,13 +92,16 @@ CREATE TABLE feed_notes (
     column_name TEXT,
     value TEXT,
     message TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
+    PRIMARY KEY (tenant_id, run_id, seq)
 );
-CREATE INDEX feed_notes_kind ON feed_notes (run_id, kind, listing_id);
-CREATE INDEX feed_notes_listing ON feed_notes (listing_id, run_id)
+CREATE INDEX feed_notes_kind ON feed_notes (tenant_id, run_id, kind, listing_id);
+CREATE INDEX feed_notes_listing ON feed_notes (tenant_id, listing_id, run_id)
 """
 
-MIGRATIONS = Migrations("feeds", (_V1, _V2, _V3))
+# ``feed_runs.unchanged``: listings an import found exactly as published (not rewritten), apart
+# from ``updated``.
+
+MIGRATIONS = Migrations("feeds", (_LAYOUT,), tables=("feed_runs", "feed_state", "feed_notes"))
 
 OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
 RETENTION_MS = 180 * 86_400_000
@@ -302,13 +307,17 @@ class FeedStore:
             run.unchanged,
         )
         with self.db.transaction() as tx:
-            tx.execute(f"INSERT INTO feed_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
+            tx.execute(
+                f"INSERT INTO feed_runs (tenant_id, {_RUN_COLUMNS}) VALUES (?, {', '.join('?' * len(values))})",
+                (tx.tenant, *values),
+            )
             if run.notes:
                 tx.executemany(
-                    "INSERT INTO feed_notes (run_id, seq, kind, line, listing_id, location, column_name, value,"
-                    " message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO feed_notes (tenant_id, run_id, seq, kind, line, listing_id, location, column_name,"
+                    " value, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
+                            tx.tenant,
                             run.run_id,
                             i,
                             n.kind,
@@ -324,9 +333,11 @@ class FeedStore:
                 )
             cutoff = run.started_ms - RETENTION_MS
             tx.execute(
-                "DELETE FROM feed_notes WHERE run_id IN (SELECT run_id FROM feed_runs WHERE started_ms < ?)", (cutoff,)
+                "DELETE FROM feed_notes WHERE tenant_id = ? AND run_id IN"
+                " (SELECT run_id FROM feed_runs WHERE tenant_id = ? AND started_ms < ?)",
+                (tx.tenant, tx.tenant, cutoff),
             )
-            tx.execute("DELETE FROM feed_runs WHERE started_ms < ?", (cutoff,))
+            tx.execute("DELETE FROM feed_runs WHERE tenant_id = ? AND started_ms < ?", (tx.tenant, cutoff))
         return run.run_id
 
     def notes(self, run_id: str, *, kind: str | None = None, limit: int = MAX_NOTES) -> list[FeedNote]:
@@ -335,8 +346,8 @@ class FeedStore:
         with self.db.read() as tx:
             rows = tx.fetchall(
                 "SELECT kind, line, message, listing_id, location, column_name, value FROM feed_notes"
-                f" WHERE run_id = ?{extra} ORDER BY seq LIMIT {int(limit)}",
-                (run_id, kind) if kind else (run_id,),
+                f" WHERE tenant_id = ? AND run_id = ?{extra} ORDER BY seq LIMIT {int(limit)}",
+                (tx.tenant, run_id, kind) if kind else (tx.tenant, run_id),
             )
         return [FeedNote(*r) for r in rows]
 
@@ -347,8 +358,9 @@ class FeedStore:
         marks = ", ".join("?" for _ in run_ids)
         with self.db.read() as tx:
             rows = tx.fetchall(
-                f"SELECT run_id, kind, COUNT(*) FROM feed_notes WHERE run_id IN ({marks}) GROUP BY run_id, kind",
-                run_ids,
+                f"SELECT run_id, kind, COUNT(*) FROM feed_notes WHERE tenant_id = ? AND run_id IN ({marks})"
+                " GROUP BY run_id, kind",
+                (tx.tenant, *run_ids),
             )
         out: dict[str, dict[str, int]] = {}
         for run_id, kind, count in rows:
@@ -359,9 +371,12 @@ class FeedStore:
         """The run id of the latest import of each feed (or each source imported by hand)."""
         with self.db.read() as tx:
             rows = tx.fetchall(
-                "SELECT r.run_id FROM feed_runs r JOIN (SELECT COALESCE(feed, source) AS who, MAX(started_ms) AS at"
-                " FROM feed_runs WHERE outcome = 'imported' AND dry_run = 0 GROUP BY COALESCE(feed, source)) last"
-                " ON COALESCE(r.feed, r.source) = last.who AND r.started_ms = last.at WHERE r.outcome = 'imported'"
+                "SELECT r.run_id FROM feed_runs r JOIN (SELECT tenant_id, COALESCE(feed, source) AS who,"
+                " MAX(started_ms) AS at FROM feed_runs WHERE tenant_id = ? AND outcome = 'imported' AND dry_run = 0"
+                " GROUP BY tenant_id, COALESCE(feed, source)) last ON r.tenant_id = last.tenant_id"
+                " AND COALESCE(r.feed, r.source) = last.who AND r.started_ms = last.at"
+                " WHERE r.tenant_id = ? AND r.outcome = 'imported'",
+                (tx.tenant, tx.tenant),
             )
         return [r[0] for r in rows]
 
@@ -371,9 +386,9 @@ class FeedStore:
             rows = tx.fetchall(
                 f"SELECT {', '.join('r.' + c.strip() for c in _RUN_COLUMNS.split(','))}, n.kind, n.line, n.message,"
                 " n.listing_id, n.location, n.column_name, n.value FROM feed_notes n JOIN feed_runs r"
-                " ON r.run_id = n.run_id WHERE n.listing_id = ?"
+                " ON r.tenant_id = n.tenant_id AND r.run_id = n.run_id WHERE n.tenant_id = ? AND n.listing_id = ?"
                 f" ORDER BY r.started_ms DESC, n.seq LIMIT {int(limit)}",
-                (listing_id,),
+                (tx.tenant, listing_id),
             )
         width = len(_RUN_COLUMNS.split(","))
         return [(_run(r[:width]), FeedNote(*r[width:])) for r in rows]
@@ -383,17 +398,17 @@ class FeedStore:
     ) -> list[FeedRun]:
         """Newest first (``oldest``: oldest first); ``feed`` limits them to one scheduled feed;
         ``before_ms`` pages back (runs started before it, for a console's next page)."""
-        conditions: list[str] = []
-        params: list[Any] = []
-        if feed is not None:
-            conditions.append("feed = ?")
-            params.append(feed)
-        if before_ms is not None:
-            conditions.append("started_ms < ?")
-            params.append(before_ms)
-        where = where_all(conditions)
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
+            conditions: list[str] = ["tenant_id = ?"]
+            params: list[Any] = [tx.tenant]
+            if feed is not None:
+                conditions.append("feed = ?")
+                params.append(feed)
+            if before_ms is not None:
+                conditions.append("started_ms < ?")
+                params.append(before_ms)
+            where = where_all(conditions)
             rows = tx.fetchall(
                 f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} ORDER BY started_ms {order}, run_id {order} LIMIT ?",
                 [*params, limit],
@@ -402,7 +417,9 @@ class FeedStore:
 
     def run(self, run_id: str) -> FeedRun | None:
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT {_RUN_COLUMNS} FROM feed_runs WHERE run_id = ?", (run_id,))
+            row = tx.fetchone(
+                f"SELECT {_RUN_COLUMNS} FROM feed_runs WHERE tenant_id = ? AND run_id = ?", (tx.tenant, run_id)
+            )
         return _run(row) if row else None
 
     # -- schedule state and lease ----------------------------------------------------
@@ -410,36 +427,44 @@ class FeedStore:
         """A state row for each scheduled feed (a new feed is due at once)."""
         with self.db.transaction() as tx:
             tx.executemany(
-                "INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) ON CONFLICT (feed) DO NOTHING",
-                [(name, now_ms) for name in feeds],
+                "INSERT INTO feed_state (tenant_id, feed, next_run_ms, failures) VALUES (?, ?, ?, 0)"
+                " ON CONFLICT (tenant_id, feed) DO NOTHING",
+                [(tx.tenant, name, now_ms) for name in feeds],
             )
 
     def state(self, feed: str) -> FeedState | None:
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT {_STATE_COLUMNS} FROM feed_state WHERE feed = ?", (feed,))
+            row = tx.fetchone(
+                f"SELECT {_STATE_COLUMNS} FROM feed_state WHERE tenant_id = ? AND feed = ?", (tx.tenant, feed)
+            )
         return FeedState(*row) if row else None
 
     def states(self) -> list[FeedState]:
         with self.db.read() as tx:
-            return [FeedState(*row) for row in tx.fetchall(f"SELECT {_STATE_COLUMNS} FROM feed_state ORDER BY feed")]
+            return [
+                FeedState(*row)
+                for row in tx.fetchall(
+                    f"SELECT {_STATE_COLUMNS} FROM feed_state WHERE tenant_id = ? ORDER BY feed", (tx.tenant,)
+                )
+            ]
 
     def claim(self, feed: str, now_ms: int, lease_ms: int, *, due_only: bool = True) -> str | None:
         """Take the feed's lease if it is due and nobody holds it; the lease token, or None."""
         token = uuid.uuid4().hex
         due = "AND next_run_ms <= ? " if due_only else ""
-        params: list[Any] = [token, now_ms + lease_ms, feed]
-        if due_only:
-            params.append(now_ms)
-        params.append(now_ms)
         with self.db.transaction() as tx:
-            if tx.fetchone("SELECT feed FROM feed_state WHERE feed = ?", (feed,)) is None:
+            params: list[Any] = [token, now_ms + lease_ms, tx.tenant, feed]
+            if due_only:
+                params.append(now_ms)
+            params.append(now_ms)
+            if tx.fetchone("SELECT feed FROM feed_state WHERE tenant_id = ? AND feed = ?", (tx.tenant, feed)) is None:
                 tx.execute(
-                    "INSERT INTO feed_state (feed, next_run_ms, failures) VALUES (?, ?, 0) "
-                    "ON CONFLICT (feed) DO NOTHING",
-                    (feed, now_ms),
+                    "INSERT INTO feed_state (tenant_id, feed, next_run_ms, failures) VALUES (?, ?, ?, 0) "
+                    "ON CONFLICT (tenant_id, feed) DO NOTHING",
+                    (tx.tenant, feed, now_ms),
                 )
             taken = tx.execute(
-                "UPDATE feed_state SET lease_token = ?, lease_until_ms = ? WHERE feed = ? "
+                "UPDATE feed_state SET lease_token = ?, lease_until_ms = ? WHERE tenant_id = ? AND feed = ? "
                 f"{due}AND (lease_token IS NULL OR lease_until_ms < ?)",
                 params,
             ).rowcount
@@ -451,8 +476,8 @@ class FeedStore:
             return (
                 int(
                     tx.execute(
-                        "UPDATE feed_state SET lease_until_ms = ? WHERE feed = ? AND lease_token = ?",
-                        (until_ms, feed, token),
+                        "UPDATE feed_state SET lease_until_ms = ? WHERE tenant_id = ? AND feed = ? AND lease_token = ?",
+                        (until_ms, tx.tenant, feed, token),
                     ).rowcount
                 )
                 == 1
@@ -477,12 +502,12 @@ class FeedStore:
         params: list[Any] = [next_run_ms, failures, now_ms, outcome]
         if success:
             params += [etag, last_modified, fingerprint, now_ms]
-        params += [feed, token]
         with self.db.transaction() as tx:
             changed = tx.execute(
                 "UPDATE feed_state SET next_run_ms = ?, failures = ?, last_run_ms = ?, last_outcome = ?, "
-                f"lease_token = NULL, lease_until_ms = NULL{validators} WHERE feed = ? AND lease_token = ?",
-                params,
+                f"lease_token = NULL, lease_until_ms = NULL{validators} WHERE tenant_id = ? AND feed = ?"
+                " AND lease_token = ?",
+                [*params, tx.tenant, feed, token],
             ).rowcount
         return int(changed) == 1
 
