@@ -2,7 +2,9 @@
 
 All of it lives in the deployment's database, so every worker process (and
 every server on one PostgreSQL database) agrees on who is signed in, who is
-held back from signing in and what was looked at:
+held back from signing in and what was looked at. Each row carries its tenant
+and every statement is the transaction's tenant's (:mod:`aap.store.layout`): one
+e-mail may have an account with two agents of a platform, and they never meet.
 
 ``console_users``      one row per staff account: e-mail (casefolded), argon2
                        hash, role, and the seller and rooftops it is limited to
@@ -29,69 +31,76 @@ import orjson
 
 from aap.store.db import Database, Migrations, where_all
 
-_V1 = """
+_LAYOUT = """
 CREATE TABLE console_users (
-    user_id TEXT PRIMARY KEY,
-    email TEXT NOT NULL UNIQUE,
+    tenant_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    email TEXT NOT NULL,
     password_hash TEXT NOT NULL,
     role TEXT NOT NULL,
     dealer_id TEXT,
     rooftops TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
-    password_ms INTEGER NOT NULL
+    password_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, user_id),
+    UNIQUE (tenant_id, email)
 );
 CREATE TABLE console_sessions (
-    session_hash TEXT PRIMARY KEY,
-    user_id TEXT NOT NULL REFERENCES console_users (user_id) ON DELETE CASCADE,
+    tenant_id TEXT NOT NULL,
+    session_hash TEXT NOT NULL,
+    user_id TEXT NOT NULL,
     csrf_token TEXT NOT NULL,
     created_ms INTEGER NOT NULL,
-    seen_ms INTEGER NOT NULL
+    seen_ms INTEGER NOT NULL,
+    user_agent TEXT,
+    PRIMARY KEY (tenant_id, session_hash),
+    FOREIGN KEY (tenant_id, user_id) REFERENCES console_users (tenant_id, user_id) ON DELETE CASCADE
 );
-CREATE INDEX console_sessions_user ON console_sessions (user_id);
-CREATE INDEX console_sessions_seen ON console_sessions (seen_ms);
+CREATE INDEX console_sessions_user ON console_sessions (tenant_id, user_id);
+CREATE INDEX console_sessions_seen ON console_sessions (tenant_id, seen_ms);
 CREATE TABLE console_throttle (
-    throttle_key TEXT PRIMARY KEY,
-    failures INTEGER NOT NULL,
-    first_ms INTEGER NOT NULL,
-    locked_until_ms INTEGER
+    tenant_id TEXT NOT NULL,
+    throttle_key TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, throttle_key)
 );
+CREATE INDEX console_throttle_last ON console_throttle (tenant_id, last_ms);
 CREATE TABLE console_audit (
-    audit_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    audit_id TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
     actor TEXT NOT NULL,
     action TEXT NOT NULL,
     subject TEXT,
-    detail TEXT NOT NULL
+    detail TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, audit_id)
 );
-CREATE INDEX console_audit_at ON console_audit (at_ms, audit_id);
-CREATE INDEX console_audit_subject ON console_audit (subject, at_ms, audit_id);
+CREATE INDEX console_audit_at ON console_audit (tenant_id, at_ms, audit_id);
+CREATE INDEX console_audit_subject ON console_audit (tenant_id, subject, at_ms, audit_id);
 CREATE TABLE console_checks (
-    run_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
     started_ms INTEGER NOT NULL,
     finished_ms INTEGER,
     started_by TEXT NOT NULL,
     target TEXT NOT NULL,
     state TEXT NOT NULL,
-    report TEXT
+    report TEXT,
+    PRIMARY KEY (tenant_id, run_id)
 );
-CREATE INDEX console_checks_started ON console_checks (started_ms)
+CREATE INDEX console_checks_started ON console_checks (tenant_id, started_ms)
 """
 
 # Sign-in throttling counts attempts *before* the password is hashed (aap.accounts): one row per
-# key with the attempts counted and the time of the last; the old lockout rows are dropped (a
-# lockout in force when upgrading ends). Sessions keep the browser's name for the account page.
-_V2 = """
-DROP TABLE console_throttle;
-CREATE TABLE console_throttle (
-    throttle_key TEXT PRIMARY KEY,
-    attempts INTEGER NOT NULL,
-    last_ms INTEGER NOT NULL
-);
-CREATE INDEX console_throttle_last ON console_throttle (last_ms);
-ALTER TABLE console_sessions ADD COLUMN user_agent TEXT
-"""
+# key with the attempts counted and the time of the last. Sessions keep the browser's name for
+# the account page.
 
-MIGRATIONS = Migrations("console", (_V1, _V2))
+MIGRATIONS = Migrations(
+    "console",
+    (_LAYOUT,),
+    tables=("console_users", "console_sessions", "console_throttle", "console_audit", "console_checks"),
+)
 
 ROLES = ("admin", "staff")
 
@@ -199,9 +208,10 @@ class ConsoleStore:
         user_id = "usr_" + uuid.uuid4().hex[:20]
         with self.db.transaction() as tx:
             inserted = tx.execute(
-                "INSERT INTO console_users (user_id, email, password_hash, role, dealer_id, rooftops, created_ms,"
-                " password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING",
+                "INSERT INTO console_users (tenant_id, user_id, email, password_hash, role, dealer_id, rooftops,"
+                " created_ms, password_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, email) DO NOTHING",
                 (
+                    tx.tenant,
                     user_id,
                     email,
                     password_hash,
@@ -218,17 +228,23 @@ class ConsoleStore:
 
     def user_by_email(self, email: str) -> User | None:
         with self.db.read() as tx:
-            row = tx.fetchone(f"SELECT {_USER_COLUMNS} FROM console_users u WHERE u.email = ?", (email,))
+            row = tx.fetchone(
+                f"SELECT {_USER_COLUMNS} FROM console_users u WHERE u.tenant_id = ? AND u.email = ?", (tx.tenant, email)
+            )
         return _user(row) if row else None
 
     def password_hash(self, user_id: str) -> str | None:
         with self.db.read() as tx:
-            row = tx.fetchone("SELECT password_hash FROM console_users WHERE user_id = ?", (user_id,))
+            row = tx.fetchone(
+                "SELECT password_hash FROM console_users WHERE tenant_id = ? AND user_id = ?", (tx.tenant, user_id)
+            )
         return str(row[0]) if row else None
 
     def users(self) -> list[User]:
         with self.db.read() as tx:
-            rows = tx.fetchall(f"SELECT {_USER_COLUMNS} FROM console_users u ORDER BY u.email")
+            rows = tx.fetchall(
+                f"SELECT {_USER_COLUMNS} FROM console_users u WHERE u.tenant_id = ? ORDER BY u.email", (tx.tenant,)
+            )
         return [_user(r) for r in rows]
 
     def set_password(
@@ -239,25 +255,33 @@ class ConsoleStore:
         with self.db.transaction() as tx:
             changed = (
                 tx.execute(
-                    "UPDATE console_users SET password_hash = ?, password_ms = ? WHERE user_id = ?",
-                    (password_hash, now_ms, user_id),
+                    "UPDATE console_users SET password_hash = ?, password_ms = ? WHERE tenant_id = ? AND user_id = ?",
+                    (password_hash, now_ms, tx.tenant, user_id),
                 ).rowcount
                 == 1
             )
             if changed and end_sessions:
                 tx.execute(
-                    "DELETE FROM console_sessions WHERE user_id = ? AND session_hash <> ?", (user_id, keep or "")
+                    "DELETE FROM console_sessions WHERE tenant_id = ? AND user_id = ? AND session_hash <> ?",
+                    (tx.tenant, user_id, keep or ""),
                 )
         return changed
 
     def remove_user(self, user_id: str) -> bool:
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM console_sessions WHERE user_id = ?", (user_id,))
-            return tx.execute("DELETE FROM console_users WHERE user_id = ?", (user_id,)).rowcount == 1
+            tx.execute("DELETE FROM console_sessions WHERE tenant_id = ? AND user_id = ?", (tx.tenant, user_id))
+            return (
+                tx.execute(
+                    "DELETE FROM console_users WHERE tenant_id = ? AND user_id = ?", (tx.tenant, user_id)
+                ).rowcount
+                == 1
+            )
 
     def count_admins(self) -> int:
         with self.db.read() as tx:
-            return int(tx.one("SELECT COUNT(*) FROM console_users WHERE role = 'admin'")[0])
+            return int(
+                tx.one("SELECT COUNT(*) FROM console_users WHERE tenant_id = ? AND role = 'admin'", (tx.tenant,))[0]
+            )
 
     # -- sessions ----------------------------------------------------------------------
     def add_session(
@@ -265,18 +289,18 @@ class ConsoleStore:
     ) -> None:
         with self.db.transaction() as tx:
             tx.execute(
-                "INSERT INTO console_sessions (session_hash, user_id, csrf_token, created_ms, seen_ms, user_agent)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (session_hash, user_id, csrf_token, now_ms, now_ms, user_agent),
+                "INSERT INTO console_sessions (tenant_id, session_hash, user_id, csrf_token, created_ms, seen_ms,"
+                " user_agent) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tx.tenant, session_hash, user_id, csrf_token, now_ms, now_ms, user_agent),
             )
 
     def session(self, session_hash: str) -> Session | None:
         with self.db.read() as tx:
             row = tx.fetchone(
                 f"SELECT s.session_hash, s.csrf_token, s.created_ms, s.seen_ms, s.user_agent, {_USER_COLUMNS}"
-                " FROM console_sessions s JOIN console_users u ON u.user_id = s.user_id"
-                " WHERE s.session_hash = ?",
-                (session_hash,),
+                " FROM console_sessions s JOIN console_users u ON u.tenant_id = s.tenant_id AND u.user_id = s.user_id"
+                " WHERE s.tenant_id = ? AND s.session_hash = ?",
+                (tx.tenant, session_hash),
             )
         if row is None:
             return None
@@ -287,31 +311,38 @@ class ConsoleStore:
         with self.db.read() as tx:
             rows = tx.fetchall(
                 "SELECT session_hash, csrf_token, created_ms, seen_ms, user_agent FROM console_sessions"
-                " WHERE user_id = ? ORDER BY seen_ms DESC, session_hash",
-                (user.user_id,),
+                " WHERE tenant_id = ? AND user_id = ? ORDER BY seen_ms DESC, session_hash",
+                (tx.tenant, user.user_id),
             )
         return [Session(r[0], user, r[1], int(r[2]), int(r[3]), r[4]) for r in rows]
 
     def touch_session(self, session_hash: str, now_ms: int) -> None:
         with self.db.transaction() as tx:
-            tx.execute("UPDATE console_sessions SET seen_ms = ? WHERE session_hash = ?", (now_ms, session_hash))
+            tx.execute(
+                "UPDATE console_sessions SET seen_ms = ? WHERE tenant_id = ? AND session_hash = ?",
+                (now_ms, tx.tenant, session_hash),
+            )
 
     def end_session(self, session_hash: str) -> None:
         with self.db.transaction() as tx:
-            tx.execute("DELETE FROM console_sessions WHERE session_hash = ?", (session_hash,))
+            tx.execute(
+                "DELETE FROM console_sessions WHERE tenant_id = ? AND session_hash = ?", (tx.tenant, session_hash)
+            )
 
     def end_sessions(self, user_id: str, *, keep: str | None = None) -> int:
         """End every session of the account but ``keep`` (a session hash); how many ended."""
         with self.db.transaction() as tx:
             return tx.execute(
-                "DELETE FROM console_sessions WHERE user_id = ? AND session_hash <> ?", (user_id, keep or "")
+                "DELETE FROM console_sessions WHERE tenant_id = ? AND user_id = ? AND session_hash <> ?",
+                (tx.tenant, user_id, keep or ""),
             ).rowcount
 
     def purge_sessions(self, idle_before_ms: int, created_before_ms: int) -> int:
         """Forget sessions idle since ``idle_before_ms`` or started before ``created_before_ms``."""
         with self.db.transaction() as tx:
             return tx.execute(
-                "DELETE FROM console_sessions WHERE seen_ms < ? OR created_ms < ?", (idle_before_ms, created_before_ms)
+                "DELETE FROM console_sessions WHERE tenant_id = ? AND (seen_ms < ? OR created_ms < ?)",
+                (tx.tenant, idle_before_ms, created_before_ms),
             ).rowcount
 
     # -- sign-in throttling ----------------------------------------------------------------
@@ -334,16 +365,17 @@ class ConsoleStore:
         ordered = sorted(set(keys))  # one lock order: no deadlock between two attempts
         with self.db.transaction() as tx:
             tx.executemany(
-                "INSERT INTO console_throttle (throttle_key, attempts, last_ms) VALUES (?, 0, ?)"
-                " ON CONFLICT (throttle_key) DO NOTHING",
-                [(key, now_ms) for key in ordered],
+                "INSERT INTO console_throttle (tenant_id, throttle_key, attempts, last_ms) VALUES (?, ?, 0, ?)"
+                " ON CONFLICT (tenant_id, throttle_key) DO NOTHING",
+                [(tx.tenant, key, now_ms) for key in ordered],
             )
             counted: dict[str, int] = {}
             longest = 0
             for key in ordered:
                 attempts, last_ms = tx.one(
-                    "SELECT attempts, last_ms FROM console_throttle WHERE throttle_key = ?" + self.db.dialect.row_lock,
-                    (key,),
+                    "SELECT attempts, last_ms FROM console_throttle WHERE tenant_id = ? AND throttle_key = ?"
+                    + self.db.dialect.row_lock,
+                    (tx.tenant, key),
                 )
                 attempts = 0 if int(last_ms) < forget_before_ms else int(attempts)
                 counted[key] = attempts
@@ -351,8 +383,8 @@ class ConsoleStore:
             if longest > 0:
                 return longest
             tx.executemany(
-                "UPDATE console_throttle SET attempts = ?, last_ms = ? WHERE throttle_key = ?",
-                [(counted[key] + 1, now_ms, key) for key in ordered],
+                "UPDATE console_throttle SET attempts = ?, last_ms = ? WHERE tenant_id = ? AND throttle_key = ?",
+                [(counted[key] + 1, now_ms, tx.tenant, key) for key in ordered],
             )
         return 0
 
@@ -360,15 +392,19 @@ class ConsoleStore:
         """Take back one counted attempt of each key (a success, or one never checked)."""
         with self.db.transaction() as tx:
             tx.executemany(
-                "UPDATE console_throttle SET attempts = attempts - 1 WHERE throttle_key = ? AND attempts > 0",
-                [(key,) for key in sorted(set(keys))],
+                "UPDATE console_throttle SET attempts = attempts - 1 WHERE tenant_id = ? AND throttle_key = ?"
+                " AND attempts > 0",
+                [(tx.tenant, key) for key in sorted(set(keys))],
             )
 
     def clear_throttle(self, keys: Sequence[str]) -> int:
         """Forget every attempt counted under ``keys``; how many keys had any."""
         with self.db.transaction() as tx:
             return sum(
-                tx.execute("DELETE FROM console_throttle WHERE throttle_key = ? AND attempts > 0", (key,)).rowcount
+                tx.execute(
+                    "DELETE FROM console_throttle WHERE tenant_id = ? AND throttle_key = ? AND attempts > 0",
+                    (tx.tenant, key),
+                ).rowcount
                 for key in sorted(set(keys))
             )
 
@@ -379,39 +415,42 @@ class ConsoleStore:
         marks = ", ".join("?" for _ in keys)
         with self.db.read() as tx:
             rows = tx.fetchall(
-                f"SELECT throttle_key, attempts, last_ms FROM console_throttle WHERE throttle_key IN ({marks})"
-                " AND attempts > 0",
-                tuple(keys),
+                "SELECT throttle_key, attempts, last_ms FROM console_throttle"
+                f" WHERE tenant_id = ? AND throttle_key IN ({marks}) AND attempts > 0",
+                (tx.tenant, *keys),
             )
         return {r[0]: ThrottleRow(int(r[1]), int(r[2])) for r in rows}
 
     def purge_throttle(self, before_ms: int) -> int:
         """Forget the keys whose last attempt was before ``before_ms``."""
         with self.db.transaction() as tx:
-            return tx.execute("DELETE FROM console_throttle WHERE last_ms < ?", (before_ms,)).rowcount
+            return tx.execute(
+                "DELETE FROM console_throttle WHERE tenant_id = ? AND last_ms < ?", (tx.tenant, before_ms)
+            ).rowcount
 
     # -- the audit log ---------------------------------------------------------------------
     def audit(self, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:
         with self.db.transaction() as tx:
             tx.execute(
-                "INSERT INTO console_audit (audit_id, at_ms, actor, action, subject, detail) VALUES (?, ?, ?, ?, ?, ?)",
-                ("aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()),
+                "INSERT INTO console_audit (tenant_id, audit_id, at_ms, actor, action, subject, detail)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tx.tenant, "aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()),
             )
 
     def audit_entries(
         self, *, subject: str | None = None, before_ms: int | None = None, limit: int = 100
     ) -> list[AuditEntry]:
         """Newest first; ``subject`` limits them to one lead (or account)."""
-        conditions: list[str] = []
-        params: list[Any] = []
-        if subject is not None:
-            conditions.append("subject = ?")
-            params.append(subject)
-        if before_ms is not None:
-            conditions.append("at_ms < ?")
-            params.append(before_ms)
-        where = where_all(conditions)
         with self.db.read() as tx:
+            conditions: list[str] = ["tenant_id = ?"]
+            params: list[Any] = [tx.tenant]
+            if subject is not None:
+                conditions.append("subject = ?")
+                params.append(subject)
+            if before_ms is not None:
+                conditions.append("at_ms < ?")
+                params.append(before_ms)
+            where = where_all(conditions)
             rows = tx.fetchall(
                 f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
                 f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}",
@@ -428,31 +467,32 @@ class ConsoleStore:
         run_id = "chk_" + uuid.uuid4().hex[:20]
         with self.db.transaction() as tx:
             tx.execute(
-                "UPDATE console_checks SET state = 'failed', finished_ms = ? WHERE state = 'running'"
+                "UPDATE console_checks SET state = 'failed', finished_ms = ? WHERE tenant_id = ? AND state = 'running'"
                 " AND started_ms < ?",
-                (now_ms, stale_before_ms),
+                (now_ms, tx.tenant, stale_before_ms),
             )
-            if tx.one("SELECT COUNT(*) FROM console_checks WHERE state = 'running'")[0]:
+            if tx.one("SELECT COUNT(*) FROM console_checks WHERE tenant_id = ? AND state = 'running'", (tx.tenant,))[0]:
                 return None
             tx.execute(
-                "INSERT INTO console_checks (run_id, started_ms, started_by, target, state)"
-                " VALUES (?, ?, ?, ?, 'running')",
-                (run_id, now_ms, started_by, target),
+                "INSERT INTO console_checks (tenant_id, run_id, started_ms, started_by, target, state)"
+                " VALUES (?, ?, ?, ?, ?, 'running')",
+                (tx.tenant, run_id, now_ms, started_by, target),
             )
         return run_id
 
     def finish_check(self, run_id: str, state: str, report: dict[str, Any] | None, now_ms: int) -> None:
         with self.db.transaction() as tx:
             tx.execute(
-                "UPDATE console_checks SET state = ?, report = ?, finished_ms = ? WHERE run_id = ?",
-                (state, None if report is None else orjson.dumps(report).decode(), now_ms, run_id),
+                "UPDATE console_checks SET state = ?, report = ?, finished_ms = ? WHERE tenant_id = ? AND run_id = ?",
+                (state, None if report is None else orjson.dumps(report).decode(), now_ms, tx.tenant, run_id),
             )
 
     def latest_check(self) -> CheckRun | None:
         with self.db.read() as tx:
             row = tx.fetchone(
                 "SELECT run_id, started_ms, finished_ms, started_by, target, state, report"
-                " FROM console_checks ORDER BY started_ms DESC, run_id DESC LIMIT 1"
+                " FROM console_checks WHERE tenant_id = ? ORDER BY started_ms DESC, run_id DESC LIMIT 1",
+                (tx.tenant,),
             )
         if row is None:
             return None
