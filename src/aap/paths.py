@@ -41,7 +41,11 @@ MCP_PROTECTED_RESOURCE_PATH = PROTECTED_RESOURCE_PATH + MCP_PATH
 
 # -- operations ---------------------------------------------------------------------------
 HEALTHZ_PATH = "/healthz"
+LIVEZ_PATH = "/livez"  # the process serves (a liveness probe: never the database)
+READYZ_PATH = "/readyz"  # this worker can answer requests now (a readiness probe)
 METRICS_PATH = "/metrics"
+#: What a load balancer or an orchestrator may ask any host, and the operator's port answers.
+PROBE_PATHS = (HEALTHZ_PATH, LIVEZ_PATH, READYZ_PATH)
 
 
 @dataclass(frozen=True)

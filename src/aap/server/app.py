@@ -47,9 +47,17 @@ from aap.config.urls import public_url_problem
 from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.paths import HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
+from aap.server.operations import (
+    OperatorDoor,
+    Readiness,
+    healthz_endpoint,
+    livez_endpoint,
+    metrics_endpoint,
+    readyz_endpoint,
+)
 from aap.store import Stores
+from aap.store.migrations import DOMAINS
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
 from aap.web.direct import DirectPaths
@@ -155,6 +163,8 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
+        Route(READYZ_PATH, readyz_endpoint(Readiness(stores.db, DOMAINS)), methods=["GET"], name="readyz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
     lifespans: list[Lifespan] = []

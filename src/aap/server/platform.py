@@ -24,10 +24,17 @@ from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings
 from aap.gateway import Gateway
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.paths import HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
 from aap.platform.console import PlatformConsole
 from aap.ratelimit import RateLimiter
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.server.operations import (
+    OperatorDoor,
+    Readiness,
+    healthz_endpoint,
+    livez_endpoint,
+    metrics_endpoint,
+    readyz_endpoint,
+)
 from aap.server.tenant_routing import (
     TLS_ALLOWED_PATH,
     ChangeFeed,
@@ -38,6 +45,7 @@ from aap.server.tenant_routing import (
 )
 from aap.server.tenant_runtime import Runtimes, Surface, SurfaceTable, probe_parts
 from aap.store import Stores
+from aap.store.migrations import PLATFORM_DOMAINS
 from aap.tenants import TenantRegistry
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
@@ -106,8 +114,12 @@ def create_platform_app(
 
     runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
+    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
+    readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
+        Route(READYZ_PATH, readyz_endpoint(readiness), methods=["GET"], name="readyz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         *console.routes(),
@@ -119,8 +131,6 @@ def create_platform_app(
     platform_app.state.settings = deployment
     platform_app.state.stores = platform_stores
     platform_app.state.metrics = metrics
-
-    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
