@@ -22,6 +22,7 @@ MCP_PATH = "/mcp"
 # -- discovery documents -------------------------------------------------------------
 LLMS_TXT_PATH = "/llms.txt"
 API_CATALOG_PATH = "/.well-known/api-catalog"  # RFC 9727 §3
+AI_CATALOG_PATH = "/.well-known/ai-catalog.json"  # AI Catalog 0.9, "Well-Known URI"
 SCHEMAS_PREFIX = "/schemas/"
 
 # -- Poppy (PAP 0.3) and its guest OAuth issuer (docs/poppy.md) ---------------------
@@ -135,6 +136,10 @@ class DeploymentUrls:
     @property
     def api_catalog(self) -> str:
         return self.url(API_CATALOG_PATH)
+
+    @property
+    def ai_catalog(self) -> str:
+        return self.url(AI_CATALOG_PATH)
 
     @property
     def schemas(self) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 
 from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
 from aap.config.model import Settings
+from aap.telemetry.environment import problems as telemetry_problems
 
 
 def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
@@ -53,4 +54,5 @@ def missing_variables(
 def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """:func:`missing_variables` of loaded settings, as ``"path: message"`` lines."""
     missing = missing_variables(settings.leads, environ, metrics_token_env=settings.metrics_token_env)
-    return [f"{path}: {message}" for path, message in missing]
+    # Traces asked for in a way this server cannot send them (docs/deployment.md, "Traces").
+    return [f"{path}: {message}" for path, message in missing] + telemetry_problems(environ)

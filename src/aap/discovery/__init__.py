@@ -1,4 +1,5 @@
-"""Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, schemas, A2A OpenAPI.
+"""Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, the AI
+Catalog, schemas, A2A OpenAPI.
 
 ``build(gateway)`` returns the routes as :class:`~aap.web.parts.BindingParts`; each
 document is rendered from the deployment settings on its first request and kept (so
@@ -16,12 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aap.discovery import a2a_openapi, api_catalog, llms_txt, schemas_route
+from aap.discovery import a2a_openapi, ai_catalog, api_catalog, llms_txt, schemas_route
 from aap.discovery.agent_card import AgentCard
 from aap.gateway import Gateway
 from aap.paths import (
     A2A_OPENAPI_PATH,
     AGENT_CARD_PATH,
+    AI_CATALOG_PATH,
     API_CATALOG_PATH,
     LLMS_TXT_PATH,
     SCHEMAS_PREFIX,
@@ -56,7 +58,8 @@ def _static_route(path: str, document: _Rendered, extra_headers: dict[str, str] 
 
 
 def build(gateway: Gateway) -> BindingParts:
-    """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
+    """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/.well-known/ai-catalog.json``,
+    ``/a2a/openapi.json`` and ``/schemas/``."""
     agent = gateway.agent
     settings = agent.settings
     urls = settings.urls
@@ -65,6 +68,7 @@ def build(gateway: Gateway) -> BindingParts:
         lambda: StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)
     )
     catalog = _Rendered(lambda: StaticDocument(api_catalog.render(settings), api_catalog.MEDIA_TYPE))
+    ai = _Rendered(lambda: StaticDocument(ai_catalog.render(settings), ai_catalog.MEDIA_TYPE))
     openapi = _Rendered(lambda: StaticDocument(a2a_openapi.render(settings), a2a_openapi.MEDIA_TYPE))
     schemas = schemas_route.schema_documents  # the package's files: the same for every agent
     index = _Rendered(lambda: schemas_route.index_document(settings, schemas()))
@@ -83,6 +87,7 @@ def build(gateway: Gateway) -> BindingParts:
         Route(AGENT_CARD_PATH, card.endpoint, methods=["GET"], name="agent_card"),
         _static_route(LLMS_TXT_PATH, llms),
         _static_route(API_CATALOG_PATH, catalog, catalog_link),
+        _static_route(AI_CATALOG_PATH, ai),
         _static_route(A2A_OPENAPI_PATH, openapi),
         _static_route(SCHEMAS_PREFIX, index),
         Route(SCHEMAS_PREFIX + "{name:str}", schema_file, methods=["GET", "HEAD"]),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -64,6 +65,9 @@ from aap.web.direct import DirectPaths
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts, Lifespan
+
+if TYPE_CHECKING:
+    from aap.telemetry.tracing import Tracing
 
 Surface = Callable[[Gateway], BindingParts]
 #: A background service of the app: entered after the surfaces' lifespans, left before them.
@@ -137,6 +141,11 @@ def _lifespan(gateway: Gateway, lifespans: Sequence[Lifespan], services: Sequenc
     return lifespan
 
 
+def direct_paths(direct: dict[tuple[str, str | None], ASGIApp]) -> list[str]:
+    """The paths the surfaces answer ahead of the router (each its own route template)."""
+    return [path for path, _method in direct]
+
+
 def metrics_token(settings: Settings) -> str | None:
     """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
     (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
@@ -154,8 +163,10 @@ def create_app(
     *,
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
-    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`)."""
+    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`);
+    with ``tracing`` (this process traces: :mod:`aap.telemetry`), a span per request."""
     check_public_url(settings.public_url)
     agent = DealerAgent(settings, stores)
     gateway = Gateway.of(agent)
@@ -185,6 +196,12 @@ def create_app(
     ]
     if settings.metrics_listen is not None:
         middleware.insert(1, Middleware(OperatorDoor, port=settings.metrics_listen[1]))
+    if tracing is not None:
+        from aap.web.tracing import RouteTemplates, TracingMiddleware
+
+        middleware.insert(
+            0, Middleware(TracingMiddleware, tracing=tracing, routes=RouteTemplates(routes, direct_paths(direct)))
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,
