@@ -23,7 +23,19 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "foundation",
         frozenset(
-            {"errors", "jsontext", "loopback", "memory", "netguard", "paths", "protocols", "spec", "telemetry", "util"}
+            {
+                "cardsign",
+                "errors",
+                "jsontext",
+                "loopback",
+                "memory",
+                "netguard",
+                "paths",
+                "protocols",
+                "spec",
+                "telemetry",
+                "util",
+            }
         ),
     ),
     ("config", frozenset({"config"})),

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 # -- A2A and MCP -------------------------------------------------------------------
 AGENT_CARD_PATH = "/.well-known/agent-card.json"  # A2A §8.2 well-known URI
+#: The JWK Set of the agent card's signing key, the signatures' ``jku`` (docs/a2a.md, "Signed agent card").
+AGENT_CARD_KEYS_PATH = "/.well-known/agent-card-keys.json"
 A2A_PATH = "/a2a"
 A2A_OPENAPI_PATH = "/a2a/openapi.json"
 MCP_PATH = "/mcp"
@@ -76,6 +78,10 @@ class DeploymentUrls:
     @property
     def agent_card(self) -> str:
         return self.url(AGENT_CARD_PATH)
+
+    @property
+    def agent_card_keys(self) -> str:
+        return self.url(AGENT_CARD_KEYS_PATH)
 
     @property
     def a2a(self) -> str:
