@@ -283,3 +283,40 @@ def test_what_the_server_cannot_send_is_a_start_up_problem():
         "OTEL_TRACES_EXPORTER=zipkin: traces are exported with OTLP only (otlp, or none)",
         "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: traces are sent as OTLP over HTTP (http/protobuf)",
     ]
+
+
+@pytest.mark.slow  # a platform served by two worker processes, each exporting its spans
+def test_a_platforms_spans_name_the_tenant_and_its_route_template(tmp_path):
+    from aap.store import open_platform_database
+    from aap.tenants import TenantRegistry
+    from platform_support import PLATFORM_HOST, PlatformServer, platform_settings, tenant_config
+
+    database_url = f"sqlite:///{tmp_path}/platform.db"
+    db = open_platform_database(database_url)
+    TenantRegistry(platform_settings(database_url), db, environ={}).add(
+        "alpha", tenant_config("Alpha Motors"), ["alpha.example"]
+    )
+    db.close()
+    receiver = OtlpReceiver()
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    server = PlatformServer(tmp_path, database_url, workers=2, environ=environ)
+    try:
+        traces = {}
+        with server.client() as client:
+            for name, url in (
+                ("prefix", f"https://{PLATFORM_HOST}/t/alpha/a2a"),
+                ("domain", "https://alpha.example/a2a"),
+            ):
+                header, traces[name] = traceparent()
+                answer = client.post(url, json=a2a(SEARCH), headers={**AAP_HEADERS, "traceparent": header})
+                assert "result" in answer.json(), answer.text
+        spans = receiver.wait_for(lambda got: set(traces.values()) <= {s.trace_id for s in got if s.kind == "SERVER"})
+        prefixed = server_span(spans, traces["prefix"], "POST /t/{tenant}/a2a")
+        assert prefixed.attributes["aap.tenant"] == "alpha"
+        assert prefixed.attributes["http.route"] == "/t/{tenant}/a2a"
+        assert prefixed.attributes["server.address"] == PLATFORM_HOST
+        domain = server_span(spans, traces["domain"], "POST /a2a")
+        assert domain.attributes["aap.tenant"] == "alpha" and domain.attributes["server.address"] == "alpha.example"
+    finally:
+        server.stop()
+        receiver.close()

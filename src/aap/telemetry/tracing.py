@@ -107,7 +107,12 @@ class Tracing:
     @contextmanager
     def transaction(self, inner: AbstractContextManager[T], system: str, write: bool, url: str) -> Iterator[T]:
         """A client span around one database transaction (``inner``): which database, read or
-        write; never a statement (statements carry values)."""
+        write; never a statement (statements carry values). Only inside a span: the transactions
+        of background loops (a platform's registry poll, lease sweeps) make no traces of their own."""
+        if not trace.get_current_span().is_recording():
+            with inner as tx:
+                yield tx
+            return
         summary = "write transaction" if write else "read transaction"
         attributes: dict[str, str | int | bool] = {"db.system.name": system, "db.query.summary": summary}
         if system != "sqlite":
