@@ -320,3 +320,75 @@ def test_a_platforms_spans_name_the_tenant_and_its_route_template(tmp_path):
     finally:
         server.stop()
         receiver.close()
+
+
+# -- the spans of one process, in memory (a provider of this test's own, never the global one) -----
+
+
+@pytest.fixture
+def spans(monkeypatch):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from aap import telemetry
+    from aap.telemetry.tracing import Tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider.get_tracer("aap"))
+    monkeypatch.setattr(telemetry, "active", tracing)
+    yield tracing, exporter
+    provider.shutdown()
+
+
+async def test_a_feed_fetch_is_a_client_span_naming_only_scheme_and_host(spans, tmp_path):
+    from opentelemetry.trace import SpanKind
+
+    from aap.feeds.fetch import fetch
+
+    _, exporter = spans
+    feed = tmp_path / "feed.csv"
+    feed.write_text("vin,price\n")
+    fetched = await fetch(str(feed))
+    assert fetched.data == b"vin,price\n"
+    (span,) = exporter.get_finished_spans()
+    assert (span.name, span.kind) == ("feed fetch file", SpanKind.CLIENT)
+    assert dict(span.attributes) == {"url.scheme": "file", "aap.feed.unchanged": False}
+    assert str(tmp_path) not in str(dict(span.attributes))
+
+
+def test_a_transaction_is_a_span_only_inside_another(spans, tmp_path):
+    from aap.store import open_database
+
+    tracing, exporter = spans
+    db = open_database(f"sqlite:///{tmp_path}/aap.db")
+    try:
+        exporter.clear()
+        with db.read() as tx:  # a background loop's read: no span of its own
+            tx.fetchone("SELECT 1")
+        assert exporter.get_finished_spans() == ()
+        with tracing.tracer.start_as_current_span("request"), db.transaction() as tx:
+            tx.fetchone("SELECT 1")
+        names = [s.name for s in exporter.get_finished_spans()]
+        assert names == ["write transaction", "request"]
+        with pytest.raises(ZeroDivisionError):
+            with tracing.tracer.start_as_current_span("failing"), db.read():
+                raise ZeroDivisionError("a value 4155557731 the message holds")
+        failed = exporter.get_finished_spans()[-2]
+        assert failed.attributes["error.type"] == "ZeroDivisionError"
+        assert "4155557731" not in str(failed.status.description) + str(dict(failed.attributes))
+    finally:
+        db.close()
+
+
+def test_a_traceparent_that_is_not_one_starts_no_trace_of_its_own(spans):
+    tracing, _ = spans
+    assert tracing.extract({"traceparent": "00-nonsense"}) is None
+    assert tracing.extract({"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"}) is None  # all-zero ids
+    assert tracing.extract({}) is None
+    assert tracing.traceparent() is None  # outside a span, nothing to keep with an outbox row
+    with tracing.tracer.start_as_current_span("request"):
+        kept = tracing.traceparent()
+    assert kept is not None and tracing.extract({"traceparent": kept}) is not None
