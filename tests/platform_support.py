@@ -55,8 +55,8 @@ def listings(prefix: str, make: str, count: int, rooftop: str) -> list[dict[str,
 
 
 def tenant_stores(registry: TenantRegistry, tenant_id: str) -> Stores:
-    """The stores of a tenant's own namespace, as ``aap import --tenant`` opens them."""
-    return Stores(registry.namespaces.open(tenant_id))
+    """The stores of a tenant (its view of the platform database), as ``aap import --tenant`` opens them."""
+    return Stores(registry.data.open(tenant_id))
 
 
 def write(path: Path, text: str) -> str:

@@ -93,7 +93,7 @@ def test_searches_totals_and_facets_are_each_tenants_own(
         for key in ("currency", "mileage_unit"):
             if key in request:
                 facets[key] = request[key]
-        answer = assert_valid(agent.handle(facets, CTX), "inventory-facets-response")["data"]["facets"]
+        answer = assert_valid(agent.handle(facets, CTX), "inventory-facets-response")["data"]
         reference = reference_facets(inventory, facets, settings_)
         for name in ("makes", "models", "conditions", "vehicle_types"):
             assert {e["value"].casefold(): e["count"] for e in answer.get(name, [])} == {
@@ -183,6 +183,7 @@ def every_statement_names_its_tenant(monkeypatch):
         if tables.search(sql)
         and "tenant_id" not in sql
         and not re.match(r"\s*(CREATE|ALTER|DROP|TRUNCATE|PRAGMA)\b", sql, re.IGNORECASE)
-        and not sql.startswith('DELETE FROM "')  # conftest.reset_database emptying the tables between examples
+        # conftest's snapshot and reset of the tables between examples (the stores never quote a name)
+        and not sql.startswith(('DELETE FROM "', 'SELECT * FROM "', 'INSERT INTO "'))
     ]
     assert blind == []

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -49,11 +49,19 @@ from aap.config.urls import public_url_problem
 from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.paths import HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
 from aap.server.dispatch import AgentDispatch, OneAgent, surface_routes
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.server.operations import (
+    OperatorDoor,
+    Readiness,
+    healthz_endpoint,
+    livez_endpoint,
+    metrics_endpoint,
+    readyz_endpoint,
+)
 from aap.server.runtime import AgentRuntime
 from aap.store import Stores
+from aap.store.migrations import DOMAINS
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
 from aap.web.errors import http_exception_handler, server_error_handler
@@ -61,6 +69,9 @@ from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts, Lifespan
 from aap.web.surface import Surface, SurfaceTable
 from aap.work import Work
+
+if TYPE_CHECKING:
+    from aap.telemetry.tracing import Tracing
 
 #: A background service of the app: entered after the surfaces' lifespans, left before them.
 Service = Callable[[Gateway], AbstractAsyncContextManager[None]]
@@ -126,10 +137,13 @@ def metrics_token(settings: Settings) -> str | None:
     return token
 
 
-def operator_routes(settings: Settings) -> list[BaseRoute]:
-    """The operator's endpoints of every deployment: ``/healthz`` and ``/metrics``."""
+def operator_routes(settings: Settings, readiness: Readiness) -> list[BaseRoute]:
+    """The operator's endpoints of every deployment: ``/healthz``, ``/livez``, ``/readyz`` and
+    ``/metrics`` (docs/deployment.md, "Health checks")."""
     return [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
+        Route(READYZ_PATH, readyz_endpoint(readiness), methods=["GET"], name="readyz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
 
@@ -151,9 +165,12 @@ def assemble(
     metrics: Metrics,
     lifespan: Lifespan,
     state: Mapping[str, Any],
+    own_routes: Sequence[BaseRoute],
+    tracing: Tracing | None = None,
 ) -> Starlette:
     """The app of a deployment, whichever it is: its middleware, the dispatch to agents' surfaces,
-    its error handlers and its lifespan. ``routing`` finds a request's agent."""
+    its error handlers and its lifespan. ``routing`` finds a request's agent; ``own_routes`` are the
+    deployment's own endpoints; with ``tracing``, a span per request (:mod:`aap.telemetry`)."""
     handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
     middleware = [
         Middleware(AccessLogMiddleware, metrics=metrics),
@@ -163,6 +180,11 @@ def assemble(
     ]
     if deployment.metrics_listen is not None:
         middleware.insert(1, Middleware(OperatorDoor, port=deployment.metrics_listen[1]))
+    if tracing is not None:
+        from aap.web.tracing import SurfaceTemplates, TracingMiddleware
+
+        templates = SurfaceTemplates(table, own_routes)
+        middleware.insert(0, Middleware(TracingMiddleware, tracing=tracing, routes=templates))
     app = Starlette(
         routes=[Mount("/", app=surface_routes)],
         middleware=middleware,
@@ -180,9 +202,11 @@ def create_app(
     *,
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
     """The app of a deployment that is one agent: ``settings`` on ``stores`` (by default with
-    :data:`SURFACES` and :data:`SERVICES`), its surfaces built when it starts."""
+    :data:`SURFACES` and :data:`SERVICES`), its surfaces built when it starts; with ``tracing``
+    (this process traces: :mod:`aap.telemetry`), a span per request."""
     check_public_url(settings.public_url)
     chosen = SURFACES if surfaces is None else tuple(surfaces)
     running = SERVICES if services is None else tuple(services)
@@ -200,7 +224,7 @@ def create_app(
         "metrics": metrics,
         "runtime": runtime,
     }
-    own_routes = operator_routes(settings)
+    own_routes = operator_routes(settings, Readiness(stores.db, DOMAINS))
     own = own_app(own_routes, table, state)
 
     @asynccontextmanager
@@ -219,4 +243,13 @@ def create_app(
             work.close()
 
     routing = Middleware(OneAgent, runtime=runtime, own=own, own_paths=[getattr(r, "path", "") for r in own_routes])
-    return assemble(settings, routing=routing, table=table, metrics=metrics, lifespan=lifespan, state=state)
+    return assemble(
+        settings,
+        routing=routing,
+        table=table,
+        metrics=metrics,
+        lifespan=lifespan,
+        state=state,
+        own_routes=own_routes,
+        tracing=tracing,
+    )

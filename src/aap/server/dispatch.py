@@ -77,6 +77,8 @@ class AgentDispatch:
             index = self.table.owner(path)
             if runtime is not None and index is not None:
                 built = runtime.built(index) or await runtime.surface(index, scope.get("app"))
+                if index not in self.table.routes:
+                    self.table.routes[index] = built.router.routes
                 direct = built.direct
                 handler = direct.get((path, scope["method"])) or direct.get((path, None))
                 if handler is not None:

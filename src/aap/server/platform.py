@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -23,17 +24,24 @@ import aap.console
 from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings
+from aap.discovery.platform_catalog import PlatformCatalog
 from aap.gateway import Gateway
+from aap.paths import AI_CATALOG_PATH
 from aap.platform.console import PlatformConsole
 from aap.server.app import SURFACES, assemble, operator_routes, own_app
+from aap.server.operations import Readiness
 from aap.server.tenant_routing import TLS_ALLOWED_PATH, ChangeFeed, Hosts, TenantRouting, tls_allowed_endpoint
 from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores
+from aap.store.migrations import PLATFORM_DOMAINS
 from aap.tenants import TenantRegistry
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts
 from aap.web.surface import Surface, SurfaceTable
 from aap.work import Work
+
+if TYPE_CHECKING:
+    from aap.telemetry.tracing import Tracing
 
 Service = Callable[["PlatformContext"], AbstractAsyncContextManager[None]]
 
@@ -76,8 +84,10 @@ def create_platform_app(
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] = (),
     platform_routes: Sequence[Callable[[PlatformContext], list[BaseRoute]]] = (),
+    tracing: Tracing | None = None,
 ) -> Starlette:
-    """The ASGI app of a platform deployment: every tenant of its registry, routed by host."""
+    """The ASGI app of a platform deployment: every tenant of its registry, routed by host (with
+    ``tracing``, a span per request: :mod:`aap.telemetry`)."""
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
     work = Work(inline=platform_stores.db.in_process)
     registry = TenantRegistry(deployment, platform_stores.db)
@@ -90,15 +100,18 @@ def create_platform_app(
     runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
     state = {"settings": deployment, "stores": platform_stores, "metrics": metrics}
+    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
+    ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url)
+    readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
-        *operator_routes(deployment),
+        *operator_routes(deployment, readiness),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
+        Route(AI_CATALOG_PATH, ai_catalog.endpoint, methods=["GET", "HEAD"], name="platform_ai_catalog"),
         *console.routes(),
     ]
     for routes in platform_routes:
         own.extend(routes(context))
     platform_app = own_app(own, table, state)
-    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -132,4 +145,6 @@ def create_platform_app(
         metrics=metrics,
         lifespan=lifespan,
         state={**state, "platform": context},
+        own_routes=own,
+        tracing=tracing,
     )

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from aap import telemetry
 from aap.store.db import Database, Migrations, Tx, where_all
 
 _LAYOUT = """
@@ -125,6 +126,7 @@ CREATE TABLE lead_deliveries (
     delivered_ms INTEGER,
     retry_base INTEGER NOT NULL DEFAULT 0,
     reached INTEGER NOT NULL DEFAULT 0,
+    trace_context TEXT,
     PRIMARY KEY (tenant_id, delivery_id),
     UNIQUE (tenant_id, lead_id, target),
     FOREIGN KEY (tenant_id, lead_id) REFERENCES leads (tenant_id, lead_id)
@@ -258,6 +260,8 @@ class Delivery:
     retry_base: int = 0
     #: An earlier attempt may have reached the target: this one is a resend.
     reached: bool = False
+    #: The ``traceparent`` of the request that stored the lead (aap.telemetry), or None.
+    trace_context: str | None = None
 
     @property
     def tries(self) -> int:
@@ -458,11 +462,24 @@ class LeadStore:
             ),
         )
         if targets:
+            tracing = telemetry.active
+            trace_context = tracing.traceparent() if tracing is not None else None
             tx.executemany(
                 "INSERT INTO lead_deliveries (tenant_id, delivery_id, lead_id, target, kind, status, attempts,"
-                " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                " next_attempt_ms, created_ms, updated_ms, trace_context)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
                 [
-                    (tx.tenant, "dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
+                    (
+                        tx.tenant,
+                        "dlv_" + uuid.uuid4().hex,
+                        lead.lead_id,
+                        name,
+                        kind,
+                        now_ms,
+                        now_ms,
+                        now_ms,
+                        trace_context,
+                    )
                     for name, kind in targets
                 ],
             )
@@ -581,7 +598,7 @@ class LeadStore:
             rows = tx.fetchall(
                 "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
                 " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
-                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached"
+                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached, d.trace_context"
                 " FROM lead_deliveries d JOIN leads l ON l.tenant_id = d.tenant_id AND l.lead_id = d.lead_id"
                 " JOIN lead_consents c ON c.tenant_id = d.tenant_id AND c.lead_id = d.lead_id"
                 " WHERE d.tenant_id = ? AND d.claim_token = ? ORDER BY d.next_attempt_ms",
@@ -607,6 +624,7 @@ class LeadStore:
                 r[14],
                 int(r[15]),
                 bool(r[16]),
+                r[17],
             )
             for r in rows
         ]

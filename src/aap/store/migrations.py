@@ -75,10 +75,12 @@ def versions(db: Database) -> list[tuple[str, int]]:
         return [(str(d), int(v)) for d, v in tx.fetchall("SELECT domain, version FROM schema_versions ORDER BY domain")]
 
 
-def current(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> bool:
-    """True when every domain of ``db`` is at its newest version (readiness: nothing to migrate)."""
-    try:
-        found = dict(versions(db))
-    except Exception:  # no schema_versions yet: never migrated, or the first layout
-        return False
-    return all(found.get(d.domain, 0) >= len(d.steps) for d in domains)
+def pending(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> list[str]:
+    """The domains whose stored version is not this code's newest (none when the schema is
+    current): a worker must not serve a schema it was not written for (``/readyz``)."""
+    with db.read() as tx:
+        if not tx.db.dialect.has_table(tx, "schema_versions"):  # never migrated, or the first layout
+            return [d.domain for d in domains]
+        rows = tx.fetchall("SELECT domain, version FROM schema_versions")
+    stored = {domain: version for domain, version in rows}
+    return [d.domain for d in sorted(domains, key=lambda d: d.domain) if stored.get(d.domain) != len(d.steps)]

@@ -79,7 +79,7 @@ class PostgresDatabase(Database):
         self.pool.wait(timeout=wait)
 
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+    def _transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """A transaction of this object's tenant; a read (``write=False``) is one snapshot for all
         its statements.
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from starlette.routing import BaseRoute
+
 from aap.web.errors import ErrorShape, ErrorShapes
 from aap.web.parts import BindingParts
 
@@ -64,6 +66,9 @@ class SurfaceTable:
         #: Longest prefix first, so ``/poppy/v1/`` is found before a shorter ``/poppy/``.
         self.prefixes = sorted(prefixes, key=lambda item: len(item[0]), reverse=True)
         self.shapes = ErrorShapes(shapes)
+        #: The routes of each surface as first built for some agent (every agent's are alike):
+        #: the route templates a trace names (``/vehicles/{vehicle_id}``, :mod:`aap.web.tracing`).
+        self.routes: dict[int, Sequence[BaseRoute]] = {}
 
     def owner(self, path: str) -> int | None:
         """The index of the surface answering ``path``, or None (nobody: 404)."""
