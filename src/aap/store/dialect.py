@@ -51,6 +51,19 @@ def _watch(conn: sqlite3.Connection, deadline: float) -> None:
     conn.set_progress_handler(lambda: time.monotonic() > deadline, steps)
 
 
+_INDEX = re.compile(r"(CREATE (?:UNIQUE )?INDEX \w+ ON \w+ \()tenant_id, ([^)]*)\)")
+
+
+def _tenant_last(match: re.Match[str]) -> str:
+    return f"{match.group(1)}{match.group(2)}, tenant_id)"
+
+
+#: SQLite's own guesses without statistics: the rows of a table, and the rows an equality on an
+#: index's 2nd, 3rd… column leaves (``sqlite3DefaultRowEst``), which :meth:`Dialect.settle_plans` restates.
+_ALL_ROWS = 1_048_576
+_GUESSES = (10, 9, 8, 7, 6)
+
+
 class Dialect:
     """The SQLite dialect; :class:`PostgresDialect` overrides what PostgreSQL does otherwise."""
 
@@ -158,6 +171,47 @@ class Dialect:
 
     def drop_aside(self, tx: Tx) -> None:
         """Remove what :meth:`set_aside` made besides the tables (SQLite: nothing)."""
+
+    def ddl(self, script: str) -> str:
+        """A layout step's DDL as this backend makes it. SQLite keeps ``tenant_id`` last in a
+        secondary index (``CREATE INDEX x ON t (tenant_id, a, b)`` becomes ``(a, b, tenant_id)``).
+
+        An index led by a text column loses SQLite's fast comparison of an integer or text first
+        key field (every probe compares the whole record instead), and its planner, which plans
+        without statistics, would read ``tenant_id = ?`` as selective as any filter. SQLite is
+        never distributed, and holds one agent or a handful of tenants: the tenant last still
+        filters in the index, and every query is planned and run as before the tables were keyed
+        by tenant. Primary keys keep it first (:meth:`settle_plans` tells the planner about those).
+        """
+        return _INDEX.sub(_tenant_last, script)
+
+    def settle_plans(self, tx: Tx, tables: Sequence[str]) -> None:
+        """Tell SQLite's planner that the tenant, first in the key of every table of ``tables``,
+        narrows nothing.
+
+        SQLite plans without statistics, guessing that an equality on an index's first column
+        matches ten rows: ``tenant_id = ?`` alone would make a table's key look like the best
+        index for any query. A ``sqlite_stat1`` row per such key says what SQLite's own guess
+        would have said of it without the tenant column — every row matches the tenant, then 10,
+        9, 8, 7, 6, then 5 rows per further column, one for a unique key; indexes with the tenant
+        last (:meth:`ddl`) keep SQLite's guesses. Nothing is measured: ``ANALYZE`` of the data is
+        never run, so plans do not move with what a tenant holds.
+        """
+        tx.execute("ANALYZE sqlite_schema")  # makes sqlite_stat1 if it is not there yet
+        marks = ", ".join("?" * len(tables))
+        tx.execute(f"DELETE FROM sqlite_stat1 WHERE tbl IN ({marks})", list(tables))
+        rows: list[tuple[str, str, str]] = []
+        for table in tables:
+            for _seq, index, unique, _origin, _partial in tx.fetchall(f"PRAGMA index_list({table})"):
+                columns = [row[2] for row in tx.fetchall(f"PRAGMA index_info({index})")]
+                if not columns or columns[0] != "tenant_id":
+                    continue
+                guesses = [_ALL_ROWS, _ALL_ROWS] + [*_GUESSES, *[5] * len(columns)][: len(columns) - 1]
+                if unique:
+                    guesses[-1] = 1
+                rows.append((table, index, " ".join(map(str, guesses))))
+        tx.executemany("INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (?, ?, ?)", rows)
+        tx.execute("ANALYZE sqlite_schema")  # this connection plans with them now; others reload
 
     def execute_unprepared(self, cursor: Any, sql: str, params: tuple[Any, ...]) -> Any:
         """Run ``sql`` planned for ``params`` (SQLite plans every statement for its values)."""
@@ -339,6 +393,14 @@ class PostgresDialect(Dialect):
 
     def drop_aside(self, tx: Tx) -> None:
         tx.execute(f"DROP SCHEMA {_ASIDE_SCHEMA} CASCADE")
+
+    def ddl(self, script: str) -> str:
+        """As written: every key and index of a tenant table leads with ``tenant_id`` (a tenant's
+        rows are one range of each, and Citus routes by it)."""
+        return script
+
+    def settle_plans(self, tx: Tx, tables: Sequence[str]) -> None:
+        """Nothing: PostgreSQL keeps statistics of its own (autovacuum's ANALYZE)."""
 
     def insert_rows(
         self, tx: Tx, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]], on_conflict: str = ""

@@ -48,6 +48,7 @@ def migrate(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> dict[str
             earlier.carry_versions(tx)
         versions = {domain.domain: _apply(tx, domain) for domain in domains}
         layout.isolate(tx, domains)
+        db.dialect.settle_plans(tx, layout.tenant_tables(domains))
         if earlier is not None:
             earlier.bring_back(tx)
     return versions
@@ -60,7 +61,7 @@ def _apply(tx: Tx, domain: Migrations) -> int:
         if callable(step):
             step(tx)
         else:
-            tx.script(step)
+            tx.script(tx.db.dialect.ddl(step))
     newest = len(domain.steps)
     if row is None:
         tx.execute("INSERT INTO schema_versions (domain, version) VALUES (?, ?)", (domain.domain, newest))
