@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -21,8 +20,7 @@ from aap.agent import CallContext, DealerAgent
 from aap.cli.main import main
 from aap.config.loader import TEMPLATE_CONFIG, packaged_toml
 from aap.config.tenant_template import tenant_template
-from aap.store import Stores, open_platform_database
-from aap.store.tenancy import schema_name
+from aap.store import Stores, open_platform_database, open_stores
 from aap.tenants import TenantRegistry
 from console_support import PASSWORD, cheap_hashing
 from lead_support import NOW, Receiver, lead_request
@@ -66,12 +64,9 @@ def tenant_file(directory: Path, name: str, **kw) -> str:
     return write(directory / f"{name.split()[0].lower()}.toml", tenant_config(name, **kw))
 
 
-def namespace_exists(registry: TenantRegistry, tenant_id: str) -> bool:
-    if registry.namespaces.postgres:
-        with registry.store.db.read() as tx:
-            row = tx.fetchone("SELECT 1 FROM pg_namespace WHERE nspname = ?", (schema_name(tenant_id),))
-        return row is not None
-    return (registry.namespaces.directory / f"{tenant_id}.db").exists()
+def rows_of(registry: TenantRegistry, tenant_id: str) -> int:
+    """How many rows the tenant has in the shared tables."""
+    return sum(registry.data.counts(tenant_id).values())
 
 
 # -- aap init --tenant ------------------------------------------------------------------------------
@@ -175,14 +170,16 @@ def test_add_list_show_update_domains_and_remove(platform):
 
     registry = platform.registry()
     try:
-        assert namespace_exists(registry, "dealer-a")
+        stores = tenant_stores(registry, "dealer-a")
+        stores.inventory.import_listings(listings("dealer-a", "Honda", 2, "Alpha Motors Main"))
+        assert rows_of(registry, "dealer-a") > 0
         kept = platform.aap("tenants", "remove", "dealer-a", input="n\n")
         assert kept.exit_code == 1 and "Nothing removed" in kept.output
         assert "aap db backup FILE --tenant dealer-a" in kept.output and "deletes its data" in kept.output
         assert registry.store.tenant("dealer-a") is not None
         removed = platform.aap("tenants", "remove", "dealer-a", input="y\n")
         assert removed.exit_code == 0, removed.output
-        assert registry.store.tenant("dealer-a") is None and not namespace_exists(registry, "dealer-a")
+        assert registry.store.tenant("dealer-a") is None and rows_of(registry, "dealer-a") == 0
         assert platform.aap("tenants", "remove", "dealer-b", "--yes").exit_code == 0
         assert registry.store.count() == 0
     finally:
@@ -427,68 +424,42 @@ def test_console_accounts_of_tenants_and_platform_administrators(platform):
     assert platform.aap("users", "remove", "sales@alpha.example", "--tenant", "dealer-a").exit_code == 0
 
 
-def test_db_backup_of_one_tenant_and_upgrade_of_every_namespace(platform, backend, database_url_factory):
+def test_db_backup_of_one_tenant_restore_and_upgrade(platform, backend):
+    """docs/platform.md, "Backups": a tenant's backup is a SQLite database of one agent, restored
+    as that tenant's rows (here after the tenant was removed and added again)."""
     registry = platform.registry()
     try:
         for tenant_id, make, count in (("dealer-a", "Honda", 4), ("dealer-b", "Kia", 6)):
             registry.add(tenant_id, tenant_config(tenant_id), [])
             own = tenant_stores(registry, tenant_id)
             own.inventory.import_listings(listings(tenant_id, make, count, f"{tenant_id} Main"))
-            own.close()
     finally:
         registry.store.db.close()
     upgraded = platform.aap("db", "upgrade")
     assert upgraded.exit_code == 0, upgraded.output
     assert "its 2 tenant(s)" in upgraded.output and "platform\t1" in upgraded.stdout
 
-    target = platform.directory / ("a.db" if backend == "sqlite" else "a.dump")
+    target = platform.directory / "a.db"
     copied = platform.aap("db", "backup", str(target), "--tenant", "dealer-a")
     assert copied.exit_code == 0, copied.output
-    if backend == "sqlite":
-        restored = Stores(open_platform_database(f"sqlite:///{target}"))
-    else:  # docs/platform.md: pg_restore puts the tenant's schema back (here into a fresh database)
-        fresh = database_url_factory("restored")
-        listed = subprocess.run(["pg_restore", "--list", str(target)], check=True, capture_output=True, text=True)
-        assert "tenant_dealer_a" in listed.stdout and "tenant_dealer_b" not in listed.stdout
-        subprocess.run(["pg_restore", "--no-owner", f"--dbname={fresh}", str(target)], check=True, capture_output=True)
-        from aap.store.postgres import with_search_path
-
-        restored = Stores(open_platform_database(with_search_path(fresh, "tenant_dealer_a")))
+    assert platform.aap("db", "backup", str(target), "--tenant", "dealer-a").exit_code == 1  # never overwritten
+    single = open_stores(f"sqlite:///{target}")  # a database of one agent, as aap serve opens it
     try:
-        assert restored.inventory.count() == 4
+        assert single.inventory.count() == 4
     finally:
-        restored.close()
-    # docs/platform.md: a removed tenant comes back from its backup: added again, its namespace restored.
+        single.close()
     assert platform.aap("tenants", "remove", "dealer-a", "--yes").exit_code == 0
-    assert (
-        platform.aap("tenants", "add", "dealer-a", "--config", tenant_file(platform.directory, "dealer-a")).exit_code
-        == 0
-    )
-    if backend == "sqlite":
-        shutil.copyfile(target, platform.directory / "aap.tenants" / "dealer-a.db")
-    else:
-        subprocess.run(
-            ["pg_restore", "--clean", "--if-exists", "--no-owner", f"--dbname={platform.url}", str(target)],
-            check=True,
-            capture_output=True,
-        )
+    readded = platform.aap("tenants", "add", "dealer-a", "--config", tenant_file(platform.directory, "dealer-a"))
+    assert readded.exit_code == 0
     registry = platform.registry()
     try:
-        back = tenant_stores(registry, "dealer-a")
-        try:
-            assert back.inventory.count() == 4
-        finally:
-            back.close()
-        other = tenant_stores(registry, "dealer-b")
-        try:
-            assert other.inventory.count() == 6
-        finally:
-            other.close()
+        assert tenant_stores(registry, "dealer-a").inventory.count() == 0  # a re-added id starts empty
+        restored = platform.aap("db", "restore", str(target), "--tenant", "dealer-a", "--yes")
+        assert restored.exit_code == 0, restored.output
+        assert tenant_stores(registry, "dealer-a").inventory.count() == 4
+        assert tenant_stores(registry, "dealer-b").inventory.count() == 6
     finally:
         registry.store.db.close()
-    whole = platform.aap("db", "backup", str(platform.directory / "whole.db"))
-    if backend == "sqlite":
-        assert whole.exit_code == 0 and "each tenant's data is a file of its own" in whole.output
 
 
 # -- help that teaches, and aap itself ------------------------------------------------------------------
