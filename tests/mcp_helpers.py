@@ -4,6 +4,7 @@ and builders for raw MCP requests of both eras."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ def live_dealer(
     stores.inventory.import_listings(listings, replace=True)
     surfaces = SURFACES
     if verifier is not None:  # the MCP binding with this Bearer verifier instead of the Poppy issuer's
-        surfaces = tuple(functools.partial(mcp.build, verifier=verifier) if s is mcp_surface else s for s in SURFACES)
+        build = functools.partial(mcp.build, verifier=verifier)
+        surfaces = tuple(dataclasses.replace(s, build=build) if s.build is mcp_surface else s for s in SURFACES)
     app = create_app(settings, stores, surfaces=surfaces)
     server.start(app)
     try:

@@ -9,6 +9,7 @@ poppy.json lists. MCP calls are raw 2026-07-28 requests with ``Authorization: Be
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 from collections.abc import Iterator
@@ -97,7 +98,7 @@ def signed_in_dealer(
     listings = load_demo_inventory(stores, settings, inventory)
     # the Poppy surface fetches client metadata trusting the test CA
     poppy_surface = functools.partial(aap.poppy.build, ssl_context=ca.context())
-    surfaces = tuple(poppy_surface if s is aap.poppy.build else s for s in SURFACES)
+    surfaces = tuple(dataclasses.replace(s, build=poppy_surface) if s.build is aap.poppy.build else s for s in SURFACES)
     server.start(create_app(settings, stores, surfaces=surfaces))
     dealer = SignedInDealer(server.base_url, ca, host, stores, settings, listings)
     try:

@@ -653,7 +653,9 @@ def test_a_sign_in_that_cannot_get_a_hash_in_time_is_refused_busy_and_not_counte
         held.append(Console(gateway))
         return aap.console.build(gateway, console=held[0])
 
-    surfaces = tuple(console_surface if s is aap.console.build else s for s in SURFACES)
+    surfaces = tuple(
+        dataclasses.replace(s, build=console_surface) if s.build is aap.console.build else s for s in SURFACES
+    )
     app = create_app(agent_settings, stores, surfaces=surfaces, services=())
     client = TestClient(app, base_url=BASE)
     gate = held[0].accounts.gate

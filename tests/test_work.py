@@ -78,7 +78,7 @@ def test_one_work_per_app_shared_by_its_doors(agent_factory):
     app = create_app(agent.settings, agent.stores)
     gateway = app.state.gateway
     assert gateway.work.inline is agent.stores.db.in_process
-    poppy_uses = [r for r in app.routes if getattr(r, "path", "") == "/oauth/token"]
+    poppy_uses = [r for r in app.state.runtime.routes() if getattr(r, "path", "") == "/oauth/token"]
     assert poppy_uses, "the app serves the Poppy issuer"
     assert create_app(agent.settings, agent.stores).state.gateway.work is not gateway.work
 

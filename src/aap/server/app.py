@@ -148,10 +148,14 @@ def operator_routes(settings: Settings, readiness: Readiness) -> list[BaseRoute]
     ]
 
 
-def own_app(routes: Sequence[BaseRoute], table: SurfaceTable, state: Mapping[str, Any]) -> Starlette:
-    """The deployment's own endpoints (the operator's; a platform's host) as an app of their own."""
+def own_app(
+    deployment: Settings, routes: Sequence[BaseRoute], table: SurfaceTable, state: Mapping[str, Any]
+) -> Starlette:
+    """The deployment's own endpoints (the operator's; a platform's host) as an app of their own,
+    behind the same request limits as the agents' (the routing hands them on ahead of those)."""
     handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
-    app = Starlette(routes=list(routes), exception_handlers=handlers)
+    limits = Middleware(RequestLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=table.shapes)
+    app = Starlette(routes=list(routes), exception_handlers=handlers, middleware=[limits])
     for name, value in state.items():
         setattr(app.state, name, value)
     return app
@@ -214,6 +218,7 @@ def create_app(
     agent = DealerAgent(settings, stores)
     gateway = Gateway.of(agent, work)
     runtime = AgentRuntime(gateway, chosen)
+    runtime.prepare()  # every surface built now, as the app is made; their lifespans when it starts
     table = SurfaceTable(chosen)
     metrics = Metrics()
     state = {
@@ -225,7 +230,7 @@ def create_app(
         "runtime": runtime,
     }
     own_routes = operator_routes(settings, Readiness(stores.db, DOMAINS))
-    own = own_app(own_routes, table, state)
+    own = own_app(settings, own_routes, table, state)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -111,7 +111,7 @@ def create_platform_app(
     ]
     for routes in platform_routes:
         own.extend(routes(context))
-    platform_app = own_app(own, table, state)
+    platform_app = own_app(deployment, own, table, state)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -40,7 +40,7 @@ class BuiltSurface:
     async def start(self, app: Any) -> None:
         """Enter the surface's lifespans in a task of their own, which leaves them when told to
         (a task group must be entered and left by one task, the MCP SDK's among them)."""
-        if not self.lifespans:
+        if not self.lifespans or self.keeper is not None:
             return
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -81,10 +81,18 @@ class AgentRuntime:
         self._building: dict[int, asyncio.Future[BuiltSurface]] = {}
         self.closed = False
 
+    def prepare(self) -> None:
+        """Build every surface now, in order (a deployment that is one agent, as its app is made);
+        their lifespans are entered by :meth:`start`."""
+        for index, surface in enumerate(self.surfaces):
+            if index not in self._built:
+                self._built[index] = BuiltSurface(surface.build(self.gateway))
+
     async def start(self, app: Any) -> None:
-        """Build every surface now (and enter their lifespans), in order."""
+        """Build every surface not built yet and enter every surface's lifespans, in order."""
+        self.prepare()
         for index in range(len(self.surfaces)):
-            await self.surface(index, app)
+            await self._built[index].start(app)
 
     def routes(self) -> list[BaseRoute]:
         """The routes of the surfaces built so far (every one, once a deployment that is one
