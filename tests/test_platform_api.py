@@ -359,13 +359,15 @@ def test_rate_limited_per_client_address_in_the_platforms_own_buckets(database_u
         assert api.registry.store.tenant("dealer-b") is None
         # The address's bucket is the platform's; the tenant's agent has its own, untouched.
         with api.stores.db.read() as tx:
-            keys = {k for (k,) in tx.fetchall("SELECT bucket_key FROM state_bucket")}
+            keys = {k for (k,) in tx.fetchall("SELECT bucket_key FROM state_bucket WHERE tenant_id = ?", (tx.tenant,))}
         assert keys == {"rate:platform-api:" + anonymous_caller_key("127.0.0.1")}
         assert card_name(api, "alpha.example") == "Alpha"
         tenant = tenant_stores(api.registry, "dealer-a")
         try:
             with tenant.db.read() as tx:
-                own = {k for (k,) in tx.fetchall("SELECT bucket_key FROM state_bucket")}
+                own = {
+                    k for (k,) in tx.fetchall("SELECT bucket_key FROM state_bucket WHERE tenant_id = ?", (tx.tenant,))
+                }
             assert not any("platform-api" in k for k in own)
         finally:
             tenant.close()

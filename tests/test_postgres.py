@@ -34,7 +34,7 @@ def test_db_upgrade_migrates_and_prints_every_domain_version(database_url):
     try:
         assert stores.inventory.count() == 0
         with stores.db.read() as tx:
-            assert dict(tx.fetchall("SELECT domain, version FROM schema_migrations")) == expected_versions()
+            assert dict(tx.fetchall("SELECT domain, version FROM schema_versions")) == expected_versions()
     finally:
         stores.close()
 

@@ -62,7 +62,7 @@ def test_a_schema_behind_the_code_is_not_ready(tmp_path) -> None:
     server = LiveServer().start(create_app(settings, stores, services=()))
     try:
         with stores.db.transaction() as tx:  # as a database restored from an older release is
-            tx.execute("UPDATE schema_migrations SET version = version - 1 WHERE domain = 'leads'")
+            tx.execute("UPDATE schema_versions SET version = version - 1 WHERE domain = 'leads'")
         unready = probe(server.base_url, "/readyz")
         assert unready.status_code == 503
         assert unready.json()["checks"] == {"database": "ok", "migrations": "pending"}
