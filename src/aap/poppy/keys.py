@@ -12,6 +12,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from aap.config.model import Settings
+from aap.config.poppy import PoppySettings
+from aap.store import Stores
 from aap.store.poppy import PoppyStore
 
 if TYPE_CHECKING:
@@ -90,3 +93,9 @@ class SigningKeys:
             if retired is None or retired + self.token_ttl + 60 > now:
                 keys.append(key.as_dict(private=False, kid=kid, alg="ES256", use="sig"))
         return {"keys": keys}
+
+
+def rotate_signing_key(stores: Stores, settings: Settings | None = None) -> str:
+    """Operator action (e.g. ``aap poppy rotate-keys``): a new active signing key; returns its kid."""
+    options = settings.poppy if settings is not None else PoppySettings()
+    return SigningKeys(stores.poppy, options.access_token_ttl).rotate()
