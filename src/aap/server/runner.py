@@ -107,6 +107,8 @@ def open_app(settings: Settings) -> tuple[Starlette, Stores]:
     """The app a deployment serves and the stores it opened (migrated): one agent, or with a
     ``[platform]`` table every tenant of its registry (docs/platform.md)."""
     if settings.platform is not None:
+        # The platform's root, its provisioning API, services and tenant registry: loaded only
+        # by a platform deployment, never by a worker of one agent (docs/architecture.md, "Memory").
         from aap.server.platform import create_platform_app
         from aap.server.platform_api import provisioning_routes
         from aap.server.platform_services import SERVICES
