@@ -75,6 +75,7 @@ class SigningKeys:
 
     def rotate(self) -> str:
         """Make a new active key; the old ones only verify from now on. Returns the new kid."""
+        # on first use: aap.poppy.jose says why
         from joserfc.jwk import ECKey
 
         key = ECKey.generate_key("P-256", private=True)
