@@ -159,6 +159,80 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: Function-level imports that close a cycle of module-level imports, in code that is being
+#: rebuilt (docs/architecture.md, "Memory"): the store opens its PostgreSQL backend (which
+#: imports the store) on first use, and the MCP SDK's modules load with the first SDK request;
+#: these come back through the packages' ``__init__.py``, which import their modules.
+KNOWN_LAZY_CYCLES = {
+    ("aap.bindings.mcp.sdk", "aap.bindings.mcp.server"),
+    ("aap.bindings.mcp.sdk", "aap.bindings.mcp.tools"),
+    ("aap.store.db", "aap.store.postgres"),
+    ("aap.store.replicas", "aap.store.postgres"),
+    ("aap.store.upgrade", "aap.store.postgres"),
+}
+
+
+def module_imports(path: Path, modules: set[str], root: Path = SRC) -> tuple[set[str], set[str]]:
+    """The ``aap`` modules ``path`` loads when it is imported (its module-level imports, and the
+    packages they are in), and those it imports inside a function; ``if TYPE_CHECKING:`` blocks
+    load nothing."""
+    module = module_name(path, root)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    at_import: set[str] = set()
+    in_functions: set[str] = set()
+
+    def loaded(name: str) -> list[str]:
+        parts = name.split(".")
+        return [".".join(parts[:i]) for i in range(2, len(parts) + 1) if ".".join(parts[:i]) in modules]
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            inner = deferred or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [alias.name for alias in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = package[: len(package) - child.level + 1] if child.level else []
+                target = ".".join(base + ([child.module] if child.module else []))
+                names = [target, *(f"{target}.{alias.name}" for alias in child.names)]
+            if inner:  # the module named (its packages are loaded already, with the module that defers it)
+                in_functions.update(m for name in names if name.startswith("aap.") for m in loaded(name)[-1:])
+            else:
+                at_import.update(m for name in names if name.startswith("aap.") for m in loaded(name))
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), False)
+    parents = {".".join(module.split(".")[:i]) for i in range(2, module.count(".") + 1)}
+    return (at_import | (parents & modules)) - {module}, in_functions - {module}
+
+
+def test_no_function_level_import_hides_a_cycle() -> None:
+    """An import inside a function keeps start-up light (docs/architecture.md, "Memory"); it is
+    never a way around an import cycle: the module it loads does not import, at module level
+    and through any chain of modules, the module that defers it."""
+    modules = {module_name(p) for p in SOURCES}
+    at_import: dict[str, set[str]] = {}
+    deferred: dict[str, set[str]] = {}
+    for path in SOURCES:
+        at_import[module_name(path)], deferred[module_name(path)] = module_imports(path, modules)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            current = todo.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                todo.extend(at_import.get(current, ()))
+        return False
+
+    hidden = {(source, target) for source, targets in deferred.items() for target in targets if reaches(target, source)}
+    assert hidden <= KNOWN_LAZY_CYCLES, f"function-level imports around a cycle: {sorted(hidden - KNOWN_LAZY_CYCLES)}"
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
     [

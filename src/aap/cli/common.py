@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 from rich.console import Console
 from rich.text import Text
 
-from aap.config.loader import ConfigError, load_settings
+from aap.config.loader import ConfigError, load_settings, read_toml
 from aap.config.model import Settings
 
 if TYPE_CHECKING:
@@ -209,8 +210,6 @@ def claim_for_demo(stores: Stores, settings: Settings) -> bool:
 
 def redacted(url: str) -> str:
     """The URL without its password (it may be printed to a deploy log)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -255,6 +254,7 @@ def load_agent_or_fail(
             f"--tenant {tenant}: {where} is not a platform deployment (it has no [platform] table).",
             ["--tenant names a tenant of a deployment that hosts many agents (docs/platform.md)"],
         )
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.config.environment import environment_problems
 
     with open_registry_or_fail(deployment) as registry:
@@ -279,8 +279,6 @@ def load_agent_or_fail(
 def load_platform_or_fail(config: str | None, overrides: dict[str, Any] | None = None) -> Settings:
     """The settings of a platform deployment (``aap tenants``), or exit: this one has no ``[platform]``
     (said before anything else about the file, which may well be a tenant's given in its place)."""
-    from aap.config.loader import read_toml
-
     choice = find_config(config)
     console.print(Text(choice.describe(), style="dim"))
     try:
@@ -305,6 +303,7 @@ def load_platform_or_fail(config: str | None, overrides: dict[str, Any] | None =
 def require_moved(platform: Database) -> None:
     """Exit when tenants of a platform made before the shared tables still wait to be moved into
     them (their rows would be missing): ``aap db upgrade`` moves them."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store.upgrade import pending_tenants
 
     pending = pending_tenants(platform)
@@ -319,6 +318,7 @@ def require_moved(platform: Database) -> None:
 @contextmanager
 def open_registry_or_fail(deployment: Settings) -> Iterator[TenantRegistry]:
     """The tenant registry of a platform deployment, on its own database (migrated), closed after."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store import open_platform_database
     from aap.tenants import TenantRegistry
 

@@ -18,6 +18,9 @@ rows, and ``citus`` prints the statements that distribute the tables (docs/platf
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import subprocess
 from typing import TYPE_CHECKING
 
 import click
@@ -74,6 +77,7 @@ def upgrade(config: str | None, database: str | None) -> None:
 
 def _warn_if_unguarded(db: Database) -> None:
     """Say so when the database role is not bound by row-level security (docs/deployment.md)."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store.layout import bypasses_isolation
 
     with db.read() as tx:
@@ -92,6 +96,7 @@ def _warn_if_unguarded(db: Database) -> None:
 def _upgrade_platform(settings: Settings) -> None:
     """The platform's database (opening it migrates it), then every tenant still in a namespace of
     the first layout, moved into the shared tables one at a time."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store.migrations import PLATFORM_DOMAINS, versions
     from aap.store.upgrade import move_tenant, pending_tenants
 
@@ -139,10 +144,7 @@ def backup(path: str, config: str | None, database: str | None, tenant: str | No
     Restore: docs/deployment.md. On a platform, --tenant ID writes that tenant's
     rows alone, as a SQLite database of one agent (aap db restore puts it back).
     """
-    import shlex
-    import shutil
-    import subprocess
-
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store.backup import BackupError, is_postgres, pg_dump_command, sqlite_backup
 
     settings = load_agent_or_fail(config, tenant, {"database": database}, platform_accounts=True)
@@ -175,6 +177,7 @@ def backup(path: str, config: str | None, database: str | None, tenant: str | No
 
 
 def _backup_tenant(settings: Settings, path: str) -> None:
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store import open_database
     from aap.store.db import connect
     from aap.store.transfer import copy_agent
@@ -213,6 +216,7 @@ def _backup_tenant(settings: Settings, path: str) -> None:
 def restore(path: str, config: str | None, database: str | None, tenant: str, yes: bool) -> None:
     """Make the agent in PATH (a SQLite database: a tenant's backup, or a deployment's own
     database) tenant ID's rows on this platform, replacing what it has."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store import open_database
     from aap.store.db import connect
     from aap.store.transfer import copy_agent
@@ -238,6 +242,7 @@ def restore(path: str, config: str | None, database: str | None, tenant: str, ye
 @config_option
 def citus(config: str | None) -> None:
     """Print the statements that distribute the database with Citus, by tenant (docs/platform.md)."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.store.layout import citus_statements
     from aap.store.migrations import PLATFORM_DOMAINS
 

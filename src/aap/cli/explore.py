@@ -331,7 +331,7 @@ def vehicle_command(as_json, identifier, vin, stock, vehicle_id, **conn) -> None
         raise click.UsageError("give VIN_OR_STOCK, --vin, --stock or --vehicle-id")
 
     async def go() -> VehicleDetail:
-        from aap.client import VehicleNotFoundError
+        from aap.client import VehicleNotFoundError  # loaded only when a command runs
 
         async with make_client(**conn) as client:
             if identifier is None:

@@ -37,6 +37,7 @@ def run_command(
     config: str | None, database: str | None, tenant: str | None, once: bool, names: tuple[str, ...]
 ) -> None:
     """Import the configured feeds on their schedules (one runner per feed across processes)."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.feeds.scheduler import FeedScheduler
     from aap.store import open_stores
     from aap.telemetry.setup import start as start_tracing
@@ -108,7 +109,7 @@ def history_command(
     as_json: bool,
 ) -> None:
     """Every import, newest first: when, source, format, counts, duration, outcome."""
-    from aap.store import open_stores
+    from aap.store import open_stores  # loaded only when a command runs
 
     settings = load_agent_or_fail(config, tenant, {"database": database})
     stores = open_stores(settings.database_url, tenant=settings.tenant_id)

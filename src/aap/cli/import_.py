@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 import click
@@ -163,6 +164,7 @@ def command(
     first; any problem rejects the whole feed (unless --skip-invalid) and the
     stored inventory stays as it was.
     """
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.config.feeds import source_problem
     from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
     from aap.feeds.job import ImportRequest
@@ -249,6 +251,7 @@ def command(
     written = None
     report = result.report
     if report is not None and report.rejected and (rejects_path or (skip_invalid and not dry_run)):
+        # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
         from aap.inventory.formats.rejects import write_rejects
 
         written = rejects_path or f"{os.path.basename(report.member or source.rsplit('/', 1)[-1])}.rejects.csv"
@@ -263,8 +266,6 @@ def command(
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 
@@ -277,6 +278,7 @@ def _usage(title: str, problems: list[str] | tuple[str, ...] = (), code: int = 2
 
 def _run(stores: Any, settings: Any, request: Any, previous: Any, quiet: bool) -> Any:
     """Run the import, with a progress line on stderr unless ``quiet``."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.feeds.job import run_import
 
     if quiet:

@@ -31,6 +31,7 @@ def command(path: str | None, tenant_path: str | None, force: bool) -> None:
     if path is not None and tenant_path is not None:
         raise click.UsageError("give PATH (a deployment's file) or --tenant FILE (a tenant's), not both")
     if tenant_path is not None:
+        # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
         from aap.config.tenant_template import tenant_template
 
         target, text = tenant_path, tenant_template()

@@ -17,6 +17,7 @@ import asyncio
 import getpass
 import signal
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from aap.cli.common import (
     open_stores_or_fail,
     tenant_option,
 )
-from aap.store.lead_pipeline import SORTS, STAGES  # the documented statuses and orders: one home
+from aap.store.lead_pipeline import SORTS, STAGES, PipelineFilter  # the documented statuses and orders: one home
 from aap.util.rfc3339 import ms_to_utc_z
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ def list_command(
     as_json: bool,
 ) -> None:
     """Leads in pipeline order or newest first: ids, routing, states and owners (no customer data)."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.config.localtime import dealer_zone, local_today
     from aap.store.lead_inbox import InboxFilter, LeadScope
-    from aap.store.lead_pipeline import PipelineFilter
 
     settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
     stores = open_stores_or_fail(settings)
@@ -295,6 +296,7 @@ def _work(
     config: str | None, database: str | None, tenant: str | None, lead_id: str, actor: str | None, **changes: Any
 ) -> None:
     """Apply one change with the console's rules, and say what changed."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.accounts import Accounts
     from aap.leads.pipeline import LeadUpdate, PipelineRefused, update_lead
 
@@ -396,8 +398,7 @@ def note_command(
 @click.option("--json", "as_json", is_flag=True, help="The history as JSON.")
 def history_command(lead_id: str, config: str | None, database: str | None, tenant: str | None, as_json: bool) -> None:
     """A lead's place in the pipeline and every change and note, oldest first (notes may hold PII)."""
-    from dataclasses import asdict
-
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
     from aap.config.localtime import format_local, zone_for
     from aap.store.lead_inbox import LeadScope
 

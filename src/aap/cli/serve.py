@@ -26,6 +26,7 @@ from aap.cli.common import (
     open_stores_or_fail,
     redacted,
     reload_or_fail,
+    require_moved,
 )
 from aap.config.model import Settings
 
@@ -164,7 +165,7 @@ def command(
 
 def _platform_banner(settings: Settings) -> None:
     """What a platform deployment serves (its tenants are in its database: docs/platform.md)."""
-    from aap.cli.common import require_moved
+    # The store: loaded only when a command needs it (aap.cli.main).
     from aap.store import open_platform_database
     from aap.store.platform import PlatformStore
 

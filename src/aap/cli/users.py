@@ -52,7 +52,7 @@ def _change(
     config: str | None, database: str | None, tenant: str | None, refused: str, change: Callable[[Accounts], User]
 ) -> User:
     """Apply one account change; a refusal is printed with its reason (exit 1)."""
-    from aap.accounts import AccountError
+    from aap.accounts import AccountError  # loaded only when a command runs
 
     stores, accounts = _open(config, database, tenant)
     try:
@@ -120,7 +120,7 @@ def add_command(
     tenant: str | None,
 ) -> None:
     """Create an account for EMAIL."""
-    from aap.accounts import PLATFORM_ADMIN
+    from aap.accounts import PLATFORM_ADMIN  # loaded only when a command runs
 
     if platform_admin:
         if tenant is not None:
@@ -167,7 +167,7 @@ def passwd_command(
 @tenant_option
 def unlock_command(email: str, config: str | None, database: str | None, tenant: str | None) -> None:
     """Forget the failed sign-ins counted against EMAIL's account (its sign-ins are no longer delayed)."""
-    from aap.accounts import AccountError
+    from aap.accounts import AccountError  # loaded only when a command runs
 
     stores, accounts = _open(config, database, tenant)
     try:

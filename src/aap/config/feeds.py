@@ -141,6 +141,7 @@ def parse_schedule(text: str, zone: str = "UTC") -> Schedule | str:
     fields = text.split()
     if len(fields) != 5:
         return "must be 'every <n>m|h|d' or a five-field cron expression such as '30 2 * * *'"
+    # only a cron schedule needs it
     from cronsim import CronSim, CronSimError
 
     try:

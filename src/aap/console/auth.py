@@ -43,11 +43,12 @@ from aap.errors import AapError
 from aap.paths import CONSOLE_PREFIX
 from aap.ratelimit import anonymous_caller_key, retry_after_seconds
 from aap.store.console import Session, User
+from aap.web.accesslog import annotate
 from aap.web.callers import client_address
 from aap.web.pages import url
 
 if TYPE_CHECKING:
-    from aap.console import Console
+    from aap.console.core import Console
 
 log = logging.getLogger("aap.console")
 
@@ -338,6 +339,8 @@ class Auth:
             return None
 
     async def login_page(self, request: Request) -> Response:
+        """The sign-in page (GET) and the sign-in form's answer (POST): the endpoint of ``/console/login``."""
+        annotate(request.scope, binding="console")
         try:
             await self.limit(request)
         except Refused as refused:
@@ -409,6 +412,7 @@ class Auth:
         A POST without them changes nothing, not even the cookie: from another site it is
         answered 403 (or, with no session cookie sent at all, sent on to the sign-in page).
         """
+        annotate(request.scope, binding="console")
         token = self._token(request)
         guests = self.console.guests
         guest_token = guests.token(request) if guests is not None else None

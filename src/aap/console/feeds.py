@@ -23,7 +23,8 @@ import io
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
@@ -33,15 +34,13 @@ from starlette.routing import Route
 
 from aap.config.feeds import FeedSettings
 from aap.console.auth import Refused, Visit
+from aap.console.core import Console
 from aap.console.inventory import scope_sellers
 from aap.feeds.fetch import display_source
 from aap.feeds.scheduler import FeedScheduler
 from aap.paths import CONSOLE_PREFIX
 from aap.store.feeds import NOTE_KINDS, FeedNote, FeedRun, FeedState
 from aap.web.pages import url
-
-if TYPE_CHECKING:
-    from aap.console import Console
 
 log = logging.getLogger("aap.console")
 
@@ -122,112 +121,122 @@ def _counts(run: FeedRun) -> dict[str, int]:
     }
 
 
+async def feeds_page(console: Console, request: Request, visit: Visit) -> Response:
+    now = console.now_ms()
+    feeds = _visible(console, visit)
+    states = {s.feed: s for s in await console.blocking(console.stores.feeds.states)}
+    shown = []
+    for feed in feeds:
+        runs = await console.blocking(console.stores.feeds.runs, limit=RUNS_SHOWN, feed=feed.name)
+        state = states.get(feed.name)
+        shown.append(
+            {
+                "feed": feed,
+                "source": display_source(feed.source),
+                "state": state,
+                "running": _running(state, now),
+                "poll": _feed_state(state, runs, now),
+                "runs": [(r, _counts(r)) for r in runs],
+            }
+        )
+    sellers = scope_sellers(console, visit)
+    by_hand = [
+        (r, _counts(r))
+        for r in await console.blocking(console.stores.feeds.runs, limit=40)
+        if r.feed is None and not r.dry_run and (sellers is None or r.dealer_id in sellers)
+    ][:10]
+    return console.page(
+        request,
+        "feeds.html",
+        {
+            "feeds": shown,
+            "by_hand": by_hand,
+            "notice": _notice(request.query_params, feeds),
+            "can_run": visit.is_admin,
+        },
+        visit=visit,
+    )
+
+
+def _feed(console: Console, name: str, visit: Visit) -> FeedSettings:
+    found = next((f for f in _visible(console, visit) if f.name == name), None)
+    if found is None:
+        raise Refused(404, "There is no such feed.", visit=visit)
+    return found
+
+
+async def run_now(console: Console, runner: FeedRunner, request: Request, visit: Visit) -> Response:
+    """POST (admins): the feed imported at once in this worker's background, unless it runs already (audited)."""
+    feed = _feed(console, request.path_params["name"], visit)
+    state = await console.blocking(console.stores.feeds.state, feed.name)
+    busy = _running(state, console.now_ms())
+    await console.blocking(console.audit, visit.email, "feed.run", feed.name, {"started": not busy})
+    if not busy:
+        runner.start(feed, visit.email)
+    notice = "busy" if busy else "started"
+    query = urlencode({"notice": notice, "feed": feed.name})
+    return RedirectResponse(url(request, f"{PAGE}?{query}#feed-{feed.name}"), status_code=303)
+
+
+async def feed_state(console: Console, request: Request, visit: Visit) -> Response:
+    """What the page polls while a run goes on (:func:`_feed_state`)."""
+    feed = _feed(console, request.path_params["name"], visit)
+    state = await console.blocking(console.stores.feeds.state, feed.name)
+    runs = await console.blocking(console.stores.feeds.runs, limit=1, feed=feed.name)
+    return JSONResponse({"state": _feed_state(state, runs, console.now_ms())}, headers={"Cache-Control": "no-store"})
+
+
+async def _run_or_404(console: Console, request: Request, visit: Visit) -> FeedRun:
+    run = await console.blocking(console.stores.feeds.run, request.path_params["run_id"][:64])
+    sellers = scope_sellers(console, visit)
+    if run is None or (sellers is not None and run.dealer_id not in sellers):
+        raise Refused(404, "There is no such import in the history.", visit=visit)
+    return run
+
+
+async def run_page(console: Console, request: Request, visit: Visit) -> Response:
+    run = await _run_or_404(console, request, visit)
+    notes = await console.blocking(console.stores.feeds.notes, run.run_id, limit=NOTES_SHOWN + 1)
+    counts = (await console.blocking(console.stores.feeds.note_counts, [run.run_id])).get(run.run_id, {})
+    return console.page(
+        request,
+        "feed_run.html",
+        {
+            "run": run,
+            "counts": _counts(run),
+            "notes": notes[:NOTES_SHOWN],
+            "more_notes": len(notes) > NOTES_SHOWN,
+            "note_counts": counts,
+            "kinds": NOTE_KINDS,
+        },
+        visit=visit,
+    )
+
+
+async def run_notes(console: Console, request: Request, visit: Visit) -> Response:
+    """A run's warnings and rejects (``kind``: one of them) as CSV."""
+    run = await _run_or_404(console, request, visit)
+    kind = request.query_params.get("kind") or None
+    if kind is not None and kind not in NOTE_KINDS:
+        raise Refused(400, "Kind: warning or rejected.", visit=visit)
+    notes = await console.blocking(console.stores.feeds.notes, run.run_id, kind=kind)
+    name = f"{run.run_id}-{kind or 'notes'}.csv"
+    return StreamingResponse(
+        _csv(notes),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"},
+    )
+
+
 def routes(console: Console, runner: FeedRunner) -> list[Route]:
-    async def feeds_page(request: Request, visit: Visit) -> Response:
-        now = console.now_ms()
-        feeds = _visible(console, visit)
-        states = {s.feed: s for s in await console.blocking(console.stores.feeds.states)}
-        shown = []
-        for feed in feeds:
-            runs = await console.blocking(console.stores.feeds.runs, limit=RUNS_SHOWN, feed=feed.name)
-            state = states.get(feed.name)
-            shown.append(
-                {
-                    "feed": feed,
-                    "source": display_source(feed.source),
-                    "state": state,
-                    "running": _running(state, now),
-                    "poll": _feed_state(state, runs, now),
-                    "runs": [(r, _counts(r)) for r in runs],
-                }
-            )
-        sellers = scope_sellers(console, visit)
-        by_hand = [
-            (r, _counts(r))
-            for r in await console.blocking(console.stores.feeds.runs, limit=40)
-            if r.feed is None and not r.dry_run and (sellers is None or r.dealer_id in sellers)
-        ][:10]
-        return console.page(
-            request,
-            "feeds.html",
-            {
-                "feeds": shown,
-                "by_hand": by_hand,
-                "notice": _notice(request.query_params, feeds),
-                "can_run": visit.is_admin,
-            },
-            visit=visit,
-        )
-
-    def _feed(name: str, visit: Visit) -> FeedSettings:
-        found = next((f for f in _visible(console, visit) if f.name == name), None)
-        if found is None:
-            raise Refused(404, "There is no such feed.", visit=visit)
-        return found
-
-    async def run_now(request: Request, visit: Visit) -> Response:
-        feed = _feed(request.path_params["name"], visit)
-        state = await console.blocking(console.stores.feeds.state, feed.name)
-        busy = _running(state, console.now_ms())
-        await console.blocking(console.audit, visit.email, "feed.run", feed.name, {"started": not busy})
-        if not busy:
-            runner.start(feed, visit.email)
-        notice = "busy" if busy else "started"
-        query = urlencode({"notice": notice, "feed": feed.name})
-        return RedirectResponse(url(request, f"{PAGE}?{query}#feed-{feed.name}"), status_code=303)
-
-    async def feed_state(request: Request, visit: Visit) -> Response:
-        feed = _feed(request.path_params["name"], visit)
-        state = await console.blocking(console.stores.feeds.state, feed.name)
-        runs = await console.blocking(console.stores.feeds.runs, limit=1, feed=feed.name)
-        return JSONResponse(
-            {"state": _feed_state(state, runs, console.now_ms())}, headers={"Cache-Control": "no-store"}
-        )
-
-    async def _run_or_404(request: Request, visit: Visit) -> FeedRun:
-        run = await console.blocking(console.stores.feeds.run, request.path_params["run_id"][:64])
-        sellers = scope_sellers(console, visit)
-        if run is None or (sellers is not None and run.dealer_id not in sellers):
-            raise Refused(404, "There is no such import in the history.", visit=visit)
-        return run
-
-    async def run_page(request: Request, visit: Visit) -> Response:
-        run = await _run_or_404(request, visit)
-        notes = await console.blocking(console.stores.feeds.notes, run.run_id, limit=NOTES_SHOWN + 1)
-        counts = (await console.blocking(console.stores.feeds.note_counts, [run.run_id])).get(run.run_id, {})
-        return console.page(
-            request,
-            "feed_run.html",
-            {
-                "run": run,
-                "counts": _counts(run),
-                "notes": notes[:NOTES_SHOWN],
-                "more_notes": len(notes) > NOTES_SHOWN,
-                "note_counts": counts,
-                "kinds": NOTE_KINDS,
-            },
-            visit=visit,
-        )
-
-    async def run_notes(request: Request, visit: Visit) -> Response:
-        run = await _run_or_404(request, visit)
-        kind = request.query_params.get("kind") or None
-        if kind is not None and kind not in NOTE_KINDS:
-            raise Refused(400, "Kind: warning or rejected.", visit=visit)
-        notes = await console.blocking(console.stores.feeds.notes, run.run_id, kind=kind)
-        name = f"{run.run_id}-{kind or 'notes'}.csv"
-        return StreamingResponse(
-            _csv(notes),
-            media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="{name}"', "Cache-Control": "no-store"},
-        )
-
     return [
-        Route(PAGE, console.guarded(feeds_page), methods=["GET"]),
-        Route(PAGE + "/runs/{run_id:str}", console.guarded(run_page), methods=["GET"]),
-        Route(PAGE + "/runs/{run_id:str}/notes.csv", console.guarded(run_notes), methods=["GET"]),
-        Route(PAGE + "/{name:str}/run", console.guarded(run_now, admin=True), methods=["POST"]),
-        Route(PAGE + "/{name:str}/state", console.guarded(feed_state), methods=["GET"]),
+        Route(PAGE, console.endpoint(feeds_page), methods=["GET"]),
+        Route(PAGE + "/runs/{run_id:str}", console.endpoint(run_page), methods=["GET"]),
+        Route(PAGE + "/runs/{run_id:str}/notes.csv", console.endpoint(run_notes), methods=["GET"]),
+        Route(
+            PAGE + "/{name:str}/run", console.guarded(partial(run_now, console, runner), admin=True), methods=["POST"]
+        ),
+        Route(PAGE + "/{name:str}/state", console.endpoint(feed_state), methods=["GET"]),
     ]
 
 

@@ -26,7 +26,8 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 import httpx
 import orjson
@@ -37,13 +38,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from aap.console.auth import Visit
+from aap.console.core import Console
 from aap.console.leads import waited
 from aap.paths import CONSOLE_PREFIX, HEALTHZ_PATH, METRICS_PATH
 from aap.store.lead_inbox import LeadScope
 from aap.web.pages import url
-
-if TYPE_CHECKING:
-    from aap.console import Console
 
 log = logging.getLogger("aap.console")
 
@@ -176,47 +175,50 @@ def discovery_links(console: Console) -> list[tuple[str, str]]:
     return links + [("Health", urls.url(HEALTHZ_PATH)), ("Metrics", urls.url(METRICS_PATH))]
 
 
+async def page(console: Console, runner: CheckRunner, request: Request, visit: Visit) -> Response:
+    run = await console.blocking(console.stores.console.latest_check)
+    scope = console.accounts.scope_of(visit.session.user)
+    backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms(), scope)
+    since = console.now_ms() - RESPONSE_WINDOW_DAYS * 86_400_000
+    responses = await console.blocking(console.stores.lead_pipeline.first_response, scope, since)
+    everything = scope == LeadScope()  # the endpoint's own counters: not a seller's to read
+    return console.page(
+        request,
+        "health.html",
+        {
+            "run": run,
+            "links": discovery_links(console),
+            "metrics": await read_metrics(request) if everything else None,
+            "everything": everything,
+            "backlog": backlog,
+            "responses": sorted(responses.items(), key=lambda item: item[0] or ""),
+            "response_days": RESPONSE_WINDOW_DAYS,
+            "waited": waited,
+            "timeout": runner.timeout,
+            "target": console.settings.public_url,
+            "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),
+            "started": request.query_params.get("started"),
+        },
+        visit=visit,
+    )
+
+
+async def start(console: Console, runner: CheckRunner, request: Request, visit: Visit) -> Response:
+    """POST: a conformance run (one at a time), audited."""
+    run_id = await runner.start(visit.email)
+    await console.blocking(console.audit, visit.email, "check.start", run_id, {"started": run_id is not None})
+    return RedirectResponse(url(request, f"{PAGE}?started={'1' if run_id else '0'}"), status_code=303)
+
+
+async def state(console: Console, request: Request, visit: Visit) -> Response:
+    """The latest run's state: what the page polls while a run goes on."""
+    run = await console.blocking(console.stores.console.latest_check)
+    return JSONResponse({"state": f"{run.run_id}:{run.state}" if run else ""}, headers={"Cache-Control": "no-store"})
+
+
 def routes(console: Console, runner: CheckRunner) -> list[Route]:
-    async def page(request: Request, visit: Visit) -> Response:
-        run = await console.blocking(console.stores.console.latest_check)
-        scope = console.accounts.scope_of(visit.session.user)
-        backlog = await console.blocking(console.stores.lead_inbox.backlog, console.now_ms(), scope)
-        since = console.now_ms() - RESPONSE_WINDOW_DAYS * 86_400_000
-        responses = await console.blocking(console.stores.lead_pipeline.first_response, scope, since)
-        everything = scope == LeadScope()  # the endpoint's own counters: not a seller's to read
-        return console.page(
-            request,
-            "health.html",
-            {
-                "run": run,
-                "links": discovery_links(console),
-                "metrics": await read_metrics(request) if everything else None,
-                "everything": everything,
-                "backlog": backlog,
-                "responses": sorted(responses.items(), key=lambda item: item[0] or ""),
-                "response_days": RESPONSE_WINDOW_DAYS,
-                "waited": waited,
-                "timeout": runner.timeout,
-                "target": console.settings.public_url,
-                "command": " ".join(["aap", "check", console.settings.public_url, "--json"]),
-                "started": request.query_params.get("started"),
-            },
-            visit=visit,
-        )
-
-    async def start(request: Request, visit: Visit) -> Response:
-        run_id = await runner.start(visit.email)
-        await console.blocking(console.audit, visit.email, "check.start", run_id, {"started": run_id is not None})
-        return RedirectResponse(url(request, f"{PAGE}?started={'1' if run_id else '0'}"), status_code=303)
-
-    async def state(request: Request, visit: Visit) -> Response:
-        run = await console.blocking(console.stores.console.latest_check)
-        return JSONResponse(
-            {"state": f"{run.run_id}:{run.state}" if run else ""}, headers={"Cache-Control": "no-store"}
-        )
-
     return [
-        Route(PAGE, console.guarded(page), methods=["GET"]),
-        Route(PAGE + "/check", console.guarded(start), methods=["POST"]),
-        Route(PAGE + "/state", console.guarded(state), methods=["GET"]),
+        Route(PAGE, console.guarded(partial(page, console, runner)), methods=["GET"]),
+        Route(PAGE + "/check", console.guarded(partial(start, console, runner)), methods=["POST"]),
+        Route(PAGE + "/state", console.endpoint(state), methods=["GET"]),
     ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from aap.config.localtime import local_today
 from aap.console.auth import Refused, Visit
+from aap.console.core import Console
 from aap.inventory.labels import options
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store import Stores
@@ -35,9 +36,6 @@ from aap.store.inventory.browse import SORT_LABELS, SORTS, BrowseFilter, BrowseR
 from aap.store.inventory.summary import Summary
 from aap.store.keyset import BadCursor, Cursor
 from aap.web.pages import url
-
-if TYPE_CHECKING:
-    from aap.console import Console
 
 PAGE = CONSOLE_PREFIX + "inventory"
 PAGE_SIZE = 50
@@ -286,13 +284,7 @@ async def listing(console: Console, request: Request, visit: Visit) -> Response:
 
 
 def routes(console: Console) -> list[Route]:
-    async def browse(request: Request, visit: Visit) -> Response:
-        return await page(console, request, visit)
-
-    async def one(request: Request, visit: Visit) -> Response:
-        return await listing(console, request, visit)
-
     return [
-        Route(PAGE, console.guarded(browse), methods=["GET"]),
-        Route(PAGE + "/{vehicle_id:str}", console.guarded(one), methods=["GET"]),
+        Route(PAGE, console.endpoint(page), methods=["GET"]),
+        Route(PAGE + "/{vehicle_id:str}", console.endpoint(listing), methods=["GET"]),
     ]

@@ -18,7 +18,7 @@ import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from starlette.datastructures import QueryParams
@@ -29,6 +29,7 @@ from starlette.routing import Route
 from aap.config.localtime import day_range_ms, local_today, zone_named
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
+from aap.console.core import Console
 from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.pipeline import LeadUpdate, PipelineRefused, owners_for, update_lead
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
@@ -48,9 +49,6 @@ from aap.store.lead_pipeline import (
 )
 from aap.util.rfc3339 import parse_rfc3339, to_rfc3339
 from aap.web.pages import url
-
-if TYPE_CHECKING:
-    from aap.console import Console
 
 PAGE_SIZE = 50
 INBOX = CONSOLE_PREFIX + "leads"
@@ -508,19 +506,12 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
 
 
 def routes(console: Console) -> list[Route]:
-    def bind(handler: Any) -> Any:
-        async def endpoint(request: Request, visit: Visit) -> Response:
-            response: Response = await handler(console, request, visit)
-            return response
-
-        return console.guarded(endpoint)
-
     return [
-        Route(INBOX, bind(inbox), methods=["GET"]),
-        Route(INBOX + ".csv", bind(export), methods=["POST"]),
-        Route(INBOX + "/{lead_id:str}", bind(detail), methods=["GET"]),
-        Route(INBOX + "/{lead_id:str}/state", bind(state), methods=["GET"]),
-        Route(INBOX + "/{lead_id:str}/retry", bind(retry), methods=["POST"]),
-        Route(INBOX + "/{lead_id:str}/handled", bind(handled), methods=["POST"]),
-        Route(INBOX + "/{lead_id:str}/pipeline", bind(work), methods=["POST"]),
+        Route(INBOX, console.endpoint(inbox), methods=["GET"]),
+        Route(INBOX + ".csv", console.endpoint(export), methods=["POST"]),
+        Route(INBOX + "/{lead_id:str}", console.endpoint(detail), methods=["GET"]),
+        Route(INBOX + "/{lead_id:str}/state", console.endpoint(state), methods=["GET"]),
+        Route(INBOX + "/{lead_id:str}/retry", console.endpoint(retry), methods=["POST"]),
+        Route(INBOX + "/{lead_id:str}/handled", console.endpoint(handled), methods=["POST"]),
+        Route(INBOX + "/{lead_id:str}/pipeline", console.endpoint(work), methods=["POST"]),
     ]

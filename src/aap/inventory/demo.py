@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from aap.config.loader import load_settings
 from aap.config.model import Settings
 from aap.inventory.demo_catalogue import (
     BODY_ONLY,
@@ -191,8 +192,6 @@ def rooftops_for(settings: Settings) -> list[Rooftop]:
 
 
 def _default_settings() -> Settings:
-    from aap.config.loader import load_settings
-
     return load_settings(None, environ={})
 
 

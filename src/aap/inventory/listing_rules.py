@@ -19,6 +19,7 @@ from typing import Any
 
 from aap.config.model import Settings
 from aap.inventory.vin import expected_check_digit
+from aap.spec import validate
 
 MAX_REPORTED = 100  # problems kept in a FeedError (all are counted)
 
@@ -156,8 +157,6 @@ class ListingChecker:
         What is published with a warning instead (an ``http://`` link upgraded, a
         photo that is no https URL left out, a wrong VIN check digit) goes to ``warnings``.
         """
-        from aap.spec import validate
-
         if self.dealer_id is not None and "dealer_id" not in row:
             row["dealer_id"] = self.dealer_id
         told: list[Warning] = [] if warnings is None else warnings

@@ -38,8 +38,8 @@ from starlette.routing import BaseRoute, Route
 
 from aap.config.platform import tenant_id_problem
 from aap.config.tenant_template import tenant_template
-from aap.console import Console
 from aap.console.auth import LOGIN_PATH, Auth, Guest, Refused, Visit
+from aap.console.core import Console
 from aap.gateway import Gateway
 from aap.paths import CONSOLE_PREFIX
 from aap.store.console import Session, User
@@ -181,219 +181,24 @@ class PlatformConsole(Console):
 
     # -- routes ------------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
-        registry = self.registry
-
-        def field(visit: Visit, name: str) -> str:
-            value = visit.form.get(name) if visit.form is not None else None
-            return value if isinstance(value, str) else ""
-
-        async def home(request: Request) -> Response:
-            return RedirectResponse(url(request, TENANTS), status_code=303)
-
-        async def login(request: Request) -> Response:
-            annotate(request.scope, binding="console")
-            return await self.auth.login_page(request)
-
-        async def logout(request: Request) -> Response:
-            annotate(request.scope, binding="console")
-            return await self.auth.logout(request)
-
-        async def tenants_page(request: Request, visit: Visit) -> Response:
-            params = request.query_params
-            matching = (params.get("q") or "").strip()[:200]
-            after = params.get("after") or ""
-            problems = []
-            if after and tenant_id_problem(after):
-                problems.append("This page link is not valid any more; start from the first page.")
-                after = ""
-            rows = await self.blocking(registry.list, after=after, limit=PAGE_SIZE + 1, matching=matching or None)
-            more = len(rows) > PAGE_SIZE
-            rows = rows[:PAGE_SIZE]
-            query = {"q": matching} if matching else {}
-            total = await self.blocking(registry.store.count)
-            return self.page(
-                request,
-                "platform_tenants.html",
-                {
-                    "rows": [self.view(r) for r in rows],
-                    "matching": matching,
-                    "total": total,
-                    "problems": problems,
-                    "next": f"{url(request, TENANTS)}?{urlencode({**query, 'after': rows[-1].tenant_id})}"
-                    if more
-                    else None,
-                    "first": f"{url(request, TENANTS)}?{urlencode(query)}" if after else None,
-                    "notice": self.notice(request),
-                },
-                visit=visit,
-                status_code=400 if problems else 200,
-            )
-
-        def new_page(
-            request: Request, visit: Visit, form: Mapping[str, str], problems: list[str], status: int = 200
-        ) -> Response:
-            return self.page(
-                request,
-                "platform_tenant_new.html",
-                {"form": form, "problems": problems, "max_kib": MAX_CONFIG_BYTES // 1024},
-                visit=visit,
-                status_code=status,
-            )
-
-        async def new_tenant(request: Request, visit: Visit) -> Response:
-            return new_page(request, visit, {"id": "", "domains": "", "config": self.template()}, [])
-
-        async def add_tenant(request: Request, visit: Visit) -> Response:
-            tenant_id = field(visit, "id").strip()
-            domains = _hosts(field(visit, "domains"))
-            config = _lines(field(visit, "config"))
-            try:
-                record = await self.blocking(registry.add, tenant_id, config, domains)
-            except TenantError as refused:
-                form = {"id": tenant_id, "domains": "\n".join(domains), "config": config}
-                return new_page(request, visit, form, refused.problems, refused.status)
-            await self.blocking(
-                self.audit, visit.email, "tenant.add", record.tenant_id, {"domains": list(record.domains)}
-            )
-            return self.done(request, record.tenant_id, "added")
-
-        async def record_or_404(request: Request, visit: Visit) -> TenantRecord:
-            tenant_id = request.path_params["tenant_id"]
-            record = await self.blocking(registry.store.tenant, tenant_id) if not tenant_id_problem(tenant_id) else None
-            if record is None:
-                raise Refused(404, "There is no such tenant (it may have been removed).", visit=visit)
-            return record
-
-        def tenant_page_of(
-            request: Request,
-            visit: Visit,
-            record: TenantRecord,
-            *,
-            config: str | None = None,
-            config_problems: list[str] | None = None,
-            domain_problems: list[str] | None = None,
-            status: int = 200,
-        ) -> Response:
-            return self.page(
-                request,
-                "platform_tenant.html",
-                {
-                    **self.view(record),
-                    "config": record.config if config is None else config,
-                    "config_problems": config_problems or [],
-                    "domain_problems": domain_problems or [],
-                    "notice": self.notice(request, record.tenant_id),
-                },
-                visit=visit,
-                status_code=status,
-            )
-
-        async def tenant_page(request: Request, visit: Visit) -> Response:
-            return tenant_page_of(request, visit, await record_or_404(request, visit))
-
-        async def update_config(request: Request, visit: Visit) -> Response:
-            record = await record_or_404(request, visit)
-            config = _lines(field(visit, "config"))
-            try:
-                updated = await self.blocking(registry.update, record.tenant_id, config)
-            except TenantError as refused:
-                return tenant_page_of(
-                    request, visit, record, config=config, config_problems=refused.problems, status=refused.status
-                )
-            await self.blocking(
-                self.audit, visit.email, "tenant.update", record.tenant_id, {"revision": updated.revision}
-            )
-            return self.done(request, record.tenant_id, "updated")
-
-        async def change_domains(request: Request, visit: Visit) -> Response:
-            record = await record_or_404(request, visit)
-            add, remove = _hosts(field(visit, "add")), _hosts(field(visit, "remove"))
-            if not add and not remove:
-                return tenant_page_of(request, visit, record, domain_problems=["Enter a domain to add."], status=400)
-            try:
-                await self.blocking(registry.set_domains, record.tenant_id, add, remove)
-            except TenantError as refused:
-                return tenant_page_of(request, visit, record, domain_problems=refused.problems, status=refused.status)
-            await self.blocking(
-                self.audit, visit.email, "tenant.domains", record.tenant_id, {"added": add, "removed": remove}
-            )
-            return self.done(request, record.tenant_id, "domains")
-
-        def remove_page(request: Request, visit: Visit, record: TenantRecord, error: str | None = None) -> Response:
-            return self.page(
-                request,
-                "platform_tenant_remove.html",
-                {**self.view(record), "error": error},
-                visit=visit,
-                status_code=400 if error else 200,
-            )
-
-        async def confirm_remove(request: Request, visit: Visit) -> Response:
-            return remove_page(request, visit, await record_or_404(request, visit))
-
-        async def remove_tenant(request: Request, visit: Visit) -> Response:
-            record = await record_or_404(request, visit)
-            if field(visit, "confirm").strip() != record.tenant_id:
-                return remove_page(request, visit, record, "Type the tenant's id to confirm; nothing was removed.")
-            try:
-                await self.blocking(registry.remove, record.tenant_id)
-            except TenantError as refused:
-                raise Refused(refused.status, " ".join(refused.problems), visit=visit) from None
-            await self.blocking(self.audit, visit.email, "tenant.remove", record.tenant_id, {})
-            return RedirectResponse(url(request, f"{TENANTS}?done=removed"), status_code=303)
-
-        async def open_tenant(request: Request, visit: Visit) -> Response:
-            """To a tenant's console under its prefix, where this session is admitted (audited)."""
-            tenant_id = (request.query_params.get("tenant") or "").strip()
-            if not registry.platform.tenant_prefix:
-                raise Refused(
-                    404,
-                    "Tenants are not served under /t/ID/ on this platform ([platform] tenant_prefix = false), "
-                    "so their consoles open at their own domains, with their own accounts.",
-                    visit=visit,
-                )
-            record = await self.blocking(registry.store.tenant, tenant_id) if not tenant_id_problem(tenant_id) else None
-            if record is None:
-                raise Refused(404, "There is no such tenant.", visit=visit)
-            await self.blocking(self.audit, visit.email, "tenant.open", tenant_id, {})
-            return RedirectResponse(f"/t/{tenant_id}{CONSOLE_PREFIX}", status_code=303)
-
-        async def audit_page(request: Request, visit: Visit) -> Response:
-            before = request.query_params.get("before") or ""
-            subject = (request.query_params.get("subject") or "")[:300] or None
-            if before and not (before.isdigit() and len(before) <= 15):
-                raise Refused(400, "This page link is not valid: open the audit log again.", visit=visit)
-            entries = await self.blocking(
-                self.stores.console.audit_entries,
-                subject=subject,
-                before_ms=int(before) if before else None,
-                limit=100,
-            )
-            older = entries[-1].at_ms if len(entries) == 100 else None
-            return self.page(
-                request, "platform_audit.html", {"entries": entries, "older": older, "subject": subject}, visit=visit
-            )
-
-        async def not_found(request: Request, visit: Visit) -> Response:
-            raise Refused(404, "There is no such page in the platform console.", visit=visit)
-
+        """The platform console's route table; each endpoint is a named handler of this module."""
         one = TENANTS + "/{tenant_id:str}"
         return [
             Route(CONSOLE_PREFIX, home, methods=["GET"]),
-            Route(LOGIN_PATH, self.bounded(login), methods=["GET", "POST"]),
-            Route(CONSOLE_PREFIX + "logout", self.bounded(logout), methods=["POST"]),
-            Route(TENANTS, self.guarded(tenants_page), methods=["GET"]),
-            Route(TENANTS, self.guarded(add_tenant), methods=["POST"]),
-            Route(TENANTS + "/new", self.guarded(new_tenant), methods=["GET"]),
-            Route(one, self.guarded(tenant_page), methods=["GET"]),
-            Route(one + "/config", self.guarded(update_config), methods=["POST"]),
-            Route(one + "/domains", self.guarded(change_domains), methods=["POST"]),
-            Route(one + "/remove", self.guarded(confirm_remove), methods=["GET"]),
-            Route(one + "/remove", self.guarded(remove_tenant), methods=["POST"]),
-            Route(OPEN, self.guarded(open_tenant), methods=["GET"]),
-            Route(AUDIT, self.guarded(audit_page), methods=["GET"]),
+            Route(LOGIN_PATH, self.bounded(self.auth.login_page), methods=["GET", "POST"]),
+            Route(CONSOLE_PREFIX + "logout", self.bounded(self.auth.logout), methods=["POST"]),
+            Route(TENANTS, self.endpoint(tenants_page), methods=["GET"]),
+            Route(TENANTS, self.endpoint(add_tenant), methods=["POST"]),
+            Route(TENANTS + "/new", self.endpoint(new_tenant), methods=["GET"]),
+            Route(one, self.endpoint(tenant_page), methods=["GET"]),
+            Route(one + "/config", self.endpoint(update_config), methods=["POST"]),
+            Route(one + "/domains", self.endpoint(change_domains), methods=["POST"]),
+            Route(one + "/remove", self.endpoint(confirm_remove), methods=["GET"]),
+            Route(one + "/remove", self.endpoint(remove_tenant), methods=["POST"]),
+            Route(OPEN, self.endpoint(open_tenant), methods=["GET"]),
+            Route(AUDIT, self.endpoint(audit_page), methods=["GET"]),
             *asset_routes(ASSETS),
-            Route(CONSOLE_PREFIX + "{rest:path}", self.guarded(not_found), methods=["GET"]),
+            Route(CONSOLE_PREFIX + "{rest:path}", self.endpoint(not_found), methods=["GET"]),
         ]
 
     def done(self, request: Request, tenant_id: str, what: str) -> Response:
@@ -405,6 +210,222 @@ class PlatformConsole(Console):
         if template is None or ("{tenant}" in template and tenant_id is None):
             return None
         return template.format(tenant=tenant_id)
+
+
+# -- the pages ---------------------------------------------------------------------------------
+def _field(visit: Visit, name: str) -> str:
+    value = visit.form.get(name) if visit.form is not None else None
+    return value if isinstance(value, str) else ""
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse(url(request, TENANTS), status_code=303)
+
+
+async def tenants_page(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    """Every tenant in id order, a page at a time, filtered by a part of its id or of a domain."""
+    registry = console.registry
+    params = request.query_params
+    matching = (params.get("q") or "").strip()[:200]
+    after = params.get("after") or ""
+    problems = []
+    if after and tenant_id_problem(after):
+        problems.append("This page link is not valid any more; start from the first page.")
+        after = ""
+    rows = await console.blocking(registry.list, after=after, limit=PAGE_SIZE + 1, matching=matching or None)
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    query = {"q": matching} if matching else {}
+    total = await console.blocking(registry.store.count)
+    return console.page(
+        request,
+        "platform_tenants.html",
+        {
+            "rows": [console.view(r) for r in rows],
+            "matching": matching,
+            "total": total,
+            "problems": problems,
+            "next": f"{url(request, TENANTS)}?{urlencode({**query, 'after': rows[-1].tenant_id})}" if more else None,
+            "first": f"{url(request, TENANTS)}?{urlencode(query)}" if after else None,
+            "notice": console.notice(request),
+        },
+        visit=visit,
+        status_code=400 if problems else 200,
+    )
+
+
+def _new_page(
+    console: PlatformConsole,
+    request: Request,
+    visit: Visit,
+    form: Mapping[str, str],
+    problems: list[str],
+    status: int = 200,
+) -> Response:
+    return console.page(
+        request,
+        "platform_tenant_new.html",
+        {"form": form, "problems": problems, "max_kib": MAX_CONFIG_BYTES // 1024},
+        visit=visit,
+        status_code=status,
+    )
+
+
+async def new_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    """The add form, starting from the commented tenant document."""
+    return _new_page(console, request, visit, {"id": "", "domains": "", "config": console.template()}, [])
+
+
+async def add_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    tenant_id = _field(visit, "id").strip()
+    domains = _hosts(_field(visit, "domains"))
+    config = _lines(_field(visit, "config"))
+    try:
+        record = await console.blocking(console.registry.add, tenant_id, config, domains)
+    except TenantError as refused:
+        form = {"id": tenant_id, "domains": "\n".join(domains), "config": config}
+        return _new_page(console, request, visit, form, refused.problems, refused.status)
+    await console.blocking(
+        console.audit, visit.email, "tenant.add", record.tenant_id, {"domains": list(record.domains)}
+    )
+    return console.done(request, record.tenant_id, "added")
+
+
+async def _record_or_404(console: PlatformConsole, request: Request, visit: Visit) -> TenantRecord:
+    tenant_id = request.path_params["tenant_id"]
+    record = (
+        await console.blocking(console.registry.store.tenant, tenant_id) if not tenant_id_problem(tenant_id) else None
+    )
+    if record is None:
+        raise Refused(404, "There is no such tenant (it may have been removed).", visit=visit)
+    return record
+
+
+def _tenant_page_of(
+    console: PlatformConsole,
+    request: Request,
+    visit: Visit,
+    record: TenantRecord,
+    *,
+    config: str | None = None,
+    config_problems: list[str] | None = None,
+    domain_problems: list[str] | None = None,
+    status: int = 200,
+) -> Response:
+    return console.page(
+        request,
+        "platform_tenant.html",
+        {
+            **console.view(record),
+            "config": record.config if config is None else config,
+            "config_problems": config_problems or [],
+            "domain_problems": domain_problems or [],
+            "notice": console.notice(request, record.tenant_id),
+        },
+        visit=visit,
+        status_code=status,
+    )
+
+
+async def tenant_page(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    return _tenant_page_of(console, request, visit, await _record_or_404(console, request, visit))
+
+
+async def update_config(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    config = _lines(_field(visit, "config"))
+    try:
+        updated = await console.blocking(console.registry.update, record.tenant_id, config)
+    except TenantError as refused:
+        return _tenant_page_of(
+            console, request, visit, record, config=config, config_problems=refused.problems, status=refused.status
+        )
+    await console.blocking(
+        console.audit, visit.email, "tenant.update", record.tenant_id, {"revision": updated.revision}
+    )
+    return console.done(request, record.tenant_id, "updated")
+
+
+async def change_domains(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    add, remove = _hosts(_field(visit, "add")), _hosts(_field(visit, "remove"))
+    if not add and not remove:
+        return _tenant_page_of(console, request, visit, record, domain_problems=["Enter a domain to add."], status=400)
+    try:
+        await console.blocking(console.registry.set_domains, record.tenant_id, add, remove)
+    except TenantError as refused:
+        return _tenant_page_of(console, request, visit, record, domain_problems=refused.problems, status=refused.status)
+    await console.blocking(
+        console.audit, visit.email, "tenant.domains", record.tenant_id, {"added": add, "removed": remove}
+    )
+    return console.done(request, record.tenant_id, "domains")
+
+
+def _remove_page(
+    console: PlatformConsole, request: Request, visit: Visit, record: TenantRecord, error: str | None = None
+) -> Response:
+    return console.page(
+        request,
+        "platform_tenant_remove.html",
+        {**console.view(record), "error": error},
+        visit=visit,
+        status_code=400 if error else 200,
+    )
+
+
+async def confirm_remove(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    return _remove_page(console, request, visit, await _record_or_404(console, request, visit))
+
+
+async def remove_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    if _field(visit, "confirm").strip() != record.tenant_id:
+        return _remove_page(console, request, visit, record, "Type the tenant's id to confirm; nothing was removed.")
+    try:
+        await console.blocking(console.registry.remove, record.tenant_id)
+    except TenantError as refused:
+        raise Refused(refused.status, " ".join(refused.problems), visit=visit) from None
+    await console.blocking(console.audit, visit.email, "tenant.remove", record.tenant_id, {})
+    return RedirectResponse(url(request, f"{TENANTS}?done=removed"), status_code=303)
+
+
+async def open_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    """To a tenant's console under its prefix, where this session is admitted (audited)."""
+    registry = console.registry
+    tenant_id = (request.query_params.get("tenant") or "").strip()
+    if not registry.platform.tenant_prefix:
+        raise Refused(
+            404,
+            "Tenants are not served under /t/ID/ on this platform ([platform] tenant_prefix = false), "
+            "so their consoles open at their own domains, with their own accounts.",
+            visit=visit,
+        )
+    record = await console.blocking(registry.store.tenant, tenant_id) if not tenant_id_problem(tenant_id) else None
+    if record is None:
+        raise Refused(404, "There is no such tenant.", visit=visit)
+    await console.blocking(console.audit, visit.email, "tenant.open", tenant_id, {})
+    return RedirectResponse(f"/t/{tenant_id}{CONSOLE_PREFIX}", status_code=303)
+
+
+async def audit_page(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    before = request.query_params.get("before") or ""
+    subject = (request.query_params.get("subject") or "")[:300] or None
+    if before and not (before.isdigit() and len(before) <= 15):
+        raise Refused(400, "This page link is not valid: open the audit log again.", visit=visit)
+    entries = await console.blocking(
+        console.stores.console.audit_entries,
+        subject=subject,
+        before_ms=int(before) if before else None,
+        limit=100,
+    )
+    older = entries[-1].at_ms if len(entries) == 100 else None
+    return console.page(
+        request, "platform_audit.html", {"entries": entries, "older": older, "subject": subject}, visit=visit
+    )
+
+
+async def not_found(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    raise Refused(404, "There is no such page in the platform console.", visit=visit)
 
 
 class TenantGuests:

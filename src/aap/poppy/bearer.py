@@ -67,3 +67,11 @@ class McpBearerVerifier:
         if now - session.last_used_at > TOUCH_EVERY:  # MCP use keeps the Session alive, as API use does
             self.ctx.store.use_session(session.id, [], touch=True, now=now)
         return McpCaller(caller_identity(session.client_id, session.sub), session.client_id, session.id)
+
+
+def mcp_verifier(gateway: Gateway) -> McpBearerVerifier | None:
+    """The MCP binding's Bearer verifier, when this issuer exchanges MCP tokens; else None."""
+    options = gateway.settings.poppy
+    if not (options.enabled and options.mcp_enabled):
+        return None
+    return McpBearerVerifier(gateway, options)

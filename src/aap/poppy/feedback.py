@@ -12,12 +12,15 @@ import time
 from typing import Any
 
 import orjson
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from aap.poppy.authn import Caller, consume
+from aap.errors import unexpected
+from aap.poppy.authn import Caller, authenticate, consume
 from aap.poppy.context import PoppyContext
-from aap.poppy.oauth import NO_STORE, OAuthError
+from aap.poppy.oauth import NO_STORE, OAuthError, server_error
 from aap.spec import validate
+from aap.web.body import BodyTooLarge, read_request_body
 
 MAX_BODY = 16_384
 
@@ -75,3 +78,20 @@ async def receive(ctx: PoppyContext, caller: Caller, raw: bytes) -> Response:
     if alternative is not None:
         return JSONResponse(alternative, headers=NO_STORE)
     return Response(status_code=202, headers=NO_STORE)
+
+
+async def endpoint(ctx: PoppyContext, request: Request) -> Response:
+    """``POST /poppy/feedback``: the caller authenticated, the report read (at most :data:`MAX_BODY`
+    bytes) and received; an error in the OAuth shape of the issuer's endpoints."""
+    try:
+        caller = await authenticate(ctx, request, ctx.urls.poppy_feedback)
+        try:
+            raw = await read_request_body(request, MAX_BODY)
+        except BodyTooLarge:
+            raise OAuthError("invalid_request", "the feedback report is too large", 400) from None
+        return await receive(ctx, caller, raw)
+    except OAuthError as exc:
+        return exc.response()
+    except Exception as exc:
+        unexpected(exc, binding="poppy", endpoint="feedback")
+        return server_error().response()

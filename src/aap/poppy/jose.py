@@ -101,6 +101,7 @@ class CompactJws:
             # RFC 7515 §4.1.11: an extension the recipient does not understand must be
             # refused, and no Poppy or DPoP token needs one.
             raise JoseProblem("crit header extensions are not supported")
+        # joserfc on the first JWS a worker meets (_registry says why).
         from joserfc.errors import JoseError
 
         signing_input, _, signature = self.token.rpartition(".")
@@ -139,6 +140,7 @@ def public_p256_key(jwk: Any) -> ECKey:
 def _p256_point(x: str, y: str) -> ECKey:
     """The key of one point, imported once: a DPoP key signs every request of its Session,
     and importing (checking the point is on the curve) costs ~80 µs each time."""
+    # joserfc on the first JWS a worker meets (_registry says why).
     from joserfc.errors import JoseError
     from joserfc.jwk import ECKey
 
@@ -167,6 +169,7 @@ def numeric_date(claims: dict[str, Any], name: str) -> float:
 
 def sign(header: dict[str, Any], claims: dict[str, Any], private_key: ECKey) -> str:
     """ES256-sign ``claims`` under ``header`` (used for issued tokens and by the test client)."""
+    # joserfc on the first JWS a worker meets (_registry says why).
     from joserfc import jws
 
     return jws.serialize_compact(header, orjson.dumps(claims), private_key, registry=_registry())

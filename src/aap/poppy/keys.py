@@ -12,6 +12,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from aap.config.model import Settings
+from aap.config.poppy import PoppySettings
+from aap.store import Stores
 from aap.store.poppy import PoppyStore
 
 if TYPE_CHECKING:
@@ -72,6 +75,7 @@ class SigningKeys:
 
     def rotate(self) -> str:
         """Make a new active key; the old ones only verify from now on. Returns the new kid."""
+        # on first use: aap.poppy.jose says why
         from joserfc.jwk import ECKey
 
         key = ECKey.generate_key("P-256", private=True)
@@ -90,3 +94,9 @@ class SigningKeys:
             if retired is None or retired + self.token_ttl + 60 > now:
                 keys.append(key.as_dict(private=False, kid=kid, alg="ES256", use="sig"))
         return {"keys": keys}
+
+
+def rotate_signing_key(stores: Stores, settings: Settings | None = None) -> str:
+    """Operator action (e.g. ``aap poppy rotate-keys``): a new active signing key; returns its kid."""
+    options = settings.poppy if settings is not None else PoppySettings()
+    return SigningKeys(stores.poppy, options.access_token_ttl).rotate()

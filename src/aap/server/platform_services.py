@@ -33,6 +33,7 @@ from aap.leads import transports
 from aap.leads.worker import DeliveryWorker
 from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
+from aap.store.leads import LeadStore
 from aap.store.platform import DELIVERIES, FEEDS
 
 log = logging.getLogger("aap.platform")
@@ -109,8 +110,6 @@ async def sweep(ctx: PlatformContext) -> None:
             return
         for record in page:
             try:
-                from aap.store.leads import LeadStore
-
                 following = await asyncio.to_thread(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
                 if following is not None:
                     await asyncio.to_thread(store.set_due, record.tenant_id, DELIVERIES, following)

@@ -111,6 +111,8 @@ def open_app(settings: Settings) -> tuple[Starlette, Stores]:
     when the ``OTEL_*`` environment asks for it (:mod:`aap.telemetry`; once per process)."""
     tracing = start_tracing()
     if settings.platform is not None:
+        # The platform's root, its provisioning API, services and tenant registry: loaded only
+        # by a platform deployment, never by a worker of one agent (docs/architecture.md, "Memory").
         from aap.server.platform import create_platform_app
         from aap.server.platform_api import provisioning_routes
         from aap.server.platform_services import SERVICES

@@ -32,6 +32,7 @@ from starlette.types import Scope
 from aap.errors import AapError, unexpected
 from aap.paths import CONSOLE_PREFIX, SITE_ASSETS_PREFIX
 from aap.web.accesslog import SCOPE_KEY
+from aap.web.pages import render, templates, url
 
 #: Renders a failure for one surface: the HTTP status, and the failure as an AAP error
 #: (its ``message`` is fixed text, safe to show; its ``error_id`` is in the log line).
@@ -121,8 +122,6 @@ _MESSAGES = {
 
 def html_error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """The error as a small page on the shared layout (its stylesheet: the public page's, or the console's)."""
-    from aap.web.pages import render, templates, url  # Jinja2 loads with the first page (docs/architecture.md)
-
     state = request.app.state
     pages = getattr(state, "error_pages", None)
     if pages is None:  # one per app, made with its first error page

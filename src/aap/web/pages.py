@@ -144,6 +144,7 @@ def url(request: Request, path: str) -> str:
 
 
 def _engine(packages: tuple[str, ...]) -> Jinja2Templates:
+    # Jinja2 with the first page a worker renders, not at start (docs/architecture.md, "Memory").
     import jinja2
     from starlette.templating import Jinja2Templates
 
