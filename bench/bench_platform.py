@@ -127,7 +127,7 @@ def add_tenants(settings: Any, url: str, first: int, last: int, count: int) -> N
     try:
         for i in range(first, last):
             registry.add(f"t{i:05d}", tenant_config(i), [domain(i)])
-            stores = Stores(registry.namespaces.open(f"t{i:05d}"))
+            stores = Stores(registry.data.open(f"t{i:05d}"))
             try:
                 stores.inventory.import_listings(listings(i, count))
             finally:
@@ -384,7 +384,7 @@ def over_http(
             time.sleep(1)
         t0 = time.perf_counter()
         registry.add(f"t{n:05d}", tenant_config(n), [domain(n)])
-        stores = Stores(registry.namespaces.open(f"t{n:05d}"))
+        stores = Stores(registry.data.open(f"t{n:05d}"))
         stores.inventory.import_listings(listings(n, count))
         stores.close()
         registered = time.perf_counter() - t0

@@ -576,7 +576,7 @@ def test_every_console_page_answers_generated_queries_without_a_5xx_or_another_s
     pages = sorted(
         {
             re.sub(r"\{(\w+)(:\w+)?\}", r"{\1}", r.path)
-            for r in market["app"].routes
+            for r in market["app"].state.runtime.routes()
             if isinstance(r, Route)
             and r.path.startswith("/console/")
             and "GET" in (r.methods or ())

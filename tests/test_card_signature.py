@@ -55,8 +55,10 @@ def serve(tmp_path, key_text: str | None, kid: str | None = None) -> tuple[LiveS
         settings = dataclasses.replace(settings, agent=agent)
     keys = EnvironmentCardKeys({KEY_ENV: key_text} if key_text else {})
     surfaces = tuple(
-        (lambda gateway: discovery_build(gateway, keys=keys)) if build is discovery_build else build
-        for build in SURFACES
+        dataclasses.replace(s, build=lambda gateway: discovery_build(gateway, keys=keys))
+        if s.build is discovery_build
+        else s
+        for s in SURFACES
     )
     stores = open_stores(settings.database_url)
     server.start(create_app(settings, stores, surfaces=surfaces, services=()))

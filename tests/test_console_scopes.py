@@ -231,7 +231,7 @@ def _signed_in(console_market, email: str) -> TestClient:
 def _console_routes(app) -> list[tuple[str, str]]:
     """(method, path) of every console route but the assets and signing in and out."""
     out = []
-    for route in app.routes:
+    for route in app.state.runtime.routes():
         if not isinstance(route, Route) or not route.path.startswith("/console/"):
             continue
         if route.path.startswith("/console/assets") or route.path in ("/console/login", "/console/logout"):

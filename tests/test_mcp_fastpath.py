@@ -31,7 +31,7 @@ dealer = live_dealer_fixture("mcp-fast", count=30)
 
 @pytest.fixture(scope="module")
 def endpoint(dealer: Dealer) -> McpHttpEndpoint:
-    (route,) = [r for r in dealer.app.routes if getattr(r, "path", None) == "/mcp"]
+    (route,) = [r for r in dealer.app.state.runtime.routes() if getattr(r, "path", None) == "/mcp"]
     assert isinstance(route.endpoint, McpHttpEndpoint) and route.endpoint.fast is not None
     return route.endpoint
 
@@ -210,7 +210,7 @@ def test_a_rate_limited_call_gets_the_same_answer_and_retry_after(tmp_path, vers
     from aap.config.model import RateLimit
 
     with live_dealer(tmp_path, count=5, rate_limit=RateLimit(enabled=True, per_minute=1, burst=1)) as limited:
-        (route,) = [r for r in limited.app.routes if getattr(r, "path", None) == "/mcp"]
+        (route,) = [r for r in limited.app.state.runtime.routes() if getattr(r, "path", None) == "/mcp"]
         endpoint = route.endpoint
         body, headers = tool_call("aap_dealer_information", {"type": "dealer.information.request"}, version=version)
         fast_calls, answers = endpoint.fast, []

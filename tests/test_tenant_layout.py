@@ -55,12 +55,15 @@ def test_the_check_finds_a_table_that_breaks_the_rules(database_url) -> None:
 
 
 def _relations(db) -> int:
+    """Relations of the database (PostgreSQL: but the catalogue's, and a pooled connection's
+    temporary staging tables, which come and go with connections, never with tenants)."""
     with db.read() as tx:
         if db.dialect.row_security:
             return int(
                 tx.one(
                     "SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                     " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')"
+                    " AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%'"
                 )[0]
             )
         return int(tx.one("SELECT COUNT(*) FROM sqlite_master")[0])

@@ -139,7 +139,7 @@ def metrics_token(settings: Settings) -> str | None:
 
 def operator_routes(settings: Settings, readiness: Readiness) -> list[BaseRoute]:
     """The operator's endpoints of every deployment: ``/healthz``, ``/livez``, ``/readyz`` and
-    ``/metrics`` (docs/deployment.md, "Health checks")."""
+    ``/metrics`` (docs/deployment.md, "Health, liveness and readiness")."""
     return [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
         Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
@@ -220,6 +220,10 @@ def create_app(
     runtime = AgentRuntime(gateway, chosen)
     runtime.prepare()  # every surface built now, as the app is made; their lifespans when it starts
     table = SurfaceTable(chosen)
+    for index in range(len(chosen)):  # the route templates its traces name, known from the start
+        built = runtime.built(index)
+        if built is not None:
+            table.routes[index] = built.router.routes
     metrics = Metrics()
     state = {
         "gateway": gateway,
