@@ -180,7 +180,7 @@ def test_the_registry_lists_every_problem_at_once(platform) -> None:
     )
     with pytest.raises(TenantError) as refused:
         registry.add("dealer-i", internal)
-    assert "feeds[0].source: names a loopback or private address" in str(refused.value)
+    assert "feeds[0].source: names a link-local address" in str(refused.value)
     with pytest.raises(TenantError) as exists:
         registry.add("dealer-a", tenant_config("Again"))
     assert exists.value.status == 409

@@ -26,7 +26,15 @@ from aap.store.tenancy import schema_name
 from aap.tenants import TenantRegistry
 from console_support import PASSWORD, cheap_hashing
 from lead_support import NOW, Receiver, lead_request
-from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores, write
+from platform_support import (
+    LOOPBACK_DESTINATIONS,
+    PLATFORM_HOST,
+    listings,
+    platform_settings,
+    tenant_config,
+    tenant_stores,
+    write,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +49,10 @@ def platform(tmp_path, database_url, monkeypatch):
     monkeypatch.delenv("AAP_DATABASE_URL", raising=False)
     monkeypatch.delenv("AAP_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "aap.toml", f'database = "{database_url}"\n[platform]\nhost = "{PLATFORM_HOST}"\n')
+    write(
+        tmp_path / "aap.toml",
+        f'database = "{database_url}"\n[platform]\nhost = "{PLATFORM_HOST}"\n{LOOPBACK_DESTINATIONS}',
+    )
     logger = logging.getLogger("aap")  # `aap deliver` configures logging, as a command does
     saved = (logger.handlers[:], logger.propagate, logger.level)
     runner = CliRunner()
@@ -56,7 +67,8 @@ def platform(tmp_path, database_url, monkeypatch):
 
         @staticmethod
         def registry() -> TenantRegistry:
-            return TenantRegistry(platform_settings(database_url), open_platform_database(database_url), environ={})
+            settings = platform_settings(database_url, allow_loopback_destinations=True)
+            return TenantRegistry(settings, open_platform_database(database_url), environ={})
 
     yield Platform
     logger.handlers[:], logger.propagate, logger.level = saved[0], saved[1], saved[2]

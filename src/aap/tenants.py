@@ -10,8 +10,11 @@ register a tenant the others would refuse:
   ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
   secrets named by environment variable included), with the platform's ``[server]``;
 - on a platform, a tenant's feeds and mapping files are fetched from ``https://`` or
-  ``sftp://`` sources only, never from a private or loopback address: a local path would let
-  whoever provisions a tenant read the platform host's files, a private address its network;
+  ``sftp://`` sources only: a local path would let whoever provisions a tenant read the
+  platform host's files;
+- no destination a tenant names (CRM targets, SMTP hosts, feeds) is a loopback, private,
+  link-local or reserved address or ``localhost``: those are the platform's own network
+  (:func:`destination_problems`; a name resolving to one is refused on the connection);
 - a domain is a lower-case host name, served by one tenant only, never the platform's own
   host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
 
@@ -30,6 +33,7 @@ from typing import Any
 from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.netguard import Reach, host_refusal
 from aap.store.db import Database
 from aap.store.platform import FEEDS, PlatformStore, TenantRecord
 from aap.store.tenancy import Namespaces
@@ -40,23 +44,55 @@ MAX_DOMAINS = 20
 MAX_CONFIG_BYTES = 256 * 1024
 
 
-def _own_network(source: str) -> bool:
-    """True when ``source`` names a loopback, private or link-local address (or ``localhost``) itself;
-    a name that resolves to one is refused when fetched (:mod:`aap.netguard`)."""
-    import ipaddress
+def destination_problems(doc: dict[str, Any], reach: Reach) -> list[str]:
+    """Every destination a tenant's document names that is outside ``reach`` as written: an
+    address literal or a ``localhost`` name of a CRM target's URL or SMTP host, the notifications'
+    SMTP host or a feed's source (docs/deployment.md, "Outbound connections"). A name that
+    resolves to such an address is refused when it is connected to (:mod:`aap.netguard`)."""
     from urllib.parse import urlsplit
 
-    try:
-        host = (urlsplit(source).hostname or "").lower()
-    except ValueError:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local or address.is_reserved
+    named: list[tuple[str, str]] = []  # (TOML path, host)
+
+    def url_host(path: str, url: object) -> None:
+        if isinstance(url, str):
+            try:
+                named.append((path, urlsplit(url).hostname or ""))
+            except ValueError:
+                pass  # the configuration check reports a malformed URL
+
+    raw = doc.get("leads")
+    leads: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    routes = leads.get("routes")
+    for i, route in enumerate(routes if isinstance(routes, list) else []):
+        targets = route.get("targets") if isinstance(route, dict) else None
+        for j, target in enumerate(targets if isinstance(targets, list) else []):
+            if not isinstance(target, dict):
+                continue
+            where = f"leads.routes[{i}].targets[{j}]"
+            if target.get("type", "adf_http") == "smtp":
+                if isinstance(target.get("host"), str):
+                    named.append((f"{where}.host", target["host"]))
+            else:
+                url_host(f"{where}.url", target.get("url"))
+    notifications = leads.get("notifications")
+    if isinstance(notifications, dict) and isinstance(notifications.get("host"), str):
+        named.append(("leads.notifications.host", notifications["host"]))
+    feeds = doc.get("feeds")
+    for i, feed in enumerate(feeds if isinstance(feeds, list) else []):
+        if isinstance(feed, dict):
+            url_host(f"feeds[{i}].source", feed.get("source"))
+    problems = []
+    for path, host in named:
+        why = host_refusal(host, reach) if host else None
+        if why is not None:
+            problems.append(f"{path}: names {why}; a tenant's destinations are on the public internet")
+    poppy = doc.get("poppy")
+    if isinstance(poppy, dict) and poppy.get("allow_loopback_clients") is True and not reach.loopback:
+        problems.append(
+            "poppy.allow_loopback_clients: a tenant's Poppy clients are on the public internet "
+            "(loopback is the platform's own machine)"
+        )
+    return problems
 
 
 class TenantError(Exception):
@@ -127,6 +163,7 @@ class TenantRegistry:
             except ConfigError as exc:
                 problems += exc.problems
             problems += self._source_problems(doc)
+            problems += destination_problems(doc, self.platform.outbound)
             if settings is not None:
                 problems += self._a2a_problems(settings, tenant_id)
         if problems or settings is None:
@@ -180,8 +217,6 @@ class TenantRegistry:
                     f"feeds[{i}].source: a tenant's feed is fetched over https:// or sftp:// "
                     "(a local path would read the platform host's own files)"
                 )
-            elif isinstance(source, str) and _own_network(source):
-                problems.append(f"feeds[{i}].source: names a loopback or private address, the platform's own network")
             for key in ("mapping", "key_file", "known_hosts", "ca_file"):
                 if key in feed:
                     problems.append(

@@ -438,8 +438,6 @@ def deliver(
     config: str | None, database: str | None, tenant: str | None, once: bool, log_level: str, log_format: str
 ) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
-    # httpx, the worker and the store: loaded only when this command runs.
-    import httpx
 
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.server.logconfig import configure_logging
@@ -453,7 +451,7 @@ def deliver(
     async def main() -> int:
         if once:
             worker = DeliveryWorker(stores.leads, settings)
-            async with httpx.AsyncClient() as client:
+            async with worker.client() as client:
                 await worker.sweep()
                 return await worker.drain(client)
         stop = asyncio.Event()

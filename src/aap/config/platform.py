@@ -7,6 +7,7 @@ api_token_env = "AAP_PLATFORM_TOKEN"  # the provisioning API's bearer token come
 tenant_prefix = true               # also serve every tenant at https://HOST/t/ID/
 tenants_in_memory = 10000          # tenant agents a worker keeps built (least recently used go first)
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
+allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -22,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from aap.config.table import Problems, Table
+from aap.netguard import Reach
 
 #: A host name as a browser sends it in ``Host`` (RFC 1123 labels), lower case, no port.
 HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$")
@@ -38,6 +40,9 @@ class PlatformSettings:
     tenant_prefix: bool = True
     tenants_in_memory: int = 10_000
     changes_poll_ms: int = 500
+    #: Development and tests only: tenants' destinations (CRM targets, feeds, Poppy client
+    #: metadata) may be loopback addresses; private, link-local and the rest never are.
+    allow_loopback_destinations: bool = False
 
     @property
     def base_url(self) -> str:
@@ -47,6 +52,11 @@ class PlatformSettings:
     def prefix_url(self, tenant_id: str) -> str:
         """A tenant's public base URL under the platform host."""
         return f"{self.base_url}/t/{tenant_id}"
+
+    @property
+    def outbound(self) -> Reach:
+        """Where a tenant's destinations may be (docs/deployment.md, "Outbound connections")."""
+        return Reach(loopback=self.allow_loopback_destinations)
 
 
 def host_problem(host: str) -> str | None:
@@ -88,6 +98,7 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         tenant_prefix=table.boolean("tenant_prefix", True),
         tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
+        allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
     )
     table.finish()
     return settings

@@ -35,6 +35,7 @@ from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.config.model import DealerProfile, Settings
 from aap.config.notifications import NOTIFY_KIND
 from aap.leads import adf, notify, transports
+from aap.netguard import Resolve
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
 
@@ -59,11 +60,23 @@ def filtered_request(request: dict[str, Any]) -> dict[str, Any]:
 class DeliveryWorker:
     """One worker's view of the outbox (stateless apart from its settings)."""
 
-    def __init__(self, store: LeadStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: LeadStore,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        resolve: Resolve | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.leads: LeadSettings = settings.leads
         self.clock = clock
+        self.resolve = resolve  # the resolver of SMTP hosts (None: the system's; tests give theirs)
+
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client for this worker's deployment: connections within ``Settings.outbound``."""
+        return transports.delivery_client(self.settings.outbound, self.resolve)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -154,6 +167,8 @@ class DeliveryWorker:
                 delivery_id=d.delivery_id,
                 subject_suffix=f"{d.lead_id} ({view.vendor_name})",
                 timeout=policy.timeout_seconds,
+                reach=self.settings.outbound,
+                resolve=self.resolve,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
@@ -183,7 +198,9 @@ class DeliveryWorker:
             email = notify.message(self.settings, d, to)
             attempt = Attempt(attempt.started_ms, "text/plain; charset=utf-8", email.get_content())
             target = notify.smtp_target(self.leads.notifications, to)
-            await transports.send_email(target, email, self.leads.delivery.timeout_seconds)
+            await transports.send_email(
+                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve
+            )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
@@ -250,7 +267,7 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
     policy = worker.leads.delivery
     next_sweep = 0.0
     log.info("lead delivery worker started")
-    async with httpx.AsyncClient(headers={"User-Agent": transports.USER_AGENT}) as client:
+    async with worker.client() as client:
         while not stop.is_set():
             try:
                 if time.monotonic() >= next_sweep:
