@@ -178,12 +178,12 @@ def test_every_problem_is_answered_at_once_and_nothing_is_written(api: Api) -> N
     refused = api.call(
         "POST",
         TENANTS,
-        json={"id": "dealer-b", "config": "id = 'b'\n" + bad, "domains": ["a.example", "B.example", PLATFORM_HOST]},
+        json={"id": "dealer-b", "config": "id = 'b'\n" + bad, "domains": ["a.example", "[::1]", PLATFORM_HOST]},
     )
     problems = conforms(doc, "POST", TENANTS, refused)["error"]["problems"]
     assert refused.status_code == 400
     assert problems == [
-        "domain 'B.example': must be written in lower case, without spaces",
+        "domain '[::1]': is an IP address; a tenant is served at a domain name",
         f"domain '{PLATFORM_HOST}': is the platform's own host (tenants are served at /t/ID/ there)",
         "domain 'a.example': already served by tenant 'dealer-a'",
         "id: is the platform's, not a tenant's: the tenant id names the agent",

@@ -32,7 +32,7 @@ from typing import Any
 
 from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
-from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.config.platform import MAX_DOMAIN_TEXT, PlatformSettings, normalise_domain, tenant_id_problem
 from aap.netguard import Reach, host_refusal
 from aap.store.db import Database
 from aap.store.platform import FEEDS, PlatformStore, TenantRecord
@@ -95,6 +95,27 @@ def destination_problems(doc: dict[str, Any], reach: Reach) -> list[str]:
     return problems
 
 
+def domains_of(texts: Sequence[str], *, check: bool = True) -> tuple[list[str], list[str]]:
+    """``(the valid domains in normal form, each once, in order; the problems of the others)``
+    (:func:`aap.config.platform.normalise_domain`: lower-case A-labels, no trailing dot, no IP
+    address). ``check=False`` (domains to remove) reports no problem of a name that is not one."""
+    names: list[str] = []
+    problems: list[str] = []
+    if check and len(texts) > MAX_DOMAINS:
+        problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
+    for text in texts:
+        name, problem = normalise_domain(text)
+        if problem is not None:
+            if check:
+                problems.append(f"domain {text[:MAX_DOMAIN_TEXT]!r}: {problem}")
+        elif name in names:
+            if check:
+                problems.append(f"domain {text!r}: given twice" + (f" (as {name!r})" if name != text else ""))
+        else:
+            names.append(name)
+    return names, problems
+
+
 class TenantError(Exception):
     """A tenant operation refused, with every problem found; ``status`` as an HTTP API answers it."""
 
@@ -102,6 +123,13 @@ class TenantError(Exception):
         self.problems = list(problems)
         self.status = status
         super().__init__("; ".join(self.problems))
+
+
+def refusal(problems: Sequence[str], conflicts: Sequence[str]) -> TenantError:
+    """Every problem, 409 when each is a conflict with another tenant (a domain or A2A routing
+    value it holds: RFC 9110 §15.5.10), else 400 (**decision**, docs/platform.md)."""
+    only_conflicts = bool(problems) and all(p in conflicts for p in problems)
+    return TenantError(problems, status=409 if only_conflicts else 400)
 
 
 def _now_ms() -> int:
@@ -140,16 +168,22 @@ class TenantRegistry:
     # -- checks -------------------------------------------------------------------------------
     def check(self, tenant_id: str, config: str, domains: Sequence[str] = ()) -> Settings:
         """The tenant's Settings, or a :class:`TenantError` naming every problem of the id, the
-        configuration and the domains at once (nothing is written)."""
+        configuration and the domains at once (nothing is written). ``domains`` are taken as
+        :func:`domains` gives them (normalised); a caller that has not normalised them gets
+        every problem of their text too."""
         problems: list[str] = []
+        conflicts: list[str] = []  # with another tenant: 409 when they are all there is
         settings = None
         id_problem = tenant_id_problem(tenant_id)
         if id_problem:
             problems.append(f"tenant id {tenant_id!r}: {id_problem}")
-        problems += self._domain_problems(domains, tenant_id)
+        names, domain_problems = domains_of(domains)
+        problems += domain_problems + self._own_host(names)
+        conflicts += self._domain_conflicts(names, tenant_id)
+        problems += conflicts
         doc = self._toml(config, problems)
         if doc is not None and not id_problem:
-            url = f"https://{domains[0]}" if domains else self.platform.prefix_url(tenant_id)
+            url = f"https://{names[0]}" if names else self.platform.prefix_url(tenant_id)
             try:
                 settings = parse_tenant(
                     doc,
@@ -165,9 +199,11 @@ class TenantRegistry:
             problems += self._source_problems(doc)
             problems += destination_problems(doc, self.platform.outbound)
             if settings is not None:
-                problems += self._a2a_problems(settings, tenant_id)
+                a2a = self._a2a_problems(settings, tenant_id)
+                conflicts += a2a
+                problems += a2a
         if problems or settings is None:
-            raise TenantError(problems)
+            raise refusal(problems, conflicts)
         return settings
 
     def _toml(self, config: str, problems: list[str]) -> dict[str, Any] | None:
@@ -180,25 +216,20 @@ class TenantRegistry:
             problems.append(f"(syntax): {exc}")
             return None
 
-    def _domain_problems(self, domains: Sequence[str], tenant_id: str) -> list[str]:
-        problems = []
-        if len(domains) > MAX_DOMAINS:
-            problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
-        seen: set[str] = set()
-        for host in domains:
-            problem = host_problem(host)
-            if problem:
-                problems.append(f"domain {host!r}: {problem}")
-            elif host == self.platform.host:
-                problems.append(f"domain {host!r}: is the platform's own host (tenants are served at /t/ID/ there)")
-            elif host in seen:
-                problems.append(f"domain {host!r}: given twice")
-            seen.add(host)
-        valid = [h for h in domains if not host_problem(h)]
-        for host, owner in sorted(self.store.hosts_taken(valid).items()):
+    def _own_host(self, names: Sequence[str]) -> list[str]:
+        return [
+            f"domain {host!r}: is the platform's own host (tenants are served at /t/ID/ there)"
+            for host in names
+            if host == self.platform.host
+        ]
+
+    def _domain_conflicts(self, names: Sequence[str], tenant_id: str) -> list[str]:
+        """The (normalised, valid) domains another tenant serves."""
+        conflicts = []
+        for host, owner in sorted(self.store.hosts_taken(list(names)).items()):
             if owner != tenant_id:
-                problems.append(f"domain {host!r}: already served by tenant {owner!r}")
-        return problems
+                conflicts.append(f"domain {host!r}: already served by tenant {owner!r}")
+        return conflicts
 
     @staticmethod
     def _source_problems(doc: dict[str, Any]) -> list[str]:
@@ -248,10 +279,11 @@ class TenantRegistry:
         return self.store.tenants(after=after, limit=limit, matching=matching)
 
     def add(self, tenant_id: str, config: str, domains: Iterable[str] = ()) -> TenantRecord:
-        hosts = list(domains)
+        given = list(domains)
+        hosts, _ = domains_of(given)
         if self.store.tenant(tenant_id) is not None:
             raise TenantError([f"tenant {tenant_id!r} exists already (aap tenants update changes it)"], status=409)
-        settings = self.check(tenant_id, config, hosts)
+        settings = self.check(tenant_id, config, given)
         self.namespaces.create(tenant_id).close()
         try:
             record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
@@ -282,13 +314,20 @@ class TenantRegistry:
 
     def set_domains(self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> TenantRecord:
         record = self.get(tenant_id)
-        kept = [h for h in record.domains if h not in remove]
-        adding = [h for h in add if h not in kept]
-        problems = self._domain_problems(kept + adding, tenant_id)
-        problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in remove if h not in record.domains]
+        adding_names, problems = domains_of(add)
+        removing, remove_problems = domains_of(remove, check=False)
+        problems += remove_problems
+        kept = [h for h in record.domains if h not in removing]
+        adding = [h for h in adding_names if h not in kept]
+        if len(kept) + len(adding) > MAX_DOMAINS:
+            problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
+        problems += self._own_host(adding)
+        conflicts = self._domain_conflicts(adding, tenant_id)
+        problems += conflicts
+        problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in removing if h not in record.domains]
         if problems:
-            raise TenantError(problems)
-        updated = self.store.set_domains(tenant_id, adding, [h for h in remove if h in record.domains], _now_ms())
+            raise refusal(problems, conflicts)
+        updated = self.store.set_domains(tenant_id, adding, [h for h in removing if h in record.domains], _now_ms())
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         return updated

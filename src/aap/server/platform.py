@@ -27,7 +27,7 @@ from aap.gateway import Gateway
 from aap.paths import HEALTHZ_PATH, METRICS_PATH
 from aap.platform.console import PlatformConsole
 from aap.ratelimit import RateLimiter
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.server.operations import OperatorDoor, healthz_endpoint, platform_metrics_endpoint
 from aap.server.tenant_routing import (
     TLS_ALLOWED_PATH,
     ChangeFeed,
@@ -89,7 +89,7 @@ def create_platform_app(
     platform_routes: Sequence[Callable[[PlatformContext], list[BaseRoute]]] = (),
 ) -> Starlette:
     """The ASGI app of a platform deployment: every tenant of its registry, routed by host."""
-    from aap.server.app import SURFACES, metrics_token
+    from aap.server.app import SURFACES
 
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
     work = Work(inline=platform_stores.db.in_process)
@@ -108,7 +108,7 @@ def create_platform_app(
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
-        Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, platform_metrics_endpoint(deployment), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         *console.routes(),
     ]
