@@ -22,8 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
+from click.testing import CliRunner
 
+from aap.cli.main import main
 from aap.config.platform import normalise_domain
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
@@ -299,6 +302,19 @@ def test_caddy_gets_a_certificate_for_a_tenants_domain_and_for_no_other_name(tmp
                 handshake(https_port, name, root)
         issued = {p.name for p in (home / "data" / "certificates").rglob("*.crt")}
         assert issued == {"alpha.example.crt", "xn--bcher-kva.example.crt"}, issued
+        # aap check through the proxy: the tenant's name in SNI (and Host), its certificate verified.
+        origin = f"https://127.0.0.1:{https_port}"
+        checked = CliRunner().invoke(
+            main,
+            ["check", "https://alpha.example", "--via", origin, "--ca-file", str(root), "--json"]
+            + ["--rule", "card.available", "--rule", "card.schema", "--rule", "discovery.https"],
+        )
+        report = orjson.loads(checked.stdout)
+        assert checked.exit_code == 0 and report["ok"] and report["unreachable"] is None, checked.stdout
+        refused = CliRunner().invoke(
+            main, ["check", "https://unknown.example", "--via", origin, "--ca-file", str(root), "--json"]
+        )
+        assert refused.exit_code == 1 and orjson.loads(refused.stdout)["unreachable"], refused.stdout
     finally:
         process.terminate()
         try:
