@@ -370,6 +370,21 @@ def test_import_leads_deliver_and_feeds_act_on_one_tenant(platform):
         receiver.close()
 
 
+def test_demo_inventory_writes_a_feed_for_one_tenants_rooftops(platform):
+    path = tenant_file(platform.directory, "Alpha Motors")
+    assert platform.aap("tenants", "add", "dealer-a", "--config", path).exit_code == 0
+    written = platform.aap("demo-inventory", "--tenant", "dealer-a", "-n", "6", "-o", "demo.jsonl")
+    assert written.exit_code == 0 and "Wrote 6 listings to demo.jsonl." in written.output, written.output
+    rows = [orjson.loads(line) for line in (platform.directory / "demo.jsonl").read_bytes().splitlines()]
+    assert {row["rooftop"] for row in rows} == {"Alpha Motors Main"}
+    imported = platform.aap("import", "demo.jsonl", "--tenant", "dealer-a")
+    assert imported.exit_code == 0 and "6 new" in imported.output, imported.output
+    refused = platform.aap("demo-inventory", "-n", "1", "-o", "x.jsonl")
+    assert refused.exit_code == 1 and "--tenant ID" in refused.output
+    unknown = platform.aap("demo-inventory", "--tenant", "dealer-z", "-n", "1", "-o", "x.jsonl")
+    assert unknown.exit_code == 1 and "No tenant 'dealer-z'" in unknown.output
+
+
 def test_console_accounts_of_tenants_and_platform_administrators(platform):
     for name, tenant_id in (("Alpha Motors", "dealer-a"), ("Beta Cars", "dealer-b")):
         path = tenant_file(platform.directory, name)
