@@ -361,3 +361,24 @@ def test_a_refused_http_connection_never_reaches_the_transport():
         asyncio.run(post())
     refused = netguard.refused_cause(info.value)
     assert refused is not None and (refused.address, refused.why) == ("192.168.7.7", PRIVATE)
+
+
+def test_a_tenants_settings_carry_the_platforms_policy_to_every_connection(tmp_path):
+    from aap.config.loader import parse_settings
+    from aap.feeds.scheduler import request_for
+
+    url = f"sqlite:///{tmp_path}/platform.db"
+    feed = '[[feeds]]\nname = "f"\nsource = "https://feeds.dealer.example/x.csv"\nschedule = "every 1h"\n'
+    for switch, reach in ((False, PUBLIC), (True, Reach(loopback=True))):
+        deployment = platform_settings(url, allow_loopback_destinations=switch)
+        registry = TenantRegistry(deployment, open_platform_database(url), environ={})
+        try:
+            settings = registry.check("alpha", tenant_config("Alpha Motors", extra=feed))
+        finally:
+            registry.store.db.close()
+        assert settings.outbound == reach
+        assert request_for(settings.feeds[0], outbound=settings.outbound).rules.ceiling == reach
+    single = parse_settings(
+        {"id": "one", "public_url": "https://dealer.example", **tomllib.loads(tenant_config("One"))}, environ={}
+    )
+    assert single.outbound == LOCAL

@@ -324,3 +324,20 @@ def test_caddy_gets_a_certificate_for_a_tenants_domain_and_for_no_other_name(tmp
             process.wait()
         log.close()
         server.stop()
+
+
+def test_an_ip_domain_registered_before_these_rules_is_not_served_and_can_be_removed(database_url):
+    deployment = platform_settings(database_url)
+    stores = Stores(open_platform_database(database_url))
+    try:
+        registry = TenantRegistry(deployment, stores.db, environ={})
+        registry.add("alpha", tenant_config("Alpha Motors"), ["alpha.example"])
+        registry.store.set_domains("alpha", ["10.0.0.5"], [], 0)  # as an older version stored it
+        import asyncio
+
+        from aap.server.tenant_routing import Hosts
+
+        assert asyncio.run(Hosts(registry.store).tenant("10.0.0.5")) is None
+        assert list(registry.set_domains("alpha", remove=["10.0.0.5"]).domains) == ["alpha.example"]
+    finally:
+        stores.close()

@@ -98,16 +98,18 @@ def destination_problems(doc: dict[str, Any], reach: Reach) -> list[str]:
 def domains_of(texts: Sequence[str], *, check: bool = True) -> tuple[list[str], list[str]]:
     """``(the valid domains in normal form, each once, in order; the problems of the others)``
     (:func:`aap.config.platform.normalise_domain`: lower-case A-labels, no trailing dot, no IP
-    address). ``check=False`` (domains to remove) reports no problem of a name that is not one."""
+    address). ``check=False`` (domains to remove) reports no problem, and keeps a text that is not
+    a domain as it is written, so that one registered before these rules can be removed."""
     names: list[str] = []
     problems: list[str] = []
     if check and len(texts) > MAX_DOMAINS:
         problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
     for text in texts:
         name, problem = normalise_domain(text)
-        if problem is not None:
-            if check:
-                problems.append(f"domain {text[:MAX_DOMAIN_TEXT]!r}: {problem}")
+        if problem is not None and not check:  # a name stored before these rules can still go
+            names.append(text.strip()[:MAX_DOMAIN_TEXT])
+        elif problem is not None:
+            problems.append(f"domain {text[:MAX_DOMAIN_TEXT]!r}: {problem}")
         elif name in names:
             if check:
                 problems.append(f"domain {text!r}: given twice" + (f" (as {name!r})" if name != text else ""))
