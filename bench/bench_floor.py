@@ -23,6 +23,12 @@ proof, signed before the run.
 
     python bench/bench_floor.py --listings 100000 --rounds 5 --duration 10
     python bench/bench_floor.py --plain-uvicorn     # asyncio loop and h11 in every server
+    python bench/bench_floor.py --traced            # and a server exporting a trace of every request
+
+With ``--traced`` a third ``aap serve`` (rate limit on) runs with ``OTEL_EXPORTER_OTLP_ENDPOINT``
+at a loopback OTLP/HTTP sink (pinned with the load generator; it reads and drops every batch), so
+``/a2a`` and ``/mcp`` are measured with traces on — every request sampled, the worst case — next
+to the same requests with traces off (docs/deployment.md, "Traces").
 
 Bounded by time per run and by the number of rounds. Nothing but loopback is used.
 """
@@ -249,9 +255,10 @@ def pinned(core: str | None, argv: list[str]) -> list[str]:
     return (["taskset", "-c", core] if core is not None and shutil.which("taskset") else []) + argv
 
 
-def start(name: str, argv: list[str], port: int, logdir: Path) -> Server:
+def start(name: str, argv: list[str], port: int, logdir: Path, env: dict[str, str] | None = None) -> Server:
     log = open(logdir / f"{name}.log", "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=logdir)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | (env or {})
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=logdir, env=environ)
     server = Server(name, port, proc, log)
     wait_healthy(server.base, proc)
     return server
@@ -478,6 +485,41 @@ def run_python_load(
     return json.loads(out.strip().splitlines()[-1])
 
 
+# -- an OTLP/HTTP sink (--traced) ------------------------------------------------------------
+
+
+def serve_otlp_sink(port: int) -> None:
+    """Answer every ``POST /v1/traces`` with 200 after reading its body (nothing is kept)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    try:
+        ThreadingHTTPServer(("127.0.0.1", port), Sink).serve_forever()
+    except KeyboardInterrupt:  # stopped at the end of the run
+        pass
+
+
+def start_sink(core: str | None, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(pinned(core, [sys.executable, __file__, "--serve-otlp-sink", str(port)]))
+    for _ in range(200):  # bounded by count
+        try:
+            httpx.post(f"http://127.0.0.1:{port}/v1/traces", content=b"", timeout=1)
+            return proc
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise SystemExit("the OTLP sink did not start")
+
+
 # -- the run ----------------------------------------------------------------------------
 
 
@@ -564,8 +606,13 @@ def main() -> None:
     parser.add_argument("--poppy-rate", type=float, default=3000, help="proofs signed per second of a Poppy run")
     parser.add_argument("--python-load", help=argparse.SUPPRESS)
     parser.add_argument("--serve-floor", nargs=2, metavar=("DATABASE", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help="also a server exporting traces (OTLP/HTTP)")
+    parser.add_argument("--serve-otlp-sink", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.serve_otlp_sink:
+        serve_otlp_sink(args.serve_otlp_sink)
+        return
     if args.serve_floor:
         serve_floor(args.serve_floor[0], int(args.serve_floor[1]))
         return
@@ -616,8 +663,9 @@ def main() -> None:
         if args.plain_uvicorn
         else [__file__]
     )
-    ports = {name: free_port() for name in ("floor", "aap", "aap-nolimit")}
+    ports = {name: free_port() for name in ("floor", "aap", "aap-nolimit", "aap-traced", "otlp-sink")}
     servers: dict[str, Server] = {}
+    sink = start_sink(args.client_core, ports["otlp-sink"]) if args.traced else None
     try:
         servers["floor"] = start(
             "floor",
@@ -632,6 +680,17 @@ def main() -> None:
                 pinned(args.server_core, python + ["serve", "--config", str(config), "--port", str(ports[name])]),
                 ports[name],
                 workdir,
+            )
+        if args.traced:
+            config = aap_config(workdir / "aap-traced.toml", ports["aap-traced"], database, True)
+            servers["aap-traced"] = start(
+                "aap-traced",
+                pinned(
+                    args.server_core, python + ["serve", "--config", str(config), "--port", str(ports["aap-traced"])]
+                ),
+                ports["aap-traced"],
+                workdir,
+                {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports['otlp-sink']}"},
             )
         start_rss = {name: max(peak_rss_kib(s.proc.pid).values()) / 1024 for name, s in servers.items()}
 
@@ -655,6 +714,12 @@ def main() -> None:
                 {"Authorization": f"DPoP {poppy.token}"},
             ),
         ]
+        if args.traced:
+            a2a_headers = {"A2A-Version": "1.0"}
+            targets += [
+                Target("a2a (traces on)", "a2a", "aap-traced", "/a2a", a2a_body(request), a2a_headers),
+                Target("mcp 2026-07-28 (traces on)", "mcp", "aap-traced", "/mcp", mcp_new, mcp_new_headers),
+            ]
         if args.only:
             wanted = {name.strip() for name in args.only.split(",")}
             targets = [t for t in targets if t.kind == "floor" or t.name in wanted or t.kind in wanted]
@@ -694,6 +759,8 @@ def main() -> None:
     finally:
         for server in servers.values():
             stop(server)
+        if sink is not None:
+            stop_process(sink)
     print()
     print("\n".join(summarise(targets)))
     print()

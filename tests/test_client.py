@@ -385,8 +385,9 @@ def test_the_client_loads_nothing_from_the_dealer_side():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     )
     # Besides its own modules: the package, the skill catalog and the foundation's paths,
-    # protocol constants, loopback rule, JSON Pointer and backoff (none of which imports anything
-    # of the dealer).
+    # protocol constants, loopback rule, JSON Pointer, backoff and card signatures (none of which
+    # imports anything of the dealer).
     foundation = {"aap", "aap.skills", "aap.skills.catalog", "aap.paths", "aap.protocols", "aap.loopback"}
+    foundation |= {"aap.cardsign"}
     foundation |= {"aap.util", "aap.util.pointer", "aap.util.backoff"}
     assert loaded - foundation == {m for m in loaded if m.startswith("aap.client")}

@@ -22,7 +22,21 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "foundation",
-        frozenset({"errors", "jsontext", "loopback", "memory", "netguard", "paths", "protocols", "spec", "util"}),
+        frozenset(
+            {
+                "cardsign",
+                "errors",
+                "jsontext",
+                "loopback",
+                "memory",
+                "netguard",
+                "paths",
+                "protocols",
+                "spec",
+                "telemetry",
+                "util",
+            }
+        ),
     ),
     ("config", frozenset({"config"})),
     ("inventory", frozenset({"inventory"})),

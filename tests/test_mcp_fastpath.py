@@ -122,6 +122,22 @@ def test_plain_tool_calls_get_the_sdk_answer_without_the_sdk(dealer, endpoint, m
     assert fast[0] == 200 and "result" in fast[2]
 
 
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "vendor=1"}
+
+
+@pytest.mark.parametrize("version", [MODERN, LEGACY])
+def test_trace_context_in_meta_keeps_a_call_plain(dealer, endpoint, monkeypatch, version):
+    """W3C trace context in ``params._meta`` (the keys MCP reserves for it; docs/deployment.md,
+    "Traces") changes nothing of the answer: the call stays on the fast path, with the SDK's answer."""
+    answered = FastAnswers(endpoint, monkeypatch)
+    body, headers = tool_call("aap_inventory_search", SEARCH, version=version)
+    meta = {**body["params"].get("_meta", {}), **TRACE}
+    body = {**body, "params": {**body["params"], "_meta": meta}}
+    fast, reference = both_ways(dealer, endpoint, body, headers)
+    assert answered.count == 1
+    assert fast == reference and "result" in fast[2]
+
+
 def _variants() -> Iterator[tuple[str, dict, dict]]:
     """Requests near a plain call that the SDK must answer (each differs in one way)."""
     body, headers = tool_call("aap_inventory_search", SEARCH)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 # -- A2A and MCP -------------------------------------------------------------------
 AGENT_CARD_PATH = "/.well-known/agent-card.json"  # A2A §8.2 well-known URI
+#: The JWK Set of the agent card's signing key, the signatures' ``jku`` (docs/a2a.md, "Signed agent card").
+AGENT_CARD_KEYS_PATH = "/.well-known/agent-card-keys.json"
 A2A_PATH = "/a2a"
 A2A_OPENAPI_PATH = "/a2a/openapi.json"
 MCP_PATH = "/mcp"
@@ -22,6 +24,7 @@ MCP_PATH = "/mcp"
 # -- discovery documents -------------------------------------------------------------
 LLMS_TXT_PATH = "/llms.txt"
 API_CATALOG_PATH = "/.well-known/api-catalog"  # RFC 9727 §3
+AI_CATALOG_PATH = "/.well-known/ai-catalog.json"  # AI Catalog 0.9, "Well-Known URI"
 SCHEMAS_PREFIX = "/schemas/"
 
 # -- Poppy (PAP 0.3) and its guest OAuth issuer (docs/poppy.md) ---------------------
@@ -41,7 +44,11 @@ MCP_PROTECTED_RESOURCE_PATH = PROTECTED_RESOURCE_PATH + MCP_PATH
 
 # -- operations ---------------------------------------------------------------------------
 HEALTHZ_PATH = "/healthz"
+LIVEZ_PATH = "/livez"  # the process serves (a liveness probe: never the database)
+READYZ_PATH = "/readyz"  # this worker can answer requests now (a readiness probe)
 METRICS_PATH = "/metrics"
+#: What a load balancer or an orchestrator may ask any host, and the operator's port answers.
+PROBE_PATHS = (HEALTHZ_PATH, LIVEZ_PATH, READYZ_PATH)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,10 @@ class DeploymentUrls:
     @property
     def agent_card(self) -> str:
         return self.url(AGENT_CARD_PATH)
+
+    @property
+    def agent_card_keys(self) -> str:
+        return self.url(AGENT_CARD_KEYS_PATH)
 
     @property
     def a2a(self) -> str:
@@ -131,6 +142,10 @@ class DeploymentUrls:
     @property
     def api_catalog(self) -> str:
         return self.url(API_CATALOG_PATH)
+
+    @property
+    def ai_catalog(self) -> str:
+        return self.url(AI_CATALOG_PATH)
 
     @property
     def schemas(self) -> str:

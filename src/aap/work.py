@@ -34,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
+from aap import telemetry
+
 T = TypeVar("T")
 
 log = logging.getLogger("aap.work")
@@ -85,11 +87,19 @@ class Work:
                 return fn(*args)
             finally:
                 self.note(shape, time.thread_time() - started)
-        return await asyncio.get_running_loop().run_in_executor(self.executor, self._timed, shape, fn, args)
+        loop = asyncio.get_running_loop()
+        tracing = telemetry.active
+        if tracing is None:
+            return await loop.run_in_executor(self.executor, self._timed, shape, fn, args)
+        # Tracing: the executor's thread runs it in the request's context (its spans are children).
+        return await loop.run_in_executor(self.executor, tracing.carried(partial(self._timed, shape, fn, args)))
 
     async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the executor, always (a write, a wait)."""
-        call = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
+        call: Callable[[], T] = partial(fn, *args, **kwargs) if kwargs else partial(fn, *args)
+        tracing = telemetry.active
+        if tracing is not None:
+            call = tracing.carried(call)
         return await asyncio.get_running_loop().run_in_executor(self.executor, call)
 
     async def single_flight(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> bool:

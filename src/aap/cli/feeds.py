@@ -39,6 +39,8 @@ def run_command(
     """Import the configured feeds on their schedules (one runner per feed across processes)."""
     from aap.feeds.scheduler import FeedScheduler
     from aap.store import open_stores
+    from aap.telemetry.setup import start as start_tracing
+    from aap.telemetry.setup import stop as stop_tracing
 
     settings = load_agent_or_fail(config, tenant, {"database": database})
     known = {f.name for f in settings.feeds}
@@ -49,6 +51,7 @@ def run_command(
         fail(f"Unknown feed(s): {', '.join(unknown)}; configured: {', '.join(sorted(known))}", code=2)
     stores = open_stores(settings.database_url)
     scheduler = FeedScheduler(stores, settings)
+    start_tracing()  # a span per fetch when OTEL_* asks (docs/deployment.md, "Traces")
     try:
         if once:
             results = asyncio.run(scheduler.run_due(due_only=False, names=set(names) or None))
@@ -70,6 +73,7 @@ def run_command(
             raise SystemExit(0 if all(r.ok for r in results) else 1)
         asyncio.run(_forever(scheduler))
     finally:
+        stop_tracing()
         stores.close()
 
 

@@ -464,12 +464,15 @@ def deliver(
 
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.server.logconfig import configure_logging
+    from aap.telemetry.setup import start as start_tracing
+    from aap.telemetry.setup import stop as stop_tracing
 
     settings = load_agent_or_fail(config, tenant, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.", style="yellow"))
     configure_logging(log_level, log_format)
     stores = open_stores_or_fail(settings)
+    start_tracing()  # deliveries in their leads' traces when OTEL_* asks (docs/deployment.md, "Traces")
 
     async def main() -> int:
         if once:
@@ -487,6 +490,7 @@ def deliver(
     try:
         processed = asyncio.run(main())
     finally:
+        stop_tracing()
         stores.close()
     if once:
         console.print(Text(f"{processed} delivery(ies) processed."))

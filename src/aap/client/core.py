@@ -25,7 +25,9 @@ from typing import Any
 import httpx
 
 from aap import __version__
+from aap.cardsign import SignatureError
 from aap.client.a2a import A2ATransport
+from aap.client.card_signatures import verify_card
 from aap.client.discovery import Discovery, discover
 from aap.client.errors import AapClientError, DiscoveryError
 from aap.client.mcp import MODERN, McpTransport
@@ -114,6 +116,8 @@ class AapClient:
         timeout: float = 30.0,
         verify: ssl.SSLContext | str | bool = True,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        require_signed_card: bool = False,
+        card_keys: Mapping[str, Any] | None = None,
     ) -> None:
         if binding not in BINDINGS:
             raise ValueError(f"binding must be one of {BINDINGS}")
@@ -129,6 +133,12 @@ class AapClient:
             timeout=timeout, verify=verify, headers={"User-Agent": USER_AGENT}, follow_redirects=False
         )
         self._sleep = sleep
+        #: Refuse a dealer whose agent card is unsigned; a signed card is verified either way
+        #: (docs/client.md, "Signed agent cards"), with ``card_keys`` (a JWK Set) trusted first.
+        self.require_signed_card = require_signed_card
+        self.card_keys = card_keys
+        #: The ``kid`` of the signature the card was verified with (None: unsigned).
+        self.card_signed_by: str | None = None
         self.discovery: Discovery | None = None
         self.transport: Transport | None = None
 
@@ -143,11 +153,23 @@ class AapClient:
             return self
         try:
             self.discovery = await discover(self.http, self.target)
+            await self._check_signatures(self.discovery)
             self.transport = self._make_transport(self.discovery)
         except BaseException:
             await self.aclose()
             raise
         return self
+
+    async def _check_signatures(self, found: Discovery) -> None:
+        """A signed card must verify (A2A §8.4.3); an unsigned one is refused when required."""
+        if not found.card.get("signatures"):
+            if self.require_signed_card:
+                raise DiscoveryError(f"the agent card at {found.card_url} is not signed")
+            return
+        try:
+            self.card_signed_by = await verify_card(self.http, found.card_url, found.card, self.card_keys)
+        except SignatureError as exc:
+            raise DiscoveryError(f"the agent card's signatures do not verify: {exc}") from None
 
     def _make_transport(self, found: Discovery) -> Transport:
         if self.binding == "a2a":

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from aap.cardsign import load_private_key
 from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
 from aap.config.model import Settings
+from aap.telemetry.environment import problems as telemetry_problems
 
 
 def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
@@ -53,4 +55,26 @@ def missing_variables(
 def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """:func:`missing_variables` of loaded settings, as ``"path: message"`` lines."""
     missing = missing_variables(settings.leads, environ, metrics_token_env=settings.metrics_token_env)
-    return [f"{path}: {message}" for path, message in missing]
+    # Traces asked for in a way this server cannot send them (docs/deployment.md, "Traces").
+    return (
+        [f"{path}: {message}" for path, message in missing]
+        + telemetry_problems(environ)
+        + signing_problems(settings, environ)
+    )
+
+
+def signing_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """The agent card's signing key (docs/a2a.md, "Signed agent card"): set, and a private key
+    that can sign a card (the key itself is never quoted)."""
+    name = settings.agent.signing_key_env
+    if name is None:
+        return []
+    value = environ.get(name)
+    if not value:
+        return [f"agent.signing_key_env: environment variable {name} is not set"]
+    try:
+        load_private_key(value)
+    except Exception as exc:  # its text may quote the key
+        detail = str(exc) if isinstance(exc, ValueError) and "card" in str(exc) else type(exc).__name__
+        return [f"agent.signing_key_env: {name} does not hold a private key a card can be signed with ({detail})"]
+    return []

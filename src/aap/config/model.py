@@ -167,6 +167,10 @@ class AgentIdentity:
     provider_url: str | None = None
     documentation_url: str | None = None
     icon_url: str | None = None
+    #: The environment variable holding the private key the agent card is signed with (PEM or a
+    #: JWK), and the key's id (default: its RFC 7638 thumbprint): docs/a2a.md, "Signed agent card".
+    signing_key_env: str | None = None
+    signing_kid: str | None = None
 
 
 @dataclass(frozen=True)

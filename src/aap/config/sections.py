@@ -83,6 +83,8 @@ def parse_agent(table: Table, problems: Problems) -> dict[str, Any]:
         "version": table.string("version", "1.0.0"),
         "documentation_url": table.url("documentation_url"),
         "icon_url": table.url("icon_url"),
+        "signing_key_env": _env_name(table, "signing_key_env"),
+        "signing_kid": table.string("signing_kid"),
     }
     provider = table.table("provider")
     if provider.present:
@@ -110,6 +112,8 @@ def agent_defaults(parsed: dict[str, Any], problems: Problems) -> None:
         provider_url=values.get("provider_url"),
         documentation_url=values.get("documentation_url"),
         icon_url=values.get("icon_url"),
+        signing_key_env=values.get("signing_key_env"),
+        signing_kid=values.get("signing_kid"),
     )
 
 

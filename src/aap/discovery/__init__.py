@@ -1,4 +1,5 @@
-"""Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, schemas, A2A OpenAPI.
+"""Discovery documents that agree with each other: the agent card, llms.txt, api-catalog, the AI
+Catalog, schemas, A2A OpenAPI.
 
 ``build(gateway)`` returns the routes as :class:`~aap.web.parts.BindingParts`; each
 document is rendered from the deployment settings on its first request and kept (so
@@ -12,16 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from aap.discovery import a2a_openapi, api_catalog, llms_txt, schemas_route
+from aap.discovery import a2a_openapi, ai_catalog, api_catalog, llms_txt, schemas_route
 from aap.discovery.agent_card import AgentCard
+from aap.discovery.card_keys import CardKeys, EnvironmentCardKeys
 from aap.gateway import Gateway
 from aap.paths import (
     A2A_OPENAPI_PATH,
+    AGENT_CARD_KEYS_PATH,
     AGENT_CARD_PATH,
+    AI_CATALOG_PATH,
     API_CATALOG_PATH,
     LLMS_TXT_PATH,
     SCHEMAS_PREFIX,
@@ -55,16 +60,20 @@ def _static_route(path: str, document: _Rendered, extra_headers: dict[str, str] 
     return Route(path, endpoint, methods=["GET", "HEAD"])
 
 
-def build(gateway: Gateway) -> BindingParts:
-    """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/a2a/openapi.json`` and ``/schemas/``."""
+def build(gateway: Gateway, keys: CardKeys | None = None) -> BindingParts:
+    """Routes for the agent card, ``/llms.txt``, ``/.well-known/api-catalog``, ``/.well-known/ai-catalog.json``,
+    ``/a2a/openapi.json`` and ``/schemas/``."""
     agent = gateway.agent
     settings = agent.settings
     urls = settings.urls
-    card = AgentCard(agent)
+    # The card's signing key (docs/a2a.md, "Signed agent card"): by default from the environment.
+    signing = (keys or EnvironmentCardKeys()).signing_key(settings)
+    card = AgentCard(agent, signing)
     llms = _Rendered(
         lambda: StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)
     )
     catalog = _Rendered(lambda: StaticDocument(api_catalog.render(settings), api_catalog.MEDIA_TYPE))
+    ai = _Rendered(lambda: StaticDocument(ai_catalog.render(settings), ai_catalog.MEDIA_TYPE))
     openapi = _Rendered(lambda: StaticDocument(a2a_openapi.render(settings), a2a_openapi.MEDIA_TYPE))
     schemas = schemas_route.schema_documents  # the package's files: the same for every agent
     index = _Rendered(lambda: schemas_route.index_document(settings, schemas()))
@@ -79,10 +88,24 @@ def build(gateway: Gateway) -> BindingParts:
         return document.respond(request)
 
     catalog_link = {"Link": f'<{urls.api_catalog}>; rel="api-catalog"'}
+    key_set = None
+    if signing is not None:
+        jwks = {"keys": [signing.public_jwk()]}
+        key_set = _Rendered(lambda: StaticDocument(orjson.dumps(jwks), "application/jwk-set+json"))
+
+    async def card_keys(request: Request) -> Response:
+        """The signing key's JWK Set (the signatures' ``jku``); 404 for an unsigned card. Always
+        routed, so that which surface owns the path does not depend on one agent's settings."""
+        if key_set is None:
+            return JSONResponse({"error": "not_found", "error_description": "This agent card is not signed."}, 404)
+        return key_set().respond(request)
+
     routes: list[BaseRoute] = [
         Route(AGENT_CARD_PATH, card.endpoint, methods=["GET"], name="agent_card"),
+        Route(AGENT_CARD_KEYS_PATH, card_keys, methods=["GET", "HEAD"]),
         _static_route(LLMS_TXT_PATH, llms),
         _static_route(API_CATALOG_PATH, catalog, catalog_link),
+        _static_route(AI_CATALOG_PATH, ai),
         _static_route(A2A_OPENAPI_PATH, openapi),
         _static_route(SCHEMAS_PREFIX, index),
         Route(SCHEMAS_PREFIX + "{name:str}", schema_file, methods=["GET", "HEAD"]),

@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from aap import AAP_VERSION, EXTENSION_URI, SCHEMA_BASE_URL
 from aap.agent import DealerAgent
+from aap.cardsign import SigningKey, signed
 from aap.config.model import Settings
 from aap.protocols import A2A_PROTOCOL_VERSION, MCP_PROTOCOL_VERSIONS, MCP_TRANSPORT
 from aap.skills.catalog import SkillInfo
@@ -116,17 +117,20 @@ def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
     return card
 
 
-def card_document(settings: Settings, skills: Iterable[SkillInfo]) -> StaticDocument:
-    """The rendered card with its validators (ETag over the exact bytes)."""
-    body = orjson.dumps(build_agent_card(settings, skills))
+def card_document(settings: Settings, skills: Iterable[SkillInfo], signing: SigningKey | None = None) -> StaticDocument:
+    """The rendered card with its validators (ETag over the exact bytes); with ``signing``, the
+    card carries its signature (A2A §8.4, :mod:`aap.cardsign`)."""
+    card = build_agent_card(settings, skills)
+    body = orjson.dumps(signed(card, signing) if signing is not None else card)
     return StaticDocument(body, MEDIA_TYPE, MAX_AGE)
 
 
 class AgentCard:
     """The card of one agent, re-rendered only if the implemented skills change."""
 
-    def __init__(self, agent: DealerAgent) -> None:
+    def __init__(self, agent: DealerAgent, signing: SigningKey | None = None) -> None:
         self.agent = agent
+        self.signing = signing
         self._key: tuple[str, ...] | None = None
         self._doc: StaticDocument | None = None
 
@@ -134,7 +138,7 @@ class AgentCard:
         skills = self.agent.skills
         key = tuple(s.id for s in skills)
         if self._doc is None or key != self._key:
-            self._doc, self._key = card_document(self.agent.settings, skills), key
+            self._doc, self._key = card_document(self.agent.settings, skills, self.signing), key
         return self._doc
 
     async def endpoint(self, request: Request) -> Response:

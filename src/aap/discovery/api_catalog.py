@@ -1,7 +1,7 @@
 """``/.well-known/api-catalog``: an RFC 9727 API catalog as an RFC 9264 linkset.
 
 The first linkset entry is anchored at the catalog itself and lists each API
-with ``item``; then one entry per API (A2A JSON-RPC, MCP, Poppy native API)
+with ``item`` (and links the AI Catalog, ``ai-catalog``); then one entry per API (A2A JSON-RPC, MCP, Poppy native API)
 anchors its description (``service-desc``), documentation (``service-doc``)
 and metadata (``service-meta``: the agent card or poppy.json). Same URLs as
 every other discovery document, from :class:`~aap.paths.DeploymentUrls`.
@@ -41,8 +41,10 @@ def build_linkset(settings: Settings) -> dict[str, Any]:
     ]
     if poppy:
         items.append({"href": urls.poppy_api, "title": "AAP native API (Poppy / PAP 0.3)"})
+    # The AI Catalog lists the same agent for AI clients (its "ai-catalog" link relation).
+    ai_catalog = [_link(urls.ai_catalog, "application/ai-catalog+json", "AI Catalog of this agent")]
     linkset: list[dict[str, Any]] = [
-        {"anchor": urls.api_catalog, "item": items},
+        {"anchor": urls.api_catalog, "item": items, "ai-catalog": ai_catalog},
         {
             "anchor": urls.a2a,
             "service-desc": [_link(urls.a2a_openapi, OPENAPI_JSON, "OpenAPI of the A2A JSON-RPC binding")],

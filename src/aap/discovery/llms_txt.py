@@ -197,6 +197,7 @@ def _artifacts_section(settings: Settings, urls: DeploymentUrls) -> list[str]:
         ]
     return lines + [
         f"- [API catalog]({urls.api_catalog}): RFC 9727 linkset of these documents",
+        f"- [AI Catalog]({urls.ai_catalog}): the agent card and the MCP endpoint as AI Catalog entries",
         f"- [AAP JSON Schemas]({urls.schemas}): local copies of every {AAP_VERSION} schema",
     ]
 

@@ -43,7 +43,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urljoin, urlsplit
 import httpcore
 import httpx
 
-from aap import __version__
+from aap import __version__, telemetry
 from aap.config.feeds import source_problem, source_scheme
 from aap.loopback import is_loopback_host
 from aap.netguard import (
@@ -402,6 +402,20 @@ async def fetch(
     rules: FetchRules = FetchRules(),
 ) -> Fetched:
     """The feed at ``source`` (a path, ``https://`` or ``sftp://`` URL), unless unchanged."""
+    tracing = telemetry.active
+    if tracing is None:
+        return await _fetch(source, previous, credentials, rules)
+    with tracing.feed_fetch(source, source_scheme(source)) as span:  # aap.telemetry
+        try:
+            fetched = await _fetch(source, previous, credentials, rules)
+        except FetchError:
+            tracing.failed(span, "FetchError")
+            raise
+        span.set_attribute("aap.feed.unchanged", fetched.unchanged)
+        return fetched
+
+
+async def _fetch(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
     scheme = source_scheme(source)
     if scheme == "file":
         return await asyncio.to_thread(_fetch_file, source, previous)

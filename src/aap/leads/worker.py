@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import orjson
 
-from aap import AAP_VERSION
+from aap import AAP_VERSION, telemetry
 from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.config.model import DealerProfile, Settings
 from aap.config.notifications import NOTIFY_KIND
@@ -134,7 +134,7 @@ class DeliveryWorker:
         started: set[str] = set()
         heartbeat = asyncio.create_task(self._heartbeat(token, lease_ms))
         try:
-            await asyncio.gather(*(self._deliver(client, d, started) for d in batch))
+            await asyncio.gather(*(self._attempt(client, d, started) for d in batch))
         except BaseException:  # cancelled (or broken): what this worker still holds goes back now
             released = await asyncio.shield(
                 asyncio.to_thread(self.store.release, token, self.now_ms(), sorted(started))
@@ -167,6 +167,26 @@ class DeliveryWorker:
             total += count
             if count < self.leads.delivery.batch_size:
                 return total
+
+    async def _attempt(self, client: httpx.AsyncClient, d: Delivery, started: set[str] | None = None) -> str:
+        """One delivery; with tracing on (:mod:`aap.telemetry`), in a span of the trace of the
+        request that stored the lead: ids, target name, kind, attempt and outcome, nothing of the lead."""
+        tracing = telemetry.active
+        if tracing is None:
+            return await self._deliver(client, d, started)
+        attributes: dict[str, str | int | bool] = {
+            "aap.lead.id": d.lead_id,
+            "aap.delivery.id": d.delivery_id,
+            "aap.delivery.target": d.target,
+            "aap.delivery.kind": d.kind,
+            "aap.delivery.attempt": d.attempts,
+        }
+        with tracing.delivery(d.trace_context, attributes) as span:
+            outcome = await self._deliver(client, d, started)
+            span.set_attribute("aap.delivery.outcome", outcome)
+            if outcome != "delivered":
+                tracing.failed(span, outcome)
+            return outcome
 
     async def _deliver(self, client: httpx.AsyncClient, d: Delivery, started: set[str] | None = None) -> str:
         """Send ``d``; its id goes into ``started`` as the send begins (from then on a stop makes

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -47,15 +48,26 @@ from aap.config.urls import public_url_problem
 from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
-from aap.server.operations import OperatorDoor, healthz_endpoint, metrics_endpoint
+from aap.paths import HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
+from aap.server.operations import (
+    OperatorDoor,
+    Readiness,
+    healthz_endpoint,
+    livez_endpoint,
+    metrics_endpoint,
+    readyz_endpoint,
+)
 from aap.store import Stores
+from aap.store.migrations import DOMAINS
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
 from aap.web.direct import DirectPaths
 from aap.web.errors import ErrorShape, ErrorShapes, http_exception_handler, server_error_handler
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts, Lifespan
+
+if TYPE_CHECKING:
+    from aap.telemetry.tracing import Tracing
 
 Surface = Callable[[Gateway], BindingParts]
 #: A background service of the app: entered after the surfaces' lifespans, left before them.
@@ -129,6 +141,11 @@ def _lifespan(gateway: Gateway, lifespans: Sequence[Lifespan], services: Sequenc
     return lifespan
 
 
+def direct_paths(direct: dict[tuple[str, str | None], ASGIApp]) -> list[str]:
+    """The paths the surfaces answer ahead of the router (each its own route template)."""
+    return [path for path, _method in direct]
+
+
 def metrics_token(settings: Settings) -> str | None:
     """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
     (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
@@ -146,8 +163,10 @@ def create_app(
     *,
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] | None = None,
+    tracing: Tracing | None = None,
 ) -> Starlette:
-    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`)."""
+    """Build the app for ``settings`` on ``stores`` (by default with :data:`SURFACES` and :data:`SERVICES`);
+    with ``tracing`` (this process traces: :mod:`aap.telemetry`), a span per request."""
     check_public_url(settings.public_url)
     agent = DealerAgent(settings, stores)
     gateway = Gateway.of(agent)
@@ -155,6 +174,8 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
+        Route(READYZ_PATH, readyz_endpoint(Readiness(stores.db, DOMAINS)), methods=["GET"], name="readyz"),
         Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
     lifespans: list[Lifespan] = []
@@ -175,6 +196,12 @@ def create_app(
     ]
     if settings.metrics_listen is not None:
         middleware.insert(1, Middleware(OperatorDoor, port=settings.metrics_listen[1]))
+    if tracing is not None:
+        from aap.web.tracing import RouteTemplates, TracingMiddleware
+
+        middleware.insert(
+            0, Middleware(TracingMiddleware, tracing=tracing, routes=RouteTemplates(routes, direct_paths(direct)))
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,

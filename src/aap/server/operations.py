@@ -1,4 +1,11 @@
-"""The operator endpoints: ``GET /healthz`` and ``GET /metrics``.
+"""The operator endpoints: ``GET /healthz``, ``GET /livez``, ``GET /readyz`` and ``GET /metrics``.
+
+Two questions an orchestrator asks are kept apart (docs/deployment.md, "Health, liveness and
+readiness"): ``/livez`` says the process serves, and never touches the database — a database
+that blips must not get every worker restarted; ``/readyz`` says this worker can answer now: the
+database answers, its schema is the one this code was written for, and on a platform the
+registry of tenants has been followed recently (a worker that stopped following it would serve
+removed tenants). ``/healthz`` stays what load balancers and the console already read.
 
 A load balancer needs one cheap yes/no per worker: the health check runs one
 trivial query in a worker thread; a failure answers 503 without the exception
@@ -20,10 +27,12 @@ on that socket, and ``/metrics`` is not found on the public one.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import orjson
 from starlette.concurrency import run_in_threadpool
@@ -34,8 +43,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 import aap
 from aap.config.model import Settings
 from aap.feeds.status import FeedStatus, feed_statuses, render_metrics
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.paths import METRICS_PATH, PROBE_PATHS
 from aap.store import Stores
+from aap.store.db import Database, Migrations
+from aap.store.migrations import pending
 from aap.web.accesslog import annotate
 from aap.web.errors import plain_response, route_path
 from aap.web.host import direct_loopback
@@ -93,6 +104,70 @@ async def healthz_endpoint(request: Request) -> Response:
     )
 
 
+def _probe_answer(ok: bool, body: dict[str, object]) -> Response:
+    return Response(
+        orjson.dumps(body),
+        status_code=200 if ok else 503,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def livez_endpoint(request: Request) -> Response:
+    """200 whenever the process answers at all: nothing else is asked, the database least."""
+    annotate(request.scope, binding="health")
+    return _probe_answer(True, {"status": "ok"})
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What ``/readyz`` checks: the database and its schema, and on a platform the registry."""
+
+    db: Database
+    domains: tuple[Migrations, ...]
+    #: Seconds since the platform's registry was last followed (None: not yet); absent when the
+    #: deployment is one agent.
+    registry_age: Callable[[], float | None] | None = None
+    #: How old the last look at the registry may be and the worker still ready.
+    registry_max_age: float = 10.0
+
+    def check(self) -> dict[str, str]:
+        """Each check's outcome (``ok`` or why not); run in a worker thread."""
+        checks: dict[str, str] = {}
+        try:
+            behind = pending(self.db, self.domains)
+            checks["database"] = "ok"
+            checks["migrations"] = "pending" if behind else "current"
+        except Exception as exc:  # any driver error means "not ready"; its text may name hosts
+            log.warning("readiness check failed", extra={"fields": {"error_type": type(exc).__name__}})
+            checks["database"] = "unavailable"
+        if self.registry_age is not None:
+            age = self.registry_age()
+            checks["registry"] = "followed" if age is not None and age <= self.registry_max_age else "stale"
+        return checks
+
+
+READY = {"database": "ok", "migrations": "current", "registry": "followed"}
+#: A probe gets its answer within this, even from a database that hangs (a probe's own timeout
+#: is a few seconds; the check left running ends with the connection pool's timeout).
+READY_TIMEOUT = 5.0
+
+
+def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /readyz``: 200 when every check passes, else 503 naming the ones that did not."""
+
+    async def endpoint(request: Request) -> Response:
+        annotate(request.scope, binding="health")
+        try:
+            checks = await asyncio.wait_for(run_in_threadpool(readiness.check), READY_TIMEOUT)
+        except TimeoutError:
+            checks = {"database": "timeout"}
+        ok = all(READY[name] == outcome for name, outcome in checks.items())
+        return _probe_answer(ok, {"status": "ready" if ok else "unready", "checks": checks})
+
+    return endpoint
+
+
 def metrics_endpoint(
     token: str | None = None, *, loopback_only: bool = False
 ) -> Callable[[Request], Awaitable[Response]]:
@@ -133,7 +208,7 @@ def platform_metrics_endpoint(deployment: Settings) -> Callable[[Request], Await
 
 class OperatorDoor:
     """Pure ASGI middleware for ``[server] metrics_listen``: requests that came in on the
-    operator's port reach ``/metrics`` and ``/healthz`` only, and ``/metrics`` is not on any
+    operator's port reach ``/metrics`` and the probes (``/healthz``, ``/livez``, ``/readyz``) only, and ``/metrics`` is not on any
     other port. Which socket a request came in on is its local address (``scope["server"]``),
     which no header changes."""
 
@@ -146,7 +221,7 @@ class OperatorDoor:
             server = scope.get("server")
             operator = server is not None and server[1] == self.port
             path = route_path(scope)
-            allowed = path in (METRICS_PATH, HEALTHZ_PATH) if operator else path != METRICS_PATH
+            allowed = (path == METRICS_PATH or path in PROBE_PATHS) if operator else path != METRICS_PATH
             if not allowed:
                 annotate(scope, binding="metrics" if operator else "other")
                 await plain_response(404, "Not Found")(scope, receive, send)

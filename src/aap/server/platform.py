@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -23,11 +24,19 @@ import aap.console
 from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings
+from aap.discovery.platform_catalog import PlatformCatalog
 from aap.gateway import Gateway
-from aap.paths import HEALTHZ_PATH, METRICS_PATH
+from aap.paths import AI_CATALOG_PATH, HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
 from aap.platform.console import PlatformConsole
 from aap.ratelimit import RateLimiter
-from aap.server.operations import OperatorDoor, healthz_endpoint, platform_metrics_endpoint
+from aap.server.operations import (
+    OperatorDoor,
+    Readiness,
+    healthz_endpoint,
+    livez_endpoint,
+    platform_metrics_endpoint,
+    readyz_endpoint,
+)
 from aap.server.tenant_routing import (
     TLS_ALLOWED_PATH,
     ChangeFeed,
@@ -38,6 +47,7 @@ from aap.server.tenant_routing import (
 )
 from aap.server.tenant_runtime import Runtimes, Surface, SurfaceTable, probe_parts
 from aap.store import Stores
+from aap.store.migrations import PLATFORM_DOMAINS
 from aap.tenants import TenantRegistry
 from aap.web.accesslog import AccessLogMiddleware
 from aap.web.body import RequestLimitMiddleware
@@ -45,6 +55,9 @@ from aap.web.errors import ErrorShapes, http_exception_handler, server_error_han
 from aap.web.metrics import Metrics
 from aap.web.parts import BindingParts
 from aap.work import Work
+
+if TYPE_CHECKING:
+    from aap.telemetry.tracing import Tracing
 
 Service = Callable[["PlatformContext"], AbstractAsyncContextManager[None]]
 
@@ -87,8 +100,10 @@ def create_platform_app(
     surfaces: Sequence[Surface] | None = None,
     services: Sequence[Service] = (),
     platform_routes: Sequence[Callable[[PlatformContext], list[BaseRoute]]] = (),
+    tracing: Tracing | None = None,
 ) -> Starlette:
-    """The ASGI app of a platform deployment: every tenant of its registry, routed by host."""
+    """The ASGI app of a platform deployment: every tenant of its registry, routed by host (with
+    ``tracing``, a span per request: :mod:`aap.telemetry`)."""
     from aap.server.app import SURFACES
 
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
@@ -106,10 +121,16 @@ def create_platform_app(
 
     runtimes = Runtimes(registry, work, chosen, None, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
+    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
+    ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url)
+    readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
+        Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
+        Route(READYZ_PATH, readyz_endpoint(readiness), methods=["GET"], name="readyz"),
         Route(METRICS_PATH, platform_metrics_endpoint(deployment), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
+        Route(AI_CATALOG_PATH, ai_catalog.endpoint, methods=["GET", "HEAD"], name="platform_ai_catalog"),
         *console.routes(),
     ]
     for routes in platform_routes:
@@ -119,8 +140,6 @@ def create_platform_app(
     platform_app.state.settings = deployment
     platform_app.state.stores = platform_stores
     platform_app.state.metrics = metrics
-
-    feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -153,6 +172,11 @@ def create_platform_app(
     ]
     if deployment.metrics_listen is not None:
         middleware.insert(1, Middleware(OperatorDoor, port=deployment.metrics_listen[1]))
+    if tracing is not None:
+        from aap.web.tracing import RouteTemplates, TracingMiddleware
+
+        templates = RouteTemplates([*own, *(route for route, _ in table.patterned)], table.exact)
+        middleware.insert(0, Middleware(TracingMiddleware, tracing=tracing, routes=templates))
     app = Starlette(
         routes=[Mount("/", app=TenantDispatch(table))],
         middleware=middleware,

@@ -50,6 +50,8 @@ from aap.server.logconfig import log_config
 from aap.server.protocol import BoundedHttpToolsProtocol
 from aap.store import Stores, open_platform_database, open_stores
 from aap.store.db import sqlite_path
+from aap.telemetry.setup import start as start_tracing
+from aap.telemetry.setup import stop as stop_tracing
 from aap.web.metrics import shared_metrics_directory
 
 SOURCE_ENV = "AAP_SETTINGS_SOURCE"
@@ -105,7 +107,9 @@ def app_from_env() -> Starlette:
 
 def open_app(settings: Settings) -> tuple[Starlette, Stores]:
     """The app a deployment serves and the stores it opened (migrated): one agent, or with a
-    ``[platform]`` table every tenant of its registry (docs/platform.md)."""
+    ``[platform]`` table every tenant of its registry (docs/platform.md). Tracing starts here
+    when the ``OTEL_*`` environment asks for it (:mod:`aap.telemetry`; once per process)."""
+    tracing = start_tracing()
     if settings.platform is not None:
         from aap.server.platform import create_platform_app
         from aap.server.platform_api import provisioning_routes
@@ -113,11 +117,11 @@ def open_app(settings: Settings) -> tuple[Starlette, Stores]:
 
         stores = Stores(open_platform_database(settings.database_url))
         routes = [provisioning_routes(os.environ)]
-        return create_platform_app(settings, stores, services=SERVICES, platform_routes=routes), stores
+        return create_platform_app(settings, stores, services=SERVICES, platform_routes=routes, tracing=tracing), stores
     stores = open_stores(
         settings.database_url, settings.database_read_urls, max_replica_lag_ms=settings.max_replica_lag_ms
     )
-    return create_app(settings, stores), stores
+    return create_app(settings, stores, tracing=tracing), stores
 
 
 def settled(app: Starlette) -> Starlette:
@@ -208,6 +212,7 @@ def run(
         try:
             _serve(uvicorn.Config(settled(app), **options), sockets)
         finally:
+            stop_tracing()  # what is buffered is sent before the process ends
             stores.close()
             for each in sockets:
                 each.close()

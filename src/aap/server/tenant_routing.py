@@ -5,7 +5,7 @@
   ``https://PLATFORM_HOST/t/ID``), the RFC 8414/9728 path-suffixed metadata of such an issuer
   (``/.well-known/oauth-authorization-server/t/ID``), ``POST /a2a`` for a tenant whose card
   declares an A2A ``tenant`` routing value, and the platform's own endpoints (``/_platform/…``,
-  ``/healthz``, ``/metrics``);
+  ``/healthz``, ``/livez``, ``/readyz``, ``/metrics``);
 - anything else → 404, with no tenant's data;
 - two ``Host`` fields, or a ``Host`` that is not ``host[:port]`` → 400 (RFC 9112 §3.2);
 - ``/_platform/tls-allowed`` → the platform's answer on a direct loopback connection
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,7 +33,7 @@ from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
 from aap.config.platform import PlatformSettings, host_problem, normalise_domain, tenant_id_problem
 from aap.errors import unexpected
-from aap.paths import A2A_PATH, HEALTHZ_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
+from aap.paths import A2A_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROBE_PATHS, PROTECTED_RESOURCE_PATH
 from aap.server.tenant_runtime import Runtimes, SurfaceTable, TenantRuntime
 from aap.store.platform import PlatformStore
 from aap.web.accesslog import annotate
@@ -133,9 +134,17 @@ class ChangeFeed:
         self.store, self.runtimes, self.hosts = store, runtimes, hosts
         self.poll = poll_ms / 1000
         self.seen = 0
+        self.followed_at: float | None = None  # monotonic time of the last look that succeeded
+        #: ``/readyz`` fails once the last look is older than this (a few missed polls).
+        self.max_age = max(10.0, 20 * self.poll)
+
+    def age(self) -> float | None:
+        """Seconds since the registry was last read successfully (None: never)."""
+        return None if self.followed_at is None else time.monotonic() - self.followed_at
 
     async def start(self) -> None:
         self.seen = await asyncio.to_thread(self.store.last_change)
+        self.followed_at = time.monotonic()
 
     async def once(self) -> int:
         """Apply the changes made since the last look; returns how many there were."""
@@ -144,6 +153,7 @@ class ChangeFeed:
             self.runtimes.drop(change.tenant_id)
             self.hosts.forget(change.tenant_id)
             self.seen = change.seq
+        self.followed_at = time.monotonic()
         return len(changes)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -209,7 +219,7 @@ class TenantRouting:
         if host == self.platform.host:
             await self._platform_host(scope, receive, send, path)
             return
-        if path == HEALTHZ_PATH or (path == METRICS_PATH and self.operator_port):
+        if path in PROBE_PATHS or (path == METRICS_PATH and self.operator_port):
             # A load balancer may ask any host; with [server] metrics_listen the operator's port
             # serves /metrics whatever its Host (OperatorDoor keeps it off the public port).
             await self.platform_app(scope, receive, send)

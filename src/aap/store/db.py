@@ -14,11 +14,12 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
+from aap import telemetry
 from aap.store.dialect import SQLITE, Dialect
 
 #: One schema step: DDL (``;``-separated statements) or a function of the migrating transaction.
@@ -153,8 +154,15 @@ class Database:
                 self._holders.add(holder)
         return holder
 
+    def transaction(self, *, write: bool = True) -> AbstractContextManager[Tx]:
+        """A transaction (:meth:`_transaction`), in a span of its own when tracing is on (:mod:`aap.telemetry`)."""
+        tracing = telemetry.active
+        if tracing is None:
+            return self._transaction(write=write)
+        return tracing.transaction(self._transaction(write=write), self.dialect.name, write, self.url)
+
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+    def _transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """A transaction; ``write=True`` takes the write lock up front (``BEGIN IMMEDIATE``)."""
         if self._memory_conn is not None:
             lock, holder = self._lock, None

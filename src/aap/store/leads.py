@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from aap import telemetry
 from aap.store.db import Database, Migrations, Tx, where_all
 
 _V1 = """
@@ -173,7 +174,12 @@ _V4 = (
 )
 
 
-MIGRATIONS = Migrations("leads", (_V1, _V2, _V3, _backfill_customer_keys, _V4))
+# The W3C ``traceparent`` of the request that stored the lead, when that process traced
+# (docs/deployment.md, "Traces"): its deliveries continue the lead's trace.
+_V5 = "ALTER TABLE lead_deliveries ADD COLUMN trace_context TEXT"
+
+
+MIGRATIONS = Migrations("leads", (_V1, _V2, _V3, _backfill_customer_keys, _V4, _V5))
 
 
 def dumps(value: Any) -> str:
@@ -249,6 +255,8 @@ class Delivery:
     retry_base: int = 0
     #: An earlier attempt may have reached the target: this one is a resend.
     reached: bool = False
+    #: The ``traceparent`` of the request that stored the lead (aap.telemetry), or None.
+    trace_context: str | None = None
 
     @property
     def tries(self) -> int:
@@ -441,11 +449,14 @@ class LeadStore:
             ),
         )
         if targets:
+            tracing = telemetry.active
+            trace_context = tracing.traceparent() if tracing is not None else None
             tx.executemany(
                 "INSERT INTO lead_deliveries (delivery_id, lead_id, target, kind, status, attempts,"
-                " next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                " next_attempt_ms, created_ms, updated_ms, trace_context)"
+                " VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
                 [
-                    ("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms)
+                    ("dlv_" + uuid.uuid4().hex, lead.lead_id, name, kind, now_ms, now_ms, now_ms, trace_context)
                     for name, kind in targets
                 ],
             )
@@ -557,7 +568,7 @@ class LeadStore:
             rows = tx.fetchall(
                 "SELECT d.delivery_id, d.lead_id, d.target, d.kind, d.attempts, l.dealer_id, l.rooftop,"
                 " l.request_json, l.response_json, l.listing_json, l.appointment_json, l.received_at,"
-                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached"
+                " c.expires_ms, l.vehicle_link, l.vehicle_id, d.retry_base, d.reached, d.trace_context"
                 " FROM lead_deliveries d JOIN leads l ON l.lead_id = d.lead_id"
                 " JOIN lead_consents c ON c.lead_id = d.lead_id WHERE d.claim_token = ?"
                 " ORDER BY d.next_attempt_ms",
@@ -583,6 +594,7 @@ class LeadStore:
                 r[14],
                 int(r[15]),
                 bool(r[16]),
+                r[17],
             )
             for r in rows
         ]

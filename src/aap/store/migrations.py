@@ -46,3 +46,12 @@ def migrate(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> dict[str
                 tx.execute("UPDATE schema_migrations SET version = ? WHERE domain = ?", (newest, domain.domain))
             versions[domain.domain] = newest
     return versions
+
+
+def pending(db: Database, domains: tuple[Migrations, ...] = DOMAINS) -> list[str]:
+    """The domains whose stored version is not this code's newest (none when the schema is
+    current): a worker must not serve a schema it was not written for (``/readyz``)."""
+    with db.read() as tx:
+        rows = tx.fetchall("SELECT domain, version FROM schema_migrations")
+    stored = {domain: version for domain, version in rows}
+    return [d.domain for d in sorted(domains, key=lambda d: d.domain) if stored.get(d.domain) != len(d.steps)]

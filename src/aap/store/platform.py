@@ -146,6 +146,48 @@ class PlatformStore:
                     domains[tenant_id].append(host)
         return [_record(r, tuple(domains[r[0]])) for r in rows]
 
+    def directory(self, *, after: str = "", through: str | None = None, limit: int = 1000) -> list[TenantRecord]:
+        """Tenants with ids in (``after``, ``through``] in id order, at most ``limit``, with their
+        domains but without their configuration (a listing of thousands reads none of it)."""
+        if "\x00" in after or "\x00" in (through or ""):
+            return []
+        where, args = "tenant_id > ?", [after]
+        if through is not None:
+            where += " AND tenant_id <= ?"
+            args.append(through)
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id, '', a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
+                f" WHERE {where} ORDER BY tenant_id LIMIT ?",
+                (*args, limit),
+            )
+            domains: dict[str, list[str]] = {r[0]: [] for r in rows}
+            if rows:
+                first, last = rows[0][0], rows[-1][0]
+                for host, tenant_id in tx.fetchall(
+                    "SELECT host, tenant_id FROM platform_domains WHERE tenant_id >= ? AND tenant_id <= ?"
+                    " ORDER BY host",
+                    (first, last),
+                ):
+                    if tenant_id in domains:
+                        domains[tenant_id].append(host)
+        return [_record(r, tuple(domains[r[0]])) for r in rows]
+
+    def boundaries(self, every: int) -> list[str]:
+        """The id of every ``every``-th tenant in id order, and the last tenant's: where each
+        page of a listing ``every`` tenants long ends (one pass over the id index)."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id FROM (SELECT tenant_id, ROW_NUMBER() OVER (ORDER BY tenant_id) AS n"
+                " FROM platform_tenants) AS numbered WHERE n % ? = 0 ORDER BY tenant_id",
+                (every,),
+            )
+            last = tx.one("SELECT MAX(tenant_id) FROM platform_tenants")[0]
+        ends = [r[0] for r in rows]
+        if last is not None and (not ends or ends[-1] != last):
+            ends.append(last)
+        return ends
+
     def count(self) -> int:
         with self.db.read() as tx:
             return int(tx.one("SELECT COUNT(*) FROM platform_tenants")[0])

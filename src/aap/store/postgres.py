@@ -78,7 +78,7 @@ class PostgresDatabase(Database):
         self.pool.wait(timeout=wait)
 
     @contextmanager
-    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+    def _transaction(self, *, write: bool = True) -> Iterator[Tx]:
         """A transaction; a read (``write=False``) is one snapshot for all its statements.
 
         PostgreSQL's default, READ COMMITTED, takes a new snapshot per statement, so

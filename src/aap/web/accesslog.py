@@ -17,6 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from aap import telemetry
 from aap.ratelimit import anonymous_caller_key
 from aap.web.metrics import Metrics
 
@@ -37,6 +38,9 @@ def annotate(scope: Scope, **fields: Any) -> None:
             raise ValueError(f"unknown access-log field {name!r}")
         if value is not None:
             info[name] = value
+    tracing = telemetry.active
+    if tracing is not None:  # the span the door runs in (an MCP tool call's, else the request's)
+        tracing.annotate(fields)
 
 
 class AccessLogMiddleware:

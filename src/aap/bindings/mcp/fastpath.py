@@ -28,6 +28,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.types import Scope
 
+from aap import telemetry
 from aap.bindings.mcp.answers import RETRY_AFTER_KEY
 from aap.bindings.mcp.envelope import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from aap.bindings.mcp.calls import ToolRunner
 
 _ENVELOPE = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY})
+#: W3C trace context in ``_meta`` (reserved by the MCP specification for it): the SDK answers
+#: such a call exactly as one without it, so it stays plain (its span continues that trace).
+_TRACE_META = frozenset({"traceparent", "tracestate", "baggage"})
 _ROUTING = (b"mcp-protocol-version", b"mcp-method", b"mcp-name")
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAMS = frozenset({"name", "arguments", "_meta"})
@@ -78,7 +82,15 @@ class FastToolCalls:
         call = plain_tool_call(scope["headers"], message, self.tool_names)
         if call is None:
             return None
-        result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope), encoded=True)
+        tracing = telemetry.active
+        if tracing is None:
+            result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope), encoded=True)
+        else:  # the span the SDK's OpenTelemetryMiddleware would have made (aap.telemetry)
+            version = MCP_MODERN_VERSION if call.modern else MCP_HANDSHAKE_VERSION
+            with tracing.mcp_tool_call(call.name, version, call.request_id, message["params"].get("_meta")) as span:
+                result = await self.runner.call(call.name, call.arguments, HTTPConnection(scope), encoded=True)
+                if result["isError"]:
+                    tracing.failed(span, "tool_error")
         retry_after = scope.get("state", {}).get(RETRY_AFTER_KEY)  # RATE_LIMITED, as the SDK path says it
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
         return Response(call.response_body(result, self.server_info), media_type="application/json", headers=headers)
@@ -134,7 +146,7 @@ def plain_tool_call(
     if version == MCP_MODERN_VERSION:
         if (
             not isinstance(meta, dict)
-            or not set(meta) <= _ENVELOPE
+            or not set(meta) <= _ENVELOPE | _TRACE_META
             or meta.get(PROTOCOL_VERSION_META_KEY) != version
             or CLIENT_CAPABILITIES_META_KEY not in meta
         ):
@@ -142,6 +154,8 @@ def plain_tool_call(
         if seen.get(b"mcp-method") != "tools/call" or seen.get(b"mcp-name") != name:
             return None
         return PlainToolCall(request_id, name, arguments, modern=True)
-    if "_meta" in params or b"mcp-method" in seen or b"mcp-name" in seen:
+    if b"mcp-method" in seen or b"mcp-name" in seen:
+        return None
+    if "_meta" in params and not (isinstance(meta, dict) and meta and set(meta) <= _TRACE_META):
         return None
     return PlainToolCall(request_id, name, arguments, modern=False)

@@ -9,8 +9,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from aap import EXTENSION_URI, SCHEMA_BASE_URL
+from aap.cardsign import SignatureError
 from aap.check.context import CheckContext, is_loopback_http
 from aap.check.registry import Fail, Skip, rule
+from aap.client.card_signatures import verify_card
 from aap.client.discovery import Discovery
 from aap.protocols import A2A_PROTOCOL_VERSION
 from aap.skills.catalog import SKILLS
@@ -39,6 +41,22 @@ async def card_available(ctx: CheckContext) -> str | None:
     if not _json_type(response.headers.get("content-type", "")):
         raise Fail(f"{url} is served as {response.headers.get('content-type')!r}, not JSON")
     return url
+
+
+@rule(
+    "card.signature",
+    "A signed agent card's signatures verify (a key the card's own origin publishes at its jku)",
+    "A2A §8.4.3; AgentCard.signatures (seed 001)",
+)
+async def card_signature(ctx: CheckContext) -> str | None:
+    url, card, _ = await ctx.card_fetch()
+    if not isinstance(card, dict) or not card.get("signatures"):
+        raise Skip("the card is not signed (signatures are optional)")
+    try:
+        kid = await verify_card(ctx.http, url, card)
+    except SignatureError as exc:
+        raise Fail("no signature of the card verifies", exc.problems) from None
+    return f"signed with key {kid}"
 
 
 @rule(
