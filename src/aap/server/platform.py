@@ -34,7 +34,7 @@ from aap.server.operations import (
     Readiness,
     healthz_endpoint,
     livez_endpoint,
-    metrics_endpoint,
+    platform_metrics_endpoint,
     readyz_endpoint,
 )
 from aap.server.tenant_routing import (
@@ -104,7 +104,7 @@ def create_platform_app(
 ) -> Starlette:
     """The ASGI app of a platform deployment: every tenant of its registry, routed by host (with
     ``tracing``, a span per request: :mod:`aap.telemetry`)."""
-    from aap.server.app import SURFACES, metrics_token
+    from aap.server.app import SURFACES
 
     assert deployment.platform is not None, "a platform deployment has a [platform] table"
     work = Work(inline=platform_stores.db.in_process)
@@ -128,7 +128,7 @@ def create_platform_app(
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
         Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
         Route(READYZ_PATH, readyz_endpoint(readiness), methods=["GET"], name="readyz"),
-        Route(METRICS_PATH, metrics_endpoint(metrics_token(deployment)), methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, platform_metrics_endpoint(deployment), methods=["GET"], name="metrics"),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         Route(AI_CATALOG_PATH, ai_catalog.endpoint, methods=["GET", "HEAD"], name="platform_ai_catalog"),
         *console.routes(),
