@@ -12,6 +12,9 @@ from aap.store import Stores
 from aap.tenants import TenantRegistry
 
 PLATFORM_HOST = "agents.platform.example"
+#: The ``[platform]`` line that lets tenants' CRM targets be the tests' stand-ins on 127.0.0.1
+#: (docs/deployment.md, "Outbound connections": development and tests only).
+LOOPBACK_DESTINATIONS = "allow_loopback_destinations = true\n"
 
 
 def platform_settings(database_url: str, **platform: Any) -> Settings:
@@ -72,7 +75,13 @@ class PlatformServer:
     """
 
     def __init__(
-        self, directory: Path, database_url: str, *, workers: int = 2, environ: dict[str, str] | None = None
+        self,
+        directory: Path,
+        database_url: str,
+        *,
+        workers: int = 2,
+        environ: dict[str, str] | None = None,
+        platform: str = "",
     ) -> None:
         import os
         import subprocess
@@ -86,7 +95,7 @@ class PlatformServer:
         self.config = directory / "platform.toml"
         self.log = directory / "serve.log"
         self.config.write_text(
-            f'database = "{database_url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\nchanges_poll_ms = 100\n',
+            f'database = "{database_url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\nchanges_poll_ms = 100\n{platform}',
             encoding="utf-8",
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")} | (environ or {})

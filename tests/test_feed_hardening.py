@@ -294,14 +294,14 @@ def test_any_mapping_document_is_a_format_or_a_mapping_error(doc):
         ("fd00::5", "a private address"),
         ("::ffff:10.0.0.1", "a private address"),
         ("0.0.0.0", "a reserved address"),
-        ("224.0.0.1", "a reserved address"),
+        ("224.0.0.1", "a multicast address"),
         ("93.184.216.34", None),
     ],
 )
 def test_addresses_are_classified(address, why):
     assert netguard.refusal(address, netguard.Reach()) == why
     allowed = netguard.refusal(address, netguard.Reach(loopback=True, private=True))
-    assert allowed == (why if why in ("a link-local address", "a reserved address") else None)
+    assert allowed == (why if why in ("a link-local address", "a reserved address", "a multicast address") else None)
 
 
 class _Stream(httpcore.AsyncNetworkStream):

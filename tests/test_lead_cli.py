@@ -83,6 +83,33 @@ def test_list_shows_ids_and_states_but_no_customer_data(runner, deployment):
     assert rows[0]["deliveries"] == {"pending": 1}
 
 
+def test_every_listed_lead_id_is_whole_and_shown_as_it_is_given(runner, deployment):
+    """Long values in every other column fold (or, in a pipe, widen the line): the id is never cut."""
+    long_agent = {"name": "a-buyer-agent-with-a-very-long-name " * 4, "url": "https://buyer.example"}
+    ids = [
+        submit(
+            deployment,
+            now=NOW + timedelta(seconds=i),
+            source_agent=long_agent,
+            appointment={"appointment_type": "sales"},
+        )
+        for i in range(3)
+    ]
+    url = deployment.settings.database_url
+    piped = runner.invoke(cli.leads, ["list", "--database", url])  # not a terminal
+    assert piped.exit_code == 0 and "…" not in piped.output
+    for lead_id in ids:
+        (line,) = [line for line in piped.output.splitlines() if lead_id in line]
+        assert long_agent["name"].strip() in line  # one line per lead, every value whole
+        shown = runner.invoke(cli.leads, ["show", lead_id, "--database", url])
+        assert shown.exit_code == 0 and lead_id in shown.output
+    # In a narrow terminal the other columns fold; the id stays whole on one line.
+    rows = orjson.loads(runner.invoke(cli.leads, ["list", "--json", "--database", url]).stdout)
+    table = cli.lead_table(rows)
+    narrow = cli._render(table, width=60)
+    assert "…" not in narrow and all(lead_id in narrow for lead_id in ids)
+
+
 def test_show_is_where_the_customer_data_is(runner, deployment):
     lead_id = submit(deployment)
     result = runner.invoke(cli.leads, ["show", lead_id, "--database", deployment.settings.database_url])

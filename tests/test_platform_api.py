@@ -178,12 +178,12 @@ def test_every_problem_is_answered_at_once_and_nothing_is_written(api: Api) -> N
     refused = api.call(
         "POST",
         TENANTS,
-        json={"id": "dealer-b", "config": "id = 'b'\n" + bad, "domains": ["a.example", "B.example", PLATFORM_HOST]},
+        json={"id": "dealer-b", "config": "id = 'b'\n" + bad, "domains": ["a.example", "[::1]", PLATFORM_HOST]},
     )
     problems = conforms(doc, "POST", TENANTS, refused)["error"]["problems"]
     assert refused.status_code == 400
     assert problems == [
-        "domain 'B.example': must be written in lower case, without spaces",
+        "domain '[::1]': is an IP address; a tenant is served at a domain name",
         f"domain '{PLATFORM_HOST}': is the platform's own host (tenants are served at /t/ID/ there)",
         "domain 'a.example': already served by tenant 'dealer-a'",
         "id: is the platform's, not a tenant's: the tenant id names the agent",
@@ -395,10 +395,20 @@ def test_the_document_describes_every_route_served(api: Api) -> None:
         (TENANTS + "/{tenant_id}/domains", "put"): "replaceDomains",
         (TENANTS + "/{tenant_id}/domains", "patch"): "changeDomains",
     }
-    # A method the document does not name is not served.
-    assert api.call("PATCH", TENANTS + "/x").status_code == 405
-    assert api.call("DELETE", TENANTS).status_code == 405
-    assert api.call("GET", TENANTS + "/x/domains").status_code == 405
+    # A method the document does not name is not served: 405 with every method of the resource.
+    for method, path, allow in (
+        ("PATCH", TENANTS + "/x", "DELETE, GET, HEAD, PUT"),
+        ("DELETE", TENANTS, "GET, HEAD, POST"),
+        ("GET", TENANTS + "/x/domains", "PATCH, PUT"),
+        ("OPTIONS", TENANTS, "GET, HEAD, POST"),
+        ("OPTIONS", TENANTS + "/x", "DELETE, GET, HEAD, PUT"),
+        ("PROPFIND", TENANTS + "/x/domains", "PATCH, PUT"),
+        ("POST", "/_platform/openapi.json", "GET, HEAD"),
+    ):
+        refused = api.call(method, path)
+        assert (refused.status_code, refused.headers.get("allow")) == (405, allow), (method, path)
+        assert refused.json()["error"]["status"] == 405 and refused.json()["error"]["problems"] == []
+    assert api.call("HEAD", TENANTS).status_code == 200
     schemathesis.openapi.from_dict(doc)  # loads as OpenAPI 3.1
 
 

@@ -283,7 +283,7 @@ def test_configuration_and_domains_are_changed_with_every_problem_listed(platfor
         f"{PLATFORM}/console/tenants/dealer-b/domains", data={"csrf_token": token, "add": "alpha.example"}
     )
     assert (
-        taken.status_code == 400 and 'id="domain-problems"' in taken.text and "already served by tenant" in taken.text
+        taken.status_code == 409 and 'id="domain-problems"' in taken.text and "already served by tenant" in taken.text
     )
     mine = client.post(
         f"{PLATFORM}/console/tenants/dealer-b/domains", data={"csrf_token": token, "remove": "alpha.example"}

@@ -33,6 +33,7 @@ from console_support import csrf_of
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 from platform_support import (
+    LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
     PlatformServer,
     listings,
@@ -92,7 +93,9 @@ def platform(request, tmp_path_factory) -> Iterator[Platform]:
     else:
         url = request.getfixturevalue("pg_cluster").create_database()
     config = directory / "platform.toml"
-    config.write_text(f'database = "{url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\n', encoding="utf-8")
+    config.write_text(
+        f'database = "{url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\n{LOOPBACK_DESTINATIONS}', encoding="utf-8"
+    )
     crms = {"dealer-a": Receiver(), "dealer-b": Receiver()}
     for tenant_id, name, host, make, count in (
         ("dealer-a", "Alpha Motors", "alpha.example", "Honda", 3),
@@ -105,8 +108,8 @@ def platform(request, tmp_path_factory) -> Iterator[Platform]:
         feed.write_bytes(b"\n".join(orjson.dumps(x) for x in listings(tenant_id, make, count, f"{name} Main")))
         aap("import", str(feed), "--tenant", tenant_id, "--config", str(config), "--replace")
     db = open_platform_database(url)
-    registry = TenantRegistry(platform_settings(url), db, environ={})
-    server = PlatformServer(directory, url, workers=2)
+    registry = TenantRegistry(platform_settings(url, allow_loopback_destinations=True), db, environ={})
+    server = PlatformServer(directory, url, workers=2, platform=LOOPBACK_DESTINATIONS)
     try:
         yield Platform(server, registry, crms)
     finally:

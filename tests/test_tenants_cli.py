@@ -24,7 +24,15 @@ from aap.store import Stores, open_platform_database, open_stores
 from aap.tenants import TenantRegistry
 from console_support import PASSWORD, cheap_hashing
 from lead_support import NOW, Receiver, lead_request
-from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores, write
+from platform_support import (
+    LOOPBACK_DESTINATIONS,
+    PLATFORM_HOST,
+    listings,
+    platform_settings,
+    tenant_config,
+    tenant_stores,
+    write,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +47,10 @@ def platform(tmp_path, database_url, monkeypatch):
     monkeypatch.delenv("AAP_DATABASE_URL", raising=False)
     monkeypatch.delenv("AAP_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "aap.toml", f'database = "{database_url}"\n[platform]\nhost = "{PLATFORM_HOST}"\n')
+    write(
+        tmp_path / "aap.toml",
+        f'database = "{database_url}"\n[platform]\nhost = "{PLATFORM_HOST}"\n{LOOPBACK_DESTINATIONS}',
+    )
     logger = logging.getLogger("aap")  # `aap deliver` configures logging, as a command does
     saved = (logger.handlers[:], logger.propagate, logger.level)
     runner = CliRunner()
@@ -54,7 +65,8 @@ def platform(tmp_path, database_url, monkeypatch):
 
         @staticmethod
         def registry() -> TenantRegistry:
-            return TenantRegistry(platform_settings(database_url), open_platform_database(database_url), environ={})
+            settings = platform_settings(database_url, allow_loopback_destinations=True)
+            return TenantRegistry(settings, open_platform_database(database_url), environ={})
 
     yield Platform
     logger.handlers[:], logger.propagate, logger.level = saved[0], saved[1], saved[2]
@@ -201,7 +213,7 @@ def test_every_problem_is_listed_at_once_and_nothing_is_registered(platform):
         .replace("[dealer]", "[dealer]\ncolour = 1"),
     )
     refused = platform.aap(
-        "tenants", "add", "dealer-b", "--config", bad, "--domain", "alpha.example", "--domain", "Beta.example"
+        "tenants", "add", "dealer-b", "--config", bad, "--domain", "alpha.example", "--domain", "10.0.0.5"
     )
     assert refused.exit_code == 1
     for expected in (
@@ -210,7 +222,7 @@ def test_every_problem_is_listed_at_once_and_nothing_is_registered(platform):
         "dealer.rooftops[0].timezone",
         "dealer.colour",
         "domain 'alpha.example': already served by tenant 'dealer-a'",
-        "domain 'Beta.example': must be written in lower case",
+        "domain '10.0.0.5': is an IP address",
     ):
         assert expected in refused.output, (expected, refused.output)
     assert "problem(s)" in refused.output
@@ -353,6 +365,21 @@ def test_import_leads_deliver_and_feeds_act_on_one_tenant(platform):
             registry.store.db.close()
     finally:
         receiver.close()
+
+
+def test_demo_inventory_writes_a_feed_for_one_tenants_rooftops(platform):
+    path = tenant_file(platform.directory, "Alpha Motors")
+    assert platform.aap("tenants", "add", "dealer-a", "--config", path).exit_code == 0
+    written = platform.aap("demo-inventory", "--tenant", "dealer-a", "-n", "6", "-o", "demo.jsonl")
+    assert written.exit_code == 0 and "Wrote 6 listings to demo.jsonl." in written.output, written.output
+    rows = [orjson.loads(line) for line in (platform.directory / "demo.jsonl").read_bytes().splitlines()]
+    assert {row["rooftop"] for row in rows} == {"Alpha Motors Main"}
+    imported = platform.aap("import", "demo.jsonl", "--tenant", "dealer-a")
+    assert imported.exit_code == 0 and "6 new" in imported.output, imported.output
+    refused = platform.aap("demo-inventory", "-n", "1", "-o", "x.jsonl")
+    assert refused.exit_code == 1 and "--tenant ID" in refused.output
+    unknown = platform.aap("demo-inventory", "--tenant", "dealer-z", "-n", "1", "-o", "x.jsonl")
+    assert unknown.exit_code == 1 and "No tenant 'dealer-z'" in unknown.output
 
 
 def test_console_accounts_of_tenants_and_platform_administrators(platform):

@@ -10,8 +10,11 @@ register a tenant the others would refuse:
   ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
   secrets named by environment variable included), with the platform's ``[server]``;
 - on a platform, a tenant's feeds and mapping files are fetched from ``https://`` or
-  ``sftp://`` sources only, never from a private or loopback address: a local path would let
-  whoever provisions a tenant read the platform host's files, a private address its network;
+  ``sftp://`` sources only: a local path would let whoever provisions a tenant read the
+  platform host's files;
+- no destination a tenant names (CRM targets, SMTP hosts, feeds) is a loopback, private,
+  link-local or reserved address or ``localhost``: those are the platform's own network
+  (:func:`destination_problems`; a name resolving to one is refused on the connection);
 - a domain is a lower-case host name, served by one tenant only, never the platform's own
   host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
 
@@ -29,7 +32,8 @@ from typing import Any
 
 from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
-from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.config.platform import MAX_DOMAIN_TEXT, PlatformSettings, normalise_domain, tenant_id_problem
+from aap.netguard import Reach, host_refusal
 from aap.store.db import Database
 from aap.store.platform import FEEDS, PlatformStore, TenantRecord
 from aap.store.tenancy import TenantData
@@ -40,23 +44,78 @@ MAX_DOMAINS = 20
 MAX_CONFIG_BYTES = 256 * 1024
 
 
-def _own_network(source: str) -> bool:
-    """True when ``source`` names a loopback, private or link-local address (or ``localhost``) itself;
-    a name that resolves to one is refused when fetched (:mod:`aap.netguard`)."""
-    import ipaddress
+def destination_problems(doc: dict[str, Any], reach: Reach) -> list[str]:
+    """Every destination a tenant's document names that is outside ``reach`` as written: an
+    address literal or a ``localhost`` name of a CRM target's URL or SMTP host, the notifications'
+    SMTP host or a feed's source (docs/deployment.md, "Outbound connections"). A name that
+    resolves to such an address is refused when it is connected to (:mod:`aap.netguard`)."""
     from urllib.parse import urlsplit
 
-    try:
-        host = (urlsplit(source).hostname or "").lower()
-    except ValueError:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local or address.is_reserved
+    named: list[tuple[str, str]] = []  # (TOML path, host)
+
+    def url_host(path: str, url: object) -> None:
+        if isinstance(url, str):
+            try:
+                named.append((path, urlsplit(url).hostname or ""))
+            except ValueError:
+                pass  # the configuration check reports a malformed URL
+
+    raw = doc.get("leads")
+    leads: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    routes = leads.get("routes")
+    for i, route in enumerate(routes if isinstance(routes, list) else []):
+        targets = route.get("targets") if isinstance(route, dict) else None
+        for j, target in enumerate(targets if isinstance(targets, list) else []):
+            if not isinstance(target, dict):
+                continue
+            where = f"leads.routes[{i}].targets[{j}]"
+            if target.get("type", "adf_http") == "smtp":
+                if isinstance(target.get("host"), str):
+                    named.append((f"{where}.host", target["host"]))
+            else:
+                url_host(f"{where}.url", target.get("url"))
+    notifications = leads.get("notifications")
+    if isinstance(notifications, dict) and isinstance(notifications.get("host"), str):
+        named.append(("leads.notifications.host", notifications["host"]))
+    feeds = doc.get("feeds")
+    for i, feed in enumerate(feeds if isinstance(feeds, list) else []):
+        if isinstance(feed, dict):
+            url_host(f"feeds[{i}].source", feed.get("source"))
+    problems = []
+    for path, host in named:
+        why = host_refusal(host, reach) if host else None
+        if why is not None:
+            problems.append(f"{path}: names {why}; a tenant's destinations are on the public internet")
+    poppy = doc.get("poppy")
+    if isinstance(poppy, dict) and poppy.get("allow_loopback_clients") is True and not reach.loopback:
+        problems.append(
+            "poppy.allow_loopback_clients: a tenant's Poppy clients are on the public internet "
+            "(loopback is the platform's own machine)"
+        )
+    return problems
+
+
+def domains_of(texts: Sequence[str], *, check: bool = True) -> tuple[list[str], list[str]]:
+    """``(the valid domains in normal form, each once, in order; the problems of the others)``
+    (:func:`aap.config.platform.normalise_domain`: lower-case A-labels, no trailing dot, no IP
+    address). ``check=False`` (domains to remove) reports no problem, and keeps a text that is not
+    a domain as it is written, so that one registered before these rules can be removed."""
+    names: list[str] = []
+    problems: list[str] = []
+    if check and len(texts) > MAX_DOMAINS:
+        problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
+    for text in texts:
+        name, problem = normalise_domain(text)
+        if problem is not None and not check:  # a name stored before these rules can still go
+            names.append(text.strip()[:MAX_DOMAIN_TEXT])
+        elif problem is not None:
+            problems.append(f"domain {text[:MAX_DOMAIN_TEXT]!r}: {problem}")
+        elif name in names:
+            if check:
+                problems.append(f"domain {text!r}: given twice" + (f" (as {name!r})" if name != text else ""))
+        else:
+            names.append(name)
+    return names, problems
 
 
 class TenantError(Exception):
@@ -66,6 +125,13 @@ class TenantError(Exception):
         self.problems = list(problems)
         self.status = status
         super().__init__("; ".join(self.problems))
+
+
+def refusal(problems: Sequence[str], conflicts: Sequence[str]) -> TenantError:
+    """Every problem, 409 when each is a conflict with another tenant (a domain or A2A routing
+    value it holds: RFC 9110 §15.5.10), else 400 (**decision**, docs/platform.md)."""
+    only_conflicts = bool(problems) and all(p in conflicts for p in problems)
+    return TenantError(problems, status=409 if only_conflicts else 400)
 
 
 def _now_ms() -> int:
@@ -103,16 +169,22 @@ class TenantRegistry:
     # -- checks -------------------------------------------------------------------------------
     def check(self, tenant_id: str, config: str, domains: Sequence[str] = ()) -> Settings:
         """The tenant's Settings, or a :class:`TenantError` naming every problem of the id, the
-        configuration and the domains at once (nothing is written)."""
+        configuration and the domains at once (nothing is written). ``domains`` are taken as
+        :func:`domains` gives them (normalised); a caller that has not normalised them gets
+        every problem of their text too."""
         problems: list[str] = []
+        conflicts: list[str] = []  # with another tenant: 409 when they are all there is
         settings = None
         id_problem = tenant_id_problem(tenant_id)
         if id_problem:
             problems.append(f"tenant id {tenant_id!r}: {id_problem}")
-        problems += self._domain_problems(domains, tenant_id)
+        names, domain_problems = domains_of(domains)
+        problems += domain_problems + self._own_host(names)
+        conflicts += self._domain_conflicts(names, tenant_id)
+        problems += conflicts
         doc = self._toml(config, problems)
         if doc is not None and not id_problem:
-            url = f"https://{domains[0]}" if domains else self.platform.prefix_url(tenant_id)
+            url = f"https://{names[0]}" if names else self.platform.prefix_url(tenant_id)
             try:
                 settings = parse_tenant(
                     doc,
@@ -125,10 +197,13 @@ class TenantRegistry:
             except ConfigError as exc:
                 problems += exc.problems
             problems += self._source_problems(doc)
+            problems += destination_problems(doc, self.platform.outbound)
             if settings is not None:
-                problems += self._a2a_problems(settings, tenant_id)
+                a2a = self._a2a_problems(settings, tenant_id)
+                conflicts += a2a
+                problems += a2a
         if problems or settings is None:
-            raise TenantError(problems)
+            raise refusal(problems, conflicts)
         return settings
 
     def _toml(self, config: str, problems: list[str]) -> dict[str, Any] | None:
@@ -141,25 +216,20 @@ class TenantRegistry:
             problems.append(f"(syntax): {exc}")
             return None
 
-    def _domain_problems(self, domains: Sequence[str], tenant_id: str) -> list[str]:
-        problems = []
-        if len(domains) > MAX_DOMAINS:
-            problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
-        seen: set[str] = set()
-        for host in domains:
-            problem = host_problem(host)
-            if problem:
-                problems.append(f"domain {host!r}: {problem}")
-            elif host == self.platform.host:
-                problems.append(f"domain {host!r}: is the platform's own host (tenants are served at /t/ID/ there)")
-            elif host in seen:
-                problems.append(f"domain {host!r}: given twice")
-            seen.add(host)
-        valid = [h for h in domains if not host_problem(h)]
-        for host, owner in sorted(self.store.hosts_taken(valid).items()):
+    def _own_host(self, names: Sequence[str]) -> list[str]:
+        return [
+            f"domain {host!r}: is the platform's own host (tenants are served at /t/ID/ there)"
+            for host in names
+            if host == self.platform.host
+        ]
+
+    def _domain_conflicts(self, names: Sequence[str], tenant_id: str) -> list[str]:
+        """The (normalised, valid) domains another tenant serves."""
+        conflicts = []
+        for host, owner in sorted(self.store.hosts_taken(list(names)).items()):
             if owner != tenant_id:
-                problems.append(f"domain {host!r}: already served by tenant {owner!r}")
-        return problems
+                conflicts.append(f"domain {host!r}: already served by tenant {owner!r}")
+        return conflicts
 
     @staticmethod
     def _source_problems(doc: dict[str, Any]) -> list[str]:
@@ -178,8 +248,6 @@ class TenantRegistry:
                     f"feeds[{i}].source: a tenant's feed is fetched over https:// or sftp:// "
                     "(a local path would read the platform host's own files)"
                 )
-            elif isinstance(source, str) and _own_network(source):
-                problems.append(f"feeds[{i}].source: names a loopback or private address, the platform's own network")
             for key in ("mapping", "key_file", "known_hosts", "ca_file"):
                 if key in feed:
                     problems.append(
@@ -211,10 +279,11 @@ class TenantRegistry:
         return self.store.tenants(after=after, limit=limit, matching=matching)
 
     def add(self, tenant_id: str, config: str, domains: Iterable[str] = ()) -> TenantRecord:
-        hosts = list(domains)
+        given = list(domains)
+        hosts, _ = domains_of(given)
         if self.store.tenant(tenant_id) is not None:
             raise TenantError([f"tenant {tenant_id!r} exists already (aap tenants update changes it)"], status=409)
-        settings = self.check(tenant_id, config, hosts)
+        settings = self.check(tenant_id, config, given)
         # Rows of an earlier tenant of this id, had its removal stopped before its rows were
         # deleted, never come back as this one's.
         self.data.remove(tenant_id)
@@ -247,13 +316,20 @@ class TenantRegistry:
 
     def set_domains(self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> TenantRecord:
         record = self.get(tenant_id)
-        kept = [h for h in record.domains if h not in remove]
-        adding = [h for h in add if h not in kept]
-        problems = self._domain_problems(kept + adding, tenant_id)
-        problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in remove if h not in record.domains]
+        adding_names, problems = domains_of(add)
+        removing, remove_problems = domains_of(remove, check=False)
+        problems += remove_problems
+        kept = [h for h in record.domains if h not in removing]
+        adding = [h for h in adding_names if h not in kept]
+        if len(kept) + len(adding) > MAX_DOMAINS:
+            problems.append(f"domains: at most {MAX_DOMAINS} per tenant")
+        problems += self._own_host(adding)
+        conflicts = self._domain_conflicts(adding, tenant_id)
+        problems += conflicts
+        problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in removing if h not in record.domains]
         if problems:
-            raise TenantError(problems)
-        updated = self.store.set_domains(tenant_id, adding, [h for h in remove if h in record.domains], _now_ms())
+            raise refusal(problems, conflicts)
+        updated = self.store.set_domains(tenant_id, adding, [h for h in removing if h in record.domains], _now_ms())
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         return updated

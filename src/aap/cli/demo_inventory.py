@@ -8,7 +8,7 @@ import click
 import orjson
 from rich.text import Text
 
-from aap.cli.common import config_option, console, fail, load_or_fail
+from aap.cli.common import config_option, console, fail, load_agent_or_fail, tenant_option
 from aap.inventory.demo import generate_listings
 from aap.inventory.formats.aap import write_feed
 
@@ -27,9 +27,11 @@ from aap.inventory.formats.aap import write_feed
     help="Output file: JSON Lines, or CSV when FILE ends in .csv; '-' for stdout (JSON Lines).",
 )
 @config_option
-def command(count: int, seed: int, output: str, config: str | None) -> None:
-    """Generate a realistic demo inventory feed for the configured rooftops."""
-    settings = load_or_fail(config)
+@tenant_option
+def command(count: int, seed: int, output: str, config: str | None, tenant: str | None) -> None:
+    """Generate a realistic demo inventory feed for the configured rooftops (on a platform,
+    those of the tenant --tenant names: aap import FILE --tenant ID then loads it)."""
+    settings = load_agent_or_fail(config, tenant)
     listings = generate_listings(count, seed, settings=settings)
     if output == "-":
         out = sys.stdout.buffer

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import shutil
 import signal
+import sys
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -130,6 +132,11 @@ def list_command(
     if as_json:
         _emit_json(rows)
         return
+    click.echo(_render(lead_table(rows), _width()))
+
+
+def lead_table(rows: list[dict[str, Any]]) -> Table:
+    """The table of ``aap leads list``: every lead id whole, other values folded, never cut."""
     table = Table(title=f"{len(rows)} lead(s)", show_lines=False)
     for column in (
         "lead",
@@ -145,7 +152,11 @@ def list_command(
         "source agent",
         "deliveries",
     ):
-        table.add_column(column)
+        if column == "lead":  # whole, on one line, whatever the width: it is what `leads show` takes
+            longest = max((len(str(row["lead_id"])) for row in rows), default=4)
+            table.add_column(column, no_wrap=True, min_width=longest, overflow="ignore")
+        else:  # folded onto more lines where the width is short, never cut with "…"
+            table.add_column(column, overflow="fold")
     for row in rows:
         deliveries = ", ".join(f"{state} {count}" for state, count in sorted(row["deliveries"].items())) or "none"
         table.add_row(
@@ -167,11 +178,23 @@ def list_command(
                 )
             )
         )
-    click.echo(_render(table))
+    return table
 
 
-def _render(table: Table) -> str:
-    capture = Console(width=200, highlight=False, force_terminal=False, color_system=None)
+#: The width a table is laid out in when the output is not a terminal: one line per row, as
+#: wide as its values (a pipe to grep, awk or a file gets every value whole).
+UNBOUNDED_WIDTH = 10_000
+
+
+def _width() -> int:
+    """The terminal's width, or :data:`UNBOUNDED_WIDTH` when the output is not a terminal."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((200, 24)).columns
+    return UNBOUNDED_WIDTH
+
+
+def _render(table: Table, width: int = 200) -> str:
+    capture = Console(width=width, highlight=False, force_terminal=False, color_system=None)
     with capture.capture() as out:
         capture.print(table)
     return out.get().rstrip("\n")
@@ -439,8 +462,6 @@ def deliver(
     config: str | None, database: str | None, tenant: str | None, once: bool, log_level: str, log_format: str
 ) -> None:
     """Run the lead delivery worker (the same one `aap serve` runs unless in_process = false)."""
-    # httpx, the worker and the store: loaded only when this command runs.
-    import httpx
 
     from aap.leads.worker import DeliveryWorker, run_delivery_worker
     from aap.server.logconfig import configure_logging
@@ -457,7 +478,7 @@ def deliver(
     async def main() -> int:
         if once:
             worker = DeliveryWorker(stores.leads, settings)
-            async with httpx.AsyncClient() as client:
+            async with worker.client() as client:
                 await worker.sweep()
                 return await worker.drain(client)
         stop = asyncio.Event()

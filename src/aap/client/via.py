@@ -5,12 +5,25 @@ inside the platform, past the proxy: the URLs stay the agent's own
 (``https://dealer.example/a2a``), so every document and every signature (a DPoP proof's
 ``htu``) is what a buyer agent would see, but the connection goes to ``--via``
 (``http://127.0.0.1:8000``), with the URL's host in the ``Host`` header as the proxy
-would forward it (docs/platform.md, "Checking a tenant").
+would forward it (docs/platform.md, "Checking a tenant"). Through an ``https://`` origin (the
+platform's proxy, Caddy) the TLS handshake names the URL's host too (SNI, RFC 6066 §3), and the
+certificate is verified for it: the proxy picks the tenant's certificate by that name.
 """
 
 from __future__ import annotations
 
 import httpx
+
+
+def _redirect(request: httpx.Request, origin: httpx.URL) -> httpx.URL:
+    """Point ``request`` at ``origin`` with its own host in ``Host`` (and in SNI over TLS);
+    returns its original URL, which the caller puts back."""
+    original = request.url
+    request.headers["Host"] = original.netloc.decode("ascii")
+    if origin.scheme == "https":
+        request.extensions = {**request.extensions, "sni_hostname": original.raw_host.decode("ascii")}
+    request.url = original.copy_with(scheme=origin.scheme, host=origin.host, port=origin.port)
+    return original
 
 
 def origin_of(origin: str) -> httpx.URL:
@@ -29,9 +42,7 @@ class ViaTransport(httpx.AsyncBaseTransport):
         self.inner = inner or httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        original = request.url
-        request.headers["Host"] = original.netloc.decode("ascii")
-        request.url = original.copy_with(scheme=self.origin.scheme, host=self.origin.host, port=self.origin.port)
+        original = _redirect(request, self.origin)
         try:
             return await self.inner.handle_async_request(request)
         finally:
@@ -49,9 +60,7 @@ class ViaSyncTransport(httpx.BaseTransport):
         self.inner = inner or httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        original = request.url
-        request.headers["Host"] = original.netloc.decode("ascii")
-        request.url = original.copy_with(scheme=self.origin.scheme, host=self.origin.host, port=self.origin.port)
+        original = _redirect(request, self.origin)
         try:
             return self.inner.handle_request(request)
         finally:

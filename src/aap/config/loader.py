@@ -41,6 +41,7 @@ from aap.config.sections import (
 )
 from aap.config.table import Problems, Table
 from aap.config.web import parse_web_section
+from aap.netguard import PUBLIC
 
 #: Environment variables that override one TOML key each (after the file, before ``overrides``).
 ENV_OVERRIDES: dict[str, str] = {
@@ -297,6 +298,7 @@ def parse_tenant(
         count_timeout_ms=deployment.count_timeout_ms,
         search_timeout_ms=deployment.search_timeout_ms,
         forwarded_allow_ips=deployment.forwarded_allow_ips,
+        outbound=deployment.platform.outbound if deployment.platform else PUBLIC,
     )
 
 

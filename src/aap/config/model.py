@@ -21,6 +21,7 @@ from aap.config.mcp import McpSettings
 from aap.config.platform import PlatformSettings
 from aap.config.poppy import PoppySettings
 from aap.config.web import WebSettings
+from aap.netguard import LOCAL, Reach
 from aap.paths import DeploymentUrls
 
 ALL_FILTERS: tuple[str, ...] = (
@@ -247,6 +248,10 @@ class Settings:
     #: The A2A endpoint the card names when it is not ``public_url``'s own ``/a2a``: set for a
     #: platform tenant that declares an A2A ``tenant`` routing value (docs/platform.md).
     a2a_url: str | None = None
+    #: Where the destinations this configuration names may be: the operator's own network too
+    #: for a deployment that is one agent, the public internet only for a platform's tenant
+    #: (docs/deployment.md, "Outbound connections").
+    outbound: Reach = LOCAL
 
     @property
     def scope(self) -> str:

@@ -7,6 +7,7 @@ api_token_env = "AAP_PLATFORM_TOKEN"  # the provisioning API's bearer token come
 tenant_prefix = true               # also serve every tenant at https://HOST/t/ID/
 tenants_in_memory = 10000          # tenant agents a worker keeps built (least recently used go first)
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
+allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -18,10 +19,14 @@ the database, managed with ``aap tenants`` or the provisioning API.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
+import idna
+
 from aap.config.table import Problems, Table
+from aap.netguard import Reach
 
 #: A host name as a browser sends it in ``Host`` (RFC 1123 labels), lower case, no port.
 HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$")
@@ -38,6 +43,9 @@ class PlatformSettings:
     tenant_prefix: bool = True
     tenants_in_memory: int = 10_000
     changes_poll_ms: int = 500
+    #: Development and tests only: tenants' destinations (CRM targets, feeds, Poppy client
+    #: metadata) may be loopback addresses; private, link-local and the rest never are.
+    allow_loopback_destinations: bool = False
 
     @property
     def base_url(self) -> str:
@@ -48,18 +56,64 @@ class PlatformSettings:
         """A tenant's public base URL under the platform host."""
         return f"{self.base_url}/t/{tenant_id}"
 
+    @property
+    def outbound(self) -> Reach:
+        """Where a tenant's destinations may be (docs/deployment.md, "Outbound connections")."""
+        return Reach(loopback=self.allow_loopback_destinations)
+
+
+#: The longest text read as a domain: a 253-character name and a few characters around it;
+#: anything longer is refused as it is, before IDNA mapping costs anything.
+MAX_DOMAIN_TEXT = 300
+
+
+def normalise_domain(text: str) -> tuple[str, str | None]:
+    """``(the domain as it is served, why it cannot be one or None)``.
+
+    A domain is kept as the A-label form a browser sends in ``Host`` and Caddy asks about
+    (IDNA 2008 with the UTS #46 mapping: ``Bücher.Example`` → ``xn--bcher-kva.example``), lower
+    case and without a trailing dot (``alpha.example.`` is ``alpha.example``). An IP address is
+    never a domain (every plain request to that address would be the tenant's, and a
+    certificate would be asked for it): IPv4 in any form a resolver reads (a last label of
+    digits alone), IPv6 with or without brackets. ``localhost`` and its subdomains are this
+    machine (RFC 6761 §6.3), a port or a path is not part of a domain.
+    """
+    if len(text) > MAX_DOMAIN_TEXT:
+        return text[:MAX_DOMAIN_TEXT], "is longer than a host name can be"
+    host = text.strip()
+    if not host or any(c.isspace() or c in "/@\\?#" for c in host):
+        return host, "must be a host name alone: no scheme, port or path"
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if ":" in bare:
+        try:
+            ipaddress.IPv6Address(bare.split("%")[0])
+        except ValueError:
+            return host, "must be a host name alone: no scheme, port or path"
+        return host, "is an IP address; a tenant is served at a domain name"
+    if host.endswith("."):
+        host = host[:-1]
+    try:
+        name = idna.encode(host, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return host, "is not a valid host name (IDNA 2008)"
+    if not HOST_NAME.match(name):
+        return name, "is not a valid host name"
+    if name.rsplit(".", 1)[-1].isdigit():
+        return name, "is an IP address; a tenant is served at a domain name"
+    if name == "localhost" or name.endswith(".localhost"):
+        return name, "is this machine (localhost), not a domain"
+    if "." not in name:
+        return name, "must be a fully qualified host name (with a dot)"
+    return name, None
+
 
 def host_problem(host: str) -> str | None:
-    """Why ``host`` is not a host name a tenant or the platform can be served at, or None."""
-    if host != host.strip().lower():
-        return "must be written in lower case, without spaces"
-    if ":" in host or "/" in host:
-        return "must be a host name alone: no scheme, port or path"
-    if not HOST_NAME.match(host):
-        return "is not a valid host name"
-    if "." not in host:
-        return "must be a fully qualified host name (with a dot)"
-    return None
+    """Why ``host`` is not a host name a tenant or the platform can be served at as written
+    (in the normal form of :func:`normalise_domain`), or None."""
+    name, problem = normalise_domain(host)
+    if problem is None and name != host:
+        return f"must be written as {name!r}"
+    return problem
 
 
 def tenant_id_problem(tenant_id: str) -> str | None:
@@ -88,6 +142,7 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         tenant_prefix=table.boolean("tenant_prefix", True),
         tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
+        allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
     )
     table.finish()
     return settings

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import ipaddress
 import os
 import re
 import ssl
@@ -47,7 +46,17 @@ import httpx
 from aap import __version__, telemetry
 from aap.config.feeds import source_problem, source_scheme
 from aap.loopback import is_loopback_host
-from aap.netguard import GuardedBackend, Reach, RefusedAddress, peer_refusal, refusal
+from aap.netguard import (
+    LOCAL,
+    Reach,
+    RefusedAddress,
+    Resolve,
+    guarded_transport,
+    host_refusal,
+    peer_refusal,
+    refused_cause,
+    vetted_addresses,
+)
 from aap.util.rfc3339 import to_utc_z
 
 MAX_FEED_BYTES = 1 << 30  # a feed larger than 1 GiB (as transferred) is refused
@@ -83,6 +92,21 @@ class FetchRules:
     deadline_seconds: float = 300.0  # the whole fetch: connections, redirects, every byte
     min_bytes_per_second: float = 1024.0  # average since the start, once RATE_GRACE_SECONDS have passed
     private_network: bool = False  # loopback and private addresses allowed (a feed inside the network)
+    #: The deployment's outbound policy (``Settings.outbound``): what no feed setting goes beyond.
+    ceiling: Reach = LOCAL
+    #: The resolver (tests give their own; None: the system's).
+    resolve: Resolve | None = None
+
+    def reach(self, host: str, *, first_hop: bool = True) -> Reach:
+        """Where a connection to ``host`` may go: the configured source may name a loopback host
+        itself (local development), a redirect may not; ``private_network`` opens both."""
+        loopback = self.private_network or (first_hop and is_loopback_host(host))
+        return Reach(loopback=loopback, private=self.private_network).within(self.ceiling)
+
+    def refused(self, what: str) -> str:
+        """``what``, and the setting that would allow it when the deployment lets a feed have it
+        (a platform's tenant cannot: docs/platform.md, "Limits and decisions")."""
+        return what + ("; refused (private_network allows it)" if self.ceiling.private else "; refused")
 
 
 @dataclass(frozen=True)
@@ -167,22 +191,13 @@ def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _transport(context: ssl.SSLContext, reach: Reach) -> httpx.AsyncHTTPTransport:
+def _transport(context: ssl.SSLContext, reach: Reach, resolve: Resolve | None) -> httpx.AsyncHTTPTransport:
     """A transport whose every connection goes through the address guard (no proxy from the environment).
 
     Requests go to the transport itself, not through an ``httpx.AsyncClient``: the client logs
     each request's URL, and a feed URL may carry a secret in its query.
     """
-    transport = httpx.AsyncHTTPTransport(verify=context, trust_env=False, retries=0)
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=context,
-        max_connections=2,
-        http1=True,
-        http2=False,
-        retries=0,
-        network_backend=GuardedBackend(reach),
-    )
-    return transport
+    return guarded_transport(reach, context, max_connections=2, resolve=resolve)
 
 
 @asynccontextmanager
@@ -209,12 +224,9 @@ def _hop_problem(url: str, previous: str | None) -> str | None:
 
 
 def _literal_refusal(host: str, reach: Reach) -> str | None:
-    """An IP literal is vetted before any connection (a name when it is resolved)."""
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-    return refusal(address, reach)
+    """An IP literal is vetted before any connection (a name, ``localhost`` too, when it is resolved)."""
+    name = host.strip("[]").lower()
+    return None if name == "localhost" or name.endswith(".localhost") else host_refusal(host, reach)
 
 
 async def _fetch_http(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
@@ -243,18 +255,15 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
             for hop in range(MAX_REDIRECTS + 1):
                 host = urlsplit(url).hostname or ""
                 # The configured source may name a loopback host (local development); a redirect may not.
-                reach = Reach(
-                    loopback=rules.private_network or (hop == 0 and is_loopback_host(host)),
-                    private=rules.private_network,
-                )
+                reach = rules.reach(host, first_hop=hop == 0)
                 why = _literal_refusal(host, reach)
                 if why is not None:
-                    raise FetchError(f"{shown}: {display_source(url)} is {why}; refused (private_network allows it)")
+                    raise FetchError(rules.refused(f"{shown}: {display_source(url)} is {why}"))
                 if urlsplit(url)[:2] != origin:  # credentials never follow a redirect to another origin
                     headers.pop("Authorization", None)
                 request = httpx.Request("GET", url, headers=headers, extensions={"timeout": timeout.as_dict()})
                 async with (
-                    _transport(context, reach) as transport,
+                    _transport(context, reach, rules.resolve) as transport,
                     _closing(await transport.handle_async_request(request)) as response,
                 ):
                     if response.status_code in _REDIRECTS and "location" in response.headers:
@@ -291,12 +300,10 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
     except TimeoutError:
         raise FetchError(f"{shown}: not fetched within {deadline:g} s (timeout_seconds)") from None
     except httpx.HTTPError as exc:
-        cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, RefusedAddress):
-            cause = cause.__cause__ or cause.__context__
-        if isinstance(cause, RefusedAddress):
+        cause = refused_cause(exc)
+        if cause is not None:
             raise FetchError(
-                f"{shown}: {cause.host} resolves to {cause.why} ({cause.address}); refused (private_network allows it)"
+                rules.refused(f"{shown}: {cause.host} resolves to {cause.why} ({cause.address})")
             ) from None
         raise FetchError(f"{shown}: {type(exc).__name__}") from None
     fingerprint = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -329,15 +336,13 @@ async def _sftp(source: str, previous: Validators, credentials: Credentials, rul
     name = path.rsplit("/", 1)[-1] or "feed"
     shown = display_source(source)
     host = parts.hostname or ""
-    reach = Reach(loopback=rules.private_network or is_loopback_host(host), private=rules.private_network)
+    reach = rules.reach(host)
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 22)
-    except OSError:
+        await vetted_addresses(host, parts.port or 22, reach, rules.resolve)
+    except RefusedAddress as refused:
+        raise FetchError(rules.refused(f"{shown}: {host} resolves to {refused.why}")) from None
+    except httpcore.ConnectError:
         raise FetchError(f"{shown}: name resolution failed") from None
-    for info in infos:
-        why = refusal(str(info[4][0]), reach)
-        if why is not None:
-            raise FetchError(f"{shown}: {host} resolves to {why}; refused (private_network allows it)")
     options: dict[str, Any] = {
         "username": unquote(parts.username) if parts.username else None,
         "known_hosts": credentials.known_hosts if credentials.known_hosts else (),
@@ -358,7 +363,7 @@ async def _sftp(source: str, previous: Validators, credentials: Credentials, rul
         async with asyncssh.connect(host, parts.port or 22, **options) as conn:
             why = peer_refusal(conn.get_extra_info("peername"), reach)
             if why is not None:  # the connection actually made
-                raise FetchError(f"{shown}: {host} connected to {why}; refused (private_network allows it)")
+                raise FetchError(rules.refused(f"{shown}: {host} connected to {why}"))
             async with conn.start_sftp_client() as sftp:
                 attrs = await sftp.stat(path)
                 size, mtime = attrs.size or 0, attrs.mtime or 0

@@ -29,6 +29,7 @@ from aap.config.model import Settings
 from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
 from aap.feeds.job import ImportRequest, ImportResult, run_import
 from aap.inventory.formats import Formats, MappingError, read_mapping
+from aap.netguard import LOCAL, Reach
 from aap.store import Stores
 from aap.store.feeds import FeedRun
 from aap.store.inventory import ContentGuard
@@ -39,8 +40,11 @@ MIN_LEASE_SECONDS = 120.0
 MAX_IDLE_SECONDS = 60.0  # a scheduler looks at the feeds at least this often
 
 
-def request_for(feed: FeedSettings, *, dry_run: bool = False, formats: Formats | None = None) -> ImportRequest:
-    """The import a ``[[feeds]]`` entry asks for (its mapping file read now)."""
+def request_for(
+    feed: FeedSettings, *, dry_run: bool = False, formats: Formats | None = None, outbound: Reach = LOCAL
+) -> ImportRequest:
+    """The import a ``[[feeds]]`` entry asks for (its mapping file read now), its connections
+    within the deployment's ``outbound`` policy."""
     formats = formats if formats is not None else Formats()
     mapping = read_mapping(feed.mapping, formats) if feed.mapping else None
     return ImportRequest(
@@ -65,7 +69,7 @@ def request_for(feed: FeedSettings, *, dry_run: bool = False, formats: Formats |
             feed.known_hosts,
             feed.ca_file,
         ),
-        rules=FetchRules(feed.timeout_seconds, feed.min_bytes_per_second, feed.private_network),
+        rules=FetchRules(feed.timeout_seconds, feed.min_bytes_per_second, feed.private_network, outbound),
         formats=formats,
         rooftop=feed.rooftop,
         allow_field_loss=feed.allow_field_loss,
@@ -104,7 +108,9 @@ class FeedScheduler:
         heartbeat = asyncio.create_task(self._renew(feed.name, token, lease_ms))
         try:
             try:
-                request = replace(request_for(feed, formats=self.formats), trigger=trigger)
+                request = replace(
+                    request_for(feed, formats=self.formats, outbound=self.settings.outbound), trigger=trigger
+                )
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))
                 await asyncio.to_thread(store.record, result.run)

@@ -17,6 +17,12 @@ connect, pool or write timeout, a connection lost while the body was still being
 written, any other 4xx or a 3xx answer, an SMTP refusal), never was. Error texts
 name status codes and exception types only, never a response body or customer
 value.
+
+Every connection goes where the deployment's outbound policy allows (:mod:`aap.netguard`,
+``Settings.outbound``): the HTTP client's pool vets each resolved address and the socket's
+peer (:func:`delivery_client`), and an SMTP session connects to an address vetted the same
+way. A destination refused by the policy is a permanent failure: no retry can change it
+until the configuration does.
 """
 
 from __future__ import annotations
@@ -26,17 +32,30 @@ import hashlib
 import hmac
 import os
 import smtplib
+import socket
 import ssl
 import time
 from collections.abc import Generator
+from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
 from typing import Any
 
+import httpcore
 import httpx
 import orjson
 
 from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
+from aap.netguard import (
+    LOCAL,
+    Reach,
+    RefusedAddress,
+    Resolve,
+    connect_socket,
+    guarded_transport,
+    refused_cause,
+    vetted_addresses,
+)
 
 USER_AGENT = "aap-lead-delivery/1"
 #: Answers saying the request was not processed, and that it may succeed later (RFC 9110
@@ -71,6 +90,23 @@ class SendError(Exception):
         super().__init__(message)
         self.permanent = permanent
         self.reached = reached
+
+
+def delivery_client(reach: Reach, resolve: Resolve | None = None) -> httpx.AsyncClient:
+    """The delivery worker's HTTP client: every connection within ``reach`` (:mod:`aap.netguard`).
+
+    A deployment that is one agent (:data:`aap.netguard.LOCAL`) keeps proxies from the
+    environment (``HTTPS_PROXY``), as before; for anything narrower (a platform's tenants) the
+    guard must see the destination itself, so no proxy is used."""
+    headers = {"User-Agent": USER_AGENT}
+    transport = guarded_transport(reach, max_connections=100, resolve=resolve)
+    if reach == LOCAL:
+        return httpx.AsyncClient(headers=headers, transport=transport, trust_env=True)
+    return httpx.AsyncClient(headers=headers, transport=transport, trust_env=False)
+
+
+def _refused(exc: RefusedAddress) -> SendError:
+    return SendError(f"{exc.host} resolves to {exc.why} ({exc.address}); refused", permanent=True)
 
 
 def _env(name: str | None, what: str) -> str:
@@ -116,6 +152,9 @@ async def _post(
             url, content=body, headers=headers, timeout=timeout, auth=httpx.USE_CLIENT_DEFAULT if auth is None else auth
         )  # the worker's client has none
     except httpx.HTTPError as exc:
+        refused = refused_cause(exc)
+        if refused is not None:
+            raise _refused(refused) from None
         raise SendError(f"{type(exc).__name__} while posting", reached=not isinstance(exc, _NOT_SENT)) from None
     if 200 <= response.status_code < 300:
         return
@@ -193,10 +232,26 @@ def build_email(target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, su
     return message
 
 
+@dataclass(frozen=True)
+class _Vetted:
+    """Where an SMTP session may connect: the addresses its host resolved to, all within ``reach``."""
+
+    addresses: tuple[str, ...]
+    reach: Reach
+
+
 class _Session(smtplib.SMTP):
-    """An SMTP session that knows whether the message data has started (``data_started``)."""
+    """An SMTP session that knows whether the message data has started (``data_started``) and
+    connects only to vetted addresses (STARTTLS still verifies the host's name)."""
 
     data_started = False
+
+    def __init__(self, host: str, port: int, *, timeout: float, vetted: _Vetted) -> None:
+        self.vetted = vetted
+        super().__init__(host, port, timeout=timeout)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        return connect_socket(host, self.vetted.addresses, port, timeout, self.vetted.reach)
 
     def data(self, msg: Any) -> tuple[int, bytes]:
         self.data_started = True  # from here on a lost session is ambiguous: the server may queue it
@@ -204,16 +259,24 @@ class _Session(smtplib.SMTP):
 
 
 class _TlsSession(smtplib.SMTP_SSL):
-    """:class:`_Session` over implicit TLS (port 465)."""
+    """:class:`_Session` over implicit TLS (port 465), the certificate checked for the host's name."""
 
     data_started = False
+
+    def __init__(self, host: str, port: int, *, timeout: float, context: ssl.SSLContext, vetted: _Vetted) -> None:
+        self.vetted = vetted
+        super().__init__(host, port, timeout=timeout, context=context)
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = connect_socket(host, self.vetted.addresses, port, timeout, self.vetted.reach)
+        return self.context.wrap_socket(sock, server_hostname=host)
 
     def data(self, msg: Any) -> tuple[int, bytes]:
         self.data_started = True
         return super().data(msg)
 
 
-def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> None:
+def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float, vetted: _Vetted) -> None:
     context = ssl.create_default_context()
     user = password = None
     if target.username_env:
@@ -222,9 +285,9 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
     server: _Session | _TlsSession | None = None
     try:
         if target.ssl:
-            server = _TlsSession(target.host, target.port, timeout=timeout, context=context)
+            server = _TlsSession(target.host, target.port, timeout=timeout, context=context, vetted=vetted)
         else:
-            server = _Session(target.host, target.port, timeout=timeout)
+            server = _Session(target.host, target.port, timeout=timeout, vetted=vetted)
         with server:
             server.ehlo()
             if target.starttls:
@@ -233,6 +296,8 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
             if user is not None:
                 server.login(user, password or "")
             server.send_message(message, from_addr=target.sender, to_addrs=list(target.to))
+    except RefusedAddress as exc:  # the socket's peer was not a vetted address
+        raise _refused(exc) from None
     except smtplib.SMTPRecipientsRefused as exc:  # before DATA: the server never took the message
         codes = sorted({code for code, _ in exc.recipients.values()})
         raise SendError(f"SMTP recipients refused ({codes})", permanent=all(500 <= c < 600 for c in codes)) from None
@@ -245,15 +310,33 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float) -> Non
         raise SendError(f"{type(exc).__name__} talking to the SMTP server", reached=sent) from None
 
 
-async def send_email(target: SmtpTarget, message: EmailMessage, timeout: float) -> None:
-    """Send a prepared message to ``target.to`` through its SMTP server (the lead notifications)."""
-    await asyncio.to_thread(_smtp_send, target, message, timeout)
+async def send_email(
+    target: SmtpTarget, message: EmailMessage, timeout: float, reach: Reach = LOCAL, resolve: Resolve | None = None
+) -> None:
+    """Send a prepared message to ``target.to`` through its SMTP server (the lead notifications),
+    connecting only to an address within ``reach``: the name is resolved and vetted here, the
+    session (in a thread) connects to those addresses and vets its socket's peer again."""
+    try:
+        addresses = await vetted_addresses(target.host, target.port, reach, resolve)
+    except RefusedAddress as exc:
+        raise _refused(exc) from None
+    except httpcore.ConnectError:
+        raise SendError("the SMTP server's name could not be resolved") from None
+    await asyncio.to_thread(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach))
 
 
 async def send_smtp(
-    target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str, timeout: float
+    target: SmtpTarget,
+    adf: str,
+    lead_id: str,
+    delivery_id: str,
+    subject_suffix: str,
+    timeout: float,
+    reach: Reach = LOCAL,
+    resolve: Resolve | None = None,
 ) -> None:
-    await send_email(target, build_email(target, adf, lead_id, delivery_id, subject_suffix), timeout)
+    email = build_email(target, adf, lead_id, delivery_id, subject_suffix)
+    await send_email(target, email, timeout, reach, resolve)
 
 
 async def send(
@@ -266,12 +349,14 @@ async def send(
     delivery_id: str,
     subject_suffix: str,
     timeout: float,
+    reach: Reach = LOCAL,
+    resolve: Resolve | None = None,
 ) -> None:
-    """Dispatch on the target type."""
+    """Dispatch on the target type (HTTP goes through ``client``, built with the same ``reach``)."""
     if isinstance(target, AdfHttpTarget):
         await send_adf_http(client, target, adf, lead_id, delivery_id, timeout)
     elif isinstance(target, SmtpTarget):
-        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout)
+        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve)
     elif isinstance(target, WebhookTarget):
         await send_webhook(client, target, document, lead_id, delivery_id, timeout)
     else:

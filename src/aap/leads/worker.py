@@ -35,6 +35,7 @@ from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
 from aap.config.model import DealerProfile, Settings
 from aap.config.notifications import NOTIFY_KIND
 from aap.leads import adf, notify, transports
+from aap.netguard import Resolve
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
 
@@ -59,11 +60,23 @@ def filtered_request(request: dict[str, Any]) -> dict[str, Any]:
 class DeliveryWorker:
     """One worker's view of the outbox (stateless apart from its settings)."""
 
-    def __init__(self, store: LeadStore, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: LeadStore,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        resolve: Resolve | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings
         self.leads: LeadSettings = settings.leads
         self.clock = clock
+        self.resolve = resolve  # the resolver of SMTP hosts (None: the system's; tests give theirs)
+
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client for this worker's deployment: connections within ``Settings.outbound``."""
+        return transports.delivery_client(self.settings.outbound, self.resolve)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -107,14 +120,44 @@ class DeliveryWorker:
 
     # -- one pass ----------------------------------------------------------------------
     async def run_once(self, client: httpx.AsyncClient) -> int:
-        """Claim one batch of due rows and process them concurrently; returns the batch size."""
+        """Claim one batch of due rows and process them concurrently; returns the batch size.
+
+        The claim is renewed every third of ``lease_seconds`` while the batch is sent (a killed
+        worker's rows are free ``lease_seconds`` after its last renewal), and handed back at
+        once when the pass is cancelled (a worker stopping): docs/leads.md, "Claims"."""
         policy = self.leads.delivery
-        batch = await asyncio.to_thread(
-            self.store.claim_due, self.now_ms(), int(policy.lease_seconds * 1000), policy.batch_size
-        )
-        if batch:
-            await asyncio.gather(*(self._attempt(client, d) for d in batch))
+        lease_ms = int(policy.lease_seconds * 1000)
+        batch = await asyncio.to_thread(self.store.claim_due, self.now_ms(), lease_ms, policy.batch_size)
+        if not batch:
+            return 0
+        token = batch[0].claim_token
+        started: set[str] = set()
+        heartbeat = asyncio.create_task(self._heartbeat(token, lease_ms))
+        try:
+            await asyncio.gather(*(self._attempt(client, d, started) for d in batch))
+        except BaseException:  # cancelled (or broken): what this worker still holds goes back now
+            released = await asyncio.shield(
+                asyncio.to_thread(self.store.release, token, self.now_ms(), sorted(started))
+            )
+            if released:
+                log.warning("deliveries handed back unfinished", extra={"fields": {"count": released}})
+            raise
+        finally:
+            heartbeat.cancel()
         return len(batch)
+
+    async def renew(self, token: str) -> int:
+        """Extend the claim ``token`` by ``lease_seconds`` from now; returns the rows it holds."""
+        lease_ms = int(self.leads.delivery.lease_seconds * 1000)
+        return await asyncio.to_thread(self.store.renew, token, self.now_ms() + lease_ms)
+
+    async def _heartbeat(self, token: str, lease_ms: int) -> None:
+        while True:
+            await asyncio.sleep(lease_ms / 3000)
+            try:
+                await self.renew(token)
+            except Exception as exc:  # the database may be briefly unavailable: the next beat tries again
+                log.warning("delivery claim not renewed", extra={"fields": {"error_type": type(exc).__name__}})
 
     async def drain(self, client: httpx.AsyncClient) -> int:
         """Process batches until nothing is due right now (``aap deliver --once``)."""
@@ -125,12 +168,12 @@ class DeliveryWorker:
             if count < self.leads.delivery.batch_size:
                 return total
 
-    async def _attempt(self, client: httpx.AsyncClient, d: Delivery) -> str:
+    async def _attempt(self, client: httpx.AsyncClient, d: Delivery, started: set[str] | None = None) -> str:
         """One delivery; with tracing on (:mod:`aap.telemetry`), in a span of the trace of the
         request that stored the lead: ids, target name, kind, attempt and outcome, nothing of the lead."""
         tracing = telemetry.active
         if tracing is None:
-            return await self._deliver(client, d)
+            return await self._deliver(client, d, started)
         attributes: dict[str, str | int | bool] = {
             "aap.lead.id": d.lead_id,
             "aap.delivery.id": d.delivery_id,
@@ -139,13 +182,15 @@ class DeliveryWorker:
             "aap.delivery.attempt": d.attempts,
         }
         with tracing.delivery(d.trace_context, attributes) as span:
-            outcome = await self._deliver(client, d)
+            outcome = await self._deliver(client, d, started)
             span.set_attribute("aap.delivery.outcome", outcome)
             if outcome != "delivered":
                 tracing.failed(span, outcome)
             return outcome
 
-    async def _deliver(self, client: httpx.AsyncClient, d: Delivery) -> str:
+    async def _deliver(self, client: httpx.AsyncClient, d: Delivery, started: set[str] | None = None) -> str:
+        """Send ``d``; its id goes into ``started`` as the send begins (from then on a stop makes
+        the next attempt a resend: it may have reached the target)."""
         policy = self.leads.delivery
         attempt = Attempt(self.now_ms())
         if d.consent_expires_ms is not None and d.consent_expires_ms <= self.now_ms():
@@ -153,7 +198,7 @@ class DeliveryWorker:
             log.warning("delivery not sent: consent expired", extra=_fields(d))
             return "expired_consent"
         if d.kind == NOTIFY_KIND:
-            return await self._notify(d, attempt)
+            return await self._notify(d, attempt, started)
         target = self.leads.target(d.target)
         if target is None:
             await asyncio.to_thread(
@@ -165,6 +210,8 @@ class DeliveryWorker:
             view = self.view(d)
             adf_text, document = adf.render(view), self.document(d)
             attempt = Attempt(attempt.started_ms, *sent_payload(target, adf_text, document))
+            if started is not None:
+                started.add(d.delivery_id)
             await transports.send(
                 client,
                 target,
@@ -174,6 +221,8 @@ class DeliveryWorker:
                 delivery_id=d.delivery_id,
                 subject_suffix=f"{d.lead_id} ({view.vendor_name})",
                 timeout=policy.timeout_seconds,
+                reach=self.settings.outbound,
+                resolve=self.resolve,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
@@ -190,7 +239,7 @@ class DeliveryWorker:
             )
         return "delivered"
 
-    async def _notify(self, d: Delivery, attempt: Attempt) -> str:
+    async def _notify(self, d: Delivery, attempt: Attempt, started: set[str] | None = None) -> str:
         """The new-lead e-mail to the rooftop's sales people (:mod:`aap.leads.notify`)."""
         to = notify.recipients(self.settings, d) if self.leads.notifications.enabled else ()
         if not to:
@@ -203,7 +252,11 @@ class DeliveryWorker:
             email = notify.message(self.settings, d, to)
             attempt = Attempt(attempt.started_ms, "text/plain; charset=utf-8", email.get_content())
             target = notify.smtp_target(self.leads.notifications, to)
-            await transports.send_email(target, email, self.leads.delivery.timeout_seconds)
+            if started is not None:
+                started.add(d.delivery_id)
+            await transports.send_email(
+                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve
+            )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
@@ -270,7 +323,7 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
     policy = worker.leads.delivery
     next_sweep = 0.0
     log.info("lead delivery worker started")
-    async with httpx.AsyncClient(headers={"User-Agent": transports.USER_AGENT}) as client:
+    async with worker.client() as client:
         while not stop.is_set():
             try:
                 if time.monotonic() >= next_sweep:

@@ -43,6 +43,7 @@ import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aap.config.platform import PlatformSettings, tenant_id_problem
 from aap.errors import AapError, unexpected
@@ -81,6 +82,17 @@ def error_response(
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(value), status_code=status, media_type="application/json", headers=headers)
+
+
+class _Asgi:
+    """An ASGI callable that Starlette's ``Route`` takes as an app of its own (a plain function
+    would be wrapped as a GET-only endpoint), so that every method reaches it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 class Refused(Exception):
@@ -130,19 +142,49 @@ class ProvisioningApi:
 
     def routes(self) -> list[BaseRoute]:
         tenants, one = f"{API_PREFIX}/tenants", f"{API_PREFIX}/tenants/{{tenant_id}}"
-        domains = f"{one}/domains"
         return [
-            Route(
-                OPENAPI_PATH, self._guard(self.document, authenticated=False), methods=["GET"], name="platform_openapi"
+            self._resource(OPENAPI_PATH, "platform_openapi", {"GET": self._guard(self.document, authenticated=False)}),
+            self._resource(
+                tenants,
+                "platform_tenants",
+                {"GET": self._guard(self.list_tenants), "POST": self._guard(self.create_tenant)},
             ),
-            Route(tenants, self._guard(self.list_tenants), methods=["GET"], name="platform_tenants_list"),
-            Route(tenants, self._guard(self.create_tenant), methods=["POST"], name="platform_tenants_create"),
-            Route(one, self._guard(self.get_tenant), methods=["GET"], name="platform_tenant_get"),
-            Route(one, self._guard(self.update_tenant), methods=["PUT"], name="platform_tenant_update"),
-            Route(one, self._guard(self.remove_tenant), methods=["DELETE"], name="platform_tenant_remove"),
-            Route(domains, self._guard(self.replace_domains), methods=["PUT"], name="platform_domains_replace"),
-            Route(domains, self._guard(self.change_domains), methods=["PATCH"], name="platform_domains_change"),
+            self._resource(
+                one,
+                "platform_tenant",
+                {
+                    "GET": self._guard(self.get_tenant),
+                    "PUT": self._guard(self.update_tenant),
+                    "DELETE": self._guard(self.remove_tenant),
+                },
+            ),
+            self._resource(
+                f"{one}/domains",
+                "platform_domains",
+                {"PUT": self._guard(self.replace_domains), "PATCH": self._guard(self.change_domains)},
+            ),
         ]
+
+    @staticmethod
+    def _resource(path: str, name: str, methods: dict[str, Handler]) -> Route:
+        """One route per path: its methods, and for any other 405 with every method it has in
+        ``Allow`` (RFC 9110 §15.5.6; ``OPTIONS`` too: the API has no CORS and says so this way),
+        in the API's error shape."""
+        if "GET" in methods:
+            methods = {**methods, "HEAD": methods["GET"]}
+        allow = ", ".join(sorted(methods))
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:  # every method reaches it
+            request = Request(scope, receive)
+            handler = methods.get(request.method)
+            if handler is None:
+                annotate(scope, binding="platform")
+                response = error_response(405, f"This resource answers {allow} only.", (), {"Allow": allow})
+            else:
+                response = await handler(request)
+            await response(scope, receive, send)
+
+        return Route(path, _Asgi(app), name=name)
 
     # -- the order every request is answered in -------------------------------------------------
     def _guard(self, handler: Handler, *, authenticated: bool = True) -> Handler:

@@ -22,12 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpcore
 import httpx
 import orjson
 
 from aap.config.poppy import PoppySettings
-from aap.netguard import GuardedBackend, Reach, RefusedAddress, refusal
+from aap.netguard import LOCAL, Reach, RefusedAddress, Resolve, guarded_transport, refusal
 from aap.poppy.jose import JoseProblem, public_p256_key
 from aap.spec import validate
 from aap.util.memo import Memo
@@ -67,22 +66,6 @@ def check_https_url(url: Any, what: str) -> tuple[str, int]:
     return parts.hostname.lower(), port
 
 
-class _GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a connection pool whose sockets are vetted (:class:`aap.netguard.GuardedBackend`):
-    public addresses only, loopback with the development switch, never a private network."""
-
-    def __init__(self, ssl_context: ssl.SSLContext, allow_loopback: bool) -> None:
-        super().__init__(verify=ssl_context, trust_env=False, retries=0)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=4,
-            http1=True,
-            http2=False,
-            retries=0,
-            network_backend=GuardedBackend(Reach(loopback=allow_loopback)),
-        )
-
-
 def cache_ttl(cache_control: str | None, settings: PoppySettings) -> float:
     """``max-age`` from Cache-Control, clamped to the configured bounds."""
     ttl = float(DEFAULT_TTL)
@@ -116,12 +99,28 @@ def usable_keys(jwks: Any) -> tuple[dict[str, Any], ...]:
 class ClientRegistry:
     """Fetches and caches client metadata + JWKS (one per process; bounded)."""
 
-    def __init__(self, settings: PoppySettings, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        settings: PoppySettings,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        outbound: Reach = LOCAL,
+        resolve: Resolve | None = None,
+    ) -> None:
         self.settings = settings
+        self.outbound = outbound
+        self.resolve = resolve
         self._ssl = ssl_context
         entries = settings.metadata_cache_entries
         self._cache: Memo[str, ClientInfo] = Memo(entries, lru=True)
         self._failures: Memo[str, tuple[float, str]] = Memo(entries, lru=True)
+
+    @property
+    def reach(self) -> Reach:
+        """Public addresses only; loopback with the development switch, when the deployment's
+        outbound policy allows it at all (not for a platform's tenant: docs/deployment.md,
+        "Outbound connections")."""
+        return Reach(loopback=self.settings.loopback_allowed).within(self.outbound)
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -191,11 +190,11 @@ class ClientRegistry:
             literal = ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             literal = None
-        if literal is not None and refusal(literal, Reach(loopback=self.settings.loopback_allowed)):
+        if literal is not None and refusal(literal, self.reach):
             raise ClientMetadataError(f"{what} points at an address that is not allowed")
         limit = self.settings.metadata_max_bytes
         timeout = self.settings.metadata_timeout
-        transport = _GuardedTransport(self._context(), self.settings.loopback_allowed)
+        transport = guarded_transport(self.reach, self._context(), max_connections=4, resolve=self.resolve)
         try:
             with anyio.fail_after(timeout):
                 async with httpx.AsyncClient(

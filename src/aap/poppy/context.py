@@ -49,7 +49,7 @@ class PoppyContext:
 
     def __post_init__(self) -> None:
         self.keys = SigningKeys(self.store, self.settings.access_token_ttl)
-        self.clients = ClientRegistry(self.settings, self.ssl_context)
+        self.clients = ClientRegistry(self.settings, self.ssl_context, outbound=self.gateway.settings.outbound)
         self.uses = UseBatches(self.store, self.gateway)
 
     @property

@@ -29,13 +29,15 @@ agent's ``runtime`` for the operator endpoints and the tests; no core service re
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
 import aap.console
@@ -137,14 +139,17 @@ def metrics_token(settings: Settings) -> str | None:
     return token
 
 
-def operator_routes(settings: Settings, readiness: Readiness) -> list[BaseRoute]:
+def operator_routes(
+    settings: Settings, readiness: Readiness, *, metrics: Callable[[Request], Awaitable[Response]] | None = None
+) -> list[BaseRoute]:
     """The operator's endpoints of every deployment: ``/healthz``, ``/livez``, ``/readyz`` and
-    ``/metrics`` (docs/deployment.md, "Health, liveness and readiness")."""
+    ``/metrics`` (docs/deployment.md, "Health, liveness and readiness"); ``metrics``: its endpoint
+    when not the default (a platform's, private by default)."""
     return [
         Route(HEALTHZ_PATH, healthz_endpoint, methods=["GET"], name="healthz"),
         Route(LIVEZ_PATH, livez_endpoint, methods=["GET"], name="livez"),
         Route(READYZ_PATH, readyz_endpoint(readiness), methods=["GET"], name="readyz"),
-        Route(METRICS_PATH, metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
+        Route(METRICS_PATH, metrics or metrics_endpoint(metrics_token(settings)), methods=["GET"], name="metrics"),
     ]
 
 

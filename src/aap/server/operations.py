@@ -41,6 +41,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import aap
+from aap.config.model import Settings
 from aap.feeds.status import FeedStatus, feed_statuses, render_metrics
 from aap.paths import METRICS_PATH, PROBE_PATHS
 from aap.store import Stores
@@ -48,6 +49,7 @@ from aap.store.db import Database, Migrations
 from aap.store.migrations import pending
 from aap.web.accesslog import annotate
 from aap.web.errors import plain_response, route_path
+from aap.web.host import direct_loopback
 from aap.web.metrics import CONTENT_TYPE
 
 log = logging.getLogger("aap.health")
@@ -166,12 +168,18 @@ def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Respo
     return endpoint
 
 
-def metrics_endpoint(token: str | None = None) -> Callable[[Request], Awaitable[Response]]:
-    """``GET /metrics``; with ``token``, only for ``Authorization: Bearer <token>`` (RFC 6750)."""
+def metrics_endpoint(
+    token: str | None = None, *, loopback_only: bool = False
+) -> Callable[[Request], Awaitable[Response]]:
+    """``GET /metrics``; with ``token``, only for ``Authorization: Bearer <token>`` (RFC 6750);
+    with ``loopback_only`` (a platform with neither a token nor a port of its own), only on a
+    direct loopback connection, and not found for anyone else (docs/deployment.md, "Metrics")."""
     expected = f"Bearer {token}".encode() if token else None
 
     async def endpoint(request: Request) -> Response:
         annotate(request.scope, binding="metrics")
+        if loopback_only and not direct_loopback(request.scope):
+            return plain_response(404, "Not Found")
         if expected is not None:
             given = request.headers.get("authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, expected):
@@ -185,6 +193,17 @@ def metrics_endpoint(token: str | None = None) -> Callable[[Request], Awaitable[
         )
 
     return endpoint
+
+
+def platform_metrics_endpoint(deployment: Settings) -> Callable[[Request], Awaitable[Response]]:
+    """A platform's ``/metrics``: private by default (**decision**, docs/deployment.md, "Metrics"):
+    without ``metrics_token_env`` or ``metrics_listen`` it answers a direct loopback connection
+    only (a scraper on the same host), since a platform's host name is public and its metrics
+    are every tenant's lead volume."""
+    from aap.server.app import metrics_token
+
+    private = deployment.metrics_token_env is None and deployment.metrics_listen is None
+    return metrics_endpoint(metrics_token(deployment), loopback_only=private)
 
 
 class OperatorDoor:

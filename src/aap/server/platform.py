@@ -29,7 +29,7 @@ from aap.gateway import Gateway
 from aap.paths import AI_CATALOG_PATH
 from aap.platform.console import PlatformConsole
 from aap.server.app import SURFACES, assemble, operator_routes, own_app
-from aap.server.operations import Readiness
+from aap.server.operations import Readiness, platform_metrics_endpoint
 from aap.server.tenant_routing import TLS_ALLOWED_PATH, ChangeFeed, Hosts, TenantRouting, tls_allowed_endpoint
 from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores
@@ -104,7 +104,7 @@ def create_platform_app(
     ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url)
     readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
-        *operator_routes(deployment, readiness),
+        *operator_routes(deployment, readiness, metrics=platform_metrics_endpoint(deployment)),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         Route(AI_CATALOG_PATH, ai_catalog.endpoint, methods=["GET", "HEAD"], name="platform_ai_catalog"),
         *console.routes(),

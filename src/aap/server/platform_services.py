@@ -127,7 +127,9 @@ async def background(ctx: PlatformContext) -> AsyncIterator[None]:
 
     async def loop() -> None:
         next_sweep = 0.0
-        async with httpx.AsyncClient(headers={"User-Agent": transports.USER_AGENT}) as client:
+        # Every tenant's deliveries go where a tenant's destinations may (docs/platform.md).
+        assert ctx.deployment.platform is not None
+        async with transports.delivery_client(ctx.deployment.platform.outbound) as client:
             while not stop.is_set():
                 busy = 0
                 try:

@@ -6,7 +6,10 @@
   (``/.well-known/oauth-authorization-server/t/ID``), ``POST /a2a`` for a tenant whose card
   declares an A2A ``tenant`` routing value, and the platform's own endpoints (``/_platform/…``,
   ``/healthz``, ``/livez``, ``/readyz``, ``/metrics``);
-- anything else → 404, with no tenant's data.
+- anything else → 404, with no tenant's data;
+- two ``Host`` fields, or a ``Host`` that is not ``host[:port]`` → 400 (RFC 9112 §3.2);
+- ``/_platform/tls-allowed`` → the platform's answer on a direct loopback connection
+  (the proxy's own question), whatever its ``Host``; 404 for everyone else.
 
 Hosts are remembered until the registry's change rows say otherwise (:class:`ChangeFeed`):
 every worker of every host follows the same rows.
@@ -28,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
-from aap.config.platform import PlatformSettings, host_problem, tenant_id_problem
+from aap.config.platform import PlatformSettings, host_problem, normalise_domain, tenant_id_problem
 from aap.errors import unexpected
 from aap.paths import A2A_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROBE_PATHS, PROTECTED_RESOURCE_PATH
 from aap.server.dispatch import RUNTIME_KEY, not_found
@@ -36,6 +39,7 @@ from aap.server.tenant_runtime import Runtimes
 from aap.store.platform import PlatformStore
 from aap.web.accesslog import annotate
 from aap.web.body import REFUSED, BodyTooLarge, read_body
+from aap.web.host import BadHost, direct_loopback, request_host
 from aap.work import Work
 
 log = logging.getLogger("aap.platform")
@@ -49,14 +53,17 @@ HOSTS_KEPT = 100_000
 
 
 def _host(scope: Scope) -> str:
-    """The request's host name, lower case, without its port ("" when absent)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"host":
-            host = value.decode("latin-1").strip().lower()
-            if host.startswith("["):  # an IPv6 literal: never a tenant's domain
-                return host
-            return host.rsplit(":", 1)[0] if ":" in host else host
-    return ""
+    """The request's host name, lower case, without its port or a trailing dot ("" when absent
+    or refused: :class:`TenantRouting` answers a bad ``Host`` before anything else)."""
+    try:
+        return request_host(scope)
+    except BadHost:
+        return ""
+
+
+def bad_request(message: str) -> Response:
+    body = {"error": {"status": 400, "message": message}}
+    return Response(orjson.dumps(body), status_code=400, media_type="application/json")
 
 
 def _tenant_of(body: bytes) -> tuple[Any, str | None]:
@@ -188,8 +195,21 @@ class TenantRouting:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        host = _host(scope)
+        try:
+            host = request_host(scope)
+        except BadHost as exc:  # RFC 9112 §3.2: routed by Host, so never a guess at it
+            annotate(scope, binding="platform")
+            await bad_request(f"Bad Host header: {exc}.")(scope, receive, send)
+            return
         path: str = scope.get("path", "")
+        if path == TLS_ALLOWED_PATH:
+            # The proxy's own question, whatever Host it sends (Caddy's ask carries its URL's
+            # host, 127.0.0.1:PORT); hidden from everyone else (docs/platform.md, "Certificates").
+            if direct_loopback(scope):
+                await self.platform_app(scope, receive, send)
+            else:
+                await not_found()(scope, receive, send)
+            return
         if host == self.platform.host:
             await self._platform_host(scope, receive, send, path)
             return
@@ -309,14 +329,16 @@ def tls_allowed_endpoint(hosts: Hosts) -> Callable[[Request], Awaitable[Response
 
     A proxy with on-demand certificates asks it before it gets a certificate for a name
     (Caddy's ``on_demand_tls ask``), so the platform obtains certificates for its tenants'
-    domains and nothing else (docs/platform.md,
-    "Walk-through: an empty platform to three dealers behind Caddy").
+    domains and nothing else (docs/platform.md, "Certificates"). The name is read as a
+    domain is stored (:func:`aap.config.platform.normalise_domain`): an IP address, or
+    anything that is not a domain, is never allowed. :class:`TenantRouting` lets only a
+    direct loopback connection reach it.
     """
 
     async def endpoint(request: Request) -> Response:
         annotate(request.scope, binding="platform")
-        domain = request.query_params.get("domain", "").strip().lower()
-        if domain and await hosts.tenant(domain) is not None:
+        domain, problem = normalise_domain(request.query_params.get("domain", ""))
+        if problem is None and await hosts.tenant(domain) is not None:
             return Response(status_code=200)
         return Response(status_code=404)
 

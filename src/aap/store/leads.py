@@ -629,6 +629,29 @@ class LeadStore:
             for r in rows
         ]
 
+    def renew(self, token: str, until_ms: int) -> int:
+        """Extend the claim ``token`` on the rows it still holds (the sending worker's heartbeat)."""
+        with self.db.transaction() as tx:
+            return tx.execute(
+                "UPDATE lead_deliveries SET claimed_until_ms = ?"
+                " WHERE tenant_id = ? AND claim_token = ? AND status = 'delivering'",
+                (until_ms, tx.tenant, token),
+            ).rowcount
+
+    def release(self, token: str, now_ms: int, started: Sequence[str] = ()) -> int:
+        """Hand back the rows the claim ``token`` still holds, due now (a worker stopping): a row
+        whose send had ``started`` may have reached its target (``reached``, sent as a resend);
+        one never tried gives its attempt back."""
+        tried = f"delivery_id IN ({', '.join('?' * len(started))})" if started else "1 = 0"
+        with self.db.transaction() as tx:
+            return tx.execute(
+                "UPDATE lead_deliveries SET status = 'pending', claim_token = NULL, claimed_until_ms = NULL,"
+                f" next_attempt_ms = ?, updated_ms = ?, reached = CASE WHEN {tried} THEN 1 ELSE reached END,"
+                f" attempts = CASE WHEN {tried} THEN attempts ELSE attempts - 1 END"
+                " WHERE tenant_id = ? AND claim_token = ? AND status = 'delivering'",
+                (now_ms, now_ms, *started, *started, tx.tenant, token),
+            ).rowcount
+
     def _finish(
         self,
         delivery: Delivery,
