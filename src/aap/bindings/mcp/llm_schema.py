@@ -137,7 +137,7 @@ SURFACES: dict[str, Surface] = {
         projections={
             "vehicle_of_interest": VEHICLE_OF_INTEREST,
             "trade_in": TRADE_IN,
-            "customer.address": ("address_line_1", "city", "state", "zip"),
+            "customer": ("first_name", "last_name", "email", "phone", "preferred_contact"),
             "source_agent": ("name",),
         },
         descriptions={
@@ -250,7 +250,7 @@ class _Transform:
         properties = {}
         for name in names:
             converted = self.convert(members[name], base, f"{path}.{name}" if path else name)
-            properties[name] = converted if name in required else nullable(converted)
+            properties[name] = converted if name in required else nullable(converted, nested=bool(path))
         out["type"] = "object"
         out["properties"] = properties
         if required:
@@ -290,12 +290,19 @@ def _json_type(value: Any) -> str:
     raise ValueError(f"no JSON type for the constant {value!r}")
 
 
-def nullable(member: dict[str, Any]) -> dict[str, Any]:
+def nullable(member: dict[str, Any], *, nested: bool = False) -> dict[str, Any]:
     """An optional member: its schema or ``null`` (strict converters make every member required;
-    ``null`` is then how a model leaves it out). The description stays beside the ``anyOf``."""
+    ``null`` is then how a model leaves it out). The description stays beside the ``anyOf``.
+
+    ``nested``: a member of an object inside the root also says ``"default": null``, the form
+    pydantic writes for an optional field: LangChain's Gemini converter makes every member of a
+    nested object without a ``default`` required.
+    """
     description = member.get("description")
     branch = {k: v for k, v in member.items() if k != "description"}
     out: dict[str, Any] = {"anyOf": [branch, {"type": "null"}]}
+    if nested:
+        out["default"] = None
     return {"description": description, **out} if description else out
 
 
