@@ -1,7 +1,8 @@
 """What agent frameworks make of the live ``tools/list``, checked against each provider's rules.
 
 The converters of LangChain (Anthropic, Google GenAI, OpenAI strict), openai-agents (strict),
-pydantic-ai (OpenAI strict, Google) and the schema google-genai receives from Google ADK run on
+pydantic-ai (OpenAI strict, Google), the schema google-genai receives from Google ADK, and the
+Vercel AI SDK's Anthropic, Google and OpenAI providers (Node, tests/node/ai_sdk_tools.mjs) run on
 the ``tools/list`` of a served dealer and of a platform tenant; no model is called, nothing leaves
 loopback. The rules and their sources are the table in docs/mcp.md ("For LLM agents").
 """
@@ -29,6 +30,7 @@ from pydantic_ai.profiles.openai import OpenAIJsonSchemaTransformer
 
 from factories import live_dealer_fixture
 from mcp_helpers import Dealer, legacy_headers, rpc
+from node_env import NODE_PROJECT, node_ready
 from platform_support import PLATFORM_HOST, PlatformServer, listings, tenant_config
 
 dealer = live_dealer_fixture("mcp-converters")
@@ -122,6 +124,69 @@ def gemini_declaration_problems(schema: genai.Schema | None, expected: dict[str,
     return problems
 
 
+def gemini_dict_problems(schema: Any, expected: dict[str, Any], path: str = "") -> list[str]:
+    """:func:`gemini_declaration_problems` for a declaration in wire form (the AI SDK's request)."""
+    if not isinstance(schema, dict):
+        return [f"{path or '/'}: no schema (parameters lost)"]
+    problems = [f"{path or '/'}: {k}" for k in GEMINI_REFUSED & set(schema)]
+    branch = expected
+    if "anyOf" in expected:
+        branch = next(b for b in expected["anyOf"] if b.get("type") != "null")
+    if schema.get("type") != branch.get("type"):
+        problems.append(f"{path or '/'}: type {schema.get('type')} instead of {branch.get('type')}")
+    if not set(schema.get("required") or ()) <= set(branch.get("required", ())):
+        problems.append(f"{path or '/'}: optional members made required")
+    members, got = branch.get("properties") or {}, schema.get("properties") or {}
+    if set(members) != set(got):
+        problems.append(f"{path or '/'}: parameters {sorted(set(members) ^ set(got))} differ")
+    for name in set(members) & set(got):
+        problems += gemini_dict_problems(got[name], members[name], f"{path}/{name}")
+    if "items" in branch:
+        problems += gemini_dict_problems(schema.get("items"), branch["items"], f"{path}/items")
+    return problems
+
+
+def ai_sdk_problems(report: dict[str, Any]) -> dict[str, list[str]]:
+    """The Vercel AI SDK's provider requests (tests/node/ai_sdk_tools.mjs) against the rules."""
+    tools = {t["name"]: t for t in report["tools"]}
+    problems: dict[str, list[str]] = {}
+    for provider, outcome in report["providers"].items():
+        found = problems.setdefault(f"ai-sdk {provider}", [])
+        if "body" not in outcome:
+            found.append(f"threw: {outcome.get('error')}")
+            continue
+        body = outcome["body"]
+        if provider == "anthropic":
+            sent = {t["name"]: t["input_schema"] for t in body["tools"]}
+            found += [f"{n}: {p}" for n, s in sent.items() for p in anthropic_problems(s)]
+        elif provider == "openai":
+            sent = {t["name"]: t["parameters"] for t in body["tools"]}
+            for name, schema in sent.items():
+                if next(t.get("strict") for t in body["tools"] if t["name"] == name):
+                    found += [f"{name}: {p}" for p in openai_strict_problems(schema)]
+                found += [f"{name}: {p}" for p in anthropic_problems(schema)]  # object root either way
+        else:
+            (group,) = body["tools"]
+            sent = {d["name"]: d.get("parameters") for d in group["functionDeclarations"]}
+            found += [f"{n}: {p}" for n, s in sent.items() for p in gemini_dict_problems(s, tools[n]["inputSchema"])]
+        if set(sent) != set(tools):
+            found.append(f"tools sent: {sorted(sent)}")
+    return problems
+
+
+def run_ai_sdk(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [node_ready(), str(NODE_PROJECT / "ai_sdk_tools.mjs"), *args],
+        cwd=NODE_PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = orjson.loads(done.stdout)
+    return report
+
+
 def structured_tool(tool: dict[str, Any]) -> StructuredTool:
     """The LangChain tool langchain-mcp-adapters makes of an MCP tool (``args_schema`` = its
     ``inputSchema``; the adapter itself pins the 1.x MCP SDK, so it is not installed here)."""
@@ -177,6 +242,13 @@ def test_every_framework_converts_the_dealer_tools_for_its_provider(dealer: Deal
     assert_every_provider_accepts(listed["result"]["tools"])
 
 
+@pytest.mark.slow
+def test_the_ai_sdk_providers_send_the_dealer_tools_as_their_apis_accept(dealer: Dealer) -> None:
+    problems = ai_sdk_problems(run_ai_sdk(dealer.mcp_url))
+    assert set(problems) == {"ai-sdk anthropic", "ai-sdk google", "ai-sdk openai"}
+    assert {view: found for view, found in problems.items() if found} == {}
+
+
 def test_the_checks_catch_the_surface_that_broke_them() -> None:
     """The bundled AAP schemas (``tool_schemas = "full"``) break every provider, as reported."""
     from aap.bindings.mcp.tools import build_tools
@@ -213,5 +285,9 @@ def test_every_framework_converts_a_platform_tenants_tools(tmp_path: Path) -> No
         tools = answer.json()["result"]["tools"]
         assert [t["name"] for t in tools][:1] == ["aap_dealer_information"]
         assert_every_provider_accepts(tools)
+        listed = tmp_path / "tools.json"
+        listed.write_bytes(orjson.dumps(answer.json()["result"]))
+        problems = ai_sdk_problems(run_ai_sdk("--file", str(listed)))
+        assert {view: found for view, found in problems.items() if found} == {}
     finally:
         server.stop()
