@@ -190,3 +190,13 @@ def test_full_schemas_keep_the_bundled_aap_schemas(tmp_path: Any) -> None:
     finally:
         server.stop()
         stores.close()
+
+
+def test_a_wrong_typed_value_is_not_blamed_on_a_condition(dealer: Dealer) -> None:
+    """``sort: "price"`` is one problem (sort must be an object), not also "filters is required"
+    (the distance_mi conditional holds only vacuously for a string)."""
+    result = call(dealer, "aap_inventory_search", {"sort": "price"})
+    errors = result["structuredContent"]["details"]["errors"]
+    assert [(e["instanceLocation"], e["keyword"]) for e in errors] == [("/sort", "type")]
+    near = call(dealer, "aap_inventory_search", {"sort": {"field": "distance_mi", "order": "asc"}})
+    assert [e["instanceLocation"] for e in near["structuredContent"]["details"]["errors"]] == ["/filters"]
