@@ -24,6 +24,7 @@ import orjson
 from starlette.requests import HTTPConnection
 
 from aap import __version__
+from aap.bindings.jsonrpc import pointer_to_field
 from aap.bindings.mcp.answers import remember_retry_after
 from aap.bindings.mcp.auth import VerifiedCaller, caller_of
 from aap.bindings.mcp.results import render, summarized
@@ -93,11 +94,7 @@ def error_result(error: AapError) -> dict[str, Any]:
 
 def field_name(location: str) -> str:
     """A problem's JSON Pointer as a model writes the argument: ``/filters/make/0`` → ``filters.make[0]``."""
-    name = ""
-    for token in location.split("/")[1:]:
-        token = token.replace("~1", "/").replace("~0", "~")
-        name += f"[{token}]" if token.isdigit() else (f".{token}" if name else token)
-    return name or "the arguments"
+    return pointer_to_field(location, "").removeprefix(".") or "the arguments"
 
 
 #: How many problems an error message names (``details.errors`` lists every one).
