@@ -7,6 +7,8 @@ every ``aap.error`` against ``Error`` (see http_helpers.assert_valid_response).
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 
 import httpx
@@ -208,7 +210,6 @@ def test_notification_rejected(http):
         ("SendStreamingMessage", -32004),
         ("SubscribeToTask", -32004),
         ("GetExtendedAgentCard", -32004),
-        ("ListTasks", -32004),
         ("CreateTaskPushNotificationConfig", -32003),
         ("GetTaskPushNotificationConfig", -32003),
         ("ListTaskPushNotificationConfigs", -32003),
@@ -303,12 +304,56 @@ def test_push_config_in_send_message(http):
     assert assert_error_code(payload) == -32003
 
 
-def test_text_part_is_content_type_error(http):
+def test_prose_is_a_content_type_error_that_shows_what_to_send(http):
     body = send_message(DEALER)
     body["params"]["message"]["parts"] = [{"text": "show me SUVs", "mediaType": "text/plain"}]
     _, payload = call(http, body)
     assert assert_error_code(payload) == -32005
-    assert detail_of(payload, ERROR_INFO)["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    info = detail_of(payload, ERROR_INFO)
+    assert info["reason"] == "CONTENT_TYPE_NOT_SUPPORTED"
+    assert "inventory.search.request" in payload["error"]["message"]  # an example request
+    assert "dealer.information.request" in info["metadata"]["requestTypes"]
+    assert json.loads(info["metadata"]["example"])["type"] == "inventory.search.request"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"text": json.dumps(DEALER)},
+        {"text": " " + json.dumps(DEALER), "mediaType": "text/plain"},
+        {"text": json.dumps(DEALER), "mediaType": "application/json"},
+        {"text": json.dumps(DEALER), "mediaType": "application/vnd.autoagent.dealer-information-request+json"},
+        {"raw": base64.b64encode(json.dumps(DEALER).encode()).decode(), "mediaType": "application/json"},
+    ],
+)
+def test_a_request_as_json_text_is_answered_like_a_data_part(http, part):
+    body = send_message(DEALER)
+    body["params"]["message"]["parts"] = [part]
+    _, payload = call(http, body)
+    assert "error" not in payload, payload
+    (answer,) = payload["result"]["message"]["parts"]
+    assert answer["data"]["type"] == "dealer.information.response"
+
+
+def test_list_tasks_answers_an_empty_page(http):
+    """A2A v1.0 ListTasksResponse, not the seed's SendMessage result (docs/a2a.md, "Methods")."""
+    for params, size in (({"pageSize": 10, "contextId": "c-1"}, 10), (None, 50)):
+        body = {"jsonrpc": "2.0", "id": 4, "method": "ListTasks", **({"params": params} if params else {})}
+        response = http.post("/a2a", json=body, headers=AAP_HEADERS)
+        assert response.status_code == 200
+        assert response.json() == {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "result": {"tasks": [], "nextPageToken": "", "pageSize": size, "totalSize": 0},
+        }
+
+
+def test_list_tasks_checks_its_parameters(http):
+    params = {"pageSize": 0, "status": "done", "pageToken": "abc", "includeArtifacts": "yes"}
+    _, payload = call(http, {"jsonrpc": "2.0", "id": 6, "method": "ListTasks", "params": params})
+    assert assert_error_code(payload) == -32602
+    for name in ("pageSize", "status", "pageToken", "includeArtifacts"):
+        assert name in payload["error"]["message"]
 
 
 def test_snake_case_fields_accepted(http):

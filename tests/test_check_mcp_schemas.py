@@ -33,7 +33,8 @@ async def test_our_tools_pass(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_a_success_only_output_schema_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools, "output_schema", schemas.bundled)  # a success-only outputSchema, as the tools once had
+    # a success-only outputSchema, as the tools once had
+    monkeypatch.setattr(tools, "reference_output_schema", lambda skill: schemas.bundled(skill.response_schema))
     with live_dealer(tmp_path, count=10) as dealer:
         report = await run_checks(dealer.base_url, OPTIONS, rules=["mcp.error_schema"])
     result = report.result("mcp.error_schema")

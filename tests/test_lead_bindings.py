@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from aap import EXTENSION_URI
+from aap.bindings.mcp.results import render
 from aap.client import AapClient
 from aap.client.a2a import A2ATransport, envelope
 from aap.client.mcp import McpTransport, jsonrpc_message
@@ -354,7 +355,7 @@ def test_the_documented_lead_submit_messages_validate_against_their_schemas():
             assert request["method"] == "tools/call" and request["params"]["name"] == LEAD.tool_name
             leads.append(request["params"]["arguments"])
             answers.append(answer["result"]["structuredContent"])
-            assert json.loads(answer["result"]["content"][0]["text"]) == answers[-1]
+            assert answer["result"]["content"][0]["text"] == render(answers[-1])  # the compact rendering
             assert answer["result"]["isError"] is False
         else:
             leads.append(request)

@@ -15,8 +15,9 @@ from jsonschema import Draft7Validator, Draft202012Validator
 from mcp import Client
 from referencing import Registry
 
-from aap.bindings.mcp.schemas import bundled, output_schema
-from aap.bindings.mcp.tools import CAPABILITIES_META_KEY
+from aap.bindings.mcp.llm_schema import llm_input_schema
+from aap.bindings.mcp.results import render
+from aap.bindings.mcp.tools import CAPABILITIES_META_KEY, reference_output_schema
 from aap.discovery.agent_card import mcp_endpoint as endpoint_descriptor
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
@@ -32,11 +33,15 @@ dealer = live_dealer_fixture("mcp-e2e")
 
 
 def structured(result: Any, schema: str) -> dict[str, Any]:
-    """The structured content, valid against ``schema``, mirrored exactly by the text block."""
+    """The structured content, valid against ``schema``; the text block renders it (a success)
+    or is its JSON (an aap.error)."""
     content = result.structured_content
     assert validate(content, schema) == [], validate(content, schema)
     assert len(result.content) == 1 and result.content[0].type == "text"
-    assert orjson.loads(result.content[0].text) == content
+    if content["type"] == "aap.error":
+        assert orjson.loads(result.content[0].text) == content
+    else:
+        assert result.content[0].text == render(content)
     return content
 
 
@@ -46,7 +51,7 @@ def listing_vehicle(dealer: Dealer) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "version"), MODES)
-async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilities(
+async def test_tools_are_listed_with_llm_schemas_annotations_and_capabilities(
     dealer: Dealer, mode: str, version: str
 ) -> None:
     card = httpx.get(dealer.base_url + "/.well-known/agent-card.json").json()
@@ -56,10 +61,11 @@ async def test_tools_are_listed_with_bundled_schemas_annotations_and_capabilitie
         listing = await client.list_tools()
     assert [t.name for t in listing.tools] == TOOL_NAMES
     for tool, skill in zip(listing.tools, SKILLS.values()):
-        assert tool.input_schema == bundled(skill.request_schema)
+        assert tool.input_schema == llm_input_schema(skill.request_schema)
         assert tool.input_schema["type"] == "object"
-        assert tool.input_schema["properties"]["type"]["const"] == skill.request_type
-        assert tool.output_schema == output_schema(skill.response_schema)  # the response or aap.error
+        assert "type" not in tool.input_schema["properties"]  # the tool names the request type
+        assert tool.output_schema == reference_output_schema(skill)  # the response or aap.error, by reference
+        assert tool.output_schema["properties"]["type"]["enum"] == [skill.response_type, "aap.error"]
         assert tool.title == skill.name
         notes = tool.annotations
         assert notes is not None and notes.title == skill.name
@@ -107,10 +113,10 @@ async def test_every_tool_answers_with_its_typed_response(dealer: Dealer, mode: 
         page = structured(search, "inventory-search-response")["data"]
         assert 1 <= len(page["vehicles"]) <= 5
 
-        vin = next(item["vin"] for item in page["vehicles"] if item.get("vin"))
-        vehicle = await client.call_tool("aap_inventory_vehicle", {"type": "inventory.vehicle.request", "vin": vin})
+        vehicle_id = page["vehicles"][0]["vehicle_id"]  # a summary: the full record is one call away
+        vehicle = await client.call_tool("aap_inventory_vehicle", {"vehicle_id": vehicle_id})
         assert not vehicle.is_error
-        assert structured(vehicle, "vehicle-detail-response")["data"]["vin"] == vin
+        assert structured(vehicle, "vehicle-detail-response")["data"]["vehicle_id"] == vehicle_id
 
         lead = await client.call_tool("aap_lead_submit", lead_request(listing_vehicle(dealer), uuid.uuid4().hex))
         assert not lead.is_error
@@ -143,13 +149,12 @@ async def test_skill_failures_are_is_error_results_carrying_aap_error(dealer: De
         locations = {p["instanceLocation"] for p in error["details"]["errors"]}
         assert {"/filters/make", "/filters/year_min", "/pagination/limit"} <= locations  # every problem at once
 
-        untyped = await client.call_tool("aap_inventory_search", {"pagination": {"limit": 0}})
+        untyped = await client.call_tool("aap_inventory_search", {"pagination": {"limit": 0}})  # type: the tool's
         assert untyped.is_error
         error = structured(untyped, "error")
         assert error["code"] == "SCHEMA_VALIDATION_FAILED"
-        assert error["details"]["errors"][0]["instanceLocation"] == ""
-        assert "/pagination/limit" in {p["instanceLocation"] for p in error["details"]["errors"]}
-        assert "inventory.search.request" in error["details"]["hint"]
+        assert [p["instanceLocation"] for p in error["details"]["errors"]] == ["/pagination/limit"]
+        assert "pagination.limit" in error["message"]  # the field to change, by the name a model sends
 
         foreign = await client.call_tool("aap_dealer_information", {"type": "inventory.search.request"})
         assert foreign.is_error

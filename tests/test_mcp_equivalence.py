@@ -1,5 +1,6 @@
-"""The same AAP request through /a2a and through /mcp gives the same answer: same data,
-same errors, cursors and lead idempotency keys shared across the bindings."""
+"""The same AAP request through /a2a and through /mcp gives the same answer: same data
+(a search's listings as summaries on MCP, docs/mcp.md "For LLM agents"), same errors, cursors
+and lead idempotency keys shared across the bindings."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 from mcp import Client
 
+from aap.bindings.mcp.results import summarized
 from aap.skills.catalog import BY_REQUEST_TYPE
 from aap.spec import validate
 from factories import live_dealer_fixture
@@ -37,7 +39,9 @@ async def over_mcp(client: Client, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def without_cursor(response: dict[str, Any]) -> dict[str, Any]:
-    """Cursors carry their issue time, so two issues a second apart differ in bytes."""
+    """Cursors carry their issue time, so two issues a second apart differ in bytes; the A2A
+    answer as MCP words it (search listings as summaries)."""
+    response = summarized(response)
     data = dict(response["data"])
     data.pop("next_cursor", None)
     return {**response, "data": data}

@@ -9,6 +9,8 @@ import httpx
 import orjson
 import pytest
 
+from aap.bindings.mcp.results import render
+from aap.bindings.mcp.server import NO_STRUCTURED_CONTENT
 from aap.protocols import MCP_PROTOCOL_VERSIONS as PROTOCOL_VERSIONS
 from aap.skills.catalog import SKILLS
 from aap.spec import validate
@@ -80,7 +82,7 @@ def test_modern_tools_call_success(http: httpx.Client) -> None:
     result = assert_result(http.post("/mcp", json=body, headers=headers))
     assert result["isError"] is False and result["resultType"] == "complete"
     assert validate(result["structuredContent"], "inventory-search-response") == []
-    assert orjson.loads(result["content"][0]["text"]) == result["structuredContent"]
+    assert result["content"][0]["text"] == render(result["structuredContent"])  # the compact rendering
 
 
 def test_modern_session_id_is_ignored_and_never_issued(http: httpx.Client) -> None:
@@ -271,10 +273,12 @@ def test_legacy_tools_call_at_each_handshake_revision(http: httpx.Client, versio
     result = assert_result(http.post("/mcp", json=rpc("tools/call", SEARCH), headers=legacy_headers(version)))
     assert result["isError"] is False
     assert "resultType" not in result
-    response = orjson.loads(result["content"][0]["text"])  # every revision has the text block
-    assert validate(response, "inventory-search-response") == []
-    if "structuredContent" in result:
-        assert result["structuredContent"] == response
+    text = result["content"][0]["text"]  # every revision has the text block
+    assert validate(result["structuredContent"], "inventory-search-response") == []
+    if version in NO_STRUCTURED_CONTENT:  # a client of a revision before 2025-06-18 reads only the text
+        assert orjson.loads(text) == result["structuredContent"]
+    else:  # the JSON as structured content, a compact rendering as text
+        assert text == render(result["structuredContent"])
 
 
 def test_legacy_is_error_result(http: httpx.Client) -> None:

@@ -23,6 +23,7 @@ import pytest
 from joserfc.jwk import ECKey
 
 from aap.agent import DealerAgent
+from aap.bindings.mcp.results import summarized
 from aap.config.model import RateLimit
 from aap.config.poppy import PoppySettings
 from aap.gateway import Gateway
@@ -364,7 +365,7 @@ def test_integers_beyond_64_bits_answer_as_over_the_poppy_api(dealer: SignedInDe
     by_mcp, by_api = over_mcp.json()["result"]["structuredContent"], over_api.json()
     # the continuation cursor carries its issue second: compared by presence only
     assert bool(by_mcp["data"].pop("next_cursor", None)) == bool(by_api["data"].pop("next_cursor", None))
-    assert by_mcp == by_api
+    assert by_mcp == summarized(by_api)  # MCP: search listings as summaries
     assert math.isclose(by_api["data"]["applied_filters"]["price_max"], 1e30)
 
 

@@ -18,6 +18,8 @@ tests/test_a2a_*.py.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -58,6 +60,9 @@ PUSH_METHODS = frozenset(
     }
 )
 TASK_METHODS = frozenset({"GetTask", "CancelTask"})
+#: ListTasks page sizes (A2A v1.0 ``ListTasksRequest.page_size``: default 50, at most 100).
+LIST_TASKS_DEFAULT_PAGE = 50
+LIST_TASKS_MAX_PAGE = 100
 DATA_FIELD = "message.parts[0].data"
 # Output modes that can read an application/vnd.autoagent.*+json part.
 _GENERIC_OUTPUT_MODES = frozenset({"*/*", "application/*", "application/json"})
@@ -102,6 +107,40 @@ def _media_base(media_type: str) -> str:
 def _header(headers: Headers, name: str) -> str | None:
     values = headers.getlist(name)
     return ",".join(values) if values else None
+
+
+#: The request a -32005 answer shows a client that sent prose (docs/a2a.md, "SendMessage params").
+EXAMPLE_REQUEST = {
+    "type": "inventory.search.request",
+    "filters": {"make": ["Honda"], "price_max": 30000},
+    "pagination": {"limit": 10},
+}
+#: Media types of a part whose text (or raw bytes) may hold the AAP request as JSON.
+_JSON_TEXT_TYPES = frozenset({"application/json", "text/plain"})
+
+
+def _json_request_text(part: dict[str, Any], media_type: Any) -> Any:
+    """The JSON object a text part (or an ``application/json`` raw part) holds, else None.
+
+    Stock A2A clients (an orchestrator's remote-agent tool) send text parts; one whose text
+    is an AAP request object is answered as the same request in a DataPart would be.
+    """
+    base = _media_base(media_type) if isinstance(media_type, str) else None
+    if base is not None and base not in _JSON_TEXT_TYPES and not base.endswith("+json"):
+        return None
+    text: Any = part.get("text")
+    if text is None and base == "application/json" and isinstance(part.get("raw"), str):
+        try:
+            text = base64.b64decode(part["raw"], validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    if not isinstance(text, (str, bytes)) or text.strip()[:1] not in ("{", b"{"):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _echo_id(message: Any) -> Any:
@@ -178,6 +217,8 @@ class A2ABinding:
             self._check_extensions(headers)
             echo = {EXTENSIONS_HEADER: EXTENSION_URI}
             await self.gateway.admit(caller)  # before the method: docs/a2a.md, "Order of checks"
+            if message["method"] == "ListTasks":
+                return Outcome(rpc.success(request_id, self._list_tasks(message.get("params"))), echo)
             self._check_method(message["method"])
             call = self._send_message_params(message.get("params"))
             self._check_request_media_type(call)
@@ -289,6 +330,50 @@ class A2ABinding:
             metadata={"extensionUri": EXTENSION_URI, "requiredHeader": EXTENSIONS_HEADER},
         )
 
+    def _list_tasks(self, params: Any) -> dict[str, Any]:
+        """``ListTasks`` (A2A v1.0 §3.1.4): this agent never creates tasks, so every page is empty.
+
+        The parameters are checked all the same (every problem at once, -32602); a page
+        token is one this agent never issued.
+        """
+        params = {} if params is None else params
+        if not isinstance(params, dict):
+            raise RpcError.listing(
+                rpc.INVALID_PARAMS, "Invalid params", "INVALID_PARAMS", [("params", "must be an object")]
+            )
+        violations: list[tuple[str, str]] = []
+        for name in ("contextId", "status", "pageToken", "statusTimestampAfter"):
+            value = _get(params, name)
+            if value is not None and not isinstance(value, str):
+                violations.append((name, "must be a string"))
+        status = _get(params, "status")
+        if isinstance(status, str) and status and not status.startswith("TASK_STATE_"):
+            violations.append(("status", "must be a TaskState name such as TASK_STATE_COMPLETED"))
+        page_size = _get(params, "pageSize")
+        if page_size is not None and (
+            isinstance(page_size, bool)
+            or not isinstance(page_size, (int, float))
+            or page_size != int(page_size)
+            or not 1 <= page_size <= LIST_TASKS_MAX_PAGE
+        ):
+            violations.append(("pageSize", f"must be an integer from 1 to {LIST_TASKS_MAX_PAGE}"))
+        history = _get(params, "historyLength")
+        if history is not None and (isinstance(history, bool) or not isinstance(history, (int, float)) or history < 0):
+            violations.append(("historyLength", "must be a non-negative integer"))
+        artifacts = _get(params, "includeArtifacts")
+        if artifacts is not None and not isinstance(artifacts, bool):
+            violations.append(("includeArtifacts", "must be a boolean"))
+        tenant = params.get("tenant")
+        declared = self.settings.tenant
+        if (declared and tenant not in (None, "", declared)) or (not declared and tenant not in (None, "")):
+            violations.append(("tenant", "must be omitted or echo the tenant declared on the agent card"))
+        if _get(params, "pageToken"):
+            violations.append(("pageToken", "is not a page token this agent issued"))
+        if violations:
+            raise RpcError.listing(rpc.INVALID_PARAMS, "Invalid params", "INVALID_PARAMS", violations)
+        size = int(page_size) if page_size is not None else LIST_TASKS_DEFAULT_PAGE
+        return {"tasks": [], "nextPageToken": "", "pageSize": size, "totalSize": 0}
+
     @staticmethod
     def _check_method(method: str) -> None:
         if method == "SendMessage":
@@ -305,13 +390,6 @@ class A2ABinding:
                 rpc.UNSUPPORTED_OPERATION,
                 "GetExtendedAgentCard is not supported: this agent has no extended card; "
                 "read /.well-known/agent-card.json.",
-                reason="UNSUPPORTED_OPERATION",
-            )
-        if method == "ListTasks":
-            raise RpcError(
-                rpc.UNSUPPORTED_OPERATION,
-                "ListTasks is not supported: this agent answers SendMessage with a direct message "
-                "and never creates tasks.",
                 reason="UNSUPPORTED_OPERATION",
             )
         if method in PUSH_METHODS:
@@ -383,7 +461,12 @@ class A2ABinding:
                 if media_type is not None and not isinstance(media_type, str):
                     violations.append(("message.parts[0].mediaType", "must be a string"))
                 if "data" not in part:
-                    if any(k in part for k in ("text", "raw", "url", "file", "bytes")):
+                    json_text = _json_request_text(part, media_type)
+                    if isinstance(json_text, dict):  # an AAP request sent as JSON text: a DataPart's data
+                        data = json_text
+                        if not (isinstance(media_type, str) and _media_base(media_type).endswith("+json")):
+                            media_type = None  # text/plain or application/json: any AAP request
+                    elif any(k in part for k in ("text", "raw", "url", "file", "bytes")):
                         non_data_part = True
                     else:
                         violations.append((DATA_FIELD, "is required: send the AAP request as a DataPart"))
@@ -423,13 +506,20 @@ class A2ABinding:
                 reason="PUSH_NOTIFICATION_NOT_SUPPORTED",
             )
         if non_data_part:
-            raise RpcError(
-                rpc.CONTENT_TYPE_NOT_SUPPORTED,
-                "Content type not supported: send the AAP request as one DataPart "
-                "(text, raw and url parts are not accepted).",
-                reason="CONTENT_TYPE_NOT_SUPPORTED",
-            )
+            raise self._not_a_request()
         return SendCall(data, media_type or None, context_id or None, accepted)
+
+    def _not_a_request(self) -> RpcError:
+        """-32005 for a part that holds no AAP request (prose, a file): what to send instead."""
+        types = [skill.request_type for skill in self.gateway.agent.skills]
+        example = orjson.dumps(EXAMPLE_REQUEST).decode()
+        return RpcError(
+            rpc.CONTENT_TYPE_NOT_SUPPORTED,
+            "Content type not supported: this agent answers AAP requests, not prose. Send one as a DataPart "
+            f"(or as JSON text), e.g. {example}; request types: {', '.join(types)}.",
+            reason="CONTENT_TYPE_NOT_SUPPORTED",
+            metadata={"requestTypes": ",".join(types), "example": example},
+        )
 
     def _check_request_media_type(self, call: SendCall) -> None:
         """A part's mediaType, when given, must be a request type this agent implements."""

@@ -158,6 +158,8 @@ def validate(instance: Any, name: str, *, budget: float | None = None) -> list[P
     out: dict[tuple[str, str], Problem] = {}
     allowed: dict[tuple[str, str], list[Any]] = {}
     for error in v.iter_errors(instance):
+        if _vacuous_condition(error, v.schema, instance):
+            continue
         leaf = _allowed_values(error)
         for problem in _explain(error, v):
             key = (problem["instanceLocation"], problem["keyword"])
@@ -177,6 +179,57 @@ def validate(instance: Any, name: str, *, budget: float | None = None) -> list[P
             )
             break
     return sorted(out.values(), key=problem_order)
+
+
+def _typed(schema: Any) -> Any:
+    """``schema`` with ``type: object`` wherever it tests members (``properties``/``required``)."""
+    if isinstance(schema, list):
+        return [_typed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("const", "enum") else _typed(v)) for k, v in schema.items()}
+    if ("properties" in out or "required" in out) and "type" not in out:
+        out["type"] = "object"
+    return out
+
+
+def _vacuous_condition(error: ValidationError, root: Any, instance: Any) -> bool:
+    """Whether ``error`` comes from a ``then``/``else`` whose ``if`` held only vacuously.
+
+    ``{"if": {"properties": {"sort": {"properties": {"field": {"const": "distance_mi"}},
+    "required": ["field"]}}}}`` holds for ``"sort": "price"`` (a string has no members to
+    test), so its ``then`` ("filters is required") would be reported beside the real problem
+    ("sort must be object"), sending a caller after the wrong fix. Read with the object types
+    it assumes, the ``if`` does not hold, and that ``then`` problem is dropped; the value's own
+    type problem is reported as always.
+    """
+    path = list(error.schema_path)
+    if "then" not in path and "else" not in path:
+        return False
+    cut = max(i for i, token in enumerate(path) if token in ("then", "else"))
+    node: Any = root
+    for token in path[:cut]:
+        if token == "$ref" or not isinstance(node, (dict, list)):
+            return False
+        try:
+            node = node[token] if isinstance(node, dict) else node[int(token)]
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+    if not isinstance(node, dict) or "if" not in node:
+        return False
+    depth = sum(1 for token in path[cut + 1 :] if token in ("properties", "items"))
+    located = list(error.absolute_path)
+    target: Any = instance
+    for token in located[: len(located) - depth] if depth <= len(located) else []:
+        try:
+            target = target[token]
+        except (KeyError, IndexError, TypeError):
+            return False
+    try:
+        holds = AapValidator(_typed(node["if"]), format_checker=format_checker).is_valid(target)
+    except Exception:  # a reference the bare condition cannot resolve: keep the problem as reported
+        return False
+    return bool(holds) is (path[cut] == "else")
 
 
 def _allowed_values(error: ValidationError) -> list[Any] | None:

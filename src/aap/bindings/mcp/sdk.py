@@ -47,7 +47,8 @@ class LazySdk:
         from aap.bindings.mcp.tools import build_tools
 
         settings = self.gateway.settings
-        tools = build_tools(self.gateway.agent.skills, settings.search.to_json())
+        full = settings.mcp.tool_schemas == "full"
+        tools = build_tools(self.gateway.agent.skills, settings.search.to_json(), full_schemas=full)
         server = make_server(self.gateway, tools, self.runner, ttl_ms=settings.mcp.tools_cache_ttl_ms)
         manager = StreamableHTTPSessionManager(
             app=server,

@@ -23,14 +23,18 @@ from aap.bindings.mcp.tools import ToolSpec
 from aap.gateway import Gateway
 from aap.protocols import MCP_PROTOCOL_VERSIONS
 
+#: Revisions whose tool results have no ``structuredContent`` (it came with 2025-06-18).
+NO_STRUCTURED_CONTENT = frozenset({"2025-03-26", "2024-11-05"})
+
 
 def instructions_for(gateway: Gateway) -> str:
     settings = gateway.settings
     return (
-        f"{settings.agent.name}: an Auto Agent Protocol (AAP 3.1) dealer agent. Each tool takes the AAP "
-        'request object as its arguments (with its "type") and returns the typed AAP response as structured '
-        "content; failures are aap.error objects with isError true. Reads need no sign-in; a lead needs the "
-        "customer's consent in the payload."
+        f"{settings.agent.name}: a car dealership's Auto Agent Protocol (AAP 3.1) agent. Search its inventory "
+        "(aap_inventory_search; aap_inventory_facets says which values exist), read one vehicle in full "
+        "(aap_inventory_vehicle) and the dealer's profile (aap_dealer_information); send the shopper's inquiry "
+        "with aap_lead_submit only after they gave their contact details and consent. Failures are aap.error "
+        "objects (isError) that name each field to change."
     )
 
 
@@ -47,7 +51,9 @@ def make_server(gateway: Gateway, tools: dict[str, ToolSpec], runner: ToolRunner
         if params.name not in runner.tools:
             # a fixed text: the name is the caller's (tools/list names the real ones)
             raise MCPError(INVALID_PARAMS, UNKNOWN_TOOL_MESSAGE)
-        return await runner.call(params.name, params.arguments, ctx.request)
+        # revisions before 2025-06-18 know no structuredContent: their text block is the JSON
+        json_text = ctx.protocol_version in NO_STRUCTURED_CONTENT
+        return await runner.call(params.name, params.arguments, ctx.request, json_text=json_text)
 
     identity = server_identity(gateway)
     hint = CacheHint(ttl_ms=ttl_ms, scope="public")  # the list holds no caller data
