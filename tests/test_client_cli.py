@@ -113,9 +113,10 @@ def test_commands_against_our_dealer_over_each_binding(own_dealer, binding):
     assert result.exit_code == 0, result.output
     page = json.loads(result.output)["data"]
     assert page["applied_filters"]["condition"] == ["used"]
-    vin = next(v["vin"] for v in page["vehicles"] if v.get("vin"))
-    result = invoke(vehicle_command, own_dealer.url, "--binding", binding, "--vin", vin, *extra)
-    assert result.exit_code == 0 and vin in result.output
+    # MCP answers a search with listing summaries (docs/mcp.md): the vehicle_id is what every binding carries.
+    vehicle_id = next(v["vehicle_id"] for v in page["vehicles"] if v.get("vehicle_id"))
+    result = invoke(vehicle_command, own_dealer.url, "--binding", binding, "--vehicle-id", vehicle_id, *extra)
+    assert result.exit_code == 0 and vehicle_id in result.output
 
 
 def test_search_all_json_is_a_list_of_pages_even_for_one_page(fake_url):
