@@ -34,6 +34,10 @@ from aap.inventory.formats import ReadOptions, read_feed_bytes
 from aap.inventory.formats.aap import write_feed
 from aap.inventory.vin import with_check_digit
 from aap.store import open_stores
+from aap.work import Work
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 MODELS = [
     ("Honda", "CR-V", "EX-L", "SUV"),
@@ -120,7 +124,7 @@ def run(path: str, fmt: str, count: int, settings) -> tuple[float, float, float]
     with tempfile.TemporaryDirectory() as tmp:
         stores = open_stores(f"sqlite:///{tmp}/b.db")
         start = time.perf_counter()
-        result = asyncio.run(run_import(stores, settings, ImportRequest(source=path, format=fmt)))
+        result = asyncio.run(run_import(stores, settings, ImportRequest(source=path, format=fmt), work=WORK))
         total_s = time.perf_counter() - start
         assert result.run.outcome == "imported" and result.run.inserted == count, result.run.message
         stores.close()

@@ -51,6 +51,7 @@ from aap.feeds.job import ImportRequest, run_import
 from aap.inventory.demo import generate_listings
 from aap.server.app import create_app
 from aap.store import open_stores
+from aap.work import Work
 from console_support import PASSWORD, cheap_hashing, fast_web
 from feed_samples import dealer_csv, vehicles
 from http_helpers import AAP_HEADERS, LiveServer, send_message
@@ -58,6 +59,8 @@ from lead_support import ROOFTOPS, Receiver, free_port, http_route, lead_request
 
 #: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
 pytestmark = pytest.mark.slow
+#: The door for blocking work this module's feed import is given.
+WORK = Work.for_database(True)
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -164,7 +167,7 @@ def dealer(tmp_path_factory) -> Iterator[dict]:
     feed = tmp_path_factory.mktemp("feed") / "inventory.jsonl"
     rows = [orjson.dumps(item).decode() for item in generate_listings(LISTINGS, settings=settings)]
     feed.write_text("\n".join(rows + ['{"vin": "NOT-A-VIN", "status": "available"}']) + "\n")
-    imported = asyncio.run(run_import(stores, settings, ImportRequest(source=str(feed), partial=True)))
+    imported = asyncio.run(run_import(stores, settings, ImportRequest(source=str(feed), partial=True), work=WORK))
     assert imported.run.outcome == "imported" and imported.run.rejected_lines == [LISTINGS + 1]
     stores.feeds.ensure(["dms"], int(time.time() * 1000) + 86_400_000)  # not due: it runs when asked to
     with cheap_hashing():

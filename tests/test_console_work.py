@@ -25,9 +25,13 @@ from aap.feeds.scheduler import FeedScheduler
 from aap.inventory.demo import generate_listings
 from aap.server.app import create_app
 from aap.store import open_stores
+from aap.work import Work
 from console_support import PASSWORD, cheap_hashing, csrf_of, fast_web, listings, submit_customers
 from feed_samples import dealer_csv, vehicles
 from lead_support import http_route, lead_request, lead_settings
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 BASE = "https://dealer.example"
 ADMIN, STAFF, OAKLAND = "admin@dealer.example", "staff@dealer.example", "oakland@dealer.example"
@@ -63,7 +67,7 @@ def deployment(tmp_path_factory):
     )
     stores = open_stores(url)
     stores.inventory.import_listings(listings())
-    nightly = asyncio.run(FeedScheduler(stores, settings).run_feed(settings.feeds[0], due_only=False))
+    nightly = asyncio.run(FeedScheduler(stores, settings, work=WORK).run_feed(settings.feeds[0], due_only=False))
     assert nightly is not None and nightly.run.outcome == "imported"
     with cheap_hashing():
         accounts = Accounts(stores.console, settings)

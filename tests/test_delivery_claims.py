@@ -15,7 +15,11 @@ from aap.agent import CallContext, DealerAgent
 from aap.config.leads import AdfHttpTarget, DeliverySettings, Route
 from aap.leads.worker import DeliveryWorker
 from aap.store import open_stores
+from aap.work import Work
 from lead_support import NOW, Receiver, lead_request, lead_settings
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 LEASE = 30.0
 
@@ -78,7 +82,7 @@ def test_a_claim_lapses_lease_seconds_after_its_last_renewal(outbox):
     lease_ms = int(LEASE * 1000)
     held = store.claim_due(ms(clock), lease_ms, 10)
     assert len(held) == 2
-    worker = DeliveryWorker(store, agent.settings, clock=clock)
+    worker = DeliveryWorker(store, agent.settings, clock=clock, work=WORK)
     clock.t += LEASE - 1
     assert store.claim_due(ms(clock), lease_ms, 10) == []  # still held
     assert asyncio.run(worker.renew(held[0].claim_token)) == 2  # the sending worker's heartbeat
@@ -109,7 +113,7 @@ async def test_a_stopping_worker_hands_its_claims_back_and_the_resend_is_the_sam
     agent, clock, receiver = outbox
     lead_id = submit(agent)
     receiver.hang.set()  # the CRM takes the requests and does not answer
-    first = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    first = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     async with first.client() as client:
         sending = asyncio.create_task(first.run_once(client))
         for _ in range(2000):  # bounded by count: until both requests are at the CRM
@@ -127,7 +131,7 @@ async def test_a_stopping_worker_hands_its_claims_back_and_the_resend_is_the_sam
     }
     receiver.hang.clear()
     receiver.release.set()
-    second = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    second = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     async with second.client() as client:
         assert await second.run_once(client) == 2  # at once: no lease to wait for
     assert {status for status, *_ in rows(agent, lead_id).values()} == {"delivered"}
@@ -138,7 +142,7 @@ async def test_a_stopping_worker_hands_its_claims_back_and_the_resend_is_the_sam
 async def test_every_resend_carries_the_same_idempotency_key_and_adf_id(outbox):
     agent, clock, receiver = outbox
     lead_id = submit(agent)
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     async with worker.client() as client:
         receiver.status = 500  # the CRM failed while handling it: it may have stored the lead
         assert await worker.run_once(client) == 2

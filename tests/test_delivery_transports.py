@@ -16,7 +16,11 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, WebhookTarget
 from aap.leads import transports
+from aap.work import Work
 from lead_support import Receiver, free_port
+
+#: The door for blocking work these tests' SMTP sessions are given.
+WORK = Work.for_database(True)
 
 ADF = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<?adf version="1.0"?>\n<adf><prospect status="new">'
@@ -159,7 +163,7 @@ async def test_smtp_delivers_the_adf_document_with_a_stable_message_id(smtp_serv
     inbox = Inbox()
     port = smtp_server(inbox)
     target = smtp_target(port)
-    await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "lead_1 (Bay Motors)", 5)
+    await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "lead_1 (Bay Motors)", 5, work=WORK)
     ((mail_from, rcpt, content),) = inbox.messages
     assert mail_from == "aap@dealer.example" and rcpt == ["leads@dealer.example"]
     message = email.message_from_bytes(content, policy=email.policy.default)
@@ -180,13 +184,25 @@ async def test_smtp_login_with_credentials_from_the_environment(smtp_server, mon
     monkeypatch.setenv("SMTP_USER", "bay")
     monkeypatch.setenv("SMTP_PASSWORD", "pw")
     await transports.send_smtp(
-        smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), ADF, "lead_1", "dlv_1", "", 5
+        smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
+        ADF,
+        "lead_1",
+        "dlv_1",
+        "",
+        5,
+        work=WORK,
     )
     assert len(inbox.messages) == 1
     monkeypatch.setenv("SMTP_PASSWORD", "wrong")
     with pytest.raises(transports.SendError) as caught:
         await transports.send_smtp(
-            smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), ADF, "lead_1", "dlv_1", "", 5
+            smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
+            ADF,
+            "lead_1",
+            "dlv_1",
+            "",
+            5,
+            work=WORK,
         )
     assert "authentication failed" in str(caught.value)
 
@@ -194,8 +210,8 @@ async def test_smtp_login_with_credentials_from_the_environment(smtp_server, mon
 async def test_smtp_refused_recipient_is_permanent_and_down_server_is_not(smtp_server):
     port = smtp_server(Inbox(refuse=True))
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(smtp_target(port), ADF, "lead_1", "dlv_1", "", 5)
+        await transports.send_smtp(smtp_target(port), ADF, "lead_1", "dlv_1", "", 5, work=WORK)
     assert caught.value.permanent
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(smtp_target(free_port()), ADF, "lead_1", "dlv_1", "", 2)
+        await transports.send_smtp(smtp_target(free_port()), ADF, "lead_1", "dlv_1", "", 2, work=WORK)
     assert not caught.value.permanent

@@ -29,8 +29,12 @@ from aap.cli.main import main
 from aap.config.feeds import FeedSettings, parse_schedule
 from aap.feeds.scheduler import FeedScheduler
 from aap.store import open_stores
+from aap.work import Work
 from certs import self_signed
 from http_helpers import Deployment, make_settings
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 COUNT = 12
 
@@ -129,7 +133,7 @@ async def test_scheduled_https_feed_runs_when_due_and_skips_an_unchanged_feed(fe
     )
     stores = open_stores(settings.database_url)
     try:
-        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0])
+        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0], work=WORK)
         (first,) = await scheduler.run_due()
         assert first.run.outcome == "imported" and stores.inventory.count() == COUNT
         assert await scheduler.run_due() == []  # not due again for an hour
@@ -153,7 +157,7 @@ async def test_a_failing_feed_keeps_the_inventory_and_backs_off(tmp_path):
     )
     stores = open_stores(settings.database_url)
     try:
-        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0])
+        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0], work=WORK)
         (ok,) = await scheduler.run_due()
         assert ok.run.outcome == "imported"
         path.write_bytes(b"")  # a truncated transfer
@@ -211,7 +215,7 @@ async def test_sftp_feed_on_a_schedule(tmp_path, monkeypatch):
     clock = [time.time()]
     stores = open_stores(settings.database_url)
     try:
-        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0])
+        scheduler = FeedScheduler(stores, settings, clock=lambda: clock[0], work=WORK)
         (first,) = await scheduler.run_due()
         assert first.run.outcome == "imported", first.run.message
         assert first.run.source == f"sftp://127.0.0.1:{port}/outgoing/inventory.csv.gz"  # no user name
@@ -250,7 +254,7 @@ async def test_two_schedulers_on_one_postgres_database_run_each_feed_once(pg_clu
     )
     stores = [open_stores(url), open_stores(url)]
     try:
-        schedulers = [FeedScheduler(s, settings) for s in stores]
+        schedulers = [FeedScheduler(s, settings, work=WORK) for s in stores]
         results = await asyncio.gather(*(s.run_due() for s in schedulers))
         assert sum(len(r) for r in results) == 3
         runs = stores[0].feeds.runs()

@@ -40,7 +40,11 @@ from aap.feeds.fetch import Credentials, FetchError, FetchRules, display_source,
 from aap.inventory.formats import ReadOptions, read_feed_bytes
 from aap.inventory.formats.mapping import MappingError, parse_format, read_mapping
 from aap.inventory.listing_rules import FeedError, ListingChecker
+from aap.work import Work
 from certs import self_signed
+
+#: The door for blocking work these tests' fetches are given.
+WORK = Work.for_database(True)
 
 COUNT = 6
 
@@ -92,12 +96,14 @@ import orjson
 from aap.config.loader import load_settings
 from aap.feeds.job import ImportRequest, run_import
 from aap.store import open_stores
+from aap.work import Work
 
+WORK = Work.for_database(True)
 settings = load_settings(environ={})
 stores = open_stores(sys.argv[1])
-small = asyncio.run(run_import(stores, settings, ImportRequest(sys.argv[3])))  # everything loaded once
+small = asyncio.run(run_import(stores, settings, ImportRequest(sys.argv[3]), work=WORK))  # everything loaded once
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-result = asyncio.run(run_import(stores, settings, ImportRequest(sys.argv[2])))
+result = asyncio.run(run_import(stores, settings, ImportRequest(sys.argv[2]), work=WORK))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(orjson.dumps({"small": small.run.outcome, "outcome": result.run.outcome, "message": result.run.message,
                     "grew_kib": after - before}).decode())
@@ -355,7 +361,7 @@ def test_the_connection_actually_made_is_checked(monkeypatch):
 def test_a_name_resolving_to_a_private_address_is_refused(monkeypatch, address, why):
     _resolving(monkeypatch, address)
     with pytest.raises(FetchError) as info:
-        asyncio.run(fetch("https://feeds.provider.example/inventory.csv?api_key=SECRET"))
+        asyncio.run(fetch("https://feeds.provider.example/inventory.csv?api_key=SECRET", work=WORK))
     message = str(info.value)
     assert f"feeds.provider.example resolves to {why}" in message and "SECRET" not in message
 
@@ -415,7 +421,7 @@ def tls_server(tmp_path_factory):
 
 
 def _fetch(url: str, server: RedirectingServer, **rules: Any):
-    return asyncio.run(fetch(url, credentials=Credentials(ca_file=server.cert), rules=FetchRules(**rules)))
+    return asyncio.run(fetch(url, credentials=Credentials(ca_file=server.cert), rules=FetchRules(**rules), work=WORK))
 
 
 def test_the_configured_loopback_source_is_fetched(tls_server):
@@ -507,7 +513,7 @@ def trickle():
 @pytest.mark.slow
 def test_a_one_byte_per_three_seconds_source_is_cut_off_at_the_deadline(trickle, tmp_path):
     with pytest.raises(FetchError, match="not fetched within 1 s"):
-        asyncio.run(fetch(trickle.url, rules=FetchRules(deadline_seconds=1)))
+        asyncio.run(fetch(trickle.url, rules=FetchRules(deadline_seconds=1), work=WORK))
     result = CliRunner().invoke(
         main, ["import", trickle.url, "--timeout", "1", "--database", f"sqlite:///{tmp_path}/aap.db", "--json"]
     )
@@ -523,7 +529,7 @@ def test_a_transfer_below_the_minimum_rate_is_cut_off(monkeypatch):
     try:
         monkeypatch.setattr(fetching, "RATE_GRACE_SECONDS", 0.0)
         with pytest.raises(FetchError, match="below the minimum of 1e\\+12"):
-            asyncio.run(fetch(server.url, rules=FetchRules(min_bytes_per_second=1e12)))
+            asyncio.run(fetch(server.url, rules=FetchRules(min_bytes_per_second=1e12), work=WORK))
     finally:
         server.stop()
 

@@ -23,6 +23,10 @@ from aap.config.loader import load_settings
 from aap.feeds.job import ImportRequest, run_import
 from aap.inventory.vin import expected_check_digit, with_check_digit
 from aap.store import open_stores
+from aap.work import Work
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 COUNT = 12
 DEMO_TOML = Path(__file__).resolve().parent.parent / "src" / "aap" / "config" / "demo.toml"
@@ -376,7 +380,7 @@ def test_random_feeds_never_leave_two_listings_of_a_vin_or_a_vin_on_another_car(
             request = ImportRequest(
                 str(path), replace=replace, partial=partial, max_removed_share=None, allow_field_loss=True
             )
-            result = __import__("asyncio").run(run_import(stores, DEMO, request))
+            result = __import__("asyncio").run(run_import(stores, DEMO, request, work=WORK))
             with stores.inventory.db.read() as tx:
                 docs = [orjson.loads(d) for (d,) in tx.fetchall("SELECT doc FROM inv_doc")]
             vins = [d["vin"] for d in docs]

@@ -21,7 +21,11 @@ import pytest
 
 from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
+from aap.work import Work
 from lead_support import Receiver, free_port, http_route, lead_request, lead_settings
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 #: Every test here measured 0.5 s or more (pyproject.toml, the slow marker): left out of the fast lane.
 pytestmark = pytest.mark.slow
@@ -138,7 +142,7 @@ def drain_in_process(server: ServerProcess, crm_url: str) -> int:
 
         async def run() -> int:
             async with httpx.AsyncClient() as client:
-                return await DeliveryWorker(stores.leads, settings).drain(client)
+                return await DeliveryWorker(stores.leads, settings, work=WORK).drain(client)
 
         return asyncio.run(run())
     finally:

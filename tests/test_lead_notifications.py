@@ -19,6 +19,7 @@ from aap.config.loader import parse_settings
 from aap.config.notifications import NOTIFY_KIND, NOTIFY_TARGET, NotificationSettings, Recipients
 from aap.leads.worker import DeliveryWorker
 from aap.store import open_stores
+from aap.work import Work
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,
@@ -33,6 +34,9 @@ from lead_support import (
     lead_settings,
     listing,
 )
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 PII = (FIRST, LAST, EMAIL, PHONE, PHONE[2:], "blue one", CONSENT_TEXT[:30])
 OAKLAND_VIN = "1HGCV1F30NA000202"
@@ -103,7 +107,7 @@ def submit(agent, **changes):
 
 
 async def deliver(agent) -> int:
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK)
     async with httpx.AsyncClient() as client:
         return await worker.drain(client)
 

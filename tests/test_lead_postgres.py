@@ -18,7 +18,11 @@ from aap.agent import CallContext, DealerAgent
 from aap.config.leads import DeliverySettings
 from aap.leads.worker import DeliveryWorker
 from aap.store import open_stores
+from aap.work import Work
 from lead_support import NOW, Receiver, http_route, lead_request, lead_settings
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 
 @pytest.fixture
@@ -94,7 +98,9 @@ def test_outbox_workers_deliver_each_lead_once_on_postgres(pg_url):
         def drain(_):
             stores = open_stores(pg_url)
             try:
-                worker = DeliveryWorker(stores.leads, settings, clock=lambda: (NOW + timedelta(minutes=1)).timestamp())
+                worker = DeliveryWorker(
+                    stores.leads, settings, clock=lambda: (NOW + timedelta(minutes=1)).timestamp(), work=WORK
+                )
 
                 async def go():
                     async with httpx.AsyncClient() as client:

@@ -27,10 +27,14 @@ from aap.netguard import LOCAL, PUBLIC, Reach, host_refusal
 from aap.poppy.client_metadata import ClientMetadataError, ClientRegistry
 from aap.store import open_platform_database, open_stores
 from aap.tenants import TenantError, TenantRegistry
+from aap.work import Work
 from lead_support import NOW, Receiver, free_port, lead_request, lead_settings
 from platform_support import platform_settings, tenant_config
 from test_platform_api import TOKEN, start
 from test_tenants_cli import platform  # noqa: F401  (the fixture)
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 LOOPBACK, PRIVATE, LINK_LOCAL = "a loopback address", "a private address", "a link-local address"
 MULTICAST, RESERVED = "a multicast address", "a reserved address"
@@ -187,7 +191,7 @@ async def deliver(settings, resolve) -> list[dict]:
     try:
         agent = DealerAgent(settings, stores)
         lead_id = agent.handle(lead_request(), CallContext(binding="test", now=NOW))["data"]["lead_id"]
-        worker = DeliveryWorker(stores.leads, settings, resolve=resolve)
+        worker = DeliveryWorker(stores.leads, settings, resolve=resolve, work=WORK)
         async with worker.client() as client:
             await worker.drain(client)
         return stores.leads.get_lead(lead_id)["deliveries"]
@@ -325,17 +329,17 @@ def test_a_tenants_feed_is_refused_on_the_connection_whatever_it_sets(host, why)
     for private_network in (False, True):  # a tenant cannot set it; the ceiling holds all the same
         rules = FetchRules(private_network=private_network, ceiling=PUBLIC, resolve=resolver({"feeds.example": host}))
         with pytest.raises(FetchError) as info:
-            asyncio.run(fetch("https://feeds.example/inventory.csv", rules=rules))
+            asyncio.run(fetch("https://feeds.example/inventory.csv", rules=rules, work=WORK))
         assert str(info.value).endswith(f"feeds.example resolves to {why} ({host}); refused")
     literal = f"[{host}]" if ":" in host else host
     with pytest.raises(FetchError, match=f"is {why}; refused$"):
-        asyncio.run(fetch(f"https://{literal}/inventory.csv", rules=FetchRules(ceiling=PUBLIC)))
+        asyncio.run(fetch(f"https://{literal}/inventory.csv", rules=FetchRules(ceiling=PUBLIC), work=WORK))
 
 
 def test_a_deployments_feed_hint_names_the_setting_that_allows_it():
     rules = FetchRules(resolve=resolver({"feeds.example": "10.9.8.7"}))
     with pytest.raises(FetchError, match=r"refused \(private_network allows it\)"):
-        asyncio.run(fetch("https://feeds.example/inventory.csv", rules=rules))
+        asyncio.run(fetch("https://feeds.example/inventory.csv", rules=rules, work=WORK))
 
 
 def test_poppy_client_metadata_on_loopback_only_where_the_deployment_allows_it(monkeypatch):

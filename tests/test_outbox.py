@@ -21,6 +21,7 @@ from aap.config.leads import DeliverySettings, Route, SmtpTarget, WebhookTarget
 from aap.leads.worker import DeliveryWorker, delivery_lifespan, run_delivery_worker
 from aap.store import open_stores
 from aap.util.rfc3339 import epoch_ms
+from aap.work import Work
 from lead_support import (
     CONSENT_TEXT,
     EMAIL,
@@ -35,6 +36,9 @@ from lead_support import (
     lead_request,
     lead_settings,
 )
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 PII = (FIRST, LAST, EMAIL, PHONE, PHONE[2:], "blue one", CONSENT_TEXT[:30])
 
@@ -88,7 +92,7 @@ async def once(worker) -> int:
 async def test_a_lead_is_delivered_once_as_adf_with_its_id(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK)
     assert await once(worker) == 1
     assert await once(worker) == 0
     (got,) = receiver.requests
@@ -110,7 +114,7 @@ async def test_crm_down_then_back_is_delivered_with_backoff(make_agent, receiver
     )
     lead_id = submit(agent)["lead_id"]
     clock = Clock(NOW + timedelta(minutes=1))
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     receiver.status = 503
     assert await once(worker) == 1
     (row,) = deliveries(agent, lead_id)
@@ -140,7 +144,7 @@ async def test_dead_letter_after_max_attempts_and_operator_retry(make_agent, rec
     )
     lead_id = submit(agent)["lead_id"]
     clock = Clock(NOW + timedelta(minutes=1))
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     receiver.status = 502
     for _ in range(5):
         await once(worker)
@@ -167,7 +171,7 @@ async def test_a_permanent_refusal_goes_straight_to_dead(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
     receiver.status = 400
-    await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1))))
+    await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK))
     (row,) = deliveries(agent, lead_id)
     assert (row["status"], row["attempts"], row["last_error"]) == ("dead", 1, "HTTP 400")
 
@@ -178,7 +182,7 @@ async def test_consent_expired_before_delivery_is_not_sent_and_is_marked(make_ag
     body = lead_request()
     body["consent"]["expires_at"] = "2026-03-02T17:10:00Z"
     lead_id = submit(agent, body)["lead_id"]
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=10)))
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=10)), work=WORK)
     assert await once(worker) == 1
     (row,) = deliveries(agent, lead_id)
     assert row["status"] == "expired_consent"
@@ -193,6 +197,7 @@ async def test_a_target_removed_from_the_configuration_is_dead(make_agent, recei
         agent.stores.leads,
         lead_settings(routes=[http_route(receiver.url, name="other")]),
         clock=Clock(NOW + timedelta(minutes=1)),
+        work=WORK,
     )
     await once(worker)
     (row,) = deliveries(agent, lead_id)
@@ -211,7 +216,7 @@ def test_several_workers_deliver_each_lead_exactly_once(make_agent, receiver):
     def run() -> None:
         stores = open_stores(agent.stores.db.url)  # its own connections, like another process
         try:
-            worker = DeliveryWorker(stores.leads, settings, clock=Clock(NOW + timedelta(minutes=1)))
+            worker = DeliveryWorker(stores.leads, settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK)
             barrier.wait()
 
             async def drain():
@@ -271,7 +276,10 @@ async def test_worker_delivers_by_smtp_to_a_local_server(make_agent):
         agent = make_agent(lead_settings(routes=[Route(targets=(target,))]))
         lead_id = submit(agent)["lead_id"]
         assert (
-            await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))) == 1
+            await once(
+                DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK)
+            )
+            == 1
         )
     finally:
         controller.stop()
@@ -291,7 +299,12 @@ async def test_webhook_carries_the_aap_lead_limited_to_consented_channels(make_a
     body = lead_request()
     body["consent"]["allowed_channels"] = ["email"]
     data = submit(agent, body)
-    assert await once(DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)))) == 1
+    assert (
+        await once(
+            DeliveryWorker(agent.stores.leads, agent.settings, clock=Clock(NOW + timedelta(minutes=1)), work=WORK)
+        )
+        == 1
+    )
     (got,) = receiver.requests
     document = orjson.loads(got["body"])
     assert document["type"] == "aap.lead" and document["lead_id"] == data["lead_id"]
@@ -305,7 +318,7 @@ async def test_webhook_carries_the_aap_lead_limited_to_consented_channels(make_a
 async def test_run_delivery_worker_until_stopped(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     stop = asyncio.Event()
-    task = asyncio.create_task(run_delivery_worker(agent.stores, agent.settings, stop))
+    task = asyncio.create_task(run_delivery_worker(agent.stores, agent.settings, stop, WORK))
     lead_id = submit(agent)["lead_id"]
     for _ in range(400):  # bounded: poll_seconds is 0.05
         if receiver.accepted():
@@ -320,7 +333,7 @@ async def test_run_delivery_worker_until_stopped(make_agent, receiver):
 async def test_delivery_lifespan_runs_the_worker_with_the_app(make_agent, receiver):
     agent = make_agent(lead_settings(routes=[http_route(receiver.url)]))
     lead_id = submit(agent)["lead_id"]
-    async with delivery_lifespan(agent.stores, agent.settings):
+    async with delivery_lifespan(agent.stores, agent.settings, WORK):
         for _ in range(400):
             if receiver.accepted():
                 break
@@ -334,7 +347,7 @@ async def test_delivery_lifespan_stays_out_when_delivery_runs_elsewhere(make_age
     agent = make_agent(settings)
     lead_id = submit(agent)["lead_id"]
     tasks_before = len(asyncio.all_tasks())
-    async with delivery_lifespan(agent.stores, settings):
+    async with delivery_lifespan(agent.stores, settings, WORK):
         assert len(asyncio.all_tasks()) == tasks_before  # no worker task was started
     assert deliveries(agent, lead_id)[0]["status"] == "pending"
 
@@ -353,7 +366,7 @@ async def test_delivery_logs_carry_no_customer_value(make_agent, receiver, caplo
     submit(agent, body)
     submit(agent, expiring)
     clock = Clock(NOW + timedelta(minutes=10))
-    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    worker = DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
     receiver.status = 500
     for _ in range(3):
         await once(worker)

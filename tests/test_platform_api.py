@@ -32,8 +32,12 @@ from aap.server.platform_api import provisioning_routes
 from aap.server.runner import open_app
 from aap.store import Stores, open_platform_database
 from aap.tenants import MAX_CONFIG_BYTES, TenantRegistry
+from aap.work import Work
 from http_helpers import LiveServer
 from platform_support import PLATFORM_HOST, PlatformServer, platform_settings, tenant_config, tenant_stores
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 TOKEN = "t0k3n-" + "x" * 40
 TENANTS = "/_platform/v1/tenants"
@@ -346,7 +350,7 @@ def test_rate_limited_per_client_address_in_the_platforms_own_buckets(database_u
     def routes(context: PlatformContext) -> list:
         limiter = RateLimiter(context.stores.state, RateLimit(per_minute=1, burst=4))  # the document's read: 1
         gateway = Gateway(context.gateway.agent, limiter, context.work)
-        return ProvisioningApi(context.registry, gateway.admit, TOKEN).routes()
+        return ProvisioningApi(context.registry, gateway.admit, TOKEN, work=WORK).routes()
 
     for api in start(database_url, routes):
         api.registry.add("dealer-a", tenant_config("Alpha"), ["alpha.example"])

@@ -31,8 +31,12 @@ from aap.config.platform import normalise_domain
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.tenants import TenantError, TenantRegistry
+from aap.work import Work
 from http_helpers import LiveServer
 from platform_support import PLATFORM_HOST, PlatformServer, platform_settings, tenant_config
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 IP = "is an IP address; a tenant is served at a domain name"
 
@@ -337,7 +341,7 @@ def test_an_ip_domain_registered_before_these_rules_is_not_served_and_can_be_rem
 
         from aap.server.tenant_routing import Hosts
 
-        assert asyncio.run(Hosts(registry.store).tenant("10.0.0.5")) is None
+        assert asyncio.run(Hosts(registry.store, WORK).tenant("10.0.0.5")) is None
         assert list(registry.set_domains("alpha", remove=["10.0.0.5"]).domains) == ["alpha.example"]
     finally:
         stores.close()

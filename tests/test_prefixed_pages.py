@@ -32,10 +32,14 @@ from aap.gateway import Gateway
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.tenants import TenantRegistry
+from aap.work import Work
 from console_support import PASSWORD, cheap_hashing, csrf_of
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import lead_request
 from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 TENANT = "dealer-a"
 DOMAIN = "alpha.example"
@@ -86,7 +90,9 @@ def tenant(tmp_path_factory) -> Iterator[dict[str, Any]]:
     feed = directory / "feed.jsonl"
     rows = [orjson.dumps(item) for item in listings(TENANT, "Honda", 3, ROOFTOP)]
     feed.write_bytes(b"\n".join([*rows, b'{"vin": "NOT-A-VIN", "status": "available"}']) + b"\n")
-    imported = asyncio.run(run_import(own, tenant_settings, ImportRequest(source=str(feed), feed="dms", partial=True)))
+    imported = asyncio.run(
+        run_import(own, tenant_settings, ImportRequest(source=str(feed), feed="dms", partial=True), work=WORK)
+    )
     assert imported.run.outcome == "imported"
     with cheap_hashing():
         Accounts(stores.console, settings).add(OPS, PASSWORD, role=PLATFORM_ADMIN)

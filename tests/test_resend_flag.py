@@ -25,8 +25,12 @@ from aap.leads import transports
 from aap.leads.operations import retry_deliveries
 from aap.leads.worker import DeliveryWorker
 from aap.util.rfc3339 import epoch_ms
+from aap.work import Work
 from lead_support import NOW, Receiver, free_port, http_route, lead_settings
 from test_outbox import Clock, deliveries, make_agent, once, submit  # noqa: F401 (fixture)
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 ADF = "<?xml version='1.0'?><adf/>"
 
@@ -36,7 +40,7 @@ def prospect_status(request: dict) -> str:
 
 
 def worker_for(agent, clock: Clock) -> DeliveryWorker:
-    return DeliveryWorker(agent.stores.leads, agent.settings, clock=clock)
+    return DeliveryWorker(agent.stores.leads, agent.settings, clock=clock, work=WORK)
 
 
 @pytest.mark.slow
@@ -143,7 +147,7 @@ def test_a_claim_taken_over_from_a_worker_killed_while_sending_is_a_resend(make_
     assert first.reached is False  # nobody sent it before
     (second,) = store.claim_due(t0 + 1_500, 1_000, 10)  # the first worker died holding it
     assert second.reached is True
-    worker = DeliveryWorker(store, agent.settings)
+    worker = DeliveryWorker(store, agent.settings, work=WORK)
     assert worker.document(second)["resend"] is True and worker.view(second).resend is True
 
 
@@ -251,7 +255,7 @@ async def test_a_down_smtp_server_was_never_reached():
         "mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=free_port(), starttls=False
     )
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 2)
+        await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 2, work=WORK)
     assert caught.value.reached is False
 
 
@@ -366,7 +370,7 @@ async def test_an_smtp_session_lost_may_have_delivered_only_once_the_message_dat
             "mail", "127.0.0.1", "aap@dealer.example", ("leads@dealer.example",), port=server.port, starttls=False
         )
         with pytest.raises(transports.SendError) as caught:
-            await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 5)
+            await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "", 5, work=WORK)
     finally:
         server.close()
     assert caught.value.reached is reached and not caught.value.permanent

@@ -21,10 +21,14 @@ import httpx
 import pytest
 
 from aap.telemetry import environment
+from aap.work import Work
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import CONSENT_TEXT, EMAIL, FIRST, LAST, MESSAGE, PHONE, Receiver, free_port, lead_request
 from mcp_helpers import LEGACY, MODERN, envelope, legacy_headers, modern_call, rpc
 from otlp_receiver import OtlpReceiver, ReceivedSpan
+
+#: The door for blocking work these tests' workers and schedulers are given.
+WORK = Work.for_database(True)
 
 SERVER = Path(__file__).with_name("lead_server.py")
 SEARCH = {"type": "inventory.search.request", "pagination": {"limit": 5}}
@@ -351,7 +355,7 @@ async def test_a_feed_fetch_is_a_client_span_naming_only_scheme_and_host(spans, 
     _, exporter = spans
     feed = tmp_path / "feed.csv"
     feed.write_text("vin,price\n")
-    fetched = await fetch(str(feed))
+    fetched = await fetch(str(feed), work=WORK)
     assert fetched.data == b"vin,price\n"
     (span,) = exporter.get_finished_spans()
     assert (span.name, span.kind) == ("feed fetch file", SpanKind.CLIENT)

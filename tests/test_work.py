@@ -3,6 +3,7 @@ has been seen short on an in-process database, on the executor otherwise."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 
@@ -48,6 +49,26 @@ async def test_writes_and_blocking_calls_never_run_on_the_loop(work):
     loop_thread = where()
     assert await work.run(None, where) != loop_thread
     assert await work.blocking(where) != loop_thread
+
+
+async def test_long_calls_never_hold_the_threads_requests_run_on(work):
+    """A feed import or an SMTP session waiting seconds: the request executor stays free."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def wait() -> str:
+        started.set()
+        release.wait(timeout=30)
+        return where()
+
+    waiting = [asyncio.ensure_future(work.long(wait)) for _ in range(2)]  # as many as the request threads
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
+    request_threads = {await work.blocking(where) for _ in range(4)}  # served while both wait
+    release.set()
+    long_threads = set(await asyncio.gather(*waiting))
+    assert all(name.startswith("aap-work") for name in request_threads)
+    assert all(name.startswith("aap-long") for name in long_threads)
+    work.close()
 
 
 async def test_a_database_across_the_network_never_runs_on_the_loop():

@@ -52,6 +52,8 @@ THREADS = 4
 NETWORK_THREADS = 10
 #: Shapes remembered (least recently used forgotten first).
 SHAPES = 1024
+#: Threads for long calls (:meth:`Work.long`): a feed's fetch and import, an SMTP session.
+LONG_THREADS = 4
 
 
 class Work:
@@ -66,6 +68,13 @@ class Work:
         self._lock = threading.Lock()
         self._flights: dict[Hashable, asyncio.Future[None]] = {}  # on the event loop only
         self._background: set[asyncio.Task[None]] = set()  # referenced until done
+        self._long: ThreadPoolExecutor | None = None  # made on first use: most processes never need it
+
+    @classmethod
+    def for_database(cls, in_process: bool) -> Work:
+        """The Work of a process whose database is in this process (SQLite) or not: what a
+        command that is its own composition root (``aap deliver``, ``aap feeds run``) builds."""
+        return cls(inline=in_process)
 
     def short(self, shape: Hashable | None) -> bool:
         """True when ``shape`` runs on the event loop."""
@@ -101,6 +110,18 @@ class Work:
         if tracing is not None:
             call = tracing.carried(call)
         return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    async def long(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the executor of long calls: a call that may wait seconds on the
+        network or a big import (a feed's fetch and import, an SMTP session) never holds the
+        threads the requests' reads and writes run on."""
+        if self._long is None:
+            self._long = ThreadPoolExecutor(LONG_THREADS, thread_name_prefix="aap-long")
+        call: Callable[[], T] = partial(fn, *args)
+        tracing = telemetry.active
+        if tracing is not None:
+            call = tracing.carried(call)
+        return await asyncio.get_running_loop().run_in_executor(self._long, call)
 
     async def single_flight(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> bool:
         """``fn(*args)`` on the executor, unless a call with ``key`` is already running: then
@@ -161,3 +182,5 @@ class Work:
     def close(self) -> None:
         """Stop the executor's threads once their current calls end (the app is stopping)."""
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._long is not None:
+            self._long.shutdown(wait=False, cancel_futures=True)

@@ -42,6 +42,7 @@ def run_command(
     from aap.store import open_stores
     from aap.telemetry.setup import start as start_tracing
     from aap.telemetry.setup import stop as stop_tracing
+    from aap.work import Work
 
     settings = load_agent_or_fail(config, tenant, {"database": database})
     known = {f.name for f in settings.feeds}
@@ -51,7 +52,8 @@ def run_command(
     if unknown:
         fail(f"Unknown feed(s): {', '.join(unknown)}; configured: {', '.join(sorted(known))}", code=2)
     stores = open_stores(settings.database_url, tenant=settings.tenant_id)
-    scheduler = FeedScheduler(stores, settings)
+    work = Work.for_database(stores.db.in_process)  # this command is its own composition root
+    scheduler = FeedScheduler(stores, settings, work=work)
     start_tracing()  # a span per fetch when OTEL_* asks (docs/deployment.md, "Traces")
     try:
         if once:
@@ -75,6 +77,7 @@ def run_command(
         asyncio.run(_forever(scheduler))
     finally:
         stop_tracing()
+        work.close()
         stores.close()
 
 

@@ -279,10 +279,20 @@ def _usage(title: str, problems: list[str] | tuple[str, ...] = (), code: int = 2
 def _run(stores: Any, settings: Any, request: Any, previous: Any, quiet: bool) -> Any:
     """Run the import, with a progress line on stderr unless ``quiet``."""
     # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
+    from aap.work import Work
+
+    work = Work.for_database(stores.db.in_process)  # this command is its own composition root
+    try:
+        return _import(stores, settings, request, previous, quiet, work)
+    finally:
+        work.close()
+
+
+def _import(stores: Any, settings: Any, request: Any, previous: Any, quiet: bool, work: Any) -> Any:
     from aap.feeds.job import run_import
 
     if quiet:
-        return asyncio.run(run_import(stores, settings, request, previous=previous))
+        return asyncio.run(run_import(stores, settings, request, work=work, previous=previous))
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("Fetching", total=None)
@@ -290,7 +300,7 @@ def _run(stores: Any, settings: Any, request: Any, previous: Any, quiet: bool) -
         def progress(stage: str, count: int) -> None:
             bar.update(task, description=f"{stage.capitalize()}: {count:,} rows")
 
-        return asyncio.run(run_import(stores, settings, request, previous=previous, progress=progress))
+        return asyncio.run(run_import(stores, settings, request, work=work, previous=previous, progress=progress))
 
 
 def _count(n: int, word: str) -> str:

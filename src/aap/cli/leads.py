@@ -467,6 +467,7 @@ def deliver(
     from aap.server.logconfig import configure_logging
     from aap.telemetry.setup import start as start_tracing
     from aap.telemetry.setup import stop as stop_tracing
+    from aap.work import Work
 
     settings = load_agent_or_fail(config, tenant, {"database": database} if database else None, require_secrets=True)
     if not settings.leads.routes:
@@ -475,9 +476,11 @@ def deliver(
     stores = open_stores_or_fail(settings)
     start_tracing()  # deliveries in their leads' traces when OTEL_* asks (docs/deployment.md, "Traces")
 
+    work = Work.for_database(stores.db.in_process)  # this command is its own composition root
+
     async def main() -> int:
         if once:
-            worker = DeliveryWorker(stores.leads, settings)
+            worker = DeliveryWorker(stores.leads, settings, work=work)
             async with worker.client() as client:
                 await worker.sweep()
                 return await worker.drain(client)
@@ -485,13 +488,14 @@ def deliver(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_delivery_worker(stores, settings, stop)
+        await run_delivery_worker(stores, settings, stop, work)
         return 0
 
     try:
         processed = asyncio.run(main())
     finally:
         stop_tracing()
+        work.close()
         stores.close()
     if once:
         console.print(Text(f"{processed} delivery(ies) processed."))

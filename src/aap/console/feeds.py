@@ -63,7 +63,7 @@ class FeedRunner:
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, feed: FeedSettings, started_by: str) -> None:
-        scheduler = FeedScheduler(self.console.stores, self.console.settings)
+        scheduler = FeedScheduler(self.console.stores, self.console.settings, work=self.console.gateway.work)
         try:
             result = await scheduler.run_feed(feed, due_only=False, trigger="console")
         except Exception as exc:  # no text: it may name the source's data

@@ -18,7 +18,6 @@ Both answer with an ``ETag`` and ``Cache-Control: public, max-age=60``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from aap.paths import AI_CATALOG_PATH, DeploymentUrls
 from aap.store.platform import PlatformStore, TenantRecord
 from aap.web.accesslog import annotate
 from aap.web.documents import StaticDocument
+from aap.work import Work
 
 #: Tenants per page of the platform's catalog.
 PAGE = 1000
@@ -42,9 +42,14 @@ class PlatformCatalog:
     """The platform host's ``/.well-known/ai-catalog.json`` (the index, and its pages)."""
 
     def __init__(
-        self, store: PlatformStore, platform: PlatformSettings, public_url: Callable[[TenantRecord], str]
+        self,
+        store: PlatformStore,
+        platform: PlatformSettings,
+        public_url: Callable[[TenantRecord], str],
+        work: Work,
     ) -> None:
         self.store = store
+        self.work = work
         self.platform = platform
         self.public_url = public_url
         self.urls = DeploymentUrls(platform.base_url)
@@ -94,7 +99,7 @@ class PlatformCatalog:
         annotate(request.scope, binding="discovery")
         params = request.query_params
         if not params:
-            document = await asyncio.to_thread(self.index)
+            document = await self.work.blocking(self.index)
             return document.respond(request)
         after, through = params.get("after", ""), params.get("through")
         problems = [
@@ -108,5 +113,5 @@ class PlatformCatalog:
             body = {"error": {"status": 400, "message": "No such page of the catalog.", "problems": problems}}
             return JSONResponse(body, status_code=400)
         assert through is not None
-        document = await asyncio.to_thread(self.page, after, through)
+        document = await self.work.blocking(self.page, after, through)
         return document.respond(request)

@@ -58,6 +58,7 @@ from aap.netguard import (
     vetted_addresses,
 )
 from aap.util.rfc3339 import to_utc_z
+from aap.work import Work
 
 MAX_FEED_BYTES = 1 << 30  # a feed larger than 1 GiB (as transferred) is refused
 MAX_REDIRECTS = 5
@@ -400,14 +401,17 @@ async def fetch(
     previous: Validators = Validators(),
     credentials: Credentials = Credentials(),
     rules: FetchRules = FetchRules(),
+    *,
+    work: Work,
 ) -> Fetched:
-    """The feed at ``source`` (a path, ``https://`` or ``sftp://`` URL), unless unchanged."""
+    """The feed at ``source`` (a path, ``https://`` or ``sftp://`` URL), unless unchanged; a
+    file is read on ``work``'s executor of long calls."""
     tracing = telemetry.active
     if tracing is None:
-        return await _fetch(source, previous, credentials, rules)
+        return await _fetch(source, previous, credentials, rules, work)
     with tracing.feed_fetch(source, source_scheme(source)) as span:  # aap.telemetry
         try:
-            fetched = await _fetch(source, previous, credentials, rules)
+            fetched = await _fetch(source, previous, credentials, rules, work)
         except FetchError:
             tracing.failed(span, "FetchError")
             raise
@@ -415,10 +419,10 @@ async def fetch(
         return fetched
 
 
-async def _fetch(source: str, previous: Validators, credentials: Credentials, rules: FetchRules) -> Fetched:
+async def _fetch(source: str, previous: Validators, credentials: Credentials, rules: FetchRules, work: Work) -> Fetched:
     scheme = source_scheme(source)
     if scheme == "file":
-        return await asyncio.to_thread(_fetch_file, source, previous)
+        return await work.long(_fetch_file, source, previous)
     if scheme in ("https", "http"):
         return await _fetch_http(source, previous, credentials, rules)
     if scheme == "sftp":

@@ -25,10 +25,10 @@ with its counts, outcome, first problems and the lines of rejected rows.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from aap.config.model import Settings
@@ -47,6 +47,7 @@ from aap.store.inventory import (
     InventoryImportError,
     ShrinkRefused,
 )
+from aap.work import Work
 
 FIRST_PROBLEMS = 20  # problems kept with a run in the history
 
@@ -130,10 +131,12 @@ async def run_import(
     settings: Settings,
     request: ImportRequest,
     *,
+    work: Work,
     previous: Validators | None = None,
     progress: Progress | None = None,
 ) -> ImportResult:
-    """Fetch (unless unchanged since ``previous``), read, check and import one feed; record the run."""
+    """Fetch (unless unchanged since ``previous``), read, check and import one feed; record the
+    run. The reading and the import run on ``work``'s executor of long calls."""
     started = _now_ms()
     run = FeedRun(
         trigger=request.trigger,
@@ -149,7 +152,7 @@ async def run_import(
     )
     result = ImportResult(run)
     try:
-        fetched = await fetch(request.source, previous or Validators(), request.credentials, request.rules)
+        fetched = await fetch(request.source, previous or Validators(), request.credentials, request.rules, work=work)
     except FetchError as exc:
         return _finish(stores, result, "failed", str(exc))
     result.fetched = fetched
@@ -168,7 +171,7 @@ async def run_import(
     outcome = None
     if _pipelined(request, fetched.data):
         try:
-            outcome = await asyncio.to_thread(
+            outcome = await work.long(
                 pipeline.read_and_import, stores, fetched.data, fetched.name, options, import_kwargs, importing
             )
         except pipeline.Unavailable:
@@ -190,12 +193,14 @@ async def run_import(
         assert outcome.stats is not None
         return _imported(stores, result, outcome.stats, request)
     try:
-        report = await asyncio.to_thread(
-            read_feed_bytes,
-            fetched.data,
-            fetched.name,
-            options,
-            progress=(lambda n: progress("reading", n)) if progress else None,
+        report = await work.long(
+            partial(
+                read_feed_bytes,
+                fetched.data,
+                fetched.name,
+                options,
+                progress=(lambda n: progress("reading", n)) if progress else None,
+            )
         )
     except FeedError as exc:
         return _file_rejected(stores, result, exc)
@@ -207,14 +212,16 @@ async def run_import(
     if not report.listings:
         return _empty(stores, result, report)
     try:
-        stats = await asyncio.to_thread(
-            stores.inventory.import_listings,
-            report.listings,
-            keep=[r.listing for r in report.rejected] if request.replace else (),
-            progress=importing,
-            carried=Carried(report.carried),
-            partial=request.partial,
-            **import_kwargs,
+        stats = await work.long(
+            partial(
+                stores.inventory.import_listings,
+                report.listings,
+                keep=[r.listing for r in report.rejected] if request.replace else (),
+                progress=importing,
+                carried=Carried(report.carried),
+                partial=request.partial,
+                **import_kwargs,
+            )
         )
     except (ShrinkRefused, FieldLossRefused, InventoryImportError) as exc:
         return _store_error(stores, result, exc, report.lines)

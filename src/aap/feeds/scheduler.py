@@ -33,6 +33,7 @@ from aap.netguard import LOCAL, Reach
 from aap.store import Stores
 from aap.store.feeds import FeedRun
 from aap.store.inventory import ContentGuard
+from aap.work import Work
 
 log = logging.getLogger("aap.feeds")
 
@@ -80,9 +81,12 @@ def request_for(
 class FeedScheduler:
     """Runs the configured feeds of one deployment on its database."""
 
-    def __init__(self, stores: Stores, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, stores: Stores, settings: Settings, *, work: Work, clock: Callable[[], float] = time.time
+    ) -> None:
         self.stores = stores
         self.settings = settings
+        self.work = work  # the process's door for blocking work: the feed store's calls, imports
         self.clock = clock
         self.formats = Formats()  # the built-in format tables, parsed once for this scheduler
 
@@ -99,10 +103,10 @@ class FeedScheduler:
         ``trigger`` is what the history records as having started it (``console``: "run now")."""
         store = self.stores.feeds
         lease_ms = int(self.lease_seconds(feed) * 1000)
-        token = await asyncio.to_thread(store.claim, feed.name, self._ms(), lease_ms, due_only=due_only)
+        token = await self.work.blocking(store.claim, feed.name, self._ms(), lease_ms, due_only=due_only)
         if token is None:
             return None
-        state = await asyncio.to_thread(store.state, feed.name)
+        state = await self.work.blocking(store.state, feed.name)
         previous = Validators(state.etag, state.last_modified, state.fingerprint) if state else Validators()
         failures = state.failures if state else 0
         heartbeat = asyncio.create_task(self._renew(feed.name, token, lease_ms))
@@ -113,9 +117,9 @@ class FeedScheduler:
                 )
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))
-                await asyncio.to_thread(store.record, result.run)
+                await self.work.blocking(store.record, result.run)
             else:
-                result = await run_import(self.stores, self.settings, request, previous=previous)
+                result = await run_import(self.stores, self.settings, request, work=self.work, previous=previous)
         finally:
             heartbeat.cancel()
             with suppress(asyncio.CancelledError):
@@ -124,7 +128,7 @@ class FeedScheduler:
         run = result.run
         if result.ok:
             validators = result.fetched.validators if result.fetched else previous
-            await asyncio.to_thread(
+            await self.work.blocking(
                 store.release,
                 feed.name,
                 token,
@@ -150,7 +154,7 @@ class FeedScheduler:
         else:
             failures += 1
             delay = retry_delay(feed, failures, now)
-            await asyncio.to_thread(
+            await self.work.blocking(
                 store.release,
                 feed.name,
                 token,
@@ -181,7 +185,7 @@ class FeedScheduler:
     async def _renew(self, name: str, token: str, lease_ms: int) -> None:
         while True:
             await asyncio.sleep(lease_ms / 3000)
-            held = await asyncio.to_thread(self.stores.feeds.renew, name, token, self._ms() + lease_ms)
+            held = await self.work.blocking(self.stores.feeds.renew, name, token, self._ms() + lease_ms)
             if not held:
                 log.warning("feed %s: lease lost during the import", name)
                 return
@@ -189,7 +193,7 @@ class FeedScheduler:
     async def run_due(self, *, due_only: bool = True, names: set[str] | None = None) -> list[ImportResult]:
         """One pass: every feed that is due (or every feed) and not held elsewhere."""
         feeds = [f for f in self.settings.feeds if names is None or f.name in names]
-        await asyncio.to_thread(self.stores.feeds.ensure, [f.name for f in feeds], self._ms())
+        await self.work.blocking(self.stores.feeds.ensure, [f.name for f in feeds], self._ms())
         results = []
         for feed in feeds:
             try:
@@ -203,7 +207,7 @@ class FeedScheduler:
 
     async def seconds_until_due(self) -> float:
         """How long until the earliest feed is due (bounded by :data:`MAX_IDLE_SECONDS`)."""
-        states = await asyncio.to_thread(self.stores.feeds.states)
+        states = await self.work.blocking(self.stores.feeds.states)
         names = {f.name for f in self.settings.feeds}
         due = [s.next_run_ms for s in states if s.feed in names]
         if not due:
@@ -226,13 +230,13 @@ class FeedScheduler:
 
 
 @asynccontextmanager
-async def feeds_lifespan(stores: Stores, settings: Settings) -> AsyncIterator[None]:
+async def feeds_lifespan(stores: Stores, settings: Settings, work: Work) -> AsyncIterator[None]:
     """Run the scheduler on ``stores`` while the context is entered, when there are ``[[feeds]]``."""
     if not settings.feeds:
         yield
         return
     stop = asyncio.Event()
-    task = asyncio.create_task(FeedScheduler(stores, settings).run_forever(stop))
+    task = asyncio.create_task(FeedScheduler(stores, settings, work=work).run_forever(stop))
     try:
         yield
     finally:

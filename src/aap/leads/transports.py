@@ -27,7 +27,6 @@ until the configuration does.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import os
@@ -56,6 +55,7 @@ from aap.netguard import (
     refused_cause,
     vetted_addresses,
 )
+from aap.work import Work
 
 USER_AGENT = "aap-lead-delivery/1"
 #: Answers saying the request was not processed, and that it may succeed later (RFC 9110
@@ -311,18 +311,25 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float, vetted
 
 
 async def send_email(
-    target: SmtpTarget, message: EmailMessage, timeout: float, reach: Reach = LOCAL, resolve: Resolve | None = None
+    target: SmtpTarget,
+    message: EmailMessage,
+    timeout: float,
+    reach: Reach = LOCAL,
+    resolve: Resolve | None = None,
+    *,
+    work: Work,
 ) -> None:
     """Send a prepared message to ``target.to`` through its SMTP server (the lead notifications),
     connecting only to an address within ``reach``: the name is resolved and vetted here, the
-    session (in a thread) connects to those addresses and vets its socket's peer again."""
+    session (``smtplib``, blocking: on ``work``'s executor of long calls) connects to those
+    addresses and vets its socket's peer again."""
     try:
         addresses = await vetted_addresses(target.host, target.port, reach, resolve)
     except RefusedAddress as exc:
         raise _refused(exc) from None
     except httpcore.ConnectError:
         raise SendError("the SMTP server's name could not be resolved") from None
-    await asyncio.to_thread(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach))
+    await work.long(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach))
 
 
 async def send_smtp(
@@ -334,9 +341,11 @@ async def send_smtp(
     timeout: float,
     reach: Reach = LOCAL,
     resolve: Resolve | None = None,
+    *,
+    work: Work,
 ) -> None:
     email = build_email(target, adf, lead_id, delivery_id, subject_suffix)
-    await send_email(target, email, timeout, reach, resolve)
+    await send_email(target, email, timeout, reach, resolve, work=work)
 
 
 async def send(
@@ -351,12 +360,14 @@ async def send(
     timeout: float,
     reach: Reach = LOCAL,
     resolve: Resolve | None = None,
+    work: Work,
 ) -> None:
-    """Dispatch on the target type (HTTP goes through ``client``, built with the same ``reach``)."""
+    """Dispatch on the target type (HTTP goes through ``client``, built with the same ``reach``;
+    SMTP's blocking session on ``work``)."""
     if isinstance(target, AdfHttpTarget):
         await send_adf_http(client, target, adf, lead_id, delivery_id, timeout)
     elif isinstance(target, SmtpTarget):
-        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve)
+        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve, work=work)
     elif isinstance(target, WebhookTarget):
         await send_webhook(client, target, document, lead_id, delivery_id, timeout)
     else:

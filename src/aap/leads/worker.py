@@ -38,6 +38,7 @@ from aap.leads import adf, notify, transports
 from aap.netguard import Resolve
 from aap.store import Stores
 from aap.store.leads import Attempt, Delivery, LeadStore
+from aap.work import Work
 
 log = logging.getLogger("aap.leads.delivery")
 
@@ -65,11 +66,13 @@ class DeliveryWorker:
         store: LeadStore,
         settings: Settings,
         *,
+        work: Work,
         clock: Callable[[], float] = time.time,
         resolve: Resolve | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
+        self.work = work  # the process's door for blocking work: the store's calls, SMTP sessions
         self.leads: LeadSettings = settings.leads
         self.clock = clock
         self.resolve = resolve  # the resolver of SMTP hosts (None: the system's; tests give theirs)
@@ -127,7 +130,7 @@ class DeliveryWorker:
         once when the pass is cancelled (a worker stopping): docs/leads.md, "Claims"."""
         policy = self.leads.delivery
         lease_ms = int(policy.lease_seconds * 1000)
-        batch = await asyncio.to_thread(self.store.claim_due, self.now_ms(), lease_ms, policy.batch_size)
+        batch = await self.work.blocking(self.store.claim_due, self.now_ms(), lease_ms, policy.batch_size)
         if not batch:
             return 0
         token = batch[0].claim_token
@@ -137,7 +140,7 @@ class DeliveryWorker:
             await asyncio.gather(*(self._attempt(client, d, started) for d in batch))
         except BaseException:  # cancelled (or broken): what this worker still holds goes back now
             released = await asyncio.shield(
-                asyncio.to_thread(self.store.release, token, self.now_ms(), sorted(started))
+                self.work.blocking(self.store.release, token, self.now_ms(), sorted(started))
             )
             if released:
                 log.warning("deliveries handed back unfinished", extra={"fields": {"count": released}})
@@ -149,7 +152,7 @@ class DeliveryWorker:
     async def renew(self, token: str) -> int:
         """Extend the claim ``token`` by ``lease_seconds`` from now; returns the rows it holds."""
         lease_ms = int(self.leads.delivery.lease_seconds * 1000)
-        return await asyncio.to_thread(self.store.renew, token, self.now_ms() + lease_ms)
+        return await self.work.blocking(self.store.renew, token, self.now_ms() + lease_ms)
 
     async def _heartbeat(self, token: str, lease_ms: int) -> None:
         while True:
@@ -194,14 +197,14 @@ class DeliveryWorker:
         policy = self.leads.delivery
         attempt = Attempt(self.now_ms())
         if d.consent_expires_ms is not None and d.consent_expires_ms <= self.now_ms():
-            await asyncio.to_thread(self.store.mark_expired_consent, d, self.now_ms(), attempt)
+            await self.work.blocking(self.store.mark_expired_consent, d, self.now_ms(), attempt)
             log.warning("delivery not sent: consent expired", extra=_fields(d))
             return "expired_consent"
         if d.kind == NOTIFY_KIND:
             return await self._notify(d, attempt, started)
         target = self.leads.target(d.target)
         if target is None:
-            await asyncio.to_thread(
+            await self.work.blocking(
                 self.store.mark_dead, d, self.now_ms(), f"target {d.target} is no longer configured", attempt
             )
             log.error("delivery dead: target no longer configured", extra=_fields(d))
@@ -223,12 +226,13 @@ class DeliveryWorker:
                 timeout=policy.timeout_seconds,
                 reach=self.settings.outbound,
                 resolve=self.resolve,
+                work=self.work,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
             return await self._failed(d, f"{type(exc).__name__} while preparing the delivery", False, attempt, False)
-        held = await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms(), attempt)
+        held = await self.work.blocking(self.store.mark_delivered, d, self.now_ms(), attempt)
         if held:
             log.info("delivery delivered", extra=_fields(d))
         else:
@@ -243,7 +247,7 @@ class DeliveryWorker:
         """The new-lead e-mail to the rooftop's sales people (:mod:`aap.leads.notify`)."""
         to = notify.recipients(self.settings, d) if self.leads.notifications.enabled else ()
         if not to:
-            await asyncio.to_thread(
+            await self.work.blocking(
                 self.store.mark_dead, d, self.now_ms(), "no notification recipients are configured any more", attempt
             )
             log.error("notification dead: no recipients configured", extra=_fields(d))
@@ -255,7 +259,7 @@ class DeliveryWorker:
             if started is not None:
                 started.add(d.delivery_id)
             await transports.send_email(
-                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve
+                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve, work=self.work
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
@@ -263,7 +267,7 @@ class DeliveryWorker:
             return await self._failed(
                 d, f"{type(exc).__name__} while preparing the notification", False, attempt, False
             )
-        await asyncio.to_thread(self.store.mark_delivered, d, self.now_ms(), attempt)
+        await self.work.blocking(self.store.mark_delivered, d, self.now_ms(), attempt)
         log.info("notification sent", extra=_fields(d, recipients=len(to)))
         return "delivered"
 
@@ -272,16 +276,18 @@ class DeliveryWorker:
         policy = self.leads.delivery
         now = self.now_ms()
         if permanent or d.tries >= policy.max_attempts:
-            await asyncio.to_thread(self.store.mark_dead, d, now, error, attempt, reached=reached)
+            await self.work.blocking(self.store.mark_dead, d, now, error, attempt, reached=reached)
             log.error("delivery dead", extra=_fields(d, error=error))
             return "dead"
         delay = policy.backoff(d.tries)
-        await asyncio.to_thread(self.store.mark_retry, d, now, now + int(delay * 1000), error, attempt, reached=reached)
+        await self.work.blocking(
+            self.store.mark_retry, d, now, now + int(delay * 1000), error, attempt, reached=reached
+        )
         log.warning("delivery failed; will retry", extra=_fields(d, error=error, retry_in_s=round(delay, 1)))
         return "pending"
 
     async def sweep(self) -> int:
-        removed = await asyncio.to_thread(self.store.sweep_idempotency, self.now_ms())
+        removed = await self.work.blocking(self.store.sweep_idempotency, self.now_ms())
         if removed:
             log.info("expired idempotency keys forgotten", extra={"fields": {"count": removed}})
         return removed
@@ -317,9 +323,9 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
-async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.Event) -> None:
+async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.Event, work: Work) -> None:
     """Deliver until ``stop`` is set: a pass, then sleep ``poll_seconds`` when idle."""
-    worker = DeliveryWorker(stores.leads, settings)
+    worker = DeliveryWorker(stores.leads, settings, work=work)
     policy = worker.leads.delivery
     next_sweep = 0.0
     log.info("lead delivery worker started")
@@ -339,7 +345,7 @@ async def run_delivery_worker(stores: Stores, settings: Settings, stop: asyncio.
 
 
 @asynccontextmanager
-async def delivery_lifespan(stores: Stores, settings: Settings) -> AsyncIterator[None]:
+async def delivery_lifespan(stores: Stores, settings: Settings, work: Work) -> AsyncIterator[None]:
     """Run the worker on ``stores`` while the context is entered (the app's lifetime).
 
     Does nothing when ``[leads.delivery] in_process = false`` (deliveries then
@@ -349,7 +355,7 @@ async def delivery_lifespan(stores: Stores, settings: Settings) -> AsyncIterator
         yield
         return
     stop = asyncio.Event()
-    task = asyncio.create_task(run_delivery_worker(stores, settings, stop))
+    task = asyncio.create_task(run_delivery_worker(stores, settings, stop, work))
     try:
         yield
     finally:

@@ -32,7 +32,6 @@ logged once with an id and answered 503 with that id, never with its text.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
@@ -52,6 +51,7 @@ from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegist
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.callers import anonymous_caller
+from aap.work import Work
 
 from .openapi import API_PREFIX, OPENAPI_PATH, openapi_document
 from .views import tenant_view
@@ -123,9 +123,11 @@ class ProvisioningApi:
         admit: Callable[[str], Awaitable[None]],
         token: str | None,
         *,
+        work: Work,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.registry = registry
+        self.work = work  # the worker's door for blocking work: the registry's reads and writes
         self.platform: PlatformSettings = registry.platform
         self.admit = admit  # the platform's own gateway: its buckets are never a tenant's
         self.max_body_bytes = max_body_bytes
@@ -306,7 +308,7 @@ class ProvisioningApi:
 
     async def list_tenants(self, request: Request) -> Response:
         after, limit = self._page(request)
-        page = await asyncio.to_thread(self.registry.list, after=after, limit=limit + 1)
+        page = await self.work.blocking(self.registry.list, after=after, limit=limit + 1)
         more = len(page) > limit
         page = page[:limit]
         body = {
@@ -317,21 +319,21 @@ class ProvisioningApi:
 
     async def create_tenant(self, request: Request) -> Response:
         body = await self._body(request, {"id": "string", "config": "string", "domains": "strings"}, ("id", "config"))
-        record = await asyncio.to_thread(self.registry.add, body["id"], body["config"], body.get("domains", []))
+        record = await self.work.blocking(self.registry.add, body["id"], body["config"], body.get("domains", []))
         location = f"{API_PREFIX}/tenants/{record.tenant_id}"
         return json_response(tenant_view(self.registry, record, config=True), 201, {"Location": location})
 
     async def get_tenant(self, request: Request) -> Response:
-        record = await asyncio.to_thread(self.registry.get, request.path_params["tenant_id"])
+        record = await self.work.blocking(self.registry.get, request.path_params["tenant_id"])
         return json_response(tenant_view(self.registry, record, config=True))
 
     async def update_tenant(self, request: Request) -> Response:
         body = await self._body(request, {"config": "string"}, ("config",))
-        record = await asyncio.to_thread(self.registry.update, request.path_params["tenant_id"], body["config"])
+        record = await self.work.blocking(self.registry.update, request.path_params["tenant_id"], body["config"])
         return json_response(tenant_view(self.registry, record, config=True))
 
     async def remove_tenant(self, request: Request) -> Response:
-        await asyncio.to_thread(self.registry.remove, request.path_params["tenant_id"])
+        await self.work.blocking(self.registry.remove, request.path_params["tenant_id"])
         return Response(status_code=204)
 
     async def replace_domains(self, request: Request) -> Response:
@@ -345,7 +347,7 @@ class ProvisioningApi:
                 tenant_id, [h for h in wanted if h not in current], [h for h in current if h not in wanted]
             )
 
-        record = await asyncio.to_thread(replace)
+        record = await self.work.blocking(replace)
         return json_response(tenant_view(self.registry, record, config=True))
 
     async def change_domains(self, request: Request) -> Response:
@@ -354,5 +356,5 @@ class ProvisioningApi:
         if not add and not remove:
             raise Refused(400, _MESSAGES[400], ["(body): give add and/or remove, each an array of host names"])
         tenant_id = request.path_params["tenant_id"]
-        record = await asyncio.to_thread(self.registry.set_domains, tenant_id, add, remove)
+        record = await self.work.blocking(self.registry.set_domains, tenant_id, add, remove)
         return json_response(tenant_view(self.registry, record, config=True))

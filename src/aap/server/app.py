@@ -28,7 +28,6 @@ agent's ``runtime`` for the operator endpoints and the tests; no core service re
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -59,6 +58,7 @@ from aap.server.operations import (
     healthz_endpoint,
     livez_endpoint,
     metrics_endpoint,
+    metrics_token,
     readyz_endpoint,
 )
 from aap.server.runtime import AgentRuntime
@@ -105,12 +105,12 @@ async def posting_index_service(gateway: Gateway) -> AsyncIterator[None]:
 
 def delivery_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
     """The lead outbox worker (docs/leads.md), unless deliveries run in their own process."""
-    return delivery_lifespan(gateway.stores, gateway.settings)
+    return delivery_lifespan(gateway.stores, gateway.settings, gateway.work)
 
 
 def feeds_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
     """The ``[[feeds]]`` scheduler (docs/feeds.md), when there are feeds."""
-    return feeds_lifespan(gateway.stores, gateway.settings)
+    return feeds_lifespan(gateway.stores, gateway.settings, gateway.work)
 
 
 #: Background services: entered after the surfaces' lifespans, left before them.
@@ -126,17 +126,6 @@ def check_public_url(url: str) -> None:
     problem = public_url_problem(url)
     if problem:
         raise PublicUrlError(f"public_url {url!r}: {problem}")
-
-
-def metrics_token(settings: Settings) -> str | None:
-    """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
-    (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
-    if settings.metrics_token_env is None:
-        return None
-    token = os.environ.get(settings.metrics_token_env)
-    if not token:
-        raise ValueError(f"[server] metrics_token_env: environment variable {settings.metrics_token_env} is not set")
-    return token
 
 
 def operator_routes(
@@ -232,6 +221,7 @@ def create_app(
     metrics = Metrics()
     state = {
         "gateway": gateway,
+        "work": work,
         "agent": agent,
         "settings": settings,
         "stores": stores,

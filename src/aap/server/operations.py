@@ -30,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import orjson
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -81,16 +81,16 @@ async def healthz_endpoint(request: Request) -> Response:
     ``lagging`` or ``down``) but never fail the check: reads fall back to the primary."""
     annotate(request.scope, binding="health")
     stores: Stores = request.app.state.stores
-    ok = await run_in_threadpool(database_ok, stores)
+    ok = await request.app.state.work.blocking(database_ok, stores)
     checks: dict[str, object] = {"database": "ok" if ok else "unavailable"}
     if stores.reads.replicas:
-        checks["replicas"] = await run_in_threadpool(stores.reads.status)
+        checks["replicas"] = await request.app.state.work.blocking(stores.reads.status)
     body: dict[str, object] = {
         "status": "ok" if ok else "unavailable",
         "checks": checks,
         "version": aap.__version__,
     }
-    feeds = await run_in_threadpool(_feeds, request) if ok else []
+    feeds = await request.app.state.work.blocking(_feeds, request) if ok else []
     if feeds:
         # An overdue feed is reported, not fatal: the agent still serves the last good inventory.
         overdue = [f.name for f in feeds if f.overdue]
@@ -159,7 +159,7 @@ def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Respo
     async def endpoint(request: Request) -> Response:
         annotate(request.scope, binding="health")
         try:
-            checks = await asyncio.wait_for(run_in_threadpool(readiness.check), READY_TIMEOUT)
+            checks = await asyncio.wait_for(request.app.state.work.blocking(readiness.check), READY_TIMEOUT)
         except TimeoutError:
             checks = {"database": "timeout"}
         ok = all(READY[name] == outcome for name, outcome in checks.items())
@@ -187,7 +187,7 @@ def metrics_endpoint(
                 return plain_response(
                     401, "The metrics need the operator's bearer token.", {"WWW-Authenticate": challenge}
                 )
-        feeds = render_metrics(await run_in_threadpool(_feeds, request))
+        feeds = render_metrics(await request.app.state.work.blocking(_feeds, request))
         return Response(
             request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE}
         )
@@ -195,13 +195,22 @@ def metrics_endpoint(
     return endpoint
 
 
+def metrics_token(settings: Settings) -> str | None:
+    """The bearer token ``/metrics`` requires: the value of ``[server] metrics_token_env``
+    (the server refuses to start while it is unset, :mod:`aap.config.environment`)."""
+    if settings.metrics_token_env is None:
+        return None
+    token = os.environ.get(settings.metrics_token_env)
+    if not token:
+        raise ValueError(f"[server] metrics_token_env: environment variable {settings.metrics_token_env} is not set")
+    return token
+
+
 def platform_metrics_endpoint(deployment: Settings) -> Callable[[Request], Awaitable[Response]]:
     """A platform's ``/metrics``: private by default (**decision**, docs/deployment.md, "Metrics"):
     without ``metrics_token_env`` or ``metrics_listen`` it answers a direct loopback connection
     only (a scraper on the same host), since a platform's host name is public and its metrics
     are every tenant's lead volume."""
-    from aap.server.app import metrics_token
-
     private = deployment.metrics_token_env is None and deployment.metrics_listen is None
     return metrics_endpoint(metrics_token(deployment), loopback_only=private)
 

@@ -99,9 +99,9 @@ def create_platform_app(
     hosts = Hosts(registry.store, work)
     runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=deployment.platform.tenants_in_memory)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
-    state = {"settings": deployment, "stores": platform_stores, "metrics": metrics}
+    state = {"settings": deployment, "stores": platform_stores, "metrics": metrics, "work": work}
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
-    ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url)
+    ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url, work)
     readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
         *operator_routes(deployment, readiness, metrics=platform_metrics_endpoint(deployment)),

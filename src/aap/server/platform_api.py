@@ -21,6 +21,8 @@ def provisioning_routes(environ: Mapping[str, str]) -> Callable[[PlatformContext
     def routes(context: PlatformContext) -> list[BaseRoute]:
         platform = context.deployment.platform
         assert platform is not None
-        return ProvisioningApi(context.registry, context.gateway.admit, environ.get(platform.api_token_env)).routes()
+        return ProvisioningApi(
+            context.registry, context.gateway.admit, environ.get(platform.api_token_env), work=context.work
+        ).routes()
 
     return routes

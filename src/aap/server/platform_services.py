@@ -51,7 +51,7 @@ def _now_ms() -> int:
 
 
 async def _runtime(ctx: PlatformContext, tenant_id: str) -> AgentRuntime | None:
-    record = await asyncio.to_thread(ctx.registry.store.tenant, tenant_id)
+    record = await ctx.work.blocking(ctx.registry.store.tenant, tenant_id)
     if record is None:
         return None
     return await ctx.runtimes.get(tenant_id, ctx.registry.public_url(record))
@@ -60,43 +60,43 @@ async def _runtime(ctx: PlatformContext, tenant_id: str) -> AgentRuntime | None:
 async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
     """Deliver the outbox of every tenant due now; returns how many tenants were served."""
     store = ctx.registry.store
-    due = await asyncio.to_thread(store.due, DELIVERIES, _now_ms(), BATCH)
+    due = await ctx.work.blocking(store.due, DELIVERIES, _now_ms(), BATCH)
     for tenant_id in due:
         try:
             runtime = await _runtime(ctx, tenant_id)
             if runtime is None:
-                await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, None)
+                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, None)
                 continue
             settings, stores = runtime.gateway.settings, runtime.gateway.stores
             if settings.leads.delivery.in_process:
-                await DeliveryWorker(stores.leads, settings).drain(client)
-                following = await asyncio.to_thread(stores.leads.next_due_ms)
+                await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
+                following = await ctx.work.blocking(stores.leads.next_due_ms)
             else:
                 following = None  # delivered by `aap deliver --tenant ID` processes
-            await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, following)
+            await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, following)
         except Exception as exc:  # one tenant's failure must not hold up the others
             log.error("tenant %s: delivery pass failed: %s", tenant_id, type(exc).__name__)
-            await asyncio.to_thread(store.set_due, tenant_id, DELIVERIES, _now_ms() + 60_000)
+            await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _now_ms() + 60_000)
     return len(due)
 
 
 async def run_feeds_due(ctx: PlatformContext) -> int:
     """Run the scheduled feeds of every tenant due now; returns how many tenants were served."""
     store = ctx.registry.store
-    due = await asyncio.to_thread(store.due, FEEDS, _now_ms(), BATCH)
+    due = await ctx.work.blocking(store.due, FEEDS, _now_ms(), BATCH)
     for tenant_id in due:
         try:
             runtime = await _runtime(ctx, tenant_id)
             if runtime is None or not runtime.gateway.settings.feeds:
-                await asyncio.to_thread(store.set_due, tenant_id, FEEDS, None)
+                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, None)
                 continue
-            scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings)
+            scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
             await scheduler.run_due()
             wait = await scheduler.seconds_until_due()
-            await asyncio.to_thread(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
+            await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
         except Exception as exc:
             log.error("tenant %s: feed pass failed: %s", tenant_id, type(exc).__name__)
-            await asyncio.to_thread(store.set_due, tenant_id, FEEDS, _now_ms() + 60_000)
+            await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + 60_000)
     return len(due)
 
 
@@ -105,16 +105,16 @@ async def sweep(ctx: PlatformContext) -> None:
     store = ctx.registry.store
     after = ""
     while True:
-        page = await asyncio.to_thread(ctx.registry.list, after=after, limit=200)
+        page = await ctx.work.blocking(ctx.registry.list, after=after, limit=200)
         if not page:
             return
         for record in page:
             try:
-                following = await asyncio.to_thread(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
+                following = await ctx.work.blocking(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
                 if following is not None:
-                    await asyncio.to_thread(store.set_due, record.tenant_id, DELIVERIES, following)
+                    await ctx.work.blocking(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:
-                    await asyncio.to_thread(store.set_due, record.tenant_id, FEEDS, _now_ms())
+                    await ctx.work.blocking(store.set_due, record.tenant_id, FEEDS, _now_ms())
             except Exception as exc:
                 log.warning("tenant %s: sweep failed: %s", record.tenant_id, type(exc).__name__)
         after = page[-1].tenant_id
