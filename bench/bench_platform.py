@@ -426,7 +426,11 @@ def workers_of(pid: int) -> list[int]:
 
 
 def peak_rss_mib(pid: int, field: str = "VmHWM:") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # gone
+        return 0.0
+    for line in lines:
         if line.startswith(field):
             return int(line.split()[1]) / 1024
     return 0.0
@@ -524,9 +528,16 @@ def over_http(
             + ")",
             flush=True,
         )
+        now = workers_of(proc.pid)
+        if set(now) != set(pids):
+            print(
+                f"[http] {len(set(now) - set(pids))} worker(s) replaced during the run (the server's supervisor "
+                "replaces a worker that does not answer its health check in time)",
+                flush=True,
+            )
         print(
             "[http] worker RSS after the rounds: "
-            + ", ".join(f"{rss_of(p):.1f} MiB (peak {peak_rss_mib(p):.1f} MiB)" for p in pids)
+            + ", ".join(f"{rss_of(p):.1f} MiB (peak {peak_rss_mib(p):.1f} MiB)" for p in now)
             + f"; PostgreSQL: {backend_memory(admin_url, url)}",
             flush=True,
         )
