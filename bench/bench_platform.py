@@ -1,30 +1,41 @@
-"""Platform scale: thousands of tenants, each its own agent, in one PostgreSQL deployment.
+"""Platform scale: a hundred thousand tenants, each its own agent, in one PostgreSQL deployment.
 
-    python bench/bench_platform.py [--tenants 5000] [--listings 200] [--workers 2]
-        [--seconds 10] [--rounds 3] [--connections 16] [--samples 300]
-        [--postgres-url postgresql://...]
+    python bench/bench_platform.py [--tenants 100000] [--listings 50] [--registered 1000]
+        [--workers 2] [--seconds 10] [--rounds 3] [--warm-seconds 120] [--connections 16]
+        [--samples 300] [--tenants-in-memory N] [--cluster-dir DIR]
+        [--database URL --admin-database URL]
 
-Registers ``--tenants`` tenants (each a dealer with one rooftop, a domain ``tNNNNN.example``
-and ``--listings`` listings of its own: 1M listings at the defaults) through the tenant
-registry, as ``aap tenants add`` and ``aap import --tenant`` do, on a throwaway PostgreSQL
-cluster (``tests/pg_cluster.py``; fsync off, so setup rates are an upper bound), then
-measures the targets of docs/platform.md, "Sizing":
+Each tenant is a dealer with one rooftop, a domain ``tNNNNN.example`` and ``--listings``
+listings of its own (5M listings at the defaults), on a throwaway PostgreSQL cluster
+(``tests/pg_cluster.py``; fsync off, so setup rates are an upper bound), reached as a role
+without superuser or BYPASSRLS so that row-level security binds every statement timed.
+
+**Loading.** The first ``--registered`` tenants are added through the tenant registry and
+imported one by one, as ``aap tenants add`` and ``aap import --tenant`` do (the mean time of
+each is printed). The rest are made in bulk from them (:func:`clone`): their registry rows
+written with ``COPY`` and every tenant table's rows of a prototype tenant copied under their
+own ``tenant_id`` with ``INSERT … SELECT``, thousands of tenants a transaction — the rows the
+import path wrote, at a bulk loader's speed. Relations in the database and its size are
+printed after each part: they must not depend on the number of tenants.
+
+Then it measures the targets of docs/platform.md, "Sizing":
 
 * **in-process**, through the platform's own runtimes and each tenant's gateway (schema
   validation, rate limit, placement included): the first ``inventory.search`` of a tenant
-  this process has not served yet (its Settings parsed, its namespace opened, its agent and
+  this process has not served yet (its registry row read, its Settings parsed, its agent and
   gateway built, the search run), and ``inventory.search`` p50 with an exact total for
   tenants already served; what a process holds after starting with every tenant registered;
 * **over HTTP**, ``aap serve --workers N`` behind nothing (requests carry the tenant's
   ``Host``, as a proxy forwards it), wrk for ``--seconds`` per round: requests spread
   uniformly over every tenant next to the same requests to one tenant, interleaved for
-  ``--rounds`` rounds after a warm-up that reaches every tenant on every worker; then each
-  worker's peak RSS (``VmHWM``);
+  ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``); then
+  each worker's RSS, and the private memory of the PostgreSQL backends serving them;
 * a tenant added, with its listings, while the server runs: the time until it answers on
-  every worker (a run of new connections all served).
+  every worker (a run of new connections all served), and its removal.
 
-Client and server share the machine; compare the ratios within one run. Bounded by counts
-and wrk's fixed round length, never by waiting for a figure.
+``--database`` (with ``--admin-database``, the same database as a superuser) reuses a database
+an earlier run loaded. Client and server share the machine; compare the ratios within one
+run. Bounded by counts and wrk's fixed round length, never by waiting for a figure.
 """
 
 from __future__ import annotations
@@ -57,6 +68,8 @@ from common import percentile, stop_process  # noqa: E402
 PLATFORM_HOST = "agents.platform.example"
 MAKES = ("Honda", "Toyota", "Ford", "Kia", "Mazda", "Subaru", "Hyundai", "Nissan")
 MODELS = ("Alpha", "Beta", "Gamma", "Delta")
+#: Distinct inventories: tenant ``i`` holds prototype ``i % PROTOTYPES``'s listings.
+PROTOTYPES = 50
 
 
 def tenant_config(i: int) -> str:
@@ -69,7 +82,7 @@ enabled = false
 [dealer]
 name = "Dealer {i:05d} Motors"
 [[dealer.rooftops]]
-name = "Dealer {i:05d} Main"
+name = "Main lot"
 timezone = "America/Chicago"
 address = {{ city = "Springfield", state = "IL", country = "US" }}
 phones = [{{ name = "Sales", value = "+12175550100" }}]
@@ -77,10 +90,13 @@ phones = [{{ name = "Sales", value = "+12175550100" }}]
 
 
 def listings(i: int, count: int) -> list[dict[str, Any]]:
-    rnd = random.Random(i)
+    """Tenant ``i``'s listings: prototype ``i % PROTOTYPES``'s (ids are a tenant's own, so
+    tenants sharing them is what the layout keyed by tenant is for)."""
+    proto = i % PROTOTYPES
+    rnd = random.Random(proto)
     return [
         {
-            "vehicle_id": f"t{i:05d}-{n}",
+            "vehicle_id": f"p{proto}-{n}",
             "status": "available",
             "updated_at": "2026-11-30T08:00:00Z",
             "make": rnd.choice(MAKES),
@@ -89,7 +105,7 @@ def listings(i: int, count: int) -> list[dict[str, Any]]:
             "price": rnd.randrange(12_000, 80_000, 100),
             "mileage": rnd.randrange(0, 120_000, 10),
             "condition": rnd.choice(("new", "used")),
-            "rooftop": f"Dealer {i:05d} Main",
+            "rooftop": "Main lot",
         }
         for n in range(count)
     ]
@@ -120,20 +136,31 @@ def search_body(make: str) -> bytes:
 # -- setup ---------------------------------------------------------------------------------------------
 
 
-def add_tenants(settings: Any, url: str, first: int, last: int, count: int) -> None:
-    """Register and import tenants ``first`` .. ``last - 1`` (one setup process's share)."""
+def tenant_id(i: int) -> str:
+    return f"t{i:05d}"
+
+
+def add_tenants(settings: Any, url: str, first: int, last: int, count: int) -> tuple[float, float]:
+    """Register and import tenants ``first`` .. ``last - 1`` (one setup process's share) as
+    ``aap tenants add`` and ``aap import --tenant`` do; the seconds spent adding and importing."""
     db = open_platform_database(url)
     registry = TenantRegistry(settings, db, environ={})
+    adding = importing = 0.0
     try:
         for i in range(first, last):
-            registry.add(f"t{i:05d}", tenant_config(i), [domain(i)])
-            stores = Stores(registry.data.open(f"t{i:05d}"))
+            t0 = time.perf_counter()
+            registry.add(tenant_id(i), tenant_config(i), [domain(i)])
+            t1 = time.perf_counter()
+            stores = Stores(registry.data.open(tenant_id(i)))
             try:
                 stores.inventory.import_listings(listings(i, count))
             finally:
                 stores.close()
+            adding += t1 - t0
+            importing += time.perf_counter() - t1
     finally:
         db.close()
+    return adding, importing
 
 
 def setup(settings: Any, url: str, tenants: int, count: int, processes: int, *, first: int = 0) -> None:
@@ -141,19 +168,136 @@ def setup(settings: Any, url: str, tenants: int, count: int, processes: int, *, 
     import multiprocessing
 
     started = time.perf_counter()
-    step = 250
+    step = 100
     chunks = [(i, min(tenants, i + step)) for i in range(first, tenants, step)]
+    adding = importing = 0.0
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         done = 0
-        for added in pool.imap_unordered(_add_chunk, [(settings, url, a, b, count) for a, b in chunks]):
-            done += added
-            rate = done / (time.perf_counter() - started)
-            print(f"[setup] {first + done:,} tenants registered and imported ({rate:.1f} tenants/s)", flush=True)
+        for n, (add_s, import_s) in pool.imap_unordered(_add_chunk, [(settings, url, a, b, count) for a, b in chunks]):
+            done += n
+            adding += add_s
+            importing += import_s
+            if done % 1000 == 0 or first + done == tenants:
+                rate = done / (time.perf_counter() - started)
+                print(
+                    f"[setup] {first + done:,} tenants registered and imported ({rate:.1f} tenants/s; "
+                    f"a tenant added in {adding / done * 1000:.1f} ms, its {count} listings imported in "
+                    f"{importing / done * 1000:.1f} ms, mean)",
+                    flush=True,
+                )
 
 
-def _add_chunk(job: tuple[Any, str, int, int, int]) -> int:
-    add_tenants(*job)
-    return job[3] - job[2]
+def _add_chunk(job: tuple[Any, str, int, int, int]) -> tuple[int, tuple[float, float]]:
+    return job[3] - job[2], add_tenants(*job)
+
+
+def clone(admin_url: str, first: int, last: int, *, batch: int = 5000) -> None:
+    """Tenants ``first`` .. ``last - 1`` made in bulk from the tenants imported through the
+    registry: each one's registry rows written as :meth:`PlatformStore.add` writes them, and
+    every tenant table's rows of its prototype (tenant ``i % PROTOTYPES``, imported from the
+    same listings) copied under its own ``tenant_id`` with ``INSERT … SELECT``, ``batch``
+    tenants a transaction. Rows are the ones the import path wrote, so the database is the one
+    ``aap tenants add`` and ``aap import --tenant`` would leave, at a bulk loader's speed.
+    Runs as the cluster's superuser (row-level security would admit one tenant a transaction)."""
+    import psycopg
+
+    from aap.store import layout
+    from aap.store.migrations import DOMAINS
+
+    tables = layout.tenant_tables(DOMAINS)
+    started = time.perf_counter()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        columns = {
+            table: [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                    " AND table_name = %s AND is_generated = 'NEVER' ORDER BY ordinal_position",
+                    (table,),
+                ).fetchall()
+            ]
+            for table in tables
+        }
+        conn.execute("CREATE TEMP TABLE bench_clone (tenant_id TEXT PRIMARY KEY, proto TEXT NOT NULL)")
+        for a in range(first, last, batch):
+            b = min(last, a + batch)
+            now_ms = int(time.time() * 1000)
+            with conn.transaction():
+                conn.execute("TRUNCATE bench_clone")
+                with conn.cursor().copy("COPY bench_clone (tenant_id, proto) FROM STDIN") as copy:
+                    for i in range(a, b):
+                        copy.write_row((tenant_id(i), tenant_id(i % PROTOTYPES)))
+                cur = conn.cursor()
+                with cur.copy(
+                    "COPY platform_tenants (tenant_id, config, a2a_tenant, revision, created_ms, updated_ms) FROM STDIN"
+                ) as copy:
+                    for i in range(a, b):
+                        copy.write_row((tenant_id(i), tenant_config(i), None, 1, now_ms, now_ms))
+                with cur.copy("COPY platform_domains (host, tenant_id, added_ms) FROM STDIN") as copy:
+                    for i in range(a, b):
+                        copy.write_row((domain(i), tenant_id(i), now_ms))
+                with cur.copy("COPY platform_changes (tenant_id, kind, at_ms) FROM STDIN") as copy:
+                    for i in range(a, b):
+                        copy.write_row((tenant_id(i), "added", now_ms))
+                for table in tables:
+                    rest = ", ".join(f"t.{c}" for c in columns[table] if c != "tenant_id")
+                    names = ", ".join(columns[table])
+                    conn.execute(
+                        f"INSERT INTO {table} ({names}) OVERRIDING SYSTEM VALUE"
+                        f" SELECT m.tenant_id, {rest} FROM bench_clone m JOIN {table} t ON t.tenant_id = m.proto"
+                    )
+            rate = (b - first) / (time.perf_counter() - started)
+            print(f"[setup] {b:,} tenants ({b - first:,} made in bulk, {rate:,.0f} tenants/s)", flush=True)
+        analysed = time.perf_counter()
+        for table in [*tables, "platform_tenants", "platform_domains", "platform_changes"]:
+            conn.execute(f"VACUUM (ANALYZE) {table}")
+        print(
+            f"[setup] bulk load of {last - first:,} tenants: {analysed - started:.0f} s, "
+            f"then VACUUM ANALYZE {time.perf_counter() - analysed:.0f} s",
+            flush=True,
+        )
+
+
+def database_figures(admin_url: str, label: str) -> None:
+    """Relations in the database (every schema: what PostgreSQL's catalogue caches hold), its
+    size, and the rows of the largest tables."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        total = conn.execute("SELECT COUNT(*) FROM pg_class").fetchone()[0]  # type: ignore[index]
+        own = conn.execute(
+            "SELECT COUNT(*) FROM pg_class WHERE relnamespace = current_schema()::regnamespace"
+        ).fetchone()[0]  # type: ignore[index]
+        size = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]  # type: ignore[index]
+        listings_n = conn.execute("SELECT COUNT(*) FROM inv_listing").fetchone()[0]  # type: ignore[index]
+        tenants_n = conn.execute("SELECT COUNT(*) FROM platform_tenants").fetchone()[0]  # type: ignore[index]
+    print(
+        f"[database] {label}: {tenants_n:,} tenants, {listings_n:,} listings; relations {total:,} in pg_class "
+        f"({own:,} in the application's schema: tables, indexes, sequences, TOAST); size {size / 2**30:.2f} GiB",
+        flush=True,
+    )
+
+
+def backend_memory(admin_url: str, url: str) -> str:
+    """Private memory (``RssAnon``: not shared buffers) of each server process connected to the
+    benchmark's database, from /proc (the cluster runs on this machine)."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,))]
+    sizes = []
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    sizes.append(int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    if not sizes:
+        return "no backend found"
+    sizes.sort()
+    return f"{len(sizes)} backends, private memory median {sizes[len(sizes) // 2]:.1f} MiB, max {sizes[-1]:.1f} MiB"
 
 
 # -- in-process ------------------------------------------------------------------------------------------
@@ -277,14 +421,23 @@ def workers_of(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         text = (task / "children").read_text().split()
         children += [int(c) for c in text]
-    return children
+    # The server's workers, not multiprocessing's resource tracker.
+    return [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+def peak_rss_mib(pid: int, field: str = "VmHWM:") -> float:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # gone
+        return 0.0
+    for line in lines:
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_of(pid: int) -> float:
+    return peak_rss_mib(pid, "VmRSS:")
 
 
 def over_http(
@@ -295,8 +448,11 @@ def over_http(
     workers: int,
     seconds: int,
     rounds: int,
+    warm_limit: int,
     connections: int,
     work: Path,
+    admin_url: str,
+    url: str,
 ) -> None:
     import httpx
 
@@ -347,7 +503,7 @@ def over_http(
         print(f"[http] first {seconds} s over every tenant (cold): {cold['rps']:,.0f} req/s", flush=True)
         # Warm-up until every tenant was asked about a few times per worker and pool connection.
         wanted = tenants * workers * 4
-        warm_seconds = min(900, max(seconds, int(wanted / max(cold["rps"], 1.0)) + 1))
+        warm_seconds = min(warm_limit, max(seconds, int(wanted / max(cold["rps"], 1.0)) + 1))
         warm = wrk(origin, work, every, warm_seconds, connections)
         print(
             f"[http] warm-up over every tenant: {warm['rps']:,.0f} req/s for {warm_seconds} s "
@@ -372,9 +528,17 @@ def over_http(
             + ")",
             flush=True,
         )
+        now = workers_of(proc.pid)
+        if set(now) != set(pids):
+            print(
+                f"[http] {len(set(now) - set(pids))} worker(s) replaced during the run (the server's supervisor "
+                "replaces a worker that does not answer its health check in time)",
+                flush=True,
+            )
         print(
-            "[http] worker peak RSS after serving every tenant: "
-            + ", ".join(f"{peak_rss_mib(p):.1f} MiB" for p in pids),
+            "[http] worker RSS after the rounds: "
+            + ", ".join(f"{rss_of(p):.1f} MiB (peak {peak_rss_mib(p):.1f} MiB)" for p in now)
+            + f"; PostgreSQL: {backend_memory(admin_url, url)}",
             flush=True,
         )
         # A tenant added while serving, with its listings: until a run of new connections all find it.
@@ -416,6 +580,11 @@ def over_http(
             f"({served - registered:.2f} s after its import)",
             flush=True,
         )
+        t0 = time.perf_counter()
+        registry.remove(f"t{n:05d}")
+        print(
+            f"[http] that tenant removed (its rows deleted) in {(time.perf_counter() - t0) * 1000:.0f} ms", flush=True
+        )
     finally:
         stop_process(proc)
         log.close()
@@ -423,24 +592,39 @@ def over_http(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tenants", type=int, default=5000)
-    parser.add_argument("--listings", type=int, default=200)
+    parser.add_argument("--tenants", type=int, default=100_000)
+    parser.add_argument("--listings", type=int, default=50)
+    parser.add_argument(
+        "--registered",
+        type=int,
+        default=1000,
+        help="tenants added through the registry and imported one by one; the rest are made in bulk from them",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warm-seconds", type=int, default=120, help="the longest warm-up over every tenant")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--samples", type=int, default=300, help="tenants the in-process figures are taken on")
+    parser.add_argument("--tenants-in-memory", type=int, default=None, help="[platform] tenants_in_memory")
     parser.add_argument("--shared-buffers", default="1GB")
-    parser.add_argument("--setup-processes", type=int, default=3, help="processes registering tenants side by side")
+    parser.add_argument("--setup-processes", type=int, default=2, help="processes registering tenants side by side")
+    parser.add_argument("--cluster-dir", default=None, help="where the throwaway cluster's files go")
     parser.add_argument("--postgres-url", default=None, help="a server to create the database on")
     parser.add_argument(
         "--database",
         default=None,
         help="use this platform database as it is (its tenants kept between runs; the missing ones added)",
     )
+    parser.add_argument(
+        "--admin-database",
+        default=None,
+        help="--database reached as a superuser, for the bulk load and the catalogue (default: --database)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed (Debian: apt-get install wrk)")
+    registered = max(PROTOTYPES, min(args.registered, args.tenants))
 
     from pg_cluster import PostgresCluster
 
@@ -448,21 +632,41 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="aap-bench-platform-"))
     if args.postgres_url:
         os.environ["AAP_TEST_POSTGRES_URL"] = args.postgres_url
+    if args.cluster_dir:
+        tempfile.tempdir = args.cluster_dir
     cluster = None
     if args.database is None:
         cluster = PostgresCluster().start(
             extra_conf=f"shared_buffers = '{args.shared_buffers}'\nmax_locks_per_transaction = 256\n"
+            "max_wal_size = '8GB'\ncheckpoint_timeout = '30min'\n"
         )
+    tempfile.tempdir = None
     try:
-        url = args.database or cluster.create_database()  # type: ignore[union-attr]
+        if args.database is None:
+            assert cluster is not None
+            # The agent's own role: neither superuser nor BYPASSRLS, so row-level security binds
+            # every statement the benchmark times, as in a deployment (docs/deployment.md).
+            url = cluster.create_database(role="aap_bench")
+            admin_url = cluster.admin_url_of(url)
+        else:
+            url, admin_url = args.database, args.admin_database or args.database
         config = work / "platform.toml"
-        config.write_text(f'database = "{url}"\n\n[platform]\nhost = "{PLATFORM_HOST}"\n', encoding="utf-8")
-        settings = parse_settings({"database": url, "platform": {"host": PLATFORM_HOST}}, environ={})
+        platform_table = f'host = "{PLATFORM_HOST}"\n'
+        platform_doc: dict[str, Any] = {"host": PLATFORM_HOST}
+        if args.tenants_in_memory:
+            platform_table += f"tenants_in_memory = {args.tenants_in_memory}\n"
+            platform_doc["tenants_in_memory"] = args.tenants_in_memory
+        config.write_text(f'database = "{url}"\n\n[platform]\n{platform_table}', encoding="utf-8")
+        settings = parse_settings({"database": url, "platform": platform_doc}, environ={})
         db = open_platform_database(url)
         registry = TenantRegistry(settings, db, environ={})
         have = registry.store.count()
+        if have < registered:
+            setup(settings, url, registered, args.listings, args.setup_processes, first=have)
+        database_figures(admin_url, f"after {max(have, registered):,} tenants")
         if have < args.tenants:
-            setup(settings, url, args.tenants, args.listings, args.setup_processes, first=have)
+            clone(admin_url, max(have, registered), args.tenants)
+            database_figures(admin_url, f"after {args.tenants:,} tenants")
         else:
             print(f"[setup] {have:,} tenants registered already: kept", flush=True)
         in_process(settings, url, args.tenants, args.samples)
@@ -474,8 +678,11 @@ def main() -> None:
             args.workers,
             args.seconds,
             args.rounds,
+            args.warm_seconds,
             args.connections,
             work,
+            admin_url,
+            url,
         )
         db.close()
         print(

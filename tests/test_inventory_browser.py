@@ -145,3 +145,20 @@ def test_a_feed_row_is_found_as_the_import_finds_it(stocked):
         None,
     )
     assert ids == [first["vehicle_id"]] * 3 + [None, None]
+
+
+def test_the_warned_filter_reads_the_notes_once_not_once_a_listing(stocked) -> None:
+    """The warned listings' subquery names the tenant as a value: one that refers to the outer
+    listing (``n.tenant_id = l.tenant_id``) is a subplan PostgreSQL runs again for every listing,
+    where an uncorrelated one is a join or a hashed set read once."""
+    stores, _listings, _warned = stocked
+    db = stores.inventory_browser.db
+    if db.dialect.name != "postgresql":
+        pytest.skip("SQLite plans an IN subquery once whatever it refers to")
+    runs = [stores.feeds.runs(limit=1)[0].run_id]
+    with db.read() as tx:
+        where, params = stores.inventory_browser._where(tx, BrowseFilter(warned=True), runs, many=True)
+        plan = "\n".join(
+            row[0] for row in tx.fetchall(f"EXPLAIN SELECT l.id FROM inv_listing l WHERE {' AND '.join(where)}", params)
+        )
+    assert "SubPlan" not in plan.replace("hashed SubPlan", ""), plan

@@ -196,3 +196,35 @@ def test_the_deployments_own_rows_are_a_tenant_like_any_other(app_database) -> N
             assert tx.fetchall("SELECT tenant_id, value FROM state_mark") == [(DEPLOYMENT_TENANT, "yes")]
     finally:
         db.close()
+
+
+def test_a_tenants_first_import_leaves_the_shared_indexes_alone(app_database) -> None:
+    """A platform tenant's first load writes into the tables' indexes as they are: dropping and
+    rebuilding them (a single deployment's first load) would lock every other tenant out and
+    rebuild over their rows, and two first loads at once would deadlock on the drop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aap.store import Stores
+
+    db = open_platform_database(app_database)
+    indexes = (
+        "SELECT indexrelid::regclass::text, indexrelid FROM pg_index"
+        " WHERE indrelid IN ('inv_listing'::regclass, 'inv_doc'::regclass, 'inv_text'::regclass)"
+    )
+    try:
+        with db.read() as tx:
+            before = sorted(tx.fetchall(indexes))
+
+        def first_import(tenant: str) -> int:
+            return (
+                Stores(db.for_tenant(tenant)).inventory.import_listings(listings(tenant, "Honda", 30, "Main")).inserted
+            )
+
+        with ThreadPoolExecutor(3) as pool:
+            assert list(pool.map(first_import, ("alpha", "beta", "gamma"))) == [30, 30, 30]
+        with db.read() as tx:
+            assert sorted(tx.fetchall(indexes)) == before  # the same indexes, never rebuilt
+        for tenant in ("alpha", "beta", "gamma"):
+            assert Stores(db.for_tenant(tenant)).inventory.count() == 30
+    finally:
+        db.close()

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from aap.inventory.query import TERM_FILTERS
-from aap.store.db import Tx
+from aap.store.db import DEPLOYMENT_TENANT, Tx
 from aap.store.inventory.facets import FacetCountChanges
 from aap.store.inventory.rows import InventoryImportError, PreparedListing
 from aap.store.inventory.schema import (
@@ -182,7 +182,14 @@ def _available(tx: Tx, dealer_id: str | None) -> int:
 
 def _alone(tx: Tx) -> bool:
     """True when the listing table holds no other tenant's rows: only then may an import drop
-    and rebuild its indexes (a single deployment, or a platform's first import)."""
+    and rebuild its indexes (a single deployment's first load).
+
+    Never for a platform tenant: the tables and their indexes are every tenant's, so dropping
+    them would lock every tenant out and rebuild indexes over all their rows; and under
+    row-level security the other tenants' rows are invisible to this transaction, so it could
+    not tell that it is not alone (docs/architecture.md, "Storage")."""
+    if tx.tenant != DEPLOYMENT_TENANT:
+        return False
     for comparison in ("<", ">"):
         if tx.fetchone(f"SELECT 1 FROM inv_listing WHERE tenant_id {comparison} ? LIMIT 1", (tx.tenant,)):
             return False
