@@ -8,6 +8,18 @@ before measuring), answering the same JSON-RPC envelope with orjson. Next to it,
 limiting on, with a limit high enough never to refuse; and rate limiting off), over
 ``/mcp`` (both revisions) and over ``/poppy/v1/inventory.search`` with a DPoP token.
 
+**Every server stack** ``aap serve`` runs on is measured, each against a floor on the same
+stack (``--stacks``): uvicorn's event loop is uvloop where it is installed (a dependency, but
+for Windows) and asyncio otherwise, and the HTTP parser is always httptools (``aap serve``
+keeps the request limits in its httptools protocol, :mod:`aap.server.protocol`). The stack
+``asyncio-h11`` puts the floor on uvicorn's pure-Python parser (h11) next to aap on asyncio,
+the comparison earlier rounds made with ``--plain-uvicorn`` (now that stack's alias). A
+regression on one stack cannot hide behind another's figures.
+
+The posting index (docs/search.md) is built in the background at start; every aap server is
+waited for until its log says the index is built, so no round measures a count in SQL that
+the index answers once it is there.
+
 Each server is pinned to core 0 with ``taskset``, the load generator to core 1 (``wrk``
 when installed, else a small asyncio generator in this file). Rounds are interleaved:
 every target runs once per round, in a rotating order, so that whatever else the
@@ -22,7 +34,8 @@ exchange needs an HTTPS client-metadata host; every request then carries a fresh
 proof, signed before the run.
 
     python bench/bench_floor.py --listings 100000 --rounds 5 --duration 10
-    python bench/bench_floor.py --plain-uvicorn     # asyncio loop and h11 in every server
+    python bench/bench_floor.py --stacks asyncio     # only the asyncio event loop
+    python bench/bench_floor.py --plain-uvicorn     # the floor on asyncio + h11, aap on asyncio
     python bench/bench_floor.py --traced            # and a server exporting a trace of every request
 
 With ``--traced`` a third ``aap serve`` (rate limit on) runs with ``OTEL_EXPORTER_OTLP_ENDPOINT``
@@ -65,8 +78,41 @@ LIMIT = 25
 SEARCH_MEDIA = "application/vnd.autoagent.inventory-search-request+json"
 RESULT_MEDIA = "application/vnd.autoagent.inventory-search-response+json"
 MCP_ACCEPT = "application/json, text/event-stream"
-# Servers import these only to be told they are absent (--plain-uvicorn).
-NO_STANDARD = "import sys; sys.modules['uvloop'] = None; sys.modules['httptools'] = None; "
+# Servers import these only to be told they are absent (a stack without them).
+NO_UVLOOP = "import sys; sys.modules['uvloop'] = None; "
+NO_HTTPTOOLS = "import sys; sys.modules['httptools'] = None; "
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A server stack: what uvicorn loads in the floor and in ``aap serve`` (modules hidden)."""
+
+    name: str
+    floor_hides: str
+    aap_hides: str
+    description: str
+
+
+#: The stacks ``aap serve`` offers (its loop: uvicorn's "auto"; its parser: httptools, always).
+STACKS = {
+    "uvloop": Stack("uvloop", "", "", "uvloop + httptools in both (aap serve's default)"),
+    "asyncio": Stack("asyncio", NO_UVLOOP, NO_UVLOOP, "asyncio + httptools in both (aap serve without uvloop)"),
+    "asyncio-h11": Stack(
+        "asyncio-h11",
+        NO_UVLOOP + NO_HTTPTOOLS,
+        NO_UVLOOP,
+        "the floor on asyncio + h11, aap on asyncio + httptools (the only parser aap serve runs)",
+    ),
+}
+
+
+def available_stacks() -> list[str]:
+    """The stacks this machine can run by default: uvloop's only where it is installed."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return ["asyncio"]
+    return ["uvloop", "asyncio"]
 
 
 # -- the floor ------------------------------------------------------------------------
@@ -601,7 +647,10 @@ def main() -> None:
     parser.add_argument("--server-core", default="0")
     parser.add_argument("--client-core", default="1")
     parser.add_argument("--loadgen", choices=("wrk", "python"), default="wrk" if shutil.which("wrk") else "python")
-    parser.add_argument("--plain-uvicorn", action="store_true", help="asyncio loop and h11 (no uvloop, httptools)")
+    parser.add_argument(
+        "--stacks", help=f"comma-separated server stacks ({', '.join(STACKS)}; default: every one installed but h11's)"
+    )
+    parser.add_argument("--plain-uvicorn", action="store_true", help="the stack asyncio-h11 only")
     parser.add_argument("--only", help="comma-separated target names to run (the floor always runs)")
     parser.add_argument("--poppy-rate", type=float, default=3000, help="proofs signed per second of a Poppy run")
     parser.add_argument("--python-load", help=argparse.SUPPRESS)
@@ -649,54 +698,74 @@ def main() -> None:
     floor_db = workdir / "floor.db"
     build_floor(database, floor_db)
 
-    python = (
-        [sys.executable, "-c", NO_STANDARD + "import runpy; runpy.run_module('aap', run_name='__main__')"]
-        if args.plain_uvicorn
-        else [sys.executable, "-m", "aap"]
+    stacks = [name.strip() for name in args.stacks.split(",")] if args.stacks else available_stacks()
+    if args.plain_uvicorn:
+        stacks = ["asyncio-h11"]
+    unknown = [name for name in stacks if name not in STACKS]
+    if unknown:
+        raise SystemExit(f"unknown stack {', '.join(unknown)}: choose from {', '.join(STACKS)}")
+    print(f"load generator {args.loadgen}; {args.connections} connections; stacks: {', '.join(stacks)}", flush=True)
+    reports = [run_stack(STACKS[name], args, workdir, database, floor_db, make, listings) for name in stacks]
+    for stack_name, report in zip(stacks, reports):
+        print(f"\n## {STACKS[stack_name].description}\n")
+        print("\n".join(report))
+    print(
+        f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+        "(a shared machine: compare the ratios, which are taken within each round)"
     )
-    floor_cmd = [sys.executable] + (
-        [
-            "-c",
-            NO_STANDARD + "import runpy, sys; sys.argv[0] = 'bench_floor'; "
-            f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')",
-        ]
-        if args.plain_uvicorn
-        else [__file__]
-    )
+    workdir_handle.cleanup()
+
+
+def run_stack(
+    stack: Stack, args: argparse.Namespace, workdir: Path, database: Path, floor_db: Path, make: str, listings: int
+) -> list[str]:
+    """Start the floor and the aap servers on ``stack``, measure every target, stop them: the report."""
+    python = [sys.executable, "-c", stack.aap_hides + "import runpy; runpy.run_module('aap', run_name='__main__')"]
+    floor_cmd = [
+        sys.executable,
+        "-c",
+        stack.floor_hides + "import runpy, sys; sys.argv[0] = 'bench_floor'; "
+        f"runpy.run_path({str(Path(__file__))!r}, run_name='__main__')",
+    ]
     ports = {name: free_port() for name in ("floor", "aap", "aap-nolimit", "aap-traced", "otlp-sink")}
     servers: dict[str, Server] = {}
+    logdir = workdir / stack.name
+    logdir.mkdir(exist_ok=True)
     sink = start_sink(args.client_core, ports["otlp-sink"]) if args.traced else None
     try:
         servers["floor"] = start(
             "floor",
             pinned(args.server_core, floor_cmd + ["--serve-floor", str(floor_db), str(ports["floor"])]),
             ports["floor"],
-            workdir,
+            logdir,
         )
         for name, limited in (("aap", True), ("aap-nolimit", False)):
-            config = aap_config(workdir / f"{name}.toml", ports[name], database, limited)
+            config = aap_config(logdir / f"{name}.toml", ports[name], database, limited)
             servers[name] = start(
                 name,
                 pinned(args.server_core, python + ["serve", "--config", str(config), "--port", str(ports[name])]),
                 ports[name],
-                workdir,
+                logdir,
             )
         if args.traced:
-            config = aap_config(workdir / "aap-traced.toml", ports["aap-traced"], database, True)
+            config = aap_config(logdir / "aap-traced.toml", ports["aap-traced"], database, True)
             servers["aap-traced"] = start(
                 "aap-traced",
                 pinned(
                     args.server_core, python + ["serve", "--config", str(config), "--port", str(ports["aap-traced"])]
                 ),
                 ports["aap-traced"],
-                workdir,
+                logdir,
                 {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{ports['otlp-sink']}"},
             )
+        for name in servers:
+            if name != "floor":
+                wait_indexed(logdir / f"{name}.log")
         start_rss = {name: max(peak_rss_kib(s.proc.pid).values()) / 1024 for name, s in servers.items()}
 
         request = search(make, args.price_max)
         poppy_url = servers["aap"].base + "/poppy/v1/inventory.search"
-        poppy = PoppyCaller(workdir / "aap.toml", poppy_url)
+        poppy = PoppyCaller(logdir / "aap.toml", poppy_url)
         mcp_new, mcp_new_headers = mcp_body(request, "2026-07-28")
         mcp_old, mcp_old_headers = mcp_body(request, "2025-11-25")
         targets = [
@@ -726,10 +795,8 @@ def main() -> None:
         answer = check_answers(targets, servers, poppy)
         errors_before = {name: errors_counted(s) for name, s in servers.items() if name != "floor"}
         print(
-            f"{listings} listings; query (a): make={make!r} price_max={args.price_max}, sort price, "
-            f"{answer['page']} of {answer['total']} per page; {args.connections} connections; load generator "
-            f"{args.loadgen}; uvicorn {'asyncio + h11' if args.plain_uvicorn else 'auto (uvloop + httptools when installed)'}; "
-            f"load average {os.getloadavg()[0]:.1f}",
+            f"\n{stack.description}: {listings} listings; query (a): make={make!r} price_max={args.price_max}, "
+            f"sort price, {answer['page']} of {answer['total']} per page; load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
 
@@ -761,18 +828,20 @@ def main() -> None:
             stop(server)
         if sink is not None:
             stop_process(sink)
-    print()
-    print("\n".join(summarise(targets)))
-    print()
-    print("| server | RSS after start | peak RSS |")
-    print("|---|---|---|")
-    for name in servers:
-        print(f"| {name} | {start_rss[name]:.1f} MiB | {peaks[name]:.1f} MiB |")
-    print(
-        f"\nload average at the end {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
-        "(a shared machine: compare the ratios, which are taken within each round)"
-    )
-    workdir_handle.cleanup()
+    report = summarise(targets)
+    report += ["", "| server | RSS after start | peak RSS |", "|---|---|---|"]
+    report += [f"| {name} | {start_rss[name]:.1f} MiB | {peaks[name]:.1f} MiB |" for name in servers]
+    return report
+
+
+def wait_indexed(log: Path) -> None:
+    """Wait (bounded by count) until an aap server's log says its posting index is built."""
+    for _ in range(1200):
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "posting index built" in text or "posting index build failed" in text:
+            return
+        time.sleep(0.25)
+    print(f"warning: {log.name} never logged its posting index; measuring regardless", flush=True)
 
 
 if __name__ == "__main__":

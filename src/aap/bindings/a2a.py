@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -95,8 +96,13 @@ def _get(obj: dict[str, Any], camel: str) -> Any:
     """A ProtoJSON field by its lowerCamelCase name or its snake_case original."""
     if camel in obj:
         return obj[camel]
-    snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
-    return obj.get(snake)
+    return obj.get(_snake(camel))
+
+
+@functools.cache
+def _snake(camel: str) -> str:
+    """``taskId`` → ``task_id``: the binding's own field names only (a fixed few), made once."""
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
 
 
 def _media_base(media_type: str) -> str:

@@ -56,6 +56,8 @@ from aap.web.metrics import shared_metrics_directory
 
 SOURCE_ENV = "AAP_SETTINGS_SOURCE"
 APP_FACTORY = "aap.server.runner:app_from_env"
+#: Objects allocated (net) between two young garbage collections of a serving process.
+YOUNG_COLLECTION = 7000
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,16 @@ def settled(app: Starlette) -> Starlette:
     full collection walks them all (~70 ms on the benchmark machine), stalling every
     request in flight. Frozen, they are never walked again (``gc.freeze``); only
     what requests allocate is.
+
+    And that is walked less often: a young collection runs once :data:`YOUNG_COLLECTION`
+    more objects are alive than at the last one (CPython's default is 700). Sixteen requests
+    in flight hold more than 700 between them, so at the default a young collection ran
+    every few requests and walked all they held, though nearly all of it is freed by
+    reference counting as each request ends (docs/benchmarks.md, "The HTTP path").
     """
     gc.collect()
     gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION, *gc.get_threshold()[1:])
     limit_malloc_arenas()  # before the app's threads start (aap.memory)
     return app
 
