@@ -12,18 +12,23 @@ path), Poppy and the public page.
    (:mod:`aap.ratelimit`) when it arrives. A door whose protocol orders the rate limit
    before checks of its own (A2A: before the method and its params; MCP: before the tool's
    arguments) calls :meth:`Gateway.admit` at that point and then :meth:`Gateway.call` with
-   ``paid=1``; the others let :meth:`Gateway.call` take it.
+   ``paid=1``; the others let :meth:`Gateway.call` take it. On a platform, a tenant whose
+   requests hold every slot it has in this worker and fill its queue is refused here too,
+   before the token is spent (:mod:`aap.fairshare`).
 2. **Price.** Once the skill and the request are known, the call's price is
    :meth:`Gateway.price`: the skill's base (:data:`SKILL_TOKENS`: a lead is a write, a
    booking and a delivery) plus one token per :data:`TOKEN_CPU` of CPU its work shape was
    seen to cost, at most :data:`MAX_TOKENS`; what it costs beyond what the door paid is
    taken before the work runs.
-3. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
+3. **Fair share.** On a platform the call then takes one of its tenant's slots in this worker
+   (:class:`~aap.fairshare.TenantShares`), waiting briefly in the tenant's queue when all are
+   taken, or is refused (``RATE_LIMITED``) before any of its work is placed.
+4. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
    loop when such calls were seen to be short, else on the worker's executor
    (docs/architecture.md, "Where the work runs").
-4. **The core.** :meth:`aap.agent.DealerAgent.answer` checks the request bounds and the
+5. **The core.** :meth:`aap.agent.DealerAgent.answer` checks the request bounds and the
    schema (every problem at once) and runs the skill.
-5. **Classification.** An :class:`~aap.errors.AapError` passes through as it is; any other
+6. **Classification.** An :class:`~aap.errors.AapError` passes through as it is; any other
    exception is logged once, without its text (:func:`aap.errors.unexpected`), and becomes
    ``INTERNAL_ERROR``.
 
@@ -42,6 +47,7 @@ from typing import Any, TypeVar
 from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.errors import AapError, unexpected
+from aap.fairshare import TenantShares
 from aap.ratelimit import RateLimiter
 from aap.skills.catalog import SkillInfo
 from aap.skills.context import CallContext
@@ -113,12 +119,18 @@ class Gateway:
         work: Work,
         *,
         after_write: Callable[[SkillInfo], None] | None = None,
+        shares: TenantShares | None = None,
+        tenant: str = "",
     ) -> None:
         self.agent = agent
         self.limiter = limiter
         self.work = work
         #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
         self.after_write = after_write
+        #: On a platform: the worker's slots per tenant, and this agent's tenant (None: one agent,
+        #: whose requests are bounded by the worker alone).
+        self.shares = shares
+        self.tenant = tenant
 
     @classmethod
     def of(
@@ -127,12 +139,16 @@ class Gateway:
         work: Work | None = None,
         *,
         after_write: Callable[[SkillInfo], None] | None = None,
+        shares: TenantShares | None = None,
+        tenant: str = "",
     ) -> Gateway:
         """``agent``'s gateway with its own rate limiter (its settings' rule, buckets in its
         stores) and ``work`` (a new :class:`~aap.work.Work` for its database by default): how
-        every agent's gateway is made, a deployment's one and each tenant's of a platform."""
+        every agent's gateway is made, a deployment's one and each tenant's of a platform (with
+        the worker's ``shares`` and its ``tenant`` id)."""
         limiter = RateLimiter(agent.stores.state, agent.settings.rate_limit)
-        return cls(agent, limiter, work or Work(inline=agent.stores.db.in_process), after_write=after_write)
+        work = work or Work(inline=agent.stores.db.in_process)
+        return cls(agent, limiter, work, after_write=after_write, shares=shares, tenant=tenant)
 
     @property
     def settings(self) -> Settings:
@@ -153,6 +169,8 @@ class Gateway:
         background when it runs low, so its requests in flight never wait for that write
         together (docs/architecture.md, "Rate limiting").
         """
+        if self.shares is not None and self.shares.full(self.tenant):
+            raise self.shares.refusal()  # the tenant's share is taken: refused before a token is spent
         key = caller if isinstance(caller, str) else caller.key
         limiter, work = self.limiter, self.work
         cost = max(1, min(cost, limiter.rule.burst))
@@ -184,6 +202,12 @@ class Gateway:
         if paid < 1:
             await self.admit(caller)
             paid = 1
+        if self.shares is None:
+            return await self._call(caller, skill, payload, paid)
+        async with self.shares.slot(self.tenant):  # RATE_LIMITED when the tenant's share is taken
+            return await self._call(caller, skill, payload, paid)
+
+    async def _call(self, caller: Caller, skill: SkillInfo, payload: Any, paid: int) -> dict[str, Any]:
         try:
             shape = work_shape(skill, payload)
             extra = self.price(skill, shape) - paid
