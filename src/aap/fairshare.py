@@ -1,22 +1,25 @@
 """Fair sharing of one worker between the tenants of a platform: a tenant's requests in flight
 are bounded, so one tenant's flood cannot take every executor thread and database connection.
 
-A worker's :class:`~aap.work.Work` is one small executor shared by every tenant it serves,
-and its queue is first in, first out: a tenant sending hundreds of requests at once (each
+Every tenant a worker serves shares its event loop, and its :class:`~aap.work.Work`: one small
+executor whose queue is first in, first out. A tenant sending hundreds of requests at once (each
 admitted by its rate limit, or each waiting for its refusal) would put all of them ahead of
-another tenant's one request. :class:`TenantShares` keeps, per tenant and per worker:
+another tenant's one request, on the loop and on the executor. :class:`TenantShares` keeps, per
+tenant and per worker:
 
-- at most ``limit`` requests doing their work at once (the tenant's *slots*);
+- at most ``limit`` requests being served at once (the tenant's *slots*), from their arrival,
+  before their body is read, until they are answered (:meth:`aap.gateway.Gateway.arrival`);
 - at most ``queue`` more waiting for a slot, first come first served, each for at most
   ``wait`` seconds;
-- and refuses the rest at once: ``RATE_LIMITED`` with ``retry_after_ms`` (the AAP error a
-  caller already knows how to wait out; every binding writes it as it writes a rate limit's,
-  HTTP ``Retry-After`` included), before any of their work is placed, so a refused request
-  never holds an executor thread.
+- and refuses the rest: ``RATE_LIMITED`` with ``retry_after_ms`` (the AAP error a caller
+  already knows how to wait out; every binding writes it as it writes a rate limit's, HTTP
+  ``Retry-After`` included), at the door's admission, before any of their work is placed, so
+  a refused request never holds an executor thread.
 
-A waiting request holds nothing but its own coroutine; a slot it was handed is never lost
-(a request cancelled while waiting passes its slot on). The state is this worker's alone:
-a platform's tenants are spread over workers by the kernel, and each worker is protected
+A waiting request holds nothing but its own coroutine (its body is not read yet), so a flood
+waits in its tenant's queue instead of in front of the others; a slot it was handed is never
+lost (a request cancelled while waiting passes its slot on). The state is this worker's alone:
+a platform's connections are spread over workers by the kernel, and each worker is protected
 by its own bound (docs/platform.md, "Fair sharing").
 """
 
@@ -58,11 +61,6 @@ class TenantShares:
         """``tenant``'s requests waiting for a slot now."""
         state = self._tenants.get(tenant)
         return len(state.waiting) if state else 0
-
-    def full(self, tenant: str) -> bool:
-        """True when a request of ``tenant`` arriving now would be refused at once (no I/O)."""
-        state = self._tenants.get(tenant)
-        return state is not None and state.running >= self.limit and len(state.waiting) >= self.queue
 
     def refusal(self) -> AapError:
         """The answer to a request refused for its tenant's share."""

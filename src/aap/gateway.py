@@ -12,17 +12,19 @@ path), Poppy and the public page.
    (:mod:`aap.ratelimit`) when it arrives. A door whose protocol orders the rate limit
    before checks of its own (A2A: before the method and its params; MCP: before the tool's
    arguments) calls :meth:`Gateway.admit` at that point and then :meth:`Gateway.call` with
-   ``paid=1``; the others let :meth:`Gateway.call` take it. On a platform, a tenant whose
-   requests hold every slot it has in this worker and fill its queue is refused here too,
-   before the token is spent (:mod:`aap.fairshare`).
+   ``paid=1``; the others let :meth:`Gateway.call` take it. A request its tenant's share
+   refused on arrival (below) is refused here, in the door's own protocol, before a token is
+   spent.
 2. **Price.** Once the skill and the request are known, the call's price is
    :meth:`Gateway.price`: the skill's base (:data:`SKILL_TOKENS`: a lead is a write, a
    booking and a delivery) plus one token per :data:`TOKEN_CPU` of CPU its work shape was
    seen to cost, at most :data:`MAX_TOKENS`; what it costs beyond what the door paid is
    taken before the work runs.
-3. **Fair share.** On a platform the call then takes one of its tenant's slots in this worker
-   (:class:`~aap.fairshare.TenantShares`), waiting briefly in the tenant's queue when all are
-   taken, or is refused (``RATE_LIMITED``) before any of its work is placed.
+3. **Fair share.** On a platform, a request that sends a body holds one of its tenant's slots
+   in this worker (:class:`~aap.fairshare.TenantShares`) from its arrival, before its body is
+   read, until it is answered (:meth:`Gateway.arrival`, entered by the tenant routing); it
+   waits briefly in the tenant's queue when all are taken, else it is refused
+   (``RATE_LIMITED``) at its admission, before any of its work is placed.
 4. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
    loop when such calls were seen to be short, else on the worker's executor
    (docs/architecture.md, "Where the work runs").
@@ -40,7 +42,9 @@ limiter's admission or the executor (tests/test_gateway.py checks the source).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -63,6 +67,12 @@ SKILL_TOKENS = {"lead.submit": 4}
 TOKEN_CPU = 0.010
 #: The most tokens one request costs (never more than the bucket's burst).
 MAX_TOKENS = 16
+
+#: Requests that read nothing: never counted against a share (an MCP stream may stay open).
+UNCOUNTED_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The refusal of the request this task serves, when its tenant's share refused it on arrival:
+#: the door's admission answers with it (:meth:`Gateway.arrival`, :meth:`Gateway.admit`).
+_REFUSED: ContextVar[AapError | None] = ContextVar("aap_share_refusal", default=None)
 
 #: A shape keeps at most this many names, each of at most this length.
 _NAME, _NAMES = 40, 40
@@ -169,8 +179,9 @@ class Gateway:
         background when it runs low, so its requests in flight never wait for that write
         together (docs/architecture.md, "Rate limiting").
         """
-        if self.shares is not None and self.shares.full(self.tenant):
-            raise self.shares.refusal()  # the tenant's share is taken: refused before a token is spent
+        refused = _REFUSED.get()
+        if refused is not None:
+            raise refused  # its tenant's share refused it on arrival: before a token is spent
         key = caller if isinstance(caller, str) else caller.key
         limiter, work = self.limiter, self.work
         cost = max(1, min(cost, limiter.rule.burst))
@@ -185,6 +196,33 @@ class Gateway:
         plus one per :data:`TOKEN_CPU` the shape was seen to cost here, at most :data:`MAX_TOKENS`)."""
         seen = self.work.seen(shape)
         return min(MAX_TOKENS, SKILL_TOKENS.get(skill.id, 1) + (int(seen / TOKEN_CPU) if seen else 0))
+
+    @asynccontextmanager
+    async def arrival(self, method: str) -> AsyncIterator[None]:
+        """A request for this agent, for as long as it is served (entered before its body is read).
+
+        On a platform a request sending a body holds one of its tenant's slots in this worker
+        meanwhile, after waiting for one in the tenant's queue if need be. When the share refuses
+        it, it is still handed to its door, which reads its envelope and answers the refusal in
+        its own protocol at :meth:`admit` (a request no door admits, such as a discovery
+        document, is served without a slot). One agent without shares: nothing is counted.
+        """
+        if self.shares is None or method in UNCOUNTED_METHODS:
+            yield
+            return
+        try:
+            await self.shares.enter(self.tenant)
+        except AapError as refusal:
+            token = _REFUSED.set(refusal)
+            try:
+                yield
+            finally:
+                _REFUSED.reset(token)
+            return
+        try:
+            yield
+        finally:
+            self.shares.leave(self.tenant)
 
     # -- the call ----------------------------------------------------------------------------
     def skill_for(self, payload: Any) -> SkillInfo:
@@ -202,12 +240,6 @@ class Gateway:
         if paid < 1:
             await self.admit(caller)
             paid = 1
-        if self.shares is None:
-            return await self._call(caller, skill, payload, paid)
-        async with self.shares.slot(self.tenant):  # RATE_LIMITED when the tenant's share is taken
-            return await self._call(caller, skill, payload, paid)
-
-    async def _call(self, caller: Caller, skill: SkillInfo, payload: Any, paid: int) -> dict[str, Any]:
         try:
             shape = work_shape(skill, payload)
             extra = self.price(skill, shape) - paid
