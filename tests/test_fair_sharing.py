@@ -354,7 +354,7 @@ def test_the_shares_are_a_platform_setting_derived_from_the_executor() -> None:
     plain = platform_settings("sqlite:///x.db").platform
     assert plain is not None and plain.tenant_concurrency is None
     assert (plain.tenant_slots(4), plain.tenant_slots(10), plain.tenant_slots(1)) == (2, 5, 1)
-    assert (plain.tenant_queue, plain.tenant_queue_ms) == (32, 1000)
+    assert (plain.tenant_queue, plain.tenant_queue_ms) == (256, 1000)
     chosen = platform_settings("sqlite:///x.db", tenant_concurrency=3, tenant_queue=0, tenant_queue_ms=0).platform
     assert chosen is not None and chosen.tenant_slots(10) == 3
     with pytest.raises(Exception) as bad:

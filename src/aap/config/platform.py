@@ -9,7 +9,7 @@ tenants_in_memory = 10000          # tenant agents a worker keeps built (least r
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
 allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
 tenant_concurrency = 2             # a tenant's requests at work at once in a worker (default: half its threads)
-tenant_queue = 32                  # a tenant's requests waiting for one of those, in a worker
+tenant_queue = 256                 # a tenant's requests waiting for one of those, in a worker
 tenant_queue_ms = 1000             # the longest such a wait; then, as when the queue is full: RATE_LIMITED
 ```
 
@@ -53,7 +53,7 @@ class PlatformSettings:
     #: None: half the worker's executor threads (:data:`aap.work.THREADS`, :data:`aap.work.NETWORK_THREADS`).
     tenant_concurrency: int | None = None
     #: A tenant's requests that may wait for one of its slots in one worker, and for how long.
-    tenant_queue: int = 32
+    tenant_queue: int = 256
     tenant_queue_ms: int = 1000
 
     def tenant_slots(self, threads: int) -> int:
@@ -157,7 +157,7 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
         allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
         tenant_concurrency=table.integer("tenant_concurrency", 0, minimum=1, maximum=10_000) or None,
-        tenant_queue=table.integer("tenant_queue", 32, minimum=0, maximum=100_000),
+        tenant_queue=table.integer("tenant_queue", 256, minimum=0, maximum=100_000),
         tenant_queue_ms=table.integer("tenant_queue_ms", 1000, minimum=0, maximum=60_000),
     )
     table.finish()
