@@ -31,7 +31,7 @@ from aap.store import Stores, open_platform_database, open_stores
 from aap.tenants import TenantRegistry
 from aap.work import Work
 from http_helpers import AAP_HEADERS, aap_error_of, make_settings, send_message, serve
-from mcp_helpers import modern_call
+from mcp_helpers import legacy_headers, modern_call, rpc
 from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
 from poppy_client import HttpsServer, PersonalAgent, PoppyClient
 from poppy_env import PoppyDeployment, agent_host, poppy_ca  # noqa: F401
@@ -297,6 +297,15 @@ def test_a_tenant_at_its_share_is_refused_while_another_is_served(platform_url: 
         assert result["isError"] is True and result["structuredContent"]["code"] == "RATE_LIMITED"
         assert int(refused.headers["retry-after"]) >= 1
 
+        legacy = httpx.post(  # MCP 2025-11-25, through the SDK's path
+            platform_url + "/mcp",
+            json=rpc("tools/call", {"name": "aap_inventory_search", "arguments": SEARCH}),
+            headers={**legacy_headers(), "host": "alpha.example"},
+            timeout=120,
+        )
+        result = legacy.json()["result"]
+        assert result["isError"] is True and result["structuredContent"]["code"] == "RATE_LIMITED"
+
         held.release.set()
         assert [found(f.result()) for f in holding] == [3, 3]
     assert found(a2a(platform_url, "alpha.example")) == 3  # its slots are back
@@ -353,7 +362,7 @@ def test_poppy_answers_a_tenant_at_its_share_with_429_and_retry_after(
 def test_the_shares_are_a_platform_setting_derived_from_the_executor() -> None:
     plain = platform_settings("sqlite:///x.db").platform
     assert plain is not None and plain.tenant_concurrency is None
-    assert (plain.tenant_slots(4), plain.tenant_slots(10), plain.tenant_slots(1)) == (2, 5, 1)
+    assert (plain.tenant_slots(4), plain.tenant_slots(10), plain.tenant_slots(2), plain.tenant_slots(1)) == (2, 2, 1, 1)
     assert (plain.tenant_queue, plain.tenant_queue_ms) == (256, 1000)
     chosen = platform_settings("sqlite:///x.db", tenant_concurrency=3, tenant_queue=0, tenant_queue_ms=0).platform
     assert chosen is not None and chosen.tenant_slots(10) == 3
