@@ -1,7 +1,7 @@
 """Noisy neighbours: one tenant of a platform flooded, another's latency idle and meanwhile.
 
     python bench/bench_neighbours.py [--backends sqlite,postgresql] [--workers 2]
-        [--listings 2000] [--samples 300] [--flood-seconds 12] [--flood-connections 64]
+        [--listings 1000] [--samples 150] [--rounds 3] [--flood-seconds 8] [--flood-connections 64]
         [--limits default,off] [--shares on,off]
 
 Two tenants (``noisy.example``, ``quiet.example``, ``--listings`` listings each) on a platform
@@ -14,10 +14,11 @@ served by ``aap serve --workers N`` on loopback, for each backend. For each comb
   ``off`` (``tenant_concurrency`` so large that no tenant is ever bounded: the behaviour before),
 
 a fresh server measures the quiet tenant's ``inventory.search`` over ``/a2a`` and its agent card,
-one request after another on one connection, ``--samples`` times idle and then ``--samples``
-times while wrk sends the noisy tenant searches on ``--flood-connections`` connections from one
-client address. It prints p50 and p99 of each, their ratio during the flood to idle (the target:
-within 3x), and the flood's rate.
+one request after another on one connection: in each of ``--rounds`` rounds, ``--samples`` times
+idle and then ``--samples`` times while wrk sends the noisy tenant searches on
+``--flood-connections`` connections from one client address for ``--flood-seconds``. It prints
+p50 and p99 of each over the rounds, their ratio during the floods to idle (the target: within
+3x), and the flood's rate.
 
 Client, flood and server share the machine; compare the ratios within one run. Bounded by
 sample counts and wrk's fixed duration, never by waiting for a figure.
@@ -148,22 +149,31 @@ def flood(origin: str, work: Path, seconds: int, connections: int) -> subprocess
 
 
 def measure(origin: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Idle and flooded samples of the quiet tenant, in ``--rounds`` interleaved rounds (so that
+    the machine's drift touches both alike)."""
     body = search_body("Honda")
+    idle: list[tuple[float, float]] = []
+    during: list[tuple[float, float]] = []
+    rates: list[float] = []
     with httpx.Client(timeout=60) as client:
         for _ in range(50):  # warm: both tenants built, the search's shape seen, connections open
             sample(client, origin, body)
             client.post(origin + "/a2a", content=body, headers={**A2A_HEADERS, "host": f"{NOISY}.example"})
-        idle = [sample(client, origin, body) for _ in range(args.samples)]
-        wrk = flood(origin, work, args.flood_seconds, args.flood_connections)
-        time.sleep(1.0)  # the flood's connections open and its first requests arrive
-        during: list[tuple[float, float]] = []
-        while len(during) < args.samples and wrk.poll() is None:
-            during.append(sample(client, origin, body))
-        out, err = wrk.communicate()
-    if wrk.returncode != 0:
-        raise SystemExit(f"wrk failed: {err[-500:]}")
-    result = orjson.loads(out.strip().splitlines()[-1])
-    return {"idle": idle, "during": during, "flood_rps": result["requests"] / (result["duration_us"] / 1e6)}
+        for _ in range(args.rounds):
+            time.sleep(1.0)  # the last flood's connections closed
+            idle += [sample(client, origin, body) for _ in range(args.samples)]
+            wrk = flood(origin, work, args.flood_seconds, args.flood_connections)
+            time.sleep(1.0)  # the flood's connections open and its first requests arrive
+            taken = 0
+            while taken < args.samples and wrk.poll() is None:
+                during.append(sample(client, origin, body))
+                taken += 1
+            out, err = wrk.communicate()
+            if wrk.returncode != 0:
+                raise SystemExit(f"wrk failed: {err[-500:]}")
+            result = orjson.loads(out.strip().splitlines()[-1])
+            rates.append(result["requests"] / (result["duration_us"] / 1e6))
+    return {"idle": idle, "during": during, "flood_rps": sorted(rates)[len(rates) // 2]}
 
 
 def report(label: str, figures: dict[str, Any], samples: int) -> None:
@@ -175,22 +185,23 @@ def report(label: str, figures: dict[str, Any], samples: int) -> None:
             continue
         i50, i99 = percentile(idle, 0.5), percentile(idle, 0.99)
         d50, d99 = percentile(during, 0.5), percentile(during, 0.99)
-        short = f" (only {len(during)} of {samples} samples in the flood)" if len(during) < samples else ""
+        short = f" (only {len(during)} of {samples} samples in the floods)" if len(during) < samples else ""
         print(
             f"[{label}] quiet {what}: idle p50 {i50:.1f} ms p99 {i99:.1f} ms; during the flood p50 {d50:.1f} ms "
             f"p99 {d99:.1f} ms, max {max(during):.1f} ms; p50 {d50 / i50:.1f}x, p99 {d99 / i99:.1f}x{short}",
             flush=True,
         )
-    print(f"[{label}] flood on the noisy tenant: {figures['flood_rps']:,.0f} req/s", flush=True)
+    print(f"[{label}] flood on the noisy tenant: {figures['flood_rps']:,.0f} req/s (median of the rounds)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--listings", type=int, default=2000)
-    parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--flood-seconds", type=int, default=12)
+    parser.add_argument("--listings", type=int, default=1000)
+    parser.add_argument("--samples", type=int, default=150, help="samples idle and flooded, each round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--flood-seconds", type=int, default=8)
     parser.add_argument("--flood-connections", type=int, default=64)
     parser.add_argument("--limits", default="default,off", help="the noisy tenant's rate limit: default, off")
     parser.add_argument("--shares", default="on,off", help="fair sharing: on (the defaults), off")
@@ -221,7 +232,7 @@ def main() -> None:
                     finally:
                         stop_process(proc)
                     label = f"{backend}, noisy rate limit {limit}, fair sharing {shares}"
-                    report(label, figures, args.samples)
+                    report(label, figures, args.samples * args.rounds)
             if cluster is not None:
                 cluster.stop()
                 cluster = None

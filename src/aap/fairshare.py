@@ -28,8 +28,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from aap.errors import AapError
@@ -113,12 +111,3 @@ class TenantShares:
         state.running -= 1
         if not state.running:
             del self._tenants[tenant]
-
-    @asynccontextmanager
-    async def slot(self, tenant: str) -> AsyncIterator[None]:
-        """One of ``tenant``'s slots for the body of the ``async with``."""
-        await self.enter(tenant)
-        try:
-            yield
-        finally:
-            self.leave(tenant)
