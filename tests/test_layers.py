@@ -43,7 +43,9 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("store", frozenset({"store"})),
     (
         "core logic",
-        frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts", "tenants"}),
+        frozenset(
+            {"leads", "skills", "agent", "gateway", "work", "ratelimit", "fairshare", "feeds", "accounts", "tenants"}
+        ),
     ),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console", "platform"})),

@@ -86,6 +86,7 @@ def test_core_packages_are_strict(flag: str) -> None:
         "aap.skills.*",
         "aap.agent",
         "aap.ratelimit",
+        "aap.fairshare",
         "aap.memory",
         "aap.jsontext",
         "aap.util.*",

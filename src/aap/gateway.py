@@ -12,18 +12,25 @@ path), Poppy and the public page.
    (:mod:`aap.ratelimit`) when it arrives. A door whose protocol orders the rate limit
    before checks of its own (A2A: before the method and its params; MCP: before the tool's
    arguments) calls :meth:`Gateway.admit` at that point and then :meth:`Gateway.call` with
-   ``paid=1``; the others let :meth:`Gateway.call` take it.
+   ``paid=1``; the others let :meth:`Gateway.call` take it. A request its tenant's share
+   refused on arrival (below) is refused here, in the door's own protocol, before a token is
+   spent.
 2. **Price.** Once the skill and the request are known, the call's price is
    :meth:`Gateway.price`: the skill's base (:data:`SKILL_TOKENS`: a lead is a write, a
    booking and a delivery) plus one token per :data:`TOKEN_CPU` of CPU its work shape was
    seen to cost, at most :data:`MAX_TOKENS`; what it costs beyond what the door paid is
    taken before the work runs.
-3. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
+3. **Fair share.** On a platform, a request that sends a body holds one of its tenant's slots
+   in this worker (:class:`~aap.fairshare.TenantShares`) from its arrival, before its body is
+   read, until it is answered (:meth:`Gateway.arrival`, entered by the tenant routing); it
+   waits briefly in the tenant's queue when all are taken, else it is refused
+   (``RATE_LIMITED``) at its admission, before any of its work is placed.
+4. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
    loop when such calls were seen to be short, else on the worker's executor
    (docs/architecture.md, "Where the work runs").
-4. **The core.** :meth:`aap.agent.DealerAgent.answer` checks the request bounds and the
+5. **The core.** :meth:`aap.agent.DealerAgent.answer` checks the request bounds and the
    schema (every problem at once) and runs the skill.
-5. **Classification.** An :class:`~aap.errors.AapError` passes through as it is; any other
+6. **Classification.** An :class:`~aap.errors.AapError` passes through as it is; any other
    exception is logged once, without its text (:func:`aap.errors.unexpected`), and becomes
    ``INTERNAL_ERROR``.
 
@@ -35,13 +42,16 @@ limiter's admission or the executor (tests/test_gateway.py checks the source).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.errors import AapError, unexpected
+from aap.fairshare import TenantShares
 from aap.ratelimit import RateLimiter
 from aap.skills.catalog import SkillInfo
 from aap.skills.context import CallContext
@@ -57,6 +67,12 @@ SKILL_TOKENS = {"lead.submit": 4}
 TOKEN_CPU = 0.010
 #: The most tokens one request costs (never more than the bucket's burst).
 MAX_TOKENS = 16
+
+#: Requests that read nothing: never counted against a share (an MCP stream may stay open).
+UNCOUNTED_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The refusal of the request this task serves, when its tenant's share refused it on arrival:
+#: the door's admission answers with it (:meth:`Gateway.arrival`, :meth:`Gateway.admit`).
+_REFUSED: ContextVar[AapError | None] = ContextVar("aap_share_refusal", default=None)
 
 #: A shape keeps at most this many names, each of at most this length.
 _NAME, _NAMES = 40, 40
@@ -113,12 +129,18 @@ class Gateway:
         work: Work,
         *,
         after_write: Callable[[SkillInfo], None] | None = None,
+        shares: TenantShares | None = None,
+        tenant: str = "",
     ) -> None:
         self.agent = agent
         self.limiter = limiter
         self.work = work
         #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
         self.after_write = after_write
+        #: On a platform: the worker's slots per tenant, and this agent's tenant (None: one agent,
+        #: whose requests are bounded by the worker alone).
+        self.shares = shares
+        self.tenant = tenant
 
     @classmethod
     def of(
@@ -127,12 +149,16 @@ class Gateway:
         work: Work | None = None,
         *,
         after_write: Callable[[SkillInfo], None] | None = None,
+        shares: TenantShares | None = None,
+        tenant: str = "",
     ) -> Gateway:
         """``agent``'s gateway with its own rate limiter (its settings' rule, buckets in its
         stores) and ``work`` (a new :class:`~aap.work.Work` for its database by default): how
-        every agent's gateway is made, a deployment's one and each tenant's of a platform."""
+        every agent's gateway is made, a deployment's one and each tenant's of a platform (with
+        the worker's ``shares`` and its ``tenant`` id)."""
         limiter = RateLimiter(agent.stores.state, agent.settings.rate_limit)
-        return cls(agent, limiter, work or Work(inline=agent.stores.db.in_process), after_write=after_write)
+        work = work or Work(inline=agent.stores.db.in_process)
+        return cls(agent, limiter, work, after_write=after_write, shares=shares, tenant=tenant)
 
     @property
     def settings(self) -> Settings:
@@ -153,6 +179,9 @@ class Gateway:
         background when it runs low, so its requests in flight never wait for that write
         together (docs/architecture.md, "Rate limiting").
         """
+        refused = _REFUSED.get()
+        if refused is not None:
+            raise refused  # its tenant's share refused it on arrival: before a token is spent
         key = caller if isinstance(caller, str) else caller.key
         limiter, work = self.limiter, self.work
         cost = max(1, min(cost, limiter.rule.burst))
@@ -167,6 +196,33 @@ class Gateway:
         plus one per :data:`TOKEN_CPU` the shape was seen to cost here, at most :data:`MAX_TOKENS`)."""
         seen = self.work.seen(shape)
         return min(MAX_TOKENS, SKILL_TOKENS.get(skill.id, 1) + (int(seen / TOKEN_CPU) if seen else 0))
+
+    @asynccontextmanager
+    async def arrival(self, method: str) -> AsyncIterator[None]:
+        """A request for this agent, for as long as it is served (entered before its body is read).
+
+        On a platform a request sending a body holds one of its tenant's slots in this worker
+        meanwhile, after waiting for one in the tenant's queue if need be. When the share refuses
+        it, it is still handed to its door, which reads its envelope and answers the refusal in
+        its own protocol at :meth:`admit` (a request no door admits, such as a discovery
+        document, is served without a slot). One agent without shares: nothing is counted.
+        """
+        if self.shares is None or method in UNCOUNTED_METHODS:
+            yield
+            return
+        try:
+            await self.shares.enter(self.tenant)
+        except AapError as refusal:
+            token = _REFUSED.set(refusal)
+            try:
+                yield
+            finally:
+                _REFUSED.reset(token)
+            return
+        try:
+            yield
+        finally:
+            self.shares.leave(self.tenant)
 
     # -- the call ----------------------------------------------------------------------------
     def skill_for(self, payload: Any) -> SkillInfo:

@@ -63,6 +63,8 @@ class Work:
         self.inline = inline
         self.budget = budget
         threads = threads or (THREADS if inline else NETWORK_THREADS)
+        #: The executor's size (a platform derives a tenant's share of this worker from it).
+        self.threads = threads
         self.executor = ThreadPoolExecutor(threads, thread_name_prefix="aap-work")
         self._cost: dict[Hashable, float] = {}
         self._lock = threading.Lock()

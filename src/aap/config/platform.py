@@ -8,6 +8,9 @@ tenant_prefix = true               # also serve every tenant at https://HOST/t/I
 tenants_in_memory = 10000          # tenant agents a worker keeps built (least recently used go first)
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
 allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
+tenant_concurrency = 2             # a tenant's requests served at once in a worker (at most half its threads)
+tenant_queue = 256                 # a tenant's requests waiting for one of those, in a worker
+tenant_queue_ms = 1000             # the longest such a wait; then, as when the queue is full: RATE_LIMITED
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -34,6 +37,12 @@ HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9
 TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$")
 
 
+#: A tenant's slots in a worker by default. A flooded tenant's requests take turns on the event
+#: loop with another's, which waits for one step of each of them at each of its own: with two
+#: slots it keeps about three times its idle latency (docs/benchmarks.md, "Noisy neighbours").
+TENANT_SLOTS = 2
+
+
 @dataclass(frozen=True)
 class PlatformSettings:
     """The deployment-level settings of platform hosting."""
@@ -46,6 +55,16 @@ class PlatformSettings:
     #: Development and tests only: tenants' destinations (CRM targets, feeds, Poppy client
     #: metadata) may be loopback addresses; private, link-local and the rest never are.
     allow_loopback_destinations: bool = False
+    #: Fair sharing (:mod:`aap.fairshare`): a tenant's requests at work at once in one worker;
+    #: None: :data:`TENANT_SLOTS`, and at most half the worker's executor threads.
+    tenant_concurrency: int | None = None
+    #: A tenant's requests that may wait for one of its slots in one worker, and for how long.
+    tenant_queue: int = 256
+    tenant_queue_ms: int = 1000
+
+    def tenant_slots(self, threads: int) -> int:
+        """A tenant's slots in a worker whose executor has ``threads`` threads."""
+        return self.tenant_concurrency or max(1, min(TENANT_SLOTS, threads // 2))
 
     @property
     def base_url(self) -> str:
@@ -143,6 +162,9 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
         allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
+        tenant_concurrency=table.integer("tenant_concurrency", 0, minimum=1, maximum=10_000) or None,
+        tenant_queue=table.integer("tenant_queue", 256, minimum=0, maximum=100_000),
+        tenant_queue_ms=table.integer("tenant_queue_ms", 1000, minimum=0, maximum=60_000),
     )
     table.finish()
     return settings

@@ -25,6 +25,7 @@ from aap.agent import DealerAgent
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings
 from aap.discovery.platform_catalog import PlatformCatalog
+from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.paths import AI_CATALOG_PATH
 from aap.platform.console import PlatformConsole
@@ -97,7 +98,11 @@ def create_platform_app(
     table = SurfaceTable(chosen)
     metrics = Metrics()
     hosts = Hosts(registry.store, work)
-    runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=deployment.platform.tenants_in_memory)
+    platform = deployment.platform
+    shares = TenantShares(
+        limit=platform.tenant_slots(work.threads), queue=platform.tenant_queue, wait=platform.tenant_queue_ms / 1000
+    )
+    runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=platform.tenants_in_memory, shares=shares)
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
     state = {"settings": deployment, "stores": platform_stores, "metrics": metrics, "work": work}
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)

@@ -318,7 +318,8 @@ class TenantRouting:
             scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
         scope[RUNTIME_KEY] = runtime
         annotate(scope, tenant=tenant_id)
-        await self.app(scope, receive, send)
+        async with runtime.gateway.arrival(scope["method"]):  # the tenant's share (docs/platform.md, "Fair sharing")
+            await self.app(scope, receive, send)
 
 
 # -- the platform's own endpoints ---------------------------------------------------------------------

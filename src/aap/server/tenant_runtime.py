@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from aap.agent import DealerAgent
+from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
 from aap.skills.catalog import SkillInfo
@@ -50,10 +51,19 @@ class Runtimes:
     its /t/ID/ prefix) and dropped with the last of them."""
 
     def __init__(
-        self, registry: TenantRegistry, work: Work, surfaces: Sequence[Surface], reads: ReadRouter, *, kept: int
+        self,
+        registry: TenantRegistry,
+        work: Work,
+        surfaces: Sequence[Surface],
+        reads: ReadRouter,
+        *,
+        kept: int,
+        shares: TenantShares | None = None,
     ) -> None:
         self.registry = registry
         self.work = work
+        #: The worker's slots per tenant, shared by a tenant's runtimes (its domain and its prefix).
+        self.shares = shares
         self.surfaces = surfaces
         #: The platform's read replicas, which every tenant reads through (its view of them).
         self.reads = reads
@@ -107,7 +117,8 @@ class Runtimes:
                 ("due", tenant_id), registry.set_due, tenant_id, DELIVERIES, int(time.time() * 1000)
             )
 
-        gateway = Gateway.of(DealerAgent(settings, stores), self.work, after_write=stored)
+        agent = DealerAgent(settings, stores)
+        gateway = Gateway.of(agent, self.work, after_write=stored, shares=self.shares, tenant=tenant_id)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
 
     def _acquire(self, tenant_id: str) -> Stores:
