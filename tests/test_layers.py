@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "netguard",
                 "paths",
                 "protocols",
+                "secretbox",
                 "spec",
                 "telemetry",
                 "util",
@@ -43,7 +44,20 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("store", frozenset({"store"})),
     (
         "core logic",
-        frozenset({"leads", "skills", "agent", "gateway", "work", "ratelimit", "feeds", "accounts", "tenants"}),
+        frozenset(
+            {
+                "leads",
+                "skills",
+                "agent",
+                "gateway",
+                "work",
+                "ratelimit",
+                "feeds",
+                "accounts",
+                "tenants",
+                "tenant_secrets",
+            }
+        ),
     ),
     ("http plumbing", frozenset({"web"})),
     ("surfaces", frozenset({"bindings", "discovery", "poppy", "site", "console", "platform"})),

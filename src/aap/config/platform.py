@@ -8,6 +8,8 @@ tenant_prefix = true               # also serve every tenant at https://HOST/t/I
 tenants_in_memory = 10000          # tenant agents a worker keeps built (least recently used go first)
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
 allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
+secret_keys_env = "AAP_SECRET_KEYS"  # the keys sealing tenants' secrets (the first seals)...
+# secret_keys_file = "/etc/aap/secret-keys"  # ...or a file holding them (it wins over the variable)
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -46,6 +48,10 @@ class PlatformSettings:
     #: Development and tests only: tenants' destinations (CRM targets, feeds, Poppy client
     #: metadata) may be loopback addresses; private, link-local and the rest never are.
     allow_loopback_destinations: bool = False
+    #: Where the keys sealing tenants' secrets are (docs/platform.md, "Secrets"): this file when
+    #: set, else this environment variable; one or more keys, the first seals.
+    secret_keys_env: str = "AAP_SECRET_KEYS"
+    secret_keys_file: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -136,6 +142,10 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
     token_env = table.string("api_token_env") or "AAP_PLATFORM_TOKEN"
     if not re.match(r"^[A-Z_][A-Z0-9_]*$", token_env):
         table.problem("api_token_env", "must be an environment variable name (A-Z, 0-9, _)")
+    keys_env = table.string("secret_keys_env") or "AAP_SECRET_KEYS"
+    if not re.match(r"^[A-Z_][A-Z0-9_]*$", keys_env):
+        table.problem("secret_keys_env", "must be an environment variable name (A-Z, 0-9, _)")
+    keys_file = table.string("secret_keys_file")
     settings = PlatformSettings(
         host=host,
         api_token_env=token_env,
@@ -143,6 +153,8 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
         allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
+        secret_keys_env=keys_env,
+        secret_keys_file=keys_file,
     )
     table.finish()
     return settings

@@ -223,6 +223,7 @@ class DeliveryWorker:
                 timeout=policy.timeout_seconds,
                 reach=self.settings.outbound,
                 resolve=self.resolve,
+                secrets=self.settings.secrets,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
@@ -255,7 +256,12 @@ class DeliveryWorker:
             if started is not None:
                 started.add(d.delivery_id)
             await transports.send_email(
-                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve
+                target,
+                email,
+                self.leads.delivery.timeout_seconds,
+                self.settings.outbound,
+                self.resolve,
+                self.settings.secrets,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
