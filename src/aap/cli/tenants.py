@@ -164,7 +164,8 @@ def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: t
 
     ID is 1 to 48 lower-case letters, digits and '-' (it names https://PLATFORM_HOST/t/ID/ and
     the tenant's database namespace) and cannot change later. FILE passes every check
-    `aap config check` makes, secrets' environment variables included.
+    `aap config check` makes; every tenant secret it names (X_secret = "NAME") is set
+    (`aap tenants secrets set ID NAME` first) and opens with the platform's keys.
     """
     from aap.tenants import TenantError
 
