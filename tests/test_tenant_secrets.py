@@ -22,7 +22,11 @@ from click.testing import CliRunner
 from joserfc.jwk import ECKey
 
 from aap.cli.main import main
+from aap.config.credentials import SecretValues
+from aap.config.leads import WebhookTarget
 from aap.config.loader import ConfigError, parse_settings
+from aap.feeds.fetch import Credentials, FetchError
+from aap.leads import transports
 from aap.secretbox import Keyring, SecretKeyError, key_id, new_key
 from aap.server.platform import create_platform_app
 from aap.server.platform_api import provisioning_routes
@@ -107,6 +111,38 @@ def test_a_deployment_that_is_one_agent_names_variables_not_tenant_secrets() -> 
     # The environment form is unchanged.
     settings = parse_settings(solo(crm_target("https://crm.example/adf", token_env="T")), environ={})
     assert settings.leads.routes[0].targets[0].auth.token_env == "T"  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+async def test_a_webhook_is_signed_with_its_tenant_secret_and_a_missing_one_says_so() -> None:
+    crm = TokenCrm("unused")  # answers 503 to anything: the signature is what is looked at
+    target = WebhookTarget("hook", crm.url, secret_secret="hook-secret")
+    try:
+        async with httpx.AsyncClient() as client:
+            with pytest.raises(transports.SendError) as unset:
+                await transports.send_webhook(client, target, {"lead_id": "l"}, "l", "d", 5, SecretValues())
+            assert "the tenant secret hook-secret is not set (webhook secret)" in str(unset.value)
+            unread = SecretValues({}, {"hook-secret": "sealed with the key 0123, not among the platform's keys"})
+            with pytest.raises(transports.SendError, match="cannot be read"):
+                await transports.send_webhook(client, target, {"lead_id": "l"}, "l", "d", 5, unread)
+            with pytest.raises(transports.SendError, match="HTTP 503"):
+                await transports.send_webhook(
+                    client, target, {"lead_id": "l"}, "l", "d", 5, SecretValues({"hook-secret": "whsec"})
+                )
+        (stamp, signature) = crm.signatures[-1]
+        body = orjson.dumps({"lead_id": "l"})
+        assert signature == transports.webhook_signature("whsec", stamp, body)
+    finally:
+        crm.close()
+
+
+def test_a_feeds_credentials_come_from_its_tenant_secrets() -> None:
+    named = Credentials(token_secret="feed-token", secrets=SecretValues({"feed-token": "ftok"}))
+    assert named.value("token", "bearer token") == "ftok"
+    assert named.value("password", "password") is None  # not named at all
+    with pytest.raises(FetchError, match="the tenant secret feed-token is not set"):
+        Credentials(token_secret="feed-token").value("token", "bearer token")
+    assert "ftok" not in repr(named)
 
 
 # -- the registry, the CLI -------------------------------------------------------------------------------
@@ -389,12 +425,16 @@ class TokenCrm:
     def __init__(self, expected: str) -> None:
         self.expected = expected
         self.seen: list[tuple[str, int]] = []  # (Authorization, status answered)
+        self.signatures: list[tuple[str, str]] = []  # (X-AAP-Timestamp, X-AAP-Signature)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 given = self.headers.get("Authorization", "")
+                outer.signatures.append(
+                    (self.headers.get("X-AAP-Timestamp", ""), self.headers.get("X-AAP-Signature", ""))
+                )
                 status = 200 if given == f"Bearer {outer.expected}" else 503
                 outer.seen.append((given, status))
                 self.send_response(status)
