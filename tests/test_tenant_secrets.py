@@ -228,6 +228,13 @@ def test_without_the_platform_keys_a_secret_is_refused_with_where_they_go(platfo
     assert "AAP_SECRET_KEYS" in done.output and "aap tenants secrets new-key" in done.output
     key = platform.aap("tenants", "secrets", "new-key").output.strip()
     assert len(Keyring.parse(key, "new-key").keys) == 1
+    # Keys that are set must be keys: `aap serve` (and `aap config check`) refuse to start otherwise.
+    malformed = platform.aap("config", "check", env={"AAP_SECRET_KEYS": f"{key} not-a-key"})
+    assert malformed.exit_code == 1
+    assert "platform.secret_keys: the environment variable AAP_SECRET_KEYS: key 2 is not 32 bytes" in malformed.output
+    assert key not in malformed.output
+    assert platform.aap("config", "check", env={"AAP_SECRET_KEYS": key}).exit_code == 0
+    assert platform.aap("config", "check").exit_code == 0  # no keys: tenants name no secret
 
 
 @pytest.mark.slow

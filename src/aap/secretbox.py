@@ -19,7 +19,7 @@ import binascii
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -128,3 +128,28 @@ def _aad(context: Sequence[str]) -> bytes:
         data = part.encode("utf-8")
         out += len(data).to_bytes(4, "big") + data
     return bytes(out)
+
+
+#: The largest keyring file read.
+MAX_KEYS_FILE_BYTES = 4096
+
+
+def read_keyring(path: str | None, variable: str, environ: Mapping[str, str]) -> Keyring:
+    """The keys in the file ``path`` when it is given, else in the environment variable
+    ``variable``; a :class:`SecretKeyError` says where they were looked for."""
+    if path:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_KEYS_FILE_BYTES + 1)
+        except OSError as exc:
+            raise SecretKeyError(f"[platform] secret_keys_file {path}: {exc.strerror}") from None
+        if len(data) > MAX_KEYS_FILE_BYTES:
+            raise SecretKeyError(f"[platform] secret_keys_file {path}: larger than a keyring is")
+        return Keyring.parse(data.decode("ascii", "replace"), f"[platform] secret_keys_file {path}")
+    text = environ.get(variable, "")
+    if not text.strip():
+        raise SecretKeyError(
+            f"the platform's secret keys are not set: the environment variable {variable}"
+            " (or [platform] secret_keys_file) holds them; `aap tenants secrets new-key` writes one"
+        )
+    return Keyring.parse(text, f"the environment variable {variable}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from aap.config.credentials import SecretValues
 from aap.config.platform import PlatformSettings
-from aap.secretbox import Keyring, SecretKeyError
+from aap.secretbox import Keyring, SecretKeyError, read_keyring
 from aap.store.platform import PlatformStore
 
 log = logging.getLogger("aap.platform")
@@ -27,29 +27,11 @@ log = logging.getLogger("aap.platform")
 MAX_SECRET_BYTES = 16 * 1024
 #: The most secrets one tenant has.
 MAX_SECRETS = 100
-#: The largest keyring file read.
-MAX_KEYS_FILE_BYTES = 4096
 
 
 def load_keyring(platform: PlatformSettings, environ: Mapping[str, str]) -> Keyring:
     """The platform's keys, or a :class:`SecretKeyError` saying where they were looked for."""
-    if platform.secret_keys_file:
-        path = platform.secret_keys_file
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_KEYS_FILE_BYTES + 1)
-        except OSError as exc:
-            raise SecretKeyError(f"[platform] secret_keys_file {path}: {exc.strerror}") from None
-        if len(data) > MAX_KEYS_FILE_BYTES:
-            raise SecretKeyError(f"[platform] secret_keys_file {path}: larger than a keyring is")
-        return Keyring.parse(data.decode("ascii", "replace"), f"[platform] secret_keys_file {path}")
-    text = environ.get(platform.secret_keys_env, "")
-    if not text.strip():
-        raise SecretKeyError(
-            f"the platform's secret keys are not set: the environment variable {platform.secret_keys_env}"
-            " (or [platform] secret_keys_file) holds them; `aap tenants secrets new-key` writes one"
-        )
-    return Keyring.parse(text, f"the environment variable {platform.secret_keys_env}")
+    return read_keyring(platform.secret_keys_file, platform.secret_keys_env, environ)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from aap.cardsign import load_private_key
 from aap.config.credentials import unset_secrets
 from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
 from aap.config.model import Settings
+from aap.secretbox import SecretKeyError, read_keyring
 from aap.telemetry.environment import problems as telemetry_problems
 
 
@@ -62,7 +63,22 @@ def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list
         + unset_secrets(settings)
         + telemetry_problems(environ)
         + signing_problems(settings, environ)
+        + keyring_problems(settings, environ)
     )
+
+
+def keyring_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """A platform's secret keys, when it names any (docs/platform.md, "Secrets"): readable and
+    well formed, so that a worker never starts unable to open its tenants' secrets. A platform
+    without keys is fine (its tenants then name no secret)."""
+    platform = settings.platform
+    if platform is None or not (platform.secret_keys_file or environ.get(platform.secret_keys_env, "").strip()):
+        return []
+    try:
+        read_keyring(platform.secret_keys_file, platform.secret_keys_env, environ)
+    except SecretKeyError as exc:
+        return [f"platform.secret_keys: {exc}"]
+    return []
 
 
 def signing_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
