@@ -319,6 +319,7 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not shown", exc)
         summary = tenant_view(registry, record, config=True)
+        secrets = [info.name for info in registry.secret_list(tenant_id)]  # names, never values
     if as_toml:
         click.echo(record.config, nl=not record.config.endswith("\n"))
         return
@@ -331,6 +332,7 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
         f"  domains     {', '.join(record.domains) or '- (none)'}",
         *(f"  url         {url}" for url in summary["urls"]),
         f"  a2a tenant  {record.a2a_tenant or '-'}",
+        f"  secrets     {', '.join(secrets) or '- (none)'}",
         "Configuration (as stored):",
         record.config.rstrip("\n"),
     ]
