@@ -26,7 +26,7 @@ from aap.client import AapClient, DiscoveryError
 from aap.config.environment import environment_problems
 from aap.config.model import AgentIdentity
 from aap.discovery import build as discovery_build
-from aap.discovery.card_keys import EnvironmentCardKeys
+from aap.discovery.card_keys import ConfiguredCardKeys
 from aap.server.app import SURFACES, create_app
 from aap.store import open_stores
 from http_helpers import LiveServer, make_settings
@@ -53,7 +53,7 @@ def serve(tmp_path, key_text: str | None, kid: str | None = None) -> tuple[LiveS
     if key_text is not None:
         agent = dataclasses.replace(settings.agent, signing_key_env=KEY_ENV, signing_kid=kid)
         settings = dataclasses.replace(settings, agent=agent)
-    keys = EnvironmentCardKeys({KEY_ENV: key_text} if key_text else {})
+    keys = ConfiguredCardKeys({KEY_ENV: key_text} if key_text else {})
     surfaces = tuple(
         dataclasses.replace(s, build=lambda gateway: discovery_build(gateway, keys=keys))
         if s.build is discovery_build

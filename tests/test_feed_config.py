@@ -50,7 +50,7 @@ timezone = "Mars/Olympus"
         "feeds[0].source: must not carry a password",
         "feeds[0].schedule: must be at least every 1m",
         "feeds[0].format: must be one of",
-        "feeds[0].password_env: must be the name of an environment",
+        "feeds[0].password_env: must be an environment variable name",
         "feeds[1].name: is already the name of feeds[0]",
         "feeds[1].source: must use https://",
         "feeds[1].schedule: is not a valid cron expression",

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "netguard",
                 "paths",
                 "protocols",
+                "secretbox",
                 "spec",
                 "telemetry",
                 "util",
@@ -44,7 +45,19 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "core logic",
         frozenset(
-            {"leads", "skills", "agent", "gateway", "work", "ratelimit", "fairshare", "feeds", "accounts", "tenants"}
+            {
+                "leads",
+                "skills",
+                "agent",
+                "gateway",
+                "work",
+                "ratelimit",
+                "fairshare",
+                "feeds",
+                "accounts",
+                "tenants",
+                "tenant_secrets",
+            }
         ),
     ),
     ("http plumbing", frozenset({"web"})),

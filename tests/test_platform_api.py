@@ -27,6 +27,7 @@ from aap.config.model import RateLimit
 from aap.gateway import Gateway
 from aap.platform.api import MAX_BODY_BYTES, ProvisioningApi
 from aap.ratelimit import RateLimiter, anonymous_caller_key
+from aap.secretbox import new_key
 from aap.server.platform import PlatformContext, create_platform_app
 from aap.server.platform_api import provisioning_routes
 from aap.server.runner import open_app
@@ -77,8 +78,10 @@ def start(database_url: str, routes: Callable[[PlatformContext], list], **platfo
 
 
 @pytest.fixture
-def api(database_url) -> Iterator[Api]:
-    yield from start(database_url, provisioning_routes({"AAP_PLATFORM_TOKEN": TOKEN}))
+def api(database_url, tmp_path) -> Iterator[Api]:
+    keys = tmp_path / "secret-keys"  # the platform's keys sealing tenant secrets (docs/platform.md)
+    keys.write_text(new_key() + "\n")
+    yield from start(database_url, provisioning_routes({"AAP_PLATFORM_TOKEN": TOKEN}), secret_keys_file=str(keys))
 
 
 def conforms(document: dict[str, Any], method: str, template: str, response: httpx.Response) -> Any:
@@ -398,6 +401,9 @@ def test_the_document_describes_every_route_served(api: Api) -> None:
         (TENANTS + "/{tenant_id}", "delete"): "removeTenant",
         (TENANTS + "/{tenant_id}/domains", "put"): "replaceDomains",
         (TENANTS + "/{tenant_id}/domains", "patch"): "changeDomains",
+        (TENANTS + "/{tenant_id}/secrets", "get"): "listSecrets",
+        (TENANTS + "/{tenant_id}/secrets/{name}", "put"): "setSecret",
+        (TENANTS + "/{tenant_id}/secrets/{name}", "delete"): "removeSecret",
     }
     # A method the document does not name is not served: 405 with every method of the resource.
     for method, path, allow in (
@@ -408,6 +414,7 @@ def test_the_document_describes_every_route_served(api: Api) -> None:
         ("OPTIONS", TENANTS + "/x", "DELETE, GET, HEAD, PUT"),
         ("PROPFIND", TENANTS + "/x/domains", "PATCH, PUT"),
         ("POST", "/_platform/openapi.json", "GET, HEAD"),
+        ("GET", TENANTS + "/x/secrets/token", "DELETE, PUT"),
     ):
         refused = api.call(method, path)
         assert (refused.status_code, refused.headers.get("allow")) == (405, allow), (method, path)
@@ -451,11 +458,11 @@ def test_schemathesis_finds_every_answer_as_documented(api: Api, mode) -> None:
             case.validate_response(response, checks=CHECKS, headers=headers)
 
         exercise()
-    assert len(statuses) == (8 if mode is GenerationMode.POSITIVE else 7), statuses
+    assert len(statuses) == (11 if mode is GenerationMode.POSITIVE else 10), statuses
     assert all(code < 500 for found in statuses.values() for code in found), statuses
     if mode is GenerationMode.NEGATIVE:  # a body that breaks the document is refused, whatever it is
         with_bodies = [label for label in statuses if label.split()[0] in ("POST", "PUT", "PATCH")]
-        assert len(with_bodies) == 4 and all(400 in statuses[label] for label in with_bodies), statuses
+        assert len(with_bodies) == 5 and all(400 in statuses[label] for label in with_bodies), statuses
 
 
 # -- aap serve --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ HTTP with two workers, on SQLite and PostgreSQL, is tests/test_platform_console_
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from starlette.testclient import TestClient
 
 import aap.platform.console as platform_console
 from aap.accounts import PLATFORM_ADMIN, Accounts
+from aap.secretbox import new_key
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.store.lead_inbox import LeadScope
@@ -321,12 +323,46 @@ def test_removing_a_tenant_asks_first_then_it_is_gone_everywhere(platform) -> No
     assert eventually(lambda: client.get("https://beta.example/.well-known/agent-card.json").status_code == 404)
 
 
+def test_secrets_are_set_and_removed_by_name_and_their_values_never_shown(platform, monkeypatch, caplog) -> None:
+    """docs/platform.md, "Secrets": the tenant page lists names; the audit log records names."""
+    keys = new_key()
+    monkeypatch.setenv("AAP_SECRET_KEYS", keys)  # the app's registry reads them on first use
+    caplog.set_level(logging.DEBUG)
+    client, token = signed_in(platform)
+    value = "console-VALUE-7f3a9"
+    refused = client.post(
+        f"{PLATFORM}/console/tenants/dealer-b/secrets", data={"csrf_token": token, "name": "Bad Name", "value": value}
+    )
+    assert refused.status_code == 400 and 'id="secret-problems"' in refused.text and value not in refused.text
+    done = client.post(
+        f"{PLATFORM}/console/tenants/dealer-b/secrets",
+        data={"csrf_token": token, "name": "crm-token", "value": value},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303 and done.headers["location"].endswith("?done=secret")
+    page = client.get(f"{PLATFORM}/console/tenants/dealer-b?done=secret")
+    assert "<code>crm-token</code>" in page.text and "The secret was set" in page.text and value not in page.text
+    registry = TenantRegistry(platform["registry"].deployment, platform["stores"].db, environ={"AAP_SECRET_KEYS": keys})
+    assert registry.secrets.values("dealer-b", {"crm-token"}).get("crm-token") == value
+    removed = client.post(
+        f"{PLATFORM}/console/tenants/dealer-b/secrets/remove",
+        data={"csrf_token": token, "name": "crm-token"},
+        follow_redirects=False,
+    )
+    assert removed.status_code == 303 and registry.secret_list("dealer-b") == []
+    actions = [a for _, a, s in audit(platform["stores"]) if s == "dealer-b"]
+    assert actions.count("tenant.secret.set") == 1 and actions.count("tenant.secret.remove") == 1
+    entries = platform["stores"].console.audit_entries(limit=100)
+    assert all(value not in repr(e) for e in entries) and value not in caplog.text
+
+
 def test_every_form_needs_the_sessions_csrf_token_and_this_sites_origin(platform) -> None:
     client, token = signed_in(platform)
     forms = {
         "/console/tenants": {"id": "epsilon", "domains": "", "config": tenant_config("Epsilon")},
         "/console/tenants/gamma/config": {"config": tenant_config("Gamma Renamed")},
         "/console/tenants/gamma/domains": {"add": "gamma.example"},
+        "/console/tenants/gamma/secrets": {"name": "crm-token", "value": "forged-value"},
         "/console/tenants/gamma/remove": {"confirm": "gamma"},
     }
     for path, form in forms.items():

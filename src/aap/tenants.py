@@ -7,8 +7,11 @@ register a tenant the others would refuse:
 - a tenant id is lower-case letters, digits and ``-`` (it names the ``/t/ID/`` prefix and
   keys the tenant's rows in the shared tables);
 - its configuration is the dealer-level tables of ``aap.toml`` and passes every check
-  ``aap config check`` makes (the loader's, with every problem at once and its TOML path,
-  secrets named by environment variable included), with the platform's ``[server]``;
+  ``aap config check`` makes (the loader's, with every problem at once and its TOML path),
+  with the platform's ``[server]``;
+- its secrets are tenant secrets (``X_secret = "NAME"``), set in the platform's database
+  (:mod:`aap.tenant_secrets`) and checked there: set, readable with the platform's keys; a
+  variable of the platform workers' environment (``X_env``) is refused;
 - on a platform, a tenant's feeds and mapping files are fetched from ``https://`` or
   ``sftp://`` sources only: a local path would let whoever provisions a tenant read the
   platform host's files;
@@ -25,18 +28,24 @@ any left by an earlier tenant of the same id before it is added).
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from aap.config.credentials import environment_references, secret_name_problem, secret_references
+from aap.config.environment import signing_problems
 from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
 from aap.config.platform import MAX_DOMAIN_TEXT, PlatformSettings, normalise_domain, tenant_id_problem
 from aap.netguard import Reach, host_refusal
+from aap.secretbox import SecretKeyError
 from aap.store.db import Database
 from aap.store.platform import FEEDS, PlatformStore, TenantRecord
 from aap.store.tenancy import TenantData
+from aap.tenant_secrets import MAX_SECRET_BYTES, MAX_SECRETS, Rotation, SecretInfo, TenantSecrets
 
 #: The most domains one tenant is served at.
 MAX_DOMAINS = 20
@@ -149,6 +158,7 @@ class TenantRegistry:
         self.store = PlatformStore(platform_db)
         self.data = TenantData(platform_db)
         self.environ = environ
+        self.secrets = TenantSecrets(self.store, self.platform, os.environ if environ is None else environ)
 
     # -- what a tenant is served as ---------------------------------------------------------
     def public_url(self, record: TenantRecord) -> str:
@@ -156,8 +166,9 @@ class TenantRegistry:
         return f"https://{record.domains[0]}" if record.domains else self.platform.prefix_url(record.tenant_id)
 
     def settings_for(self, record: TenantRecord, public_url: str) -> Settings:
-        """The Settings of ``record``'s agent as served at ``public_url`` (already checked when stored)."""
-        return parse_tenant(
+        """The Settings of ``record``'s agent as served at ``public_url`` (already checked when
+        stored), with the values of the tenant secrets it names as they are now."""
+        settings = parse_tenant(
             tomllib.loads(record.config),
             tenant_id=record.tenant_id,
             public_url=public_url,
@@ -165,6 +176,13 @@ class TenantRegistry:
             environ=self.environ,
             source=f"tenant {record.tenant_id}",
         )
+        return self._with_secrets(settings, record.tenant_id)
+
+    def _with_secrets(self, settings: Settings, tenant_id: str) -> Settings:
+        names = {ref.credential.secret for ref in secret_references(settings) if ref.credential.secret}
+        if not names:
+            return settings
+        return dataclasses.replace(settings, secrets=self.secrets.values(tenant_id, names))
 
     # -- checks -------------------------------------------------------------------------------
     def check(self, tenant_id: str, config: str, domains: Sequence[str] = ()) -> Settings:
@@ -192,10 +210,11 @@ class TenantRegistry:
                     public_url=url,
                     deployment=self.deployment,
                     environ=self.environ,
-                    require_secrets=True,
                 )
             except ConfigError as exc:
                 problems += exc.problems
+            if settings is not None:
+                problems += self._secret_problems(settings, tenant_id)
             problems += self._source_problems(doc)
             problems += destination_problems(doc, self.platform.outbound)
             if settings is not None:
@@ -205,6 +224,20 @@ class TenantRegistry:
         if problems or settings is None:
             raise refusal(problems, conflicts)
         return settings
+
+    def _secret_problems(self, settings: Settings, tenant_id: str) -> list[str]:
+        """The tenant's secrets: none named by environment variable (that is the platform workers'
+        environment, not the tenant's), each one named set in the database and readable."""
+        problems = environment_references(settings)
+        resolved = self._with_secrets(settings, tenant_id)
+        for ref in secret_references(resolved):
+            name = ref.credential.secret
+            if name is not None and not resolved.secrets.get(name):
+                hint = "" if name in self.secrets.names(tenant_id) else f" (aap tenants secrets set {tenant_id} {name})"
+                problems.append(f"{ref.key}: {resolved.secrets.missing(name)}{hint}")
+        if settings.agent.signing_key_secret is not None:
+            problems += signing_problems(resolved, {})
+        return problems
 
     def _toml(self, config: str, problems: list[str]) -> dict[str, Any] | None:
         if len(config.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES:
@@ -339,3 +372,55 @@ class TenantRegistry:
         if not self.store.remove(tenant_id, _now_ms()):
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         self.data.remove(tenant_id)
+
+    # -- secrets (aap.tenant_secrets) -------------------------------------------------------------
+    def secret_list(self, tenant_id: str) -> Sequence[SecretInfo]:
+        """The names of the tenant's secrets and when each was set (never a value). A secret may
+        be set before its tenant is added, so an id without a tenant lists what it has."""
+        self._id_or_refuse(tenant_id)
+        return self.secrets.listing(tenant_id)
+
+    def set_secret(self, tenant_id: str, name: str, value: str) -> bool:
+        """Seal and store ``value`` as the tenant's secret ``name`` (every worker rebuilds the tenant
+        with it); returns whether the name is new. Refused with every problem at once; never the
+        value in a problem."""
+        self._id_or_refuse(tenant_id)
+        problems = []
+        name_problem = secret_name_problem(name)
+        if name_problem:
+            problems.append(f"secret name {name[:80]!r}: {name_problem}")
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if not value.strip():
+            problems.append("value: must not be empty")
+        elif size > MAX_SECRET_BYTES:
+            problems.append(f"value: larger than {MAX_SECRET_BYTES // 1024} KiB")
+        elif any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            problems.append("value: is not UTF-8 text")
+        if not problems:
+            names = self.secrets.names(tenant_id)
+            if name not in names and len(names) >= MAX_SECRETS:
+                problems.append(f"secrets: at most {MAX_SECRETS} per tenant")
+        if problems:
+            raise TenantError(problems)
+        try:
+            return self.secrets.put(tenant_id, name, value)
+        except SecretKeyError as exc:
+            raise TenantError([str(exc)], status=503) from None
+
+    def remove_secret(self, tenant_id: str, name: str) -> None:
+        self._id_or_refuse(tenant_id)
+        if not self.secrets.remove(tenant_id, name):
+            raise TenantError([f"tenant {tenant_id!r} has no secret {name[:80]!r}"], status=404)
+
+    def rotate_secrets(self) -> Rotation:
+        """Seal every tenant's secrets again with the platform's current key (the first)."""
+        try:
+            return self.secrets.rotate()
+        except SecretKeyError as exc:
+            raise TenantError([str(exc)], status=503) from None
+
+    @staticmethod
+    def _id_or_refuse(tenant_id: str) -> None:
+        problem = tenant_id_problem(tenant_id)
+        if problem:
+            raise TenantError([f"tenant id {tenant_id[:64]!r}: {problem}"], status=404)

@@ -153,9 +153,17 @@ def load_or_fail(
     if announce:
         console.print(Text(choice.describe(), style="dim"))
     try:
-        return load_settings(choice.path, overrides=overrides, require_secrets=require_secrets)
+        settings = load_settings(choice.path, overrides=overrides, require_secrets=require_secrets)
     except ConfigError as exc:
         fail_config(exc)
+    if require_secrets and settings.platform is not None:
+        # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
+        from aap.config.environment import keyring_problems
+
+        problems = keyring_problems(settings, os.environ)  # the keys sealing tenants' secrets
+        if problems:
+            fail_config(ConfigError(problems, settings.source_path))
+    return settings
 
 
 def reload_or_fail(settings: Settings, overrides: dict[str, Any]) -> Settings:

@@ -1,4 +1,4 @@
-"""``aap tenants add|update|domains|check|list|show|remove``: a platform's tenants (docs/platform.md).
+"""``aap tenants add|update|domains|check|list|show|remove|secrets``: a platform's tenants (docs/platform.md).
 
 The commands work on the registry in the platform deployment's database (SQLite or
 PostgreSQL) through :class:`aap.tenants.TenantRegistry`, the same rules the provisioning API
@@ -13,6 +13,7 @@ FILE``, else ``$AAP_CONFIG``, else ``./aap.toml``), and a tenant's configuration
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -30,7 +31,7 @@ from aap.cli.common import (
     load_platform_or_fail,
     open_registry_or_fail,
 )
-from aap.platform.views import stamp, tenant_urls, tenant_view
+from aap.platform.views import secret_view, stamp, tenant_urls, tenant_view
 
 if TYPE_CHECKING:
     from aap.store.platform import TenantRecord
@@ -68,7 +69,10 @@ domain_option = click.option(
 
 def _deployment_config(ctx: click.Context, config: str | None = None) -> tuple[str | None, dict[str, Any] | None]:
     """The platform's configuration file and overrides: a subcommand's own ``--config``, else the group's."""
-    group = ctx.parent.params if ctx.parent is not None else {}
+    found = ctx.parent  # the `aap tenants` group's options, above `secrets` for its commands
+    while found is not None and found.info_name != "tenants":
+        found = found.parent
+    group = found.params if found is not None else {}
     database = group.get("database")
     return config or group.get("config"), {"database": database} if database else None
 
@@ -160,7 +164,8 @@ def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: t
 
     ID is 1 to 48 lower-case letters, digits and '-' (it names https://PLATFORM_HOST/t/ID/ and
     the tenant's database namespace) and cannot change later. FILE passes every check
-    `aap config check` makes, secrets' environment variables included.
+    `aap config check` makes; every tenant secret it names (X_secret = "NAME") is set
+    (`aap tenants secrets set ID NAME` first) and opens with the platform's keys.
     """
     from aap.tenants import TenantError
 
@@ -314,6 +319,7 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not shown", exc)
         summary = tenant_view(registry, record, config=True)
+        secrets = [info.name for info in registry.secret_list(tenant_id)]  # names, never values
     if as_toml:
         click.echo(record.config, nl=not record.config.endswith("\n"))
         return
@@ -326,6 +332,7 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
         f"  domains     {', '.join(record.domains) or '- (none)'}",
         *(f"  url         {url}" for url in summary["urls"]),
         f"  a2a tenant  {record.a2a_tenant or '-'}",
+        f"  secrets     {', '.join(secrets) or '- (none)'}",
         "Configuration (as stored):",
         record.config.rstrip("\n"),
     ]
@@ -366,6 +373,145 @@ def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | 
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not removed", exc)
     console.print(Text(f"Tenant {tenant_id} removed; its data is deleted.", style="bold green"))
+
+
+# -- secrets ---------------------------------------------------------------------------------------
+
+
+@tenants.group("secrets")
+def secrets_group() -> None:
+    """A tenant's secrets: CRM tokens, SMTP and feed passwords, webhook and card signing keys.
+
+    \b
+    A tenant's file names a secret by name, never by value:
+      auth = { type = "bearer", token_secret = "crm-token" }
+    and the value is set here (from standard input, never the command line):
+      printf %s "$TOKEN" | aap tenants secrets set dealer-a crm-token
+
+    Values are sealed with the platform's keys ($AAP_SECRET_KEYS, or [platform]
+    secret_keys_file) in the platform's database, never shown back, and used by every worker
+    within seconds, without a restart (docs/platform.md, "Secrets").
+    """
+
+
+def _read_value() -> str:
+    """The secret's value from standard input: typed without echo on a terminal, else read to the
+    end (one trailing line break dropped, as `echo` adds one), no further than a secret may be."""
+    from aap.tenant_secrets import MAX_SECRET_BYTES
+
+    stdin = sys.stdin.buffer
+    if stdin.isatty():
+        value: str = click.prompt("Value (not echoed)", hide_input=True, err=True)
+        return value
+    data = stdin.read(MAX_SECRET_BYTES + 3)
+    if len(data) > MAX_SECRET_BYTES + 2:
+        fail(f"The value on standard input is larger than a secret may be ({MAX_SECRET_BYTES // 1024} KiB).")
+    if data.endswith(b"\r\n"):
+        data = data[:-2]
+    elif data.endswith(b"\n"):
+        data = data[:-1]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        fail("The value on standard input is not UTF-8 text.")
+
+
+@secrets_group.command("set")
+@click.argument("tenant_id", metavar="ID")
+@click.argument("name", metavar="NAME")
+@platform_config_option
+@click.pass_context
+def secret_set_command(ctx: click.Context, tenant_id: str, name: str, config: str | None) -> None:
+    """Set tenant ID's secret NAME to the value on standard input (replacing an earlier one).
+
+    NAME is what the tenant's file names (token_secret = "NAME"): lower-case letters, digits,
+    '.', '_' and '-'. A secret may be set before its tenant is added, so that `aap tenants add`
+    finds every secret its file names.
+    """
+    from aap.tenants import TenantError
+
+    value = _read_value()
+    with _registry(ctx, config) as registry:
+        try:
+            new = registry.set_secret(tenant_id, name, value)
+        except TenantError as exc:
+            _refused(f"Secret {name} of {tenant_id} not set", exc)
+        key = registry.secrets.keyring().current
+    verb = "set" if new else "replaced"
+    console.print(Text(f"Secret {name} of tenant {tenant_id} {verb} (sealed with key {key}).", style="bold green"))
+    console.print(Text("Every worker uses it within seconds, without a restart."))
+
+
+@secrets_group.command("list")
+@click.argument("tenant_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array: name, set_at, key_id (never a value).")
+@platform_config_option
+@click.pass_context
+def secret_list_command(ctx: click.Context, tenant_id: str, as_json: bool, config: str | None) -> None:
+    """The names of tenant ID's secrets, when each was set and the key that sealed it (never a value)."""
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            found = registry.secret_list(tenant_id)
+        except TenantError as exc:
+            _refused(f"Secrets of {tenant_id} not listed", exc)
+    if as_json:
+        click.echo(orjson.dumps([secret_view(info) for info in found], option=orjson.OPT_INDENT_2).decode())
+        return
+    for info in found:
+        view = secret_view(info)
+        click.echo(f"{view['name']}\tset {view['set_at']}\tkey {view['key_id']}")
+    console.print(Text(f"{len(found)} secret(s) of tenant {tenant_id}."))
+
+
+@secrets_group.command("remove")
+@click.argument("tenant_id", metavar="ID")
+@click.argument("name", metavar="NAME")
+@platform_config_option
+@click.pass_context
+def secret_remove_command(ctx: click.Context, tenant_id: str, name: str, config: str | None) -> None:
+    """Delete tenant ID's secret NAME (a delivery that needs it then fails until it is set again)."""
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            registry.remove_secret(tenant_id, name)
+        except TenantError as exc:
+            _refused(f"Secret {name} of {tenant_id} not removed", exc)
+    console.print(Text(f"Secret {name} of tenant {tenant_id} removed.", style="bold green"))
+
+
+@secrets_group.command("rotate")
+@platform_config_option
+@click.pass_context
+def secret_rotate_command(ctx: click.Context, config: str | None) -> None:
+    """Seal every tenant's secrets again with the platform's current key (the first of its keys).
+
+    Run it once every worker has the new key first among its keys; afterwards the old key can be
+    dropped (docs/platform.md, "Rotating the platform's key").
+    """
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            done = registry.rotate_secrets()
+        except TenantError as exc:
+            _refused("Secrets not rotated", exc)
+    console.print(
+        Text(
+            f"{done.resealed} secret(s) sealed again with key {done.key_id}; {done.current} already were.",
+            style="bold green",
+        )
+    )
+
+
+@secrets_group.command("new-key")
+def secret_new_key_command() -> None:
+    """Print a new random key for $AAP_SECRET_KEYS or [platform] secret_keys_file (32 bytes, base64url)."""
+    from aap.secretbox import new_key
+
+    click.echo(new_key())
 
 
 __all__ = ["tenants"]

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from aap.cardsign import load_private_key
+from aap.config.credentials import unset_secrets
 from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
 from aap.config.model import Settings
+from aap.secretbox import SecretKeyError, read_keyring
 from aap.telemetry.environment import problems as telemetry_problems
 
 
@@ -58,23 +60,46 @@ def environment_problems(settings: Settings, environ: Mapping[str, str]) -> list
     # Traces asked for in a way this server cannot send them (docs/deployment.md, "Traces").
     return (
         [f"{path}: {message}" for path, message in missing]
+        + unset_secrets(settings)
         + telemetry_problems(environ)
         + signing_problems(settings, environ)
+        + keyring_problems(settings, environ)
     )
+
+
+def keyring_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """A platform's secret keys, when it names any (docs/platform.md, "Secrets"): readable and
+    well formed, so that a worker never starts unable to open its tenants' secrets. A platform
+    without keys is fine (its tenants then name no secret)."""
+    platform = settings.platform
+    if platform is None or not (platform.secret_keys_file or environ.get(platform.secret_keys_env, "").strip()):
+        return []
+    try:
+        read_keyring(platform.secret_keys_file, platform.secret_keys_env, environ)
+    except SecretKeyError as exc:
+        return [f"platform.secret_keys: {exc}"]
+    return []
 
 
 def signing_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """The agent card's signing key (docs/a2a.md, "Signed agent card"): set, and a private key
     that can sign a card (the key itself is never quoted)."""
-    name = settings.agent.signing_key_env
-    if name is None:
+    agent = settings.agent
+    if agent.signing_key_secret is not None:  # a tenant's: unset_secrets reports a missing one
+        key, name, value = "agent.signing_key_secret", f"the tenant secret {agent.signing_key_secret}", None
+        value = settings.secrets.get(agent.signing_key_secret)
+        if not value:
+            return []
+    elif agent.signing_key_env is not None:
+        key, name = "agent.signing_key_env", agent.signing_key_env
+        value = environ.get(name)
+        if not value:
+            return [f"agent.signing_key_env: environment variable {name} is not set"]
+    else:
         return []
-    value = environ.get(name)
-    if not value:
-        return [f"agent.signing_key_env: environment variable {name} is not set"]
     try:
         load_private_key(value)
     except Exception as exc:  # its text may quote the key
         detail = str(exc) if isinstance(exc, ValueError) and "card" in str(exc) else type(exc).__name__
-        return [f"agent.signing_key_env: {name} does not hold a private key a card can be signed with ({detail})"]
+        return [f"{key}: {name} does not hold a private key a card can be signed with ({detail})"]
     return []

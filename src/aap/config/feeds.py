@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from aap.config.credentials import Credential, credential
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
 from aap.util.backoff import doubling
@@ -32,7 +33,6 @@ from aap.util.backoff import doubling
 FEED_FORMATS = ("aap", "google-vehicle", "meta-vehicle", "dealer-csv")
 _EVERY = re.compile(r"every\s+(\d+)\s*(s|m|h|d)", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -82,6 +82,10 @@ class FeedSettings:
     username_env: str | None = None  # https basic auth
     password_env: str | None = None  # https basic auth, or the sftp password
     token_env: str | None = None  # https bearer token
+    #: A platform tenant's: the same three as tenant secrets (docs/platform.md, "Secrets").
+    username_secret: str | None = None
+    password_secret: str | None = None
+    token_secret: str | None = None
     key_file: str | None = None  # sftp private key (a path; the key stays in its file)
     known_hosts: str | None = None  # sftp host keys (default: ~/.ssh/known_hosts)
     ca_file: str | None = None  # https: a private certificate authority
@@ -97,6 +101,13 @@ class FeedSettings:
     @property
     def scheme(self) -> str:
         return source_scheme(self.source)
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        return (
+            ("username", Credential(self.username_env, self.username_secret)),
+            ("password", Credential(self.password_env, self.password_secret)),
+            ("token", Credential(self.token_env, self.token_secret)),
+        )
 
 
 def source_scheme(source: str) -> str:
@@ -151,14 +162,6 @@ def parse_schedule(text: str, zone: str = "UTC") -> Schedule | str:
     return Schedule(text, cron=text, zone=zone)
 
 
-def _env(table: Table, key: str) -> str | None:
-    value: str | None = table.string(key, None)
-    if value is not None and not _ENV_NAME.match(value):
-        table.problem(key, "must be the name of an environment variable (letters, digits, _)")
-        return None
-    return value
-
-
 def _feed(table: Table, index: int, names: dict[str, str]) -> FeedSettings | None:
     before = len(table.problems)
     name = table.string("name", f"feed-{index + 1}")
@@ -195,11 +198,9 @@ def _feed(table: Table, index: int, names: dict[str, str]) -> FeedSettings | Non
             "".encode(encoding)
         except LookupError:
             table.problem("encoding", f"unknown encoding {encoding!r}")
-    username_env = _env(table, "username_env")
-    password_env = _env(table, "password_env")
-    token_env = _env(table, "token_env")
-    if token_env and (username_env or password_env) and source is not None and source_scheme(source) != "sftp":
-        table.problem("token_env", "give either token_env or username_env/password_env")
+    username, password, token = credential(table, "username"), credential(table, "password"), credential(table, "token")
+    if token and (username or password) and source is not None and source_scheme(source) != "sftp":
+        table.problem("token_env", "give either a token or a user name and password")
     settings = FeedSettings(
         name=name,
         source=source or "",
@@ -213,9 +214,12 @@ def _feed(table: Table, index: int, names: dict[str, str]) -> FeedSettings | Non
         strict=table.boolean("strict", False),
         encoding=encoding,
         delimiter=delimiter,
-        username_env=username_env,
-        password_env=password_env,
-        token_env=token_env,
+        username_env=username.env,
+        password_env=password.env,
+        token_env=token.env,
+        username_secret=username.secret,
+        password_secret=password.secret,
+        token_secret=token.secret,
         key_file=table.string("key_file", None),
         known_hosts=table.string("known_hosts", None),
         ca_file=table.string("ca_file", None),

@@ -39,9 +39,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from aap.config.credentials import Credential, credential
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.scoped import most_specific
-from aap.config.smtp import check_address, check_transport, credentials, env_name, subject_line
+from aap.config.smtp import check_address, check_transport, credentials, subject_line
 from aap.config.table import Problems, Table
 from aap.util.backoff import doubling
 
@@ -61,12 +62,23 @@ _RESERVED_HEADERS = {
 
 @dataclass(frozen=True)
 class HttpAuth:
-    """``basic`` (user and password from env) or ``bearer`` (token from env)."""
+    """``basic`` (user and password) or ``bearer`` (a token), each named by environment variable
+    (``X_env``) or tenant secret (``X_secret``)."""
 
     kind: str
     username_env: str | None = None
     password_env: str | None = None
     token_env: str | None = None
+    username_secret: str | None = None
+    password_secret: str | None = None
+    token_secret: str | None = None
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        return (
+            ("username", Credential(self.username_env, self.username_secret)),
+            ("password", Credential(self.password_env, self.password_secret)),
+            ("token", Credential(self.token_env, self.token_secret)),
+        )
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,10 @@ class AdfHttpTarget:
     auth: HttpAuth | None = None
     content_type: str = DEFAULT_ADF_CONTENT_TYPE
     kind: str = "adf_http"
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        """The secrets of its ``auth`` table, by key stem under the target (``auth.token``)."""
+        return tuple((f"auth.{stem}", cred) for stem, cred in self.auth.credentials()) if self.auth else ()
 
 
 @dataclass(frozen=True)
@@ -96,17 +112,30 @@ class SmtpTarget:
     password_env: str | None = None
     subject: str = "New AAP lead"
     kind: str = "smtp"
+    username_secret: str | None = None
+    password_secret: str | None = None
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        return (
+            ("username", Credential(self.username_env, self.username_secret)),
+            ("password", Credential(self.password_env, self.password_secret)),
+        )
 
 
 @dataclass(frozen=True)
 class WebhookTarget:
-    """POST the AAP lead as JSON, signed with HMAC-SHA256 when ``secret_env`` is set."""
+    """POST the AAP lead as JSON, signed with HMAC-SHA256 when ``secret_env`` (or, a platform
+    tenant's, ``secret_secret``) is set."""
 
     name: str
     url: str
     secret_env: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     kind: str = "webhook"
+    secret_secret: str | None = None
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        return (("secret", Credential(self.secret_env, self.secret_secret)),)
 
 
 Target = AdfHttpTarget | SmtpTarget | WebhookTarget
@@ -280,9 +309,9 @@ def _target(table: Table, default_name: str) -> Target | None:
         target = None if url is None else AdfHttpTarget(name, url, headers, auth, content_type)
     elif kind == "webhook":
         url = table.url("url", required=True, endpoint=True)
-        secret_env = env_name(table, "secret_env")
+        secret = credential(table, "secret")
         headers = _headers(table.table("headers"))
-        target = None if url is None else WebhookTarget(name, url, secret_env, headers)
+        target = None if url is None else WebhookTarget(name, url, secret.env, headers, secret_secret=secret.secret)
     else:
         target = _smtp(table, name)
     table.finish()
@@ -302,11 +331,24 @@ def _smtp(table: Table, name: str) -> SmtpTarget | None:
     for i, address in enumerate(to):
         check_address(table, f"to[{i}]", address)
     check_transport(table, host, ssl, starttls)
-    username_env, password_env = credentials(table)
+    username, password = credentials(table)
     subject = subject_line(table, "New AAP lead")
     if host is None or sender is None:
         return None
-    return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env, subject)
+    return SmtpTarget(
+        name,
+        host,
+        sender,
+        to,
+        port,
+        starttls,
+        ssl,
+        username.env,
+        password.env,
+        subject,
+        username_secret=username.secret,
+        password_secret=password.secret,
+    )
 
 
 def _headers(table: Table) -> tuple[tuple[str, str], ...]:
@@ -327,21 +369,33 @@ def _headers(table: Table) -> tuple[tuple[str, str], ...]:
 
 
 def _auth(table: Table) -> HttpAuth | None:
-    """``auth = { type = "basic" | "bearer", ... }``: credentials named by environment variable."""
+    """``auth = { type = "basic" | "bearer", ... }``: credentials named by environment variable
+    or tenant secret (:mod:`aap.config.credentials`)."""
     if not table.present:
         return None
     kind = table.string("type", "bearer", choices=("basic", "bearer"))
+
+    def required(stem: str) -> Credential:
+        found = credential(table, stem)
+        if (
+            not found
+            and not table.problems.has(table.at(f"{stem}_env"))
+            and not table.problems.has(table.at(f"{stem}_secret"))
+        ):
+            table.problem(f"{stem}_env", f"is required for {kind} auth (or {stem}_secret)")
+        return found
+
     if kind == "basic":
+        username, password = required("username"), required("password")
         auth = HttpAuth(
-            "basic", username_env=env_name(table, "username_env"), password_env=env_name(table, "password_env")
+            "basic",
+            username_env=username.env,
+            password_env=password.env,
+            username_secret=username.secret,
+            password_secret=password.secret,
         )
-        if auth.username_env is None and not table.problems.has(table.at("username_env")):
-            table.problem("username_env", "is required for basic auth")
-        if auth.password_env is None and not table.problems.has(table.at("password_env")):
-            table.problem("password_env", "is required for basic auth")
     else:
-        auth = HttpAuth("bearer", token_env=env_name(table, "token_env"))
-        if auth.token_env is None and not table.problems.has(table.at("token_env")):
-            table.problem("token_env", "is required for bearer auth")
+        token = required("token")
+        auth = HttpAuth("bearer", token_env=token.env, token_secret=token.secret)
     table.finish()
     return auth

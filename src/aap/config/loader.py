@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from aap.config.credentials import references_of
 from aap.config.dealer import parse_dealer, parse_dealers, scope_rules
 from aap.config.environment import missing_variables
 from aap.config.feeds import feed_rules, parse_feeds_section
@@ -161,6 +162,7 @@ def parse_settings(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     require_secrets: bool = False,
+    tenant: bool = False,
 ) -> Settings:
     """Validate a parsed TOML document (plus env and explicit overrides) into Settings.
 
@@ -168,7 +170,8 @@ def parse_settings(
     ``"search.max_limit"``) to values; they win over the environment, which wins
     over the file. ``None`` values are ignored. ``require_secrets`` also
     reports every environment variable the file names for a secret that
-    ``environ`` does not set (:mod:`aap.config.environment`).
+    ``environ`` does not set (:mod:`aap.config.environment`). Only a platform's ``tenant`` names
+    tenant secrets (``X_secret`` keys, :mod:`aap.config.credentials`).
     """
     doc = copy.deepcopy(doc)
     origins: dict[str, str] = {}
@@ -200,6 +203,14 @@ def parse_settings(
     root.finish()
     for rule in RULES:
         rule(parsed, problems)
+    if not tenant:
+        for ref in references_of(parsed["leads"], parsed["feeds"], parsed.get("agent")):
+            if ref.credential.secret is not None:
+                problems.add(
+                    ref.key,
+                    'names a tenant secret, which only a platform\'s tenant has (docs/platform.md, "Secrets"); '
+                    f"name an environment variable with {ref.path.rsplit('.', 1)[-1]}_env",
+                )
     if require_secrets:
         for path, message in missing_variables(parsed["leads"], env, metrics_token_env=parsed["metrics_token_env"]):
             problems.add(path, message)
@@ -251,7 +262,6 @@ def parse_tenant(
     public_url: str,
     deployment: Settings,
     environ: Mapping[str, str] | None = None,
-    require_secrets: bool = False,
     source: str | None = None,
 ) -> Settings:
     """A tenant's document (the dealer-level tables of ``aap.toml``) as the Settings of its agent.
@@ -261,7 +271,9 @@ def parse_tenant(
     is where the agent is served (``https://HOST`` or ``https://PLATFORM_HOST/t/ID``), and its
     rows are the tenant's in the platform's database and read replicas (docs/platform.md,
     "Isolation").
-    Every problem is reported at once, with its TOML path, as for a deployment's file.
+    Every problem is reported at once, with its TOML path, as for a deployment's file. The
+    secrets it names are checked by the registry, against the platform's database
+    (:class:`aap.tenants.TenantRegistry`), never against this process's environment.
     """
     problems = Problems({})
     for key in TENANT_FORBIDDEN:
@@ -281,7 +293,7 @@ def parse_tenant(
     tenant_doc.update({"id": tenant_id, "public_url": public_url, "database": deployment.database_url})
     env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in ENV_OVERRIDES}
     try:
-        settings = parse_settings(tenant_doc, source=source, environ=env, require_secrets=require_secrets)
+        settings = parse_settings(tenant_doc, source=source, environ=env, tenant=True)
     except ConfigError as exc:
         raise ConfigError(problems.render() + exc.problems, source) from None
     if problems:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aap.config.credentials import Credential, SecretValues
 from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
@@ -171,6 +172,12 @@ class AgentIdentity:
     #: JWK), and the key's id (default: its RFC 7638 thumbprint): docs/a2a.md, "Signed agent card".
     signing_key_env: str | None = None
     signing_kid: str | None = None
+    #: A platform tenant's: the tenant secret holding that key (docs/platform.md, "Secrets").
+    signing_key_secret: str | None = None
+
+    @property
+    def signing_key(self) -> Credential:
+        return Credential(self.signing_key_env, self.signing_key_secret)
 
 
 @dataclass(frozen=True)
@@ -252,6 +259,9 @@ class Settings:
     #: for a deployment that is one agent, the public internet only for a platform's tenant
     #: (docs/deployment.md, "Outbound connections").
     outbound: Reach = LOCAL
+    #: A platform tenant's: the values of the tenant secrets its configuration names, read when its
+    #: worker built it (docs/platform.md, "Secrets"); empty for a deployment that is one agent.
+    secrets: SecretValues = field(default_factory=SecretValues, repr=False, compare=False)
 
     @property
     def scope(self) -> str:

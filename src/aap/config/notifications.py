@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aap.config.credentials import Credential
 from aap.config.scoped import most_specific
 from aap.config.smtp import check_address, check_transport, credentials, subject_line
 from aap.config.table import Table
@@ -65,6 +66,14 @@ class NotificationSettings:
     include: tuple[str, ...] = ()
     published_sales: bool = True
     recipients: tuple[Recipients, ...] = field(default_factory=tuple)
+    username_secret: str | None = None
+    password_secret: str | None = None
+
+    def credentials(self) -> tuple[tuple[str, Credential], ...]:
+        return (
+            ("username", Credential(self.username_env, self.username_secret)),
+            ("password", Credential(self.password_env, self.password_secret)),
+        )
 
     def recipients_for(
         self, profile: DealerProfile | None, dealer_id: str | None, rooftop: str | None
@@ -102,7 +111,7 @@ def parse_notifications(table: Table) -> NotificationSettings:
     if sender is not None:
         check_address(table, "from", sender)
     check_transport(table, host, ssl, starttls)
-    username_env, password_env = credentials(table)
+    username, password = credentials(table)
     subject = subject_line(table, "New lead")
     include = table.strings("include", (), choices=INCLUDE_CHOICES, min_items=0)
     published = table.boolean("published_sales", True)
@@ -127,8 +136,10 @@ def parse_notifications(table: Table) -> NotificationSettings:
         port=port,
         starttls=starttls,
         ssl=ssl,
-        username_env=username_env,
-        password_env=password_env,
+        username_env=username.env,
+        password_env=password.env,
+        username_secret=username.secret,
+        password_secret=password.secret,
         subject=subject,
         include=include,
         published_sales=published,

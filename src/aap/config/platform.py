@@ -11,6 +11,8 @@ allow_loopback_destinations = false  # development only: tenants' CRMs and feeds
 tenant_concurrency = 2             # a tenant's requests served at once in a worker (at most half its threads)
 tenant_queue = 256                 # a tenant's requests waiting for one of those, in a worker
 tenant_queue_ms = 1000             # the longest such a wait; then, as when the queue is full: RATE_LIMITED
+secret_keys_env = "AAP_SECRET_KEYS"  # the keys sealing tenants' secrets (the first seals)...
+# secret_keys_file = "/etc/aap/secret-keys"  # ...or a file holding them (it wins over the variable)
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -65,6 +67,11 @@ class PlatformSettings:
     def tenant_slots(self, threads: int) -> int:
         """A tenant's slots in a worker whose executor has ``threads`` threads."""
         return self.tenant_concurrency or max(1, min(TENANT_SLOTS, threads // 2))
+
+    #: Where the keys sealing tenants' secrets are (docs/platform.md, "Secrets"): this file when
+    #: set, else this environment variable; one or more keys, the first seals.
+    secret_keys_env: str = "AAP_SECRET_KEYS"
+    secret_keys_file: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -155,6 +162,10 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
     token_env = table.string("api_token_env") or "AAP_PLATFORM_TOKEN"
     if not re.match(r"^[A-Z_][A-Z0-9_]*$", token_env):
         table.problem("api_token_env", "must be an environment variable name (A-Z, 0-9, _)")
+    keys_env = table.string("secret_keys_env") or "AAP_SECRET_KEYS"
+    if not re.match(r"^[A-Z_][A-Z0-9_]*$", keys_env):
+        table.problem("secret_keys_env", "must be an environment variable name (A-Z, 0-9, _)")
+    keys_file = table.string("secret_keys_file")
     settings = PlatformSettings(
         host=host,
         api_token_env=token_env,
@@ -165,6 +176,8 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         tenant_concurrency=table.integer("tenant_concurrency", 0, minimum=1, maximum=10_000) or None,
         tenant_queue=table.integer("tenant_queue", 256, minimum=0, maximum=100_000),
         tenant_queue_ms=table.integer("tenant_queue_ms", 1000, minimum=0, maximum=60_000),
+        secret_keys_env=keys_env,
+        secret_keys_file=keys_file,
     )
     table.finish()
     return settings

@@ -12,6 +12,7 @@ import ipaddress
 import re
 from typing import Any
 
+from aap.config.credentials import credential
 from aap.config.model import (
     ALL_FILTERS,
     ALL_SORT_FIELDS,
@@ -83,7 +84,7 @@ def parse_agent(table: Table, problems: Problems) -> dict[str, Any]:
         "version": table.string("version", "1.0.0"),
         "documentation_url": table.url("documentation_url"),
         "icon_url": table.url("icon_url"),
-        "signing_key_env": _env_name(table, "signing_key_env"),
+        "signing_key": credential(table, "signing_key"),
         "signing_kid": table.string("signing_kid"),
     }
     provider = table.table("provider")
@@ -112,7 +113,8 @@ def agent_defaults(parsed: dict[str, Any], problems: Problems) -> None:
         provider_url=values.get("provider_url"),
         documentation_url=values.get("documentation_url"),
         icon_url=values.get("icon_url"),
-        signing_key_env=values.get("signing_key_env"),
+        signing_key_env=values["signing_key"].env if values.get("signing_key") else None,
+        signing_key_secret=values["signing_key"].secret if values.get("signing_key") else None,
         signing_kid=values.get("signing_kid"),
     )
 

@@ -4,21 +4,9 @@
 
 from __future__ import annotations
 
-import re
-
+from aap.config.credentials import Credential, credential
 from aap.config.table import Table
 from aap.loopback import is_loopback_host
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def env_name(table: Table, key: str) -> str | None:
-    """The environment variable named at ``key`` (a secret is named, never written in the file)."""
-    value = table.string(key)
-    if value is not None and not _ENV_NAME.match(value):
-        table.problem(key, "must be an environment variable name (the secret itself never goes in the file)")
-        return None
-    return value
 
 
 def check_address(table: Table, key: str, value: str) -> None:
@@ -38,15 +26,14 @@ def check_transport(table: Table, host: str | None, ssl: bool, starttls: bool) -
         )
 
 
-def credentials(table: Table) -> tuple[str | None, str | None]:
-    """``username_env`` and ``password_env``: both or neither."""
-    username_env = env_name(table, "username_env")
-    password_env = env_name(table, "password_env")
-    if (username_env is None) != (password_env is None):
-        table.problem(
-            "password_env" if password_env is None else "username_env", "username_env and password_env go together"
-        )
-    return username_env, password_env
+def credentials(table: Table) -> tuple[Credential, Credential]:
+    """The user name and the password (each ``X_env`` or ``X_secret``:
+    :mod:`aap.config.credentials`): both or neither."""
+    username, password = credential(table, "username"), credential(table, "password")
+    if bool(username) != bool(password):
+        missing = "password" if not password else "username"
+        table.problem(f"{missing}_env", "a user name and a password go together (each X_env or X_secret)")
+    return username, password
 
 
 def subject_line(table: Table, default: str) -> str:

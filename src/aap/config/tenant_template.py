@@ -5,8 +5,9 @@ copy, so that a key documented there is documented for tenants too: the same sec
 the same order, with the same comments, but for what a tenant's document cannot hold
 (``aap.config.loader.TENANT_FORBIDDEN``: ``id``, ``public_url``, ``database``, ``[server]``)
 and the feeds, which on a platform are fetched over ``https://`` or ``sftp://`` only and
-name no file of the platform host (:mod:`aap.tenants`). It passes the registry's every
-check as written (tests/test_tenants_cli.py).
+name no file of the platform host (:mod:`aap.tenants`); its secrets are tenant secrets named
+by ``X_secret`` keys, never environment variables (:data:`SECRETS`). It passes the
+registry's every check as written (tests/test_tenants_cli.py).
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ TENANT_FEEDS = """\
 # The platform fetches and imports each feed on its schedule, once across all its workers.
 # A tenant's feed is fetched over https:// or sftp:// only, and names no file of the
 # platform host (no local path, mapping, key_file, known_hosts or ca_file).
-# Credentials: environment variable NAMES only, set in the platform's environment.
+# Credentials: tenant secrets by NAME (aap tenants secrets set ID NAME, value on stdin).
 #
 # [[feeds]]
 # name = "nightly"
 # source = "https://feeds.provider.example/example-motors/inventory.xml"   # or sftp://user@host/path
 # format = "google-vehicle"              # aap, google-vehicle, meta-vehicle, dealer-csv
 # schedule = "every 6h"                  # or a cron expression such as "30 2 * * *" (timezone = "...")
-# token_env = "PROVIDER_FEED_TOKEN"      # https: bearer token (or username_env, password_env)
+# token_secret = "feed-token"           # https: bearer token (or username_secret, password_secret)
 # replace = true                         # the feed is the whole inventory
 # max_removed_share = 0.5                # never remove more than half of it in one run
 
@@ -85,6 +86,23 @@ def _sections(text: str) -> tuple[str, list[tuple[str, str]]]:
     return "".join(preamble), [(title, "".join(lines)) for title, lines in sections]
 
 
+#: The deployment template's secrets, as a tenant names them (docs/platform.md, "Secrets").
+SECRETS = (
+    (
+        "# Sign the agent card (A2A signatures): the environment variable holding",
+        "# Sign the agent card (A2A signatures): the tenant secret holding",
+    ),
+    ('# signing_key_env = "AAP_CARD_SIGNING_KEY"', '# signing_key_secret = "card-key"'),
+    (
+        'token_env = "CRM_TOKEN" }  # or type "basic" with username_env, password_env',
+        'token_secret = "crm-token" }  # or "basic": username_secret, password_secret',
+    ),
+    ('# username_env = "SMTP_USER"', '# username_secret = "smtp-user"'),
+    ('# password_env = "SMTP_PASSWORD"', '# password_secret = "smtp-password"'),
+    ("when `secret_env` names the secret's variable", "when `secret_secret` names its tenant secret"),
+)
+
+
 def tenant_template(template: str | None = None) -> str:
     """The tenant template made from ``template`` (default: the packaged ``template.toml``)."""
     _preamble, sections = _sections(packaged_toml(TEMPLATE_CONFIG) if template is None else template)
@@ -95,7 +113,8 @@ def tenant_template(template: str | None = None) -> str:
         if title == FEEDS:
             parts.append(TENANT_FEEDS)
             continue
-        parts.append(
-            text.replace("`aap users add EMAIL --role admin`", "`aap users add EMAIL --tenant ID --role admin`")
-        )
+        text = text.replace("`aap users add EMAIL --role admin`", "`aap users add EMAIL --tenant ID --role admin`")
+        for deployment, tenant in SECRETS:
+            text = text.replace(deployment, tenant)
+        parts.append(text)
     return "".join(parts).rstrip("\n") + "\n"

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from aap.discovery import a2a_openapi, ai_catalog, api_catalog, llms_txt, schemas_route
 from aap.discovery.agent_card import AgentCard
-from aap.discovery.card_keys import CardKeys, EnvironmentCardKeys
+from aap.discovery.card_keys import CardKeys, ConfiguredCardKeys
 from aap.gateway import Gateway
 from aap.paths import (
     A2A_OPENAPI_PATH,
@@ -78,8 +78,8 @@ def build(gateway: Gateway, keys: CardKeys | None = None) -> BindingParts:
     agent = gateway.agent
     settings = agent.settings
     urls = settings.urls
-    # The card's signing key (docs/a2a.md, "Signed agent card"): by default from the environment.
-    signing = (keys or EnvironmentCardKeys()).signing_key(settings)
+    # The card's signing key (docs/a2a.md, "Signed agent card"): an environment variable or a tenant secret.
+    signing = (keys or ConfiguredCardKeys()).signing_key(settings)
     card = AgentCard(agent, signing)
     llms = _Rendered(
         lambda: StaticDocument(llms_txt.render(settings, agent.skills).encode("utf-8"), llms_txt.MEDIA_TYPE)

@@ -34,7 +34,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -44,6 +44,7 @@ import httpcore
 import httpx
 
 from aap import __version__, telemetry
+from aap.config.credentials import SecretValues
 from aap.config.feeds import source_problem, source_scheme
 from aap.loopback import is_loopback_host
 from aap.netguard import (
@@ -76,7 +77,8 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class Credentials:
-    """Where a fetch finds its secrets (environment variable names) and trust anchors (paths)."""
+    """Where a fetch finds its secrets (environment variable names, or a platform tenant's secret
+    names and their values) and trust anchors (paths)."""
 
     username_env: str | None = None
     password_env: str | None = None
@@ -84,6 +86,20 @@ class Credentials:
     key_file: str | None = None
     known_hosts: str | None = None
     ca_file: str | None = None
+    username_secret: str | None = None
+    password_secret: str | None = None
+    token_secret: str | None = None
+    secrets: SecretValues = field(default_factory=SecretValues, repr=False)
+
+    def value(self, stem: str, what: str) -> str | None:
+        """The ``stem`` secret's value (``username``, ``password``, ``token``), None when not named."""
+        secret = getattr(self, f"{stem}_secret")
+        if secret is not None:
+            found = self.secrets.get(secret)
+            if not found:
+                raise FetchError(f"{self.secrets.missing(secret)} ({what})")
+            return found
+        return _env(getattr(self, f"{stem}_env"), what)
 
 
 @dataclass(frozen=True)
@@ -236,12 +252,17 @@ async def _fetch_http(source: str, previous: Validators, credentials: Credential
         headers["If-None-Match"] = previous.etag
     if previous.last_modified:
         headers["If-Modified-Since"] = previous.last_modified
-    token = _env(credentials.token_env, "bearer token")
+    token = credentials.value("token", "bearer token")
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    elif credentials.username_env or credentials.password_env:
-        user = _env(credentials.username_env, "user name") or ""
-        password = _env(credentials.password_env, "password") or ""
+    elif (
+        credentials.username_env
+        or credentials.password_env
+        or credentials.username_secret
+        or credentials.password_secret
+    ):
+        user = credentials.value("username", "user name") or ""
+        password = credentials.value("password", "password") or ""
         headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
     context = _ssl_context(credentials.ca_file)
     shown = display_source(source)
@@ -351,7 +372,7 @@ async def _sftp(source: str, previous: Validators, credentials: Credentials, rul
     }
     if credentials.known_hosts is None:
         options.pop("known_hosts")  # asyncssh's default: ~/.ssh/known_hosts
-    password = _env(credentials.password_env, "password")
+    password = credentials.value("password", "password")
     if password is not None:
         options["password"] = password
     if credentials.key_file:

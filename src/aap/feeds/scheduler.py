@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 
+from aap.config.credentials import SecretValues
 from aap.config.feeds import FeedSettings, retry_delay
 from aap.config.model import Settings
 from aap.feeds.fetch import Credentials, FetchRules, Validators, display_source
@@ -42,10 +43,15 @@ MAX_IDLE_SECONDS = 60.0  # a scheduler looks at the feeds at least this often
 
 
 def request_for(
-    feed: FeedSettings, *, dry_run: bool = False, formats: Formats | None = None, outbound: Reach = LOCAL
+    feed: FeedSettings,
+    *,
+    dry_run: bool = False,
+    formats: Formats | None = None,
+    outbound: Reach = LOCAL,
+    secrets: SecretValues | None = None,
 ) -> ImportRequest:
     """The import a ``[[feeds]]`` entry asks for (its mapping file read now), its connections
-    within the deployment's ``outbound`` policy."""
+    within the deployment's ``outbound`` policy, its tenant secrets' values from ``secrets``."""
     formats = formats if formats is not None else Formats()
     mapping = read_mapping(feed.mapping, formats) if feed.mapping else None
     return ImportRequest(
@@ -69,6 +75,10 @@ def request_for(
             feed.key_file,
             feed.known_hosts,
             feed.ca_file,
+            feed.username_secret,
+            feed.password_secret,
+            feed.token_secret,
+            secrets or SecretValues(),
         ),
         rules=FetchRules(feed.timeout_seconds, feed.min_bytes_per_second, feed.private_network, outbound),
         formats=formats,
@@ -113,7 +123,10 @@ class FeedScheduler:
         try:
             try:
                 request = replace(
-                    request_for(feed, formats=self.formats, outbound=self.settings.outbound), trigger=trigger
+                    request_for(
+                        feed, formats=self.formats, outbound=self.settings.outbound, secrets=self.settings.secrets
+                    ),
+                    trigger=trigger,
                 )
             except MappingError as exc:
                 result = ImportResult(self._failed_run(feed, f"mapping file: {exc}"))

@@ -46,6 +46,8 @@ def smtp_target(notifications: NotificationSettings, to: tuple[str, ...]) -> Smt
         username_env=notifications.username_env,
         password_env=notifications.password_env,
         subject=notifications.subject,
+        username_secret=notifications.username_secret,
+        password_secret=notifications.password_secret,
     )
 
 

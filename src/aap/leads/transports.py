@@ -44,6 +44,7 @@ import httpcore
 import httpx
 import orjson
 
+from aap.config.credentials import Credential, SecretValues
 from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
 from aap.netguard import (
     LOCAL,
@@ -109,19 +110,33 @@ def _refused(exc: RefusedAddress) -> SendError:
     return SendError(f"{exc.host} resolves to {exc.why} ({exc.address}); refused", permanent=True)
 
 
-def _env(name: str | None, what: str) -> str:
-    value = os.environ.get(name or "")
+#: No tenant secrets: a deployment that is one agent names environment variables only.
+NO_SECRETS = SecretValues()
+
+
+def _value(credential: Credential, what: str, secrets: SecretValues) -> str:
+    """The value of a secret the configuration names: a platform tenant's secret (read when its
+    worker built it) or an environment variable of this process (read now)."""
+    if credential.secret is not None:
+        found = secrets.get(credential.secret)
+        if not found:
+            raise SendError(f"{secrets.missing(credential.secret)} ({what})")
+        return found
+    value = os.environ.get(credential.env or "")
     if not value:
-        raise SendError(f"environment variable {name} ({what}) is not set")
+        raise SendError(f"environment variable {credential.env} ({what}) is not set")
     return value
 
 
-def _auth(auth: HttpAuth | None) -> httpx.Auth | None:
+def _auth(auth: HttpAuth | None, secrets: SecretValues) -> httpx.Auth | None:
     if auth is None:
         return None
+    named = dict(auth.credentials())  # by stem: username, password, token
     if auth.kind == "basic":
-        return httpx.BasicAuth(_env(auth.username_env, "username"), _env(auth.password_env, "password"))
-    return _Bearer(_env(auth.token_env, "bearer token"))
+        return httpx.BasicAuth(
+            _value(named["username"], "username", secrets), _value(named["password"], "password", secrets)
+        )
+    return _Bearer(_value(named["token"], "bearer token", secrets))
 
 
 class _Bearer(httpx.Auth):
@@ -183,12 +198,18 @@ def refusal(status: int) -> SendError:
 
 
 async def send_adf_http(
-    client: httpx.AsyncClient, target: AdfHttpTarget, adf: str, lead_id: str, delivery_id: str, timeout: float
+    client: httpx.AsyncClient,
+    target: AdfHttpTarget,
+    adf: str,
+    lead_id: str,
+    delivery_id: str,
+    timeout: float,
+    secrets: SecretValues = NO_SECRETS,
 ) -> None:
     headers = dict(target.headers)
     headers.update(lead_headers(lead_id, delivery_id))
     headers["Content-Type"] = target.content_type
-    await _post(client, target.url, adf.encode("utf-8"), headers, _auth(target.auth), timeout)
+    await _post(client, target.url, adf.encode("utf-8"), headers, _auth(target.auth, secrets), timeout)
 
 
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
@@ -204,15 +225,17 @@ async def send_webhook(
     lead_id: str,
     delivery_id: str,
     timeout: float,
+    secrets: SecretValues = NO_SECRETS,
 ) -> None:
     body = orjson.dumps(document)
     headers = dict(target.headers)
     headers.update(lead_headers(lead_id, delivery_id))
     headers["Content-Type"] = "application/json"
-    if target.secret_env:
+    ((_, secret),) = target.credentials()
+    if secret:
         stamp = str(int(time.time()))
         headers["X-AAP-Timestamp"] = stamp
-        headers["X-AAP-Signature"] = webhook_signature(_env(target.secret_env, "webhook secret"), stamp, body)
+        headers["X-AAP-Signature"] = webhook_signature(_value(secret, "webhook secret", secrets), stamp, body)
     await _post(client, target.url, body, headers, None, timeout)
 
 
@@ -276,12 +299,18 @@ class _TlsSession(smtplib.SMTP_SSL):
         return super().data(msg)
 
 
-def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float, vetted: _Vetted) -> None:
+def _smtp_login(target: SmtpTarget, secrets: SecretValues) -> tuple[str, str] | None:
+    """The SMTP user name and password, when the target names them."""
+    named = dict(target.credentials())
+    if not named["username"]:
+        return None
+    return _value(named["username"], "SMTP username", secrets), _value(named["password"], "SMTP password", secrets)
+
+
+def _smtp_send(
+    target: SmtpTarget, message: EmailMessage, timeout: float, vetted: _Vetted, login: tuple[str, str] | None
+) -> None:
     context = ssl.create_default_context()
-    user = password = None
-    if target.username_env:
-        user = _env(target.username_env, "SMTP username")
-        password = _env(target.password_env, "SMTP password")
     server: _Session | _TlsSession | None = None
     try:
         if target.ssl:
@@ -293,8 +322,8 @@ def _smtp_send(target: SmtpTarget, message: EmailMessage, timeout: float, vetted
             if target.starttls:
                 server.starttls(context=context)
                 server.ehlo()
-            if user is not None:
-                server.login(user, password or "")
+            if login is not None:
+                server.login(*login)
             server.send_message(message, from_addr=target.sender, to_addrs=list(target.to))
     except RefusedAddress as exc:  # the socket's peer was not a vetted address
         raise _refused(exc) from None
@@ -316,6 +345,7 @@ async def send_email(
     timeout: float,
     reach: Reach = LOCAL,
     resolve: Resolve | None = None,
+    secrets: SecretValues = NO_SECRETS,
     *,
     work: Work,
 ) -> None:
@@ -323,13 +353,14 @@ async def send_email(
     connecting only to an address within ``reach``: the name is resolved and vetted here, the
     session (``smtplib``, blocking: on ``work``'s executor of long calls) connects to those
     addresses and vets its socket's peer again."""
+    login = _smtp_login(target, secrets)
     try:
         addresses = await vetted_addresses(target.host, target.port, reach, resolve)
     except RefusedAddress as exc:
         raise _refused(exc) from None
     except httpcore.ConnectError:
         raise SendError("the SMTP server's name could not be resolved") from None
-    await work.long(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach))
+    await work.long(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach), login)
 
 
 async def send_smtp(
@@ -341,11 +372,12 @@ async def send_smtp(
     timeout: float,
     reach: Reach = LOCAL,
     resolve: Resolve | None = None,
+    secrets: SecretValues = NO_SECRETS,
     *,
     work: Work,
 ) -> None:
     email = build_email(target, adf, lead_id, delivery_id, subject_suffix)
-    await send_email(target, email, timeout, reach, resolve, work=work)
+    await send_email(target, email, timeout, reach, resolve, secrets, work=work)
 
 
 async def send(
@@ -360,15 +392,17 @@ async def send(
     timeout: float,
     reach: Reach = LOCAL,
     resolve: Resolve | None = None,
+    secrets: SecretValues = NO_SECRETS,
     work: Work,
 ) -> None:
     """Dispatch on the target type (HTTP goes through ``client``, built with the same ``reach``;
-    SMTP's blocking session on ``work``)."""
+    SMTP's blocking session on ``work``); a platform tenant's secrets come from ``secrets``
+    (``Settings.secrets``)."""
     if isinstance(target, AdfHttpTarget):
-        await send_adf_http(client, target, adf, lead_id, delivery_id, timeout)
+        await send_adf_http(client, target, adf, lead_id, delivery_id, timeout, secrets)
     elif isinstance(target, SmtpTarget):
-        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve, work=work)
+        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve, secrets, work=work)
     elif isinstance(target, WebhookTarget):
-        await send_webhook(client, target, document, lead_id, delivery_id, timeout)
+        await send_webhook(client, target, document, lead_id, delivery_id, timeout, secrets)
     else:
         raise SendError(f"unknown target type {type(target).__name__}", permanent=True)

@@ -226,6 +226,7 @@ class DeliveryWorker:
                 timeout=policy.timeout_seconds,
                 reach=self.settings.outbound,
                 resolve=self.resolve,
+                secrets=self.settings.secrets,
                 work=self.work,
             )
         except transports.SendError as exc:
@@ -259,7 +260,13 @@ class DeliveryWorker:
             if started is not None:
                 started.add(d.delivery_id)
             await transports.send_email(
-                target, email, self.leads.delivery.timeout_seconds, self.settings.outbound, self.resolve, work=self.work
+                target,
+                email,
+                self.leads.delivery.timeout_seconds,
+                self.settings.outbound,
+                self.resolve,
+                self.settings.secrets,
+                work=self.work,
             )
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)

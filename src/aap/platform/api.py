@@ -11,6 +11,9 @@ OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`
 ``DELETE /_platform/v1/tenants/{id}``               unregister it and delete its data → 204
 ``PUT    /_platform/v1/tenants/{id}/domains``       ``{"domains"}``: exactly these domains
 ``PATCH  /_platform/v1/tenants/{id}/domains``       ``{"add", "remove"}``: a change of them
+``GET    /_platform/v1/tenants/{id}/secrets``       the names of its secrets (never a value)
+``PUT    /_platform/v1/tenants/{id}/secrets/{name}``  ``{"value"}``: set one → 201 (new) or 200
+``DELETE /_platform/v1/tenants/{id}/secrets/{name}``  remove one → 204
 
 How a request is answered, in order (docs/platform.md, "The provisioning API"):
 
@@ -24,7 +27,8 @@ How a request is answered, in order (docs/platform.md, "The provisioning API"):
 4. a JSON body of at most :data:`MAX_BODY_BYTES`, read no further (413), of the media type
    ``application/json`` (415), every field checked at once (400);
 5. the registry's answer: the tenant, or its ``TenantError`` with every problem and the status
-   it carries (400, 404, 409).
+   it carries (400, 404, 409; 503 when the platform's secret keys are missing or do not open a
+   secret: docs/platform.md, "Secrets").
 
 Every failure is ``{"error": {"status", "message", "problems": [...]}}``; an unexpected one is
 logged once with an id and answered 503 with that id, never with its text.
@@ -54,7 +58,7 @@ from aap.web.callers import anonymous_caller
 from aap.work import Work
 
 from .openapi import API_PREFIX, OPENAPI_PATH, openapi_document
-from .views import tenant_view
+from .views import secret_view, tenant_view
 
 log = logging.getLogger("aap.platform")
 
@@ -107,6 +111,7 @@ _MESSAGES = {
     400: "The request was refused: every problem is listed.",
     404: "No such tenant.",
     409: "The request conflicts with the registry.",
+    503: 'The platform\'s secret keys are not available here (docs/platform.md, "Secrets").',
 }
 
 
@@ -164,6 +169,12 @@ class ProvisioningApi:
                 f"{one}/domains",
                 "platform_domains",
                 {"PUT": self._guard(self.replace_domains), "PATCH": self._guard(self.change_domains)},
+            ),
+            self._resource(f"{one}/secrets", "platform_secrets", {"GET": self._guard(self.list_secrets)}),
+            self._resource(
+                f"{one}/secrets/{{name}}",
+                "platform_secret",
+                {"PUT": self._guard(self.set_secret), "DELETE": self._guard(self.remove_secret)},
             ),
         ]
 
@@ -358,3 +369,28 @@ class ProvisioningApi:
         tenant_id = request.path_params["tenant_id"]
         record = await self.work.blocking(self.registry.set_domains, tenant_id, add, remove)
         return json_response(tenant_view(self.registry, record, config=True))
+
+    # -- secrets: values go in, never out (docs/platform.md, "Secrets") -----------------------------
+    async def list_secrets(self, request: Request) -> Response:
+        found = await self.work.blocking(self.registry.secret_list, request.path_params["tenant_id"])
+        return json_response({"secrets": [secret_view(info) for info in found]})
+
+    async def set_secret(self, request: Request) -> Response:
+        body = await self._body(request, {"value": "string"}, ("value",))
+        tenant_id, name = request.path_params["tenant_id"], request.path_params["name"]
+
+        def store() -> tuple[bool, Any]:
+            new = self.registry.set_secret(tenant_id, name, body["value"])
+            return new, next(info for info in self.registry.secret_list(tenant_id) if info.name == name)
+
+        new, info = await self.work.blocking(store)
+        if new:
+            location = f"{API_PREFIX}/tenants/{tenant_id}/secrets/{name}"
+            return json_response(secret_view(info), 201, {"Location": location})
+        return json_response(secret_view(info))
+
+    async def remove_secret(self, request: Request) -> Response:
+        await self.work.blocking(
+            self.registry.remove_secret, request.path_params["tenant_id"], request.path_params["name"]
+        )
+        return Response(status_code=204)

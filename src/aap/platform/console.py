@@ -70,6 +70,8 @@ NOTICES = {
     "updated": "The configuration of {tenant} was replaced: every worker serves it within seconds.",
     "domains": "The domains of {tenant} were changed.",
     "removed": "The tenant was removed, with its data.",
+    "secret": "The secret was set: every worker uses it within seconds.",
+    "secret-removed": "The secret was removed.",
 }
 
 
@@ -193,6 +195,8 @@ class PlatformConsole(Console):
             Route(one, self.endpoint(tenant_page), methods=["GET"]),
             Route(one + "/config", self.endpoint(update_config), methods=["POST"]),
             Route(one + "/domains", self.endpoint(change_domains), methods=["POST"]),
+            Route(one + "/secrets", self.endpoint(set_secret), methods=["POST"]),
+            Route(one + "/secrets/remove", self.endpoint(remove_secret), methods=["POST"]),
             Route(one + "/remove", self.endpoint(confirm_remove), methods=["GET"]),
             Route(one + "/remove", self.endpoint(remove_tenant), methods=["POST"]),
             Route(OPEN, self.endpoint(open_tenant), methods=["GET"]),
@@ -301,7 +305,7 @@ async def _record_or_404(console: PlatformConsole, request: Request, visit: Visi
     return record
 
 
-def _tenant_page_of(
+async def _tenant_page_of(
     console: PlatformConsole,
     request: Request,
     visit: Visit,
@@ -310,8 +314,10 @@ def _tenant_page_of(
     config: str | None = None,
     config_problems: list[str] | None = None,
     domain_problems: list[str] | None = None,
+    secret_problems: list[str] | None = None,
     status: int = 200,
 ) -> Response:
+    secrets = await console.blocking(console.registry.secret_list, record.tenant_id)  # names, never values
     return console.page(
         request,
         "platform_tenant.html",
@@ -320,6 +326,8 @@ def _tenant_page_of(
             "config": record.config if config is None else config,
             "config_problems": config_problems or [],
             "domain_problems": domain_problems or [],
+            "secrets": secrets,
+            "secret_problems": secret_problems or [],
             "notice": console.notice(request, record.tenant_id),
         },
         visit=visit,
@@ -328,7 +336,7 @@ def _tenant_page_of(
 
 
 async def tenant_page(console: PlatformConsole, request: Request, visit: Visit) -> Response:
-    return _tenant_page_of(console, request, visit, await _record_or_404(console, request, visit))
+    return await _tenant_page_of(console, request, visit, await _record_or_404(console, request, visit))
 
 
 async def update_config(console: PlatformConsole, request: Request, visit: Visit) -> Response:
@@ -337,7 +345,7 @@ async def update_config(console: PlatformConsole, request: Request, visit: Visit
     try:
         updated = await console.blocking(console.registry.update, record.tenant_id, config)
     except TenantError as refused:
-        return _tenant_page_of(
+        return await _tenant_page_of(
             console, request, visit, record, config=config, config_problems=refused.problems, status=refused.status
         )
     await console.blocking(
@@ -350,15 +358,47 @@ async def change_domains(console: PlatformConsole, request: Request, visit: Visi
     record = await _record_or_404(console, request, visit)
     add, remove = _hosts(_field(visit, "add")), _hosts(_field(visit, "remove"))
     if not add and not remove:
-        return _tenant_page_of(console, request, visit, record, domain_problems=["Enter a domain to add."], status=400)
+        return await _tenant_page_of(
+            console, request, visit, record, domain_problems=["Enter a domain to add."], status=400
+        )
     try:
         await console.blocking(console.registry.set_domains, record.tenant_id, add, remove)
     except TenantError as refused:
-        return _tenant_page_of(console, request, visit, record, domain_problems=refused.problems, status=refused.status)
+        return await _tenant_page_of(
+            console, request, visit, record, domain_problems=refused.problems, status=refused.status
+        )
     await console.blocking(
         console.audit, visit.email, "tenant.domains", record.tenant_id, {"added": add, "removed": remove}
     )
     return console.done(request, record.tenant_id, "domains")
+
+
+async def set_secret(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    """A tenant secret from the form (docs/platform.md, "Secrets"); the value is never shown back,
+    not even when the form is refused, and the audit log records the name alone."""
+    record = await _record_or_404(console, request, visit)
+    name, value = _field(visit, "name").strip(), _field(visit, "value")
+    try:
+        await console.blocking(console.registry.set_secret, record.tenant_id, name, value)
+    except TenantError as refused:
+        return await _tenant_page_of(
+            console, request, visit, record, secret_problems=refused.problems, status=refused.status
+        )
+    await console.blocking(console.audit, visit.email, "tenant.secret.set", record.tenant_id, {"name": name})
+    return console.done(request, record.tenant_id, "secret")
+
+
+async def remove_secret(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    name = _field(visit, "name").strip()
+    try:
+        await console.blocking(console.registry.remove_secret, record.tenant_id, name)
+    except TenantError as refused:
+        return await _tenant_page_of(
+            console, request, visit, record, secret_problems=refused.problems, status=refused.status
+        )
+    await console.blocking(console.audit, visit.email, "tenant.secret.remove", record.tenant_id, {"name": name})
+    return console.done(request, record.tenant_id, "secret-removed")
 
 
 def _remove_page(

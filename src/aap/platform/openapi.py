@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from aap import __version__
+from aap.config.credentials import SECRET_NAME
 from aap.config.platform import TENANT_ID, PlatformSettings
+from aap.tenant_secrets import MAX_SECRET_BYTES
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS
 
 API_PREFIX = "/_platform/v1"
@@ -116,8 +118,41 @@ _TENANT_ID_PARAMETER = {
     "description": "The tenant's id.",
 }
 
+_SECRET_NAME_PARAMETER = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": SECRET_NAME.pattern},
+    "description": "The secret's name, as the tenant's configuration names it (`token_secret = \"NAME\"`).",
+}
+
 _AUTHENTICATED = ["401", "429", "503"]
 _WITH_BODY = ["400", "413", "415"]
+
+
+def _set_secret() -> dict[str, Any]:
+    """``PUT .../secrets/{name}``: 201 for a new secret, 200 for a new value of one."""
+    operation = _operation(
+        "setSecret",
+        "Set one of the tenant's secrets (sealed with the platform's key; never shown back).",
+        (
+            "201",
+            {
+                "description": "A new secret; every worker uses it within seconds.",
+                "headers": {"Location": {"required": True, "schema": {"type": "string"}}},
+                "content": _json(_ref("Secret")),
+            },
+        ),
+        [*_WITH_BODY, "404", *_AUTHENTICATED],
+        body="SecretValue",
+        description="A secret may be set before its tenant is added, so that the tenant's configuration "
+        "finds every secret it names.",
+    )
+    operation["responses"]["200"] = {
+        "description": "An earlier value replaced; every worker uses the new one within seconds.",
+        "content": _json(_ref("Secret")),
+    }
+    return operation
 
 
 def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
@@ -227,6 +262,25 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     body="DomainChange",
                 ),
             },
+            f"{API_PREFIX}/tenants/{{tenant_id}}/secrets": {
+                "parameters": [_TENANT_ID_PARAMETER],
+                "get": _operation(
+                    "listSecrets",
+                    "The names of the tenant's secrets, when each was set and the key that sealed it.",
+                    ("200", {"description": "Never a value.", "content": _json(_ref("SecretList"))}),
+                    ["404", *_AUTHENTICATED],
+                ),
+            },
+            f"{API_PREFIX}/tenants/{{tenant_id}}/secrets/{{name}}": {
+                "parameters": [_TENANT_ID_PARAMETER, _SECRET_NAME_PARAMETER],
+                "put": _set_secret(),
+                "delete": _operation(
+                    "removeSecret",
+                    "Remove one of the tenant's secrets.",
+                    ("204", {"description": "Removed."}),
+                    ["404", *_AUTHENTICATED],
+                ),
+            },
         },
         "components": {
             "securitySchemes": {
@@ -295,6 +349,27 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                 "DomainSet": _object(
                     {"domains": _hosts("Every host name the tenant is to be served at.")}, ["domains"]
                 ),
+                "Secret": _object(
+                    {
+                        "name": {"type": "string", "pattern": SECRET_NAME.pattern},
+                        "set_at": {"type": "string", "format": "date-time"},
+                        "key_id": {"type": "string", "description": "The id of the platform key that sealed it."},
+                    },
+                    ["name", "set_at", "key_id"],
+                    "A tenant secret as shown: never its value.",
+                ),
+                "SecretList": _object({"secrets": {"type": "array", "items": _ref("Secret")}}, ["secrets"]),
+                "SecretValue": _object(
+                    {
+                        "value": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_SECRET_BYTES,
+                            "description": f"The value, at most {MAX_SECRET_BYTES // 1024} KiB as UTF-8.",
+                        }
+                    },
+                    ["value"],
+                ),
                 "DomainChange": _object(
                     {"add": _hosts("Host names to serve it at too."), "remove": _hosts("Host names to stop serving.")},
                     [],
@@ -307,7 +382,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     "No bearer token, or not the platform's.",
                     {"WWW-Authenticate": {"required": True, "schema": {"type": "string"}}},
                 ),
-                "404": _error_response("No such tenant."),
+                "404": _error_response("No such tenant (or secret)."),
                 "409": _error_response("The tenant, or one of its domains, exists already."),
                 "413": _error_response("The request body is larger than the API reads."),
                 "415": _error_response("The request body is not application/json."),
@@ -315,7 +390,10 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     "Too many requests from this client address.",
                     {"Retry-After": {"required": True, "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
                 ),
-                "503": _error_response("The API is not configured (no token), or the registry is not available."),
+                "503": _error_response(
+                    "The API is not configured (no token), the registry is not available, or the platform's "
+                    "secret keys are missing or do not open a secret."
+                ),
             },
         },
     }

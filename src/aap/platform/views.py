@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aap.store.platform import TenantRecord
+from aap.tenant_secrets import SecretInfo
 from aap.tenants import TenantRegistry
 
 
@@ -37,3 +38,9 @@ def tenant_view(registry: TenantRegistry, record: TenantRecord, *, config: bool)
     if config:
         view["config"] = record.config
     return view
+
+
+def secret_view(info: SecretInfo) -> dict[str, Any]:
+    """A tenant secret as listed: its name, when it was set, the id of the key that sealed it
+    (``aap tenants secrets rotate`` seals every value with the current key) — never its value."""
+    return {"name": info.name, "set_at": stamp(info.set_ms), "key_id": info.key_id}

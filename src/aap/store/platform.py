@@ -17,6 +17,10 @@ row-level security; reference tables where Citus distributes the rest,
 ``platform_due``      when a tenant's background work (its lead deliveries, its scheduled
                       feeds) is next due, so that one deployment-wide runner finds the
                       tenants with work without opening every tenant's namespace.
+``platform_secrets``  a tenant's secrets (CRM tokens, SMTP passwords…), each sealed with the
+                      platform's key (:mod:`aap.secretbox`): the store never sees a value.
+                      A secret may be set before its tenant is added (the tenant's file is
+                      checked against the secrets it names), so it has no foreign key.
 """
 
 from __future__ import annotations
@@ -57,8 +61,21 @@ CREATE TABLE platform_due (
 CREATE INDEX platform_due_when ON platform_due (work, due_ms)
 """
 
+_V2 = """
+CREATE TABLE platform_secrets (
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    set_ms INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+)
+"""
+
 MIGRATIONS = Migrations(
-    "platform", (_V1,), shared=("platform_tenants", "platform_domains", "platform_changes", "platform_due")
+    "platform",
+    (_V1, _V2),
+    shared=("platform_tenants", "platform_domains", "platform_changes", "platform_due", "platform_secrets"),
 )
 
 #: The kinds of background work ``platform_due`` keeps a time for.
@@ -79,12 +96,23 @@ class TenantRecord:
 
 
 @dataclass(frozen=True)
+class StoredSecret:
+    """One tenant secret as stored: its name, its sealed value, the id of the key that sealed it."""
+
+    tenant_id: str
+    name: str
+    sealed: str
+    key_id: str
+    set_ms: int
+
+
+@dataclass(frozen=True)
 class Change:
     """One change of one tenant, in the order the platform made them."""
 
     seq: int
     tenant_id: str
-    kind: str  # "added", "updated", "domains", "removed"
+    kind: str  # "added", "updated", "domains", "secrets", "removed"
 
 
 def _record(row: tuple[Any, ...], domains: tuple[str, ...]) -> TenantRecord:
@@ -283,11 +311,71 @@ class PlatformStore:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM platform_domains WHERE tenant_id = ?", (tenant_id,))
             tx.execute("DELETE FROM platform_due WHERE tenant_id = ?", (tenant_id,))
+            tx.execute("DELETE FROM platform_secrets WHERE tenant_id = ?", (tenant_id,))
             cursor = tx.execute("DELETE FROM platform_tenants WHERE tenant_id = ?", (tenant_id,))
             if cursor.rowcount == 0:
                 return False
             self._changed(tx, tenant_id, "removed", now_ms)
         return True
+
+    # -- secrets (sealed by the caller: aap.tenant_secrets) ----------------------------------------
+    def secrets(self, tenant_id: str) -> list[StoredSecret]:
+        """The tenant's secrets in name order."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id, name, sealed, key_id, set_ms FROM platform_secrets WHERE tenant_id = ? ORDER BY name",
+                (tenant_id,),
+            )
+        return [StoredSecret(t, n, s, k, int(ms)) for t, n, s, k, ms in rows]
+
+    def secrets_page(self, after: tuple[str, str] = ("", ""), limit: int = 500) -> list[StoredSecret]:
+        """Every tenant's secrets, in (tenant, name) order after ``after`` (what rotation walks)."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                "SELECT tenant_id, name, sealed, key_id, set_ms FROM platform_secrets"
+                " WHERE tenant_id > ? OR (tenant_id = ? AND name > ?) ORDER BY tenant_id, name LIMIT ?",
+                (after[0], after[0], after[1], limit),
+            )
+        return [StoredSecret(t, n, s, k, int(ms)) for t, n, s, k, ms in rows]
+
+    def set_secret(self, tenant_id: str, name: str, sealed: str, key_id: str, now_ms: int) -> bool:
+        """Store a sealed value (replacing the name's earlier one); returns whether it is new. The
+        tenant's revision and change row make every worker rebuild it with the new value."""
+        with self.db.transaction() as tx:
+            existed = tx.fetchone("SELECT 1 FROM platform_secrets WHERE tenant_id = ? AND name = ?", (tenant_id, name))
+            tx.execute(
+                "INSERT INTO platform_secrets (tenant_id, name, sealed, key_id, set_ms) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id, name) DO UPDATE SET sealed = excluded.sealed, key_id = excluded.key_id,"
+                " set_ms = excluded.set_ms",
+                (tenant_id, name, sealed, key_id, now_ms),
+            )
+            self._secrets_changed(tx, tenant_id, now_ms)
+        return existed is None
+
+    def remove_secret(self, tenant_id: str, name: str, now_ms: int) -> bool:
+        with self.db.transaction() as tx:
+            cursor = tx.execute("DELETE FROM platform_secrets WHERE tenant_id = ? AND name = ?", (tenant_id, name))
+            if cursor.rowcount == 0:
+                return False
+            self._secrets_changed(tx, tenant_id, now_ms)
+        return True
+
+    def reseal(self, secret: StoredSecret, sealed: str, key_id: str) -> bool:
+        """Replace ``secret``'s sealed form by the same value sealed again (rotation), unless it
+        changed since it was read; no change row (the value is the same)."""
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "UPDATE platform_secrets SET sealed = ?, key_id = ? WHERE tenant_id = ? AND name = ? AND sealed = ?",
+                (sealed, key_id, secret.tenant_id, secret.name, secret.sealed),
+            )
+            return cursor.rowcount == 1
+
+    def _secrets_changed(self, tx: Tx, tenant_id: str, now_ms: int) -> None:
+        tx.execute(
+            "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
+            (now_ms, tenant_id),
+        )
+        self._changed(tx, tenant_id, "secrets", now_ms)
 
     @staticmethod
     def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int) -> None:
