@@ -464,7 +464,7 @@ def test_db_backup_of_one_tenant_restore_and_upgrade(platform, backend):
         registry.store.db.close()
     upgraded = platform.aap("db", "upgrade")
     assert upgraded.exit_code == 0, upgraded.output
-    assert "its 2 tenant(s)" in upgraded.output and "platform\t1" in upgraded.stdout
+    assert "its 2 tenant(s)" in upgraded.output and "platform\t2" in upgraded.stdout
 
     target = platform.directory / "a.db"
     copied = platform.aap("db", "backup", str(target), "--tenant", "dealer-a")

@@ -14,17 +14,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import tomllib
 from collections import OrderedDict
 from collections.abc import Sequence
 
 from aap.agent import DealerAgent
+from aap.config.loader import ConfigError
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
 from aap.skills.catalog import SkillInfo
 from aap.store import Stores
-from aap.store.platform import DELIVERIES
+from aap.store.platform import DELIVERIES, TenantRecord
 from aap.store.replicas import ReadRouter
-from aap.tenants import TenantRegistry
+from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
 from aap.work import Work
 
@@ -41,13 +43,37 @@ INDEX_MIN_ROWS = 5_000
 FACET_CACHE = 16
 
 
+#: ``Retry-After`` (seconds) of a suspended tenant's answers: a suspension is the operator's
+#: decision and may last; a client asks again in a few minutes (**decision**, docs/platform.md).
+SUSPENDED_RETRY_AFTER = 300
+#: ``Retry-After`` of a tenant whose configuration does not load: fixed by a change, any time.
+BROKEN_RETRY_AFTER = 60
+
+
+class TenantUnavailable(Exception):
+    """A registered tenant this worker does not serve now: ``state`` is ``suspended`` (by the
+    platform's operator) or ``broken`` (its stored configuration does not load, ``reason``
+    says why: for the operator's log and ``aap tenants show``, never for the tenant's callers)."""
+
+    def __init__(self, tenant_id: str, state: str, reason: str = "") -> None:
+        super().__init__(f"tenant {tenant_id} is {state}")
+        self.tenant_id, self.state, self.reason = tenant_id, state, reason
+
+    @property
+    def retry_after(self) -> int:
+        return SUSPENDED_RETRY_AFTER if self.state == "suspended" else BROKEN_RETRY_AFTER
+
+
 # -- the tenants a worker serves ------------------------------------------------------------------
 
 
 class Runtimes:
     """The tenant runtimes of one worker: built on first use, at most ``kept`` of them, least
     recently used dropped first; a tenant's Stores are shared by its runtimes (its domain and
-    its /t/ID/ prefix) and dropped with the last of them."""
+    its /t/ID/ prefix) and dropped with the last of them. A tenant that is suspended, or whose
+    stored configuration does not load, is remembered as :class:`TenantUnavailable` until the
+    registry says it changed: its requests are answered without reading the registry again,
+    and a configuration that fails is logged and reported once per change, not per request."""
 
     def __init__(
         self, registry: TenantRegistry, work: Work, surfaces: Sequence[Surface], reads: ReadRouter, *, kept: int
@@ -62,12 +88,18 @@ class Runtimes:
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[AgentRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        #: Tenants found suspended or broken, until their next change (bounded like the runtimes).
+        self._unavailable: OrderedDict[str, TenantUnavailable] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._runtimes)
 
     async def get(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
-        """The runtime of ``tenant_id`` at ``public_url``, or None when there is no such tenant."""
+        """The runtime of ``tenant_id`` at ``public_url``, or None when there is no such tenant;
+        :class:`TenantUnavailable` when it is suspended or its configuration does not load."""
+        known = self._unavailable.get(tenant_id)
+        if known is not None:
+            raise known
         key = (tenant_id, public_url)
         runtime = self._runtimes.get(key)
         if runtime is not None:
@@ -99,7 +131,14 @@ class Runtimes:
         record = await self.work.blocking(registry.tenant, tenant_id)
         if record is None:
             return None
-        settings = await self.work.blocking(self.registry.settings_for, record, public_url)
+        if record.suspended_ms is not None:
+            raise self._remember(TenantUnavailable(tenant_id, "suspended"))
+        try:
+            settings = await self.work.blocking(self.registry.settings_for, record, public_url)
+        except (ConfigError, tomllib.TOMLDecodeError) as exc:
+            raise self._broken(record, load_reason(exc)) from None
+        if record.broken is not None:  # this revision loads here: the report was another worker's
+            self.work.in_background(("loaded", tenant_id), registry.clear_broken, tenant_id, record.revision)
         stores = self._acquire(tenant_id)
 
         def stored(skill: SkillInfo) -> None:  # a lead: its deliveries are due now, on any worker
@@ -109,6 +148,25 @@ class Runtimes:
 
         gateway = Gateway.of(DealerAgent(settings, stores), self.work, after_write=stored)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
+
+    def _remember(self, unavailable: TenantUnavailable) -> TenantUnavailable:
+        self._unavailable[unavailable.tenant_id] = unavailable
+        while len(self._unavailable) > self.kept:
+            self._unavailable.popitem(last=False)
+        return unavailable
+
+    def _broken(self, record: TenantRecord, reason: str) -> TenantUnavailable:
+        """Log (once per change of the tenant, in this worker) and report (once per revision,
+        in the registry: ``aap tenants show``, ``/metrics``) a configuration that does not load."""
+        log.error(
+            "tenant configuration does not load",
+            extra={"fields": {"tenant": record.tenant_id, "revision": record.revision, "reason": reason}},
+        )
+        report = self.registry.store.report_broken
+        self.work.in_background(
+            ("broken", record.tenant_id), report, record.tenant_id, record.revision, reason, int(time.time() * 1000)
+        )
+        return self._remember(TenantUnavailable(record.tenant_id, "broken", reason))
 
     def _acquire(self, tenant_id: str) -> Stores:
         held = self._stores.get(tenant_id)
@@ -124,6 +182,7 @@ class Runtimes:
 
     def drop(self, tenant_id: str) -> int:
         """Stop serving ``tenant_id`` from what was built for it (its next request rebuilds)."""
+        self._unavailable.pop(tenant_id, None)
         keys = [key for key in self._runtimes if key[0] == tenant_id]
         for key in keys:
             self._retire(self._runtimes.pop(key))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -80,6 +80,28 @@ class _Info:
         info = GaugeMetricFamily("aap_info", "Build information.", labels=["version", "aap_version"])
         info.add_metric([aap.__version__, aap.AAP_VERSION], 1)
         yield info
+
+
+def tenant_gauges(broken: Iterable[str], suspended: Iterable[str]) -> str:
+    """A platform's tenants that are not served, as two gauges labelled by tenant id (only
+    registered ids: bounded by the registry): ``aap_tenant_broken`` (its stored configuration
+    does not load) and ``aap_tenant_suspended``, each 1 for every such tenant. Read from the
+    database at each scrape, so every worker reports the same (docs/platform.md)."""
+    registry = CollectorRegistry(auto_describe=False)
+
+    class _States:
+        def collect(self) -> Iterator[Metric]:
+            for name, help_text, ids in (
+                ("aap_tenant_broken", "Platform tenants whose stored configuration does not load.", broken),
+                ("aap_tenant_suspended", "Platform tenants suspended by the operator.", suspended),
+            ):
+                family = GaugeMetricFamily(name, help_text, labels=["tenant"])
+                for tenant_id in ids:
+                    family.add_metric([tenant_id], 1)
+                yield family
+
+    registry.register(_States())
+    return generate_latest(registry).decode()
 
 
 class Metrics:
