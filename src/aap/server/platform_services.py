@@ -15,7 +15,10 @@ How work becomes due:
 - **feeds**: a tenant added or changed with ``[[feeds]]`` is due at once
   (:class:`~aap.tenants.TenantRegistry`), then at its scheduler's next due time;
 - a slow **sweep** (:data:`SWEEP_SECONDS`) walks every tenant a page at a time and records
-  what it finds, so that nothing is lost when a worker stopped between a write and its note.
+  what it finds, so that nothing is lost when a worker stopped between a write and its note;
+  it also loads each tenant's configuration once per revision (all of them when the worker
+  starts), so a tenant that does not load in this worker's environment is reported without
+  waiting for a request.
 
 A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
 it due at once), and the sweep passes it by. A tenant whose configuration does not load is
@@ -134,6 +137,7 @@ async def sweep(ctx: PlatformContext) -> None:
             if record.suspended_ms is not None:  # its work waits until it is resumed
                 continue
             try:
+                await ctx.runtimes.check(record.tenant_id, record.revision)  # reported if it does not load here
                 following = await asyncio.to_thread(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
                 if following is not None:
                     await asyncio.to_thread(store.set_due, record.tenant_id, DELIVERIES, following)

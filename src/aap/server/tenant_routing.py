@@ -184,6 +184,11 @@ class ChangeFeed:
             self.hosts.forget(change.tenant_id)
             self.seen = change.seq
         self.followed_at = time.monotonic()
+        # A configuration that passed its checks where it was written (another process, its own
+        # environment) may not load here: found and reported now, not at a customer's request.
+        loaded = {c.tenant_id: None for c in changes if c.kind in ("added", "updated", "resumed")}
+        if loaded:
+            self.runtimes.check_soon(list(loaded))
         return len(changes)
 
     async def run(self, stop: asyncio.Event) -> None:
