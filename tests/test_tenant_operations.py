@@ -333,7 +333,9 @@ def test_a_suspended_tenant_answers_503_everywhere_its_deliveries_wait_and_resum
         shown = platform.aap("tenants", "show", "dealer-a")
         assert "state       suspended since" in shown.output
         assert "\tsuspended" in platform.aap("tenants", "list").stdout
-        assert 'aap_tenant_suspended{tenant="dealer-a"} 1.0' in platform.metrics()
+        metrics = platform.metrics()
+        assert 'aap_tenant_suspended{tenant="dealer-a"} 1.0' in metrics
+        assert 'aap_tenant_errors_total{code="TENANT_SUSPENDED",tenant="dealer-a"}' in metrics
 
         # A lead stored while suspended (as `aap import`-style tools still may: its data is kept)
         # waits: the background runner lets the tenant go instead of delivering.

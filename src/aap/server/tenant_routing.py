@@ -348,7 +348,7 @@ class TenantRouting:
         except TenantUnavailable as unavailable:  # logged once per change by Runtimes, not per request
             if public_url != f"https://{_host(scope)}" and not shared:
                 scope = dict(scope, root_path=scope.get("root_path", "") + f"/t/{tenant_id}")
-            annotate(scope, tenant=tenant_id)
+            annotate(scope, tenant=tenant_id, aap_code=UNAVAILABLE[unavailable.state][0])
             await unavailable_response(self.shapes, scope, unavailable)(scope, receive, send)
             return
         except Exception as exc:
