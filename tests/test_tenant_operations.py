@@ -349,6 +349,8 @@ def test_a_suspended_tenant_answers_503_everywhere_its_deliveries_wait_and_resum
         assert eventually(lambda: "dealer-a" not in store.due(DELIVERIES, far))
         assert receiver.accepted() == []
         assert own.leads.next_due_ms() is not None  # still in its outbox
+        refused = platform.aap("deliver", "--once", "--tenant", "dealer-a")
+        assert refused.exit_code == 1 and "is suspended" in refused.output and receiver.accepted() == []
 
         resumed = platform.api("POST", f"{TENANTS}/dealer-a/resume")
         assert resumed.status_code == 200 and resumed.json()["state"] == "served"
