@@ -267,6 +267,12 @@ def test_every_change_through_the_cli_and_the_api_and_a_console_visit_is_audited
         for _ in range(2):  # a visit is audited once per session, however many pages it opens
             page = browser.get(f"https://{PLATFORM_HOST}/t/dealer-b/console/", follow_redirects=True)
             assert page.status_code == 200, page.text
+        tenant_page = f"https://{PLATFORM_HOST}/console/tenants/dealer-b"
+        for verb in ("suspend", "resume"):  # the platform console's buttons, audited as the administrator
+            token = csrf_of(browser.get(tenant_page).text)
+            done = browser.post(f"{tenant_page}/{verb}", data={"csrf_token": token})
+            assert done.status_code == 303, done.text
+        assert "State: served" in browser.get(tenant_page).text
         browser.close()
 
     api = "api:AAP_PLATFORM_TOKEN"
@@ -279,6 +285,8 @@ def test_every_change_through_the_cli_and_the_api_and_a_console_visit_is_audited
         (api, "tenant.suspend"),
         (api, "tenant.resume"),
         (OPS, "tenant.visit"),
+        (OPS, "tenant.suspend"),
+        (OPS, "tenant.resume"),
     ]
     everything = platform.aap("tenants", "audit", "--limit", "100").stdout
     assert "s3cr3t" not in everything and "Beta Cars" not in everything  # never a configuration's text
