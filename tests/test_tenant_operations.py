@@ -304,6 +304,9 @@ def _surfaces(platform: Platform) -> dict[str, httpx.Response]:
     return {
         "a2a": platform.a2a(alpha),
         "a2a prefixed": platform.a2a(prefixed),
+        "a2a shared": http.post(
+            f"https://{PLATFORM_HOST}/a2a", json=send_message(SEARCH, tenant="alpha-motors"), headers=AAP_HEADERS
+        ),
         "mcp": http.post(f"{alpha}/mcp", json=mcp, headers={"accept": "application/json, text/event-stream"}),
         "poppy": http.post(f"{alpha}/poppy/v1/inventory.search", json={"pagination": {"limit": 5}}),
         "page": http.get(f"{alpha}/", headers={"accept": "text/html"}),
@@ -316,13 +319,17 @@ def _surfaces(platform: Platform) -> dict[str, httpx.Response]:
 def test_a_suspended_tenant_answers_503_everywhere_its_deliveries_wait_and_resume_restores_it(platform) -> None:
     receiver = Receiver()
     try:
-        alpha = platform.tenant_file("Alpha Motors", extra=leads_route(receiver.url))
+        # Its card declares an A2A routing value: the platform host's one /a2a serves it too.
+        alpha = write(
+            platform.directory / "alpha.toml",
+            'tenant = "alpha-motors"\n' + tenant_config("Alpha Motors", extra=leads_route(receiver.url)),
+        )
         added = platform.aap("tenants", "add", "dealer-a", "--config", alpha, "--domain", "alpha.example")
         assert added.exit_code == 0, added.output
         own = tenant_stores(platform.registry, "dealer-a")
         own.inventory.import_listings(listings("dealer-a", "Honda", 3, "Alpha Motors Main"))
         served = _surfaces(platform)
-        assert served["a2a"].status_code == 200 and served["discovery"].status_code == 200
+        assert all(served[s].status_code == 200 for s in ("a2a", "a2a shared", "discovery")), served
 
         assert platform.aap("tenants", "suspend", "dealer-a").exit_code == 0
         assert eventually(lambda: platform.a2a("https://alpha.example").status_code == 503)
@@ -330,7 +337,7 @@ def test_a_suspended_tenant_answers_503_everywhere_its_deliveries_wait_and_resum
         for surface, answer in answers.items():
             assert answer.status_code == 503, (surface, answer.text)
             assert answer.headers["retry-after"] == "300", surface
-        for surface in ("a2a", "a2a prefixed", "mcp"):  # JSON-RPC, with the aap.error detail
+        for surface in ("a2a", "a2a prefixed", "a2a shared", "mcp"):  # JSON-RPC, with the aap.error detail
             error = answers[surface].json()["error"]
             assert "suspended" in error["message"] or "suspended" in orjson.dumps(error).decode(), surface
             assert b"retry_after_ms" in answers[surface].content, surface
