@@ -43,7 +43,7 @@ from aap.config.platform import MAX_DOMAIN_TEXT, PlatformSettings, normalise_dom
 from aap.netguard import Reach, host_refusal
 from aap.secretbox import SecretKeyError
 from aap.store.db import Database
-from aap.store.platform import FEEDS, PlatformStore, TenantRecord
+from aap.store.platform import DELIVERIES, FEEDS, UNNAMED, PlatformStore, TenantRecord
 from aap.store.tenancy import TenantData
 from aap.tenant_secrets import MAX_SECRET_BYTES, MAX_SECRETS, Rotation, SecretInfo, TenantSecrets
 
@@ -125,6 +125,14 @@ def domains_of(texts: Sequence[str], *, check: bool = True) -> tuple[list[str], 
         else:
             names.append(name)
     return names, problems
+
+
+def load_reason(exc: ConfigError | tomllib.TOMLDecodeError) -> str:
+    """Why a stored configuration did not load, as an operator reads it: every problem of the
+    configuration (its TOML paths and what is wrong: never a secret's value, never a customer's)."""
+    if isinstance(exc, ConfigError):
+        return "; ".join(exc.problems)
+    return f"(syntax): {exc}"
 
 
 class TenantError(Exception):
@@ -311,7 +319,7 @@ class TenantRegistry:
     def list(self, *, after: str = "", limit: int = 1000, matching: str | None = None) -> list[TenantRecord]:
         return self.store.tenants(after=after, limit=limit, matching=matching)
 
-    def add(self, tenant_id: str, config: str, domains: Iterable[str] = ()) -> TenantRecord:
+    def add(self, tenant_id: str, config: str, domains: Iterable[str] = (), *, by: str = UNNAMED) -> TenantRecord:
         given = list(domains)
         hosts, _ = domains_of(given)
         if self.store.tenant(tenant_id) is not None:
@@ -321,7 +329,7 @@ class TenantRegistry:
         # deleted, never come back as this one's.
         self.data.remove(tenant_id)
         try:
-            record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms())
+            record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms(), actor=by)
             self._schedule(settings)
             return record
         except Exception as exc:  # a race with another add of the same id or host: say which
@@ -334,10 +342,10 @@ class TenantRegistry:
                 ) from exc
             raise
 
-    def update(self, tenant_id: str, config: str) -> TenantRecord:
+    def update(self, tenant_id: str, config: str, *, by: str = UNNAMED) -> TenantRecord:
         record = self.get(tenant_id)
         settings = self.check(tenant_id, config, record.domains)
-        updated = self.store.update(tenant_id, config, settings.tenant, _now_ms())
+        updated = self.store.update(tenant_id, config, settings.tenant, _now_ms(), actor=by)
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         self._schedule(settings)
@@ -347,7 +355,9 @@ class TenantRegistry:
         """A tenant with ``[[feeds]]`` is due for its scheduler at once (which then says when next)."""
         self.store.set_due(settings.deployment_id, FEEDS, _now_ms() if settings.feeds else None)
 
-    def set_domains(self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = ()) -> TenantRecord:
+    def set_domains(
+        self, tenant_id: str, add: Sequence[str] = (), remove: Sequence[str] = (), *, by: str = UNNAMED
+    ) -> TenantRecord:
         record = self.get(tenant_id)
         adding_names, problems = domains_of(add)
         removing, remove_problems = domains_of(remove, check=False)
@@ -362,14 +372,16 @@ class TenantRegistry:
         problems += [f"domain {h!r}: not a domain of tenant {tenant_id!r}" for h in removing if h not in record.domains]
         if problems:
             raise refusal(problems, conflicts)
-        updated = self.store.set_domains(tenant_id, adding, [h for h in removing if h in record.domains], _now_ms())
+        updated = self.store.set_domains(
+            tenant_id, adding, [h for h in removing if h in record.domains], _now_ms(), actor=by
+        )
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         return updated
 
-    def remove(self, tenant_id: str) -> None:
+    def remove(self, tenant_id: str, *, by: str = UNNAMED) -> None:
         """Unregister the tenant (every worker stops serving it), then delete its rows."""
-        if not self.store.remove(tenant_id, _now_ms()):
+        if not self.store.remove(tenant_id, _now_ms(), actor=by):
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         self.data.remove(tenant_id)
 
@@ -424,3 +436,31 @@ class TenantRegistry:
         problem = tenant_id_problem(tenant_id)
         if problem:
             raise TenantError([f"tenant id {tenant_id[:64]!r}: {problem}"], status=404)
+
+    def suspend(self, tenant_id: str, *, by: str = UNNAMED) -> TenantRecord:
+        """Stop serving the tenant without deleting anything: every worker answers 503 with
+        ``Retry-After`` on every surface, its feeds and lead deliveries wait (docs/platform.md,
+        "Operating tenants"). Suspending a suspended tenant changes nothing."""
+        record = self.store.suspend(tenant_id, _now_ms(), actor=by)
+        if record is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        return record
+
+    def resume(self, tenant_id: str, *, by: str = UNNAMED) -> TenantRecord:
+        """Serve a suspended tenant again; its deliveries and feeds are due at once (what waited
+        while it was suspended goes out now)."""
+        record = self.store.resume(tenant_id, _now_ms(), actor=by)
+        if record is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        for work in (DELIVERIES, FEEDS):  # a tenant without feeds is let go by the feed runner's first look
+            self.store.set_due(tenant_id, work, _now_ms())
+        return record
+
+    def load_problem(self, record: TenantRecord) -> str | None:
+        """Why ``record``'s stored configuration does not load as it is served (every problem,
+        ``; ``-separated), or None when it loads."""
+        try:
+            self.settings_for(record, self.public_url(record))
+        except (ConfigError, tomllib.TOMLDecodeError) as exc:
+            return load_reason(exc)
+        return None

@@ -236,6 +236,7 @@ def load_agent_or_fail(
     announce: bool = True,
     require_secrets: bool = False,
     platform_accounts: bool = False,
+    serving: bool = False,
 ) -> Settings:
     """The settings of the agent a per-agent command (``aap import``, ``leads``, ``deliver``,
     ``feeds``, ``users``) acts on, or exit saying why there is none.
@@ -247,6 +248,8 @@ def load_agent_or_fail(
     the platform deployment, its settings as it is served at its primary public URL, its rows
     those of its ``tenant_id`` in the platform's database (docs/platform.md, "Isolation"), so
     that the command then opens its stores exactly as for a deployment that is one agent.
+    ``serving``: the command does the tenant's background work (``aap deliver``, ``aap feeds
+    run``), which waits while the tenant is suspended (docs/platform.md, "Operating tenants").
     """
     deployment = load_or_fail(config, overrides, announce=announce, require_secrets=require_secrets and not tenant)
     if tenant is None:
@@ -270,6 +273,8 @@ def load_agent_or_fail(
         record = registry.store.tenant(tenant)
         if record is None:
             fail(f"No tenant {tenant!r} on this platform (`aap tenants list` shows them).")
+        if serving and record.suspended_ms is not None:
+            fail(f"Tenant {tenant} is suspended: its deliveries and feeds wait (`aap tenants resume {tenant}`).")
         url = registry.public_url(record)
         try:
             settings = registry.settings_for(record, url)

@@ -44,7 +44,7 @@ def run_command(
     from aap.telemetry.setup import stop as stop_tracing
     from aap.work import Work
 
-    settings = load_agent_or_fail(config, tenant, {"database": database})
+    settings = load_agent_or_fail(config, tenant, {"database": database}, serving=True)
     known = {f.name for f in settings.feeds}
     if not known:
         fail("The configuration has no [[feeds]] tables (docs/feeds.md).", code=2)

@@ -469,7 +469,8 @@ def deliver(
     from aap.telemetry.setup import stop as stop_tracing
     from aap.work import Work
 
-    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None, require_secrets=True)
+    overrides = {"database": database} if database else None
+    settings = load_agent_or_fail(config, tenant, overrides, require_secrets=True, serving=True)
     if not settings.leads.routes:
         console.print(Text("No [[leads.routes]] configured: leads are stored but never delivered.", style="yellow"))
     configure_logging(log_level, log_format)

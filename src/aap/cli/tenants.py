@@ -1,4 +1,5 @@
-"""``aap tenants add|update|domains|check|list|show|remove|secrets``: a platform's tenants (docs/platform.md).
+"""``aap tenants add|update|domains|check|list|show|remove|secrets|suspend|resume|audit``: a
+platform's tenants (docs/platform.md).
 
 The commands work on the registry in the platform deployment's database (SQLite or
 PostgreSQL) through :class:`aap.tenants.TenantRegistry`, the same rules the provisioning API
@@ -9,6 +10,9 @@ Two files are involved: the platform deployment's own (``[server]``, ``[database
 ``[platform]``), found as every aap command finds its configuration (``aap tenants --config
 FILE``, else ``$AAP_CONFIG``, else ``./aap.toml``), and a tenant's configuration, which
 ``add``, ``update`` and ``check`` read from their own ``--config FILE``.
+
+Every change is written to the platform's audit log as made by ``cli:USER`` (the operating
+system's user running the command); ``aap tenants audit`` reads it.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from aap.cli.common import (
     load_platform_or_fail,
     open_registry_or_fail,
 )
-from aap.platform.views import secret_view, stamp, tenant_urls, tenant_view
+from aap.platform.views import secret_view, stamp, tenant_state, tenant_urls, tenant_view
 
 if TYPE_CHECKING:
     from aap.store.platform import TenantRecord
@@ -39,6 +43,21 @@ if TYPE_CHECKING:
 
 #: Tenants read from the registry per page by ``aap tenants list``.
 PAGE = 500
+#: Audit entries ``aap tenants audit`` shows unless told otherwise, and the most it reads.
+AUDIT_DEFAULT, AUDIT_MAX = 50, 10_000
+
+
+def cli_actor() -> str:
+    """Who the audit log says made a change with ``aap tenants``: ``cli:`` and the OS user."""
+    import getpass
+    import os
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's): its number
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"cli:{user}"[:200]
+
 
 platform_config_option = click.option(
     "--config",
@@ -172,7 +191,7 @@ def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: t
     text = _read(tenant_file)
     with _registry(ctx) as registry:
         try:
-            record = registry.add(tenant_id, text, list(domains))
+            record = registry.add(tenant_id, text, list(domains), by=cli_actor())
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not added", exc)
         _served(registry, record, "added")
@@ -198,7 +217,7 @@ def update_command(ctx: click.Context, tenant_id: str, tenant_file: str) -> None
     text = _read(tenant_file)
     with _registry(ctx) as registry:
         try:
-            record = registry.update(tenant_id, text)
+            record = registry.update(tenant_id, text, by=cli_actor())
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not updated", exc)
         _served(registry, record, "updated")
@@ -224,7 +243,7 @@ def domains_command(
         raise click.UsageError("give --add HOST and/or --remove HOST")
     with _registry(ctx, config) as registry:
         try:
-            record = registry.set_domains(tenant_id, list(add), list(remove))
+            record = registry.set_domains(tenant_id, list(add), list(remove), by=cli_actor())
         except TenantError as exc:
             _refused(f"Domains of {tenant_id} not changed", exc)
         _served(registry, record, "changed")
@@ -270,7 +289,10 @@ def check_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains:
 @platform_config_option
 @click.pass_context
 def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
-    """Every tenant in id order: domains, revision, last change (read a page at a time)."""
+    """Every tenant in id order: domains, revision, last change, state (read a page at a time).
+
+    The state is `served`, `suspended`, or `broken` with the reason its stored configuration
+    failed to load in a serving worker."""
     count = 0
     with _registry(ctx, config) as registry:
         if as_json:
@@ -283,9 +305,11 @@ def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
                     prefix = "\n" if count == 0 else ",\n"
                     click.echo(prefix + orjson.dumps(tenant_view(registry, record, config=False)).decode(), nl=False)
                 else:
+                    state = tenant_state(record)
                     click.echo(
                         f"{record.tenant_id}\t{','.join(record.domains) or '-'}\trevision {record.revision}"
-                        f"\tupdated {stamp(record.updated_ms)}"
+                        f"\tupdated {stamp(record.updated_ms)}\t{state}"
+                        + (f": {record.broken}" if record.broken else "")
                     )
                 count += 1
             if len(page) < PAGE:
@@ -333,10 +357,99 @@ def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: boo
         *(f"  url         {url}" for url in summary["urls"]),
         f"  a2a tenant  {record.a2a_tenant or '-'}",
         f"  secrets     {', '.join(secrets) or '- (none)'}",
+        f"  state       {_state_line(record)}",
+        *([f"  broken      {record.broken}"] if record.broken else []),
         "Configuration (as stored):",
         record.config.rstrip("\n"),
     ]
     click.echo("\n".join(lines))
+
+
+def _state_line(record: TenantRecord) -> str:
+    if record.suspended_ms is not None:
+        line = f"suspended since {stamp(record.suspended_ms)} (503 everywhere; `aap tenants resume {record.tenant_id}`)"
+        return line + ("; its configuration does not load either" if record.broken else "")
+    if record.broken is not None:
+        assert record.broken_ms is not None
+        return (
+            f"broken: revision {record.revision} did not load in a worker ({stamp(record.broken_ms)}); 503 everywhere"
+        )
+    return "served"
+
+
+@tenants.command("suspend")
+@click.argument("tenant_id", metavar="ID")
+@platform_config_option
+@click.pass_context
+def suspend_command(ctx: click.Context, tenant_id: str, config: str | None) -> None:
+    """Stop serving tenant ID without deleting anything: every surface answers 503 with
+    Retry-After within seconds, its feeds and lead deliveries wait; `resume` serves it again."""
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            record = registry.suspend(tenant_id, by=cli_actor())
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not suspended", exc)
+    assert record.suspended_ms is not None
+    console.print(
+        Text(
+            f"Tenant {tenant_id} suspended since {stamp(record.suspended_ms)}: every worker answers 503 for it within"
+            " seconds; its data is kept, its feeds and deliveries wait.",
+            style="bold yellow",
+        )
+    )
+
+
+@tenants.command("resume")
+@click.argument("tenant_id", metavar="ID")
+@platform_config_option
+@click.pass_context
+def resume_command(ctx: click.Context, tenant_id: str, config: str | None) -> None:
+    """Serve suspended tenant ID again: what waited (lead deliveries, feeds) is due at once."""
+    from aap.tenants import TenantError
+
+    with _registry(ctx, config) as registry:
+        try:
+            registry.resume(tenant_id, by=cli_actor())
+        except TenantError as exc:
+            _refused(f"Tenant {tenant_id} not resumed", exc)
+    console.print(Text(f"Tenant {tenant_id} is served again, by every worker within seconds.", style="bold green"))
+
+
+@tenants.command("audit")
+@click.argument("tenant_id", metavar="[ID]", required=False)
+@click.option(
+    "--limit", type=click.IntRange(1, AUDIT_MAX), default=AUDIT_DEFAULT, show_default=True, help="Entries to show."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (at, actor, action, tenant, detail).")
+@platform_config_option
+@click.pass_context
+def audit_command(ctx: click.Context, tenant_id: str | None, limit: int, as_json: bool, config: str | None) -> None:
+    """The platform's audit log, newest first: every change of a tenant (through `aap tenants`,
+    the provisioning API or the platform console) and every platform administrator's visit to a
+    tenant's console; with ID, that tenant's only (removed tenants' entries stay)."""
+    from aap.store.console import ConsoleStore
+
+    with _registry(ctx, config) as registry:
+        entries = ConsoleStore(registry.store.db).audit_entries(subject=tenant_id, limit=limit)
+    for entry in entries:
+        if as_json:
+            line = {
+                "at": stamp(entry.at_ms),
+                "actor": entry.actor,
+                "action": entry.action,
+                "tenant": entry.subject,
+                "detail": entry.detail,
+            }
+            click.echo(orjson.dumps(line).decode())
+        else:
+            detail = " ".join(f"{k}={orjson.dumps(v).decode()}" for k, v in entry.detail.items())
+            click.echo(
+                f"{stamp(entry.at_ms)}\t{entry.actor}\t{entry.action}\t{entry.subject or '-'}\t{detail}".rstrip()
+            )
+    if not entries and not as_json:
+        console.print(Text("No audit entry" + (f" for {tenant_id}." if tenant_id else ".")))
 
 
 @tenants.command("remove")
@@ -369,7 +482,7 @@ def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | 
             if not click.confirm(f"Remove tenant {tenant_id} and delete its data?", default=False, err=True):
                 fail("Nothing removed.")
         try:
-            registry.remove(tenant_id)
+            registry.remove(tenant_id, by=cli_actor())
         except TenantError as exc:
             _refused(f"Tenant {tenant_id} not removed", exc)
     console.print(Text(f"Tenant {tenant_id} removed; its data is deleted.", style="bold green"))

@@ -14,6 +14,12 @@ OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`
 ``GET    /_platform/v1/tenants/{id}/secrets``       the names of its secrets (never a value)
 ``PUT    /_platform/v1/tenants/{id}/secrets/{name}``  ``{"value"}``: set one → 201 (new) or 200
 ``DELETE /_platform/v1/tenants/{id}/secrets/{name}``  remove one → 204
+``POST   /_platform/v1/tenants/{id}/suspend``       stop serving it, its data kept (503 everywhere)
+``POST   /_platform/v1/tenants/{id}/resume``        serve it again
+
+Every change is written to the platform's audit log by the registry, its actor
+``api:NAME``: the name of the variable the token comes from (``[platform] api_token_env``),
+which says which token was used, never the token.
 
 How a request is answered, in order (docs/platform.md, "The provisioning API"):
 
@@ -146,6 +152,8 @@ class ProvisioningApi:
                 MIN_TOKEN_LENGTH,
             )
         self._document = orjson.dumps(openapi_document(self.platform))
+        #: Who the audit log says made a change through the API.
+        self.actor = f"api:{self.platform.api_token_env}"
 
     def routes(self) -> list[BaseRoute]:
         tenants, one = f"{API_PREFIX}/tenants", f"{API_PREFIX}/tenants/{{tenant_id}}"
@@ -165,6 +173,8 @@ class ProvisioningApi:
                     "DELETE": self._guard(self.remove_tenant),
                 },
             ),
+            self._resource(f"{one}/suspend", "platform_suspend", {"POST": self._guard(self.suspend_tenant)}),
+            self._resource(f"{one}/resume", "platform_resume", {"POST": self._guard(self.resume_tenant)}),
             self._resource(
                 f"{one}/domains",
                 "platform_domains",
@@ -330,7 +340,9 @@ class ProvisioningApi:
 
     async def create_tenant(self, request: Request) -> Response:
         body = await self._body(request, {"id": "string", "config": "string", "domains": "strings"}, ("id", "config"))
-        record = await self.work.blocking(self.registry.add, body["id"], body["config"], body.get("domains", []))
+        record = await self.work.blocking(
+            self.registry.add, body["id"], body["config"], body.get("domains", []), by=self.actor
+        )
         location = f"{API_PREFIX}/tenants/{record.tenant_id}"
         return json_response(tenant_view(self.registry, record, config=True), 201, {"Location": location})
 
@@ -340,11 +352,13 @@ class ProvisioningApi:
 
     async def update_tenant(self, request: Request) -> Response:
         body = await self._body(request, {"config": "string"}, ("config",))
-        record = await self.work.blocking(self.registry.update, request.path_params["tenant_id"], body["config"])
+        record = await self.work.blocking(
+            self.registry.update, request.path_params["tenant_id"], body["config"], by=self.actor
+        )
         return json_response(tenant_view(self.registry, record, config=True))
 
     async def remove_tenant(self, request: Request) -> Response:
-        await self.work.blocking(self.registry.remove, request.path_params["tenant_id"])
+        await self.work.blocking(self.registry.remove, request.path_params["tenant_id"], by=self.actor)
         return Response(status_code=204)
 
     async def replace_domains(self, request: Request) -> Response:
@@ -355,7 +369,10 @@ class ProvisioningApi:
             current = self.registry.get(tenant_id).domains
             wanted: list[str] = body["domains"]
             return self.registry.set_domains(
-                tenant_id, [h for h in wanted if h not in current], [h for h in current if h not in wanted]
+                tenant_id,
+                [h for h in wanted if h not in current],
+                [h for h in current if h not in wanted],
+                by=self.actor,
             )
 
         record = await self.work.blocking(replace)
@@ -367,7 +384,15 @@ class ProvisioningApi:
         if not add and not remove:
             raise Refused(400, _MESSAGES[400], ["(body): give add and/or remove, each an array of host names"])
         tenant_id = request.path_params["tenant_id"]
-        record = await self.work.blocking(self.registry.set_domains, tenant_id, add, remove)
+        record = await self.work.blocking(self.registry.set_domains, tenant_id, add, remove, by=self.actor)
+        return json_response(tenant_view(self.registry, record, config=True))
+
+    async def suspend_tenant(self, request: Request) -> Response:
+        record = await self.work.blocking(self.registry.suspend, request.path_params["tenant_id"], by=self.actor)
+        return json_response(tenant_view(self.registry, record, config=True))
+
+    async def resume_tenant(self, request: Request) -> Response:
+        record = await self.work.blocking(self.registry.resume, request.path_params["tenant_id"], by=self.actor)
         return json_response(tenant_view(self.registry, record, config=True))
 
     # -- secrets: values go in, never out (docs/platform.md, "Secrets") -----------------------------

@@ -27,6 +27,7 @@ consoles are built without guests at all, :func:`aap.server.platform.create_plat
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC
 from typing import Any
@@ -50,7 +51,7 @@ from aap.web.body import BodyTooLarge, read_request_body, replay
 from aap.web.errors import route_path
 from aap.web.pages import asset_routes, templates, url
 
-from .views import tenant_urls
+from .views import tenant_state, tenant_urls
 
 ASSETS = CONSOLE_PREFIX + "assets/"
 TENANTS = CONSOLE_PREFIX + "tenants"
@@ -72,7 +73,12 @@ NOTICES = {
     "removed": "The tenant was removed, with its data.",
     "secret": "The secret was set: every worker uses it within seconds.",
     "secret-removed": "The secret was removed.",
+    "suspended": "{tenant} is suspended: every surface answers 503, its feeds and deliveries wait.",
+    "resumed": "{tenant} is served again.",
 }
+#: Platform administrators' visits to tenants' consoles remembered per worker, so that a visit
+#: is audited once per session and tenant, not once per page.
+VISITS_KEPT = 10_000
 
 
 def _hosts(text: str) -> list[str]:
@@ -179,7 +185,7 @@ class PlatformConsole(Console):
         return self._template
 
     def view(self, record: TenantRecord) -> dict[str, Any]:
-        return {"record": record, "urls": tenant_urls(self.registry, record)}
+        return {"record": record, "urls": tenant_urls(self.registry, record), "state": tenant_state(record)}
 
     # -- routes ------------------------------------------------------------------------------
     def routes(self) -> list[BaseRoute]:
@@ -199,6 +205,8 @@ class PlatformConsole(Console):
             Route(one + "/secrets/remove", self.endpoint(remove_secret), methods=["POST"]),
             Route(one + "/remove", self.endpoint(confirm_remove), methods=["GET"]),
             Route(one + "/remove", self.endpoint(remove_tenant), methods=["POST"]),
+            Route(one + "/suspend", self.endpoint(suspend_tenant), methods=["POST"]),
+            Route(one + "/resume", self.endpoint(resume_tenant), methods=["POST"]),
             Route(OPEN, self.endpoint(open_tenant), methods=["GET"]),
             Route(AUDIT, self.endpoint(audit_page), methods=["GET"]),
             *asset_routes(ASSETS),
@@ -285,13 +293,10 @@ async def add_tenant(console: PlatformConsole, request: Request, visit: Visit) -
     domains = _hosts(_field(visit, "domains"))
     config = _lines(_field(visit, "config"))
     try:
-        record = await console.blocking(console.registry.add, tenant_id, config, domains)
+        record = await console.blocking(console.registry.add, tenant_id, config, domains, by=visit.email)
     except TenantError as refused:
         form = {"id": tenant_id, "domains": "\n".join(domains), "config": config}
         return _new_page(console, request, visit, form, refused.problems, refused.status)
-    await console.blocking(
-        console.audit, visit.email, "tenant.add", record.tenant_id, {"domains": list(record.domains)}
-    )
     return console.done(request, record.tenant_id, "added")
 
 
@@ -343,14 +348,11 @@ async def update_config(console: PlatformConsole, request: Request, visit: Visit
     record = await _record_or_404(console, request, visit)
     config = _lines(_field(visit, "config"))
     try:
-        updated = await console.blocking(console.registry.update, record.tenant_id, config)
+        await console.blocking(console.registry.update, record.tenant_id, config, by=visit.email)
     except TenantError as refused:
         return await _tenant_page_of(
             console, request, visit, record, config=config, config_problems=refused.problems, status=refused.status
         )
-    await console.blocking(
-        console.audit, visit.email, "tenant.update", record.tenant_id, {"revision": updated.revision}
-    )
     return console.done(request, record.tenant_id, "updated")
 
 
@@ -362,14 +364,11 @@ async def change_domains(console: PlatformConsole, request: Request, visit: Visi
             console, request, visit, record, domain_problems=["Enter a domain to add."], status=400
         )
     try:
-        await console.blocking(console.registry.set_domains, record.tenant_id, add, remove)
+        await console.blocking(console.registry.set_domains, record.tenant_id, add, remove, by=visit.email)
     except TenantError as refused:
         return await _tenant_page_of(
             console, request, visit, record, domain_problems=refused.problems, status=refused.status
         )
-    await console.blocking(
-        console.audit, visit.email, "tenant.domains", record.tenant_id, {"added": add, "removed": remove}
-    )
     return console.done(request, record.tenant_id, "domains")
 
 
@@ -422,11 +421,22 @@ async def remove_tenant(console: PlatformConsole, request: Request, visit: Visit
     if _field(visit, "confirm").strip() != record.tenant_id:
         return _remove_page(console, request, visit, record, "Type the tenant's id to confirm; nothing was removed.")
     try:
-        await console.blocking(console.registry.remove, record.tenant_id)
+        await console.blocking(console.registry.remove, record.tenant_id, by=visit.email)
     except TenantError as refused:
         raise Refused(refused.status, " ".join(refused.problems), visit=visit) from None
-    await console.blocking(console.audit, visit.email, "tenant.remove", record.tenant_id, {})
     return RedirectResponse(url(request, f"{TENANTS}?done=removed"), status_code=303)
+
+
+async def suspend_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    await console.blocking(console.registry.suspend, record.tenant_id, by=visit.email)
+    return console.done(request, record.tenant_id, "suspended")
+
+
+async def resume_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
+    record = await _record_or_404(console, request, visit)
+    await console.blocking(console.registry.resume, record.tenant_id, by=visit.email)
+    return console.done(request, record.tenant_id, "resumed")
 
 
 async def open_tenant(console: PlatformConsole, request: Request, visit: Visit) -> Response:
@@ -475,6 +485,7 @@ class TenantGuests:
     def __init__(self, console: PlatformConsole, tenant_id: str) -> None:
         self.console = console
         self.tenant_id = tenant_id
+        self._visited: OrderedDict[str, None] = OrderedDict()
 
     def token(self, request: Request) -> str | None:
         # Only on the platform's own host: its cookie is never accepted at a tenant's domain.
@@ -493,7 +504,20 @@ class TenantGuests:
             choices = tuple(r.tenant_id for r in records)
         email = session.user.email
         guest = Guest(f"platform:{email}", email, self.tenant_id, TENANTS, OPEN, choices)
+        await self._audit_visit(session, email)
         return session, guest
+
+    async def _audit_visit(self, session: Session, email: str) -> None:
+        """The platform's audit log records an administrator in this tenant's console: once per
+        session in this worker (``tenant.visit``), however the console was reached (the tenants
+        list's link, or ``/t/ID/console/`` typed in)."""
+        key = session.session_hash  # a digest already, never the token
+        if key in self._visited:
+            return
+        self._visited[key] = None
+        while len(self._visited) > VISITS_KEPT:
+            self._visited.popitem(last=False)
+        await self.console.gateway.blocking(self.console.audit, email, "tenant.visit", self.tenant_id, {})
 
     async def sign_out(self, request: Request, token: str) -> Response:
         auth = self.console.auth

@@ -60,6 +60,18 @@ def _tenant_properties(config: bool) -> dict[str, Any]:
         "revision": {"type": "integer", "minimum": 1, "description": "Counted up on every change of the tenant."},
         "created_at": {"type": "string", "format": "date-time"},
         "updated_at": {"type": "string", "format": "date-time"},
+        "state": {
+            "type": "string",
+            "enum": ["served", "suspended", "broken"],
+            "description": "`suspended` by the operator (answered 503, background work paused, data kept); "
+            "`broken`: its stored configuration, at this revision, failed to load in a worker (answered 503).",
+        },
+        "suspended_at": {"type": ["string", "null"], "format": "date-time"},
+        "broken_reason": {
+            "type": ["string", "null"],
+            "description": "Why its configuration did not load: every problem, with its TOML path.",
+        },
+        "broken_at": {"type": ["string", "null"], "format": "date-time"},
     }
     if config:
         properties["config"] = {"type": "string", "description": "Its configuration (TOML), exactly as given."}
@@ -244,6 +256,25 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     ("204", {"description": "Removed; every worker answers 404 for it within seconds."}),
                     ["404", *_AUTHENTICATED],
                 ),
+            },
+            **{
+                f"{API_PREFIX}/tenants/{{tenant_id}}/{verb}": {
+                    "parameters": [_TENANT_ID_PARAMETER],
+                    "post": _operation(
+                        f"{verb}Tenant",
+                        summary,
+                        ("200", {"description": "The tenant as it is now.", "content": _json(tenant)}),
+                        ["404", *_AUTHENTICATED],
+                    ),
+                }
+                for verb, summary in (
+                    (
+                        "suspend",
+                        "Stop serving the tenant, keeping its data: 503 with Retry-After on every surface, its"
+                        " feeds and lead deliveries paused (suspending a suspended tenant changes nothing).",
+                    ),
+                    ("resume", "Serve a suspended tenant again; its waiting deliveries and feeds are due at once."),
+                )
             },
             f"{API_PREFIX}/tenants/{{tenant_id}}/domains": {
                 "parameters": [_TENANT_ID_PARAMETER],

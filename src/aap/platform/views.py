@@ -24,6 +24,14 @@ def tenant_urls(registry: TenantRegistry, record: TenantRecord) -> list[str]:
     return found
 
 
+def tenant_state(record: TenantRecord) -> str:
+    """``suspended`` (by the operator), ``broken`` (its configuration at this revision failed to
+    load in a worker) or ``served``."""
+    if record.suspended_ms is not None:
+        return "suspended"
+    return "broken" if record.broken is not None else "served"
+
+
 def tenant_view(registry: TenantRegistry, record: TenantRecord, *, config: bool) -> dict[str, Any]:
     """The tenant as JSON; ``config``: with its configuration text as stored (one tenant, not a list)."""
     view: dict[str, Any] = {
@@ -34,6 +42,10 @@ def tenant_view(registry: TenantRegistry, record: TenantRecord, *, config: bool)
         "revision": record.revision,
         "created_at": stamp(record.created_ms),
         "updated_at": stamp(record.updated_ms),
+        "state": tenant_state(record),
+        "suspended_at": None if record.suspended_ms is None else stamp(record.suspended_ms),
+        "broken_reason": record.broken,
+        "broken_at": None if record.broken_ms is None else stamp(record.broken_ms),
     }
     if config:
         view["config"] = record.config

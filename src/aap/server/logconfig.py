@@ -1,7 +1,8 @@
 """Logging for the server process (and every uvicorn worker), in JSON or text.
 
 Each record becomes one line: time, level, logger, event, plus the record's
-``fields`` (the access log's columns, a lead or delivery id, an error id, ...),
+``fields`` (the access log's columns, a lead or delivery id, an error id, ...;
+on a platform the ``tenant`` whose work wrote it, :mod:`aap.telemetry.logfields`),
 passed as ``extra={"fields": {...}}`` so that ids are values a log pipeline can
 filter on, never words inside the message. ``json`` (the default) writes one
 JSON object per line for a log collector; ``text`` writes
@@ -25,15 +26,20 @@ from typing import Any
 
 import orjson
 
+from aap.telemetry.logfields import current_fields
+
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("json", "text")
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    # The tenant whose work wrote the line, on a platform (aap.telemetry.logfields); a field the
+    # record gives itself comes after it and wins.
+    context = current_fields()
     fields = getattr(record, "fields", None)
     if not isinstance(fields, dict):
-        return {}
-    return {k: v for k, v in fields.items() if v is not None}
+        return context
+    return {**context, **{k: v for k, v in fields.items() if v is not None}}
 
 
 def _timestamp(record: logging.LogRecord) -> str:

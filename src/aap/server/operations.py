@@ -169,11 +169,12 @@ def readyz_endpoint(readiness: Readiness) -> Callable[[Request], Awaitable[Respo
 
 
 def metrics_endpoint(
-    token: str | None = None, *, loopback_only: bool = False
+    token: str | None = None, *, loopback_only: bool = False, extra: Callable[[], str] | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
     """``GET /metrics``; with ``token``, only for ``Authorization: Bearer <token>`` (RFC 6750);
     with ``loopback_only`` (a platform with neither a token nor a port of its own), only on a
-    direct loopback connection, and not found for anyone else (docs/deployment.md, "Metrics")."""
+    direct loopback connection, and not found for anyone else (docs/deployment.md, "Metrics").
+    ``extra``: more series read from the database (blocking; a platform's tenant states)."""
     expected = f"Bearer {token}".encode() if token else None
 
     async def endpoint(request: Request) -> Response:
@@ -188,6 +189,8 @@ def metrics_endpoint(
                     401, "The metrics need the operator's bearer token.", {"WWW-Authenticate": challenge}
                 )
         feeds = render_metrics(await request.app.state.work.blocking(_feeds, request))
+        if extra is not None:
+            feeds += await request.app.state.work.blocking(_extra, extra)
         return Response(
             request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE}
         )
@@ -206,13 +209,24 @@ def metrics_token(settings: Settings) -> str | None:
     return token
 
 
-def platform_metrics_endpoint(deployment: Settings) -> Callable[[Request], Awaitable[Response]]:
+def _extra(render: Callable[[], str]) -> str:
+    try:
+        return render()
+    except Exception as exc:  # the database check reports the database
+        log.warning("metrics from the database unavailable", extra={"fields": {"error_type": type(exc).__name__}})
+        return ""
+
+
+def platform_metrics_endpoint(
+    deployment: Settings, token: str | None, tenant_states: Callable[[], str] | None = None
+) -> Callable[[Request], Awaitable[Response]]:
     """A platform's ``/metrics``: private by default (**decision**, docs/deployment.md, "Metrics"):
     without ``metrics_token_env`` or ``metrics_listen`` it answers a direct loopback connection
     only (a scraper on the same host), since a platform's host name is public and its metrics
-    are every tenant's lead volume."""
+    are every tenant's lead volume. ``token``: the one ``metrics_token_env`` names;
+    ``tenant_states``: the broken and suspended tenants' gauges."""
     private = deployment.metrics_token_env is None and deployment.metrics_listen is None
-    return metrics_endpoint(metrics_token(deployment), loopback_only=private)
+    return metrics_endpoint(token, loopback_only=private, extra=tenant_states)
 
 
 class OperatorDoor:

@@ -29,14 +29,14 @@ from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.paths import AI_CATALOG_PATH
 from aap.platform.console import PlatformConsole
-from aap.server.app import SURFACES, assemble, operator_routes, own_app
+from aap.server.app import SURFACES, assemble, metrics_token, operator_routes, own_app
 from aap.server.operations import Readiness, platform_metrics_endpoint
 from aap.server.tenant_routing import TLS_ALLOWED_PATH, ChangeFeed, Hosts, TenantRouting, tls_allowed_endpoint
 from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores
 from aap.store.migrations import PLATFORM_DOMAINS
 from aap.tenants import TenantRegistry
-from aap.web.metrics import Metrics
+from aap.web.metrics import Metrics, tenant_gauges
 from aap.web.parts import BindingParts
 from aap.web.surface import Surface, SurfaceTable
 from aap.work import Work
@@ -107,9 +107,19 @@ def create_platform_app(
     state = {"settings": deployment, "stores": platform_stores, "metrics": metrics, "work": work}
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
     ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url, work)
+
+    def tenant_states() -> str:  # blocking: read at each scrape
+        unavailable = registry.store.unavailable()
+        broken = [r.tenant_id for r in unavailable if r.broken is not None]
+        return tenant_gauges(broken, [r.tenant_id for r in unavailable if r.suspended_ms is not None])
+
     readiness = Readiness(platform_stores.db, PLATFORM_DOMAINS, feed.age, feed.max_age)
     own: list[BaseRoute] = [
-        *operator_routes(deployment, readiness, metrics=platform_metrics_endpoint(deployment)),
+        *operator_routes(
+            deployment,
+            readiness,
+            metrics=platform_metrics_endpoint(deployment, metrics_token(deployment), tenant_states),
+        ),
         Route(TLS_ALLOWED_PATH, tls_allowed_endpoint(hosts), methods=["GET"], name="platform_tls_allowed"),
         Route(AI_CATALOG_PATH, ai_catalog.endpoint, methods=["GET", "HEAD"], name="platform_ai_catalog"),
         *console.routes(),
@@ -142,6 +152,7 @@ def create_platform_app(
         platform_app=platform_app,
         max_body_bytes=deployment.max_body_bytes,
         operator_port=deployment.metrics_listen is not None,
+        shapes=table.shapes,
     )
     return assemble(
         deployment,

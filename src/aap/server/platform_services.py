@@ -15,7 +15,16 @@ How work becomes due:
 - **feeds**: a tenant added or changed with ``[[feeds]]`` is due at once
   (:class:`~aap.tenants.TenantRegistry`), then at its scheduler's next due time;
 - a slow **sweep** (:data:`SWEEP_SECONDS`) walks every tenant a page at a time and records
-  what it finds, so that nothing is lost when a worker stopped between a write and its note.
+  what it finds, so that nothing is lost when a worker stopped between a write and its note;
+  it also loads each tenant's configuration once per revision (all of them when the worker
+  starts), so a tenant that does not load in this worker's environment is reported without
+  waiting for a request.
+
+A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
+it due at once), and the sweep passes it by. A tenant whose configuration does not load is
+tried again a minute later, without a log line each time (the worker that found it logged it
+once, :class:`~aap.server.tenant_runtime.Runtimes`). Every log line written while a tenant's
+work is done names the tenant (:func:`aap.telemetry.logfields.working_for`).
 """
 
 from __future__ import annotations
@@ -33,8 +42,10 @@ from aap.leads import transports
 from aap.leads.worker import DeliveryWorker
 from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
+from aap.server.tenant_runtime import TenantUnavailable
 from aap.store.leads import LeadStore
 from aap.store.platform import DELIVERIES, FEEDS
+from aap.telemetry.logfields import working_for
 
 log = logging.getLogger("aap.platform")
 
@@ -44,6 +55,8 @@ POLL_SECONDS = 1.0
 SWEEP_SECONDS = 600.0
 #: Tenants taken per look (the longest-waiting first).
 BATCH = 50
+#: How long a tenant whose work failed (or whose configuration does not load) waits.
+RETRY_MS = 60_000
 
 
 def _now_ms() -> int:
@@ -62,22 +75,31 @@ async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
     store = ctx.registry.store
     due = await ctx.work.blocking(store.due, DELIVERIES, _now_ms(), BATCH)
     for tenant_id in due:
-        try:
-            runtime = await _runtime(ctx, tenant_id)
-            if runtime is None:
-                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, None)
-                continue
-            settings, stores = runtime.gateway.settings, runtime.gateway.stores
-            if settings.leads.delivery.in_process:
-                await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
-                following = await ctx.work.blocking(stores.leads.next_due_ms)
-            else:
-                following = None  # delivered by `aap deliver --tenant ID` processes
-            await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, following)
-        except Exception as exc:  # one tenant's failure must not hold up the others
-            log.error("tenant %s: delivery pass failed: %s", tenant_id, type(exc).__name__)
-            await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _now_ms() + 60_000)
+        with working_for(tenant_id):
+            try:
+                runtime = await _runtime(ctx, tenant_id)
+                if runtime is None:
+                    await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, None)
+                    continue
+                settings, stores = runtime.gateway.settings, runtime.gateway.stores
+                if settings.leads.delivery.in_process:
+                    await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
+                    following = await ctx.work.blocking(stores.leads.next_due_ms)
+                else:
+                    following = None  # delivered by `aap deliver --tenant ID` processes
+                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, following)
+            except TenantUnavailable as unavailable:
+                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _paused(unavailable))
+            except Exception as exc:  # one tenant's failure must not hold up the others
+                log.error("delivery pass failed", extra={"fields": {"error_type": type(exc).__name__}})
+                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _now_ms() + RETRY_MS)
     return len(due)
+
+
+def _paused(unavailable: TenantUnavailable) -> int | None:
+    """When an unavailable tenant's work is due again: never while it is suspended (resuming
+    makes it due), a minute later while its configuration does not load."""
+    return None if unavailable.state == "suspended" else _now_ms() + RETRY_MS
 
 
 async def run_feeds_due(ctx: PlatformContext) -> int:
@@ -85,18 +107,21 @@ async def run_feeds_due(ctx: PlatformContext) -> int:
     store = ctx.registry.store
     due = await ctx.work.blocking(store.due, FEEDS, _now_ms(), BATCH)
     for tenant_id in due:
-        try:
-            runtime = await _runtime(ctx, tenant_id)
-            if runtime is None or not runtime.gateway.settings.feeds:
-                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, None)
-                continue
-            scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
-            await scheduler.run_due()
-            wait = await scheduler.seconds_until_due()
-            await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
-        except Exception as exc:
-            log.error("tenant %s: feed pass failed: %s", tenant_id, type(exc).__name__)
-            await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + 60_000)
+        with working_for(tenant_id):
+            try:
+                runtime = await _runtime(ctx, tenant_id)
+                if runtime is None or not runtime.gateway.settings.feeds:
+                    await ctx.work.blocking(store.set_due, tenant_id, FEEDS, None)
+                    continue
+                scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
+                await scheduler.run_due()
+                wait = await scheduler.seconds_until_due()
+                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
+            except TenantUnavailable as unavailable:
+                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _paused(unavailable))
+            except Exception as exc:
+                log.error("feed pass failed", extra={"fields": {"error_type": type(exc).__name__}})
+                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + RETRY_MS)
     return len(due)
 
 
@@ -109,14 +134,18 @@ async def sweep(ctx: PlatformContext) -> None:
         if not page:
             return
         for record in page:
+            if record.suspended_ms is not None:  # its work waits until it is resumed
+                continue
             try:
+                await ctx.runtimes.check(record.tenant_id, record.revision)  # reported if it does not load here
                 following = await ctx.work.blocking(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
                 if following is not None:
                     await ctx.work.blocking(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:
                     await ctx.work.blocking(store.set_due, record.tenant_id, FEEDS, _now_ms())
             except Exception as exc:
-                log.warning("tenant %s: sweep failed: %s", record.tenant_id, type(exc).__name__)
+                fields = {"tenant": record.tenant_id, "error_type": type(exc).__name__}
+                log.warning("sweep failed", extra={"fields": fields})
         after = page[-1].tenant_id
 
 

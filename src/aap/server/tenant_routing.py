@@ -9,7 +9,12 @@
 - anything else → 404, with no tenant's data;
 - two ``Host`` fields, or a ``Host`` that is not ``host[:port]`` → 400 (RFC 9112 §3.2);
 - ``/_platform/tls-allowed`` → the platform's answer on a direct loopback connection
-  (the proxy's own question), whatever its ``Host``; 404 for everyone else.
+  (the proxy's own question), whatever its ``Host``; 404 for everyone else;
+- a tenant that is suspended, or whose stored configuration does not load → 503 with
+  ``Retry-After``, in the shape of the surface the path belongs to (a JSON-RPC error with the
+  ``aap.error`` detail on ``/a2a`` and ``/mcp``, Poppy's on ``/poppy/v1/``, else
+  ``{"error": {"status", "code", "message", "retry_after_seconds"}}``, or a short page for a
+  browser): :func:`unavailable_response`.
 
 Hosts are remembered until the registry's change rows say otherwise (:class:`ChangeFeed`):
 every worker of every host follows the same rows.
@@ -32,13 +37,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aap.bindings import jsonrpc as rpc
 from aap.bindings.jsonrpc import RpcError
 from aap.config.platform import PlatformSettings, host_problem, normalise_domain, tenant_id_problem
-from aap.errors import unexpected
+from aap.errors import AapError, unexpected
 from aap.paths import A2A_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROBE_PATHS, PROTECTED_RESOURCE_PATH
 from aap.server.dispatch import RUNTIME_KEY, not_found
-from aap.server.tenant_runtime import Runtimes
+from aap.server.tenant_runtime import Runtimes, TenantUnavailable
 from aap.store.platform import PlatformStore
+from aap.telemetry.logfields import working_for
 from aap.web.accesslog import annotate
 from aap.web.body import REFUSED, BodyTooLarge, read_body
+from aap.web.errors import ErrorShapes, plain_error, prefers_html, route_path
 from aap.web.host import BadHost, direct_loopback, request_host
 from aap.work import Work
 
@@ -64,6 +71,35 @@ def _host(scope: Scope) -> str:
 def bad_request(message: str) -> Response:
     body = {"error": {"status": 400, "message": message}}
     return Response(orjson.dumps(body), status_code=400, media_type="application/json")
+
+
+#: What a suspended or broken tenant's callers are told (never the reason, which is the operator's).
+UNAVAILABLE = {
+    "suspended": ("TENANT_SUSPENDED", "This agent is suspended by its platform; try again later."),
+    "broken": ("TENANT_UNAVAILABLE", "This agent is not available right now; try again later."),
+}
+
+
+def unavailable_response(shapes: ErrorShapes, scope: Scope, unavailable: TenantUnavailable) -> Response:
+    """503 with ``Retry-After`` (RFC 9110 §10.2.3), in the shape of the surface of the path: the
+    protocol doors' own error (``INTERNAL_ERROR``, retryable, with ``retry_after_ms``: seed
+    ``Error.retryable``, ``details.retry_after_ms``), else a typed JSON body or, for a browser, a
+    short page."""
+    code, message = UNAVAILABLE[unavailable.state]
+    seconds = unavailable.retry_after
+    headers = {"Retry-After": str(seconds), "Cache-Control": "no-store"}
+    error = AapError("INTERNAL_ERROR", message, retry_after_ms=seconds * 1000, retryable=True)
+    shape = shapes.for_path(route_path(scope))
+    if shape is plain_error:
+        if prefers_html(Request(scope)):
+            page = f"<!doctype html><title>Not available</title><h1>Not available</h1><p>{message}</p>"
+            return Response(page, status_code=503, media_type="text/html", headers=headers)
+        body = {"error": {"status": 503, "code": code, "message": message, "retry_after_seconds": seconds}}
+        return Response(orjson.dumps(body), status_code=503, media_type="application/json", headers=headers)
+    response = shape(503, error)
+    response.status_code = 503
+    response.headers.update(headers)
+    return response
 
 
 def _tenant_of(body: bytes) -> tuple[Any, str | None]:
@@ -148,6 +184,11 @@ class ChangeFeed:
             self.hosts.forget(change.tenant_id)
             self.seen = change.seq
         self.followed_at = time.monotonic()
+        # A configuration that passed its checks where it was written (another process, its own
+        # environment) may not load here: found and reported now, not at a customer's request.
+        loaded = {c.tenant_id: None for c in changes if c.kind in ("added", "updated", "resumed")}
+        if loaded:
+            self.runtimes.check_soon(list(loaded))
         return len(changes)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -182,8 +223,10 @@ class TenantRouting:
         platform_app: ASGIApp,
         max_body_bytes: int,
         operator_port: bool = False,
+        shapes: ErrorShapes | None = None,
     ) -> None:
         self.app = app
+        self.shapes = shapes or ErrorShapes()
         self.platform = platform
         self.max_body_bytes = max_body_bytes
         self.operator_port = operator_port
@@ -302,8 +345,15 @@ class TenantRouting:
     ) -> None:
         try:
             runtime = await self.runtimes.get(tenant_id, public_url)
+        except TenantUnavailable as unavailable:  # logged once per change by Runtimes, not per request
+            if public_url != f"https://{_host(scope)}" and not shared:
+                scope = dict(scope, root_path=scope.get("root_path", "") + f"/t/{tenant_id}")
+            annotate(scope, tenant=tenant_id, aap_code=UNAVAILABLE[unavailable.state][0])
+            await unavailable_response(self.shapes, scope, unavailable)(scope, receive, send)
+            return
         except Exception as exc:
-            error = unexpected(exc, binding="platform", endpoint="tenant")
+            with working_for(tenant_id):
+                error = unexpected(exc, binding="platform", endpoint="tenant")
             body = {"error": {"status": 503, "message": "This agent is not available right now.", "id": error.error_id}}
             response = Response(orjson.dumps(body), status_code=503, media_type="application/json")
             await response(scope, receive, send)
@@ -318,8 +368,11 @@ class TenantRouting:
             scope = dict(scope, root_path=scope.get("root_path", "") + prefix)
         scope[RUNTIME_KEY] = runtime
         annotate(scope, tenant=tenant_id)
-        async with runtime.gateway.arrival(scope["method"]):  # the tenant's share (docs/platform.md, "Fair sharing")
-            await self.app(scope, receive, send)
+        with working_for(tenant_id):  # every log line of the request names its tenant
+            async with runtime.gateway.arrival(
+                scope["method"]
+            ):  # the tenant's share (docs/platform.md, "Fair sharing")
+                await self.app(scope, receive, send)
 
 
 # -- the platform's own endpoints ---------------------------------------------------------------------

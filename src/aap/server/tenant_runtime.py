@@ -14,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import tomllib
 from collections import OrderedDict
 from collections.abc import Sequence
 
 from aap.agent import DealerAgent
+from aap.config.loader import ConfigError
 from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
 from aap.skills.catalog import SkillInfo
 from aap.store import Stores
-from aap.store.platform import DELIVERIES
+from aap.store.platform import DELIVERIES, TenantRecord
 from aap.store.replicas import ReadRouter
-from aap.tenants import TenantRegistry
+from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
 from aap.work import Work
 
@@ -40,6 +42,29 @@ GRACE_SECONDS = 30.0
 INDEX_MIN_ROWS = 5_000
 #: Facets objects a tenant keeps (a deployment that is one agent keeps 256).
 FACET_CACHE = 16
+#: Tenants whose loaded revision a worker remembers for its checks.
+LOADED_KEPT = 100_000
+
+
+#: ``Retry-After`` (seconds) of a suspended tenant's answers: a suspension is the operator's
+#: decision and may last; a client asks again in a few minutes (**decision**, docs/platform.md).
+SUSPENDED_RETRY_AFTER = 300
+#: ``Retry-After`` of a tenant whose configuration does not load: fixed by a change, any time.
+BROKEN_RETRY_AFTER = 60
+
+
+class TenantUnavailable(Exception):
+    """A registered tenant this worker does not serve now: ``state`` is ``suspended`` (by the
+    platform's operator) or ``broken`` (its stored configuration does not load, ``reason``
+    says why: for the operator's log and ``aap tenants show``, never for the tenant's callers)."""
+
+    def __init__(self, tenant_id: str, state: str, reason: str = "") -> None:
+        super().__init__(f"tenant {tenant_id} is {state}")
+        self.tenant_id, self.state, self.reason = tenant_id, state, reason
+
+    @property
+    def retry_after(self) -> int:
+        return SUSPENDED_RETRY_AFTER if self.state == "suspended" else BROKEN_RETRY_AFTER
 
 
 # -- the tenants a worker serves ------------------------------------------------------------------
@@ -48,7 +73,10 @@ FACET_CACHE = 16
 class Runtimes:
     """The tenant runtimes of one worker: built on first use, at most ``kept`` of them, least
     recently used dropped first; a tenant's Stores are shared by its runtimes (its domain and
-    its /t/ID/ prefix) and dropped with the last of them."""
+    its /t/ID/ prefix) and dropped with the last of them. A tenant that is suspended, or whose
+    stored configuration does not load, is remembered as :class:`TenantUnavailable` until the
+    registry says it changed: its requests are answered without reading the registry again,
+    and a configuration that fails is logged and reported once per change, not per request."""
 
     def __init__(
         self,
@@ -72,12 +100,26 @@ class Runtimes:
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[AgentRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        #: Tenants found suspended or broken, until their next change (bounded like the runtimes).
+        self._unavailable: OrderedDict[str, TenantUnavailable] = OrderedDict()
+        #: How often each tenant was dropped: what was read of it before a drop is not remembered.
+        self._drops: dict[str, int] = {}
+        self._checking: set[asyncio.Task[None]] = set()
+        #: The revision of each tenant found to load here by :meth:`check` (bounded): a
+        #: configuration is loaded once per revision by the checks, not at every sweep.
+        self._loaded: OrderedDict[str, int] = OrderedDict()
+        #: The revision (and reason) of each tenant this worker logged as not loading (bounded).
+        self._reported: OrderedDict[str, tuple[int, str]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._runtimes)
 
     async def get(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
-        """The runtime of ``tenant_id`` at ``public_url``, or None when there is no such tenant."""
+        """The runtime of ``tenant_id`` at ``public_url``, or None when there is no such tenant;
+        :class:`TenantUnavailable` when it is suspended or its configuration does not load."""
+        known = self._unavailable.get(tenant_id)
+        if known is not None:
+            raise known
         key = (tenant_id, public_url)
         runtime = self._runtimes.get(key)
         if runtime is not None:
@@ -106,10 +148,18 @@ class Runtimes:
 
     async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
         registry = self.registry.store
+        seen = self._drops.get(tenant_id, 0)
         record = await self.work.blocking(registry.tenant, tenant_id)
         if record is None:
             return None
-        settings = await self.work.blocking(self.registry.settings_for, record, public_url)
+        if record.suspended_ms is not None:
+            raise self._remember(TenantUnavailable(tenant_id, "suspended"), seen)
+        try:
+            settings = await self.work.blocking(self.registry.settings_for, record, public_url)
+        except (ConfigError, tomllib.TOMLDecodeError) as exc:
+            raise self._broken(record, load_reason(exc), seen) from None
+        if record.broken is not None:  # this revision loads here: the report was another worker's
+            self.work.in_background(("loaded", tenant_id), registry.clear_broken, tenant_id, record.revision)
         stores = self._acquire(tenant_id)
 
         def stored(skill: SkillInfo) -> None:  # a lead: its deliveries are due now, on any worker
@@ -120,6 +170,74 @@ class Runtimes:
         agent = DealerAgent(settings, stores)
         gateway = Gateway.of(agent, self.work, after_write=stored, shares=self.shares, tenant=tenant_id)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
+
+    def _remember(self, unavailable: TenantUnavailable, seen: int) -> TenantUnavailable:
+        """Remember ``unavailable`` until the tenant's next change, unless it changed (was
+        dropped) since ``seen``: then what was read may be older than the change."""
+        if self._drops.get(unavailable.tenant_id, 0) == seen:
+            self._unavailable[unavailable.tenant_id] = unavailable
+            while len(self._unavailable) > self.kept:
+                self._unavailable.popitem(last=False)
+        return unavailable
+
+    async def check(self, tenant_id: str, revision: int | None = None) -> None:
+        """Load the tenant's stored configuration as a request would (building nothing), so that
+        one that does not load in this worker is reported before a request or its background
+        work finds it: after a change, and by the background sweep (when the worker starts,
+        then for revisions it has not loaded yet). A tenant already served, known unavailable,
+        or whose ``revision`` was loaded here already, is not loaded again."""
+        if tenant_id in self._unavailable or any(key[0] == tenant_id for key in self._runtimes):
+            return
+        if revision is not None and self._loaded.get(tenant_id) == revision:
+            return
+        seen = self._drops.get(tenant_id, 0)
+        record = await self.work.blocking(self.registry.store.tenant, tenant_id)
+        if record is None or record.suspended_ms is not None:
+            return
+        try:
+            await self.work.blocking(self.registry.settings_for, record, self.registry.public_url(record))
+        except (ConfigError, tomllib.TOMLDecodeError) as exc:
+            self._broken(record, load_reason(exc), seen)
+            return
+        self._loaded[tenant_id] = record.revision
+        self._loaded.move_to_end(tenant_id)
+        while len(self._loaded) > LOADED_KEPT:
+            self._loaded.popitem(last=False)
+        if record.broken is not None:
+            self.work.in_background(("loaded", tenant_id), self.registry.store.clear_broken, tenant_id, record.revision)
+
+    def check_soon(self, tenant_ids: Sequence[str]) -> None:
+        """:meth:`check` each of ``tenant_ids``, one after the other, without waiting."""
+
+        async def run() -> None:
+            for tenant_id in tenant_ids:
+                try:
+                    await self.check(tenant_id)
+                except Exception as exc:  # the database may be briefly unavailable: the sweep looks again
+                    log.warning("tenant check failed", extra={"fields": {"error_type": type(exc).__name__}})
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._checking.add(task)
+        task.add_done_callback(self._checking.discard)
+
+    def _broken(self, record: TenantRecord, reason: str, seen: int) -> TenantUnavailable:
+        """Log (once per change of the tenant, in this worker) and report (once per revision,
+        in the registry: ``aap tenants show``, ``/metrics``) a configuration that does not load."""
+        unavailable = self._remember(TenantUnavailable(record.tenant_id, "broken", reason), seen)
+        if self._reported.get(record.tenant_id) == (record.revision, reason):
+            return unavailable  # found again (a check and a request crossed a change): said already
+        self._reported[record.tenant_id] = (record.revision, reason)
+        while len(self._reported) > LOADED_KEPT:
+            self._reported.popitem(last=False)
+        log.error(
+            "tenant configuration does not load",
+            extra={"fields": {"tenant": record.tenant_id, "revision": record.revision, "reason": reason}},
+        )
+        report = self.registry.store.report_broken
+        self.work.in_background(
+            ("broken", record.tenant_id), report, record.tenant_id, record.revision, reason, int(time.time() * 1000)
+        )
+        return unavailable
 
     def _acquire(self, tenant_id: str) -> Stores:
         held = self._stores.get(tenant_id)
@@ -135,6 +253,8 @@ class Runtimes:
 
     def drop(self, tenant_id: str) -> int:
         """Stop serving ``tenant_id`` from what was built for it (its next request rebuilds)."""
+        self._unavailable.pop(tenant_id, None)
+        self._drops[tenant_id] = self._drops.get(tenant_id, 0) + 1
         keys = [key for key in self._runtimes if key[0] == tenant_id]
         for key in keys:
             self._retire(self._runtimes.pop(key))
@@ -163,7 +283,7 @@ class Runtimes:
 
     async def close(self) -> None:
         """Close every runtime now (the worker is stopping)."""
-        for task in list(self._closing):
+        for task in [*self._closing, *self._checking]:
             task.cancel()
         runtimes = list(self._runtimes.values())
         self._runtimes.clear()

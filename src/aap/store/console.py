@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations, where_all
+from aap.store.db import Database, Migrations, Tx, where_all
 
 _LAYOUT = """
 CREATE TABLE console_users (
@@ -147,6 +147,15 @@ class ThrottleRow:
 
     attempts: int
     last_ms: int
+
+
+def write_audit(tx: Tx, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:
+    """One audit row of ``tx``'s tenant, in ``tx`` (a change and its audit row are one write)."""
+    tx.execute(
+        "INSERT INTO console_audit (tenant_id, audit_id, at_ms, actor, action, subject, detail)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (tx.tenant, "aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()),
+    )
 
 
 @dataclass(frozen=True)
@@ -431,11 +440,7 @@ class ConsoleStore:
     # -- the audit log ---------------------------------------------------------------------
     def audit(self, actor: str, action: str, subject: str | None, detail: dict[str, Any], now_ms: int) -> None:
         with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO console_audit (tenant_id, audit_id, at_ms, actor, action, subject, detail)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (tx.tenant, "aud_" + uuid.uuid4().hex, now_ms, actor, action, subject, orjson.dumps(detail).decode()),
-            )
+            write_audit(tx, actor, action, subject, detail, now_ms)
 
     def audit_entries(
         self, *, subject: str | None = None, before_ms: int | None = None, limit: int = 100

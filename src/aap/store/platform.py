@@ -21,6 +21,16 @@ row-level security; reference tables where Citus distributes the rest,
                       platform's key (:mod:`aap.secretbox`): the store never sees a value.
                       A secret may be set before its tenant is added (the tenant's file is
                       checked against the secrets it names), so it has no foreign key.
+``platform_status``   what the platform's operators see of a tenant besides its
+                      configuration: since when it is suspended (served 503, its background
+                      work paused, its data kept), and the reason its stored configuration
+                      failed to load in a worker, for the revision that failed
+                      (docs/platform.md, "Operating tenants").
+
+Every change of a tenant writes its audit row in the same transaction, to the platform's own
+audit log (``console_audit`` of the deployment's namespace, which the platform console shows):
+who (``cli:USER``, ``api:TOKEN``, a platform administrator's e-mail), what, when, which tenant,
+never a secret or a configuration's text.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aap.store.console import write_audit
 from aap.store.db import Database, Migrations, Tx
 
 _V1 = """
@@ -69,14 +80,43 @@ CREATE TABLE platform_secrets (
     key_id TEXT NOT NULL,
     set_ms INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE platform_status (
+    tenant_id TEXT PRIMARY KEY REFERENCES platform_tenants (tenant_id) ON DELETE CASCADE,
+    suspended_ms INTEGER,
+    broken_revision INTEGER,
+    broken_reason TEXT,
+    broken_ms INTEGER
 )
 """
 
 MIGRATIONS = Migrations(
     "platform",
     (_V1, _V2),
-    shared=("platform_tenants", "platform_domains", "platform_changes", "platform_due", "platform_secrets"),
+    shared=(
+        "platform_tenants",
+        "platform_domains",
+        "platform_changes",
+        "platform_due",
+        "platform_secrets",
+        "platform_status",
+    ),
 )
+#: The longest reason a broken tenant is reported with (a configuration's problems, listed).
+MAX_REASON = 2000
+
+#: Who changed a tenant when a caller in code named nobody.
+UNNAMED = "unnamed"
+#: The audit log's action for each kind of change.
+AUDIT_ACTIONS = {
+    "added": "tenant.add",
+    "updated": "tenant.update",
+    "domains": "tenant.domains",
+    "secrets": "tenant.secrets",
+    "removed": "tenant.remove",
+    "suspended": "tenant.suspend",
+    "resumed": "tenant.resume",
+}
 
 #: The kinds of background work ``platform_due`` keeps a time for.
 DELIVERIES, FEEDS = "deliveries", "feeds"
@@ -93,6 +133,11 @@ class TenantRecord:
     created_ms: int
     updated_ms: int
     domains: tuple[str, ...] = ()
+    #: Since when the tenant is suspended (epoch ms), or None: it is served.
+    suspended_ms: int | None = None
+    #: Why its configuration, at this revision, failed to load in a worker, or None.
+    broken: str | None = None
+    broken_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,12 +157,37 @@ class Change:
 
     seq: int
     tenant_id: str
-    kind: str  # "added", "updated", "domains", "secrets", "removed"
+    kind: str  # "added", "updated", "domains", "secrets", "removed", "suspended", "resumed"
+
+
+#: The columns of a :class:`TenantRecord`, read from ``platform_tenants t`` joined with its
+#: ``platform_status s`` (a broken report counts for the revision that failed only).
+_COLUMNS = (
+    "t.tenant_id, {config}, t.a2a_tenant, t.revision, t.created_ms, t.updated_ms, s.suspended_ms,"
+    " CASE WHEN s.broken_revision = t.revision THEN s.broken_reason END,"
+    " CASE WHEN s.broken_revision = t.revision THEN s.broken_ms END"
+)
+_FROM = "platform_tenants t LEFT JOIN platform_status s ON s.tenant_id = t.tenant_id"
+
+
+def _select(config: str = "t.config") -> str:
+    return f"SELECT {_COLUMNS.format(config=config)} FROM {_FROM}"
 
 
 def _record(row: tuple[Any, ...], domains: tuple[str, ...]) -> TenantRecord:
-    tenant_id, config, a2a_tenant, revision, created_ms, updated_ms = row
-    return TenantRecord(tenant_id, config, a2a_tenant, int(revision), int(created_ms), int(updated_ms), domains)
+    tenant_id, config, a2a_tenant, revision, created_ms, updated_ms, suspended_ms, broken, broken_ms = row
+    return TenantRecord(
+        tenant_id,
+        config,
+        a2a_tenant,
+        int(revision),
+        int(created_ms),
+        int(updated_ms),
+        domains,
+        None if suspended_ms is None else int(suspended_ms),
+        broken,
+        None if broken_ms is None else int(broken_ms),
+    )
 
 
 def _like_escaped(text: str) -> str:
@@ -137,11 +207,7 @@ class PlatformStore:
             return self._tenant(tx, tenant_id)
 
     def _tenant(self, tx: Tx, tenant_id: str) -> TenantRecord | None:
-        row = tx.fetchone(
-            "SELECT tenant_id, config, a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
-            " WHERE tenant_id = ?",
-            (tenant_id,),
-        )
+        row = tx.fetchone(_select() + " WHERE t.tenant_id = ?", (tenant_id,))
         if row is None:
             return None
         hosts = tx.fetchall("SELECT host FROM platform_domains WHERE tenant_id = ? ORDER BY host", (tenant_id,))
@@ -153,20 +219,16 @@ class PlatformStore:
         filter: ids and host names are lower case, so is the text looked for)."""
         if "\x00" in after or "\x00" in (matching or ""):
             return []  # no id or host holds NUL, which PostgreSQL's text cannot hold either
-        where, args = "tenant_id > ?", [after]
+        where, args = "t.tenant_id > ?", [after]
         if matching:
             pattern = "%" + _like_escaped(matching.lower()) + "%"
             where += (
-                " AND (tenant_id LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM platform_domains d"
-                " WHERE d.tenant_id = platform_tenants.tenant_id AND d.host LIKE ? ESCAPE '\\'))"
+                " AND (t.tenant_id LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM platform_domains d"
+                " WHERE d.tenant_id = t.tenant_id AND d.host LIKE ? ESCAPE '\\'))"
             )
             args += [pattern, pattern]
         with self.db.read() as tx:
-            rows = tx.fetchall(
-                "SELECT tenant_id, config, a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
-                f" WHERE {where} ORDER BY tenant_id LIMIT ?",
-                (*args, limit),
-            )
+            rows = tx.fetchall(_select() + f" WHERE {where} ORDER BY t.tenant_id LIMIT ?", (*args, limit))
             ids = [r[0] for r in rows]
             domains: dict[str, list[str]] = {i: [] for i in ids}
             if ids:
@@ -182,16 +244,12 @@ class PlatformStore:
         domains but without their configuration (a listing of thousands reads none of it)."""
         if "\x00" in after or "\x00" in (through or ""):
             return []
-        where, args = "tenant_id > ?", [after]
+        where, args = "t.tenant_id > ?", [after]
         if through is not None:
-            where += " AND tenant_id <= ?"
+            where += " AND t.tenant_id <= ?"
             args.append(through)
         with self.db.read() as tx:
-            rows = tx.fetchall(
-                "SELECT tenant_id, '', a2a_tenant, revision, created_ms, updated_ms FROM platform_tenants"
-                f" WHERE {where} ORDER BY tenant_id LIMIT ?",
-                (*args, limit),
-            )
+            rows = tx.fetchall(_select("''") + f" WHERE {where} ORDER BY t.tenant_id LIMIT ?", (*args, limit))
             domains: dict[str, list[str]] = {r[0]: [] for r in rows}
             if rows:
                 first, last = rows[0][0], rows[-1][0]
@@ -257,8 +315,16 @@ class PlatformStore:
 
     # -- writes (one transaction each, with its change row) ---------------------------------
     def add(
-        self, tenant_id: str, config: str, a2a_tenant: str | None, domains: Iterable[str], now_ms: int
+        self,
+        tenant_id: str,
+        config: str,
+        a2a_tenant: str | None,
+        domains: Iterable[str],
+        now_ms: int,
+        *,
+        actor: str = UNNAMED,
     ) -> TenantRecord:
+        domains = list(domains)
         with self.db.transaction() as tx:
             tx.execute(
                 "INSERT INTO platform_tenants (tenant_id, config, a2a_tenant, revision, created_ms, updated_ms)"
@@ -270,12 +336,14 @@ class PlatformStore:
                     "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
                     (host, tenant_id, now_ms),
                 )
-            self._changed(tx, tenant_id, "added", now_ms)
+            self._changed(tx, tenant_id, "added", now_ms, actor, {"domains": domains})
             record = self._tenant(tx, tenant_id)
         assert record is not None
         return record
 
-    def update(self, tenant_id: str, config: str, a2a_tenant: str | None, now_ms: int) -> TenantRecord | None:
+    def update(
+        self, tenant_id: str, config: str, a2a_tenant: str | None, now_ms: int, *, actor: str = UNNAMED
+    ) -> TenantRecord | None:
         with self.db.transaction() as tx:
             cursor = tx.execute(
                 "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
@@ -284,11 +352,13 @@ class PlatformStore:
             )
             if cursor.rowcount == 0:
                 return None
-            self._changed(tx, tenant_id, "updated", now_ms)
-            return self._tenant(tx, tenant_id)
+            record = self._tenant(tx, tenant_id)
+            assert record is not None
+            self._changed(tx, tenant_id, "updated", now_ms, actor, {"revision": record.revision})
+            return record
 
     def set_domains(
-        self, tenant_id: str, add: Sequence[str], remove: Sequence[str], now_ms: int
+        self, tenant_id: str, add: Sequence[str], remove: Sequence[str], now_ms: int, *, actor: str = UNNAMED
     ) -> TenantRecord | None:
         with self.db.transaction() as tx:
             if tx.fetchone("SELECT 1 FROM platform_tenants WHERE tenant_id = ?", (tenant_id,)) is None:
@@ -304,18 +374,19 @@ class PlatformStore:
                 "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
                 (now_ms, tenant_id),
             )
-            self._changed(tx, tenant_id, "domains", now_ms)
+            self._changed(tx, tenant_id, "domains", now_ms, actor, {"added": list(add), "removed": list(remove)})
             return self._tenant(tx, tenant_id)
 
-    def remove(self, tenant_id: str, now_ms: int) -> bool:
+    def remove(self, tenant_id: str, now_ms: int, *, actor: str = UNNAMED) -> bool:
         with self.db.transaction() as tx:
             tx.execute("DELETE FROM platform_domains WHERE tenant_id = ?", (tenant_id,))
             tx.execute("DELETE FROM platform_due WHERE tenant_id = ?", (tenant_id,))
             tx.execute("DELETE FROM platform_secrets WHERE tenant_id = ?", (tenant_id,))
+            tx.execute("DELETE FROM platform_status WHERE tenant_id = ?", (tenant_id,))
             cursor = tx.execute("DELETE FROM platform_tenants WHERE tenant_id = ?", (tenant_id,))
             if cursor.rowcount == 0:
                 return False
-            self._changed(tx, tenant_id, "removed", now_ms)
+            self._changed(tx, tenant_id, "removed", now_ms, actor, {})
         return True
 
     # -- secrets (sealed by the caller: aap.tenant_secrets) ----------------------------------------
@@ -375,11 +446,77 @@ class PlatformStore:
             "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
             (now_ms, tenant_id),
         )
-        self._changed(tx, tenant_id, "secrets", now_ms)
+        self._changed(tx, tenant_id, "secrets", now_ms, UNNAMED, {})
+
+    def suspend(self, tenant_id: str, now_ms: int, *, actor: str = UNNAMED) -> TenantRecord | None:
+        """Suspend the tenant (every worker answers 503 for it, its background work pauses);
+        suspending a suspended tenant changes nothing and writes no row."""
+        return self._set_suspended(tenant_id, now_ms, now_ms, "suspended", actor)
+
+    def resume(self, tenant_id: str, now_ms: int, *, actor: str = UNNAMED) -> TenantRecord | None:
+        """Serve the tenant again; resuming a tenant that is served changes nothing."""
+        return self._set_suspended(tenant_id, None, now_ms, "resumed", actor)
+
+    def _set_suspended(
+        self, tenant_id: str, since_ms: int | None, now_ms: int, kind: str, actor: str
+    ) -> TenantRecord | None:
+        with self.db.transaction() as tx:
+            record = self._tenant(tx, tenant_id)
+            if record is None or (record.suspended_ms is not None) == (since_ms is not None):
+                return record
+            tx.execute(
+                "INSERT INTO platform_status (tenant_id, suspended_ms) VALUES (?, ?)"
+                " ON CONFLICT (tenant_id) DO UPDATE SET suspended_ms = excluded.suspended_ms",
+                (tenant_id, since_ms),
+            )
+            self._changed(tx, tenant_id, kind, now_ms, actor, {})
+            return self._tenant(tx, tenant_id)
 
     @staticmethod
-    def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int) -> None:
+    def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int, actor: str, detail: dict[str, Any]) -> None:
         tx.execute("INSERT INTO platform_changes (tenant_id, kind, at_ms) VALUES (?, ?, ?)", (tenant_id, kind, now_ms))
+        write_audit(tx, actor, AUDIT_ACTIONS[kind], tenant_id, detail, now_ms)
+
+    # -- what the workers report ------------------------------------------------------------
+    def report_broken(self, tenant_id: str, revision: int, reason: str, now_ms: int) -> bool:
+        """Record that ``revision`` of the tenant's configuration failed to load, and why; False
+        when that was recorded already (so the workers of a platform write it once)."""
+        reason = reason[:MAX_REASON]
+        with self.db.transaction() as tx:
+            row = tx.fetchone(
+                "SELECT broken_revision, broken_reason FROM platform_status WHERE tenant_id = ?", (tenant_id,)
+            )
+            if row is not None and row[0] == revision and row[1] == reason:
+                return False
+            if tx.fetchone("SELECT 1 FROM platform_tenants WHERE tenant_id = ?", (tenant_id,)) is None:
+                return False
+            tx.execute(
+                "INSERT INTO platform_status (tenant_id, broken_revision, broken_reason, broken_ms) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (tenant_id) DO UPDATE SET broken_revision = excluded.broken_revision,"
+                " broken_reason = excluded.broken_reason, broken_ms = excluded.broken_ms",
+                (tenant_id, revision, reason, now_ms),
+            )
+        return True
+
+    def clear_broken(self, tenant_id: str, revision: int) -> None:
+        """``revision`` of the tenant's configuration loaded: forget a failure reported for it or before."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "UPDATE platform_status SET broken_revision = NULL, broken_reason = NULL, broken_ms = NULL"
+                " WHERE tenant_id = ? AND broken_revision <= ?",
+                (tenant_id, revision),
+            )
+
+    def unavailable(self, limit: int = 10_000) -> list[TenantRecord]:
+        """The tenants suspended or broken (at their current revision), in id order, without
+        their configuration or domains: ``/metrics`` gauges them."""
+        with self.db.read() as tx:
+            rows = tx.fetchall(
+                _select("''") + " WHERE s.suspended_ms IS NOT NULL OR s.broken_revision = t.revision"
+                " ORDER BY t.tenant_id LIMIT ?",
+                (limit,),
+            )
+        return [_record(r, ()) for r in rows]
 
     # -- background work due --------------------------------------------------------------
     def due(self, work: str, now_ms: int, limit: int = 100) -> list[str]:

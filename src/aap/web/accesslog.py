@@ -85,7 +85,7 @@ class AccessLogMiddleware:
         self.metrics.observe(binding=binding, skill=skill, status=status, code=code, seconds=seconds)
         tenant = info.get("tenant")
         if tenant is not None:
-            self.metrics.observe_tenant(tenant, status)
+            self.metrics.observe_tenant(tenant, status, code)
         if access_log.isEnabledFor(logging.INFO):
             # The record is made directly: Logger.info would also walk the stack for a
             # caller's file and line, which no access-log line shows.

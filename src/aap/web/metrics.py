@@ -3,7 +3,8 @@
 Three families fed by the access-log middleware (:mod:`aap.web.accesslog`) —
 ``aap_requests_total`` (binding, skill, status), ``aap_errors_total`` (binding,
 skill, AAP or JSON-RPC code), ``aap_request_duration_seconds`` (binding,
-skill) — plus ``aap_info`` and the library's process (``process_*``: memory, CPU,
+skill) —, on a platform two by tenant (``aap_tenant_requests_total``: tenant,
+status class; ``aap_tenant_errors_total``: tenant, code) — plus ``aap_info`` and the library's process (``process_*``: memory, CPU,
 open files) and platform (``python_info``) collectors, rendered at
 ``GET /metrics`` (served by :mod:`aap.server.operations`).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -82,6 +83,28 @@ class _Info:
         yield info
 
 
+def tenant_gauges(broken: Iterable[str], suspended: Iterable[str]) -> str:
+    """A platform's tenants that are not served, as two gauges labelled by tenant id (only
+    registered ids: bounded by the registry): ``aap_tenant_broken`` (its stored configuration
+    does not load) and ``aap_tenant_suspended``, each 1 for every such tenant. Read from the
+    database at each scrape, so every worker reports the same (docs/platform.md)."""
+    registry = CollectorRegistry(auto_describe=False)
+
+    class _States:
+        def collect(self) -> Iterator[Metric]:
+            for name, help_text, ids in (
+                ("aap_tenant_broken", "Platform tenants whose stored configuration does not load.", broken),
+                ("aap_tenant_suspended", "Platform tenants suspended by the operator.", suspended),
+            ):
+                family = GaugeMetricFamily(name, help_text, labels=["tenant"])
+                for tenant_id in ids:
+                    family.add_metric([tenant_id], 1)
+                yield family
+
+    registry.register(_States())
+    return generate_latest(registry).decode()
+
+
 class Metrics:
     """Requests, errors and latency by binding and skill. Thread-safe (the library locks)."""
 
@@ -116,13 +139,20 @@ class Metrics:
             ("tenant", "status"),
             registry=self.registry,
         )
+        #: Failed requests by tenant and code: codes are the AAP and JSON-RPC codes (a few dozen).
+        self._tenant_errors = Counter(
+            "aap_tenant_errors",
+            "Failed requests by tenant (a platform deployment) and error code (AAP code or JSON-RPC code).",
+            ("tenant", "code"),
+            registry=self.registry,
+        )
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._error_children: dict[tuple[str, str, str], Any] = {}
         self._scrape = CollectorRegistry(auto_describe=False)
         if self.multiprocess_dir:
             MultiProcessCollector(self._scrape, path=self.multiprocess_dir)
         else:
-            for collector in (self._requests, self._errors, self._latency, self._tenants):
+            for collector in (self._requests, self._errors, self._latency, self._tenants, self._tenant_errors):
                 self._scrape.register(collector)
         self._scrape.register(_Info())
         ProcessCollector(registry=self._scrape)
@@ -146,9 +176,12 @@ class Metrics:
                 child = self._error_children[ekey] = self._errors.labels(binding, skill, code)
             child.inc()
 
-    def observe_tenant(self, tenant: str, status: int) -> None:
-        """Count one finished request of platform tenant ``tenant`` (its id; ``2xx``, ``4xx``...)."""
+    def observe_tenant(self, tenant: str, status: int, code: str | None = None) -> None:
+        """Count one finished request of platform tenant ``tenant`` (its id; ``2xx``, ``4xx``...),
+        and its error ``code`` if it failed with one."""
         self._tenants.labels(tenant, f"{status // 100}xx").inc()
+        if code:
+            self._tenant_errors.labels(tenant, code).inc()
 
     def render(self) -> str:
         """The exposition text (every worker's series in multi-process mode)."""
