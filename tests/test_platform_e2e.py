@@ -320,3 +320,29 @@ def test_a_tenant_added_while_serving_is_served_by_every_worker_and_a_removed_on
     assert eventually(lambda: everywhere(200), attempts=400)
     registry.remove("dealer-c")
     assert eventually(lambda: everywhere(404), attempts=400)
+
+
+def test_a_removed_tenant_added_again_under_its_id_serves_none_of_its_old_data(platform: Platform) -> None:
+    """Both workers served the removed tenant; the one added again under its id starts empty
+    on every worker (its rows were deleted with it, and no worker keeps a handle on them)."""
+    registry = platform.registry
+    registry.add("dealer-d", tenant_config("Delta Motors"), ["delta.example"])
+    feed = platform.server.config.parent / "dealer-d.jsonl"
+    feed.write_bytes(b"\n".join(orjson.dumps(x) for x in listings("dealer-d", "Mazda", 4, "Delta Motors Main")))
+    aap("import", str(feed), "--tenant", "dealer-d", "--config", str(platform.server.config), "--replace")
+
+    def totals() -> set[int]:
+        found = set()
+        for _ in range(8):  # new connections: the two workers take turns accepting them
+            with platform.server.client() as http:
+                answer = http.post("https://delta.example/a2a", json=send_message(SEARCH), headers=AAP_HEADERS)
+                if answer.status_code != 200 or "result" not in answer.json():
+                    return {-1}
+                found.add(data_of(answer)["data"]["total"])
+        return found
+
+    assert eventually(lambda: totals() == {4}, attempts=400)
+    registry.remove("dealer-d")
+    registry.add("dealer-d", tenant_config("Delta Motors"), ["delta.example"])
+    assert eventually(lambda: totals() == {0}, attempts=400)
+    registry.remove("dealer-d")
