@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from aap.cardsign import load_private_key
-from aap.config.leads import AdfHttpTarget, LeadSettings, SmtpTarget, WebhookTarget
+from aap.config.leads import LeadSettings
 from aap.config.model import Settings
 from aap.telemetry.environment import problems as telemetry_problems
 
@@ -24,18 +24,8 @@ def referenced_variables(leads: LeadSettings) -> Iterator[tuple[str, str]]:
     for i, route in enumerate(leads.routes):
         for j, target in enumerate(route.targets):
             at = f"leads.routes[{i}].targets[{j}]"
-            if isinstance(target, AdfHttpTarget) and target.auth is not None:
-                for key in ("username_env", "password_env", "token_env"):
-                    name = getattr(target.auth, key)
-                    if name:
-                        yield f"{at}.auth.{key}", name
-            elif isinstance(target, SmtpTarget):
-                for key in ("username_env", "password_env"):
-                    name = getattr(target, key)
-                    if name:
-                        yield f"{at}.{key}", name
-            elif isinstance(target, WebhookTarget) and target.secret_env:
-                yield f"{at}.secret_env", target.secret_env
+            for key, name in target.variables():
+                yield f"{at}.{key}", name
 
 
 def missing_variables(

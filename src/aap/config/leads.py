@@ -68,6 +68,10 @@ class HttpAuth:
     password_env: str | None = None
     token_env: str | None = None
 
+    def variables(self) -> tuple[tuple[str, str], ...]:
+        """``(key, variable name)`` of each environment variable this auth names."""
+        return _named(self, "username_env", "password_env", "token_env")
+
 
 @dataclass(frozen=True)
 class AdfHttpTarget:
@@ -79,6 +83,10 @@ class AdfHttpTarget:
     auth: HttpAuth | None = None
     content_type: str = DEFAULT_ADF_CONTENT_TYPE
     kind: str = "adf_http"
+
+    def variables(self) -> tuple[tuple[str, str], ...]:
+        """``(key, variable name)`` of each environment variable (secret) this target names."""
+        return () if self.auth is None else tuple((f"auth.{key}", name) for key, name in self.auth.variables())
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,10 @@ class SmtpTarget:
     subject: str = "New AAP lead"
     kind: str = "smtp"
 
+    def variables(self) -> tuple[tuple[str, str], ...]:
+        """``(key, variable name)`` of each environment variable (secret) this target names."""
+        return _named(self, "username_env", "password_env")
+
 
 @dataclass(frozen=True)
 class WebhookTarget:
@@ -108,8 +120,17 @@ class WebhookTarget:
     headers: tuple[tuple[str, str], ...] = ()
     kind: str = "webhook"
 
+    def variables(self) -> tuple[tuple[str, str], ...]:
+        """``(key, variable name)`` of each environment variable (secret) this target names."""
+        return _named(self, "secret_env")
+
 
 Target = AdfHttpTarget | SmtpTarget | WebhookTarget
+
+
+def _named(owner: object, *keys: str) -> tuple[tuple[str, str], ...]:
+    """``(key, value)`` of the set ones among ``owner``'s ``*_env`` fields ``keys``."""
+    return tuple((key, name) for key in keys if (name := getattr(owner, key)))
 
 
 @dataclass(frozen=True)
