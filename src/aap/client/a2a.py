@@ -28,7 +28,7 @@ def envelope(
     skill: SkillInfo,
     payload: dict[str, Any],
     *,
-    tenant: str | None = None,
+    a2a_tenant: str | None = None,
     request_id: str | int | None = None,
     context_id: str | None = None,
 ) -> dict[str, Any]:
@@ -44,8 +44,8 @@ def envelope(
         "message": message,
         "configuration": {"acceptedOutputModes": [skill.response_media_type]},
     }
-    if tenant is not None:
-        params["tenant"] = tenant
+    if a2a_tenant is not None:
+        params["tenant"] = a2a_tenant
     return {"jsonrpc": "2.0", "id": request_id or str(uuid.uuid4()), "method": "SendMessage", "params": params}
 
 
@@ -89,10 +89,10 @@ def response_part(result: Any, skill: SkillInfo) -> dict[str, Any] | None:
 class A2ATransport:
     name = "a2a"
 
-    def __init__(self, http: httpx.AsyncClient, url: str, *, tenant: str | None = None) -> None:
+    def __init__(self, http: httpx.AsyncClient, url: str, *, a2a_tenant: str | None = None) -> None:
         self.http = http
         self.url = url
-        self.tenant = tenant
+        self.a2a_tenant = a2a_tenant
 
     async def post(self, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
         """POST a raw JSON-RPC body (the checker uses this for header and envelope probes)."""
@@ -106,7 +106,7 @@ class A2ATransport:
         return await self.http.post(self.url, content=content, headers=merged)
 
     async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome:
-        request = envelope(skill, payload, tenant=self.tenant)
+        request = envelope(skill, payload, a2a_tenant=self.a2a_tenant)
         outcome = CallOutcome(self.name, skill, request=request)
         response = await outcome.attempt(self.post(request), "A2A request failed")
         if response is None:

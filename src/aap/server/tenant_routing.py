@@ -66,7 +66,7 @@ def bad_request(message: str) -> Response:
     return Response(orjson.dumps(body), status_code=400, media_type="application/json")
 
 
-def _tenant_of(body: bytes) -> tuple[Any, str | None]:
+def _a2a_tenant_of(body: bytes) -> tuple[Any, str | None]:
     """(the JSON-RPC id to echo, ``params.tenant``) of a request body, whatever its shape."""
     try:
         message = orjson.loads(body)
@@ -263,7 +263,7 @@ class TenantRouting:
         except BodyTooLarge:
             await Response(status_code=413)(scope, receive, send)
             return
-        request_id, value = _tenant_of(body)
+        request_id, value = _a2a_tenant_of(body)
         tenant_id = await self.hosts.a2a_tenant(value) if value else None
         record = (
             await self.runtimes.work.blocking(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None
