@@ -16,12 +16,12 @@ import httpx
 import orjson
 
 from aap import EXTENSION_URI
-from aap.client.errors import ProtocolError, remote_error
-from aap.client.transport import CallOutcome, http_failure, json_body, retry_after_ms
+from aap.client.errors import ProtocolError
+from aap.client.transport import CallOutcome, answered_error, http_failure, json_body, rpc_failure
 from aap.protocols import A2A_PROTOCOL_VERSION, STRUCT_TYPE
 from aap.skills.catalog import SkillInfo
 
-RETRYABLE_RPC = {-32603}
+RETRYABLE_RPC = frozenset({-32603})
 
 
 def envelope(
@@ -132,23 +132,9 @@ class A2ATransport:
             error = body["error"]
             aap_error = find_aap_error(error)
             if aap_error is not None:
-                outcome.error = remote_error(
-                    aap_error,
-                    binding=self.name,
-                    http_status=response.status_code,
-                    header_retry_after_ms=retry_after_ms(response.headers),
-                )
+                outcome.error = answered_error(self.name, response, aap_error)
                 return
-            code = error.get("code") if isinstance(error, dict) else None
-            outcome.error = ProtocolError(
-                f"JSON-RPC error {code}: {error.get('message') if isinstance(error, dict) else error}",
-                binding=self.name,
-                http_status=response.status_code,
-                rpc_code=code,
-                data=error.get("data") if isinstance(error, dict) else None,
-                retryable=code in RETRYABLE_RPC or response.status_code in (429, 503),
-                retry_after_ms=retry_after_ms(response.headers),
-            )
+            outcome.error = rpc_failure(self.name, response, error, retryable_codes=RETRYABLE_RPC)
             return
         data = response_part(body.get("result"), skill)
         if data is None:

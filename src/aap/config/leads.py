@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.scoped import most_specific
-from aap.config.smtp import check_address, check_transport, credentials, env_name, subject_line
+from aap.config.smtp import env_name, server_keys
 from aap.config.table import Problems, Table
 from aap.util.backoff import doubling
 
@@ -312,22 +312,10 @@ def _target(table: Table, default_name: str) -> Target | None:
 
 def _smtp(table: Table, name: str) -> SmtpTarget | None:
     """The SMTP target; None when ``host`` or ``from`` is missing (already reported)."""
-    host = table.string("host", required=True)
-    ssl = table.boolean("ssl", False)
-    starttls = table.boolean("starttls", not ssl)
-    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
-    sender = table.string("from", required=True)
-    if sender is not None:
-        check_address(table, "from", sender)
-    to = table.strings("to", (), required=True)
-    for i, address in enumerate(to):
-        check_address(table, f"to[{i}]", address)
-    check_transport(table, host, ssl, starttls)
-    username_env, password_env = credentials(table)
-    subject = subject_line(table, "New AAP lead")
-    if host is None or sender is None:
+    keys = server_keys(table, "New AAP lead", with_to=True)
+    if keys.host is None or keys.sender is None:
         return None
-    return SmtpTarget(name, host, sender, to, port, starttls, ssl, username_env, password_env, subject)
+    return SmtpTarget(name, keys.host, keys.sender, *keys[2:])
 
 
 def _headers(table: Table) -> tuple[tuple[str, str], ...]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aap.config.scoped import most_specific
-from aap.config.smtp import check_address, check_transport, credentials, subject_line
+from aap.config.smtp import check_address, server_keys
 from aap.config.table import Table
 
 if TYPE_CHECKING:  # config.model imports this module (through config.leads)
@@ -94,16 +94,7 @@ def parse_notifications(table: Table) -> NotificationSettings:
     """``[leads.notifications]``; absent: no notification is sent."""
     if not table.present:
         return NotificationSettings()
-    host = table.string("host", required=True)
-    ssl = table.boolean("ssl", False)
-    starttls = table.boolean("starttls", not ssl)
-    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
-    sender = table.string("from", required=True)
-    if sender is not None:
-        check_address(table, "from", sender)
-    check_transport(table, host, ssl, starttls)
-    username_env, password_env = credentials(table)
-    subject = subject_line(table, "New lead")
+    keys = server_keys(table, "New lead", with_to=False)
     include = table.strings("include", (), choices=INCLUDE_CHOICES, min_items=0)
     published = table.boolean("published_sales", True)
     recipients: list[Recipients] = []
@@ -120,17 +111,6 @@ def parse_notifications(table: Table) -> NotificationSettings:
         entry.finish()
         recipients.append(Recipients(to, rooftop, dealer_id))
     table.finish()
-    return NotificationSettings(
-        enabled=host is not None and sender is not None,
-        host=host or "",
-        sender=sender or "",
-        port=port,
-        starttls=starttls,
-        ssl=ssl,
-        username_env=username_env,
-        password_env=password_env,
-        subject=subject,
-        include=include,
-        published_sales=published,
-        recipients=tuple(recipients),
-    )
+    enabled = keys.host is not None and keys.sender is not None
+    server = (keys.host or "", keys.sender or "", *keys[3:])  # the fields NotificationSettings shares with ServerKeys
+    return NotificationSettings(enabled, *server, include, published, tuple(recipients))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from aap.config.table import Table
 from aap.loopback import is_loopback_host
@@ -54,3 +55,36 @@ def subject_line(table: Table, default: str) -> str:
     if "\n" in subject or "\r" in subject:
         table.problem("subject", "must be a single line")
     return subject
+
+
+class ServerKeys(NamedTuple):
+    """The keys every SMTP table has; ``host`` or ``sender`` None when missing (reported)."""
+
+    host: str | None
+    sender: str | None
+    to: tuple[str, ...]
+    port: int
+    starttls: bool
+    ssl: bool
+    username_env: str | None
+    password_env: str | None
+    subject: str
+
+
+def server_keys(table: Table, default_subject: str, *, with_to: bool) -> ServerKeys:
+    """Read and check the server, the sender, the credentials' names and the subject (and, with
+    ``with_to``, the ``to`` addresses) of an SMTP table, reporting every problem on ``table``."""
+    host = table.string("host", required=True)
+    ssl = table.boolean("ssl", False)
+    starttls = table.boolean("starttls", not ssl)
+    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
+    sender = table.string("from", required=True)
+    if sender is not None:
+        check_address(table, "from", sender)
+    to = table.strings("to", (), required=True) if with_to else ()
+    for i, address in enumerate(to):
+        check_address(table, f"to[{i}]", address)
+    check_transport(table, host, ssl, starttls)
+    username_env, password_env = credentials(table)
+    subject = subject_line(table, default_subject)
+    return ServerKeys(host, sender, to, port, starttls, ssl, username_env, password_env, subject)
