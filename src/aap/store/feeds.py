@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations, where_all
+from aap.store.db import Database, Migrations, tenant_where
 
 _LAYOUT = """
 CREATE TABLE feed_runs (
@@ -400,15 +400,7 @@ class FeedStore:
         ``before_ms`` pages back (runs started before it, for a console's next page)."""
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
-            conditions: list[str] = ["tenant_id = ?"]
-            params: list[Any] = [tx.tenant]
-            if feed is not None:
-                conditions.append("feed = ?")
-                params.append(feed)
-            if before_ms is not None:
-                conditions.append("started_ms < ?")
-                params.append(before_ms)
-            where = where_all(conditions)
+            where, params = tenant_where(tx.tenant, ("feed = ?", feed), ("started_ms < ?", before_ms))
             rows = tx.fetchall(
                 f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} ORDER BY started_ms {order}, run_id {order} LIMIT ?",
                 [*params, limit],
