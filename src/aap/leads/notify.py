@@ -35,17 +35,9 @@ def recipients(settings: Settings, d: Delivery) -> tuple[str, ...]:
 
 def smtp_target(notifications: NotificationSettings, to: tuple[str, ...]) -> SmtpTarget:
     """The notifications' SMTP server as the transport's target."""
+    n = notifications
     return SmtpTarget(
-        name=NOTIFY_TARGET,
-        host=notifications.host,
-        sender=notifications.sender,
-        to=to,
-        port=notifications.port,
-        starttls=notifications.starttls,
-        ssl=notifications.ssl,
-        username_env=notifications.username_env,
-        password_env=notifications.password_env,
-        subject=notifications.subject,
+        NOTIFY_TARGET, n.host, n.sender, to, n.port, n.starttls, n.ssl, n.username_env, n.password_env, n.subject
     )
 
 

@@ -219,57 +219,41 @@ _STATE_COLUMNS = (
 )
 
 
+#: The :class:`FeedRun` field of each of ``_RUN_COLUMNS``, in order.
+_RUN_FIELDS = (
+    "run_id",
+    "feed",
+    "trigger",
+    "source",
+    "format",
+    "dealer_id",
+    "replace",
+    "dry_run",
+    "started_ms",
+    "finished_ms",
+    "outcome",
+    "message",
+    "rows",
+    "inserted",
+    "updated",
+    "removed",
+    "skipped",
+    "warnings",
+    "total",
+    "problems",
+    "rejected_lines",
+    "details",
+    "unchanged",
+)
+
+
 def _run(row: tuple[Any, ...]) -> FeedRun:
-    (
-        run_id,
-        feed,
-        trigger,
-        source,
-        fmt,
-        dealer_id,
-        replace,
-        dry_run,
-        started,
-        finished,
-        outcome,
-        message,
-        rows,
-        inserted,
-        updated,
-        removed,
-        skipped,
-        warnings,
-        total,
-        problems,
-        lines,
-        details,
-        unchanged,
-    ) = row
-    return FeedRun(
-        trigger,
-        source,
-        started,
-        finished,
-        outcome,
-        feed,
-        fmt,
-        dealer_id,
-        bool(replace),
-        bool(dry_run),
-        message,
-        rows,
-        inserted,
-        updated,
-        removed,
-        skipped,
-        warnings,
-        total,
-        orjson.loads(problems),
-        orjson.loads(lines),
-        orjson.loads(details),
-        run_id,
-        unchanged,
-    )
+    values = dict(zip(_RUN_FIELDS, row, strict=True))
+    for name in ("replace", "dry_run"):
+        values[name] = bool(values[name])
+    for name in ("problems", "rejected_lines", "details"):
+        values[name] = orjson.loads(values[name])
+    return FeedRun(**values)
 
 
 class FeedStore:
