@@ -176,7 +176,7 @@ async def test_unsupported_skill(deployment):
 
 @pytest.mark.slow
 async def test_tenant_echoed_by_sdk(tmp_path):
-    with Deployment(tmp_path, inventory=0, tenant="lot-7", rate_limit=RateLimit(enabled=False)) as dep:
+    with Deployment(tmp_path, inventory=0, a2a_tenant="lot-7", rate_limit=RateLimit(enabled=False)) as dep:
         async with Session(dep.base_url) as session:
             assert session.card.supported_interfaces[0].tenant == "lot-7"
             await session.ask({"type": "dealer.information.request"})

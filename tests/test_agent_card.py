@@ -131,7 +131,7 @@ def test_head(https_deployment, card_response):
 # -- variants -----------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tenant_declared(tmp_path):
-    with Deployment(tmp_path, inventory=0, public_url=HTTPS, tenant="dealer-42") as dep:
+    with Deployment(tmp_path, inventory=0, public_url=HTTPS, a2a_tenant="dealer-42") as dep:
         card = httpx.get(dep.base_url + CARD).json()
     assert card["supportedInterfaces"][0]["tenant"] == "dealer-42"
     assert validate(card, "agent-card") == []

@@ -114,7 +114,7 @@ def test_template_loads_as_is_and_documents_every_key():
         "id",
         "public_url",
         "database",
-        "tenant",
+        "a2a_tenant",
         "name",
         "description",
         "version",
@@ -348,6 +348,15 @@ value = { monday = { open = "9am", close = "17:00" } }
 def test_missing_dealer_and_ids_are_required():
     problems = problems_of('public_url = "https://dealer.example"\n')
     assert {"id", "dealer"} <= paths(problems)
+
+
+def test_the_a2a_routing_value_is_a2a_tenant_and_its_old_key_is_still_read():
+    with_id = MINIMAL.replace('id = "t"', 'id = "t"\n{}')
+    assert parse(with_id.format('a2a_tenant = "lot-7"')).a2a_tenant == "lot-7"
+    assert parse(with_id.format('tenant = "lot-7"')).a2a_tenant == "lot-7"
+    assert parse(MINIMAL).a2a_tenant is None
+    problems = problems_of(with_id.format('a2a_tenant = "lot-7"\ntenant = "lot-8"'))
+    assert problems == ["tenant: is the old name of a2a_tenant: give one of them"]
 
 
 def test_type_errors_name_the_expected_type():

@@ -7,6 +7,7 @@ import email.policy
 import hashlib
 import hmac
 import xml.etree.ElementTree as ET
+from typing import get_args
 
 import httpx
 import orjson
@@ -14,8 +15,9 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, WebhookTarget
+from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, WebhookTarget
 from aap.leads import transports
+from aap.leads.transports import TRANSPORTS
 from aap.work import Work
 from lead_support import Receiver, free_port
 
@@ -104,6 +106,24 @@ async def test_webhook_is_json_signed_with_hmac(receiver, monkeypatch):
     assert got["headers"]["X-AAP-Signature"] == "sha256=" + expected
     assert got["headers"]["Content-Type"] == "application/json"
     assert got["headers"]["Idempotency-Key"] == "lead_1"
+
+
+def test_every_kind_of_target_has_one_transport():
+    assert set(TRANSPORTS) == set(get_args(Target))
+    for kind in (AdfHttpTarget("a", "http://127.0.0.1/"), WebhookTarget("w", "http://127.0.0.1/")):
+        assert transports.transport(kind) is TRANSPORTS[type(kind)]
+
+
+@pytest.mark.slow
+async def test_the_payload_kept_is_the_body_sent(receiver):
+    lead = transports.Outgoing(ADF, {"type": "aap.lead", "note": "ünïcode <&>"}, "lead_1", "dlv_1", "")
+    targets = (AdfHttpTarget("crm", receiver.url), WebhookTarget("hook", receiver.url))
+    async with httpx.AsyncClient() as client:
+        for target in targets:
+            await transports.transport(target).send(target, lead, transports.Via(client, 5, WORK))
+    for target, got in zip(targets, receiver.requests, strict=True):
+        content_type, body = transports.transport(target).payload(target, lead)
+        assert (got["headers"]["Content-Type"], got["body"]) == (content_type, body.encode())
 
 
 # -- SMTP ---------------------------------------------------------------------------------

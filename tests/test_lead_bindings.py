@@ -63,7 +63,7 @@ async def send_literally(dealer: AapClient, payload: dict) -> CallOutcome:
     await dealer.open()
     transport = dealer.transport
     if isinstance(transport, A2ATransport):
-        request = envelope(LEAD, payload, tenant=transport.tenant)
+        request = envelope(LEAD, payload, a2a_tenant=transport.a2a_tenant)
         outcome = CallOutcome("a2a", LEAD, request=request)
         response = await transport.post(json.dumps(request).encode())
         body = json_body(response)

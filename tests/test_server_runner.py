@@ -68,7 +68,7 @@ def test_settings_source_json_round_trip(tmp_path):
         assert isinstance(loaded.search.filters, tuple) and isinstance(loaded.search.default_sort, tuple)
         assert type(loaded.dealer) is type(original.dealer)
     from_file = sources(tmp_path)[2].load()
-    assert from_file.tenant == "t-1" and from_file.search.filters == ("make", "near")
+    assert from_file.a2a_tenant == "t-1" and from_file.search.filters == ("make", "near")
     assert from_file.public_url == "https://other.example"  # the environment given, not the process's
 
 
@@ -86,13 +86,13 @@ def test_settings_source_refuses_anything_else():
 def test_app_from_env(tmp_path, monkeypatch):
     source = SettingsSource(
         None,
-        {"database": f"sqlite:///{tmp_path}/a.db", "public_url": "https://dealer.example", "tenant": "x"},
+        {"database": f"sqlite:///{tmp_path}/a.db", "public_url": "https://dealer.example", "a2a_tenant": "x"},
         environ={},
     )
     monkeypatch.setenv(server.SOURCE_ENV, source.to_json().decode())
     app = server.app_from_env()
     assert app.state.settings == source.load()
-    assert app.state.settings.tenant == "x"
+    assert app.state.settings.a2a_tenant == "x"
     app.state.stores.close()
 
 

@@ -16,6 +16,7 @@ The stored text is trusted to be one valid JSON value: the store wrote it with o
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -61,21 +62,20 @@ def decoded(value: Any) -> Any:
     if isinstance(value, StoredJson):
         return value.value()
     if isinstance(value, dict):
-        out: dict[Any, Any] | None = None
-        for key, item in value.items():
-            plain = decoded(item)
-            if plain is not item:
-                if out is None:
-                    out = dict(value)
-                out[key] = plain
-        return value if out is None else out
+        return _rebuilt(value, value.items(), dict)
     if isinstance(value, list):
-        items: list[Any] | None = None
-        for index, item in enumerate(value):
-            plain = decoded(item)
-            if plain is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = plain
-        return value if items is None else items
+        return _rebuilt(value, enumerate(value), list)
     return value
+
+
+def _rebuilt(container: Any, entries: Iterable[tuple[Any, Any]], copy: Callable[[Any], Any]) -> Any:
+    """``container`` (a dict or list) with its ``(key or index, item)`` entries decoded: itself
+    when none changed, else a ``copy`` with the changed ones replaced."""
+    out = None
+    for key, item in entries:
+        plain = decoded(item)
+        if plain is not item:
+            if out is None:
+                out = copy(container)
+            out[key] = plain
+    return container if out is None else out

@@ -19,7 +19,7 @@ register a tenant the others would refuse:
   link-local or reserved address or ``localhost``: those are the platform's own network
   (:func:`destination_problems`; a name resolving to one is refused on the connection);
 - a domain is a lower-case host name, served by one tenant only, never the platform's own
-  host; the A2A routing value a tenant declares (``tenant = "..."``) is unique too.
+  host; the A2A routing value a tenant declares (``a2a_tenant = "..."``) is unique too.
 
 Every write is one transaction in the platform's registry (:mod:`aap.store.platform`) with
 a change row that every worker follows; a tenant's rows are deleted when it is removed (and
@@ -302,11 +302,13 @@ class TenantRegistry:
         return problems
 
     def _a2a_problems(self, settings: Settings, tenant_id: str) -> list[str]:
-        if not settings.tenant:
+        if not settings.a2a_tenant:
             return []
-        owner = self.store.tenant_for_a2a(settings.tenant)
+        owner = self.store.tenant_for_a2a(settings.a2a_tenant)
         if owner is not None and owner != tenant_id:
-            return [f"tenant: the A2A routing value {settings.tenant!r} is declared by tenant {owner!r} already"]
+            return [
+                f"a2a_tenant: the A2A routing value {settings.a2a_tenant!r} is declared by tenant {owner!r} already"
+            ]
         return []
 
     # -- operations ---------------------------------------------------------------------------
@@ -329,7 +331,7 @@ class TenantRegistry:
         # deleted, never come back as this one's.
         self.data.remove(tenant_id)
         try:
-            record = self.store.add(tenant_id, config, settings.tenant, hosts, _now_ms(), actor=by)
+            record = self.store.add(tenant_id, config, settings.a2a_tenant, hosts, _now_ms(), actor=by)
             self._schedule(settings)
             return record
         except Exception as exc:  # a race with another add of the same id or host: say which
@@ -345,7 +347,7 @@ class TenantRegistry:
     def update(self, tenant_id: str, config: str, *, by: str = UNNAMED) -> TenantRecord:
         record = self.get(tenant_id)
         settings = self.check(tenant_id, config, record.domains)
-        updated = self.store.update(tenant_id, config, settings.tenant, _now_ms(), actor=by)
+        updated = self.store.update(tenant_id, config, settings.a2a_tenant, _now_ms(), actor=by)
         if updated is None:
             raise TenantError([f"no tenant {tenant_id!r}"], status=404)
         self._schedule(settings)

@@ -369,9 +369,9 @@ class A2ABinding:
         artifacts = _get(params, "includeArtifacts")
         if artifacts is not None and not isinstance(artifacts, bool):
             violations.append(("includeArtifacts", "must be a boolean"))
-        tenant = params.get("tenant")
-        declared = self.settings.tenant
-        if (declared and tenant not in (None, "", declared)) or (not declared and tenant not in (None, "")):
+        echoed = params.get("tenant")
+        declared = self.settings.a2a_tenant
+        if (declared and echoed not in (None, "", declared)) or (not declared and echoed not in (None, "")):
             violations.append(("tenant", "must be omitted or echo the tenant declared on the agent card"))
         if _get(params, "pageToken"):
             violations.append(("pageToken", "is not a page token this agent issued"))
@@ -427,12 +427,12 @@ class A2ABinding:
                 reason="INVALID_PARAMS",
                 violations=[("params", "must be an object")],
             )
-        tenant = params.get("tenant")
-        declared = self.settings.tenant
+        echoed = params.get("tenant")
+        declared = self.settings.a2a_tenant
         if declared:
-            if tenant != declared:
+            if echoed != declared:
                 violations.append(("tenant", "must echo the tenant declared by this interface on the agent card"))
-        elif tenant not in (None, ""):
+        elif echoed not in (None, ""):
             violations.append(("tenant", "must be omitted: this interface declares no tenant"))
 
         data: Any = None

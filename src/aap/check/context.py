@@ -227,7 +227,7 @@ class CheckContext:
         if key in self._transports:
             return self._transports[key]
         if binding == "a2a":
-            transport: BindingTransport = A2ATransport(self.http, found.a2a_url, tenant=found.tenant)
+            transport: BindingTransport = A2ATransport(self.http, found.a2a_url, a2a_tenant=found.a2a_tenant)
         elif binding == "mcp":
             if not found.mcp_url:
                 raise Skip("the card advertises no MCP endpoint")

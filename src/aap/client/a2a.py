@@ -16,19 +16,19 @@ import httpx
 import orjson
 
 from aap import EXTENSION_URI
-from aap.client.errors import ProtocolError, remote_error
-from aap.client.transport import CallOutcome, http_failure, json_body, retry_after_ms
+from aap.client.errors import ProtocolError
+from aap.client.transport import CallOutcome, answered_error, http_failure, json_body, rpc_failure
 from aap.protocols import A2A_PROTOCOL_VERSION, STRUCT_TYPE
 from aap.skills.catalog import SkillInfo
 
-RETRYABLE_RPC = {-32603}
+RETRYABLE_RPC = frozenset({-32603})
 
 
 def envelope(
     skill: SkillInfo,
     payload: dict[str, Any],
     *,
-    tenant: str | None = None,
+    a2a_tenant: str | None = None,
     request_id: str | int | None = None,
     context_id: str | None = None,
 ) -> dict[str, Any]:
@@ -44,8 +44,8 @@ def envelope(
         "message": message,
         "configuration": {"acceptedOutputModes": [skill.response_media_type]},
     }
-    if tenant is not None:
-        params["tenant"] = tenant
+    if a2a_tenant is not None:
+        params["tenant"] = a2a_tenant
     return {"jsonrpc": "2.0", "id": request_id or str(uuid.uuid4()), "method": "SendMessage", "params": params}
 
 
@@ -89,10 +89,10 @@ def response_part(result: Any, skill: SkillInfo) -> dict[str, Any] | None:
 class A2ATransport:
     name = "a2a"
 
-    def __init__(self, http: httpx.AsyncClient, url: str, *, tenant: str | None = None) -> None:
+    def __init__(self, http: httpx.AsyncClient, url: str, *, a2a_tenant: str | None = None) -> None:
         self.http = http
         self.url = url
-        self.tenant = tenant
+        self.a2a_tenant = a2a_tenant
 
     async def post(self, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
         """POST a raw JSON-RPC body (the checker uses this for header and envelope probes)."""
@@ -106,7 +106,7 @@ class A2ATransport:
         return await self.http.post(self.url, content=content, headers=merged)
 
     async def call(self, skill: SkillInfo, payload: dict[str, Any]) -> CallOutcome:
-        request = envelope(skill, payload, tenant=self.tenant)
+        request = envelope(skill, payload, a2a_tenant=self.a2a_tenant)
         outcome = CallOutcome(self.name, skill, request=request)
         response = await outcome.attempt(self.post(request), "A2A request failed")
         if response is None:
@@ -132,23 +132,9 @@ class A2ATransport:
             error = body["error"]
             aap_error = find_aap_error(error)
             if aap_error is not None:
-                outcome.error = remote_error(
-                    aap_error,
-                    binding=self.name,
-                    http_status=response.status_code,
-                    header_retry_after_ms=retry_after_ms(response.headers),
-                )
+                outcome.error = answered_error(self.name, response, aap_error)
                 return
-            code = error.get("code") if isinstance(error, dict) else None
-            outcome.error = ProtocolError(
-                f"JSON-RPC error {code}: {error.get('message') if isinstance(error, dict) else error}",
-                binding=self.name,
-                http_status=response.status_code,
-                rpc_code=code,
-                data=error.get("data") if isinstance(error, dict) else None,
-                retryable=code in RETRYABLE_RPC or response.status_code in (429, 503),
-                retry_after_ms=retry_after_ms(response.headers),
-            )
+            outcome.error = rpc_failure(self.name, response, error, retryable_codes=RETRYABLE_RPC)
             return
         data = response_part(body.get("result"), skill)
         if data is None:

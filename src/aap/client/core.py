@@ -173,7 +173,7 @@ class AapClient:
 
     def _make_transport(self, found: Discovery) -> Transport:
         if self.binding == "a2a":
-            return A2ATransport(self.http, found.a2a_url, tenant=found.tenant)
+            return A2ATransport(self.http, found.a2a_url, a2a_tenant=found.a2a_tenant)
         if self.binding == "mcp":
             if not found.mcp_url:
                 raise DiscoveryError("the agent card advertises no MCP endpoint (params.mcp)")

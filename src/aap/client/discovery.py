@@ -48,7 +48,7 @@ class Discovery:
     card: dict[str, Any]
     params: dict[str, Any]
     a2a_url: str
-    tenant: str | None
+    a2a_tenant: str | None
 
     @property
     def name(self) -> str:
@@ -122,8 +122,8 @@ def parse_card(card_url: str, card: Any) -> Discovery:
     interface = jsonrpc_interface(card)
     if interface is None:
         raise DiscoveryError("the agent card lists no JSONRPC interface")
-    tenant = interface.get("tenant")
-    return Discovery(card_url, card, params, interface["url"], tenant if isinstance(tenant, str) else None)
+    a2a_tenant = interface.get("tenant")
+    return Discovery(card_url, card, params, interface["url"], a2a_tenant if isinstance(a2a_tenant, str) else None)
 
 
 async def fetch_card(http: httpx.AsyncClient, target: str) -> tuple[str, Any, httpx.Response]:

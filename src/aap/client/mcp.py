@@ -25,8 +25,8 @@ import httpx
 import orjson
 
 from aap import __version__
-from aap.client.errors import ProtocolError, remote_error
-from aap.client.transport import CallOutcome, http_failure, network_failure, retry_after_ms
+from aap.client.errors import ProtocolError
+from aap.client.transport import CallOutcome, answered_error, http_failure, network_failure, rpc_failure
 from aap.protocols import MCP_HANDSHAKE_VERSION, MCP_MODERN_VERSION
 from aap.skills.catalog import SkillInfo
 
@@ -141,16 +141,7 @@ class McpTransport:
         except httpx.HTTPError as exc:
             raise network_failure(self.name, exc, f"MCP {method} failed") from exc
         if isinstance(message, dict) and isinstance(message.get("error"), dict):
-            error = message["error"]
-            raise ProtocolError(
-                f"MCP {method}: JSON-RPC error {error.get('code')}: {error.get('message')}",
-                binding=self.name,
-                http_status=response.status_code,
-                rpc_code=error.get("code"),
-                data=error.get("data"),
-                retryable=response.status_code in (429, 503),
-                retry_after_ms=retry_after_ms(response.headers),
-            )
+            raise rpc_failure(self.name, response, message["error"], f"MCP {method}: ")
         if response.status_code >= 400:
             raise http_failure(self.name, response, f"MCP {method}")
         if not isinstance(message, dict) or not isinstance(message.get("result"), dict):
@@ -229,16 +220,7 @@ class McpTransport:
             )
             return
         if isinstance(message.get("error"), dict):
-            error = message["error"]
-            outcome.error = ProtocolError(
-                f"MCP tools/call: JSON-RPC error {error.get('code')}: {error.get('message')}",
-                binding=self.name,
-                http_status=response.status_code,
-                rpc_code=error.get("code"),
-                data=error.get("data"),
-                retryable=response.status_code in (429, 503),
-                retry_after_ms=retry_after_ms(response.headers),
-            )
+            outcome.error = rpc_failure(self.name, response, message["error"], "MCP tools/call: ")
             return
         result = message.get("result")
         if not isinstance(result, dict):
@@ -249,12 +231,7 @@ class McpTransport:
             structured = _json_text(result.get("content"))
         if result.get("isError"):
             if isinstance(structured, dict) and structured.get("type") == "aap.error":
-                outcome.error = remote_error(
-                    structured,
-                    binding=self.name,
-                    http_status=response.status_code,
-                    header_retry_after_ms=retry_after_ms(response.headers),
-                )
+                outcome.error = answered_error(self.name, response, structured)
             else:
                 outcome.error = ProtocolError(
                     "MCP tool failed without an aap.error object", binding=self.name, data=result

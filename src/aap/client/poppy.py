@@ -21,9 +21,9 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
-from aap.client.errors import AuthError, DiscoveryError, ProtocolError, remote_error
+from aap.client.errors import AuthError, DiscoveryError, ProtocolError
 from aap.client.poppy_auth import CLIENT_ASSERTION_TYPE, JWT_BEARER, DpopKey, PoppyIdentity
-from aap.client.transport import CallOutcome, http_failure, json_body, network_failure, retry_after_ms
+from aap.client.transport import CallOutcome, answered_error, http_failure, json_body, network_failure, retry_after_ms
 from aap.paths import OAUTH_METADATA_PATH, PROTECTED_RESOURCE_PATH
 from aap.skills.catalog import SKILLS, SkillInfo
 from aap.util import pointer as json_pointer
@@ -252,12 +252,7 @@ class PoppyTransport:
         body = json_body(response)
         outcome.record(response, body)
         if isinstance(body, dict) and body.get("type") == "aap.error":
-            outcome.error = remote_error(
-                body,
-                binding=self.name,
-                http_status=response.status_code,
-                header_retry_after_ms=retry_after_ms(response.headers),
-            )
+            outcome.error = answered_error(self.name, response, body)
         elif response.status_code >= 400:
             error = body.get("error") if isinstance(body, dict) else None
             if error:

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 import httpx
 
-from aap.client.errors import AapClientError, ProtocolError
+from aap.client.errors import AapClientError, AapRemoteError, ProtocolError, remote_error
 from aap.skills.catalog import SkillInfo
 
 RETRYABLE_HTTP = {408, 425, 429, 500, 502, 503, 504}
@@ -88,6 +88,34 @@ def http_failure(binding: str, response: httpx.Response, what: str) -> ProtocolE
         binding=binding,
         http_status=response.status_code,
         retryable=response.status_code in RETRYABLE_HTTP,
+        retry_after_ms=retry_after_ms(response.headers),
+    )
+
+
+def answered_error(binding: str, response: httpx.Response, payload: dict[str, Any]) -> AapRemoteError:
+    """The typed exception for the ``aap.error`` an answer carries (its ``Retry-After`` counted)."""
+    return remote_error(
+        payload,
+        binding=binding,
+        http_status=response.status_code,
+        header_retry_after_ms=retry_after_ms(response.headers),
+    )
+
+
+def rpc_failure(
+    binding: str, response: httpx.Response, error: Any, what: str = "", retryable_codes: frozenset[int] = frozenset()
+) -> ProtocolError:
+    """A JSON-RPC ``error`` member that is no ``aap.error``: retryable when its code says so, or
+    the HTTP status is 429 or 503."""
+    fields = error if isinstance(error, dict) else {}
+    code = fields.get("code")
+    return ProtocolError(
+        f"{what}JSON-RPC error {code}: {fields.get('message') if isinstance(error, dict) else error}",
+        binding=binding,
+        http_status=response.status_code,
+        rpc_code=code,
+        data=fields.get("data"),
+        retryable=code in retryable_codes or response.status_code in (429, 503),
         retry_after_ms=retry_after_ms(response.headers),
     )
 

@@ -298,7 +298,7 @@ def parse_tenant(
         raise ConfigError(problems.render() + exc.problems, source) from None
     if problems:
         raise ConfigError(problems.render(), source)
-    shared_a2a = f"{deployment.platform.base_url}/a2a" if deployment.platform and settings.tenant else None
+    shared_a2a = f"{deployment.platform.base_url}/a2a" if deployment.platform and settings.a2a_tenant else None
     return dataclasses.replace(
         settings,
         tenant_id=tenant_id,

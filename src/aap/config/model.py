@@ -242,7 +242,9 @@ class Settings:
     metrics_token_env: str | None = None
     #: ``Strict-Transport-Security`` max-age sent when ``public_url`` is https (0: never sent).
     hsts_max_age: int = 31_536_000
-    tenant: str | None = None
+    #: The A2A ``tenant`` routing value the card's JSON-RPC interface declares (A2A v1.0
+    #: ``AgentInterface.tenant``; ``a2a_tenant`` in the file): not a platform tenant.
+    a2a_tenant: str | None = None
     source_path: str | None = None
     mcp: McpSettings = field(default_factory=McpSettings)
     leads: LeadSettings = field(default_factory=LeadSettings)
@@ -253,7 +255,7 @@ class Settings:
     #: None for a deployment that is one agent.
     platform: PlatformSettings | None = None
     #: The A2A endpoint the card names when it is not ``public_url``'s own ``/a2a``: set for a
-    #: platform tenant that declares an A2A ``tenant`` routing value (docs/platform.md).
+    #: platform tenant that declares an A2A ``tenant`` routing value (``a2a_tenant``) (docs/platform.md).
     a2a_url: str | None = None
     #: Where the destinations this configuration names may be: the operator's own network too
     #: for a deployment that is one agent, the public internet only for a platform's tenant

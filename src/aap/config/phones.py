@@ -31,15 +31,19 @@ def region_of(rooftop: dict[str, Any]) -> str:
     return country.upper() if isinstance(country, str) and _REGION.match(country) else DEFAULT_REGION
 
 
-def to_e164(value: str, region: str) -> str | None:
-    """``value`` as an E.164 string, or None when it is not a valid phone number."""
+def _valid(value: str, region: str) -> phonenumbers.PhoneNumber | None:
+    """``value`` read as a phone number (``region`` for one without a country code), if valid."""
     try:
         number = phonenumbers.parse(value, region)
     except phonenumbers.NumberParseException:
         return None
-    if not phonenumbers.is_valid_number(number):
-        return None
-    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    return number if phonenumbers.is_valid_number(number) else None
+
+
+def to_e164(value: str, region: str) -> str | None:
+    """``value`` as an E.164 string, or None when it is not a valid phone number."""
+    number = _valid(value, region)
+    return None if number is None else phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
 
 def normalise_phones(rooftop: dict[str, Any], path: str, problems: Problems) -> None:
@@ -66,11 +70,8 @@ def display(value: str, region: str = DEFAULT_REGION) -> str:
     """A phone number as people of ``region`` write it: national format for a number of that
     country (``(916) 555-0200``), international otherwise (``+44 20 7946 0018``); a value
     that is not a valid number is given back as it is."""
-    try:
-        number = phonenumbers.parse(value, region)
-    except phonenumbers.NumberParseException:
-        return value
-    if not phonenumbers.is_valid_number(number):
+    number = _valid(value, region)
+    if number is None:
         return value
     local = phonenumbers.region_code_for_number(number) == region.upper()
     style = phonenumbers.PhoneNumberFormat.NATIONAL if local else phonenumbers.PhoneNumberFormat.INTERNATIONAL

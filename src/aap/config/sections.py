@@ -35,7 +35,10 @@ _POSTGRES = ("postgresql://", "postgres://")
 
 
 def parse_root(root: Table) -> dict[str, Any]:
-    """``id``, ``public_url``, ``database`` and ``tenant``.
+    """``id``, ``public_url``, ``database`` and ``a2a_tenant``.
+
+    ``a2a_tenant`` is the A2A ``tenant`` routing value of the card's JSON-RPC interface (seed
+    ``AgentInterface.tenant``); ``tenant``, its first name, is still read (docs/configuration.md).
 
     ``database`` is a URL, or a ``[database]`` table: ``url``, ``read_urls`` (PostgreSQL
     streaming replicas the read skills may use) and ``max_replica_lag_ms`` (a replica
@@ -69,8 +72,15 @@ def parse_root(root: Table) -> dict[str, Any]:
         "database_url": database,
         "database_read_urls": read_urls,
         "max_replica_lag_ms": max_lag_ms,
-        "tenant": root.string("tenant"),
+        "a2a_tenant": _a2a_tenant(root),
     }
+
+
+def _a2a_tenant(root: Table) -> str | None:
+    value, old = root.string("a2a_tenant"), root.string("tenant")
+    if value is not None and old is not None:
+        root.problem("tenant", "is the old name of a2a_tenant: give one of them")
+    return value if value is not None else old
 
 
 # -- [agent] ----------------------------------------------------------------------

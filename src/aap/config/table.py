@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from aap.config.urls import endpoint_url_problem, public_url_problem
@@ -117,6 +117,18 @@ class Table:
     def has(self, key: str) -> bool:
         return key in self.data
 
+    def _typed(self, key: str, accepts: Callable[[Any], bool], expected: str, required: bool = False) -> Any:
+        """The value at ``key`` if present and of the type ``accepts`` checks, else ``_MISSING``
+        (with a problem: a wrong type always, an absent key when ``required``)."""
+        value = self.raw(key)
+        if value is _MISSING:
+            if required:
+                self.problem(key, "is required")
+        elif not accepts(value):
+            self.problem(key, f"must be {expected}, not {_type_name(value)}")
+            return _MISSING
+        return value
+
     @overload
     def string(self, key: str, *, required: bool = False, choices: Iterable[str] | None = None) -> str | None: ...
 
@@ -128,13 +140,8 @@ class Table:
     def string(
         self, key: str, default: object = None, *, required: bool = False, choices: Iterable[str] | None = None
     ) -> object:
-        value = self.raw(key)
+        value = self._typed(key, lambda v: isinstance(v, str), "a string", required)
         if value is _MISSING:
-            if required:
-                self.problem(key, "is required")
-            return default
-        if not isinstance(value, str):
-            self.problem(key, f"must be a string, not {_type_name(value)}")
             return default
         if not value.strip():
             self.problem(key, "must not be empty")
@@ -145,25 +152,15 @@ class Table:
         return value
 
     def integer(self, key: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
-        value = self.raw(key)
-        if value is _MISSING:
+        value = self._typed(key, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
+        if value is _MISSING or not self._in_range(key, value, "an integer", minimum, maximum):
             return default
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.problem(key, f"must be an integer, not {_type_name(value)}")
-            return default
-        if not self._in_range(key, value, "an integer", minimum, maximum):
-            return default
-        return value
+        return int(value)
 
     def number(self, key: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
         """An integer or float, returned as a float (seconds, mostly)."""
-        value = self.raw(key)
-        if value is _MISSING:
-            return default
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            self.problem(key, f"must be a number, not {_type_name(value)}")
-            return default
-        if not self._in_range(key, value, "a number", minimum, maximum):
+        value = self._typed(key, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
+        if value is _MISSING or not self._in_range(key, value, "a number", minimum, maximum):
             return default
         return float(value)
 
@@ -182,25 +179,15 @@ class Table:
         return False
 
     def boolean(self, key: str, default: bool) -> bool:
-        value = self.raw(key)
-        if value is _MISSING:
-            return default
-        if not isinstance(value, bool):
-            self.problem(key, f"must be true or false, not {_type_name(value)}")
-            return default
-        return value
+        value = self._typed(key, lambda v: isinstance(v, bool), "true or false")
+        return default if value is _MISSING else value
 
     def strings(
         self, key: str, default: _T, *, required: bool = False, choices: Iterable[str] | None = None, min_items: int = 1
     ) -> tuple[str, ...] | _T:
         """An array of distinct strings, each among ``choices`` when given."""
-        value = self.raw(key)
+        value = self._typed(key, lambda v: isinstance(v, list), "an array of strings", required)
         if value is _MISSING:
-            if required:
-                self.problem(key, "is required")
-            return default
-        if not isinstance(value, list):
-            self.problem(key, f"must be an array of strings, not {_type_name(value)}")
             return default
         allowed = tuple(choices) if choices is not None else None
         ok = True

@@ -45,10 +45,10 @@ HEADER = """\
 # silently; every problem is reported at once with its path (dealer.rooftops[0].timezone).
 # TOML has no null: write "closed" for a day without opening hours.
 
-# Optional A2A `tenant` routing value, unique on the platform. When set it is published on
+# Optional A2A `tenant` routing value (`a2a_tenant`; formerly `tenant`), unique on the platform. When set it is published on
 # the agent card's JSON-RPC interface; clients echo it in every request, and a request to
 # https://PLATFORM_HOST/a2a that carries it is routed to this agent.
-# tenant = "example-motors"
+# a2a_tenant = "example-motors"
 
 """
 

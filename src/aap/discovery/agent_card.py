@@ -73,8 +73,8 @@ def build_agent_card(settings: Settings, skills: Iterable[SkillInfo]) -> dict[st
         "protocolBinding": "JSONRPC",
         "protocolVersion": A2A_PROTOCOL_VERSION,
     }
-    if settings.tenant:
-        interface["tenant"] = settings.tenant
+    if settings.a2a_tenant:
+        interface["tenant"] = settings.a2a_tenant
     card: dict[str, Any] = {
         "name": agent.name,
         "description": agent.description,

@@ -105,7 +105,7 @@ def _skills_section(skills: list[SkillInfo], urls: DeploymentUrls, poppy: bool) 
     return lines
 
 
-def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | None) -> list[str]:
+def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, a2a_tenant: str | None) -> list[str]:
     search = next((s for s in skills if s.id == "inventory.search"), skills[0])
     params: dict[str, Any] = {
         "message": {
@@ -120,8 +120,8 @@ def _a2a_section(skills: list[SkillInfo], urls: DeploymentUrls, tenant: str | No
         },
         "configuration": {"acceptedOutputModes": [search.response_media_type]},
     }
-    if tenant:
-        params["tenant"] = tenant
+    if a2a_tenant:
+        params["tenant"] = a2a_tenant
     body = {"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": params}
     return [
         "## Calling over A2A (JSON-RPC 2.0)",
@@ -231,7 +231,7 @@ def render(settings: Settings, skills: Iterable[SkillInfo]) -> str:
     poppy = settings.poppy.enabled
     for section in (
         _skills_section(skills, urls, poppy),
-        _a2a_section(skills, urls, settings.tenant),
+        _a2a_section(skills, urls, settings.a2a_tenant),
         _mcp_section(urls),
         _poppy_section(urls) if poppy else [],
         _capabilities_section(settings) if any(s.id == "inventory.search" for s in skills) else [],

@@ -48,6 +48,20 @@ T = TypeVar("T")
 # -- small, fast helpers (the generator must make 100k listings in seconds) ----------
 
 
+def _electric(powertrain: tuple[Any, ...]) -> dict[str, Any]:
+    """The fields of a battery-electric powertrain row (``("bev", range, kWh, hp, port, DC fast)``)."""
+    _, range_mi, kwh, hp, port, dcfc = powertrain
+    return {
+        "fuel": "bev",
+        "transmission": "automatic",
+        "electric_range_mi": range_mi,
+        "battery_kwh": kwh,
+        "motor_power_hp": hp,
+        "dc_fast_charge": dcfc,
+        "charge_port": port,
+    }
+
+
 def pick(rnd: Callable[[], float], seq: Sequence[T]) -> T:
     """One element of ``seq``; much cheaper than ``Random.choice``."""
     return seq[int(rnd() * len(seq))]
@@ -273,16 +287,7 @@ class _Builder:
         if rnd() < 0.7:
             item["vehicle_type"] = "car"
         if pt[0] == "bev":
-            _, range_mi, kwh, hp, port, dcfc = pt
-            item.update(
-                fuel="bev",
-                transmission="automatic",
-                electric_range_mi=range_mi,
-                battery_kwh=kwh,
-                motor_power_hp=hp,
-                dc_fast_charge=dcfc,
-                charge_port=port,
-            )
+            item.update(_electric(pt))
         else:
             fuel, engine, cc, city, hwy, transmission = pt
             item.update(fuel=fuel, engine=engine, displacement_cc=cc, transmission=transmission)
@@ -316,16 +321,7 @@ class _Builder:
             "other_attributes": {"final_drive": drive, "wheel_count": wheels, "abs": True},
         }
         if pt[0] == "bev":
-            _, range_mi, kwh, hp, port, dcfc = pt
-            item.update(
-                fuel="bev",
-                transmission="automatic",
-                electric_range_mi=range_mi,
-                battery_kwh=kwh,
-                motor_power_hp=hp,
-                dc_fast_charge=dcfc,
-                charge_port=port,
-            )
+            item.update(_electric(pt))
         else:
             _, engine, cc, transmission = pt
             item.update(fuel="gas", engine=engine, displacement_cc=cc, transmission=transmission)

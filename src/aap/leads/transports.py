@@ -34,11 +34,12 @@ import smtplib
 import socket
 import ssl
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Protocol, TypeVar
 
 import httpcore
 import httpx
@@ -59,6 +60,7 @@ from aap.netguard import (
 from aap.work import Work
 
 USER_AGENT = "aap-lead-delivery/1"
+T = TypeVar("T", contravariant=True)
 #: Answers saying the request was not processed, and that it may succeed later (RFC 9110
 #: §15.5.9 408, RFC 8470 §5.2 425, RFC 6585 §4 429): retried, the CRM does not have the lead.
 _NOT_PROCESSED_STATUS = frozenset({408, 425, 429})
@@ -380,29 +382,94 @@ async def send_smtp(
     await send_email(target, email, timeout, reach, resolve, secrets, work=work)
 
 
-async def send(
-    client: httpx.AsyncClient,
-    target: Target,
-    *,
-    adf: str,
-    document: dict[str, Any],
-    lead_id: str,
-    delivery_id: str,
-    subject_suffix: str,
-    timeout: float,
-    reach: Reach = LOCAL,
-    resolve: Resolve | None = None,
-    secrets: SecretValues = NO_SECRETS,
-    work: Work,
-) -> None:
-    """Dispatch on the target type (HTTP goes through ``client``, built with the same ``reach``;
-    SMTP's blocking session on ``work``); a platform tenant's secrets come from ``secrets``
-    (``Settings.secrets``)."""
-    if isinstance(target, AdfHttpTarget):
-        await send_adf_http(client, target, adf, lead_id, delivery_id, timeout, secrets)
-    elif isinstance(target, SmtpTarget):
-        await send_smtp(target, adf, lead_id, delivery_id, subject_suffix, timeout, reach, resolve, secrets, work=work)
-    elif isinstance(target, WebhookTarget):
-        await send_webhook(client, target, document, lead_id, delivery_id, timeout, secrets)
-    else:
+@dataclass(frozen=True)
+class Outgoing:
+    """One lead as every kind of target is sent it: the ADF document, the JSON webhook document
+    (:meth:`aap.leads.worker.DeliveryWorker.document`), its ids and the e-mail subject's suffix."""
+
+    adf: str
+    document: dict[str, Any]
+    lead_id: str
+    delivery_id: str
+    subject_suffix: str
+
+
+@dataclass(frozen=True)
+class Via:
+    """What a send goes through: HTTP on ``client`` (built with the same ``reach``), an SMTP
+    session connecting within ``reach`` on ``work``'s executor of long calls."""
+
+    client: httpx.AsyncClient
+    timeout: float
+    work: Work
+    reach: Reach = LOCAL
+    resolve: Resolve | None = None
+    #: A platform tenant's secrets (``Settings.secrets``), named by the targets' ``X_secret`` keys.
+    secrets: SecretValues = NO_SECRETS
+
+
+class Transport(Protocol[T]):
+    """How one kind of target is sent a lead (docs/leads.md): what it is sent, and the send."""
+
+    def payload(self, target: T, lead: Outgoing) -> tuple[str, str]:
+        """``(content type, body)``: the bytes the send carries, kept with the attempt for the console."""
+        ...
+
+    async def send(self, target: T, lead: Outgoing, via: Via) -> None:
+        """Deliver, or raise :class:`SendError`."""
+        ...
+
+
+class AdfOverHttp:
+    """The ADF document POSTed to a CRM endpoint (:func:`send_adf_http`)."""
+
+    def payload(self, target: AdfHttpTarget, lead: Outgoing) -> tuple[str, str]:
+        return target.content_type, lead.adf
+
+    async def send(self, target: AdfHttpTarget, lead: Outgoing, via: Via) -> None:
+        await send_adf_http(via.client, target, lead.adf, lead.lead_id, lead.delivery_id, via.timeout, via.secrets)
+
+
+class AdfByEmail:
+    """The ADF document as the body of a text/plain message (:func:`send_smtp`)."""
+
+    def payload(self, target: SmtpTarget, lead: Outgoing) -> tuple[str, str]:
+        return "text/plain; charset=utf-8", lead.adf
+
+    async def send(self, target: SmtpTarget, lead: Outgoing, via: Via) -> None:
+        await send_smtp(
+            target,
+            lead.adf,
+            lead.lead_id,
+            lead.delivery_id,
+            lead.subject_suffix,
+            via.timeout,
+            via.reach,
+            via.resolve,
+            via.secrets,
+            work=via.work,
+        )
+
+
+class JsonWebhook:
+    """The AAP lead as JSON, signed when the target has a secret (:func:`send_webhook`)."""
+
+    def payload(self, target: WebhookTarget, lead: Outgoing) -> tuple[str, str]:
+        return "application/json", orjson.dumps(lead.document).decode()
+
+    async def send(self, target: WebhookTarget, lead: Outgoing, via: Via) -> None:
+        await send_webhook(via.client, target, lead.document, lead.lead_id, lead.delivery_id, via.timeout, via.secrets)
+
+
+#: The transport of each kind of target: the one place a target's type chooses how it is sent.
+TRANSPORTS: Mapping[type, Transport[Any]] = MappingProxyType(
+    {AdfHttpTarget: AdfOverHttp(), SmtpTarget: AdfByEmail(), WebhookTarget: JsonWebhook()}
+)
+
+
+def transport(target: Target) -> Transport[Any]:
+    """The transport that sends ``target`` (a permanent failure for a kind with none)."""
+    found = TRANSPORTS.get(type(target))
+    if found is None:
         raise SendError(f"unknown target type {type(target).__name__}", permanent=True)
+    return found

@@ -28,10 +28,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-import orjson
 
 from aap import AAP_VERSION, telemetry
-from aap.config.leads import AdfHttpTarget, LeadSettings, Target, WebhookTarget
+from aap.config.leads import LeadSettings
 from aap.config.model import DealerProfile, Settings
 from aap.config.notifications import NOTIFY_KIND
 from aap.leads import adf, notify, transports
@@ -211,24 +210,17 @@ class DeliveryWorker:
             return "dead"
         try:
             view = self.view(d)
-            adf_text, document = adf.render(view), self.document(d)
-            attempt = Attempt(attempt.started_ms, *sent_payload(target, adf_text, document))
+            lead = transports.Outgoing(
+                adf.render(view), self.document(d), d.lead_id, d.delivery_id, f"{d.lead_id} ({view.vendor_name})"
+            )
+            kind = transports.transport(target)
+            attempt = Attempt(attempt.started_ms, *kind.payload(target, lead))
             if started is not None:
                 started.add(d.delivery_id)
-            await transports.send(
-                client,
-                target,
-                adf=adf_text,
-                document=document,
-                lead_id=d.lead_id,
-                delivery_id=d.delivery_id,
-                subject_suffix=f"{d.lead_id} ({view.vendor_name})",
-                timeout=policy.timeout_seconds,
-                reach=self.settings.outbound,
-                resolve=self.resolve,
-                secrets=self.settings.secrets,
-                work=self.work,
+            via = transports.Via(
+                client, policy.timeout_seconds, self.work, self.settings.outbound, self.resolve, self.settings.secrets
             )
+            await kind.send(target, lead, via)
         except transports.SendError as exc:
             return await self._failed(d, str(exc), exc.permanent, attempt, exc.reached)
         except Exception as exc:  # a bug must not stop the other deliveries; no text: it may hold data
@@ -298,15 +290,6 @@ class DeliveryWorker:
         if removed:
             log.info("expired idempotency keys forgotten", extra={"fields": {"count": removed}})
         return removed
-
-
-def sent_payload(target: Target, adf_text: str, document: dict[str, Any]) -> tuple[str, str]:
-    """(content type, body) a target is sent: the same bytes the transports send, kept for the console."""
-    if isinstance(target, WebhookTarget):
-        return "application/json", orjson.dumps(document).decode()
-    if isinstance(target, AdfHttpTarget):
-        return target.content_type, adf_text
-    return "text/plain; charset=utf-8", adf_text  # e-mail: the ADF document is the message body
 
 
 def _fields(d: Delivery, **more: object) -> dict[str, Any]:

@@ -130,30 +130,19 @@ def build(
     ctx = PoppyContext(gateway, options, gateway.stores.poppy, ssl_context)
     routes: list[BaseRoute] = [
         *mcp_routes(ctx),
-        Route(POPPY_PATH, _document(partial(discovery.poppy_document, ctx)), methods=["GET", "HEAD"], name="poppy"),
-        Route(
-            OAUTH_METADATA_PATH,
-            _document(partial(discovery.issuer_metadata, ctx)),
-            methods=["GET", "HEAD"],
-            name="poppy_issuer_metadata",
-        ),
-        Route(
-            PROTECTED_RESOURCE_PATH,
-            _document(partial(discovery.protected_resource_metadata, ctx)),
-            methods=["GET", "HEAD"],
-            name="poppy_protected_resource",
-        ),
-        Route(
-            POPPY_EXCLUDED_TASKS_PATH,
-            _document(partial(discovery.excluded_tasks_document, ctx)),
-            methods=["GET", "HEAD"],
-            name="poppy_excluded_tasks",
-        ),
-        Route(
-            POPPY_OPENAPI_PATH,
-            _document(_cached(partial(openapi_document, ctx))),
-            methods=["GET", "HEAD"],
-            name="poppy_openapi",
+        *(
+            Route(path, _document(answer), methods=["GET", "HEAD"], name=name)
+            for path, answer, name in (
+                (POPPY_PATH, partial(discovery.poppy_document, ctx), "poppy"),
+                (OAUTH_METADATA_PATH, partial(discovery.issuer_metadata, ctx), "poppy_issuer_metadata"),
+                (
+                    PROTECTED_RESOURCE_PATH,
+                    partial(discovery.protected_resource_metadata, ctx),
+                    "poppy_protected_resource",
+                ),
+                (POPPY_EXCLUDED_TASKS_PATH, partial(discovery.excluded_tasks_document, ctx), "poppy_excluded_tasks"),
+                (POPPY_OPENAPI_PATH, _cached(partial(openapi_document, ctx)), "poppy_openapi"),
+            )
         ),
         Route(
             JWKS_PATH,

@@ -147,9 +147,15 @@ def own_app(
 ) -> Starlette:
     """The deployment's own endpoints (the operator's; a platform's host) as an app of their own,
     behind the same request limits as the agents' (the routing hands them on ahead of those)."""
-    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
     limits = Middleware(RequestLimitMiddleware, max_bytes=deployment.max_body_bytes, shapes=table.shapes)
-    app = Starlette(routes=list(routes), exception_handlers=handlers, middleware=[limits])
+    return _starlette(table, state, routes=list(routes), middleware=[limits])
+
+
+def _starlette(table: SurfaceTable, state: Mapping[str, Any], **options: Any) -> Starlette:
+    """A Starlette app answering errors in the shape of the surface asked (never a stack trace),
+    with ``state`` on ``app.state``."""
+    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
+    app = Starlette(exception_handlers=handlers, **options)
     for name, value in state.items():
         setattr(app.state, name, value)
     return app
@@ -169,7 +175,6 @@ def assemble(
     """The app of a deployment, whichever it is: its middleware, the dispatch to agents' surfaces,
     its error handlers and its lifespan. ``routing`` finds a request's agent; ``own_routes`` are the
     deployment's own endpoints; with ``tracing``, a span per request (:mod:`aap.telemetry`)."""
-    handlers = {HTTPException: http_exception_handler, Exception: server_error_handler(table.shapes)}
     middleware = [
         Middleware(AccessLogMiddleware, metrics=metrics),
         routing,
@@ -183,15 +188,7 @@ def assemble(
 
         templates = SurfaceTemplates(table, own_routes)
         middleware.insert(0, Middleware(TracingMiddleware, tracing=tracing, routes=templates))
-    app = Starlette(
-        routes=[Mount("/", app=surface_routes)],
-        middleware=middleware,
-        exception_handlers=handlers,
-        lifespan=lifespan,
-    )
-    for name, value in state.items():
-        setattr(app.state, name, value)
-    return app
+    return _starlette(table, state, routes=[Mount("/", app=surface_routes)], middleware=middleware, lifespan=lifespan)
 
 
 def create_app(

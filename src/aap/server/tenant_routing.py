@@ -102,7 +102,7 @@ def unavailable_response(shapes: ErrorShapes, scope: Scope, unavailable: TenantU
     return response
 
 
-def _tenant_of(body: bytes) -> tuple[Any, str | None]:
+def _a2a_tenant_of(body: bytes) -> tuple[Any, str | None]:
     """(the JSON-RPC id to echo, ``params.tenant``) of a request body, whatever its shape."""
     try:
         message = orjson.loads(body)
@@ -306,7 +306,7 @@ class TenantRouting:
         except BodyTooLarge:
             await Response(status_code=413)(scope, receive, send)
             return
-        request_id, value = _tenant_of(body)
+        request_id, value = _a2a_tenant_of(body)
         tenant_id = await self.hosts.a2a_tenant(value) if value else None
         record = (
             await self.runtimes.work.blocking(self.runtimes.registry.store.tenant, tenant_id) if tenant_id else None

@@ -32,7 +32,7 @@ import hmac
 import secrets
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -114,16 +114,7 @@ class FormClaims:
 
     def renewed(self, browser: str) -> FormClaims:
         """The same form for a new showing: a new nonce (so a new lead), for ``browser``."""
-        return FormClaims(
-            new_nonce(),
-            browser,
-            self.dealer_name,
-            self.consent_text,
-            self.region,
-            self.vehicle_id,
-            self.vehicle_title,
-            self.seller_id,
-        )
+        return replace(self, nonce=new_nonce(), browser=browser)
 
 
 def channel_phrase(channels: list[str]) -> str:

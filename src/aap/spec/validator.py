@@ -473,47 +473,38 @@ def _contains_message(schema: Mapping[str, Any]) -> str:
     return f"must contain at least {low} {what}" + ("" if low == 1 else "s")
 
 
+def _at_least(value: Any, unit: str) -> str:
+    return "must not be empty" if value == 1 else f"must have at least {value} {unit}"
+
+
+#: The message of each failed keyword, from the keyword's value (protocol text as data).
+_MESSAGES: dict[str, Callable[[Any], str]] = {
+    "type": lambda v: f"must be {_type_words(v)}",
+    "enum": lambda v: f"must be one of: {', '.join(_show(x) for x in v)}",
+    "const": lambda v: f"must be {_show(v)}",
+    "format": lambda v: f"must be {_FORMAT_NAMES.get(v, 'a valid ' + str(v))}",
+    "pattern": lambda v: f"must match the pattern {v}",
+    "minLength": lambda v: "must not be empty" if v == 1 else f"must be at least {v} characters long",
+    "maxLength": lambda v: f"must be at most {v} characters long",
+    "minimum": lambda v: f"must be at least {_show(v)}",
+    "maximum": lambda v: f"must be at most {_show(v)}",
+    "exclusiveMinimum": lambda v: f"must be greater than {_show(v)}",
+    "exclusiveMaximum": lambda v: f"must be less than {_show(v)}",
+    "multipleOf": lambda v: f"must be a multiple of {_show(v)}",
+    "minItems": lambda v: _at_least(v, "items"),
+    "maxItems": lambda v: f"must have at most {v} items",
+    "uniqueItems": lambda v: "must not contain duplicate items",
+    "minProperties": lambda v: _at_least(v, "properties"),
+    "maxProperties": lambda v: "must be empty" if v == 0 else f"must have at most {v} properties",
+    "propertyNames": lambda v: "has a property name that is not allowed",
+    "unevaluatedItems": lambda v: "has items that no subschema allows",
+    "$ref": lambda v: "does not match the referenced schema",
+    "$dynamicRef": lambda v: "does not match the referenced schema",
+}
+
+
 def _message(kw: str, value: Any, schema: Mapping[str, Any]) -> str:
-    if kw == "type":
-        return f"must be {_type_words(value)}"
-    if kw == "enum":
-        return f"must be one of: {', '.join(_show(v) for v in value)}"
-    if kw == "const":
-        return f"must be {_show(value)}"
-    if kw == "format":
-        return f"must be {_FORMAT_NAMES.get(value, 'a valid ' + str(value))}"
-    if kw == "pattern":
-        return f"must match the pattern {value}"
-    if kw == "minLength":
-        return "must not be empty" if value == 1 else f"must be at least {value} characters long"
-    if kw == "maxLength":
-        return f"must be at most {value} characters long"
-    if kw == "minimum":
-        return f"must be at least {_show(value)}"
-    if kw == "maximum":
-        return f"must be at most {_show(value)}"
-    if kw == "exclusiveMinimum":
-        return f"must be greater than {_show(value)}"
-    if kw == "exclusiveMaximum":
-        return f"must be less than {_show(value)}"
-    if kw == "multipleOf":
-        return f"must be a multiple of {_show(value)}"
-    if kw == "minItems":
-        return "must not be empty" if value == 1 else f"must have at least {value} items"
-    if kw == "maxItems":
-        return f"must have at most {value} items"
-    if kw == "uniqueItems":
-        return "must not contain duplicate items"
-    if kw == "minProperties":
-        return "must not be empty" if value == 1 else f"must have at least {value} properties"
-    if kw == "maxProperties":
-        return "must be empty" if value == 0 else f"must have at most {value} properties"
-    if kw == "propertyNames":
-        return "has a property name that is not allowed"
-    if kw == "unevaluatedItems":
-        return "has items that no subschema allows"
     if kw in ("minContains", "maxContains"):
         return _contains_message(schema)
-    if kw == "$ref" or kw == "$dynamicRef":
-        return "does not match the referenced schema"
-    return f"fails the {kw} constraint"
+    message = _MESSAGES.get(kw)
+    return message(value) if message is not None else f"fails the {kw} constraint"

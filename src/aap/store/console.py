@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations, Tx, where_all
+from aap.store.db import Database, Migrations, Tx, tenant_where
 
 _LAYOUT = """
 CREATE TABLE console_users (
@@ -447,15 +447,7 @@ class ConsoleStore:
     ) -> list[AuditEntry]:
         """Newest first; ``subject`` limits them to one lead (or account)."""
         with self.db.read() as tx:
-            conditions: list[str] = ["tenant_id = ?"]
-            params: list[Any] = [tx.tenant]
-            if subject is not None:
-                conditions.append("subject = ?")
-                params.append(subject)
-            if before_ms is not None:
-                conditions.append("at_ms < ?")
-                params.append(before_ms)
-            where = where_all(conditions)
+            where, params = tenant_where(tx.tenant, ("subject = ?", subject), ("at_ms < ?", before_ms))
             rows = tx.fetchall(
                 f"SELECT at_ms, actor, action, subject, detail FROM console_audit {where}"
                 f" ORDER BY at_ms DESC, audit_id DESC LIMIT {int(limit)}",

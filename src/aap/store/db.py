@@ -134,6 +134,17 @@ def where_all(conditions: Sequence[str]) -> str:
     return ("WHERE " + " AND ".join(conditions)) if conditions else ""
 
 
+def tenant_where(tenant: str, *optional: tuple[str, Any]) -> tuple[str, list[Any]]:
+    """``WHERE tenant_id = ? AND …`` of one tenant's rows, with each ``(condition, value)`` whose
+    value is not None (one ``?`` each), and the parameters in order."""
+    conditions, params = ["tenant_id = ?"], [tenant]
+    for condition, value in optional:
+        if value is not None:
+            conditions.append(condition)
+            params.append(value)
+    return where_all(conditions), params
+
+
 def sqlite_path(url: str) -> str:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite://:memory:``."""
     parsed = urlparse(url)

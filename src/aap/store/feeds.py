@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from aap.store.db import Database, Migrations, where_all
+from aap.store.db import Database, Migrations, tenant_where
 
 _LAYOUT = """
 CREATE TABLE feed_runs (
@@ -219,57 +219,41 @@ _STATE_COLUMNS = (
 )
 
 
+#: The :class:`FeedRun` field of each of ``_RUN_COLUMNS``, in order.
+_RUN_FIELDS = (
+    "run_id",
+    "feed",
+    "trigger",
+    "source",
+    "format",
+    "dealer_id",
+    "replace",
+    "dry_run",
+    "started_ms",
+    "finished_ms",
+    "outcome",
+    "message",
+    "rows",
+    "inserted",
+    "updated",
+    "removed",
+    "skipped",
+    "warnings",
+    "total",
+    "problems",
+    "rejected_lines",
+    "details",
+    "unchanged",
+)
+
+
 def _run(row: tuple[Any, ...]) -> FeedRun:
-    (
-        run_id,
-        feed,
-        trigger,
-        source,
-        fmt,
-        dealer_id,
-        replace,
-        dry_run,
-        started,
-        finished,
-        outcome,
-        message,
-        rows,
-        inserted,
-        updated,
-        removed,
-        skipped,
-        warnings,
-        total,
-        problems,
-        lines,
-        details,
-        unchanged,
-    ) = row
-    return FeedRun(
-        trigger,
-        source,
-        started,
-        finished,
-        outcome,
-        feed,
-        fmt,
-        dealer_id,
-        bool(replace),
-        bool(dry_run),
-        message,
-        rows,
-        inserted,
-        updated,
-        removed,
-        skipped,
-        warnings,
-        total,
-        orjson.loads(problems),
-        orjson.loads(lines),
-        orjson.loads(details),
-        run_id,
-        unchanged,
-    )
+    values = dict(zip(_RUN_FIELDS, row, strict=True))
+    for name in ("replace", "dry_run"):
+        values[name] = bool(values[name])
+    for name in ("problems", "rejected_lines", "details"):
+        values[name] = orjson.loads(values[name])
+    return FeedRun(**values)
 
 
 class FeedStore:
@@ -400,15 +384,7 @@ class FeedStore:
         ``before_ms`` pages back (runs started before it, for a console's next page)."""
         order = "ASC" if oldest else "DESC"
         with self.db.read() as tx:
-            conditions: list[str] = ["tenant_id = ?"]
-            params: list[Any] = [tx.tenant]
-            if feed is not None:
-                conditions.append("feed = ?")
-                params.append(feed)
-            if before_ms is not None:
-                conditions.append("started_ms < ?")
-                params.append(before_ms)
-            where = where_all(conditions)
+            where, params = tenant_where(tx.tenant, ("feed = ?", feed), ("started_ms < ?", before_ms))
             rows = tx.fetchall(
                 f"SELECT {_RUN_COLUMNS} FROM feed_runs {where} ORDER BY started_ms {order}, run_id {order} LIMIT ?",
                 [*params, limit],

@@ -32,6 +32,10 @@ LEAD_STATUSES = ("received", "rejected")
 RooftopKey = tuple[str, str]
 
 
+#: A lead's delivery attempts as the console shows them: these columns, by name.
+_ATTEMPT_FIELDS = ("delivery_id", "attempt", "started_ms", "finished_ms", "outcome", "error", "content_type", "payload")
+
+
 @dataclass(frozen=True)
 class LeadScope:
     """The leads a person may see: every lead, one seller's (``dealer_id``), some rooftops' (``rooftops``).
@@ -342,24 +346,12 @@ class LeadInbox:
                 "SELECT handled_ms, handled_by FROM leads WHERE tenant_id = ? AND lead_id = ?", (tx.tenant, lead_id)
             )
             attempts = tx.fetchall(
-                "SELECT delivery_id, attempt, started_ms, finished_ms, outcome, error, content_type, payload"
-                " FROM lead_delivery_attempts WHERE tenant_id = ? AND lead_id = ? ORDER BY finished_ms, attempt_id",
+                f"SELECT {', '.join(_ATTEMPT_FIELDS)} FROM lead_delivery_attempts"
+                " WHERE tenant_id = ? AND lead_id = ? ORDER BY finished_ms, attempt_id",
                 (tx.tenant, lead_id),
             )
         lead["handled_ms"], lead["handled_by"] = mark if mark else (None, None)
-        lead["attempts"] = [
-            {
-                "delivery_id": a[0],
-                "attempt": a[1],
-                "started_ms": a[2],
-                "finished_ms": a[3],
-                "outcome": a[4],
-                "error": a[5],
-                "content_type": a[6],
-                "payload": a[7],
-            }
-            for a in attempts
-        ]
+        lead["attempts"] = [dict(zip(_ATTEMPT_FIELDS, a, strict=True)) for a in attempts]
         return lead
 
     def in_scope(self, lead_id: str, scope: LeadScope) -> bool:

@@ -195,6 +195,20 @@ def loads(value: str | None) -> Any:
     return None if value is None else orjson.loads(value)
 
 
+#: A lead's deliveries as ``aap leads show`` gives them: these columns, by name.
+_DELIVERY_FIELDS = (
+    "delivery_id",
+    "target",
+    "kind",
+    "status",
+    "attempts",
+    "next_attempt_ms",
+    "last_error",
+    "delivered_ms",
+    "updated_ms",
+)
+
+
 @dataclass(frozen=True)
 class IdempotencyRecord:
     payload_hash: str
@@ -522,8 +536,8 @@ class LeadStore:
                 (tx.tenant, lead_id),
             )
             deliveries = tx.fetchall(
-                "SELECT delivery_id, target, kind, status, attempts, next_attempt_ms, last_error,"
-                " delivered_ms, updated_ms FROM lead_deliveries WHERE tenant_id = ? AND lead_id = ? ORDER BY target",
+                f"SELECT {', '.join(_DELIVERY_FIELDS)} FROM lead_deliveries"
+                " WHERE tenant_id = ? AND lead_id = ? ORDER BY target",
                 (tx.tenant, lead_id),
             )
         names = [c.strip() for c in _LEAD_COLUMNS.split(",")]
@@ -542,20 +556,7 @@ class LeadStore:
                 "grant": loads(consent[5]),
             }
         )
-        lead["deliveries"] = [
-            {
-                "delivery_id": d[0],
-                "target": d[1],
-                "kind": d[2],
-                "status": d[3],
-                "attempts": d[4],
-                "next_attempt_ms": d[5],
-                "last_error": d[6],
-                "delivered_ms": d[7],
-                "updated_ms": d[8],
-            }
-            for d in deliveries
-        ]
+        lead["deliveries"] = [dict(zip(_DELIVERY_FIELDS, d, strict=True)) for d in deliveries]
         return lead
 
     def count_leads(self) -> int:

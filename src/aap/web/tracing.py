@@ -39,6 +39,15 @@ TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
 CONVERTER = re.compile(r"\{(\w+):\w+\}")
 
 
+def _tenant_prefix(path: str) -> tuple[str, str]:
+    """(``/t/{tenant}`` or ``""``, the rest of ``path``): a tenant's prefix is one template for all."""
+    if path.startswith(TENANT_PREFIX):
+        _tenant, slash, rest = path[len(TENANT_PREFIX) :].partition("/")
+        if slash:
+            return "/t/{tenant}", "/" + rest
+    return "", path
+
+
 class RouteTemplates:
     """Request path → the template of the route that answers it (``http.route``: low cardinality,
     ``/vehicles/{vehicle_id}``, never the id itself)."""
@@ -56,11 +65,7 @@ class RouteTemplates:
                 self.patterned.append((route, CONVERTER.sub(r"{\1}", path)))
 
     def template(self, path: str, method: str) -> str | None:
-        prefix = ""
-        if path.startswith(TENANT_PREFIX):
-            _tenant, slash, rest = path[len(TENANT_PREFIX) :].partition("/")
-            if slash:
-                prefix, path = "/t/{tenant}", "/" + rest
+        prefix, path = _tenant_prefix(path)
         if path in self.exact:
             return prefix + path
         probe = {"type": "http", "path": path, "root_path": "", "method": method}
@@ -82,11 +87,7 @@ class SurfaceTemplates:
         self._templates: dict[int, RouteTemplates] = {}
 
     def template(self, path: str, method: str) -> str | None:
-        prefix = ""
-        if path.startswith(TENANT_PREFIX):
-            _tenant, slash, rest = path[len(TENANT_PREFIX) :].partition("/")
-            if slash:
-                prefix, path = "/t/{tenant}", "/" + rest
+        prefix, path = _tenant_prefix(path)
         found = self.own.template(path, method)
         if found is not None:
             return prefix + found

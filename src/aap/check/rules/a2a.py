@@ -41,7 +41,7 @@ async def exchange(
     """POST one JSON-RPC body to /a2a with header overrides (None removes a header)."""
     transport, skill, payload = await probe(ctx)
     if body is None:
-        body = envelope(skill, payload, tenant=transport.tenant, request_id=request_id, context_id=context_id)
+        body = envelope(skill, payload, a2a_tenant=transport.a2a_tenant, request_id=request_id, context_id=context_id)
     try:
         response = await ctx.post_a2a(body, headers)
     except Exception as exc:  # noqa: BLE001 - any transport failure is a finding
@@ -197,7 +197,10 @@ async def protocol_errors(ctx: CheckContext) -> str | None:
         ),
         (
             "SendStreamingMessage (streaming not declared)",
-            {**envelope(skill, payload, tenant=transport.tenant, request_id=4), "method": "SendStreamingMessage"},
+            {
+                **envelope(skill, payload, a2a_tenant=transport.a2a_tenant, request_id=4),
+                "method": "SendStreamingMessage",
+            },
             {-32004},
         ),
         ("not JSON-RPC 2.0", {"jsonrpc": "1.0", "id": 5, "method": "SendMessage", "params": {}}, {-32600}),

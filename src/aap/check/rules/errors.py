@@ -77,7 +77,7 @@ async def errors_a2a(ctx: CheckContext) -> str | None:
     problems = []
     for label, payload, codes in await error_probes(ctx):
         skill = next(s for s in SKILLS.values() if s.request_type == payload["type"])
-        response = await ctx.post_a2a(envelope(skill, payload, tenant=transport.tenant))
+        response = await ctx.post_a2a(envelope(skill, payload, a2a_tenant=transport.a2a_tenant))
         body = json_body(response)
         shape = struct_problems(body)
         problems += [f"{label}: {p}" for p in shape]
@@ -127,7 +127,7 @@ async def errors_unsupported_skill(ctx: CheckContext) -> str | None:
     transport = await ctx.transport("a2a")
     skill = SKILLS["dealer.information"]
     payload = {"type": "inventory.teleport.request"}
-    body_request = envelope(skill, payload, tenant=transport.tenant)
+    body_request = envelope(skill, payload, a2a_tenant=transport.a2a_tenant)
     response = await ctx.post_a2a(body_request)
     body = json_body(response)
     error = body.get("error") if isinstance(body, dict) else None
