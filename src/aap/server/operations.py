@@ -56,6 +56,12 @@ log = logging.getLogger("aap.health")
 
 
 def database_ok(stores: Stores) -> bool:
+    """The database answers, and on SQLite its file is still where the agent serves it from: a
+    connection opened earlier keeps answering from a file removed or replaced meanwhile."""
+    path = getattr(stores.db, "path", None)
+    if stores.db.in_process and path and path != ":memory:" and not os.path.isfile(path):
+        log.warning("health check failed", extra={"fields": {"error_type": "DatabaseFileMissing"}})
+        return False
     try:
         with stores.db.read() as tx:
             return tx.fetchone("SELECT 1") is not None
