@@ -181,7 +181,10 @@ def test_mcp_tool_calls_leave_the_same_span_with_and_without_the_sdk(traced, ver
             headers = legacy_headers(LEGACY)
         answer = httpx.post(server.base + "/mcp", json=body, headers=headers)
         assert answer.status_code == 200 and answer.json()["result"]["isError"] is False
-        spans = receiver.wait_for(lambda got, t=trace_id: any(s.trace_id == t for s in got))
+        # wait for the server span itself: a child span ends first and may leave in an earlier batch
+        spans = receiver.wait_for(
+            lambda got, t=trace_id: any(s.trace_id == t and s.name == "tools/call aap_inventory_search" for s in got)
+        )
         (span,) = [s for s in in_trace(spans, trace_id) if s.name == "tools/call aap_inventory_search"]
         assert span.kind == "SERVER" and span.parent_span_id == header.split("-")[2]  # the trace in _meta
         spans_by_path[path] = span
@@ -204,7 +207,7 @@ def test_a_failed_tool_call_is_a_tool_error_on_both_paths(traced):
         body, headers = modern_call("tools/call", {"name": "aap_inventory_search", "arguments": {"type": "x"}})
         body["params"]["_meta"] = envelope(MODERN, traceparent=header, **extra)
         assert httpx.post(server.base + "/mcp", json=body, headers=headers).json()["result"]["isError"] is True
-        spans = receiver.wait_for(lambda got, t=trace_id: any(s.trace_id == t for s in got))
+        spans = receiver.wait_for(lambda got, t=trace_id: any(s.trace_id == t and s.kind == "SERVER" for s in got))
         (found[path],) = [s for s in in_trace(spans, trace_id) if s.kind == "SERVER"]
     fast, sdk = ({k: v for k, v in found[p].attributes.items() if k != "aap.error.id"} for p in ("fast", "sdk"))
     assert fast == sdk  # each with its own error id
