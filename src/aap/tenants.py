@@ -353,6 +353,64 @@ class TenantRegistry:
         self._schedule(settings)
         return updated
 
+    # -- idempotent provisioning: PUT of a whole tenant, bulk files (docs/platform.md) ------------
+    @staticmethod
+    def same(record: TenantRecord, config: str, domains: Sequence[str] | None) -> bool:
+        """Whether ``record`` is already exactly this tenant: the same configuration text and, when
+        ``domains`` are given, the same set of domains (in normal form, in any order)."""
+        if record.config != config:
+            return False
+        if domains is None:
+            return True
+        names, problems = domains_of(domains)
+        return not problems and sorted(names) == sorted(record.domains)
+
+    def put(
+        self, tenant_id: str, config: str, domains: Sequence[str] | None = None, *, by: str = UNNAMED
+    ) -> tuple[str, TenantRecord]:
+        """Make tenant ``tenant_id`` exactly this: ``("added", record)`` when it is new,
+        ``("updated", …)`` when it was different (its configuration and, when ``domains`` are
+        given, its set of domains replaced in one change), ``("unchanged", …)`` when it already
+        was (nothing written, no audit row): the same call twice changes the registry once.
+        ``domains=None`` keeps an existing tenant's domains (a new one gets none)."""
+        record = self.store.tenant(tenant_id)
+        if record is None:
+            try:
+                return "added", self.add(tenant_id, config, domains or (), by=by)
+            except TenantError as exc:
+                # Another put of this id made it first: this one replaces it, as if it came later.
+                if exc.status != 409 or self.store.tenant(tenant_id) is None:
+                    raise
+                record = self.get(tenant_id)
+        if self.same(record, config, domains):
+            return "unchanged", record
+        return "updated", self.replace(record, config, domains, by=by)
+
+    def replace(
+        self, record: TenantRecord, config: str, domains: Sequence[str] | None, *, by: str = UNNAMED
+    ) -> TenantRecord:
+        """``record``'s tenant with this configuration and (unless None) exactly these domains,
+        checked whole and written as one change."""
+        tenant_id = record.tenant_id
+        wanted = list(record.domains) if domains is None else list(domains)
+        settings = self.check(tenant_id, config, wanted)
+        hosts, _ = domains_of(wanted)
+        add = [h for h in hosts if h not in record.domains]
+        remove = [h for h in record.domains if h not in hosts]
+        try:
+            updated = self.store.replace(tenant_id, config, settings.a2a_tenant, add, remove, _now_ms(), actor=by)
+        except Exception as exc:  # a race with another change taking one of these hosts: say which
+            taken = {h: t for h, t in self.store.hosts_taken(add).items() if t != tenant_id}
+            if taken:
+                raise TenantError(
+                    [f"domain {h!r}: already served by tenant {t!r}" for h, t in sorted(taken.items())], status=409
+                ) from exc
+            raise
+        if updated is None:
+            raise TenantError([f"no tenant {tenant_id!r}"], status=404)
+        self._schedule(settings)
+        return updated
+
     def _schedule(self, settings: Settings) -> None:
         """A tenant with ``[[feeds]]`` is due for its scheduler at once (which then says when next)."""
         self.store.set_due(settings.deployment_id, FEEDS, _now_ms() if settings.feeds else None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 import orjson
@@ -174,20 +174,61 @@ def tenants(config: str | None, database: str | None) -> None:
 
 
 @tenants.command("add")
-@click.argument("tenant_id", metavar="ID")
-@tenant_config_option
+@click.argument("tenant_id", metavar="ID", required=False)
+@click.option(
+    "--config",
+    "tenant_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The tenant's configuration: the dealer-level tables of aap.toml (`aap init --tenant FILE` writes one).",
+)
 @domain_option
+@click.option(
+    "--from",
+    "source",
+    type=click.File("rb"),
+    default=None,
+    metavar="FILE.jsonl",
+    help='Many tenants: one JSON object a line, {"id", "config", "domains"} as the API takes them (- for stdin).',
+)
+@click.option("--update", is_flag=True, help="With --from: replace an existing tenant that differs from its line.")
+@click.option("--check", "dry_run", is_flag=True, help="With --from: check every line and say what would change.")
+@click.option("--json", "as_json", is_flag=True, help="With --from: the outcome of every line as JSON.")
 @click.pass_context
-def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: tuple[str, ...]) -> None:
-    """Register tenant ID with the configuration in FILE, served at each --domain.
+def add_command(
+    ctx: click.Context,
+    tenant_id: str | None,
+    tenant_file: str | None,
+    domains: tuple[str, ...],
+    source: IO[bytes] | None,
+    update: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Register tenant ID with the configuration in FILE, served at each --domain; or every
+    tenant of a JSON Lines file with --from FILE.jsonl.
 
     ID is 1 to 48 lower-case letters, digits and '-' (it names https://PLATFORM_HOST/t/ID/ and
     the tenant's database namespace) and cannot change later. FILE passes every check
     `aap config check` makes; every tenant secret it names (X_secret = "NAME") is set
     (`aap tenants secrets set ID NAME` first) and opens with the platform's keys.
+
+    With --from, every line is checked first and every problem of every line is listed, changing
+    nothing; then each line is applied: a new id is added, a tenant already as its line says is
+    unchanged, one that differs is refused unless --update. Exit 1 when anything is refused, so
+    running the same file again is safe and changes nothing.
     """
     from aap.tenants import TenantError
 
+    if source is not None:
+        if tenant_id or tenant_file or domains:
+            raise click.UsageError("--from FILE.jsonl takes no ID, --config or --domain (each line has them)")
+        _add_many(ctx, source, update=update, dry_run=dry_run, as_json=as_json)
+        return
+    if update or dry_run or as_json:
+        raise click.UsageError("--update, --check and --json go with --from FILE.jsonl")
+    if not tenant_id or not tenant_file:
+        raise click.UsageError("give ID and --config FILE (or --from FILE.jsonl for many tenants)")
     text = _read(tenant_file)
     with _registry(ctx) as registry:
         try:
@@ -201,6 +242,41 @@ def add_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains: t
             f" (aap users add EMAIL --tenant {tenant_id} --role admin)."
         )
     )
+
+
+def _add_many(ctx: click.Context, source: IO[bytes], *, update: bool, dry_run: bool, as_json: bool) -> None:
+    """``aap tenants add --from FILE.jsonl`` (:mod:`aap.platform.bulk`)."""
+    from aap.platform import bulk
+
+    name = getattr(source, "name", "-")
+    shown = "standard input" if name in ("-", "<stdin>") else str(name)
+    try:
+        lines = bulk.read_lines(source)
+    except bulk.BulkError as exc:
+        fail(f"{shown}: nothing was changed, {len(exc.problems)} problem(s)", exc.problems)
+    with _registry(ctx) as registry:
+        try:
+            planned = bulk.plan(registry, lines, update=update)
+        except bulk.BulkError as exc:
+            fail(f"{shown}: nothing was changed, {len(exc.problems)} problem(s)", exc.problems)
+        outcomes = planned if dry_run else bulk.apply(registry, lines, planned, by=cli_actor())
+    counts = bulk.summary(outcomes)
+    if as_json:
+        body = {"dry_run": dry_run, **counts, "lines": [outcome.to_json() for outcome in outcomes]}
+        click.echo(orjson.dumps(body).decode())
+    else:
+        for outcome in outcomes:
+            if outcome.action == bulk.REFUSED:
+                console.print(Text(f"line {outcome.line} ({outcome.tenant_id}): refused", style="red"))
+                for problem in outcome.problems:
+                    console.print(Text(f"  - {problem}"))
+            elif outcome.action != bulk.UNCHANGED:
+                console.print(Text(f"line {outcome.line} ({outcome.tenant_id}): {outcome.action}"))
+        verb = "Would be (nothing was changed): " if dry_run else ""
+        text = ", ".join(f"{counts[action]} {action}" for action in bulk.ACTIONS)
+        console.print(Text(f"{shown}: {verb}{text}.", style="bold red" if counts[bulk.REFUSED] else "bold green"))
+    if counts[bulk.REFUSED]:
+        raise SystemExit(1)
 
 
 @tenants.command("update")

@@ -7,7 +7,7 @@ OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`
 ``GET    /_platform/v1/tenants?after=ID&limit=N``   tenants in id order, keyset-paged
 ``POST   /_platform/v1/tenants``                    ``{"id", "config", "domains"}`` → 201
 ``GET    /_platform/v1/tenants/{id}``               the tenant, its configuration text included
-``PUT    /_platform/v1/tenants/{id}``               ``{"config"}``: a new configuration
+``PUT    /_platform/v1/tenants/{id}``               ``{"config", "domains"}``: create or replace → 201/200
 ``DELETE /_platform/v1/tenants/{id}``               unregister it and delete its data → 204
 ``PUT    /_platform/v1/tenants/{id}/domains``       ``{"domains"}``: exactly these domains
 ``PATCH  /_platform/v1/tenants/{id}/domains``       ``{"add", "remove"}``: a change of them
@@ -16,6 +16,9 @@ OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`
 ``DELETE /_platform/v1/tenants/{id}/secrets/{name}``  remove one → 204
 ``POST   /_platform/v1/tenants/{id}/suspend``       stop serving it, its data kept (503 everywhere)
 ``POST   /_platform/v1/tenants/{id}/resume``        serve it again
+``PUT    /_platform/v1/tenants/{id}/inventory``     a feed file: the tenant's whole inventory (replace)
+``POST   /_platform/v1/tenants/{id}/inventory``     a feed file: listings added or updated (upsert)
+``POST   /_platform/v1/tenants/{id}/feeds/{name}/run``  fetch and import one of its ``[[feeds]]`` now
 
 Every change is written to the platform's audit log by the registry, its actor
 ``api:NAME``: the name of the variable the token comes from (``[platform] api_token_env``),
@@ -45,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -54,15 +58,18 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, tenant_id_problem
 from aap.errors import AapError, unexpected
 from aap.ratelimit import retry_after_seconds
+from aap.store import Stores
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.callers import anonymous_caller
 from aap.work import Work
 
+from . import uploads
 from .openapi import API_PREFIX, OPENAPI_PATH, openapi_document
 from .views import secret_view, tenant_view
 
@@ -81,6 +88,10 @@ BUCKET_PREFIX = "platform-api:"
 REALM = 'Bearer realm="aap-platform"'
 
 Handler = Callable[[Request], Awaitable[Response]]
+#: A tenant's agent as the serving worker has it: its stores and settings (the composition root
+#: builds it from the worker's tenant runtimes); a ``TenantError`` when there is no such tenant
+#: (404) or it is not served now (409: suspended, or its configuration does not load).
+TenantAgent = Callable[[str], Awaitable[tuple[Stores, Settings]]]
 
 
 def error_response(
@@ -119,6 +130,8 @@ _MESSAGES = {
     409: "The request conflicts with the registry.",
     503: 'The platform\'s secret keys are not available here (docs/platform.md, "Secrets").',
 }
+#: The outcomes of an import that published what it was given (or, in a dry run, would).
+_IMPORTED = ("imported", "checked", "unchanged")
 
 
 def _digest(value: str) -> bytes:
@@ -136,8 +149,12 @@ class ProvisioningApi:
         *,
         work: Work,
         max_body_bytes: int = MAX_BODY_BYTES,
+        agent: TenantAgent | None = None,
+        max_upload_bytes: int = 1_048_576,
     ) -> None:
         self.registry = registry
+        self.agent = agent  # a tenant's stores and settings, for its inventory (None: not served here)
+        self.max_upload_bytes = max_upload_bytes  # an inventory upload: the platform's [server] max_body_bytes
         self.work = work  # the worker's door for blocking work: the registry's reads and writes
         self.platform: PlatformSettings = registry.platform
         self.admit = admit  # the platform's own gateway: its buckets are never a tenant's
@@ -169,7 +186,7 @@ class ProvisioningApi:
                 "platform_tenant",
                 {
                     "GET": self._guard(self.get_tenant),
-                    "PUT": self._guard(self.update_tenant),
+                    "PUT": self._guard(self.put_tenant),
                     "DELETE": self._guard(self.remove_tenant),
                 },
             ),
@@ -181,6 +198,7 @@ class ProvisioningApi:
                 {"PUT": self._guard(self.replace_domains), "PATCH": self._guard(self.change_domains)},
             ),
             self._resource(f"{one}/secrets", "platform_secrets", {"GET": self._guard(self.list_secrets)}),
+            *self._inventory_routes(one),
             self._resource(
                 f"{one}/secrets/{{name}}",
                 "platform_secret",
@@ -350,12 +368,18 @@ class ProvisioningApi:
         record = await self.work.blocking(self.registry.get, request.path_params["tenant_id"])
         return json_response(tenant_view(self.registry, record, config=True))
 
-    async def update_tenant(self, request: Request) -> Response:
-        body = await self._body(request, {"config": "string"}, ("config",))
-        record = await self.work.blocking(
-            self.registry.update, request.path_params["tenant_id"], body["config"], by=self.actor
+    async def put_tenant(self, request: Request) -> Response:
+        """Create or replace the tenant, idempotently (:meth:`TenantRegistry.put`): 201 when it is
+        new, 200 when it was replaced or was already exactly this (then nothing is written)."""
+        body = await self._body(request, {"config": "string", "domains": "strings"}, ("config",))
+        tenant_id = request.path_params["tenant_id"]
+        outcome, record = await self.work.blocking(
+            self.registry.put, tenant_id, body["config"], body.get("domains"), by=self.actor
         )
-        return json_response(tenant_view(self.registry, record, config=True))
+        view = tenant_view(self.registry, record, config=True)
+        if outcome == "added":
+            return json_response(view, 201, {"Location": f"{API_PREFIX}/tenants/{record.tenant_id}"})
+        return json_response(view)
 
     async def remove_tenant(self, request: Request) -> Response:
         await self.work.blocking(self.registry.remove, request.path_params["tenant_id"], by=self.actor)
@@ -419,3 +443,86 @@ class ProvisioningApi:
             self.registry.remove_secret, request.path_params["tenant_id"], request.path_params["name"]
         )
         return Response(status_code=204)
+
+    # -- a tenant's inventory: the import pipeline of `aap import --tenant ID` (aap.feeds.job) ------
+    def _inventory_routes(self, one: str) -> list[BaseRoute]:
+        if self.agent is None:
+            return []
+        return [
+            self._resource(
+                f"{one}/inventory",
+                "platform_inventory",
+                {"PUT": self._guard(self.replace_inventory), "POST": self._guard(self.merge_inventory)},
+            ),
+            self._resource(f"{one}/feeds/{{name}}/run", "platform_feed_run", {"POST": self._guard(self.run_feed)}),
+        ]
+
+    async def replace_inventory(self, request: Request) -> Response:
+        """The body is the tenant's whole inventory: listings missing from it are removed (within
+        the shrink guard), as ``aap import --replace``."""
+        return await self._upload(request, replace=True)
+
+    async def merge_inventory(self, request: Request) -> Response:
+        """The body's listings are added or updated; the others stay, as ``aap import``."""
+        return await self._upload(request, replace=False)
+
+    async def _upload(self, request: Request, *, replace: bool) -> Response:
+        from aap.feeds.job import run_import
+
+        assert self.agent is not None
+        content_type = request.headers.get("content-type", "")
+        problem = uploads.media_problem(content_type)
+        if problem is not None:
+            raise Refused(415, "The request body must be a feed file.", [f"(body): {problem}"])
+        upload, problems = uploads.upload_of(request.query_params.multi_items(), content_type)
+        if upload is None:
+            raise Refused(400, _MESSAGES[400], problems)
+        declared = request.headers.get("content-length")
+        too_large = f"The feed is larger than {self.max_upload_bytes} bytes (compress it: gzip and zip are read)."
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > self.max_upload_bytes:
+            raise Refused(413, too_large)
+        stores, settings = await self.agent(request.path_params["tenant_id"])
+        try:
+            body = await read_request_body(request, self.max_upload_bytes)
+        except BodyTooLarge:
+            raise Refused(413, too_large) from None
+        job, problems = uploads.import_request(upload, body, settings, replace=replace)
+        if problems:
+            raise Refused(400, _MESSAGES[400], problems)
+        result = await run_import(stores, settings, job, work=self.work)
+        return self._import_answer(
+            result.run, result.file_problems or (result.report.problems if result.report else [])
+        )
+
+    async def run_feed(self, request: Request) -> Response:
+        """Fetch and import one of the tenant's ``[[feeds]]`` now, as its schedule would (under the
+        feed's lease: 409 while another worker runs it)."""
+        from aap.feeds.scheduler import FeedScheduler
+
+        assert self.agent is not None
+        stores, settings = await self.agent(request.path_params["tenant_id"])
+        name = request.path_params["name"]
+        feed = next((f for f in settings.feeds if f.name == name), None)
+        if feed is None:
+            raise Refused(404, "No such feed.", [f"the tenant has no feed named {name[:100]!r} in its [[feeds]]"])
+        scheduler = FeedScheduler(stores, settings, work=self.work)
+        await self.work.blocking(stores.feeds.ensure, [feed.name], int(time.time() * 1000))
+        result = await scheduler.run_feed(feed, due_only=False, trigger=uploads.TRIGGER)
+        if result is None:
+            raise Refused(409, "The feed is being imported right now; try again when that run ends.")
+        return self._import_answer(
+            result.run, result.file_problems or (result.report.problems if result.report else [])
+        )
+
+    @staticmethod
+    def _import_answer(run: Any, problems: Sequence[Any]) -> Response:
+        """200 with the run as the import history records it (``aap import --json``) when the feed
+        was published (or, in a dry run, would be); else 422, nothing published, with every problem
+        the run kept and the run itself."""
+        summary = run.to_json()
+        if run.outcome in _IMPORTED:
+            return json_response(summary)
+        texts = [str(p) for p in problems[: len(summary["problems"]) or 20]] or [run.message or run.outcome]
+        status = 422 if run.outcome in ("rejected", "refused") else 502
+        message = f"Nothing was imported: {run.message or run.outcome}"
+        return error_response(status, message, texts, run=summary)

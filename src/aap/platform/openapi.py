@@ -167,6 +167,150 @@ def _set_secret() -> dict[str, Any]:
     return operation
 
 
+def _put_tenant() -> dict[str, Any]:
+    """``PUT /tenants/{id}``: create or replace, idempotent (docs/platform.md, "Idempotent provisioning")."""
+    operation = _operation(
+        "putTenant",
+        "Make the tenant exactly this: created when new (201), replaced when different, untouched when the same (200).",
+        (
+            "201",
+            {
+                "description": "A new tenant, as registered.",
+                "headers": {"Location": {"required": True, "schema": {"type": "string"}}},
+                "content": _json(_ref("Tenant")),
+            },
+        ),
+        [*_WITH_BODY, "409", *_AUTHENTICATED],
+        body="TenantConfig",
+        description="The same body sent twice changes the tenant once (one revision, one audit entry): "
+        "a tenant already exactly as sent is answered 200 as it is, nothing written.",
+    )
+    operation["responses"]["200"] = {
+        "description": "The tenant as replaced, or as it already was (its revision unchanged).",
+        "content": _json(_ref("Tenant")),
+    }
+    return operation
+
+
+#: The run of an import as the tenant's import history records it (``aap import --json``).
+_IMPORT_RUN: dict[str, Any] = {
+    "type": "object",
+    "description": "The import as the tenant's import history records it (what `aap import --json` prints).",
+    "properties": {
+        "run_id": {"type": "string"},
+        "trigger": {"type": "string"},
+        "source": {"type": "string"},
+        "outcome": {
+            "type": "string",
+            "enum": ["imported", "checked", "unchanged", "rejected", "refused", "failed"],
+            "description": "`imported`; `checked`: a dry run that would import; `rejected` or `refused`: "
+            "nothing was imported; `failed`: the feed could not be fetched.",
+        },
+        "message": {"type": ["string", "null"]},
+        "rows": {"type": "integer"},
+        "inserted": {"type": "integer"},
+        "updated": {"type": "integer"},
+        "unchanged": {"type": "integer"},
+        "removed": {"type": "integer"},
+        "skipped": {"type": "integer"},
+        "warnings": {"type": "integer"},
+        "total": {
+            "type": ["integer", "null"],
+            "description": "Listings available in total after the import (null when nothing was imported).",
+        },
+        "problems": {"type": "array", "items": {"type": "object"}, "description": "The first problems found."},
+        "rejected_lines": {"type": "array", "items": {"type": "integer"}},
+    },
+    "required": ["outcome", "rows", "inserted", "updated", "unchanged", "removed", "skipped", "total", "problems"],
+}
+
+_FEED_MEDIA = (
+    "application/x-ndjson",
+    "text/csv",
+    "application/xml",
+    "application/gzip",
+    "application/zip",
+    "application/octet-stream",
+)
+
+
+def _upload_parameters() -> list[dict[str, Any]]:
+    flag = {"type": "string", "enum": ["true", "false"], "default": "false"}
+    described = {
+        "format": "The feed's format (docs/feeds.md); default: detected from the content, as `aap import`.",
+        "dealer_id": "The seller of every listing that names none; with a replace, only this seller's listings.",
+        "rooftop": "The rooftop of rows that name none (one of the tenant's rooftops).",
+        "dry_run": "Check and count everything; write nothing.",
+        "skip_invalid": "Import the valid rows; the others are reported.",
+        "strict": "A wrong VIN check digit is an error, not a warning.",
+        "allow_shrink": "Let a replace remove more than half of the inventory.",
+        "allow_field_loss": "Lift the content guard (docs/feeds.md, Safety).",
+    }
+    schemas: dict[str, dict[str, Any]] = {
+        "format": {"type": "string", "enum": ["aap", "google-vehicle", "meta-vehicle", "dealer-csv", "jsonl", "csv"]},
+        "dealer_id": {"type": "string", "minLength": 1, "maxLength": 200},
+        "rooftop": {"type": "string", "minLength": 1, "maxLength": 200},
+    }
+    return [
+        {"name": name, "in": "query", "required": False, "schema": schemas.get(name, flag), "description": text}
+        for name, text in described.items()
+    ]
+
+
+def _upload(operation_id: str, summary: str, description: str) -> dict[str, Any]:
+    operation = _operation(
+        operation_id,
+        summary,
+        ("200", {"description": "Imported (or, in a dry run, would be).", "content": _json(_ref("ImportRun"))}),
+        ["400", "404", "409", "413", "415", "422", *_AUTHENTICATED],
+        parameters=_upload_parameters(),
+        description=description + " The body is bounded by the platform's `[server] max_body_bytes`.",
+    )
+    operation["requestBody"] = {
+        "required": True,
+        "content": {media: {"schema": {"type": "string", "format": "binary"}} for media in _FEED_MEDIA},
+    }
+    return operation
+
+
+def _inventory_paths() -> dict[str, Any]:
+    """A tenant's inventory, through the import pipeline of `aap import --tenant ID`."""
+    return {
+        f"{API_PREFIX}/tenants/{{tenant_id}}/inventory": {
+            "parameters": [_TENANT_ID_PARAMETER],
+            "put": _upload(
+                "replaceInventory",
+                "Import a feed file as the tenant's whole inventory (listings missing from it are removed).",
+                "As `aap import FILE --tenant ID --replace`: every row checked first, a refused feed publishes "
+                "nothing, a replace never removes more than half of the inventory unless allow_shrink.",
+            ),
+            "post": _upload(
+                "mergeInventory",
+                "Import a feed file's listings into the tenant's inventory (added or updated; the others stay).",
+                "As `aap import FILE --tenant ID`: every row checked first, a refused feed publishes nothing.",
+            ),
+        },
+        f"{API_PREFIX}/tenants/{{tenant_id}}/feeds/{{name}}/run": {
+            "parameters": [
+                _TENANT_ID_PARAMETER,
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "maxLength": 200},
+                    "description": "The name of one of the tenant's [[feeds]].",
+                },
+            ],
+            "post": _operation(
+                "runFeed",
+                "Fetch and import one of the tenant's configured feeds now, as its schedule would.",
+                ("200", {"description": "Imported.", "content": _json(_ref("ImportRun"))}),
+                ["404", "409", "422", "502", *_AUTHENTICATED],
+            ),
+        },
+    }
+
+
 def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
     """The document, its server the platform host."""
     tenant = _ref("Tenant")
@@ -243,13 +387,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     ("200", {"description": "The tenant.", "content": _json(tenant)}),
                     ["404", *_AUTHENTICATED],
                 ),
-                "put": _operation(
-                    "updateTenant",
-                    "Replace the tenant's configuration (its data and domains stay).",
-                    ("200", {"description": "The tenant as changed.", "content": _json(tenant)}),
-                    [*_WITH_BODY, "404", *_AUTHENTICATED],
-                    body="TenantConfig",
-                ),
+                "put": _put_tenant(),
                 "delete": _operation(
                     "removeTenant",
                     "Stop serving the tenant everywhere and delete its data.",
@@ -293,6 +431,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     body="DomainChange",
                 ),
             },
+            **_inventory_paths(),
             f"{API_PREFIX}/tenants/{{tenant_id}}/secrets": {
                 "parameters": [_TENANT_ID_PARAMETER],
                 "get": _operation(
@@ -335,6 +474,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                                     " configuration's, the field of a body's).",
                                 },
                                 "id": {"type": "string", "description": "The id of an unexpected failure's log line."},
+                                "run": _IMPORT_RUN,
                             },
                             ["status", "message"],
                         )
@@ -373,10 +513,17 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     ["id", "config"],
                 ),
                 "TenantConfig": _object(
-                    {"config": {"type": "string", "maxLength": MAX_CONFIG_BYTES}},
+                    {
+                        "config": {"type": "string", "maxLength": MAX_CONFIG_BYTES},
+                        "domains": _hosts(
+                            "Every host name the tenant is to be served at; left out, an existing tenant keeps"
+                            " its domains (a new one has none)."
+                        ),
+                    },
                     ["config"],
-                    "A new configuration; the domains change at /domains.",
+                    "The whole tenant: its configuration and (optionally) its domains.",
                 ),
+                "ImportRun": _IMPORT_RUN,
                 "DomainSet": _object(
                     {"domains": _hosts("Every host name the tenant is to be served at.")}, ["domains"]
                 ),
@@ -416,11 +563,15 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                 "404": _error_response("No such tenant (or secret)."),
                 "409": _error_response("The tenant, or one of its domains, exists already."),
                 "413": _error_response("The request body is larger than the API reads."),
-                "415": _error_response("The request body is not application/json."),
+                "415": _error_response("The request body is not of a media type the operation reads."),
+                "422": _error_response(
+                    "The feed was refused (its problems listed, the run in `run`): nothing was imported."
+                ),
                 "429": _error_response(
                     "Too many requests from this client address.",
                     {"Retry-After": {"required": True, "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
                 ),
+                "502": _error_response("The feed's source could not be fetched (the run in `run`)."),
                 "503": _error_response(
                     "The API is not configured (no token), the registry is not available, or the platform's "
                     "secret keys are missing or do not open a secret."

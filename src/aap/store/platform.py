@@ -357,6 +357,40 @@ class PlatformStore:
             self._changed(tx, tenant_id, "updated", now_ms, actor, {"revision": record.revision})
             return record
 
+    def replace(
+        self,
+        tenant_id: str,
+        config: str,
+        a2a_tenant: str | None,
+        add: Sequence[str],
+        remove: Sequence[str],
+        now_ms: int,
+        *,
+        actor: str = UNNAMED,
+    ) -> TenantRecord | None:
+        """A new configuration and domains in one change (one revision, one audit row): what an
+        idempotent ``PUT`` of a whole tenant, or a line of a bulk file, makes of an existing one."""
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
+                " WHERE tenant_id = ?",
+                (config, a2a_tenant, now_ms, tenant_id),
+            )
+            if cursor.rowcount == 0:
+                return None
+            for host in remove:
+                tx.execute("DELETE FROM platform_domains WHERE host = ? AND tenant_id = ?", (host, tenant_id))
+            for host in add:
+                tx.execute(
+                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
+                    (host, tenant_id, now_ms),
+                )
+            record = self._tenant(tx, tenant_id)
+            assert record is not None
+            detail = {"revision": record.revision, "added": list(add), "removed": list(remove)}
+            self._changed(tx, tenant_id, "updated", now_ms, actor, detail)
+            return record
+
     def set_domains(
         self, tenant_id: str, add: Sequence[str], remove: Sequence[str], now_ms: int, *, actor: str = UNNAMED
     ) -> TenantRecord | None:
