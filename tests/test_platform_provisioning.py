@@ -405,3 +405,25 @@ def test_bulk_input_is_bounded(monkeypatch) -> None:
     with pytest.raises(bulk.BulkError) as big:
         bulk.read_lines(io.BytesIO(line * 2))
     assert big.value.problems == ["(file): larger than 40 bytes; split it"]
+
+
+@pytest.mark.slow
+def test_a_configured_feed_runs_now_and_its_failure_is_reported(database_url, tmp_path) -> None:
+    """``POST …/feeds/{name}/run``: the tenant's own feed, fetched now (here from a closed port on
+    loopback, which the platform lets tenants name for tests only), its run recorded and answered."""
+    keys = tmp_path / "secret-keys"
+    keys.write_text(new_key() + "\n")
+    routes = provisioning_routes({"AAP_PLATFORM_TOKEN": TOKEN})
+    for api in start(database_url, routes, secret_keys_file=str(keys), allow_loopback_destinations=True):
+        feed = '[[feeds]]\nname = "daily"\nsource = "https://127.0.0.1:1/feed.jsonl"\nschedule = "every 24h"\n'
+        body = {"config": tenant_config("Alpha", extra=feed), "domains": ["alpha.example"]}
+        assert api.call("PUT", f"{TENANTS}/dealer-a", json=body).status_code == 201
+        answer = api.call("POST", f"{TENANTS}/dealer-a/feeds/daily/run")
+        error = conforms(api.document, "POST", TENANTS + "/{tenant_id}/feeds/{name}/run", answer)["error"]
+        assert answer.status_code == 502 and error["run"]["outcome"] == "failed"
+        assert (error["run"]["feed"], error["run"]["trigger"]) == ("daily", "api")
+        own = tenant_stores(api.registry, "dealer-a")
+        try:
+            assert [(r.feed, r.outcome) for r in own.feeds.runs(limit=10)] == [("daily", "failed")]
+        finally:
+            own.close()

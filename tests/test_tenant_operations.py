@@ -254,7 +254,8 @@ def test_every_change_through_the_cli_and_the_api_and_a_console_visit_is_audited
     config = tenant_config("Beta Cars", extra='# token: "s3cr3t-in-a-comment"\n')
     made = platform.api("POST", TENANTS, json={"id": "dealer-b", "config": config, "domains": ["beta.example"]})
     assert made.status_code == 201, made.text
-    assert platform.api("PUT", f"{TENANTS}/dealer-b", json={"config": config}).status_code == 200
+    assert platform.api("PUT", f"{TENANTS}/dealer-b", json={"config": config}).status_code == 200  # as it is: no row
+    assert platform.api("PUT", f"{TENANTS}/dealer-b", json={"config": config + "# changed\n"}).status_code == 200
     assert platform.api("PATCH", f"{TENANTS}/dealer-b/domains", json={"add": ["www.beta.example"]}).status_code == 200
     assert platform.api("PUT", f"{TENANTS}/dealer-b/domains", json={"domains": ["beta.example"]}).status_code == 200
     assert platform.api("POST", f"{TENANTS}/dealer-b/suspend").json()["state"] == "suspended"
