@@ -61,6 +61,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, tenant_id_problem
 from aap.errors import AapError, unexpected
+from aap.feeds.job import FIRST_PROBLEMS, ImportResult, run_import
 from aap.ratelimit import retry_after_seconds
 from aap.store import Stores
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
@@ -130,8 +131,6 @@ _MESSAGES = {
     409: "The request conflicts with the registry.",
     503: 'The platform\'s secret keys are not available here (docs/platform.md, "Secrets").',
 }
-#: The outcomes of an import that published what it was given (or, in a dry run, would).
-_IMPORTED = ("imported", "checked", "unchanged")
 
 
 def _digest(value: str) -> bytes:
@@ -467,8 +466,6 @@ class ProvisioningApi:
         return await self._upload(request, replace=False)
 
     async def _upload(self, request: Request, *, replace: bool) -> Response:
-        from aap.feeds.job import run_import
-
         assert self.agent is not None
         content_type = request.headers.get("content-type", "")
         problem = uploads.media_problem(content_type)
@@ -490,9 +487,7 @@ class ProvisioningApi:
         if problems:
             raise Refused(400, _MESSAGES[400], problems)
         result = await run_import(stores, settings, job, work=self.work)
-        return self._import_answer(
-            result.run, result.file_problems or (result.report.problems if result.report else [])
-        )
+        return self._import_answer(result)
 
     async def run_feed(self, request: Request) -> Response:
         """Fetch and import one of the tenant's ``[[feeds]]`` now, as its schedule would (under the
@@ -510,19 +505,19 @@ class ProvisioningApi:
         result = await scheduler.run_feed(feed, due_only=False, trigger=uploads.TRIGGER)
         if result is None:
             raise Refused(409, "The feed is being imported right now; try again when that run ends.")
-        return self._import_answer(
-            result.run, result.file_problems or (result.report.problems if result.report else [])
-        )
+        return self._import_answer(result)
 
     @staticmethod
-    def _import_answer(run: Any, problems: Sequence[Any]) -> Response:
+    def _import_answer(result: ImportResult) -> Response:
         """200 with the run as the import history records it (``aap import --json``) when the feed
-        was published (or, in a dry run, would be); else 422, nothing published, with every problem
-        the run kept and the run itself."""
+        was published (or, in a dry run, would be); else nothing was published: 422 for a feed
+        refused by its checks, 502 for one that could not be fetched, with its first problems (each
+        naming its line) and the run itself."""
+        run = result.run
         summary = run.to_json()
-        if run.outcome in _IMPORTED:
+        if result.ok:
             return json_response(summary)
-        texts = [str(p) for p in problems[: len(summary["problems"]) or 20]] or [run.message or run.outcome]
+        found = result.file_problems or (result.report.problems if result.report else [])
+        problems = [str(p) for p in found[:FIRST_PROBLEMS]] or [run.message or run.outcome]
         status = 422 if run.outcome in ("rejected", "refused") else 502
-        message = f"Nothing was imported: {run.message or run.outcome}"
-        return error_response(status, message, texts, run=summary)
+        return error_response(status, f"Nothing was imported: {run.message or run.outcome}", problems, run=summary)
