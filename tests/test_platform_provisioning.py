@@ -427,3 +427,39 @@ def test_a_configured_feed_runs_now_and_its_failure_is_reported(database_url, tm
             assert [(r.feed, r.outcome) for r in own.feeds.runs(limit=10)] == [("daily", "failed")]
         finally:
             own.close()
+
+
+@pytest.mark.slow
+def test_aap_serve_with_two_workers_serves_an_uploaded_inventory_on_both(tmp_path, database_url) -> None:
+    from platform_support import PlatformServer
+
+    server = PlatformServer(tmp_path, database_url, workers=2, environ={"AAP_PLATFORM_TOKEN": TOKEN})
+    try:
+        with server.client() as http:
+            auth = {"authorization": f"Bearer {TOKEN}"}
+            base = f"https://{PLATFORM_HOST}{TENANTS}"
+            for tenant_id, name, host in (("dealer-a", "Alpha", "alpha.example"), ("dealer-b", "Beta", "beta.example")):
+                body = {"config": tenant_config(name), "domains": [host]}
+                assert http.put(f"{base}/{tenant_id}", json=body, headers=auth).status_code == 201
+
+            def totals(host: str) -> set[int | None]:  # several requests: both workers answer
+                found = set()
+                for _ in range(6):
+                    answer = http.post(f"https://{host}/a2a", json=send_message(SEARCH), headers=AAP_HEADERS)
+                    data = (
+                        answer.json()["result"]["message"]["parts"][0]["data"]["data"]
+                        if answer.status_code == 200
+                        else {}
+                    )
+                    found.add(data.get("total"))
+                return found
+
+            assert eventually(lambda: totals("alpha.example") == {0}, attempts=100)
+            feed = _jsonl(listings("car", "Honda", 5, "Alpha Main"))
+            headers = {**auth, "content-type": "application/x-ndjson"}
+            answer = http.put(f"{base}/dealer-a/inventory", content=feed, headers=headers)
+            assert answer.status_code == 200 and answer.json()["inserted"] == 5, answer.text
+            assert eventually(lambda: totals("alpha.example") == {5}, attempts=100)
+            assert totals("beta.example") == {0}
+    finally:
+        server.stop()
