@@ -114,6 +114,23 @@ def test_put_refuses_a_taken_domain_with_409_and_every_problem_at_once(api: Api)
     assert audit(api.stores.db, "dealer-b") == ["tenant.add"]
 
 
+def test_a_post_retried_with_an_idempotency_key_is_answered_as_the_first(api: Api) -> None:
+    doc = api.document
+    body = {"id": "dealer-a", "config": tenant_config("Alpha"), "domains": ["alpha.example"]}
+    key = {"idempotency-key": "signup-4711"}
+    first = api.call("POST", TENANTS, json=body, headers=key)
+    retry = api.call("POST", TENANTS, json=body, headers=key)
+    assert (first.status_code, retry.status_code) == (201, 201)
+    assert conforms(doc, "POST", TENANTS, retry) == first.json() and retry.headers["location"] == f"{TENANTS}/dealer-a"
+    assert audit(api.stores.db, "dealer-a") == ["tenant.add"]
+    other = api.call("POST", TENANTS, json={**body, "config": tenant_config("Other")}, headers=key)
+    assert other.status_code == 409 and conforms(doc, "POST", TENANTS, other)
+    assert api.call("POST", TENANTS, json=body).status_code == 409  # without the header: as before
+    long = api.call("POST", TENANTS, json=body, headers={"idempotency-key": "k" * 256})
+    assert long.status_code == 400 and long.json()["error"]["problems"] == ["Idempotency-Key: 1 to 255 characters"]
+    assert api.registry.get("dealer-a").revision == 1
+
+
 # -- a tenant's inventory --------------------------------------------------------------------------
 
 

@@ -64,6 +64,7 @@ from aap.errors import AapError, unexpected
 from aap.feeds.job import FIRST_PROBLEMS, ImportResult, run_import
 from aap.ratelimit import retry_after_seconds
 from aap.store import Stores
+from aap.store.platform import TenantRecord
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
@@ -87,6 +88,8 @@ MAX_HOST, MAX_ID = 253, 48
 #: Bucket keys of the API's callers, apart from every other bucket of the platform's namespace.
 BUCKET_PREFIX = "platform-api:"
 REALM = 'Bearer realm="aap-platform"'
+#: The longest ``Idempotency-Key`` a ``POST`` may carry.
+MAX_IDEMPOTENCY_KEY = 255
 
 Handler = Callable[[Request], Awaitable[Response]]
 #: A tenant's agent as the serving worker has it: its stores and settings (the composition root
@@ -356,10 +359,26 @@ class ProvisioningApi:
         return json_response(body)
 
     async def create_tenant(self, request: Request) -> Response:
+        """Add a tenant. With an ``Idempotency-Key``, a retry whose tenant now exists exactly as
+        sent is answered as the first request was (201), not 409: the tenant's id is the natural
+        key of the request, so the key itself is not stored (docs/platform.md, "Idempotent
+        provisioning")."""
+        key = request.headers.get("idempotency-key")
+        if key is not None and not (0 < len(key) <= MAX_IDEMPOTENCY_KEY):
+            raise Refused(400, _MESSAGES[400], [f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} characters"])
         body = await self._body(request, {"id": "string", "config": "string", "domains": "strings"}, ("id", "config"))
-        record = await self.work.blocking(
-            self.registry.add, body["id"], body["config"], body.get("domains", []), by=self.actor
-        )
+        tenant_id, config, domains = body["id"], body["config"], body.get("domains", [])
+
+        def create() -> TenantRecord:
+            try:
+                return self.registry.add(tenant_id, config, domains, by=self.actor)
+            except TenantError as exc:
+                existing = self.registry.store.tenant(tenant_id) if key is not None and exc.status == 409 else None
+                if existing is None or not self.registry.same(existing, config, domains):
+                    raise
+                return existing
+
+        record = await self.work.blocking(create)
         location = f"{API_PREFIX}/tenants/{record.tenant_id}"
         return json_response(tenant_view(self.registry, record, config=True), 201, {"Location": location})
 

@@ -377,6 +377,16 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     ),
                     [*_WITH_BODY, "409", *_AUTHENTICATED],
                     body="NewTenant",
+                    parameters=[
+                        {
+                            "name": "Idempotency-Key",
+                            "in": "header",
+                            "required": False,
+                            "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                            "description": "Makes a retry safe: when the tenant now exists exactly as sent, the "
+                            "answer is 201 with it, as the first request's was, instead of 409.",
+                        }
+                    ],
                 ),
             },
             f"{API_PREFIX}/tenants/{{tenant_id}}": {
