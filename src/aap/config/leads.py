@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from aap.config.credentials import Credential, credential
+from aap.config.credentials import Credential, credential, stem_credentials
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.scoped import most_specific
 from aap.config.smtp import check_address, check_transport, credentials, subject_line
@@ -74,11 +74,7 @@ class HttpAuth:
     token_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-            ("token", Credential(self.token_env, self.token_secret)),
-        )
+        return stem_credentials(self, "username", "password", "token")
 
 
 @dataclass(frozen=True)
@@ -116,10 +112,7 @@ class SmtpTarget:
     password_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-        )
+        return stem_credentials(self, "username", "password")
 
 
 @dataclass(frozen=True)
@@ -135,7 +128,7 @@ class WebhookTarget:
     secret_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (("secret", Credential(self.secret_env, self.secret_secret)),)
+        return stem_credentials(self, "secret")
 
 
 Target = AdfHttpTarget | SmtpTarget | WebhookTarget

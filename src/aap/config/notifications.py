@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aap.config.credentials import Credential
+from aap.config.credentials import Credential, stem_credentials
 from aap.config.scoped import most_specific
 from aap.config.smtp import check_address, check_transport, credentials, subject_line
 from aap.config.table import Table
@@ -70,10 +70,7 @@ class NotificationSettings:
     password_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-        )
+        return stem_credentials(self, "username", "password")
 
     def recipients_for(
         self, profile: DealerProfile | None, dealer_id: str | None, rooftop: str | None
