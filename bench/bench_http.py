@@ -30,6 +30,9 @@ from pathlib import Path
 
 import httpx
 
+from aap.client.a2a import envelope
+from aap.skills.catalog import SKILLS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import percentile, stop_process, wait_healthy  # noqa: E402
 
@@ -118,29 +121,13 @@ def _ppid(pid: int) -> int | None:
 
 
 def request_body(make: str, price_max: int, index: int) -> dict:
-    return {
-        "jsonrpc": "2.0",
-        "id": index,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"bench-{index}",
-                "role": "ROLE_USER",
-                "parts": [
-                    {
-                        "data": {
-                            "type": "inventory.search.request",
-                            "filters": {"make": [make], "price_max": price_max},
-                            "sort": {"field": "price", "order": "asc"},
-                            "pagination": {"limit": 20},
-                        },
-                        "mediaType": "application/vnd.autoagent.inventory-search-request+json",
-                    }
-                ],
-            },
-            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.inventory-search-response+json"]},
-        },
+    search = {
+        "type": "inventory.search.request",
+        "filters": {"make": [make], "price_max": price_max},
+        "sort": {"field": "price", "order": "asc"},
+        "pagination": {"limit": 20},
     }
+    return envelope(SKILLS["inventory.search"], search, request_id=index)
 
 
 async def drive(base: str, make: str, price_max: int, requests: int, concurrency: int, warmup: int):
