@@ -34,7 +34,7 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, stop_process, wait_healthy  # noqa: E402
+from common import percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
 
 
 def free_port() -> int:
@@ -140,28 +140,8 @@ async def drive(base: str, make: str, price_max: int, requests: int, concurrency
             if "result" not in payload:
                 raise SystemExit(f"warm-up request failed: {payload.get('error')}")
         total = payload["result"]["message"]["parts"][0]["data"]["data"]["total"]
-        latencies: list[float] = []
-        failures = 0
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(requests):
-            queue.put_nowait(i)
-
-        async def worker() -> None:
-            nonlocal failures
-            while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                started = time.perf_counter()
-                response = await client.post("/a2a", json=request_body(make, price_max, i))
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200 or "result" not in response.json():
-                    failures += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
+        bodies = (request_body(make, price_max, i) for i in range(requests))
+        latencies, elapsed, failures = await post_a2a(client, bodies, concurrency)
     return latencies, elapsed, failures, total
 
 

@@ -48,7 +48,7 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, post_a2a, wait_healthy  # noqa: E402
 
 
 def free_port() -> int:
@@ -219,28 +219,7 @@ async def drive(base: str, leads: int, concurrency: int, appointments: float, wa
             if "result" not in reply:
                 raise SystemExit(f"warm-up lead failed: {json.dumps(reply.get('error'))[:500]}")
         bodies = [lead_envelope(lead(i, appointments, now), i) for i in range(leads)]
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(leads):
-            queue.put_nowait(i)
-        latencies: list[float] = []
-        failures = 0
-
-        async def worker() -> None:
-            nonlocal failures
-            while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                started = time.perf_counter()
-                response = await client.post("/a2a", json=bodies[i])
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200 or "result" not in response.json():
-                    failures += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - started, failures
+        return await post_a2a(client, bodies, concurrency)
 
 
 def run_a2a(database_url: str, leads: int, concurrency: int, appointments: float, warmup: int) -> None:
