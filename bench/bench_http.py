@@ -30,8 +30,11 @@ from pathlib import Path
 
 import httpx
 
+from aap.client.a2a import envelope
+from aap.skills.catalog import SKILLS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, stop_process, wait_healthy  # noqa: E402
+from common import percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
 
 
 def free_port() -> int:
@@ -118,29 +121,13 @@ def _ppid(pid: int) -> int | None:
 
 
 def request_body(make: str, price_max: int, index: int) -> dict:
-    return {
-        "jsonrpc": "2.0",
-        "id": index,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"bench-{index}",
-                "role": "ROLE_USER",
-                "parts": [
-                    {
-                        "data": {
-                            "type": "inventory.search.request",
-                            "filters": {"make": [make], "price_max": price_max},
-                            "sort": {"field": "price", "order": "asc"},
-                            "pagination": {"limit": 20},
-                        },
-                        "mediaType": "application/vnd.autoagent.inventory-search-request+json",
-                    }
-                ],
-            },
-            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.inventory-search-response+json"]},
-        },
+    search = {
+        "type": "inventory.search.request",
+        "filters": {"make": [make], "price_max": price_max},
+        "sort": {"field": "price", "order": "asc"},
+        "pagination": {"limit": 20},
     }
+    return envelope(SKILLS["inventory.search"], search, request_id=index)
 
 
 async def drive(base: str, make: str, price_max: int, requests: int, concurrency: int, warmup: int):
@@ -153,28 +140,8 @@ async def drive(base: str, make: str, price_max: int, requests: int, concurrency
             if "result" not in payload:
                 raise SystemExit(f"warm-up request failed: {payload.get('error')}")
         total = payload["result"]["message"]["parts"][0]["data"]["data"]["total"]
-        latencies: list[float] = []
-        failures = 0
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(requests):
-            queue.put_nowait(i)
-
-        async def worker() -> None:
-            nonlocal failures
-            while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                started = time.perf_counter()
-                response = await client.post("/a2a", json=request_body(make, price_max, i))
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200 or "result" not in response.json():
-                    failures += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
+        bodies = (request_body(make, price_max, i) for i in range(requests))
+        latencies, elapsed, failures = await post_a2a(client, bodies, concurrency)
     return latencies, elapsed, failures, total
 
 

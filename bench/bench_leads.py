@@ -44,8 +44,11 @@ from typing import Any
 
 import httpx
 
+from aap.client.a2a import envelope
+from aap.skills.catalog import SKILLS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, wait_healthy  # noqa: E402
+from common import percentile, post_a2a, wait_healthy  # noqa: E402
 
 
 def free_port() -> int:
@@ -203,20 +206,8 @@ def start_server(database_url: str, port: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
 
 
-def envelope(body: dict[str, Any], index: int) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": index,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": f"bench-{index}",
-                "role": "ROLE_USER",
-                "parts": [{"data": body, "mediaType": "application/vnd.autoagent.lead-submit-request+json"}],
-            },
-            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.lead-submit-response+json"]},
-        },
-    }
+def lead_envelope(body: dict[str, Any], index: int) -> dict[str, Any]:
+    return envelope(SKILLS["lead.submit"], body, request_id=index)
 
 
 async def drive(base: str, leads: int, concurrency: int, appointments: float, warmup: int):
@@ -224,32 +215,11 @@ async def drive(base: str, leads: int, concurrency: int, appointments: float, wa
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60, headers={"A2A-Version": "1.0"}) as client:
         for i in range(warmup):
-            reply = (await client.post("/a2a", json=envelope(lead(-i - 1, appointments, now), -i - 1))).json()
+            reply = (await client.post("/a2a", json=lead_envelope(lead(-i - 1, appointments, now), -i - 1))).json()
             if "result" not in reply:
                 raise SystemExit(f"warm-up lead failed: {json.dumps(reply.get('error'))[:500]}")
-        bodies = [envelope(lead(i, appointments, now), i) for i in range(leads)]
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(leads):
-            queue.put_nowait(i)
-        latencies: list[float] = []
-        failures = 0
-
-        async def worker() -> None:
-            nonlocal failures
-            while True:
-                try:
-                    i = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                started = time.perf_counter()
-                response = await client.post("/a2a", json=bodies[i])
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200 or "result" not in response.json():
-                    failures += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - started, failures
+        bodies = [lead_envelope(lead(i, appointments, now), i) for i in range(leads)]
+        return await post_a2a(client, bodies, concurrency)
 
 
 def run_a2a(database_url: str, leads: int, concurrency: int, appointments: float, warmup: int) -> None:

@@ -34,6 +34,9 @@ from typing import Any
 
 import httpx
 
+from aap.client.a2a import envelope
+from aap.skills.catalog import SKILLS
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import build_database, free_port  # noqa: E402
 from common import percentile, stop_process, wait_healthy  # noqa: E402
@@ -70,20 +73,7 @@ def search_request(make: str | None, price_max: int) -> dict[str, Any]:
 
 
 def a2a_call(request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, str]]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": "bench",
-                "role": "ROLE_USER",
-                "parts": [{"data": request, "mediaType": "application/vnd.autoagent.inventory-search-request+json"}],
-            },
-            "configuration": {"acceptedOutputModes": ["application/vnd.autoagent.inventory-search-response+json"]},
-        },
-    }
-    return "/a2a", body, {"A2A-Version": "1.0"}
+    return "/a2a", envelope(SKILLS["inventory.search"], request, request_id=1), {"A2A-Version": "1.0"}
 
 
 def mcp_call(request: dict[str, Any], version: str) -> tuple[str, dict[str, Any], dict[str, str]]:

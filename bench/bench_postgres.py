@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # pg_cluster
 sys.path.insert(0, str(ROOT / "bench"))  # bench_http helpers
 
 from bench_http import free_port, request_body  # noqa: E402
-from common import benchmark_searches, forget_counts, percentile, timed, wait_healthy  # noqa: E402
+from common import benchmark_searches, forget_counts, percentile, post_a2a, timed, wait_healthy  # noqa: E402
 
 
 def write_config(path: Path, dealers: int, database: str, seed: int = 7) -> None:
@@ -246,22 +246,8 @@ async def drive(
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120, headers={"A2A-Version": "1.0"}) as client:
         for i in range(concurrency):  # warm every worker's pool and caches
             await client.post("/a2a", json=request_body(make, 40000, -i - 1))
-        latencies: list[float] = []
-        failures = 0
-        pending = iter(range(requests))
-
-        async def worker() -> None:
-            nonlocal failures
-            for i in pending:
-                start = time.perf_counter()
-                response = await client.post("/a2a", json=request_body(make, 40000 - i * distinct, i))
-                latencies.append(time.perf_counter() - start)
-                if response.status_code != 200 or "result" not in response.json():
-                    failures += 1
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return latencies, time.perf_counter() - start, failures
+        bodies = (request_body(make, 40000 - i * distinct, i) for i in range(requests))
+        return await post_a2a(client, bodies, concurrency)
 
 
 def http_throughput(config: Path, make: str, workers: int, requests: int, concurrency: int) -> None:

@@ -7,10 +7,11 @@ measures the same things the same way.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -81,3 +82,26 @@ def benchmark_searches(makes: list[str], geo: dict[str, float], codes: list[str]
         "(c) query tokens": {"filters": {"query": f"{makes[1]} 4"}},
         "(d) features_all": {"filters": {"features_all": codes}},
     }
+
+
+async def post_a2a(
+    client: httpx.AsyncClient, bodies: Iterable[Any], concurrency: int
+) -> tuple[list[float], float, int]:
+    """POST every A2A body in turn from ``concurrency`` requests at once: the seconds of each, the
+    seconds of them all, and the failures (not a 200 with a JSON-RPC result)."""
+    latencies: list[float] = []
+    failures = 0
+    pending = iter(bodies)
+
+    async def worker() -> None:
+        nonlocal failures
+        for body in pending:
+            start = time.perf_counter()
+            response = await client.post("/a2a", json=body)
+            latencies.append(time.perf_counter() - start)
+            if response.status_code != 200 or "result" not in response.json():
+                failures += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - start, failures

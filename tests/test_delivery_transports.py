@@ -31,6 +31,12 @@ ADF = (
 )
 
 
+async def send_adf(target: SmtpTarget, subject_suffix: str, timeout: float) -> None:
+    """lead_1's ADF document e-mailed as the SMTP transport sends it."""
+    email = transports.build_email(target, ADF, "lead_1", "dlv_1", subject_suffix)
+    await transports.send_email(target, email, timeout, work=WORK)
+
+
 @pytest.fixture
 def receiver():
     r = Receiver()
@@ -183,7 +189,7 @@ async def test_smtp_delivers_the_adf_document_with_a_stable_message_id(smtp_serv
     inbox = Inbox()
     port = smtp_server(inbox)
     target = smtp_target(port)
-    await transports.send_smtp(target, ADF, "lead_1", "dlv_1", "lead_1 (Bay Motors)", 5, work=WORK)
+    await send_adf(target, "lead_1 (Bay Motors)", 5)
     ((mail_from, rcpt, content),) = inbox.messages
     assert mail_from == "aap@dealer.example" and rcpt == ["leads@dealer.example"]
     message = email.message_from_bytes(content, policy=email.policy.default)
@@ -203,35 +209,19 @@ async def test_smtp_login_with_credentials_from_the_environment(smtp_server, mon
     port = smtp_server(inbox, authenticator=authenticator, auth_require_tls=False)
     monkeypatch.setenv("SMTP_USER", "bay")
     monkeypatch.setenv("SMTP_PASSWORD", "pw")
-    await transports.send_smtp(
-        smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
-        ADF,
-        "lead_1",
-        "dlv_1",
-        "",
-        5,
-        work=WORK,
-    )
+    await send_adf(smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), "", 5)
     assert len(inbox.messages) == 1
     monkeypatch.setenv("SMTP_PASSWORD", "wrong")
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(
-            smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"),
-            ADF,
-            "lead_1",
-            "dlv_1",
-            "",
-            5,
-            work=WORK,
-        )
+        await send_adf(smtp_target(port, username_env="SMTP_USER", password_env="SMTP_PASSWORD"), "", 5)
     assert "authentication failed" in str(caught.value)
 
 
 async def test_smtp_refused_recipient_is_permanent_and_down_server_is_not(smtp_server):
     port = smtp_server(Inbox(refuse=True))
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(smtp_target(port), ADF, "lead_1", "dlv_1", "", 5, work=WORK)
+        await send_adf(smtp_target(port), "", 5)
     assert caught.value.permanent
     with pytest.raises(transports.SendError) as caught:
-        await transports.send_smtp(smtp_target(free_port()), ADF, "lead_1", "dlv_1", "", 2, work=WORK)
+        await send_adf(smtp_target(free_port()), "", 2)
     assert not caught.value.permanent

@@ -110,6 +110,17 @@ def _refused(what: str, exc: Exception) -> NoReturn:
     fail(f"{what}: {len(exc.problems)} problem(s)", exc.problems)
 
 
+@contextmanager
+def _refusing(what: str) -> Iterator[None]:
+    """The registry's refusal (a TenantError) inside: the command fails with ``what`` and its problems."""
+    from aap.tenants import TenantError
+
+    try:
+        yield
+    except TenantError as exc:
+        _refused(what, exc)
+
+
 def _read(path: str) -> str:
     """The tenant file's text, read no further than the registry accepts."""
     from aap.tenants import MAX_CONFIG_BYTES
@@ -460,13 +471,8 @@ def _state_line(record: TenantRecord) -> str:
 def suspend_command(ctx: click.Context, tenant_id: str, config: str | None) -> None:
     """Stop serving tenant ID without deleting anything: every surface answers 503 with
     Retry-After within seconds, its feeds and lead deliveries wait; `resume` serves it again."""
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            record = registry.suspend(tenant_id, by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not suspended", exc)
+    with _registry(ctx, config) as registry, _refusing(f"Tenant {tenant_id} not suspended"):
+        record = registry.suspend(tenant_id, by=cli_actor())
     assert record.suspended_ms is not None
     console.print(
         Text(
@@ -483,13 +489,8 @@ def suspend_command(ctx: click.Context, tenant_id: str, config: str | None) -> N
 @click.pass_context
 def resume_command(ctx: click.Context, tenant_id: str, config: str | None) -> None:
     """Serve suspended tenant ID again: what waited (lead deliveries, feeds) is due at once."""
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            registry.resume(tenant_id, by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not resumed", exc)
+    with _registry(ctx, config) as registry, _refusing(f"Tenant {tenant_id} not resumed"):
+        registry.resume(tenant_id, by=cli_actor())
     console.print(Text(f"Tenant {tenant_id} is served again, by every worker within seconds.", style="bold green"))
 
 
@@ -539,13 +540,8 @@ def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | 
     Every worker answers 404 for it within seconds. Its data cannot be recovered but from a
     backup: `aap db backup FILE --tenant ID` first.
     """
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            record = registry.get(tenant_id)
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not removed", exc)
+    with _registry(ctx, config) as registry, _refusing(f"Tenant {tenant_id} not removed"):
+        record = registry.get(tenant_id)
         if not yes:
             console.print(
                 Text(
@@ -557,10 +553,7 @@ def remove_command(ctx: click.Context, tenant_id: str, yes: bool, config: str | 
             )
             if not click.confirm(f"Remove tenant {tenant_id} and delete its data?", default=False, err=True):
                 fail("Nothing removed.")
-        try:
-            registry.remove(tenant_id, by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not removed", exc)
+        registry.remove(tenant_id, by=cli_actor())
     console.print(Text(f"Tenant {tenant_id} removed; its data is deleted.", style="bold green"))
 
 
@@ -617,14 +610,10 @@ def secret_set_command(ctx: click.Context, tenant_id: str, name: str, config: st
     '.', '_' and '-'. A secret may be set before its tenant is added, so that `aap tenants add`
     finds every secret its file names.
     """
-    from aap.tenants import TenantError
-
     value = _read_value()
     with _registry(ctx, config) as registry:
-        try:
+        with _refusing(f"Secret {name} of {tenant_id} not set"):
             new = registry.set_secret(tenant_id, name, value)
-        except TenantError as exc:
-            _refused(f"Secret {name} of {tenant_id} not set", exc)
         key = registry.secrets.keyring().current
     verb = "set" if new else "replaced"
     console.print(Text(f"Secret {name} of tenant {tenant_id} {verb} (sealed with key {key}).", style="bold green"))
@@ -638,13 +627,8 @@ def secret_set_command(ctx: click.Context, tenant_id: str, name: str, config: st
 @click.pass_context
 def secret_list_command(ctx: click.Context, tenant_id: str, as_json: bool, config: str | None) -> None:
     """The names of tenant ID's secrets, when each was set and the key that sealed it (never a value)."""
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            found = registry.secret_list(tenant_id)
-        except TenantError as exc:
-            _refused(f"Secrets of {tenant_id} not listed", exc)
+    with _registry(ctx, config) as registry, _refusing(f"Secrets of {tenant_id} not listed"):
+        found = registry.secret_list(tenant_id)
     if as_json:
         click.echo(orjson.dumps([secret_view(info) for info in found], option=orjson.OPT_INDENT_2).decode())
         return
@@ -661,13 +645,8 @@ def secret_list_command(ctx: click.Context, tenant_id: str, as_json: bool, confi
 @click.pass_context
 def secret_remove_command(ctx: click.Context, tenant_id: str, name: str, config: str | None) -> None:
     """Delete tenant ID's secret NAME (a delivery that needs it then fails until it is set again)."""
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            registry.remove_secret(tenant_id, name)
-        except TenantError as exc:
-            _refused(f"Secret {name} of {tenant_id} not removed", exc)
+    with _registry(ctx, config) as registry, _refusing(f"Secret {name} of {tenant_id} not removed"):
+        registry.remove_secret(tenant_id, name)
     console.print(Text(f"Secret {name} of tenant {tenant_id} removed.", style="bold green"))
 
 
@@ -680,13 +659,8 @@ def secret_rotate_command(ctx: click.Context, config: str | None) -> None:
     Run it once every worker has the new key first among its keys; afterwards the old key can be
     dropped (docs/platform.md, "Rotating the platform's key").
     """
-    from aap.tenants import TenantError
-
-    with _registry(ctx, config) as registry:
-        try:
-            done = registry.rotate_secrets()
-        except TenantError as exc:
-            _refused("Secrets not rotated", exc)
+    with _registry(ctx, config) as registry, _refusing("Secrets not rotated"):
+        done = registry.rotate_secrets()
     console.print(
         Text(
             f"{done.resealed} secret(s) sealed again with key {done.key_id}; {done.current} already were.",

@@ -54,6 +54,14 @@ class Credential:
 NONE = Credential()
 
 
+def stem_credentials(holder: object, *stems: str) -> tuple[tuple[str, Credential], ...]:
+    """The secrets a parsed table keeps as ``{stem}_env``/``{stem}_secret`` attributes, by stem:
+    the one reading of the naming rule :func:`credential` checks when it parses them."""
+    return tuple(
+        (stem, Credential(getattr(holder, f"{stem}_env"), getattr(holder, f"{stem}_secret"))) for stem in stems
+    )
+
+
 def credential(table: Table, stem: str) -> Credential:
     """``{stem}_env`` or ``{stem}_secret`` of ``table``: the secret's name, checked."""
     env = table.string(f"{stem}_env")

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from aap.config.credentials import Credential, credential
+from aap.config.credentials import Credential, credential, stem_credentials
 from aap.config.table import Problems, Table
 from aap.loopback import is_loopback_host
 from aap.util.backoff import doubling
@@ -103,11 +103,7 @@ class FeedSettings:
         return source_scheme(self.source)
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-            ("token", Credential(self.token_env, self.token_secret)),
-        )
+        return stem_credentials(self, "username", "password", "token")
 
 
 def source_scheme(source: str) -> str:

@@ -39,10 +39,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from aap.config.credentials import Credential, credential
+from aap.config.credentials import Credential, credential, stem_credentials
 from aap.config.notifications import NOTIFY_TARGET, NotificationSettings, parse_notifications
 from aap.config.scoped import most_specific
-from aap.config.smtp import check_address, check_transport, credentials, subject_line
+from aap.config.smtp import check_address, smtp_server, subject_line
 from aap.config.table import Problems, Table
 from aap.util.backoff import doubling
 
@@ -74,11 +74,7 @@ class HttpAuth:
     token_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-            ("token", Credential(self.token_env, self.token_secret)),
-        )
+        return stem_credentials(self, "username", "password", "token")
 
 
 @dataclass(frozen=True)
@@ -116,10 +112,7 @@ class SmtpTarget:
     password_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-        )
+        return stem_credentials(self, "username", "password")
 
 
 @dataclass(frozen=True)
@@ -135,7 +128,7 @@ class WebhookTarget:
     secret_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (("secret", Credential(self.secret_env, self.secret_secret)),)
+        return stem_credentials(self, "secret")
 
 
 Target = AdfHttpTarget | SmtpTarget | WebhookTarget
@@ -320,34 +313,26 @@ def _target(table: Table, default_name: str) -> Target | None:
 
 def _smtp(table: Table, name: str) -> SmtpTarget | None:
     """The SMTP target; None when ``host`` or ``from`` is missing (already reported)."""
-    host = table.string("host", required=True)
-    ssl = table.boolean("ssl", False)
-    starttls = table.boolean("starttls", not ssl)
-    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
-    sender = table.string("from", required=True)
-    if sender is not None:
-        check_address(table, "from", sender)
+    server = smtp_server(table)
     to = table.strings("to", (), required=True)
     for i, address in enumerate(to):
         check_address(table, f"to[{i}]", address)
-    check_transport(table, host, ssl, starttls)
-    username, password = credentials(table)
     subject = subject_line(table, "New AAP lead")
-    if host is None or sender is None:
+    if server.host is None or server.sender is None:
         return None
     return SmtpTarget(
         name,
-        host,
-        sender,
+        server.host,
+        server.sender,
         to,
-        port,
-        starttls,
-        ssl,
-        username.env,
-        password.env,
+        server.port,
+        server.starttls,
+        server.ssl,
+        server.username.env,
+        server.password.env,
         subject,
-        username_secret=username.secret,
-        password_secret=password.secret,
+        username_secret=server.username.secret,
+        password_secret=server.password.secret,
     )
 
 

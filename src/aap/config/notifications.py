@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aap.config.credentials import Credential
+from aap.config.credentials import Credential, stem_credentials
 from aap.config.scoped import most_specific
-from aap.config.smtp import check_address, check_transport, credentials, subject_line
+from aap.config.smtp import check_address, smtp_server, subject_line
 from aap.config.table import Table
 
 if TYPE_CHECKING:  # config.model imports this module (through config.leads)
@@ -70,10 +70,7 @@ class NotificationSettings:
     password_secret: str | None = None
 
     def credentials(self) -> tuple[tuple[str, Credential], ...]:
-        return (
-            ("username", Credential(self.username_env, self.username_secret)),
-            ("password", Credential(self.password_env, self.password_secret)),
-        )
+        return stem_credentials(self, "username", "password")
 
     def recipients_for(
         self, profile: DealerProfile | None, dealer_id: str | None, rooftop: str | None
@@ -103,15 +100,7 @@ def parse_notifications(table: Table) -> NotificationSettings:
     """``[leads.notifications]``; absent: no notification is sent."""
     if not table.present:
         return NotificationSettings()
-    host = table.string("host", required=True)
-    ssl = table.boolean("ssl", False)
-    starttls = table.boolean("starttls", not ssl)
-    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
-    sender = table.string("from", required=True)
-    if sender is not None:
-        check_address(table, "from", sender)
-    check_transport(table, host, ssl, starttls)
-    username, password = credentials(table)
+    server = smtp_server(table)
     subject = subject_line(table, "New lead")
     include = table.strings("include", (), choices=INCLUDE_CHOICES, min_items=0)
     published = table.boolean("published_sales", True)
@@ -130,16 +119,16 @@ def parse_notifications(table: Table) -> NotificationSettings:
         recipients.append(Recipients(to, rooftop, dealer_id))
     table.finish()
     return NotificationSettings(
-        enabled=host is not None and sender is not None,
-        host=host or "",
-        sender=sender or "",
-        port=port,
-        starttls=starttls,
-        ssl=ssl,
-        username_env=username.env,
-        password_env=password.env,
-        username_secret=username.secret,
-        password_secret=password.secret,
+        enabled=server.host is not None and server.sender is not None,
+        host=server.host or "",
+        sender=server.sender or "",
+        port=server.port,
+        starttls=server.starttls,
+        ssl=server.ssl,
+        username_env=server.username.env,
+        password_env=server.password.env,
+        username_secret=server.username.secret,
+        password_secret=server.password.secret,
         subject=subject,
         include=include,
         published_sales=published,

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aap.config.credentials import Credential, credential
 from aap.config.table import Table
 from aap.loopback import is_loopback_host
@@ -41,3 +43,31 @@ def subject_line(table: Table, default: str) -> str:
     if "\n" in subject or "\r" in subject:
         table.problem("subject", "must be a single line")
     return subject
+
+
+@dataclass(frozen=True)
+class SmtpServer:
+    """The server keys of an SMTP table, checked (``host``/``sender`` None: missing, reported)."""
+
+    host: str | None
+    sender: str | None
+    port: int
+    starttls: bool
+    ssl: bool
+    username: Credential
+    password: Credential
+
+
+def smtp_server(table: Table) -> SmtpServer:
+    """``host``, ``from``, ``port``, ``ssl``, ``starttls`` and the login: implicit TLS on 465,
+    STARTTLS on 587 unless ``ssl``."""
+    host = table.string("host", required=True)
+    ssl = table.boolean("ssl", False)
+    starttls = table.boolean("starttls", not ssl)
+    port = table.integer("port", 465 if ssl else 587, minimum=1, maximum=65535)
+    sender = table.string("from", required=True)
+    if sender is not None:
+        check_address(table, "from", sender)
+    check_transport(table, host, ssl, starttls)
+    username, password = credentials(table)
+    return SmtpServer(host, sender, port, starttls, ssl, username, password)

@@ -35,7 +35,7 @@ from starlette.routing import Route
 from aap.config.feeds import FeedSettings
 from aap.console.auth import Refused, Visit
 from aap.console.core import Console
-from aap.console.inventory import scope_sellers
+from aap.console.inventory import run_counts, scope_sellers
 from aap.feeds.fetch import display_source
 from aap.feeds.scheduler import FeedScheduler
 from aap.paths import CONSOLE_PREFIX
@@ -108,19 +108,6 @@ def _notice(params: Any, feeds: list[FeedSettings]) -> str | None:
     }.get(params.get("notice") or "")
 
 
-def _counts(run: FeedRun) -> dict[str, int]:
-    return {
-        "rows": run.rows,
-        "new": run.inserted,
-        "updated": run.updated,
-        "unchanged": run.unchanged,
-        "removed": run.removed,
-        "rejected": run.skipped or len(run.rejected_lines),
-        "warnings": run.warnings,
-        "available after": run.total or 0,
-    }
-
-
 async def feeds_page(console: Console, request: Request, visit: Visit) -> Response:
     now = console.now_ms()
     feeds = _visible(console, visit)
@@ -136,12 +123,12 @@ async def feeds_page(console: Console, request: Request, visit: Visit) -> Respon
                 "state": state,
                 "running": _running(state, now),
                 "poll": _feed_state(state, runs, now),
-                "runs": [(r, _counts(r)) for r in runs],
+                "runs": [(r, run_counts(r)) for r in runs],
             }
         )
     sellers = scope_sellers(console, visit)
     by_hand = [
-        (r, _counts(r))
+        (r, run_counts(r))
         for r in await console.blocking(console.stores.feeds.runs, limit=40)
         if r.feed is None and not r.dry_run and (sellers is None or r.dealer_id in sellers)
     ][:10]
@@ -203,7 +190,7 @@ async def run_page(console: Console, request: Request, visit: Visit) -> Response
         "feed_run.html",
         {
             "run": run,
-            "counts": _counts(run),
+            "counts": run_counts(run),
             "notes": notes[:NOTES_SHOWN],
             "more_notes": len(notes) > NOTES_SHOWN,
             "note_counts": counts,

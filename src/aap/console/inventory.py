@@ -32,6 +32,7 @@ from aap.console.core import Console
 from aap.inventory.labels import options
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
 from aap.store import Stores
+from aap.store.feeds import FeedRun
 from aap.store.inventory.browse import SORT_LABELS, SORTS, BrowseFilter, BrowseRow
 from aap.store.inventory.summary import Summary
 from aap.store.keyset import BadCursor, Cursor
@@ -58,6 +59,20 @@ class ImportRecord:
     feed: str | None = None
 
 
+def run_counts(run: FeedRun) -> dict[str, int]:
+    """A feed run's counts as staff read them, in the order an import makes them."""
+    return {
+        "rows": run.rows,
+        "new": run.inserted,
+        "updated": run.updated,
+        "unchanged": run.unchanged,
+        "removed": run.removed,
+        "rejected": run.skipped or len(run.rejected_lines),
+        "warnings": run.warnings,
+        "available after": run.total or 0,
+    }
+
+
 def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int = 10) -> list[ImportRecord]:
     """The latest imports, newest first, from the feed import history (``stores.feeds``, docs/feeds.md):
     counts, outcome, and the first problems with the lines of the rows the feed rejected.
@@ -75,15 +90,7 @@ def import_history(stores: Stores, *, dealer_id: str | None = None, limit: int =
                 run.feed or run.source,
                 run.outcome,
                 run.dealer_id,
-                {
-                    "rows": run.rows,
-                    "new": run.inserted,
-                    "updated": run.updated,
-                    "removed": run.removed,
-                    "rejected": run.skipped or len(run.rejected_lines),
-                    "warnings": run.warnings,
-                    "available after": run.total or 0,
-                },
+                {k: n for k, n in run_counts(run).items() if k != "unchanged"},
                 run.message,
                 run.problems,
                 run.rejected_lines,

@@ -365,23 +365,6 @@ async def send_email(
     await work.long(_smtp_send, target, message, timeout, _Vetted(tuple(addresses), reach), login)
 
 
-async def send_smtp(
-    target: SmtpTarget,
-    adf: str,
-    lead_id: str,
-    delivery_id: str,
-    subject_suffix: str,
-    timeout: float,
-    reach: Reach = LOCAL,
-    resolve: Resolve | None = None,
-    secrets: SecretValues = NO_SECRETS,
-    *,
-    work: Work,
-) -> None:
-    email = build_email(target, adf, lead_id, delivery_id, subject_suffix)
-    await send_email(target, email, timeout, reach, resolve, secrets, work=work)
-
-
 @dataclass(frozen=True)
 class Outgoing:
     """One lead as every kind of target is sent it: the ADF document, the JSON webhook document
@@ -431,24 +414,14 @@ class AdfOverHttp:
 
 
 class AdfByEmail:
-    """The ADF document as the body of a text/plain message (:func:`send_smtp`)."""
+    """The ADF document as the body of a text/plain message (:func:`build_email`, :func:`send_email`)."""
 
     def payload(self, target: SmtpTarget, lead: Outgoing) -> tuple[str, str]:
         return "text/plain; charset=utf-8", lead.adf
 
     async def send(self, target: SmtpTarget, lead: Outgoing, via: Via) -> None:
-        await send_smtp(
-            target,
-            lead.adf,
-            lead.lead_id,
-            lead.delivery_id,
-            lead.subject_suffix,
-            via.timeout,
-            via.reach,
-            via.resolve,
-            via.secrets,
-            work=via.work,
-        )
+        email = build_email(target, lead.adf, lead.lead_id, lead.delivery_id, lead.subject_suffix)
+        await send_email(target, email, via.timeout, via.reach, via.resolve, via.secrets, work=via.work)
 
 
 class JsonWebhook:

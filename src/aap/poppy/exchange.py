@@ -20,14 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from aap.poppy import tokens
-from aap.poppy.assertions import Assertion
-from aap.poppy.client_metadata import ClientInfo
 from aap.poppy.context import PoppyContext
-from aap.poppy.dpop import DpopProblem, verify_proof
+from aap.poppy.grant import TokenRequest
 from aap.poppy.oauth import NO_STORE, OAuthError, invalid_client, invalid_request, token_endpoint_dpop_error
 from aap.store.poppy import Replayed, SubjectGone
 
@@ -60,15 +57,9 @@ def _check_form(ctx: PoppyContext, form: dict[str, str]) -> str:
     return form["subject_token"]
 
 
-async def exchange(
-    ctx: PoppyContext,
-    request: Request,
-    form: dict[str, str],
-    client: ClientInfo,
-    client_assertion: Assertion,
-    now: float,
-) -> Response:
-    """Answer one token-exchange request from the authenticated ``client``."""
+async def exchange(ctx: PoppyContext, grant: TokenRequest) -> Response:
+    """Answer one token-exchange request from the authenticated ``grant.client``."""
+    form, client, now = grant.form, grant.client, grant.now
     subject_token = _check_form(ctx, form)
     try:
         subject = await ctx.gateway.blocking(tokens.check, ctx, subject_token, now=now)
@@ -76,17 +67,7 @@ async def exchange(
         raise invalid_request("subject_token is not a live DPoP Session token of this issuer") from exc
     if subject.session.client_id != client.client_id:
         raise invalid_request("subject_token was not issued to this client")
-    try:
-        proof = verify_proof(
-            request.headers.getlist("dpop"),
-            method="POST",
-            url=ctx.urls.token_endpoint,
-            now=now,
-            window=ctx.settings.dpop_iat_window,
-            access_token=None,
-        )
-    except DpopProblem as exc:
-        raise token_endpoint_dpop_error(str(exc)) from exc
+    proof = grant.proof(ctx)
     if proof.jkt != subject.session.jkt:
         raise token_endpoint_dpop_error("the proof is not signed by the subject token's Session key")
 
@@ -94,7 +75,7 @@ async def exchange(
     token, expires_at = await ctx.gateway.blocking(
         tokens.mint, ctx, jkt=None, resource=ctx.mcp_resource, now=now, expires_at=expires_at
     )
-    client_entry = client_assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
+    client_entry = grant.client_assertion.replay_entry(client.client_id, ctx.settings.clock_skew)
     try:
         await ctx.gateway.blocking(
             ctx.store.exchange,

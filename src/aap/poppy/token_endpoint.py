@@ -23,8 +23,8 @@ from aap.poppy import assertions, tokens
 from aap.poppy.assertions import Assertion, AssertionProblem
 from aap.poppy.client_metadata import ClientInfo, ClientMetadataError
 from aap.poppy.context import PoppyContext
-from aap.poppy.dpop import DpopProblem, verify_proof
 from aap.poppy.exchange import TOKEN_EXCHANGE, exchange
+from aap.poppy.grant import TokenRequest
 from aap.poppy.jose import public_p256_key
 from aap.poppy.oauth import (
     NO_STORE,
@@ -138,21 +138,15 @@ async def _grant(ctx: PoppyContext, request: Request, form: dict[str, str]) -> R
     if grant_type == "refresh_token":
         raise invalid_grant("this guest issuer issues no refresh tokens; start a new guest Session")
     if grant_type == TOKEN_EXCHANGE and ctx.mcp_enabled:
-        return await exchange(ctx, request, form, client, client_assertion, now)
+        return await exchange(ctx, TokenRequest(request, form, client, client_assertion, now))
     if grant_type != JWT_BEARER:
         supported = "the JWT bearer grant and token exchange for MCP" if ctx.mcp_enabled else "the JWT bearer grant"
         raise OAuthError("unsupported_grant_type", f"only {supported} are supported", 400)
-    return await _guest_grant(ctx, request, form, client, client_assertion, now)
+    return await _guest_grant(ctx, TokenRequest(request, form, client, client_assertion, now))
 
 
-async def _guest_grant(
-    ctx: PoppyContext,
-    request: Request,
-    form: dict[str, str],
-    client: ClientInfo,
-    client_assertion: Assertion,
-    now: float,
-) -> Response:
+async def _guest_grant(ctx: PoppyContext, grant: TokenRequest) -> Response:
+    form, client, client_assertion, now = grant.form, grant.client, grant.client_assertion, grant.now
     settings = ctx.settings
     if "assertion" not in form:
         raise invalid_request("assertion (the Session assertion) is required")
@@ -177,17 +171,7 @@ async def _guest_grant(
         raise OAuthError("invalid_target", "resource is not a protected resource of this issuer", 400)
     if resource is not None and resource == ctx.mcp_resource:
         raise OAuthError("invalid_target", "MCP tokens come from token exchange, not from the guest grant", 400)
-    try:
-        proof = verify_proof(
-            request.headers.getlist("dpop"),
-            method="POST",
-            url=ctx.urls.token_endpoint,
-            now=now,
-            window=settings.dpop_iat_window,
-            access_token=None,
-        )
-    except DpopProblem as exc:
-        raise token_endpoint_dpop_error(str(exc)) from exc
+    proof = grant.proof(ctx)
     identity_thumbprints = {public_p256_key(jwk).thumbprint() for jwk in client.keys}
     if proof.jkt in identity_thumbprints:
         raise token_endpoint_dpop_error("the Session key must not be a published identity key")

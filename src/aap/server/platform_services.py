@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -70,30 +70,40 @@ async def _runtime(ctx: PlatformContext, tenant_id: str) -> AgentRuntime | None:
     return await ctx.runtimes.get(tenant_id, ctx.registry.public_url(record))
 
 
-async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
-    """Deliver the outbox of every tenant due now; returns how many tenants were served."""
+async def _serve_due(
+    ctx: PlatformContext, kind: str, failed: str, serve: Callable[[AgentRuntime], Awaitable[int | None]]
+) -> int:
+    """Serve every tenant whose ``kind`` of work is due now, and note when each is due again:
+    when ``serve`` says (None: not until something makes it due), never while it is suspended,
+    a minute later after a failure. Returns how many tenants were served."""
     store = ctx.registry.store
-    due = await ctx.work.blocking(store.due, DELIVERIES, _now_ms(), BATCH)
+    due = await ctx.work.blocking(store.due, kind, _now_ms(), BATCH)
     for tenant_id in due:
         with working_for(tenant_id):
             try:
                 runtime = await _runtime(ctx, tenant_id)
-                if runtime is None:
-                    await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, None)
-                    continue
-                settings, stores = runtime.gateway.settings, runtime.gateway.stores
-                if settings.leads.delivery.in_process:
-                    await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
-                    following = await ctx.work.blocking(stores.leads.next_due_ms)
-                else:
-                    following = None  # delivered by `aap deliver --tenant ID` processes
-                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, following)
+                following = None if runtime is None else await serve(runtime)
+                await ctx.work.blocking(store.set_due, tenant_id, kind, following)
             except TenantUnavailable as unavailable:
-                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _paused(unavailable))
+                await ctx.work.blocking(store.set_due, tenant_id, kind, _paused(unavailable))
             except Exception as exc:  # one tenant's failure must not hold up the others
-                log.error("delivery pass failed", extra={"fields": {"error_type": type(exc).__name__}})
-                await ctx.work.blocking(store.set_due, tenant_id, DELIVERIES, _now_ms() + RETRY_MS)
+                log.error(failed, extra={"fields": {"error_type": type(exc).__name__}})
+                await ctx.work.blocking(store.set_due, tenant_id, kind, _now_ms() + RETRY_MS)
     return len(due)
+
+
+async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
+    """Deliver the outbox of every tenant due now; returns how many tenants were served."""
+
+    async def deliver(runtime: AgentRuntime) -> int | None:
+        settings, stores = runtime.gateway.settings, runtime.gateway.stores
+        if not settings.leads.delivery.in_process:
+            return None  # delivered by `aap deliver --tenant ID` processes
+        await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
+        following: int | None = await ctx.work.blocking(stores.leads.next_due_ms)
+        return following
+
+    return await _serve_due(ctx, DELIVERIES, "delivery pass failed", deliver)
 
 
 def _paused(unavailable: TenantUnavailable) -> int | None:
@@ -104,25 +114,16 @@ def _paused(unavailable: TenantUnavailable) -> int | None:
 
 async def run_feeds_due(ctx: PlatformContext) -> int:
     """Run the scheduled feeds of every tenant due now; returns how many tenants were served."""
-    store = ctx.registry.store
-    due = await ctx.work.blocking(store.due, FEEDS, _now_ms(), BATCH)
-    for tenant_id in due:
-        with working_for(tenant_id):
-            try:
-                runtime = await _runtime(ctx, tenant_id)
-                if runtime is None or not runtime.gateway.settings.feeds:
-                    await ctx.work.blocking(store.set_due, tenant_id, FEEDS, None)
-                    continue
-                scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
-                await scheduler.run_due()
-                wait = await scheduler.seconds_until_due()
-                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + int(wait * 1000))
-            except TenantUnavailable as unavailable:
-                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _paused(unavailable))
-            except Exception as exc:
-                log.error("feed pass failed", extra={"fields": {"error_type": type(exc).__name__}})
-                await ctx.work.blocking(store.set_due, tenant_id, FEEDS, _now_ms() + RETRY_MS)
-    return len(due)
+
+    async def run_feeds(runtime: AgentRuntime) -> int | None:
+        if not runtime.gateway.settings.feeds:
+            return None
+        scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
+        await scheduler.run_due()
+        wait = await scheduler.seconds_until_due()
+        return _now_ms() + int(wait * 1000)
+
+    return await _serve_due(ctx, FEEDS, "feed pass failed", run_feeds)
 
 
 async def sweep(ctx: PlatformContext) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,3 +90,28 @@ def after(segment: Segment, values: Sequence[Any]) -> tuple[str, list[Any]]:
             tail, params = f"({step} OR ({column} = ? AND {tail}))", [value, value, *params]
     first, descending, _ = segment.keys[0]
     return f"{first} {'<=' if descending else '>='} ? AND {tail}", [values[0], *params]
+
+
+#: A segment's keyset query (:func:`walk`): its rows ``(id, *keys)`` in its order, at most ``need``
+#: of them, starting after a condition (SQL and its values; None: at the segment's first row).
+SegmentRows = Callable[[Segment, tuple[str, list[Any]] | None, int], Sequence[Sequence[Any]]]
+
+
+def walk(
+    segments: Sequence[Segment], cursor: Cursor | None, limit: int, rows: SegmentRows
+) -> tuple[list[Any], Cursor | None]:
+    """The ids of one page (at most ``limit``) and the cursor of the next (None: the last page).
+
+    The page starts in the cursor's segment, after its keys, and goes on with the next segments
+    until it is full; one row more than the page tells whether another page follows. A segment a
+    filter leaves out answers no rows."""
+    picked: list[tuple[Any, Sequence[Any], int]] = []  # (id, keys, segment)
+    for index in range(cursor.segment if cursor else 0, len(segments)):
+        segment = segments[index]
+        start = after(segment, cursor.values) if cursor is not None and index == cursor.segment else None
+        picked += [(r[0], r[1:], index) for r in rows(segment, start, limit + 1 - len(picked))]
+        if len(picked) > limit:
+            break
+    shown = picked[:limit]
+    next_cursor = Cursor(shown[-1][2], tuple(shown[-1][1])) if len(picked) > limit and shown else None
+    return [p[0] for p in shown], next_cursor

@@ -36,6 +36,14 @@ async def error_probes(ctx: CheckContext) -> list[tuple[str, dict[str, Any], set
     return probes
 
 
+def aap_error_problems(ctx: CheckContext, label: str, error: dict[str, Any], code: Any, codes: set[str]) -> list[str]:
+    """What is wrong with the aap.error a probe got, on any binding: its schema, and its code."""
+    found = [f"{label}: {p}" for p in problems_text(ctx.validate(error, "error"))]
+    if code not in codes:
+        found.append(f"{label}: code {code}, expected {' or '.join(sorted(codes))}")
+    return found
+
+
 def struct_problems(body: Any) -> list[str]:
     """Shape problems of a JSON-RPC error answer carrying an AAP skill error."""
     problems = []
@@ -84,9 +92,7 @@ async def errors_a2a(ctx: CheckContext) -> str | None:
         problems += [f"{label}: {p}" for p in problems_text(ctx.validate(body, "json-rpc-response"))]
         outcome = await ctx.call("a2a", payload)
         if isinstance(outcome.error, AapRemoteError):
-            problems += [f"{label}: {p}" for p in problems_text(ctx.validate(outcome.error.payload, "error"))]
-            if outcome.error.code not in codes:
-                problems.append(f"{label}: code {outcome.error.code}, expected {' or '.join(sorted(codes))}")
+            problems += aap_error_problems(ctx, label, outcome.error.payload, outcome.error.code, codes)
         elif not shape:
             problems.append(f"{label}: {describe(outcome.error) if outcome.error else 'no error returned'}")
     if problems:
@@ -162,9 +168,7 @@ async def errors_mcp(ctx: CheckContext) -> str | None:
         if not isinstance(structured, dict):
             problems.append(f"{label}: no structuredContent")
             continue
-        problems += [f"{label}: {p}" for p in problems_text(ctx.validate(structured, "error"))]
-        if structured.get("code") not in codes:
-            problems.append(f"{label}: code {structured.get('code')}, expected {' or '.join(sorted(codes))}")
+        problems += aap_error_problems(ctx, label, structured, structured.get("code"), codes)
     unknown_body, headers = transport.build("tools/call", {"name": "aap_teleport", "arguments": {}})
     response = await transport.post(unknown_body, headers)
     message = (
@@ -192,9 +196,7 @@ async def errors_poppy(ctx: CheckContext) -> str | None:
                 f"{label}: expected an aap.error body, got {describe(outcome.error) if outcome.error else 'success'}"
             )
             continue
-        problems += [f"{label}: {p}" for p in problems_text(ctx.validate(outcome.error.payload, "error"))]
-        if outcome.error.code not in codes:
-            problems.append(f"{label}: code {outcome.error.code}, expected {' or '.join(sorted(codes))}")
+        problems += aap_error_problems(ctx, label, outcome.error.payload, outcome.error.code, codes)
         if not (outcome.http_status and 400 <= outcome.http_status < 600):
             problems.append(f"{label}: HTTP status {outcome.http_status} for a failure")
     if problems:

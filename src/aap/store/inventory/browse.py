@@ -31,7 +31,7 @@ import orjson
 
 from aap.store.db import Database, Tx
 from aap.store.inventory.summary import Summary
-from aap.store.keyset import Cursor, Segment, after
+from aap.store.keyset import Cursor, Segment, walk
 
 #: At most this many matches: the filter's own index leads and the matches are sorted.
 FEW = 2000
@@ -183,37 +183,30 @@ class InventoryBrowser:
         few = matches <= FEW and bool(
             wanted.no_photo or wanted.no_price or wanted.warned or wanted.rooftop or wanted.dealer_id or wanted.sellers
         )
-        picked: list[tuple[str, Sequence[Any], int]] = []
         with self.db.read() as tx:
             base, params = self._where(tx, wanted, runs, many=not few)
-            for index in range(cursor.segment if cursor else 0, len(segments)):
-                segment = segments[index]
+
+            def segment_rows(segment: Segment, start: tuple[str, list[Any]] | None, need: int) -> list[Any]:
                 if wanted.no_price and segment.where == "l.price IS NOT NULL":
-                    continue  # nothing without a price has one
+                    return []  # nothing without a price has one
                 segment_where = segment.where or "1 = 1"
                 if few:  # nor the segment's own bound (the sort keys are numbers: "+ 0" hides their index)
                     segment_where = segment_where.replace(" IS ", " + 0 IS ", 1)
                 where, values = [*base, segment_where], list(params)
-                if cursor is not None and index == cursor.segment:
-                    sql, keyset = after(segment, cursor.values)
-                    where.append(sql)
-                    values += keyset
+                if start is not None:
+                    where.append(start[0])
+                    values += start[1]
                 order = segment.order if not few else _unindexed(segment)
-                rows = tx.fetchall(
+                return tx.fetchall(
                     f"SELECT l.id, {segment.columns} FROM inv_listing l WHERE {' AND '.join(where)}"
-                    f" ORDER BY {order} LIMIT {int(limit + 1 - len(picked))}",
+                    f" ORDER BY {order} LIMIT {int(need)}",
                     values,
                 )
-                picked += [(r[0], r[1:], index) for r in rows]
-                if len(picked) > limit:
-                    break
-            shown = picked[:limit]
-            ids = [p[0] for p in shown]
+
+            ids, next_cursor = walk(segments, cursor, limit, segment_rows)
             docs = self._docs(tx, ids)
             warned = self._warned(tx, ids, runs)
-        rows_out = [BrowseRow(i, docs[i], i in warned) for i in ids if i in docs]
-        next_cursor = Cursor(shown[-1][2], tuple(shown[-1][1])) if len(picked) > limit and shown else None
-        return rows_out, next_cursor
+        return [BrowseRow(i, docs[i], i in warned) for i in ids if i in docs], next_cursor
 
     def _docs(self, tx: Tx, ids: list[str]) -> dict[str, dict[str, Any]]:
         if not ids:
