@@ -38,9 +38,12 @@ from aap.work import Work
 log = logging.getLogger("aap.platform.events")
 
 USER_AGENT = "aap-platform-events/1"
-#: Events claimed per pass, posted concurrently.
-BATCH = 20
-#: How long a post may take; the claim's lease outlasts a whole batch of them.
+#: Events claimed per pass, and posted at once (the platform's endpoint is one service, not a
+#: crowd of CRMs: a few connections at a time).
+BATCH = 12
+AT_ONCE = 4
+#: How long a post may take; the claim's lease outlasts a whole batch of them
+#: (``BATCH / AT_ONCE`` rounds of ``TIMEOUT_SECONDS`` at most).
 TIMEOUT_SECONDS = 10.0
 LEASE_MS = 60_000
 #: The longest wait between two attempts of an event.
@@ -99,12 +102,20 @@ class EventSender:
 
     async def run_once(self, client: httpx.AsyncClient) -> int:
         """Claim one batch of due events and post them; returns the batch size."""
+        if not await self.work.blocking(self.store.any_due, self.now_ms()):
+            return 0
         batch = await self.work.blocking(self.store.claim_due, self.now_ms(), LEASE_MS, BATCH)
         if not batch:
             return 0
         secret = await self.work.blocking(self.secret)
+        gate = asyncio.Semaphore(AT_ONCE)
+
+        async def one(event: Event) -> None:
+            async with gate:
+                await self._one(client, event, secret)
+
         try:
-            await asyncio.gather(*(self._one(client, event, secret) for event in batch))
+            await asyncio.gather(*(one(event) for event in batch))
         except BaseException:  # cancelled: what this worker still holds is due again at once
             await asyncio.shield(self.work.blocking(self.store.release, batch[0].claim_token or ""))
             raise

@@ -165,6 +165,18 @@ class EventStore:
             rows = tx.fetchall(f"SELECT {_COLUMNS} FROM platform_events WHERE claim_token = ? ORDER BY seq", (token,))
         return [_event(r) for r in rows]
 
+    def any_due(self, now_ms: int) -> bool:
+        """Whether any row is due (a read: an idle worker's look takes no write lock)."""
+        with self.db.read() as tx:
+            return (
+                tx.fetchone(
+                    "SELECT 1 FROM platform_events WHERE (state = 'pending' AND next_ms <= ?)"
+                    " OR (state = 'sending' AND claimed_until_ms <= ?) LIMIT 1",
+                    (now_ms, now_ms),
+                )
+                is not None
+            )
+
     def renew(self, token: str, until_ms: int) -> int:
         """Extend the claim ``token`` on the rows it still holds (the sender's heartbeat)."""
         with self.db.transaction() as tx:
