@@ -397,6 +397,18 @@ def test_the_feed_and_delivery_hooks_are_in_their_transactions(registry) -> None
     }
 
 
+def test_a_change_of_domains_or_secrets_is_a_tenant_update(registry) -> None:
+    registry.add("dealer-a", tenant_config("Alpha Motors"), ["alpha.example"])
+    registry.set_domains("dealer-a", add=["www.alpha.example"], remove=["alpha.example"])
+    now = int(time.time() * 1000)
+    registry.store.set_secret("dealer-a", "CRM_TOKEN", "sealed-value", "k1", now)  # sealed by the caller
+    updated = [e for e in EventStore(registry.store.db).recent() if e.type == "tenant.updated"]
+    assert [e.data for e in updated] == [
+        {"change": "secrets"},  # never a secret's name or value
+        {"change": "domains", "added": ["www.alpha.example"], "removed": ["alpha.example"]},
+    ]
+
+
 # -- configuration ---------------------------------------------------------------------------------
 
 

@@ -677,7 +677,7 @@ def events_command(
         if deliver:
             sent = _deliver_events(store, deployment.platform)
             console.print(Text(f"{sent} event(s) handled.", style="bold green"))
-        states = ("pending", "sending") if pending else ("dead",) if dead else ()
+        states = (("pending", "sending") if pending else ()) + (("dead",) if dead else ())
         found = store.recent(tenant=tenant_id, states=states, limit=limit)
     for event in found:
         if as_json:
