@@ -36,7 +36,14 @@ from aap.tenants import TenantRegistry
 from aap.work import Work
 from http_helpers import LiveServer
 from lead_support import EMAIL, FIRST, LAST, NOW, PHONE, Receiver, lead_request
-from platform_support import LOOPBACK_DESTINATIONS, PLATFORM_HOST, platform_settings, tenant_config, write
+from platform_support import (
+    LOOPBACK_DESTINATIONS,
+    PLATFORM_HOST,
+    PlatformServer,
+    platform_settings,
+    tenant_config,
+    write,
+)
 
 SECRET = "whsec-test-" + "s" * 32
 UNLOADABLE = '[dealer]\nname = "Beta Cars"\nno_such_key = 1\n'
@@ -210,6 +217,32 @@ def test_two_serving_platforms_on_one_database_post_each_event_once(database_url
             server.stop()
         for stores in opened:
             stores.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["postgresql"])  # the other tests here run on both; this one is long
+def test_aap_serve_with_two_workers_sends_the_events(tmp_path, database_url, receiver) -> None:
+    """``aap serve --workers 2`` of a platform: the events of tenants added from elsewhere (as
+    ``aap tenants add`` does) reach the receiver, signed with the workers' secret, each once."""
+    server = PlatformServer(
+        tmp_path,
+        database_url,
+        workers=2,
+        environ={"AAP_EVENTS_SECRET": SECRET},
+        platform=f'{LOOPBACK_DESTINATIONS}events_url = "{receiver.url}"\nevents_retry_seconds = 0\n',
+    )
+    db = open_platform_database(database_url)
+    try:
+        registry = TenantRegistry(platform_settings(database_url, allow_loopback_destinations=True), db, environ={})
+        for index in range(6):
+            registry.add(f"dealer-{index}", tenant_config(f"Dealer {index}"), [])
+        events = EventStore(db)
+        assert eventually(lambda: {e.state for e in events.recent()} == {"delivered"}), server.log_tail()
+        sent = sorted(verified(r)["tenant"] for r in receiver.accepted())
+        assert sent == [f"dealer-{index}" for index in range(6)]
+    finally:
+        db.close()
+        server.stop()
 
 
 def _platform_file(directory: Path, database_url: str, extra: str = "") -> str:
