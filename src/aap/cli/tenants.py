@@ -1,4 +1,4 @@
-"""``aap tenants add|update|domains|check|list|show|remove|secrets|suspend|resume|audit``: a
+"""``aap tenants add|update|domains|check|list|show|remove|secrets|suspend|resume|audit|events``: a
 platform's tenants (docs/platform.md).
 
 The commands work on the registry in the platform deployment's database (SQLite or
@@ -38,7 +38,9 @@ from aap.cli.common import (
 from aap.platform.views import secret_view, stamp, tenant_state, tenant_urls, tenant_view
 
 if TYPE_CHECKING:
+    from aap.config.platform import PlatformSettings
     from aap.store.platform import TenantRecord
+    from aap.store.platform_events import EventStore
     from aap.tenants import TenantRegistry
 
 #: Tenants read from the registry per page by ``aap tenants list``.
@@ -675,6 +677,97 @@ def secret_new_key_command() -> None:
     from aap.secretbox import new_key
 
     click.echo(new_key())
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+#: Events ``aap tenants events`` shows unless told otherwise, and the most it reads.
+EVENTS_DEFAULT, EVENTS_MAX = 50, 10_000
+
+
+@tenants.command("events")
+@click.option("--tenant", "tenant_id", metavar="ID", default=None, help="That tenant's events only.")
+@click.option("--pending", is_flag=True, help="Only events not delivered yet (pending, or being sent).")
+@click.option("--dead", is_flag=True, help="Only events given up (dead).")
+@click.option(
+    "--limit", type=click.IntRange(1, EVENTS_MAX), default=EVENTS_DEFAULT, show_default=True, help="Events to show."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option("--retry", "retry_id", metavar="EVENT_ID", default=None, help="Make a dead or skipped event due again.")
+@click.option("--deliver", is_flag=True, help="Send the events due now from this process, then list.")
+@platform_config_option
+@click.pass_context
+def events_command(
+    ctx: click.Context,
+    tenant_id: str | None,
+    pending: bool,
+    dead: bool,
+    limit: int,
+    as_json: bool,
+    retry_id: str | None,
+    deliver: bool,
+    config: str | None,
+) -> None:
+    """The platform's events, newest first, with their delivery state (docs/platform.md, "Events"):
+    a tenant added, updated, removed, suspended, resumed or broken, a feed run failed, a lead
+    delivery given up. Every worker of `aap serve` sends them to [platform] events_url."""
+    import time
+
+    from aap.store.platform_events import EventStore
+
+    path, overrides = _deployment_config(ctx, config)
+    deployment = load_platform_or_fail(path, overrides)
+    assert deployment.platform is not None
+    with open_registry_or_fail(deployment) as registry:
+        store = EventStore(registry.store.db)
+        if retry_id is not None:
+            if not store.retry(retry_id, int(time.time() * 1000)):
+                fail(f"No dead or skipped event {retry_id}.")
+            console.print(Text(f"Event {retry_id} is due again.", style="bold green"))
+        if deliver:
+            sent = _deliver_events(store, deployment.platform)
+            console.print(Text(f"{sent} event(s) handled.", style="bold green"))
+        states = (("pending", "sending") if pending else ()) + (("dead",) if dead else ())
+        found = store.recent(tenant=tenant_id, states=states, limit=limit)
+    for event in found:
+        if as_json:
+            line = {
+                "id": event.event_id,
+                "type": event.type,
+                "tenant": event.tenant_id,
+                "occurred_at": stamp(event.occurred_ms),
+                "state": event.state,
+                "attempts": event.attempts,
+                "last_error": event.last_error,
+                "data": event.data,
+            }
+            click.echo(orjson.dumps(line).decode())
+        else:
+            fields = [stamp(event.occurred_ms), event.event_id, event.type, event.tenant_id, event.state]
+            fields.append(str(event.attempts))
+            fields.append(event.last_error or "-")
+            click.echo("\t".join(fields))
+    if not found and not as_json:
+        console.print(Text("No event" + (f" for {tenant_id}." if tenant_id else ".")))
+
+
+def _deliver_events(store: EventStore, platform: PlatformSettings) -> int:
+    """One sender's passes until nothing is due, from this process (as a worker of `aap serve` does)."""
+    import asyncio
+
+    from aap.leads.transports import delivery_client
+    from aap.platform.events import EventSender
+    from aap.work import Work
+
+    async def run() -> int:
+        work = Work(inline=store.db.in_process)
+        try:
+            async with delivery_client(platform.outbound) as client:
+                return await EventSender(store, platform, work=work).drain(client)
+        finally:
+            work.close()
+
+    return asyncio.run(run())
 
 
 __all__ = ["tenants"]

@@ -13,6 +13,12 @@ tenant_queue = 256                 # a tenant's requests waiting for one of thos
 tenant_queue_ms = 1000             # the longest such a wait; then, as when the queue is full: RATE_LIMITED
 secret_keys_env = "AAP_SECRET_KEYS"  # the keys sealing tenants' secrets (the first seals)...
 # secret_keys_file = "/etc/aap/secret-keys"  # ...or a file holding them (it wins over the variable)
+events_url = "https://ops.platform.example/aap-events"  # told of tenants' events (docs/platform.md, "Events")
+events_secret_env = "AAP_EVENTS_SECRET"  # the secret signing them...
+# events_secret_file = "/etc/aap/events-secret"  # ...or a file holding it (it wins over the variable)
+# events_types = ["feed.failed", "lead.delivery_dead", "tenant.broken"]  # only these (default: all)
+events_max_attempts = 12           # attempts before an event is given up (dead)
+events_retry_seconds = 30          # the first retry's wait, doubled at each (at most an hour)
 ```
 
 Without the table a deployment serves the one agent its file describes, exactly as
@@ -27,16 +33,31 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import idna
 
 from aap.config.table import Problems, Table
-from aap.netguard import Reach
+from aap.netguard import Reach, host_refusal
 
 #: A host name as a browser sends it in ``Host`` (RFC 1123 labels), lower case, no port.
 HOST_NAME = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*$")
 #: A tenant id: what ``/t/ID/``, the CLI and the API name a tenant by (lower case, digits, ``-``).
 TENANT_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$")
+
+
+#: The events a platform is told of (docs/platform.md, "Events"), by type.
+EVENT_TYPES = (
+    "tenant.added",
+    "tenant.updated",
+    "tenant.removed",
+    "tenant.suspended",
+    "tenant.resumed",
+    "tenant.broken",
+    "feed.failed",
+    "lead.delivery_dead",
+)
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 #: A tenant's slots in a worker by default. A flooded tenant's requests take turns on the event
@@ -72,6 +93,16 @@ class PlatformSettings:
     #: set, else this environment variable; one or more keys, the first seals.
     secret_keys_env: str = "AAP_SECRET_KEYS"
     secret_keys_file: str | None = None
+
+    #: Where the platform is told of its tenants' events (None: nowhere; they are only listed by
+    #: ``aap tenants events``), the secret signing them (this file when set, else this
+    #: variable), the types it is told of (None: all), and how often an event is tried.
+    events_url: str | None = None
+    events_secret_env: str = "AAP_EVENTS_SECRET"
+    events_secret_file: str | None = None
+    events_types: tuple[str, ...] | None = None
+    events_max_attempts: int = 12
+    events_retry_seconds: float = 30.0
 
     @property
     def base_url(self) -> str:
@@ -166,18 +197,33 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
     if not re.match(r"^[A-Z_][A-Z0-9_]*$", keys_env):
         table.problem("secret_keys_env", "must be an environment variable name (A-Z, 0-9, _)")
     keys_file = table.string("secret_keys_file")
+    allow_loopback = table.boolean("allow_loopback_destinations", False)
+    events_url = table.url("events_url", endpoint=True)
+    if events_url:
+        refused = host_refusal(urlsplit(events_url).hostname or "", Reach(loopback=allow_loopback))
+        if refused:
+            table.problem("events_url", f"is {refused}: outside the platform's outbound connections")
+    events_env = table.string("events_secret_env") or "AAP_EVENTS_SECRET"
+    if not ENV_NAME.match(events_env):
+        table.problem("events_secret_env", "must be an environment variable name (A-Z, 0-9, _)")
     settings = PlatformSettings(
         host=host,
         api_token_env=token_env,
         tenant_prefix=table.boolean("tenant_prefix", True),
         tenants_in_memory=table.integer("tenants_in_memory", 10_000, minimum=1, maximum=1_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
-        allow_loopback_destinations=table.boolean("allow_loopback_destinations", False),
+        allow_loopback_destinations=allow_loopback,
         tenant_concurrency=table.integer("tenant_concurrency", 0, minimum=1, maximum=10_000) or None,
         tenant_queue=table.integer("tenant_queue", 256, minimum=0, maximum=100_000),
         tenant_queue_ms=table.integer("tenant_queue_ms", 1000, minimum=0, maximum=60_000),
         secret_keys_env=keys_env,
         secret_keys_file=keys_file,
+        events_url=events_url,
+        events_secret_env=events_env,
+        events_secret_file=table.string("events_secret_file"),
+        events_types=table.strings("events_types", None, choices=EVENT_TYPES),
+        events_max_attempts=table.integer("events_max_attempts", 12, minimum=1, maximum=100),
+        events_retry_seconds=table.number("events_retry_seconds", 30.0, minimum=0, maximum=3600),
     )
     table.finish()
     return settings

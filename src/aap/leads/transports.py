@@ -161,7 +161,7 @@ def lead_headers(lead_id: str, delivery_id: str) -> dict[str, str]:
     }
 
 
-async def _post(
+async def post(
     client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], auth: httpx.Auth | None, timeout: float
 ) -> None:
     try:
@@ -211,13 +211,21 @@ async def send_adf_http(
     headers = dict(target.headers)
     headers.update(lead_headers(lead_id, delivery_id))
     headers["Content-Type"] = target.content_type
-    await _post(client, target.url, adf.encode("utf-8"), headers, _auth(target.auth, secrets), timeout)
+    await post(client, target.url, adf.encode("utf-8"), headers, _auth(target.auth, secrets), timeout)
 
 
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
     """``sha256=<hex>`` of HMAC-SHA256(secret, ``"<timestamp>." + body``)."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def signature_headers(secret: str, body: bytes) -> dict[str, str]:
+    """``X-AAP-Timestamp`` (now, in seconds since the epoch) and ``X-AAP-Signature`` of ``body``:
+    how every JSON document the deployment posts is signed (lead webhooks, platform events;
+    the webhook row of docs/leads.md)."""
+    stamp = str(int(time.time()))
+    return {"X-AAP-Timestamp": stamp, "X-AAP-Signature": webhook_signature(secret, stamp, body)}
 
 
 async def send_webhook(
@@ -235,10 +243,8 @@ async def send_webhook(
     headers["Content-Type"] = "application/json"
     ((_, secret),) = target.credentials()
     if secret:
-        stamp = str(int(time.time()))
-        headers["X-AAP-Timestamp"] = stamp
-        headers["X-AAP-Signature"] = webhook_signature(_value(secret, "webhook secret", secrets), stamp, body)
-    await _post(client, target.url, body, headers, None, timeout)
+        headers.update(signature_headers(_value(secret, "webhook secret", secrets), body))
+    await post(client, target.url, body, headers, None, timeout)
 
 
 def build_email(target: SmtpTarget, adf: str, lead_id: str, delivery_id: str, subject_suffix: str) -> EmailMessage:

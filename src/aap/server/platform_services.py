@@ -1,4 +1,5 @@
-"""A platform deployment's background work: every tenant's lead deliveries and scheduled feeds.
+"""A platform deployment's background work: every tenant's lead deliveries and scheduled feeds,
+and the platform's events (:mod:`aap.platform.events`).
 
 One runner for the whole deployment, not one per tenant: a worker asks the registry which
 tenants have work due (``platform_due``, :mod:`aap.store.platform`), does it with the
@@ -40,11 +41,13 @@ import httpx
 from aap.feeds.scheduler import FeedScheduler
 from aap.leads import transports
 from aap.leads.worker import DeliveryWorker
+from aap.platform.events import EventSender
 from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
 from aap.server.tenant_runtime import TenantUnavailable
 from aap.store.leads import LeadStore
 from aap.store.platform import DELIVERIES, FEEDS
+from aap.store.platform_events import EventStore
 from aap.telemetry.logfields import working_for
 
 log = logging.getLogger("aap.platform")
@@ -159,15 +162,18 @@ async def background(ctx: PlatformContext) -> AsyncIterator[None]:
         next_sweep = 0.0
         # Every tenant's deliveries go where a tenant's destinations may (docs/platform.md).
         assert ctx.deployment.platform is not None
+        events = EventSender(EventStore(ctx.stores.db), ctx.deployment.platform, work=ctx.work)
         async with transports.delivery_client(ctx.deployment.platform.outbound) as client:
             while not stop.is_set():
                 busy = 0
                 try:
                     if time.monotonic() >= next_sweep:
                         await sweep(ctx)
+                        await events.prune()
                         next_sweep = time.monotonic() + SWEEP_SECONDS
                     busy += await deliver_due(ctx, client)
                     busy += await run_feeds_due(ctx)
+                    busy += await events.run_once(client)
                 except Exception as exc:  # the database may be briefly unavailable: keep going
                     log.error("platform background pass failed: %s", type(exc).__name__)
                 if busy < BATCH:

@@ -81,6 +81,7 @@ def open_database(url: str) -> Database:
 def open_platform_database(url: str) -> Database:
     """Open (and migrate) a platform deployment's own database: its tenants' registry too."""
     db = connect(url)
+    db.platform = True
     migrate(db, PLATFORM_DOMAINS)
     return db
 
@@ -97,5 +98,6 @@ def open_stores(
         db = open_database(url)
         return Stores(db, ReadRouter(db, read_urls, max_lag_ms=max_replica_lag_ms))
     platform = connect(url)
+    platform.platform = True
     reads = ReadRouter(platform, read_urls, max_lag_ms=max_replica_lag_ms)
     return Stores(platform.for_tenant(tenant), reads.for_tenant(tenant), owner=platform)

@@ -164,6 +164,9 @@ class Database:
     tenant: str = DEPLOYMENT_TENANT
     #: False for a view of another object's connections (:meth:`for_tenant`): closing it closes nothing.
     owns_connections: bool = True
+    #: A platform's database (its registry's tables are here): a tenant's stores record the
+    #: platform's events in it (:func:`aap.store.platform_events.emit`), a single deployment's never.
+    platform: bool = False
     #: Queries run inside this process, on its CPU, with no network round trip to wait
     #: for (SQLite): a short read may run on an event loop without holding it idle.
     in_process: bool = True

@@ -34,6 +34,7 @@ from typing import Any
 
 import orjson
 
+from aap.store import platform_events
 from aap.store.db import Database, Migrations, tenant_where
 
 _LAYOUT = """
@@ -104,6 +105,9 @@ CREATE INDEX feed_notes_listing ON feed_notes (tenant_id, listing_id, run_id)
 MIGRATIONS = Migrations("feeds", (_LAYOUT,), tables=("feed_runs", "feed_state", "feed_notes"))
 
 OUTCOMES = ("imported", "unchanged", "rejected", "refused", "failed", "checked")
+#: The outcomes of a run that imported nothing when it should have: the platform is told
+#: (``feed.failed``, docs/platform.md, "Events").
+FAILED_OUTCOMES = ("rejected", "refused", "failed")
 RETENTION_MS = 180 * 86_400_000
 MAX_REJECTED_LINES = 1000
 MAX_NOTES = 20_000  # warnings and rejected rows kept per run
@@ -322,6 +326,18 @@ class FeedStore:
                 (tx.tenant, tx.tenant, cutoff),
             )
             tx.execute("DELETE FROM feed_runs WHERE tenant_id = ? AND started_ms < ?", (tx.tenant, cutoff))
+            if run.outcome in FAILED_OUTCOMES and not run.dry_run:
+                platform_events.emit(
+                    tx,
+                    platform_events.FEED_FAILED,
+                    {
+                        "feed": run.feed,
+                        "run_id": run.run_id,
+                        "outcome": run.outcome,
+                        "reason": platform_events.reason(run.message),
+                    },
+                    now_ms=run.finished_ms,
+                )
         return run.run_id
 
     def notes(self, run_id: str, *, kind: str | None = None, limit: int = MAX_NOTES) -> list[FeedNote]:

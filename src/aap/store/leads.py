@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from aap import telemetry
+from aap.store import platform_events
 from aap.store.db import Database, Migrations, Tx, where_all
 
 _LAYOUT = """
@@ -695,6 +696,19 @@ class LeadStore:
                         attempt.content_type,
                         attempt.payload,
                     ),
+                )
+            if held and outcome == "dead":
+                platform_events.emit(
+                    tx,
+                    platform_events.DELIVERY_DEAD,
+                    {
+                        "lead_id": delivery.lead_id,
+                        "delivery_id": delivery.delivery_id,
+                        "target": delivery.target,
+                        "attempts": delivery.attempts,
+                        "reason": platform_events.reason(error),
+                    },
+                    now_ms=now_ms,
                 )
             return held
 

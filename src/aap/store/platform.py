@@ -21,6 +21,8 @@ row-level security; reference tables where Citus distributes the rest,
                       platform's key (:mod:`aap.secretbox`): the store never sees a value.
                       A secret may be set before its tenant is added (the tenant's file is
                       checked against the secrets it names), so it has no foreign key.
+``platform_events``   what happened to a tenant, until the platform is told
+                      (:mod:`aap.store.platform_events`, docs/platform.md, "Events").
 ``platform_status``   what the platform's operators see of a tenant besides its
                       configuration: since when it is suspended (served 503, its background
                       work paused, its data kept), and the reason its stored configuration
@@ -39,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aap.store import platform_events
 from aap.store.console import write_audit
 from aap.store.db import Database, Migrations, Tx
 
@@ -92,7 +95,7 @@ CREATE TABLE platform_status (
 
 MIGRATIONS = Migrations(
     "platform",
-    (_V1, _V2),
+    (_V1, _V2, platform_events.LAYOUT),
     shared=(
         "platform_tenants",
         "platform_domains",
@@ -100,6 +103,7 @@ MIGRATIONS = Migrations(
         "platform_due",
         "platform_secrets",
         "platform_status",
+        "platform_events",
     ),
 )
 #: The longest reason a broken tenant is reported with (a configuration's problems, listed).
@@ -116,6 +120,18 @@ AUDIT_ACTIONS = {
     "removed": "tenant.remove",
     "suspended": "tenant.suspend",
     "resumed": "tenant.resume",
+}
+
+#: The platform event of each kind of change (docs/platform.md, "Events"), with what it says
+#: besides the change's audit detail (ids, domains and revisions: never a configuration's text).
+EVENTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "added": (platform_events.TENANT_ADDED, {}),
+    "updated": (platform_events.TENANT_UPDATED, {"change": "configuration"}),
+    "domains": (platform_events.TENANT_UPDATED, {"change": "domains"}),
+    "secrets": (platform_events.TENANT_UPDATED, {"change": "secrets"}),
+    "removed": (platform_events.TENANT_REMOVED, {}),
+    "suspended": (platform_events.TENANT_SUSPENDED, {}),
+    "resumed": (platform_events.TENANT_RESUMED, {}),
 }
 
 #: The kinds of background work ``platform_due`` keeps a time for.
@@ -510,6 +526,8 @@ class PlatformStore:
     def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int, actor: str, detail: dict[str, Any]) -> None:
         tx.execute("INSERT INTO platform_changes (tenant_id, kind, at_ms) VALUES (?, ?, ?)", (tenant_id, kind, now_ms))
         write_audit(tx, actor, AUDIT_ACTIONS[kind], tenant_id, detail, now_ms)
+        type_, data = EVENTS[kind]
+        platform_events.emit(tx, type_, {**data, **detail}, tenant=tenant_id, now_ms=now_ms)
 
     # -- what the workers report ------------------------------------------------------------
     def report_broken(self, tenant_id: str, revision: int, reason: str, now_ms: int) -> bool:
@@ -529,6 +547,13 @@ class PlatformStore:
                 " ON CONFLICT (tenant_id) DO UPDATE SET broken_revision = excluded.broken_revision,"
                 " broken_reason = excluded.broken_reason, broken_ms = excluded.broken_ms",
                 (tenant_id, revision, reason, now_ms),
+            )
+            platform_events.emit(
+                tx,
+                platform_events.TENANT_BROKEN,
+                {"revision": revision, "reason": platform_events.reason(reason)},
+                tenant=tenant_id,
+                now_ms=now_ms,
             )
         return True
 
