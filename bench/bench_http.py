@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import collections
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,13 +33,7 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from common import free_port, percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
 
 
 def build_database(path: Path, listings: int, seed: int) -> tuple[float, str]:

@@ -29,7 +29,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,13 +47,7 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import percentile, post_a2a, wait_healthy  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from common import free_port, percentile, post_a2a, wait_healthy  # noqa: E402
 
 
 def with_leads(settings: Any, leads: Any) -> Any:

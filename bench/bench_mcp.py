@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -38,26 +36,10 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import build_database, free_port  # noqa: E402
+from bench_http import build_database, free_port, start_server  # noqa: E402
 from common import percentile, stop_process, wait_healthy  # noqa: E402
 
 ACCEPT = "application/json, text/event-stream"
-
-
-def start_server(database: Path, port: int) -> subprocess.Popen:
-    script = textwrap.dedent(
-        f"""
-        from aap.config.loader import load_settings
-        from aap.server.runner import run
-        settings = load_settings(None, overrides={{
-            "public_url": "http://127.0.0.1:{port}",
-            "database": "sqlite:///{database}",
-            "rate_limit.enabled": False,
-        }}, environ={{}})
-        run(settings, host="127.0.0.1", port={port}, workers=1, log_level="warning")
-        """
-    )
-    return subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.DEVNULL)
 
 
 def search_request(make: str | None, price_max: int) -> dict[str, Any]:
@@ -198,7 +180,7 @@ def main() -> None:
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = start_server(database, port)
+    proc = start_server(database, port, 1)
     try:
         wait_healthy(base, proc)
         path, body, headers = a2a_call(request)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +41,13 @@ def forget_counts(stores: Any) -> None:
     posting index answers counts there, in this process, and never reads a remembered total)."""
     with stores.db.transaction() as tx:
         tx.execute("DELETE FROM inv_count")
+
+
+def free_port() -> int:
+    """A loopback port free now, for a server the bench starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def stop_process(proc: subprocess.Popen) -> None:

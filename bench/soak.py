@@ -61,19 +61,13 @@ from aap.util.rfc3339 import to_utc_z
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from common import stop_process  # noqa: E402
+from common import free_port, stop_process  # noqa: E402
 
 DEMO_CONFIG = ROOT / "src" / "aap" / "config" / "demo.toml"
 ACCEPT = "application/json, text/event-stream"
 CRM_CYCLE = [("up", 40), ("down", 20), ("503", 10), ("hang", 10), ("up", 40)]  # seconds each, repeated
 WORKER_TIMEOUT = 2.0
 NOT_REACHED = re.compile(r"^(ConnectError|ConnectTimeout|PoolTimeout) |^HTTP (408|425|429)$")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # -- the CRM -----------------------------------------------------------------------------------------

@@ -167,11 +167,7 @@ def history_command(
                     run.source,
                     run.format or "-",
                     run.outcome,
-                    run.inserted,
-                    run.updated,
-                    run.unchanged,
-                    run.removed,
-                    run.skipped,
+                    *run.changes,
                     run.warnings,
                     f"{(run.finished_ms - run.started_ms) / 1000:.1f}",
                 )

@@ -158,11 +158,7 @@ class FeedScheduler:
                 "feed %s: %s (%d new, %d updated, %d unchanged, %d removed, %d skipped)",
                 feed.name,
                 run.outcome,
-                run.inserted,
-                run.updated,
-                run.unchanged,
-                run.removed,
-                run.skipped,
+                *run.changes,
             )
         else:
             failures += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from aap.poppy.jose import CompactJws, JoseProblem, numeric_date, public_p256_key
+from aap.poppy.jose import CompactJws, JoseProblem, numeric_date, parse_jws, public_p256_key
 
 if TYPE_CHECKING:
     from joserfc.jwk import ECKey
@@ -42,10 +42,7 @@ class Assertion:
 
 
 def parse(token: Any) -> CompactJws:
-    try:
-        jwt = CompactJws(token)
-    except JoseProblem as exc:
-        raise AssertionProblem(f"not a compact JWS ({exc})") from exc
+    jwt = parse_jws(token, lambda why: AssertionProblem(f"not a compact JWS ({why})"))
     header = jwt.header
     if header.get("alg") != "ES256":
         raise AssertionProblem("alg must be ES256")

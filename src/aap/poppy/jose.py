@@ -13,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import re
+from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,15 @@ class CompactJws:
             raise JoseProblem("signature invalid") from exc
         if not ok:
             raise JoseProblem("signature invalid")
+
+
+def parse_jws(token: Any, refused: Callable[[str], Exception]) -> CompactJws:
+    """``token`` as a compact JWS, or the caller's refusal ``refused(why)`` raised (from the
+    :class:`JoseProblem`): each token kind words its own errors."""
+    try:
+        return CompactJws(token)
+    except JoseProblem as exc:
+        raise refused(str(exc)) from exc
 
 
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from aap.poppy.jose import (
     access_token_hash,
     b64url_decode,
     numeric_date,
+    parse_jws,
     public_p256_key,
     same,
 )
@@ -67,10 +68,7 @@ class PoppySession:
 
 
 def _parse(value: str) -> CompactJws:
-    try:
-        jwt = CompactJws(value)
-    except JoseProblem as exc:
-        raise SessionProblem(f"Poppy-Session is {exc}") from exc
+    jwt = parse_jws(value, lambda why: SessionProblem(f"Poppy-Session is {why}"))
     header = jwt.header
     if header.get("typ") != SESSION_TYP:
         raise SessionProblem('Poppy-Session typ must be "poppy-session+jwt"')
@@ -110,10 +108,7 @@ async def verify_session_header(
         raise SessionProblem(f"client metadata unusable: {exc}") from exc
 
     # The delegation: signed by a published identity key, naming the delegated key.
-    try:
-        delegation = CompactJws(jwt.header["poppy_dlg"])
-    except JoseProblem as exc:
-        raise SessionProblem(f"poppy_dlg is {exc}") from exc
+    delegation = parse_jws(jwt.header["poppy_dlg"], lambda why: SessionProblem(f"poppy_dlg is {why}"))
     dheader = delegation.header
     if dheader.get("alg") != "ES256":
         raise SessionProblem("poppy_dlg alg must be ES256")

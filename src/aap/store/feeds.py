@@ -158,6 +158,12 @@ class FeedRun:
     #: Warnings and rejected rows, one each (:class:`FeedNote`), stored with the run (the first MAX_NOTES).
     notes: list[FeedNote] = field(default_factory=list)
 
+    @property
+    def changes(self) -> tuple[int, int, int, int, int]:
+        """What the run did to the inventory, as operators read it: new, updated, unchanged,
+        removed and skipped listings."""
+        return self.inserted, self.updated, self.unchanged, self.removed, self.skipped
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,

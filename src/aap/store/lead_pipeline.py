@@ -33,7 +33,7 @@ from typing import Any
 
 from aap.config.notifications import NOTIFY_KIND
 from aap.store.db import Database, Migrations, Tx
-from aap.store.keyset import Cursor, Segment, after
+from aap.store.keyset import Cursor, Segment, walk
 from aap.store.lead_inbox import InboxFilter, InboxRow, LeadInbox, LeadScope, conditions
 from aap.store.leads import SUMMARY_COLUMNS, delivery_states, summary
 
@@ -371,42 +371,30 @@ class LeadPipeline:
         goes on with the next, so a page costs what the first does wherever it starts.
         """
         more, more_params = _pipeline_conditions(pipeline, sort)
-        segments = SORTS[sort]
-        picked: list[tuple[str, Sequence[Any], int]] = []  # (lead id, keys, segment)
-        start = cursor.segment if cursor else 0
         wanted_stages = STAGE_GROUPS.get(pipeline.stage or "", (pipeline.stage,))
         with self.db.read() as tx:
             base, params = conditions(tx.tenant, scope, wanted, unindexed=sort not in ("newest", "oldest"))
-            for index in range(start, len(segments)):
-                segment = segments[index]
+
+            def segment_rows(segment: Segment, start: tuple[str, list[Any]] | None, need: int) -> list[Any]:
                 if pipeline.stage and segment.where and segment.where.startswith("l.stage = "):
                     if segment.where[len("l.stage = '") : -1] not in wanted_stages:
-                        continue  # a status the filter leaves out
+                        return []  # a status the filter leaves out
                 where = [*base, *more]
                 values = [*params, *more_params]
                 if segment.where:
                     where.append(segment.where)
-                if cursor is not None and index == cursor.segment:
-                    sql, keyset = after(segment, cursor.values)
-                    where.append(sql)
-                    values += keyset
-                need = limit + 1 - len(picked)
+                if start is not None:
+                    where.append(start[0])
+                    values += start[1]
                 # The limit is written in: a PostgreSQL plan made for "any limit" may walk every lead.
-                rows = tx.fetchall(
+                return tx.fetchall(
                     f"SELECT l.lead_id, {segment.columns} FROM leads l"
                     f" WHERE {' AND '.join(where)} ORDER BY {segment.order} LIMIT {int(need)}",
                     values,
                 )
-                picked += [(r[0], r[1:], index) for r in rows]
-                if len(picked) > limit:
-                    break
-            shown = picked[:limit]
-            rows_out = self._rows(tx, [p[0] for p in shown])
-        next_cursor = None
-        if len(picked) > limit and shown:
-            last = shown[-1]
-            next_cursor = Cursor(last[2], tuple(last[1]))
-        return rows_out, next_cursor
+
+            lead_ids, next_cursor = walk(SORTS[sort], cursor, limit, segment_rows)
+            return self._rows(tx, lead_ids), next_cursor
 
     def _rows(self, tx: Tx, lead_ids: list[str]) -> list[PipelineRow]:
         leads = self.inbox.rows(tx, lead_ids)
