@@ -28,6 +28,7 @@ from aap.store import Stores, open_database
 from aap.store import erasure as erasure_store
 from aap.store.db import Database
 from aap.store.lead_inbox import LeadScope
+from aap.store.leads import Attempt
 from aap.store.migrations import DOMAINS, PLATFORM_DOMAINS
 from aap.util.rfc3339 import epoch_ms
 from aap.work import Work
@@ -150,6 +151,7 @@ def test_every_table_with_a_lead_column_is_erased_or_anonymised(db):
 # -- a customer's request --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_erasing_by_email_leaves_nothing_of_the_customer_in_any_table(db, receiver):
     agent = agent_on(db, receiver)
     mine = [submit(agent), submit(agent, NOW + timedelta(seconds=1), phone=OTHER_PHONE)]
@@ -205,6 +207,21 @@ def test_a_resend_under_the_same_key_cannot_store_the_customer_again(db, receive
         agent.handle(copy.deepcopy(body), CallContext(binding="test", now=NOW + timedelta(seconds=5)))
     assert refused.value.code == "IDEMPOTENCY_CONFLICT"
     assert agent.stores.leads.get_lead(lead_id) is None and agent.stores.leads.count_leads() == 0
+    assert rows_holding(db, TRACES) == []
+
+
+def test_a_send_that_ends_after_the_erasure_records_nothing_of_it(db, receiver):
+    """The worker held the claim while the lead was erased: its outcome finds no row, and the body
+    it sent is not recorded (it would bring the customer back)."""
+    agent = agent_on(db, receiver)
+    submit(agent)
+    now_ms = epoch_ms(NOW + timedelta(minutes=1))
+    (claimed,) = agent.stores.leads.claim_due(now_ms, 30_000, 10)
+    key = agent.stores.state.secret(DIGEST_SECRET)
+    done = erase(agent.stores.erasure, Subject.parse(EMAIL, None), key=key, actor="t", now_ms=now_ms)
+    assert done.counts["cancelled_deliveries"] == 1
+    sent = Attempt(now_ms, "application/xml", f"<adf><email>{EMAIL}</email></adf>")
+    assert agent.stores.leads.mark_delivered(claimed, now_ms + 5, sent) is False
     assert rows_holding(db, TRACES) == []
 
 
@@ -288,6 +305,7 @@ def test_retention_is_absent_unless_set_and_bounded():
         assert len(problems) == 1 and "leads.retention_days" in problems[0], (wrong, problems)
 
 
+@pytest.mark.slow
 def test_retention_erases_old_leads_whose_deliveries_are_done(db, receiver):
     agent = agent_on(db, receiver, retention_days=30)
     old = submit(agent)

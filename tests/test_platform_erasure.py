@@ -14,9 +14,10 @@ from aap.server.platform import PlatformContext, create_platform_app
 from aap.server.platform_services import sweep
 from aap.store import Stores, open_platform_database
 from lead_support import EMAIL, NOW, PHONE, lead_request, lead_settings
-from platform_support import platform_settings, tenant_config, tenant_stores
+from platform_support import platform_settings, tenant_config, tenant_stores, write
 from test_platform_api import TENANTS, Api, conforms
 from test_platform_api import api as api  # the fixture: a platform app with the API on loopback
+from test_tenants_cli import platform as platform  # the fixture: a platform deployment's ./aap.toml
 
 #: A live server on both backends (pyproject.toml, the slow marker).
 pytestmark = pytest.mark.slow
@@ -105,3 +106,26 @@ def test_each_tenant_is_purged_by_its_own_retention_setting(database_url) -> Non
         assert record.reason == "retention" and list(record.lead_ids) == [old["forgets"]]
     finally:
         stores.close()
+
+
+def test_the_commands_act_on_the_tenant_named(platform) -> None:
+    """``aap leads erase|purge --tenant ID`` on a platform: that tenant's leads and settings only."""
+    write(platform.directory / "a.toml", tenant_config("Alpha Motors"))
+    write(platform.directory / "b.toml", tenant_config("Beta Cars", extra="[leads]\nretention_days = 1\n"))
+    for tenant_id, path in (("dealer-a", "a.toml"), ("dealer-b", "b.toml")):
+        assert platform.aap("tenants", "add", tenant_id, "--config", path).exit_code == 0
+    registry = platform.registry()
+    try:
+        alpha, beta = tenant_stores(registry, "dealer-a"), tenant_stores(registry, "dealer-b")
+        a, b = lead_of(alpha), lead_of(beta)  # the same customer, long ago
+        erased = platform.aap("leads", "erase", "--email", EMAIL, "--tenant", "dealer-a", "--yes")
+        assert erased.exit_code == 0, erased.output
+        assert f"  {a}\n" in erased.stdout and b not in erased.stdout
+        assert alpha.leads.get_lead(a) is None and beta.leads.get_lead(b) is not None
+        unset = platform.aap("leads", "purge", "--tenant", "dealer-a")
+        assert unset.exit_code == 1 and "retention_days" in unset.output
+        purged = platform.aap("leads", "purge", "--tenant", "dealer-b", "--json")
+        assert purged.exit_code == 0, purged.output
+        assert orjson.loads(purged.stdout)["lead_ids"] == [b] and beta.leads.get_lead(b) is None
+    finally:
+        registry.store.db.close()
