@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -352,6 +353,24 @@ def test_retention_goes_in_bounded_batches(db, receiver):
     second = purge(agent.stores.erasure, 1, now_ms, batch=2, batches=2)
     assert second.lead_ids == ids[4:] and not second.more
     assert agent.stores.leads.count_leads() == 0
+
+
+def test_two_workers_purging_at_once_erase_and_record_each_lead_once(db, receiver):
+    """Every worker of a platform runs the sweep: whichever order their transactions take, each lead
+    is erased once and named by one record."""
+    agent = agent_on(db, receiver)
+    ids = [submit(agent, NOW + timedelta(seconds=i), email=f"c{i}@example.org") for i in range(6)]
+    deliver(agent)
+    now_ms = epoch_ms(NOW + timedelta(days=2))
+    second = Stores(db)  # another worker's stores on the same database
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda s: purge(s.erasure, 1, now_ms, batch=2), [agent.stores, second]))
+    assert sorted(i for run in runs for i in run.lead_ids) == sorted(ids)
+    named = [i for record in agent.stores.erasure.records() for i in record.lead_ids]
+    assert sorted(named) == sorted(ids)
+    assert erasure_store.ErasureStore(db).erase(ids, actor="t", reason="retention", subject_digest=None,
+                                                now_ms=now_ms, received_before_ms=now_ms).lead_ids == ()  # fmt: skip
+    assert all(record.lead_ids for record in agent.stores.erasure.records())  # no empty retention record
 
 
 # -- the command line --------------------------------------------------------------------------------

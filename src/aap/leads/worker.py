@@ -13,7 +13,8 @@ or on a permanent failure (a definite refusal: a 3xx or a 4xx answer other than
 ``aap leads retry`` brings a dead row back. Each row remembers whether an attempt
 may have been accepted (``reached``): the attempts after it go out as resends.
 A row of kind ``notify`` is the new-lead e-mail to the rooftop's sales people
-(:mod:`aap.leads.notify`), under the same rules.
+(:mod:`aap.leads.notify`), under the same rules. Every sweep also erases the leads past
+``[leads] retention_days`` (:meth:`DeliveryWorker.retain`, :mod:`aap.leads.erasure`).
 
 Log lines name lead, delivery and target ids, states and error classes only.
 """

@@ -209,8 +209,14 @@ class ErasureStore:
         """
         with self.db.transaction() as tx:
             ids = list(dict.fromkeys(lead_ids))
-            if received_before_ms is not None:
-                ids = _still_expired(tx, ids, received_before_ms)
+            # The leads' rows first (on PostgreSQL a lock: a concurrent erasure of the same leads —
+            # two workers' retention passes — waits here, then finds them gone and records nothing).
+            for chunk in _chunks(ids):
+                tx.execute(
+                    f"UPDATE leads SET status = status WHERE tenant_id = ? AND lead_id IN ({_marks(chunk)})",
+                    (tx.tenant, *chunk),
+                )
+            ids = _still_expired(tx, ids, received_before_ms) if received_before_ms is not None else _existing(tx, ids)
             counts = _counts(tx, ids)
             for table, column in ERASED.items():
                 for chunk in _chunks(ids):
@@ -239,6 +245,19 @@ class ErasureStore:
                 (tx.tenant,),
             )
         return [Erasure(r[0], int(r[1]), r[2], r[3], r[4], tuple(orjson.loads(r[5])), orjson.loads(r[6])) for r in rows]
+
+
+def _existing(tx: Tx, ids: Sequence[str]) -> list[str]:
+    """Those of ``ids`` that are leads of the tenant, in their order."""
+    found: set[str] = set()
+    for chunk in _chunks(ids):
+        found |= {
+            str(r[0])
+            for r in tx.fetchall(
+                f"SELECT lead_id FROM leads WHERE tenant_id = ? AND lead_id IN ({_marks(chunk)})", (tx.tenant, *chunk)
+            )
+        }
+    return [i for i in ids if i in found]
 
 
 def _still_expired(tx: Tx, ids: Sequence[str], before_ms: int) -> list[str]:
