@@ -546,18 +546,9 @@ def purge_command(config: str | None, database: str | None, tenant: str | None, 
     total: Purge | None = None
     try:
         now_ms = int(time.time() * 1000)
-        while True:
+        while total is None or (total.more and not dry_run):  # a dry run shows one pass: nothing changes
             result = purge(stores.erasure, days, now_ms, dry_run=dry_run)
-            if total is None:
-                total = result
-            else:
-                total.lead_ids += result.lead_ids
-                total.erasure_ids += result.erasure_ids
-                for table, count in result.counts.items():
-                    total.counts[table] = total.counts.get(table, 0) + count
-            if dry_run or not result.more:
-                total.more = result.more
-                break
+            total = result if total is None else total.then(result)
     finally:
         stores.close()
     if as_json:

@@ -121,6 +121,15 @@ class Purge:
         if erasure.erasure_id is not None and erasure.lead_ids:
             self.erasure_ids.append(erasure.erasure_id)
 
+    def then(self, later: Purge) -> Purge:
+        """This pass followed by ``later`` (``aap leads purge`` runs passes to the end)."""
+        self.lead_ids += later.lead_ids
+        self.erasure_ids += later.erasure_ids
+        for table, count in later.counts.items():
+            self.counts[table] = self.counts.get(table, 0) + count
+        self.more = later.more
+        return self
+
 
 def purge(
     store: ErasureStore,

@@ -64,7 +64,6 @@ from aap.store.console import ConsoleStore
 from aap.store.erasure import Erasure, ErasureStore
 from aap.store.state import StateStore
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
-from aap.util.rfc3339 import ms_to_utc_z
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.callers import anonymous_caller
@@ -456,6 +455,4 @@ class ProvisioningApi:
             return done
 
         done = await self.work.blocking(run)
-        view = {**done.view(), "dry_run": dry_run}
-        view["at"] = ms_to_utc_z(view.pop("at_ms"))
-        return json_response(view, 200 if dry_run else 201)
+        return json_response({**done.view(), "dry_run": dry_run}, 200 if dry_run else 201)

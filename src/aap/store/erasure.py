@@ -33,6 +33,7 @@ import orjson
 
 from aap.store.console import write_audit
 from aap.store.db import Database, Migrations, Tx
+from aap.util.rfc3339 import ms_to_utc_z
 
 _LAYOUT = """
 CREATE TABLE lead_erasures (
@@ -139,7 +140,7 @@ class Erasure:
         """The record as JSON: ids, counts and the digest, never a customer's value."""
         return {
             "erasure_id": self.erasure_id,
-            "at_ms": self.at_ms,
+            "at": ms_to_utc_z(self.at_ms),
             "actor": self.actor,
             "reason": self.reason,
             "subject_digest": self.subject_digest,
