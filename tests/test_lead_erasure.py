@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -226,7 +227,8 @@ def test_a_send_that_ends_after_the_erasure_records_nothing_of_it(db, receiver):
     assert rows_holding(db, TRACES) == []
 
 
-def test_erasing_by_phone_reads_the_number_as_the_lead_stores_it(db, receiver):
+def test_erasing_by_phone_reads_the_number_as_the_lead_stores_it(db, receiver, caplog):
+    caplog.set_level(logging.INFO, logger="aap")
     agent = agent_on(db, receiver)
     mine = submit(agent, email="first.address@example.org")
     other = submit(agent, NOW + timedelta(seconds=1), email=OTHER_EMAIL, phone=OTHER_PHONE)
@@ -240,6 +242,11 @@ def test_erasing_by_phone_reads_the_number_as_the_lead_stores_it(db, receiver):
     third = submit(agent, NOW + timedelta(seconds=2), email=OTHER_EMAIL, phone=PHONE)
     both = erase(agent.stores.erasure, Subject.parse(OTHER_EMAIL, PHONE), key=key, actor="t", now_ms=2)
     assert sorted(both.lead_ids) == sorted([other, third])
+    # the log says an erasure happened, with its id and count, and nothing of the customer
+    erased = [r for r in caplog.records if r.getMessage() == "a customer's leads erased"]
+    assert [r.fields["erasure_id"] for r in erased] == [done.erasure_id, both.erasure_id]
+    logged = " ".join(f"{r.getMessage()} {getattr(r, 'fields', '')}" for r in caplog.records)
+    assert not [v for v in (EMAIL, OTHER_EMAIL, PHONE, PHONE[1:], "5557731") if v in logged]
 
 
 def test_a_request_names_the_customer_in_a_form_that_can_be_matched():

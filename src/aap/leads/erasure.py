@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from dataclasses import dataclass, field
 
 from aap.config.phones import DEFAULT_REGION, to_e164
@@ -42,6 +43,8 @@ RETENTION_ACTOR = "aap:retention"
 #: The name of the agent's digest key (:meth:`aap.store.state.StateStore.secret`).
 DIGEST_SECRET = "lead-erasure-digest"
 DAY_MS = 86_400_000
+
+log = logging.getLogger("aap.leads.erasure")
 
 
 class ErasureRefused(ValueError):
@@ -100,7 +103,10 @@ def erase(store: ErasureStore, subject: Subject, *, key: bytes, actor: str, now_
     """Erase every lead of ``subject`` (up to :data:`MAX_LEADS`) and record it, in one transaction;
     the record is written even when no lead matched (the request was handled)."""
     ids = store.leads_of(subject.email_key, subject.phone_key, limit=MAX_LEADS)
-    return store.erase(ids, actor=actor, reason=REQUEST, subject_digest=subject.digest(key), now_ms=now_ms)
+    done = store.erase(ids, actor=actor, reason=REQUEST, subject_digest=subject.digest(key), now_ms=now_ms)
+    fields = {"erasure_id": done.erasure_id, "count": len(done.lead_ids), "actor": actor}
+    log.info("a customer's leads erased", extra={"fields": fields})  # ids and counts: never the customer
+    return done
 
 
 @dataclass
