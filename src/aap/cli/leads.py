@@ -1,4 +1,4 @@
-"""``aap leads list|show|retry|status|assign|follow-up|note|history`` and ``aap deliver``.
+"""``aap leads list|show|retry|status|assign|follow-up|note|history|erase|purge`` and ``aap deliver``.
 
 Operating the lead outbox, and working the pipeline from a terminal with the
 console's own rules (:mod:`aap.leads.pipeline`): a status from the documented
@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -450,6 +451,118 @@ def history_command(lead_id: str, config: str | None, database: str | None, tena
         if event.note:
             lines += [f"    {line}" for line in event.note.splitlines()]
     click.echo("\n".join(lines))
+
+
+# -- erasure and retention (docs/leads.md, "Erasure and retention") ------------------------------
+def _erasure_lines(title: str, lead_ids: Sequence[str], counts: dict[str, int]) -> list[str]:
+    """What an erasure erased (or would): every lead id whole, then the rows per table."""
+    lines = [title]
+    lines += [f"  {lead_id}" for lead_id in lead_ids]
+    if lead_ids:
+        lines.append("Rows:")
+        lines += [f"  {table:<24} {count}" for table, count in counts.items() if table != "cancelled_deliveries"]
+        lines.append(f"  pending deliveries cancelled: {counts.get('cancelled_deliveries', 0)}")
+    return lines
+
+
+@leads.command("erase")
+@click.option("--email", default=None, metavar="ADDRESS", help="The customer's e-mail address.")
+@click.option("--phone", default=None, metavar="NUMBER", help="The customer's phone number (E.164, or US national).")
+@config_option
+@database_option
+@tenant_option
+@click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
+@click.option("--yes", is_flag=True, help="Erase without asking (needed when not on a terminal).")
+@as_option
+@click.option("--json", "as_json", is_flag=True, help="The erasure record as JSON.")
+def erase_command(
+    email: str | None,
+    phone: str | None,
+    config: str | None,
+    database: str | None,
+    tenant: str | None,
+    dry_run: bool,
+    yes: bool,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Erase every lead of one customer (a privacy request): leads whose customer has this e-mail
+    address or this phone number, with their consent records, appointments, deliveries (pending
+    ones are cancelled), delivery attempts and notes. Recorded with a digest, never the address."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
+    from aap.leads.erasure import DIGEST_SECRET, ErasureRefused, Subject, erase, plan
+
+    try:
+        subject = Subject.parse(email, phone)
+    except ErasureRefused as refused:
+        fail("Nothing was erased:", refused.problems)
+    stores = _stores(config, database, tenant)
+    try:
+        who = _actor(stores, actor)
+        found = plan(stores.erasure, subject, actor=who, now_ms=int(time.time() * 1000))
+        if as_json and dry_run:
+            _emit_json(found.view())
+            return
+        if not as_json:
+            title = f"{len(found.lead_ids)} lead(s) of this customer:"
+            click.echo("\n".join(_erasure_lines(title, found.lead_ids, found.counts)))
+        if dry_run:
+            click.echo("Dry run: nothing was erased.")
+            return
+        if not yes:
+            if not sys.stdin.isatty():
+                fail("Nothing was erased: add --yes to erase (or --dry-run to only look).")
+            if not click.confirm("Erase them?", default=False):
+                fail("Nothing was erased.")
+        key = stores.state.secret(DIGEST_SECRET)
+        done = erase(stores.erasure, subject, key=key, actor=who, now_ms=int(time.time() * 1000))
+    finally:
+        stores.close()
+    if as_json:
+        _emit_json(done.view())
+        return
+    if set(done.lead_ids) != set(found.lead_ids):  # a lead came or went in between: say what was erased
+        click.echo("\n".join(_erasure_lines("Erased instead:", done.lead_ids, done.counts)))
+    click.echo(f"Erased {len(done.lead_ids)} lead(s); recorded as erasure {done.erasure_id}.")
+
+
+@leads.command("purge")
+@config_option
+@database_option
+@tenant_option
+@click.option("--dry-run", is_flag=True, help="Show what would be erased; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="What was erased, as JSON.")
+def purge_command(config: str | None, database: str | None, tenant: str | None, dry_run: bool, as_json: bool) -> None:
+    """Erase now the leads older than [leads] retention_days (what the delivery worker does every
+    few minutes); leads with a delivery still to send are kept until it is sent or dead."""
+    # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
+    from aap.leads.erasure import Purge, purge
+
+    settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
+    days = settings.leads.retention_days
+    if days is None:
+        fail("No [leads] retention_days is set: leads are kept until erased (docs/leads.md).")
+    stores = open_stores_or_fail(settings)
+    total: Purge | None = None
+    try:
+        now_ms = int(time.time() * 1000)
+        while total is None or (total.more and not dry_run):  # a dry run shows one pass: nothing changes
+            result = purge(stores.erasure, days, now_ms, dry_run=dry_run)
+            total = result if total is None else total.then(result)
+    finally:
+        stores.close()
+    if as_json:
+        _emit_json({**asdict(total), "dry_run": dry_run, "retention_days": days})
+        return
+    verb = "would be erased" if dry_run else "erased"
+    title = f"{len(total.lead_ids)} lead(s) received before {_stamp(total.before_ms)} {verb}:"
+    click.echo("\n".join(_erasure_lines(title, total.lead_ids, total.counts)))
+    if total.erasure_ids:
+        click.echo("Recorded as erasure(s) " + ", ".join(total.erasure_ids) + ".")
+    if dry_run:
+        click.echo(
+            "Dry run: nothing was erased." + (" (More leads are due than one pass shows.)" if total.more else "")
+        )
 
 
 @click.command("deliver")

@@ -10,6 +10,7 @@ Example::
     [leads]
     consent_clock_skew_seconds = 120
     idempotency_retention_hours = 48
+    retention_days = 730                # erase leads after two years (absent: keep them)
 
     [leads.appointments]
     slot_minutes = 30
@@ -46,6 +47,8 @@ from aap.config.smtp import check_address, smtp_server, subject_line
 from aap.config.table import Problems, Table
 from aap.util.backoff import doubling
 
+#: The longest lead retention period a configuration may set (ten years).
+MAX_RETENTION_DAYS = 3650
 DEFAULT_ADF_CONTENT_TYPE = "application/x-adf+xml; charset=utf-8"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _RESERVED_HEADERS = {
@@ -184,6 +187,8 @@ class LeadSettings:
     idempotency_retention_hours: int = 48
     unavailable_vehicle: str = "accept"  # "accept" or "reject" a lead for a sold listing
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    #: Days a lead is kept before it is erased (docs/leads.md, "Erasure and retention"); None: for ever.
+    retention_days: int | None = None
 
     def route_for(self, dealer_id: str | None, rooftop: str | None) -> Route | None:
         """The most specific matching route (seller + rooftop > seller > rooftop > ``*``)."""
@@ -208,12 +213,17 @@ def parse_leads_section(table: Table, problems: Problems) -> LeadSettings:
         "idempotency_retention_hours", base.idempotency_retention_hours, minimum=24, maximum=24 * 365
     )
     unavailable = table.string("unavailable_vehicle", base.unavailable_vehicle, choices=("accept", "reject"))
+    keep_days = (
+        table.integer("retention_days", MAX_RETENTION_DAYS, minimum=1, maximum=MAX_RETENTION_DAYS)
+        if table.has("retention_days")
+        else None
+    )
     appointments = _appointments(table.table("appointments"))
     delivery = _delivery(table.table("delivery"))
     routes = _routes(table)
     notifications = parse_notifications(table.table("notifications"))
     table.finish()
-    return LeadSettings(routes, appointments, delivery, skew, retention, unavailable, notifications)
+    return LeadSettings(routes, appointments, delivery, skew, retention, unavailable, notifications, keep_days)
 
 
 def _appointments(table: Table) -> AppointmentSettings:

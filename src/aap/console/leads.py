@@ -30,6 +30,7 @@ from aap.config.localtime import day_range_ms, local_today, zone_named
 from aap.config.notifications import NOTIFY_KIND
 from aap.console.auth import Refused, Visit
 from aap.console.core import Console
+from aap.leads.erasure import DIGEST_SECRET, ErasureRefused, Subject, erase
 from aap.leads.operations import RetryRefused, retry_deliveries
 from aap.leads.pipeline import LeadUpdate, PipelineRefused, owners_for, update_lead
 from aap.paths import CONSOLE_PREFIX, VEHICLE_PAGE_PREFIX
@@ -505,6 +506,29 @@ async def handled(console: Console, request: Request, visit: Visit) -> Response:
     return RedirectResponse(url(request, f"{INBOX}/{lead_id}"), status_code=303)
 
 
+async def erase_customer(console: Console, request: Request, visit: Visit) -> Response:
+    """Erase every lead of this lead's customer (by its e-mail and phone), for an administrator who
+    ticked the confirmation (docs/leads.md, "Erasure and retention"); the audit log shows the record."""
+    lead_id = request.path_params["lead_id"]
+    lead = await _lead_or_404(console, visit, lead_id)  # a lead out of one's scope is not named, even to say no
+    if not visit.is_admin:
+        raise Refused(403, "Only an administrator erases a customer's data.", visit=visit)
+    if _form_text(visit, "confirm") != "erase":
+        raise Refused(400, "Tick the box to confirm the erasure: nothing was erased.", visit=visit)
+    customer = (lead.get("request") or {}).get("customer") or {}
+    try:
+        subject = Subject.parse(customer.get("email"), customer.get("phone"))
+    except ErasureRefused:
+        raise Refused(409, "This lead's customer has no e-mail or phone to erase by.", visit=visit) from None
+    key = await console.blocking(console.stores.state.secret, DIGEST_SECRET)
+    await console.blocking(erase, console.stores.erasure, subject, key=key, actor=visit.email, now_ms=console.now_ms())
+    return RedirectResponse(url(request, AUDIT_PAGE), status_code=303)
+
+
+#: Where an erasure's record is shown (the audit log of :mod:`aap.console.users`).
+AUDIT_PAGE = CONSOLE_PREFIX + "audit"
+
+
 def routes(console: Console) -> list[Route]:
     return [
         Route(INBOX, console.endpoint(inbox), methods=["GET"]),
@@ -514,4 +538,5 @@ def routes(console: Console) -> list[Route]:
         Route(INBOX + "/{lead_id:str}/retry", console.endpoint(retry), methods=["POST"]),
         Route(INBOX + "/{lead_id:str}/handled", console.endpoint(handled), methods=["POST"]),
         Route(INBOX + "/{lead_id:str}/pipeline", console.endpoint(work), methods=["POST"]),
+        Route(INBOX + "/{lead_id:str}/erase", console.endpoint(erase_customer), methods=["POST"]),
     ]

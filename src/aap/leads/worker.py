@@ -13,7 +13,8 @@ or on a permanent failure (a definite refusal: a 3xx or a 4xx answer other than
 ``aap leads retry`` brings a dead row back. Each row remembers whether an attempt
 may have been accepted (``reached``): the attempts after it go out as resends.
 A row of kind ``notify`` is the new-lead e-mail to the rooftop's sales people
-(:mod:`aap.leads.notify`), under the same rules.
+(:mod:`aap.leads.notify`), under the same rules. Every sweep also erases the leads past
+``[leads] retention_days`` (:meth:`DeliveryWorker.retain`, :mod:`aap.leads.erasure`).
 
 Log lines name lead, delivery and target ids, states and error classes only.
 """
@@ -33,9 +34,10 @@ from aap import AAP_VERSION, telemetry
 from aap.config.leads import LeadSettings
 from aap.config.model import DealerProfile, Settings
 from aap.config.notifications import NOTIFY_KIND
-from aap.leads import adf, notify, transports
+from aap.leads import adf, erasure, notify, transports
 from aap.netguard import Resolve
 from aap.store import Stores
+from aap.store.erasure import ErasureStore
 from aap.store.leads import Attempt, Delivery, LeadStore
 from aap.work import Work
 
@@ -289,7 +291,20 @@ class DeliveryWorker:
         removed = await self.work.blocking(self.store.sweep_idempotency, self.now_ms())
         if removed:
             log.info("expired idempotency keys forgotten", extra={"fields": {"count": removed}})
+        await self.retain()
         return removed
+
+    async def retain(self) -> int:
+        """Erase the leads past ``[leads] retention_days`` (one bounded pass; the next sweep goes
+        on where it stopped); returns how many were erased."""
+        days = self.leads.retention_days
+        if days is None:
+            return 0
+        result = await self.work.blocking(erasure.purge, ErasureStore(self.store.db), days, self.now_ms())
+        if result.lead_ids:
+            fields = {"count": len(result.lead_ids), "erasures": result.erasure_ids, "more": result.more}
+            log.info("leads past their retention period erased", extra={"fields": fields})
+        return len(result.lead_ids)
 
 
 def _fields(d: Delivery, **more: object) -> dict[str, Any]:

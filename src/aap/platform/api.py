@@ -19,6 +19,7 @@ OpenAPI 3.1 document at ``/_platform/openapi.json`` (:mod:`aap.platform.openapi`
 ``PUT    /_platform/v1/tenants/{id}/inventory``     a feed file: the tenant's whole inventory (replace)
 ``POST   /_platform/v1/tenants/{id}/inventory``     a feed file: listings added or updated (upsert)
 ``POST   /_platform/v1/tenants/{id}/feeds/{name}/run``  fetch and import one of its ``[[feeds]]`` now
+``POST   /_platform/v1/tenants/{id}/erasures``      ``{"email", "phone", "dry_run"}``: erase a customer's leads
 
 Every change is written to the platform's audit log by the registry, its actor
 ``api:NAME``: the name of the variable the token comes from (``[platform] api_token_env``),
@@ -62,9 +63,13 @@ from aap.config.model import Settings
 from aap.config.platform import PlatformSettings, tenant_id_problem
 from aap.errors import AapError, unexpected
 from aap.feeds.job import FIRST_PROBLEMS, ImportResult, run_import
+from aap.leads.erasure import DIGEST_SECRET, ErasureRefused, Subject, erase, plan
 from aap.ratelimit import retry_after_seconds
 from aap.store import Stores
+from aap.store.console import ConsoleStore
+from aap.store.erasure import Erasure, ErasureStore
 from aap.store.platform import TenantRecord
+from aap.store.state import StateStore
 from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
@@ -199,6 +204,7 @@ class ProvisioningApi:
                 "platform_domains",
                 {"PUT": self._guard(self.replace_domains), "PATCH": self._guard(self.change_domains)},
             ),
+            self._resource(f"{one}/erasures", "platform_erasures", {"POST": self._guard(self.erase_customer)}),
             self._resource(f"{one}/secrets", "platform_secrets", {"GET": self._guard(self.list_secrets)}),
             *self._inventory_routes(one),
             self._resource(
@@ -540,3 +546,33 @@ class ProvisioningApi:
         problems = [str(p) for p in found[:FIRST_PROBLEMS]] or [run.message or run.outcome]
         status = 422 if run.outcome in ("rejected", "refused") else 502
         return error_response(status, f"Nothing was imported: {run.message or run.outcome}", problems, run=summary)
+
+    # -- a customer's erasure (docs/leads.md, "Erasure and retention") ------------------------------
+    async def erase_customer(self, request: Request) -> Response:
+        """Erase one customer's leads from the tenant, recorded in the tenant's audit log (and the
+        platform's, with the counts) by the API's actor; ``dry_run`` changes nothing."""
+        body = await self._body(request, {"email": "string", "phone": "string", "dry_run": "boolean"}, ())
+        tenant_id = request.path_params["tenant_id"]
+        dry_run = body.get("dry_run", False)
+        problems = [] if isinstance(dry_run, bool) else ["dry_run: must be true or false"]
+        try:
+            subject = Subject.parse(body.get("email"), body.get("phone"))
+        except ErasureRefused as refused:
+            problems += refused.problems
+        if problems:
+            raise Refused(400, _MESSAGES[400], problems)
+
+        def run() -> Erasure:
+            self.registry.get(tenant_id)  # 404 for an unknown tenant
+            db = self.registry.data.open(tenant_id)
+            now_ms = int(time.time() * 1000)
+            if dry_run:
+                return plan(ErasureStore(db), subject, actor=self.actor, now_ms=now_ms)
+            key = StateStore(db).secret(DIGEST_SECRET)
+            done = erase(ErasureStore(db), subject, key=key, actor=self.actor, now_ms=now_ms)
+            detail = {"erasure_id": done.erasure_id, "leads": len(done.lead_ids), "counts": done.counts}
+            ConsoleStore(self.registry.store.db).audit(self.actor, "tenant.erasure", tenant_id, detail, now_ms)
+            return done
+
+        done = await self.work.blocking(run)
+        return json_response({**done.view(), "dry_run": dry_run}, 200 if dry_run else 201)

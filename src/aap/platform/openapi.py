@@ -311,6 +311,67 @@ def _inventory_paths() -> dict[str, Any]:
     }
 
 
+# -- a customer's erasure (docs/leads.md, "Erasure and retention") --------------------------------
+def _erasure_paths() -> dict[str, Any]:
+    """``POST .../erasures``: erase one customer's leads from one tenant (a privacy request);
+    201 when erased, 200 for a dry run."""
+    operation = _operation(
+        "eraseCustomer",
+        "Erase every lead of one customer from the tenant (a privacy request), or with `dry_run` "
+        "show what would be erased.",
+        (
+            "201",
+            {
+                "description": "Erased and recorded (also when no lead matched).",
+                "content": _json(_ref("Erasure")),
+            },
+        ),
+        [*_WITH_BODY, "404", *_AUTHENTICATED],
+        body="ErasureRequest",
+        description="Leads whose customer has this e-mail address or this phone number are deleted with "
+        "their consent records, appointment seats, deliveries (pending ones cancelled), delivery attempts "
+        "and notes; their idempotency records are anonymised. The record keeps a keyed digest of the "
+        "address and number, never the values. A dry run answers 200 and changes nothing.",
+    )
+    operation["responses"]["200"] = {
+        "description": "A dry run: what would be erased (`erasure_id` null); nothing changed.",
+        "content": _json(_ref("Erasure")),
+    }
+    return {f"{API_PREFIX}/tenants/{{tenant_id}}/erasures": {"parameters": [_TENANT_ID_PARAMETER], "post": operation}}
+
+
+def _erasure_schemas() -> dict[str, Any]:
+    return {
+        "ErasureRequest": _object(
+            {
+                "email": {"type": "string", "maxLength": 320, "description": "The customer's e-mail address."},
+                "phone": {"type": "string", "maxLength": 64, "description": "The customer's phone number (E.164)."},
+                "dry_run": {"type": "boolean", "description": "Show what would be erased; change nothing."},
+            },
+            [],
+            "At least one of email and phone.",
+        ),
+        "Erasure": _object(
+            {
+                "erasure_id": {"type": ["string", "null"], "description": "null for a dry run."},
+                "at": {"type": "string", "format": "date-time"},
+                "actor": {"type": "string"},
+                "reason": {"type": "string", "enum": ["request", "retention"]},
+                "subject_digest": {"type": ["string", "null"], "description": "HMAC-SHA256 of the e-mail and phone."},
+                "lead_count": {"type": "integer"},
+                "lead_ids": {"type": "array", "items": {"type": "string"}},
+                "counts": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "Rows per table; `cancelled_deliveries`: those not sent yet.",
+                },
+                "dry_run": {"type": "boolean"},
+            },
+            ["erasure_id", "at", "actor", "reason", "subject_digest", "lead_count", "lead_ids", "counts", "dry_run"],
+        ),
+    }
+
+
 def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
     """The document, its server the platform host."""
     tenant = _ref("Tenant")
@@ -451,6 +512,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     ["404", *_AUTHENTICATED],
                 ),
             },
+            **_erasure_paths(),
             f"{API_PREFIX}/tenants/{{tenant_id}}/secrets/{{name}}": {
                 "parameters": [_TENANT_ID_PARAMETER, _SECRET_NAME_PARAMETER],
                 "put": _set_secret(),
@@ -558,6 +620,7 @@ def openapi_document(platform: PlatformSettings) -> dict[str, Any]:
                     },
                     ["value"],
                 ),
+                **_erasure_schemas(),
                 "DomainChange": _object(
                     {"add": _hosts("Host names to serve it at too."), "remove": _hosts("Host names to stop serving.")},
                     [],

@@ -19,7 +19,8 @@ How work becomes due:
   what it finds, so that nothing is lost when a worker stopped between a write and its note;
   it also loads each tenant's configuration once per revision (all of them when the worker
   starts), so a tenant that does not load in this worker's environment is reported without
-  waiting for a request.
+  waiting for a request; and it erases the leads of each tenant that sets ``[leads]
+  retention_days`` past that period (:func:`retain`, docs/leads.md, "Erasure and retention").
 
 A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
 it due at once), and the sweep passes it by. A tenant whose configuration does not load is
@@ -147,10 +148,23 @@ async def sweep(ctx: PlatformContext) -> None:
                     await ctx.work.blocking(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:
                     await ctx.work.blocking(store.set_due, record.tenant_id, FEEDS, _now_ms())
+                if "retention_days" in record.config:  # only a tenant that may set it is loaded for it
+                    await retain(ctx, record.tenant_id)
             except Exception as exc:
                 fields = {"tenant": record.tenant_id, "error_type": type(exc).__name__}
                 log.warning("sweep failed", extra={"fields": fields})
         after = page[-1].tenant_id
+
+
+async def retain(ctx: PlatformContext, tenant_id: str) -> int:
+    """Erase the tenant's leads past its own ``[leads] retention_days`` (one bounded pass: the next
+    sweep goes on); returns how many were erased."""
+    with working_for(tenant_id):
+        runtime = await _runtime(ctx, tenant_id)
+        if runtime is None:
+            return 0
+        settings, stores = runtime.gateway.settings, runtime.gateway.stores
+        return await DeliveryWorker(stores.leads, settings, work=ctx.work).retain()
 
 
 @asynccontextmanager

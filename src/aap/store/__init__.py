@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
+from aap.store.erasure import ErasureStore
 from aap.store.feeds import FeedStore
 from aap.store.inventory import InventoryStore
 from aap.store.inventory.browse import InventoryBrowser
@@ -56,6 +57,8 @@ class Stores:
         self.console = ConsoleStore(db)
         self.lead_inbox = LeadInbox(db, self.leads)
         self.lead_pipeline = LeadPipeline(db, self.lead_inbox)
+        # Erasing a customer's leads, or those past their retention period (docs/leads.md).
+        self.erasure = ErasureStore(db)
         self.inventory_summaries = InventorySummaries(db)
         self.inventory_browser = InventoryBrowser(db)
 

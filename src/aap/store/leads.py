@@ -678,7 +678,16 @@ class LeadStore:
                 ).rowcount
                 == 1
             )
-            if attempt is not None:
+            # A row erased while it was being sent (aap.store.erasure) stays erased: no attempt,
+            # with the body that was sent, is recorded for it.
+            if attempt is not None and (
+                held
+                or tx.fetchone(
+                    "SELECT 1 FROM lead_deliveries WHERE tenant_id = ? AND delivery_id = ?",
+                    (tx.tenant, delivery.delivery_id),
+                )
+                is not None
+            ):
                 tx.execute(
                     "INSERT INTO lead_delivery_attempts (tenant_id, attempt_id, delivery_id, lead_id, attempt,"
                     " started_ms, finished_ms, outcome, error, content_type, payload)"

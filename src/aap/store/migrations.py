@@ -11,11 +11,11 @@ The time a migration takes never depends on the number of tenants: they share th
 
 from __future__ import annotations
 
-from aap.store import console, feeds, inventory, layout, lead_pipeline, leads, platform, poppy, state, upgrade
+from aap.store import console, erasure, feeds, inventory, layout, lead_pipeline, leads, platform, poppy, state, upgrade
 from aap.store.db import Database, Migrations, Tx
 
 #: The domains of an agent, in the order their steps apply (``pipeline`` adds columns to
-#: ``leads``, so it comes after it).
+#: ``leads``, so it comes after it; ``erasure`` records what was erased from both).
 DOMAINS: tuple[Migrations, ...] = (
     state.MIGRATIONS,
     inventory.MIGRATIONS,
@@ -24,6 +24,7 @@ DOMAINS: tuple[Migrations, ...] = (
     poppy.MIGRATIONS,
     feeds.MIGRATIONS,
     console.MIGRATIONS,
+    erasure.MIGRATIONS,
 )
 
 #: A platform deployment: every domain (its tenants' rows and the platform's own accounts,
