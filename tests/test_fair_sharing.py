@@ -310,6 +310,44 @@ def test_requests_waiting_for_their_tenants_slot_hold_no_thread_or_connection(tm
         stores.close()
 
 
+def test_the_work_of_a_tenant_at_its_bound_runs_off_the_event_loop(tmp_path: Path) -> None:
+    """A shape short enough for the loop runs there for a tenant below its bound, and on the
+    executor for a request that arrived while its tenant's slots were all taken."""
+    stores = open_stores(f"sqlite:///{tmp_path}/one.db")
+    work = Work(inline=True, threads=1)
+    shape = ("inventory.search", "", "|")
+    work.note(shape, 0.0)  # seen to cost nothing: runs inline
+    shares = TenantShares(limit=1, queue=4, wait=3600)
+    flood = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="flood")
+    quiet = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="quiet")
+    inline: dict[str, bool] = {}
+    first_may_end = asyncio.Event()
+
+    async def request(gateway: Gateway, name: str, hold: asyncio.Event | None = None) -> None:
+        async with gateway.arrival("POST"):
+            inline[name] = work.short(shape)
+            if hold is not None:
+                await hold.wait()
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(request(flood, "flood, below its bound", first_may_end))
+        await settle()
+        second = asyncio.ensure_future(request(flood, "flood, at its bound"))
+        await settle()
+        assert shares.waiting("flood") == 1
+        await request(quiet, "quiet")
+        first_may_end.set()
+        await asyncio.gather(first, second)
+        assert inline == {"flood, below its bound": True, "quiet": True, "flood, at its bound": False}
+        assert work.short(shape)  # outside any request: as the shape was seen
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        work.close()
+        stores.close()
+
+
 # -- the rule against a reference model -------------------------------------------------------------
 
 TENANTS = ("a", "b", "c")

@@ -34,6 +34,11 @@ answer brings the flooding client's next request. Two rules therefore go with th
   the rest, round robin, instead of each filling the loop between another's steps; a tenant
   below its bound is never made to wait.
 
+And a request that arrived while its tenant's slots were all taken runs its work on the
+executor even when its shape is short enough for the event loop (:data:`aap.work.OFF_LOOP`,
+set by :meth:`aap.gateway.Gateway.arrival`): a flood's searches never hold the loop that the
+other tenants' requests are read, routed and answered on.
+
 A waiting request holds nothing but its own coroutine (its body is not read yet), so a flood
 waits in its tenant's queue instead of in front of the others; a slot it was handed is never
 lost (a request cancelled while waiting passes its slot on). The state is this worker's alone:

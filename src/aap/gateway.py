@@ -57,7 +57,7 @@ from aap.ratelimit import RateLimiter
 from aap.skills.catalog import SkillInfo
 from aap.skills.context import CallContext
 from aap.store import Stores
-from aap.work import Work
+from aap.work import OFF_LOOP, Work
 
 T = TypeVar("T")
 
@@ -224,14 +224,17 @@ class Gateway:
         its own protocol at :meth:`admit` (a request no door admits, such as a discovery
         document, is served without a slot). A request its caller's rate limit refused keeps
         its slot for the share's ``hold`` after it was answered, so that a client sending
-        again and again at its limit gets its refusals no faster than the tenant's slots allow
-        (docs/platform.md, "Fair sharing"). One agent without shares: nothing is counted.
+        again and again at its limit gets its refusals no faster than the tenant's slots allow;
+        a request that arrived while its tenant's slots were all taken runs its work off the
+        event loop (:data:`aap.work.OFF_LOOP`) (docs/platform.md, "Fair sharing"). One agent
+        without shares: nothing is counted.
         """
         shares = self.shares
         if shares is None or method in UNCOUNTED_METHODS:
             yield
             return
         arrived = _Arrival()
+        crowded = shares.running(self.tenant) >= shares.limit or shares.waiting(self.tenant) > 0
         try:
             await shares.enter(self.tenant)
         except AapError as refusal:
@@ -243,9 +246,11 @@ class Gateway:
                 _ARRIVAL.reset(token)
             return
         token = _ARRIVAL.set(arrived)
+        off_loop = OFF_LOOP.set(crowded)
         try:
             yield
         finally:
+            OFF_LOOP.reset(off_loop)
             _ARRIVAL.reset(token)
             shares.leave(self.tenant, after=shares.hold if arrived.rate_limited else 0.0)
 
