@@ -1,8 +1,11 @@
 """Fair sharing of a worker between a platform's tenants (docs/platform.md, "Fair sharing").
 
 Deterministic throughout: a tenant's slots are held by requests blocked on an event inside
-the skill's work, never by timing; the admission rule is checked against a small reference
-model over random arrival orders (bounded by hypothesis example counts).
+the skill's work, never by timing; the admission rule (yielding included) is checked against a
+small reference model over random arrival orders (bounded by hypothesis example counts); the
+hold of a refused request's slot and the bound of a yield are timers, checked by the order in
+which the event loop runs what is due, never by a measured duration. What a request costs is
+counted (transactions, skill calls, placements, threads reached), never timed.
 """
 
 from __future__ import annotations
