@@ -227,11 +227,15 @@ def main() -> None:
                     config = work / "platform.toml"
                     config.write_text(platform_file(url, shares == "on"), encoding="utf-8")
                     proc, origin = start(config, args.workers, work / "serve.log")
+                    label = f"{backend}, noisy rate limit {limit}, fair sharing {shares}"
                     try:
                         figures = measure(origin, work, args)
+                    except httpx.TransportError as exc:  # told, with the server's last words; the next case runs
+                        log = (work / "serve.log").read_text(errors="replace")[-1500:]
+                        print(f"[{label}] the quiet tenant's request failed: {exc!r}\n{log}", flush=True)
+                        continue
                     finally:
                         stop_process(proc)
-                    label = f"{backend}, noisy rate limit {limit}, fair sharing {shares}"
                     report(label, figures, args.samples * args.rounds)
             if cluster is not None:
                 cluster.stop()

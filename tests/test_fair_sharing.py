@@ -1,8 +1,11 @@
 """Fair sharing of a worker between a platform's tenants (docs/platform.md, "Fair sharing").
 
 Deterministic throughout: a tenant's slots are held by requests blocked on an event inside
-the skill's work, never by timing; the admission rule is checked against a small reference
-model over random arrival orders (bounded by hypothesis example counts).
+the skill's work, never by timing; the admission rule (yielding included) is checked against a
+small reference model over random arrival orders (bounded by hypothesis example counts); the
+hold of a refused request's slot and the bound of a yield are timers, checked by the order in
+which the event loop runs what is due, never by a measured duration. What a request costs is
+counted (transactions, skill calls, placements, threads reached), never timed.
 """
 
 from __future__ import annotations
@@ -17,19 +20,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.datastructures import Headers
 
 from aap.agent import DealerAgent
+from aap.bindings.a2a import A2ABinding
 from aap.config.loader import parse_settings
+from aap.config.model import RateLimit
 from aap.errors import AapError
 from aap.fairshare import TenantShares
-from aap.gateway import Gateway
+from aap.gateway import Caller, Gateway
+from aap.ratelimit import RateLimiter
 from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database, open_stores
 from aap.tenants import TenantRegistry
 from aap.work import Work
+from conftest import make_settings as agent_settings
 from http_helpers import AAP_HEADERS, aap_error_of, make_settings, send_message, serve
 from mcp_helpers import legacy_headers, modern_call, rpc
 from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
@@ -105,9 +114,241 @@ def test_a_slot_handed_to_a_request_cancelled_meanwhile_goes_on_to_the_next() ->
     asyncio.run(scenario())
 
 
+def test_a_tenant_at_its_bound_yields_its_next_slot_to_another_tenants_request() -> None:
+    """The flooded tenant's queued requests start after the quiet tenant's request, not before."""
+
+    async def scenario() -> None:
+        shares = TenantShares(limit=2, queue=8, wait=3600, yield_for=3600)
+        await shares.enter("flood")
+        await shares.enter("flood")
+        queued = [asyncio.ensure_future(shares.enter("flood")) for _ in range(3)]
+        await settle()
+        await shares.enter("quiet")  # below its bound: admitted at once, ahead of the flood's queue
+        shares.leave("flood")  # the flood's freed slot is not handed on while "quiet" is at work
+        await settle()
+        assert [q.done() for q in queued] == [False, False, False] and shares.yielding("flood")
+        assert (shares.running("flood"), shares.waiting("flood")) == (1, 3)
+        await shares.enter("quiet")  # and the quiet tenant is still never made to wait
+        shares.leave("quiet")  # one of its requests ended: the flood goes on, up to its bound
+        await settle()
+        assert [q.done() for q in queued] == [True, False, False] and not shares.yielding("flood")
+        assert (shares.running("flood"), shares.waiting("flood")) == (2, 2)
+        shares.leave("quiet")
+        for _ in range(2):
+            shares.leave("flood")  # alone again: handed on at once
+        await settle()
+        assert [q.done() for q in queued] == [True, True, True] and shares.running("flood") == 2
+        shares.leave("flood")
+        shares.leave("flood")
+        assert shares._tenants == {} and shares._yielding == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_tenant_yields_for_at_most_its_bound() -> None:
+    """One long request of another tenant does not stall a flooded tenant's queue: after
+    ``yield_for`` its slot goes on (the loop runs timers in the order they are due, no clock read)."""
+
+    async def scenario() -> None:
+        shares = TenantShares(limit=1, queue=1, wait=3600, yield_for=0.001)
+        await shares.enter("flood")
+        queued = asyncio.ensure_future(shares.enter("flood"))
+        await shares.enter("slow")
+        await settle()
+        shares.leave("flood")
+        assert shares.yielding("flood") and not queued.done()
+        await asyncio.sleep(0.01)  # due after the yield's timer
+        await settle()
+        assert queued.done() and shares.running("flood") == 1 and not shares.yielding("flood")
+        shares.leave("flood")
+        shares.leave("slow")
+        assert shares._tenants == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_slot_given_back_later_is_held_until_then() -> None:
+    async def scenario() -> None:
+        shares = TenantShares(limit=1, queue=0, wait=3600)
+        await shares.enter("a")
+        shares.leave("a", after=0.001)
+        assert shares.running("a") == 1
+        with pytest.raises(AapError):
+            await shares.enter("a")  # still held: refused by the share
+        await asyncio.sleep(0.01)  # due after the hold's timer
+        assert shares.running("a") == 0 and shares._tenants == {}
+
+    asyncio.run(scenario())
+
+
 def test_a_share_needs_a_slot() -> None:
     with pytest.raises(ValueError):
         TenantShares(limit=0, queue=1, wait=1)
+
+
+# -- what a refusal costs, and what a waiting request holds --------------------------------------
+
+
+class Clock:
+    """A clock that stands still: a refusal's wait never runs out during the test."""
+
+    now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.slow
+def test_a_refusal_for_the_rate_limit_costs_no_transaction_no_skill_and_keeps_its_slot(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the A2A door, inside the tenant's share as the platform's routing enters it: once its
+    caller is refused, each further request is refused from this worker's memory (no database
+    transaction, no skill looked up, no schema validation, no work placed), and its slot stays
+    taken for the share's ``hold`` after its answer, so the tenant's next request waits."""
+    stores = open_stores(database_url)
+    transactions = {"count": 0}
+    transaction = stores.db.transaction
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        transactions["count"] += 1
+        return transaction(*args, **kwargs)
+
+    monkeypatch.setattr(stores.db, "transaction", counted)
+    assert stores.state.db is stores.db
+    skill_work = {"skill_for": 0, "answer": 0, "placed": 0}
+
+    def counting(name: str) -> Any:
+        original = getattr(DealerAgent, name)
+
+        def counted_call(self: DealerAgent, *args: Any) -> Any:
+            skill_work[name] += 1
+            return original(self, *args)
+
+        return counted_call
+
+    for name in ("skill_for", "answer"):
+        monkeypatch.setattr(DealerAgent, name, counting(name))
+    limiter = RateLimiter(stores.state, RateLimit(enabled=True, per_minute=60, burst=4), clock=Clock())
+    work = Work(inline=stores.db.in_process)
+    run = work.run
+
+    async def placed(*args: Any) -> Any:
+        skill_work["placed"] += 1
+        return await run(*args)
+
+    monkeypatch.setattr(work, "run", placed)
+    caller = Caller("a2a", "ip:flood")
+    headers = Headers(AAP_HEADERS)
+    body = orjson.dumps(send_message(SEARCH))
+
+    async def request(gateway: Gateway) -> dict[str, Any] | None:
+        async with gateway.arrival("POST"):
+            outcome = await A2ABinding(gateway).process(body, headers, caller)
+        return aap_error_of(outcome.payload)
+
+    async def scenario() -> None:
+        shares = TenantShares(limit=1, queue=0, wait=3600, hold=0)
+        gateway = Gateway(DealerAgent(agent_settings(), stores), limiter, work, shares=shares, tenant="flood")
+        answers = [await request(gateway)]  # searched, from its burst ...
+        while answers[-1] is None and len(answers) < 10:
+            answers.append(await request(gateway))  # ... until the bucket is empty
+        assert answers[0] is None and answers[-1] is not None and answers[-1]["code"] == "RATE_LIMITED"
+        before, work_before = transactions["count"], dict(skill_work)
+        again = [await request(gateway) for _ in range(20)]
+        assert all(e is not None and "requests per minute" in e["details"]["hint"] for e in again)
+        assert transactions["count"] == before and skill_work == work_before
+
+        held = TenantShares(limit=1, queue=0, wait=3600, hold=3600)
+        gateway = Gateway(DealerAgent(agent_settings(), stores), limiter, work, shares=held, tenant="flood")
+        refused = await request(gateway)
+        assert refused is not None and "requests per minute" in refused["details"]["hint"]
+        assert held.running("flood") == 1  # answered, and its slot still held
+        refused = await request(gateway)  # so the tenant's next request is refused by its share
+        assert refused is not None and "at once" in refused["details"]["hint"]
+        assert transactions["count"] == before and skill_work == work_before
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        work.close()
+        stores.close()
+
+
+def test_requests_waiting_for_their_tenants_slot_hold_no_thread_or_connection(tmp_path: Path) -> None:
+    """A tenant at its bound, with requests waiting: the worker's other executor thread (and
+    the database connection each thread holds) still serves another tenant at once."""
+    stores = open_stores(f"sqlite:///{tmp_path}/one.db")
+    work = Work(inline=False, threads=2)
+    shares = TenantShares(limit=1, queue=8, wait=3600)
+    flood = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="flood")
+    quiet = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="quiet")
+    release = threading.Event()
+    entered: list[str] = []
+
+    def held_work() -> None:
+        entered.append("flood")
+        release.wait(timeout=120)
+
+    async def flooding() -> None:
+        async with flood.arrival("POST"):
+            await flood.blocking(held_work)
+
+    async def scenario() -> None:
+        requests = [asyncio.ensure_future(flooding()) for _ in range(6)]
+        await settle()
+        assert (shares.running("flood"), shares.waiting("flood")) == (1, 5)
+        async with quiet.arrival("POST"):  # the second thread is free: served meanwhile
+            assert await asyncio.wait_for(quiet.blocking(str, "served"), 120) == "served"
+        assert entered == ["flood"]  # the waiting five never reached a thread
+        release.set()
+        await asyncio.gather(*requests)
+        assert entered == ["flood"] * 6 and shares._tenants == {}
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        work.close()
+        stores.close()
+
+
+def test_the_work_of_a_tenant_at_its_bound_runs_off_the_event_loop(tmp_path: Path) -> None:
+    """A shape short enough for the loop runs there for a tenant below its bound, and on the
+    executor for a request that arrived while its tenant's slots were all taken."""
+    stores = open_stores(f"sqlite:///{tmp_path}/one.db")
+    work = Work(inline=True, threads=1)
+    shape = ("inventory.search", "", "|")
+    work.note(shape, 0.0)  # seen to cost nothing: runs inline
+    shares = TenantShares(limit=1, queue=4, wait=3600)
+    flood = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="flood")
+    quiet = Gateway.of(DealerAgent(agent_settings(), stores), work, shares=shares, tenant="quiet")
+    inline: dict[str, bool] = {}
+    first_may_end = asyncio.Event()
+
+    async def request(gateway: Gateway, name: str, hold: asyncio.Event | None = None) -> None:
+        async with gateway.arrival("POST"):
+            inline[name] = work.short(shape)
+            if hold is not None:
+                await hold.wait()
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(request(flood, "flood, below its bound", first_may_end))
+        await settle()
+        second = asyncio.ensure_future(request(flood, "flood, at its bound"))
+        await settle()
+        assert shares.waiting("flood") == 1
+        await request(quiet, "quiet")
+        first_may_end.set()
+        await asyncio.gather(first, second)
+        assert inline == {"flood, below its bound": True, "quiet": True, "flood, at its bound": False}
+        assert work.short(shape)  # outside any request: as the shape was seen
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        work.close()
+        stores.close()
 
 
 # -- the rule against a reference model -------------------------------------------------------------
@@ -119,13 +360,21 @@ operation = st.tuples(st.sampled_from(("arrive", "arrive", "finish", "cancel")),
 class Model:
     """The admission rule as plainly as it can be said: per tenant, ``limit`` running, first come
     first served, ``queue`` waiting, the rest refused; a finished request's slot goes to the
-    oldest waiting one."""
+    oldest waiting one, unless another tenant has a request running: then the tenant yields,
+    and its free slots go to its waiting ones when another tenant's request finishes."""
 
     def __init__(self, limit: int, queue: int) -> None:
         self.limit, self.queue = limit, queue
         self.running: dict[str, list[int]] = {t: [] for t in TENANTS}
         self.waiting: dict[str, deque[int]] = {t: deque() for t in TENANTS}
+        self.yielding: dict[str, None] = {}  # in the order they began to yield
         self.status: dict[int, str] = {}
+
+    def fill(self, tenant: str) -> None:
+        while len(self.running[tenant]) < self.limit and self.waiting[tenant]:
+            nxt = self.waiting[tenant].popleft()
+            self.running[tenant].append(nxt)
+            self.status[nxt] = "running"
 
     def arrive(self, tenant: str, request: int) -> None:
         if len(self.running[tenant]) < self.limit and not self.waiting[tenant]:
@@ -142,10 +391,14 @@ class Model:
             return None
         done = self.running[tenant].pop(0)
         self.status[done] = "finished"
-        if self.waiting[tenant]:
-            nxt = self.waiting[tenant].popleft()
-            self.running[tenant].append(nxt)
-            self.status[nxt] = "running"
+        for other in [t for t in self.yielding if t != tenant]:
+            del self.yielding[other]
+            self.fill(other)
+        if self.waiting[tenant] and tenant not in self.yielding:
+            if any(self.running[t] for t in TENANTS if t != tenant):
+                self.yielding[tenant] = None
+            else:
+                self.fill(tenant)
         return done
 
     def cancel(self, tenant: str) -> int | None:
@@ -153,6 +406,8 @@ class Model:
             return None
         gone = self.waiting[tenant].pop()
         self.status[gone] = "cancelled"
+        if not self.waiting[tenant]:
+            self.yielding.pop(tenant, None)
         return gone
 
 
@@ -167,7 +422,7 @@ def test_the_shares_admit_as_the_reference_model_in_any_arrival_order(
     limit: int, queue: int, operations: list[tuple[str, str]]
 ) -> None:
     async def scenario() -> None:
-        shares = TenantShares(limit=limit, queue=queue, wait=3600)  # never runs out: no clock
+        shares = TenantShares(limit=limit, queue=queue, wait=3600, yield_for=3600)  # no clock
         model = Model(limit, queue)
         status: dict[int, str] = {}
         finish: dict[int, asyncio.Event] = {}
@@ -207,6 +462,7 @@ def test_the_shares_admit_as_the_reference_model_in_any_arrival_order(
             for t in TENANTS:
                 assert shares.running(t) == len(model.running[t])
                 assert shares.waiting(t) == len(model.waiting[t])
+                assert shares.yielding(t) == (t in model.yielding)
         for event in finish.values():
             event.set()
         await settle()

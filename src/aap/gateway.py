@@ -24,7 +24,8 @@ path), Poppy and the public page.
    in this worker (:class:`~aap.fairshare.TenantShares`) from its arrival, before its body is
    read, until it is answered (:meth:`Gateway.arrival`, entered by the tenant routing); it
    waits briefly in the tenant's queue when all are taken, else it is refused
-   (``RATE_LIMITED``) at its admission, before any of its work is placed.
+   (``RATE_LIMITED``) at its admission, before any of its work is placed. A request its
+   caller's rate limit refused keeps its slot a moment after its answer.
 4. **Placement.** The work runs where :class:`~aap.work.Work` places its shape: on the event
    loop when such calls were seen to be short, else on the worker's executor
    (docs/architecture.md, "Where the work runs").
@@ -56,7 +57,7 @@ from aap.ratelimit import RateLimiter
 from aap.skills.catalog import SkillInfo
 from aap.skills.context import CallContext
 from aap.store import Stores
-from aap.work import Work
+from aap.work import OFF_LOOP, Work
 
 T = TypeVar("T")
 
@@ -70,9 +71,20 @@ MAX_TOKENS = 16
 
 #: Requests that read nothing: never counted against a share (an MCP stream may stay open).
 UNCOUNTED_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-#: The refusal of the request this task serves, when its tenant's share refused it on arrival:
-#: the door's admission answers with it (:meth:`Gateway.arrival`, :meth:`Gateway.admit`).
-_REFUSED: ContextVar[AapError | None] = ContextVar("aap_share_refusal", default=None)
+
+
+@dataclass
+class _Arrival:
+    """What :meth:`Gateway.admit` and :meth:`Gateway.arrival` tell each other of one request."""
+
+    #: Its tenant's share refused it on arrival: the door's admission answers with this.
+    refusal: AapError | None = None
+    #: Its caller's rate limit refused it (its slot is then held a moment longer).
+    rate_limited: bool = False
+
+
+#: The request this task serves, as its tenant's share saw it (None: not counted by a share).
+_ARRIVAL: ContextVar[_Arrival | None] = ContextVar("aap_arrival", default=None)
 
 #: A shape keeps at most this many names, each of at most this length.
 _NAME, _NAMES = 40, 40
@@ -179,15 +191,20 @@ class Gateway:
         background when it runs low, so its requests in flight never wait for that write
         together (docs/architecture.md, "Rate limiting").
         """
-        refused = _REFUSED.get()
-        if refused is not None:
-            raise refused  # its tenant's share refused it on arrival: before a token is spent
+        arrived = _ARRIVAL.get()
+        if arrived is not None and arrived.refusal is not None:
+            raise arrived.refusal  # its tenant's share refused it on arrival: before a token is spent
         key = caller if isinstance(caller, str) else caller.key
         limiter, work = self.limiter, self.work
         cost = max(1, min(cost, limiter.rule.burst))
-        while not limiter.check_local(key, cost):
-            if await work.single_flight(("lease", key), limiter.check, key, cost):
-                return  # this request's own lease admitted it
+        try:
+            while not limiter.check_local(key, cost):
+                if await work.single_flight(("lease", key), limiter.check, key, cost):
+                    return  # this request's own lease admitted it
+        except AapError:
+            if arrived is not None:
+                arrived.rate_limited = True
+            raise
         if limiter.running_low(key):
             work.in_background(("lease", key), limiter.top_up, key)
 
@@ -205,24 +222,37 @@ class Gateway:
         meanwhile, after waiting for one in the tenant's queue if need be. When the share refuses
         it, it is still handed to its door, which reads its envelope and answers the refusal in
         its own protocol at :meth:`admit` (a request no door admits, such as a discovery
-        document, is served without a slot). One agent without shares: nothing is counted.
+        document, is served without a slot). A request its caller's rate limit refused keeps
+        its slot for the share's ``hold`` after it was answered, so that a client sending
+        again and again at its limit gets its refusals no faster than the tenant's slots allow;
+        a request that arrived while its tenant's slots were all taken runs its work off the
+        event loop (:data:`aap.work.OFF_LOOP`) (docs/platform.md, "Fair sharing"). One agent
+        without shares: nothing is counted.
         """
-        if self.shares is None or method in UNCOUNTED_METHODS:
+        shares = self.shares
+        if shares is None or method in UNCOUNTED_METHODS:
             yield
             return
+        arrived = _Arrival()
+        crowded = shares.running(self.tenant) >= shares.limit or shares.waiting(self.tenant) > 0
         try:
-            await self.shares.enter(self.tenant)
+            await shares.enter(self.tenant)
         except AapError as refusal:
-            token = _REFUSED.set(refusal)
+            arrived.refusal = refusal
+            token = _ARRIVAL.set(arrived)
             try:
                 yield
             finally:
-                _REFUSED.reset(token)
+                _ARRIVAL.reset(token)
             return
+        token = _ARRIVAL.set(arrived)
+        off_loop = OFF_LOOP.set(crowded)
         try:
             yield
         finally:
-            self.shares.leave(self.tenant)
+            OFF_LOOP.reset(off_loop)
+            _ARRIVAL.reset(token)
+            shares.leave(self.tenant, after=shares.hold if arrived.rate_limited else 0.0)
 
     # -- the call ----------------------------------------------------------------------------
     def skill_for(self, payload: Any) -> SkillInfo:

@@ -17,6 +17,9 @@ values: a shape runs inline once a run of it has been seen to cost at most
 anything on a database across the network (PostgreSQL, where every query waits)
 run on the executor. A slow run counts at once; fast runs bring a shape's cost
 back down by halves, so a shape that is sometimes slow mostly stays off the loop.
+A request of a platform's tenant at its bound (:data:`OFF_LOOP`) runs on the
+executor whatever its shape, so that a flood does not hold the loop the other
+tenants are served on (docs/platform.md, "Fair sharing").
 
 The composition root builds one :class:`Work` per worker process and gives it to the
 gateway (:mod:`aap.gateway`), the one module that places work: every door of the app
@@ -31,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, TypeVar
 
@@ -54,6 +58,9 @@ NETWORK_THREADS = 10
 SHAPES = 1024
 #: Threads for long calls (:meth:`Work.long`): a feed's fetch and import, an SMTP session.
 LONG_THREADS = 4
+#: True while serving a request whose work must not run on the event loop, whatever its shape:
+#: a request of a platform's tenant at its bound (docs/platform.md, "Fair sharing").
+OFF_LOOP: ContextVar[bool] = ContextVar("aap_off_loop", default=False)
 
 
 class Work:
@@ -80,7 +87,7 @@ class Work:
 
     def short(self, shape: Hashable | None) -> bool:
         """True when ``shape`` runs on the event loop."""
-        if not self.inline or shape is None:
+        if not self.inline or shape is None or OFF_LOOP.get():
             return False
         cost = self._cost.get(shape)  # one dict read: atomic, no lock needed
         return cost is not None and cost <= self.budget
