@@ -11,6 +11,7 @@ never one object.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,32 @@ def test_a_tenants_reads_go_through_its_own_view_of_the_primary(tmp_path: Path) 
     with pytest.raises(ValueError):
         reads.for_tenant("dealer-b", mine)  # another tenant's view is never read through
     db.close()
+
+
+def test_a_tenants_settings_with_shared_sections_travel_to_worker_processes(platform) -> None:
+    client, registry = platform
+    settings = runtime_of(client, "dealer-c", "gamma.example").gateway.settings
+    for value in (settings, registry.deployment):
+        assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_a_dropped_runtime_without_lifespans_is_closed_at_once(platform) -> None:
+    client, _ = platform
+    runtimes = client.app.state.platform.runtimes  # type: ignore[attr-defined]
+    search(client, "alpha.example")  # the A2A surface only: nothing entered that outlives a request
+    client.post("/mcp", headers={"host": "beta.example"}, json={})  # MCP's session manager: entered
+    a, b = runtime_of(client, "dealer-a", "alpha.example"), runtime_of(client, "dealer-b", "beta.example")
+    assert not a.lingering and b.lingering
+
+    def drop(tenant_id: str) -> int:
+        async def run() -> int:
+            return runtimes.drop(tenant_id)
+
+        return client.portal.call(run)
+
+    assert drop("dealer-a") == 1
+    assert a.closed and not runtimes._closing and "dealer-a" not in runtimes._stores
+    assert drop("dealer-b") == 1
+    assert not b.closed and len(runtimes._closing) == 1  # its requests in flight get the grace
+    search(client, "alpha.example")  # built again, on its next request
+    assert runtime_of(client, "dealer-a", "alpha.example") is not a

@@ -88,6 +88,10 @@ class SecretValues:
     def __repr__(self) -> str:
         return f"SecretValues({sorted(self._values)!r})"
 
+    def __reduce__(self) -> tuple[type[SecretValues], tuple[dict[str, str], dict[str, str]]]:
+        """Pickled as its two mappings (a deployment's settings go to its worker processes)."""
+        return SecretValues, (dict(self._values), dict(self._problems))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SecretValues) and other._values == self._values
 

@@ -9,8 +9,6 @@ closing; phone numbers, rewritten to E.164 by :mod:`aap.config.phones`).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -60,11 +58,7 @@ def parse_dealer_profile(table: Table, problems: Problems, *, require_id: bool =
     if require_id and "dealer_id" not in info:
         problems.add(join(path, "dealer_id"), "is required for every [[dealers]] entry")
     _check_rooftops(info, path, problems)
-    return DealerProfile(info, codes or NO_CODES) if len(problems) == before else None
-
-
-#: The store codes of a profile whose rooftops name none (most): one empty mapping for all.
-NO_CODES: Mapping[str, str] = MappingProxyType({})
+    return DealerProfile(info, codes) if len(problems) == before else None
 
 
 def _store_codes(info: dict[str, Any], path: str, problems: Problems) -> dict[str, str]:

@@ -99,6 +99,11 @@ class AgentRuntime:
         self._building: dict[int, asyncio.Future[BuiltSurface]] | None = None
         self.closed = False
 
+    @property
+    def lingering(self) -> bool:
+        """True when one of its surfaces entered lifespans, which requests in flight may still use."""
+        return any(built.keeper is not None for built in self._built.values())
+
     def prepare(self) -> None:
         """Build every surface now, in order (a deployment that is one agent, as its app is made);
         their lifespans are entered by :meth:`start`."""

@@ -284,7 +284,17 @@ class Runtimes:
         return len(keys)
 
     def _retire(self, runtime: AgentRuntime) -> None:
-        """Close ``runtime`` after the grace its requests in flight may need."""
+        """Close ``runtime``: after the grace its requests in flight may need when one of its
+        surfaces entered lifespans (an MCP session manager), else now — a request in flight
+        keeps the objects it holds, and the gateway's unspent rate-limit tokens are given back
+        in the background. A worker spreading requests over more tenants than it keeps retires
+        a runtime for most of them: held for the grace, they would be many more than it keeps."""
+        if not runtime.lingering:
+            runtime.closed = True
+            self._release_stores(runtime)
+            if runtime.gateway.limiter.holds_leases:
+                self.work.in_background(("release", id(runtime)), runtime.gateway.release)
+            return
 
         async def later() -> None:
             await asyncio.sleep(GRACE_SECONDS)
@@ -296,6 +306,10 @@ class Runtimes:
 
     async def _close(self, runtime: AgentRuntime) -> None:
         await runtime.close()
+        self._release_stores(runtime)
+
+    def _release_stores(self, runtime: AgentRuntime) -> None:
+        """One runtime fewer holds its tenant's stores (dropped with the last)."""
         tenant_id = runtime.tenant_id or ""
         stores, refs = self._stores.get(tenant_id, (None, 0))
         if stores is runtime.gateway.stores:
