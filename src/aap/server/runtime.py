@@ -76,13 +76,12 @@ class BuiltSurface:
 
     async def close(self) -> None:
         if self.keeper is None:
-            return
+            return  # no lifespans entered: nothing to leave
         self.stop.set()
-        if self.keeper is not None:
-            try:
-                await asyncio.wait_for(self.keeper, timeout=10)
-            except Exception as exc:  # a surface that cannot stop cleanly must not stop the others
-                log.warning("a surface did not stop cleanly: %s", type(exc).__name__)
+        try:
+            await asyncio.wait_for(self.keeper, timeout=10)
+        except Exception as exc:  # a surface that cannot stop cleanly must not stop the others
+            log.warning("a surface did not stop cleanly: %s", type(exc).__name__)
 
 
 class AgentRuntime:
@@ -101,8 +100,9 @@ class AgentRuntime:
 
     @property
     def lingering(self) -> bool:
-        """True when one of its surfaces entered lifespans, which requests in flight may still use."""
-        return any(built.keeper is not None for built in self._built.values())
+        """True when one of its surfaces entered lifespans, which requests in flight may still
+        use, or is being built (and may enter some)."""
+        return bool(self._building) or any(built.keeper is not None for built in self._built.values())
 
     def prepare(self) -> None:
         """Build every surface now, in order (a deployment that is one agent, as its app is made);
