@@ -14,7 +14,8 @@ answer plain JSON values. Nothing here knows about HTTP, JSON-RPC or rate limits
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from aap.config.model import Settings
@@ -31,6 +32,9 @@ __all__ = ["CallContext", "DealerAgent", "SkillDeps", "normalize_numbers", "sche
 
 SkillHandler = Callable[[SkillDeps, dict[str, Any], CallContext], dict[str, Any]]
 Classifier = Callable[[Any, list[Problem]], AapError]
+#: A skill's classifier made for one agent's deps, when a request fails its schema (rarely:
+#: an agent holds no classifier until then).
+ClassifierOf = Callable[[SkillDeps], Classifier]
 
 
 INT64_MIN, INT64_END = -(2**63), 2**63
@@ -70,23 +74,63 @@ def schema_error(problems: list[Problem]) -> AapError:
     return AapError("SCHEMA_VALIDATION_FAILED", errors=problems)
 
 
+def _given(classify: Classifier) -> ClassifierOf:
+    """A classifier registered as it is, whatever the deps."""
+
+    def of(_: SkillDeps) -> Classifier:
+        return classify
+
+    return of
+
+
 def _require_object(payload: Any) -> None:
     if not isinstance(payload, dict):
         raise schema_error([problem("", "type", "The AAP request must be a JSON object.")])
 
 
+def _classify_search(deps: SkillDeps) -> Classifier:
+    return inventory_search.make_classifier(deps)
+
+
+def _classify_facets(deps: SkillDeps) -> Classifier:
+    return inventory_search.make_classifier(deps, sort=False)
+
+
+def _classify_lead(deps: SkillDeps) -> Classifier:
+    return lead_submit.make_classifier(deps.settings)
+
+
+#: The five AAP skills: every agent's table until one registers another (then its own copy).
+#: Immutable, so the agents of a platform's tenants share it.
+DEFAULT_HANDLERS: Mapping[str, SkillHandler] = MappingProxyType(
+    {
+        "dealer.information": dealer_information.run,
+        "inventory.facets": inventory_facets.run,
+        "inventory.search": inventory_search.run,
+        "inventory.vehicle": inventory_vehicle.run,
+        lead_submit.SKILL_ID: lead_submit.run,
+    }
+)
+DEFAULT_CLASSIFIERS: Mapping[str, ClassifierOf] = MappingProxyType(
+    {
+        "inventory.facets": _classify_facets,
+        "inventory.search": _classify_search,
+        lead_submit.SKILL_ID: _classify_lead,
+    }
+)
+
+
 class DealerAgent:
-    """The core: the skill handlers (the five AAP skills by default) over one :class:`SkillDeps`."""
+    """The core: the skill handlers (the five AAP skills by default) over one :class:`SkillDeps`.
+
+    A platform worker holds thousands of agents, so an agent holds its deps and nothing per
+    skill: the skill table is the shared :data:`DEFAULT_HANDLERS` until :meth:`register`
+    changes it, and a skill's classifier is made when a request fails its schema."""
 
     def __init__(self, settings: Settings, stores: Stores, deps: SkillDeps | None = None) -> None:
         self.deps = deps or SkillDeps(settings, stores)
-        self._handlers: dict[str, SkillHandler] = {}
-        self._classifiers: dict[str, Classifier] = {}
-        self.register("dealer.information", dealer_information.run)
-        self.register("inventory.facets", inventory_facets.run, inventory_search.make_classifier(self.deps, sort=False))
-        self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self.deps))
-        self.register("inventory.vehicle", inventory_vehicle.run)
-        self.register(lead_submit.SKILL_ID, lead_submit.run, lead_submit.make_classifier(settings))
+        self._handlers: Mapping[str, SkillHandler] = DEFAULT_HANDLERS
+        self._classifiers: Mapping[str, ClassifierOf] = DEFAULT_CLASSIFIERS
 
     @property
     def settings(self) -> Settings:
@@ -104,9 +148,11 @@ class DealerAgent:
         classify: Classifier | None = None,
     ) -> None:
         """Declare a skill as implemented. ``classify`` maps schema problems to an AapError."""
-        self._handlers[skill_id] = handler
+        self._handlers = {**self._handlers, skill_id: handler}
+        classifiers = {k: v for k, v in self._classifiers.items() if k != skill_id}
         if classify is not None:
-            self._classifiers[skill_id] = classify
+            classifiers[skill_id] = _given(classify)
+        self._classifiers = classifiers
 
     @property
     def skills(self) -> list[SkillInfo]:
@@ -174,7 +220,7 @@ class DealerAgent:
         problems = validate(request, skill.request_schema, budget=VALIDATION_BUDGET)
         if problems:
             classify = self._classifiers.get(skill.id)
-            raise classify(request, problems) if classify else schema_error(problems)
+            raise classify(self.deps)(request, problems) if classify else schema_error(problems)
         return request
 
     def refusal(self, skill: SkillInfo, payload: Any) -> AapError | None:

@@ -102,6 +102,11 @@ class RateLimiter:
         return self.rule.enabled and self.rule.per_minute > 0 and self.rule.burst > 0
 
     @property
+    def holds_leases(self) -> bool:
+        """True when this process holds tokens leased from the shared buckets (see :meth:`release`)."""
+        return bool(self._leases)
+
+    @property
     def max_lease(self) -> int:
         return max(1, min(MAX_LEASE, self.rule.burst // 4))
 

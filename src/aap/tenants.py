@@ -40,6 +40,7 @@ from aap.config.environment import signing_problems
 from aap.config.loader import ConfigError, parse_tenant
 from aap.config.model import Settings
 from aap.config.platform import MAX_DOMAIN_TEXT, PlatformSettings, normalise_domain, tenant_id_problem
+from aap.config.shared import SharedSections
 from aap.netguard import Reach, host_refusal
 from aap.secretbox import SecretKeyError
 from aap.store.db import Database
@@ -167,6 +168,8 @@ class TenantRegistry:
         self.data = TenantData(platform_db)
         self.environ = environ
         self.secrets = TenantSecrets(self.store, self.platform, os.environ if environ is None else environ)
+        #: The Settings sections this process's tenants hold alike, held once (by content).
+        self.sections = SharedSections()
 
     # -- what a tenant is served as ---------------------------------------------------------
     def public_url(self, record: TenantRecord) -> str:
@@ -184,7 +187,7 @@ class TenantRegistry:
             environ=self.environ,
             source=f"tenant {record.tenant_id}",
         )
-        return self._with_secrets(settings, record.tenant_id)
+        return self._with_secrets(self.sections.settings(settings), record.tenant_id)
 
     def _with_secrets(self, settings: Settings, tenant_id: str) -> Settings:
         names = {ref.credential.secret for ref in secret_references(settings) if ref.credential.secret}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from aap.config.table import Table
@@ -77,6 +78,9 @@ def credential(table: Table, stem: str) -> Credential:
     return Credential(env, secret)
 
 
+_NONE: Mapping[str, str] = MappingProxyType({})
+
+
 class SecretValues:
     """The values of the tenant secrets an agent's configuration names, as its worker read them
     when it built the agent. Never printed: ``repr`` names the secrets, not their values."""
@@ -84,12 +88,17 @@ class SecretValues:
     __slots__ = ("_problems", "_values")
 
     def __init__(self, values: Mapping[str, str] | None = None, problems: Mapping[str, str] | None = None) -> None:
-        self._values = dict(values or {})
+        # No secrets (most agents): one empty mapping for all, not two dicts each.
+        self._values: Mapping[str, str] = dict(values) if values else _NONE
         #: Why a secret that is set could not be read (its name: the reason, never a value).
-        self._problems = dict(problems or {})
+        self._problems: Mapping[str, str] = dict(problems) if problems else _NONE
 
     def __repr__(self) -> str:
         return f"SecretValues({sorted(self._values)!r})"
+
+    def __reduce__(self) -> tuple[type[SecretValues], tuple[dict[str, str], dict[str, str]]]:
+        """Pickled as its two mappings (a deployment's settings go to its worker processes)."""
+        return SecretValues, (dict(self._values), dict(self._problems))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SecretValues) and other._values == self._values
@@ -114,6 +123,10 @@ class SecretValues:
             if problem
             else f"the tenant secret {name} is not set"
         )
+
+
+#: The secrets of an agent whose configuration names none (most): one for all, never changed.
+NO_SECRETS = SecretValues()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aap.config.credentials import Credential, SecretValues
+from aap.config.credentials import NO_SECRETS, Credential, SecretValues
 from aap.config.feeds import FeedSettings
 from aap.config.leads import LeadSettings
 from aap.config.mcp import McpSettings
@@ -207,12 +207,13 @@ class ConnectionLimits:
     max_connections: int = 1_000  # open connections per worker; one more is answered 503 and closed
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a deployment is configured with.
 
     Every optional section has its defaults, so a ``Settings`` built in code
-    (tests, tools) names only what it needs.
+    (tests, tools) names only what it needs. Slotted: a platform worker holds one for each
+    tenant it serves, and a dictionary of its fields would be most of it.
     """
 
     deployment_id: str
@@ -263,7 +264,7 @@ class Settings:
     outbound: Reach = LOCAL
     #: A platform tenant's: the values of the tenant secrets its configuration names, read when its
     #: worker built it (docs/platform.md, "Secrets"); empty for a deployment that is one agent.
-    secrets: SecretValues = field(default_factory=SecretValues, repr=False, compare=False)
+    secrets: SecretValues = field(default=NO_SECRETS, repr=False, compare=False)
 
     @property
     def scope(self) -> str:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from functools import cached_property
 from typing import Any
 
 from starlette.routing import BaseRoute, Router
@@ -28,14 +29,28 @@ log = logging.getLogger("aap.server")
 
 
 class BuiltSurface:
-    """One surface built for one agent: its router, its direct paths, the lifespans it entered."""
+    """One surface built for one agent: its routes, its direct paths, the lifespans it entered.
+
+    It holds what the surface built as it is (no copies); its router, which only a request
+    off the direct paths needs, and what leaving its lifespans takes are made on first use: a
+    platform worker holds a built surface for each of thousands of tenants."""
 
     def __init__(self, parts: BindingParts) -> None:
-        self.router = Router(routes=parts.routes)
-        self.direct = dict(parts.direct)
-        self.lifespans = list(parts.lifespans)
-        self.stop = asyncio.Event()
+        self.routes = parts.routes
+        self.direct = parts.direct
+        self.lifespans = tuple(parts.lifespans)
+        self._stop: asyncio.Event | None = None
         self.keeper: asyncio.Task[None] | None = None
+
+    @cached_property
+    def router(self) -> Router:
+        return Router(routes=self.routes)
+
+    @property
+    def stop(self) -> asyncio.Event:
+        if self._stop is None:
+            self._stop = asyncio.Event()
+        return self._stop
 
     async def start(self, app: Any) -> None:
         """Enter the surface's lifespans in a task of their own, which leaves them when told to
@@ -60,12 +75,13 @@ class BuiltSurface:
         await ready
 
     async def close(self) -> None:
+        if self.keeper is None:
+            return  # no lifespans entered: nothing to leave
         self.stop.set()
-        if self.keeper is not None:
-            try:
-                await asyncio.wait_for(self.keeper, timeout=10)
-            except Exception as exc:  # a surface that cannot stop cleanly must not stop the others
-                log.warning("a surface did not stop cleanly: %s", type(exc).__name__)
+        try:
+            await asyncio.wait_for(self.keeper, timeout=10)
+        except Exception as exc:  # a surface that cannot stop cleanly must not stop the others
+            log.warning("a surface did not stop cleanly: %s", type(exc).__name__)
 
 
 class AgentRuntime:
@@ -78,8 +94,15 @@ class AgentRuntime:
         self.tenant_id = tenant_id
         self.public_url = gateway.settings.public_url
         self._built: dict[int, BuiltSurface] = {}
-        self._building: dict[int, asyncio.Future[BuiltSurface]] = {}
+        #: Surfaces being built (made by the first build: most runtimes never wait on one).
+        self._building: dict[int, asyncio.Future[BuiltSurface]] | None = None
         self.closed = False
+
+    @property
+    def lingering(self) -> bool:
+        """True when one of its surfaces entered lifespans, which requests in flight may still
+        use, or is being built (and may enter some)."""
+        return bool(self._building) or any(built.keeper is not None for built in self._built.values())
 
     def prepare(self) -> None:
         """Build every surface now, in order (a deployment that is one agent, as its app is made);
@@ -97,7 +120,7 @@ class AgentRuntime:
     def routes(self) -> list[BaseRoute]:
         """The routes of the surfaces built so far (every one, once a deployment that is one
         agent has started): what the operator's tools and the tests list."""
-        return [route for built in self._built.values() for route in built.router.routes]
+        return [route for built in self._built.values() for route in built.routes]
 
     def built(self, index: int) -> BuiltSurface | None:
         """Surface ``index`` if it is built (a dictionary read: the hot path asks this first)."""
@@ -108,6 +131,8 @@ class AgentRuntime:
         built = self._built.get(index)
         if built is not None:
             return built
+        if self._building is None:
+            self._building = {}
         pending = self._building.get(index)
         if pending is not None:
             return await asyncio.shield(pending)

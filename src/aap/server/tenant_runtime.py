@@ -20,12 +20,13 @@ from collections.abc import Sequence
 
 from aap.agent import DealerAgent
 from aap.config.loader import ConfigError
+from aap.config.model import Settings
 from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
 from aap.skills.catalog import SkillInfo
 from aap.store import Stores
-from aap.store.platform import DELIVERIES, TenantRecord
+from aap.store.platform import DELIVERIES, PlatformStore, TenantRecord
 from aap.store.replicas import ReadRouter
 from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
@@ -51,6 +52,21 @@ LOADED_KEPT = 100_000
 SUSPENDED_RETRY_AFTER = 300
 #: ``Retry-After`` of a tenant whose configuration does not load: fixed by a change, any time.
 BROKEN_RETRY_AFTER = 60
+
+
+class DeliveriesDue:
+    """Told by a tenant's gateway that a lead was stored: its deliveries are due now, on any
+    worker (the registry's mark, written in the background). A small object rather than a
+    closure: a worker holds one for each tenant it serves."""
+
+    __slots__ = ("registry", "tenant_id", "work")
+
+    def __init__(self, registry: PlatformStore, work: Work, tenant_id: str) -> None:
+        self.registry, self.work, self.tenant_id = registry, work, tenant_id
+
+    def __call__(self, skill: SkillInfo) -> None:
+        now_ms = int(time.time() * 1000)
+        self.work.in_background(("due", self.tenant_id), self.registry.set_due, self.tenant_id, DELIVERIES, now_ms)
 
 
 class TenantUnavailable(Exception):
@@ -149,27 +165,34 @@ class Runtimes:
     async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
         registry = self.registry.store
         seen = self._drops.get(tenant_id, 0)
-        record = await self.work.blocking(registry.tenant, tenant_id)
+        record, loaded = await self.work.blocking(self._load, tenant_id, public_url)
         if record is None:
             return None
         if record.suspended_ms is not None:
             raise self._remember(TenantUnavailable(tenant_id, "suspended"), seen)
-        try:
-            settings = await self.work.blocking(self.registry.settings_for, record, public_url)
-        except (ConfigError, tomllib.TOMLDecodeError) as exc:
-            raise self._broken(record, load_reason(exc), seen) from None
+        if isinstance(loaded, (ConfigError, tomllib.TOMLDecodeError)):
+            raise self._broken(record, load_reason(loaded), seen) from None
+        assert loaded is not None
         if record.broken is not None:  # this revision loads here: the report was another worker's
             self.work.in_background(("loaded", tenant_id), registry.clear_broken, tenant_id, record.revision)
         stores = self._acquire(tenant_id)
-
-        def stored(skill: SkillInfo) -> None:  # a lead: its deliveries are due now, on any worker
-            self.work.in_background(
-                ("due", tenant_id), registry.set_due, tenant_id, DELIVERIES, int(time.time() * 1000)
-            )
-
-        agent = DealerAgent(settings, stores)
+        agent = DealerAgent(loaded, stores)
+        stored = DeliveriesDue(registry, self.work, tenant_id)
         gateway = Gateway.of(agent, self.work, after_write=stored, shares=self.shares, tenant=tenant_id)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
+
+    def _load(
+        self, tenant_id: str, public_url: str
+    ) -> tuple[TenantRecord | None, Settings | ConfigError | tomllib.TOMLDecodeError | None]:
+        """Blocking: the tenant's registry row, and its Settings at ``public_url`` (or why they do
+        not load) — in one trip to the executor, where a first request waits for both."""
+        record = self.registry.store.tenant(tenant_id)
+        if record is None or record.suspended_ms is not None:
+            return record, None
+        try:
+            return record, self.registry.settings_for(record, public_url)
+        except (ConfigError, tomllib.TOMLDecodeError) as exc:
+            return record, exc
 
     def _remember(self, unavailable: TenantUnavailable, seen: int) -> TenantUnavailable:
         """Remember ``unavailable`` until the tenant's next change, unless it changed (was
@@ -246,7 +269,7 @@ class Runtimes:
             return held[0]
         db = self.registry.data.open(tenant_id)  # a view of the platform's database: nothing opened
         stores = Stores(
-            db, self.reads.for_tenant(tenant_id), index_min_rows=INDEX_MIN_ROWS, facet_cache_size=FACET_CACHE
+            db, self.reads.for_tenant(tenant_id, db), index_min_rows=INDEX_MIN_ROWS, facet_cache_size=FACET_CACHE
         )
         self._stores[tenant_id] = (stores, 1)
         return stores
@@ -261,7 +284,17 @@ class Runtimes:
         return len(keys)
 
     def _retire(self, runtime: AgentRuntime) -> None:
-        """Close ``runtime`` after the grace its requests in flight may need."""
+        """Close ``runtime``: after the grace its requests in flight may need when one of its
+        surfaces entered lifespans (an MCP session manager), else now — a request in flight
+        keeps the objects it holds, and the gateway's unspent rate-limit tokens are given back
+        in the background. A worker spreading requests over more tenants than it keeps retires
+        a runtime for most of them: held for the grace, they would be many more than it keeps."""
+        if not runtime.lingering:
+            runtime.closed = True
+            self._release_stores(runtime)
+            if runtime.gateway.limiter.holds_leases:
+                self.work.in_background(("release", id(runtime)), runtime.gateway.release)
+            return
 
         async def later() -> None:
             await asyncio.sleep(GRACE_SECONDS)
@@ -273,6 +306,10 @@ class Runtimes:
 
     async def _close(self, runtime: AgentRuntime) -> None:
         await runtime.close()
+        self._release_stores(runtime)
+
+    def _release_stores(self, runtime: AgentRuntime) -> None:
+        """One runtime fewer holds its tenant's stores (dropped with the last)."""
         tenant_id = runtime.tenant_id or ""
         stores, refs = self._stores.get(tenant_id, (None, 0))
         if stores is runtime.gateway.stores:

@@ -13,6 +13,10 @@ lead pipeline, :mod:`~aap.store.lead_pipeline`),
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar, overload
+
 from aap.store.console import ConsoleStore
 from aap.store.db import Database, connect
 from aap.store.erasure import ErasureStore
@@ -28,9 +32,43 @@ from aap.store.poppy import PoppyStore
 from aap.store.replicas import ReadRouter
 from aap.store.state import StateStore
 
+T = TypeVar("T")
+
+
+class _Built(Generic[T]):
+    """A domain store of :class:`Stores`, built on first use and then an attribute of the
+    instance (the descriptor is not asked again). One lock per store kind: two threads
+    asking at once get one store."""
+
+    def __init__(self, make: Callable[[Stores], T]) -> None:
+        self.make = make
+        self.lock = threading.Lock()
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, stores: None, owner: type) -> _Built[T]: ...
+    @overload
+    def __get__(self, stores: Stores, owner: type) -> T: ...
+    def __get__(self, stores: Stores | None, owner: type) -> T | _Built[T]:
+        if stores is None:
+            return self
+        with self.lock:
+            held: T | None = stores.__dict__.get(self.name)
+            if held is None:
+                held = self.make(stores)
+                stores.__dict__[self.name] = held
+        return held
+
 
 class Stores:
-    """The domain stores of one agent, all on one database as its tenant sees it (and its read replicas)."""
+    """The domain stores of one agent, all on one database as its tenant sees it (and its read replicas).
+
+    Each domain's store is built when it is first used: a platform worker holds thousands of
+    tenants' stores, and a tenant that is only searched uses its inventory alone
+    (docs/platform.md, "Sizing")."""
 
     def __init__(
         self,
@@ -46,21 +84,26 @@ class Stores:
         self.db = db
         self._owner = owner
         self.reads = reads or ReadRouter(db)
-        self.inventory = InventoryStore(
-            db, reads=self.reads, index_min_rows=index_min_rows, facet_cache_size=facet_cache_size
+        self._index_min_rows = index_min_rows
+        self._facet_cache_size = facet_cache_size
+
+    inventory = _Built(
+        lambda s: InventoryStore(
+            s.db, reads=s.reads, index_min_rows=s._index_min_rows, facet_cache_size=s._facet_cache_size
         )
-        self.state = StateStore(db)
-        self.leads = LeadStore(db)
-        self.poppy = PoppyStore(db)
-        self.feeds = FeedStore(db)
-        # The staff console's views and state (docs/console.md).
-        self.console = ConsoleStore(db)
-        self.lead_inbox = LeadInbox(db, self.leads)
-        self.lead_pipeline = LeadPipeline(db, self.lead_inbox)
-        # Erasing a customer's leads, or those past their retention period (docs/leads.md).
-        self.erasure = ErasureStore(db)
-        self.inventory_summaries = InventorySummaries(db)
-        self.inventory_browser = InventoryBrowser(db)
+    )
+    state = _Built(lambda s: StateStore(s.db))
+    leads = _Built(lambda s: LeadStore(s.db))
+    poppy = _Built(lambda s: PoppyStore(s.db))
+    feeds = _Built(lambda s: FeedStore(s.db))
+    #: The staff console's views and state (docs/console.md).
+    console = _Built(lambda s: ConsoleStore(s.db))
+    lead_inbox = _Built(lambda s: LeadInbox(s.db, s.leads))
+    lead_pipeline = _Built(lambda s: LeadPipeline(s.db, s.lead_inbox))
+    #: Erasing a customer's leads, or those past their retention period (docs/leads.md).
+    erasure = _Built(lambda s: ErasureStore(s.db))
+    inventory_summaries = _Built(lambda s: InventorySummaries(s.db))
+    inventory_browser = _Built(lambda s: InventoryBrowser(s.db))
 
     @property
     def tenant(self) -> str:

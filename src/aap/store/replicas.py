@@ -75,22 +75,28 @@ class ReadRouter:
         self._turn = itertools.count()
         #: A platform tenant's view (:meth:`for_tenant`): its tenant, and its views of the replicas.
         self._tenant: str | None = None
-        self._views: dict[int, tuple[Database, Database]] = {}
+        #: Made on the first replica read (a platform's tenants, most of them, never make one).
+        self._views: dict[int, tuple[Database, Database]] | None = None
         self._owns = True
 
-    def for_tenant(self, tenant: str) -> ReadRouter:
+    def for_tenant(self, tenant: str, primary: Database | None = None) -> ReadRouter:
         """These replicas as ``tenant`` reads them: the same pools and the same replica states,
-        every read scoped to its rows (a platform's tenants share one router's replicas)."""
+        every read scoped to its rows (a platform's tenants share one router's replicas).
+        ``primary``: the tenant's view of the primary already made, to read through (not another)."""
         view = copy.copy(self)
-        view.primary = self.primary.for_tenant(tenant)
+        if primary is not None and (primary.tenant != tenant or primary.url != self.primary.url):
+            raise ValueError("the primary given is not this router's primary as the tenant sees it")
+        view.primary = primary if primary is not None else self.primary.for_tenant(tenant)
         view._tenant = tenant
-        view._views = {}
+        view._views = None
         view._owns = False
         return view
 
     def _as_tenant(self, db: Database) -> Database:
         if self._tenant is None:
             return db
+        if self._views is None:
+            self._views = {}
         held = self._views.get(id(db))
         if held is None or held[0] is not db:
             held = (db, db.for_tenant(self._tenant))
