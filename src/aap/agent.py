@@ -51,6 +51,8 @@ def normalize_numbers(value: Any) -> Any:
     path"). One beyond the double range becomes an infinity, which no schema
     accepts as a number.
     """
+    if isinstance(value, str):  # most values of a request: nothing to look at
+        return value
     if isinstance(value, float) and value.is_integer() and INT64_MIN <= value < INT64_END:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value < INT64_END:
@@ -82,6 +84,7 @@ class DealerAgent:
         self.deps = deps or SkillDeps(settings, stores)
         self._handlers: dict[str, SkillHandler] = {}
         self._classifiers: dict[str, Classifier] = {}
+        self._request_media_types: frozenset[str] | None = None
         self.register("dealer.information", dealer_information.run)
         self.register("inventory.facets", inventory_facets.run, inventory_search.make_classifier(self.deps, sort=False))
         self.register("inventory.search", inventory_search.run, inventory_search.make_classifier(self.deps))
@@ -105,6 +108,7 @@ class DealerAgent:
     ) -> None:
         """Declare a skill as implemented. ``classify`` maps schema problems to an AapError."""
         self._handlers[skill_id] = handler
+        self._request_media_types = None
         if classify is not None:
             self._classifiers[skill_id] = classify
 
@@ -112,6 +116,14 @@ class DealerAgent:
     def skills(self) -> list[SkillInfo]:
         """Implemented skills, in catalog order (what the agent card declares)."""
         return [s for s in SKILLS.values() if s.id in self._handlers]
+
+    @property
+    def request_media_types(self) -> frozenset[str]:
+        """The request media types of the implemented skills (what a door checks a part's
+        ``mediaType`` against on every call: made once per registration, not per call)."""
+        if self._request_media_types is None:
+            self._request_media_types = frozenset(s.request_media_type for s in self.skills)
+        return self._request_media_types
 
     def implements(self, skill_id: str) -> bool:
         return skill_id in self._handlers
