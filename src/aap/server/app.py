@@ -109,7 +109,7 @@ def delivery_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
 
 def feeds_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
     """The ``[[feeds]]`` scheduler (docs/feeds.md), when there are feeds: only then are the feed
-    readers and the import pipeline loaded (2 MiB a worker without feeds never holds)."""
+    readers and the import pipeline loaded (about 1 MiB a worker without feeds never holds)."""
     if not gateway.settings.feeds:
         return nullcontext()
     from aap.feeds.scheduler import feeds_lifespan
