@@ -54,3 +54,20 @@ def test_httpx_keeps_its_cli_out_of_the_server_only():
     check = "import sys, httpx; print(sys.modules.get('httpx._main', 'loaded or absent') is None)"
     assert run(f"import aap.cli.main; {check}") == "True"
     assert run(f"import aap.client; {check}") == "False"
+
+
+@pytest.mark.slow
+def test_a_worker_of_one_agent_loads_no_cryptography():
+    """``cryptography`` (~7 MiB resident) comes with the first tenant secret sealed or opened, the
+    first card signed or the first DPoP proof: the serving stack and the start-up checks of one
+    agent's worker never import it (docs/benchmarks.md, "Memory: a worker at 100k listings")."""
+    code = (
+        "import sys, aap.cli.main, aap.server.runner\n"
+        "from aap.config.environment import environment_problems\n"
+        "from aap.config.loader import load_settings\n"
+        "print(environment_problems(load_settings(None, environ={}), {}), 'cryptography' in sys.modules)\n"
+        "from aap.secretbox import Keyring, new_key\n"
+        "ring = Keyring.parse(new_key(), 'a test')\n"
+        "print(ring.open(ring.seal('v', ['t', 'n']), ['t', 'n']), 'cryptography' in sys.modules)\n"
+    )
+    assert run(code).splitlines() == ["[] False", "v True"]

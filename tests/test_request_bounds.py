@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import aap.agent
+import aap.spec.bounds
 import aap.spec.validator
 from aap.agent import CallContext
 from aap.config.model import RateLimit
 from aap.errors import AapError
 from aap.spec import validate
+from aap.spec.bounds import Bounds, within
 from conftest import open_memory_agent
 from http_helpers import AAP_HEADERS, Deployment, aap_error_of, send_message
 from lead_support import lead_request
@@ -109,6 +113,31 @@ def test_the_walk_stops_at_the_value_budget_whatever_the_body():
     # within the bounds nothing is reported
     assert bound_problems(lead_request()) == []
     assert bound_problems({**SEARCH, "filters": {"make": ["Honda"] * REQUEST_BOUNDS.items}}) == []
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=7),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=7), inner, max_size=6),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    instance=_JSON,
+    bounds=st.builds(
+        Bounds,
+        items=st.integers(0, 6),
+        string=st.integers(0, 7),
+        name=st.integers(0, 7),
+        depth=st.integers(0, 5),
+        values=st.integers(0, 40),
+    ),
+)
+def test_the_quick_check_agrees_with_the_walk_that_lists_problems(instance, bounds):
+    """Requests within their bounds pay only :func:`within`; it must pass exactly what the walk
+    that lists the problems finds nothing in."""
+    assert within(instance, bounds) == (aap.spec.bounds._problems(instance, bounds) == [])
 
 
 def test_a_lead_over_the_bounds_is_refused_with_the_bounds_alone(monkeypatch):

@@ -55,6 +55,8 @@ def normalize_numbers(value: Any) -> Any:
     path"). One beyond the double range becomes an infinity, which no schema
     accepts as a number.
     """
+    if isinstance(value, str):  # most values of a request: nothing to look at
+        return value
     if isinstance(value, float) and value.is_integer() and INT64_MIN <= value < INT64_END:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value < INT64_END:
@@ -131,6 +133,7 @@ class DealerAgent:
         self.deps = deps or SkillDeps(settings, stores)
         self._handlers: Mapping[str, SkillHandler] = DEFAULT_HANDLERS
         self._classifiers: Mapping[str, ClassifierOf] = DEFAULT_CLASSIFIERS
+        self._request_media_types: frozenset[str] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -150,6 +153,7 @@ class DealerAgent:
         """Declare a skill as implemented. ``classify`` maps schema problems to an AapError."""
         self._handlers = {**self._handlers, skill_id: handler}
         classifiers = {k: v for k, v in self._classifiers.items() if k != skill_id}
+        self._request_media_types = None
         if classify is not None:
             classifiers[skill_id] = _given(classify)
         self._classifiers = classifiers
@@ -158,6 +162,14 @@ class DealerAgent:
     def skills(self) -> list[SkillInfo]:
         """Implemented skills, in catalog order (what the agent card declares)."""
         return [s for s in SKILLS.values() if s.id in self._handlers]
+
+    @property
+    def request_media_types(self) -> frozenset[str]:
+        """The request media types of the implemented skills (what a door checks a part's
+        ``mediaType`` against on every call: made once per registration, not per call)."""
+        if self._request_media_types is None:
+            self._request_media_types = frozenset(s.request_media_type for s in self.skills)
+        return self._request_media_types
 
     def implements(self, skill_id: str) -> bool:
         return skill_id in self._handlers

@@ -22,9 +22,6 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 #: The sealed form's version prefix: ``v1.<key id>.<base64url(nonce | ciphertext and tag)>``.
 VERSION = "v1"
 KEY_BYTES = 32
@@ -99,6 +96,10 @@ class Keyring:
 
     def seal(self, value: str, context: Sequence[str]) -> str:
         """``value`` sealed under the current key, bound to ``context``."""
+        # ``cryptography`` (~7 MiB) loads with the first value sealed or opened, never at import: a
+        # worker of one agent never needs it (docs/benchmarks.md, "Memory: a worker at 100k listings").
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         nonce = os.urandom(NONCE_BYTES)
         sealed = AESGCM(self.keys[0]).encrypt(nonce, value.encode("utf-8"), _aad(context))
         return f"{VERSION}.{self.current}.{_b64encode(nonce + sealed)}"
@@ -114,6 +115,9 @@ class Keyring:
             raise SecretKeyError(
                 f"it was sealed with the key {kid}, which is not among the platform's keys ({', '.join(self.ids)})"
             )
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         try:
             data = _b64decode(body)
             return AESGCM(keys[0]).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], _aad(context)).decode("utf-8")

@@ -21,8 +21,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import os
 import re
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,19 @@ def _get(obj: dict[str, Any], camel: str) -> Any:
 def _snake(camel: str) -> str:
     """``taskId`` → ``task_id``: the binding's own field names only (a fixed few), made once."""
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), camel)
+
+
+def _random_uuids(count: int) -> list[str]:
+    """``count`` random UUIDs (RFC 9562 §5.4, version 4) from one read of the system's random
+    source: ``uuid.uuid4()`` reads it once per id, and each read is a system call."""
+    raw = bytearray(os.urandom(16 * count))
+    ids = []
+    for at in range(0, 16 * count, 16):
+        raw[at + 6] = (raw[at + 6] & 0x0F) | 0x40  # version 4
+        raw[at + 8] = (raw[at + 8] & 0x3F) | 0x80  # the variant of RFC 9562
+        text = raw[at : at + 16].hex()
+        ids.append(f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}")
+    return ids
 
 
 def _media_base(media_type: str) -> str:
@@ -231,10 +244,11 @@ class A2ABinding:
             skill = self.gateway.skill_for(call.data)  # UNSUPPORTED_SKILL, malformed type → AapError
             self._check_media_for_skill(call, skill)
             response = await self.gateway.call(caller, skill, call.data, paid=1)
+            ids = _random_uuids(1 if call.context_id else 2)
             result = {
                 "message": {
-                    "messageId": str(uuid.uuid4()),
-                    "contextId": call.context_id or str(uuid.uuid4()),
+                    "messageId": ids[0],
+                    "contextId": call.context_id or ids[1],
                     "role": "ROLE_AGENT",
                     "parts": [{"data": response, "mediaType": skill.response_media_type}],
                 }
@@ -531,7 +545,7 @@ class A2ABinding:
         """A part's mediaType, when given, must be a request type this agent implements."""
         if call.media_type is None:
             return
-        if _media_base(call.media_type) not in {s.request_media_type for s in self.gateway.agent.skills}:
+        if _media_base(call.media_type) not in self.gateway.agent.request_media_types:
             raise RpcError(
                 rpc.CONTENT_TYPE_NOT_SUPPORTED,
                 "Content type not supported: the part's mediaType is not an AAP request type this "

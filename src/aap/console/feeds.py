@@ -37,7 +37,6 @@ from aap.console.auth import Refused, Visit
 from aap.console.core import Console
 from aap.console.inventory import run_counts, scope_sellers
 from aap.feeds.fetch import display_source
-from aap.feeds.scheduler import FeedScheduler
 from aap.paths import CONSOLE_PREFIX
 from aap.store.feeds import NOTE_KINDS, FeedNote, FeedRun, FeedState
 from aap.web.pages import url
@@ -63,6 +62,8 @@ class FeedRunner:
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, feed: FeedSettings, started_by: str) -> None:
+        from aap.feeds.scheduler import FeedScheduler  # the import pipeline: loaded with the first run
+
         scheduler = FeedScheduler(self.console.stores, self.console.settings, work=self.console.gateway.work)
         try:
             result = await scheduler.run_feed(feed, due_only=False, trigger="console")

@@ -29,7 +29,7 @@ agent's ``runtime`` for the operator endpoints and the tests; no core service re
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -47,7 +47,6 @@ from aap.agent import DealerAgent
 from aap.bindings import a2a, mcp
 from aap.config.model import Settings
 from aap.config.urls import public_url_problem
-from aap.feeds.scheduler import feeds_lifespan
 from aap.gateway import Gateway
 from aap.leads.worker import delivery_lifespan
 from aap.paths import HEALTHZ_PATH, LIVEZ_PATH, METRICS_PATH, READYZ_PATH
@@ -109,7 +108,12 @@ def delivery_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
 
 
 def feeds_service(gateway: Gateway) -> AbstractAsyncContextManager[None]:
-    """The ``[[feeds]]`` scheduler (docs/feeds.md), when there are feeds."""
+    """The ``[[feeds]]`` scheduler (docs/feeds.md), when there are feeds: only then are the feed
+    readers and the import pipeline loaded (about 1 MiB a worker without feeds never holds)."""
+    if not gateway.settings.feeds:
+        return nullcontext()
+    from aap.feeds.scheduler import feeds_lifespan
+
     return feeds_lifespan(gateway.stores, gateway.settings, gateway.work)
 
 

@@ -34,10 +34,14 @@ def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (not yet listening), inheritable by worker processes.
 
     Same options as uvicorn's own binding: ``SO_REUSEADDR``, IPv6 when the
-    host is an IPv6 address.
+    host is an IPv6 address. The protocol is named (``IPPROTO_TCP``): asyncio's event loop
+    sets ``TCP_NODELAY`` only on connections of a socket that says it is TCP, and without it
+    an answer written in two parts (its head, then its body) waited for the client's delayed
+    acknowledgement (Nagle's algorithm, RFC 896; delayed ACKs, RFC 1122 §4.2.3.2): tens of
+    milliseconds per answer on a connection kept alive (docs/benchmarks.md, "Back at the floor").
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

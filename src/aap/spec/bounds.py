@@ -55,8 +55,49 @@ def _pointer(path: tuple[Any, ...]) -> str:
     return pointer.build(reversed(segments))
 
 
+def within(instance: Any, bounds: Bounds = REQUEST_BOUNDS) -> bool:
+    """True exactly when :func:`bound_problems` finds nothing: the same walk, without the paths.
+
+    Nearly every request is within its bounds, so this is what each one costs: a recursion
+    that stops at the first bound exceeded (at most ``depth`` calls deep, ``values`` values).
+    """
+    return _left(instance, 0, bounds.values, bounds) >= 0
+
+
+def _left(value: Any, depth: int, left: int, bounds: Bounds) -> int:
+    """How many more values may follow ``value`` and what it holds; negative past a bound."""
+    left -= 1
+    if left < 0:
+        return -1
+    if isinstance(value, str):
+        return left if len(value) <= bounds.string else -1
+    if isinstance(value, dict):
+        if depth >= bounds.depth or len(value) > bounds.items:
+            return -1
+        for key, member in value.items():
+            if not isinstance(key, str) or len(key) > bounds.name:
+                return -1
+            left = _left(member, depth + 1, left, bounds)
+            if left < 0:
+                return -1
+    elif isinstance(value, list):
+        if depth >= bounds.depth or len(value) > bounds.items:
+            return -1
+        for item in value:
+            left = _left(item, depth + 1, left, bounds)
+            if left < 0:
+                return -1
+    return left
+
+
 def bound_problems(instance: Any, bounds: Bounds = REQUEST_BOUNDS) -> list[Problem]:
     """Every bound ``instance`` exceeds (empty when within them), in document order."""
+    return [] if within(instance, bounds) else _problems(instance, bounds)
+
+
+def _problems(instance: Any, bounds: Bounds) -> list[Problem]:
+    """The walk that lists the problems, each at its place (tests/test_request_bounds.py checks
+    that it finds some exactly when :func:`within` says no)."""
     found: list[Problem] = []
     stack: list[tuple[Any, tuple[Any, ...], int]] = [(instance, (), 0)]
     seen = 0

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 WALK_FACTOR = 10
 
 
-@dataclass(frozen=True)
+@dataclass
 class Hit:
     """One search result: the listing document and, in a near search, its distance.
 
@@ -45,6 +45,9 @@ class Hit:
     ``listing``: the search skill hands it on as text (:class:`aap.jsontext.StoredJson`),
     which saves decoding and re-encoding every listing of every page when the door writes
     the answer (docs/benchmarks.md, "The HTTP path").
+
+    Not a frozen dataclass, though nothing changes a hit: a page makes one per listing, and
+    a frozen one sets each field through ``object.__setattr__``, several times slower.
     """
 
     id: str
