@@ -67,8 +67,10 @@ def test_a_hundred_thousand_feature_codes_are_refused_before_validation(monkeypa
 
 def test_many_distinct_values_of_a_valid_request_never_reach_the_search(monkeypatch):
     """100,000 distinct makes are schema-valid; before the bounds they were searched (33 s of CPU)."""
-    searches = Calls(monkeypatch, aap.agent.inventory_search, "run")
     with open_memory_agent() as agent:
+        # the agent's own search handler, counted (agents share the default skill table)
+        searches = Calls(monkeypatch, aap.agent.inventory_search, "run")
+        agent.register("inventory.search", lambda *args, **kwargs: aap.agent.inventory_search.run(*args, **kwargs))
         error = refusal(agent, {**SEARCH, "filters": {"make": [f"m{i}" for i in range(100_000)]}})
         assert [p["keyword"] for p in error.errors] == ["maxItems"]
         assert searches.count == 0
