@@ -36,6 +36,7 @@ from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
     PlatformServer,
+    eventually,
     listings,
     platform_settings,
     tenant_config,
@@ -124,15 +125,6 @@ def data_of(answer: Any, server: PlatformServer | None = None) -> dict[str, Any]
     body = answer.json()
     assert "result" in body, body
     return body["result"]["message"]["parts"][0]["data"]
-
-
-def eventually(condition, attempts: int = 200) -> bool:
-    """True once ``condition()`` is (bounded by count, 25 ms apart: the changes poll is 100 ms)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
 
 
 # -- every tenant is its own conformant agent, on both views ----------------------------------------

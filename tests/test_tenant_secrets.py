@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +37,7 @@ from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
     PlatformServer,
+    eventually,
     platform_settings,
     tenant_config,
     write,
@@ -463,15 +463,6 @@ class TokenCrm:
         self.server.server_close()
 
 
-def eventually(condition, attempts: int = 1200) -> bool:
-    """True once ``condition()`` is (bounded by count, 25 ms apart)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
-
-
 @pytest.mark.slow
 def test_a_secret_set_while_serving_is_used_by_the_next_delivery_and_signs_the_card(tmp_path, database_url) -> None:
     keys = {"AAP_SECRET_KEYS": new_key(), "AAP_PLATFORM_TOKEN": TOKEN}
@@ -509,14 +500,14 @@ def test_a_secret_set_while_serving_is_used_by_the_next_delivery_and_signs_the_c
             return str(answer.json()["result"]["message"]["parts"][0]["data"]["data"]["lead_id"])
 
         submit("first-lead-0001")
-        assert eventually(lambda: receiver.taken("token-one") == 1), server.log_tail()
+        assert eventually(lambda: receiver.taken("token-one") == 1, attempts=1200), server.log_tail()
         # A new value, set from the command line while both workers serve: no restart. The CRM
         # takes only the new token from now on.
         receiver.expected = "token-two"
         changed = aap_cli(config, "secrets", "set", "dealer-a", "crm-token", value="token-two\n", env=keys)
         assert changed.returncode == 0, changed.stdout + changed.stderr
         submit("second-lead-0002")
-        assert eventually(lambda: receiver.taken("token-two") == 1), server.log_tail()
+        assert eventually(lambda: receiver.taken("token-two") == 1, attempts=1200), server.log_tail()
         assert receiver.taken("token-one") == 1
         listed = api.get(base).json()["secrets"]
         assert [s["name"] for s in listed] == ["card-key", "crm-token"]
