@@ -32,18 +32,21 @@ def eventually(condition: Callable[[], bool], attempts: int = 400) -> bool:
     return condition()
 
 
-def crm_route(url: str) -> str:
-    """A tenant's ``[leads]`` sending every lead once (no retry) to the CRM stand-in at ``url``."""
+def crm_route(url: str, *, once: bool = True, **auth: str) -> str:
+    """A tenant's ``[leads]`` routing every lead to the CRM stand-in at ``url`` (ADF over HTTP):
+    tried ``once`` (no retry) unless told otherwise, with bearer ``auth`` when given
+    (``token_secret="NAME"``, ``token_env="VAR"``)."""
+    delivery = "[leads.delivery]\nmax_attempts = 1\n" if once else ""
+    named = ", ".join(f'{k} = "{v}"' for k, v in auth.items())
+    credentials = f'auth = {{ type = "bearer", {named} }}\n' if auth else ""
     return f"""
-[leads.delivery]
-max_attempts = 1
-[[leads.routes]]
+{delivery}[[leads.routes]]
 rooftop = "*"
 [[leads.routes.targets]]
 type = "adf_http"
 name = "crm"
 url = "{url}"
-"""
+{credentials}"""
 
 
 def platform_settings(database_url: str, **platform: Any) -> Settings:
