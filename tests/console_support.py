@@ -15,9 +15,11 @@ from argon2 import PasswordHasher
 
 from aap import accounts
 from aap.agent import CallContext, DealerAgent
+from aap.config.leads import DeliverySettings
 from aap.config.model import DealerProfile, Settings
 from aap.config.web import WebSettings
-from lead_support import NOW, OAKLAND_ROOFTOP, lead_request, lead_settings, listing
+from aap.store import open_stores
+from lead_support import NOW, OAKLAND_ROOFTOP, http_route, lead_request, lead_settings, listing
 
 PASSWORD = "correct horse battery staple"
 
@@ -39,6 +41,21 @@ CUSTOMERS = (
 
 def listings() -> list[dict[str, Any]]:
     return [listing(vin, rooftop=rooftop) for rooftop, vin in VINS.items()]
+
+
+@pytest.fixture
+def dealer(database_url: str) -> Iterator[DealerAgent]:
+    """A dealer agent on a fresh database of each backend with :func:`listings` in stock, its one
+    CRM target unreachable (port 9) and tried once: leads stay in the store for the console."""
+    settings = lead_settings(
+        routes=[http_route("http://127.0.0.1:9/adf")],
+        database_url=database_url,
+        delivery=DeliverySettings(max_attempts=1),
+    )
+    agent = DealerAgent(settings, open_stores(database_url))
+    agent.stores.inventory.import_listings(listings())
+    yield agent
+    agent.stores.close()
 
 
 def submit_customers(agent: DealerAgent, customers: tuple[tuple[str, ...], ...] = CUSTOMERS) -> list[str]:
