@@ -24,7 +24,7 @@ from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.store.lead_inbox import LeadScope
 from aap.tenants import TenantRegistry
-from console_support import PASSWORD, cheap_hashing, csrf_of
+from console_support import PASSWORD, cheap_hashing, csrf_of, post_sign_in
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import FIRST, lead_request
 from platform_support import PLATFORM_HOST, eventually, listings, platform_settings, tenant_config, tenant_stores
@@ -70,13 +70,7 @@ def browser(platform: dict[str, Any]) -> TestClient:
 
 
 def sign_in(client: TestClient, base: str, email: str, password: str = PASSWORD) -> Any:
-    form = client.get(f"{base}/console/login")
-    assert form.status_code == 200, form.text
-    return client.post(
-        f"{base}/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": password},
-        follow_redirects=False,
-    )
+    return post_sign_in(client, email, password, base=base)
 
 
 def signed_in(platform: dict[str, Any]) -> tuple[TestClient, str]:

@@ -29,7 +29,7 @@ from aap.poppy.context import PoppyContext
 from aap.spec import validate
 from aap.store import open_platform_database
 from aap.tenants import TenantRegistry
-from console_support import csrf_of
+from console_support import csrf_of, post_sign_in
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 from platform_support import (
@@ -244,12 +244,7 @@ def test_a_token_of_one_tenants_issuer_is_refused_by_every_other(platform: Platf
 
 
 def sign_in(http: Any, base: str, email: str) -> Any:
-    form = http.get(base + "/console/login")
-    answer = http.post(
-        base + "/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": PASSWORD},
-        follow_redirects=False,
-    )
+    answer = post_sign_in(http, email, PASSWORD, base=base)
     assert answer.status_code == 303, answer.text
     return answer
 
