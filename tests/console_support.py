@@ -15,9 +15,11 @@ from argon2 import PasswordHasher
 
 from aap import accounts
 from aap.agent import CallContext, DealerAgent
+from aap.config.leads import DeliverySettings
 from aap.config.model import DealerProfile, Settings
 from aap.config.web import WebSettings
-from lead_support import NOW, OAKLAND_ROOFTOP, lead_request, lead_settings, listing
+from aap.store import open_stores
+from lead_support import NOW, OAKLAND_ROOFTOP, http_route, lead_request, lead_settings, listing
 
 PASSWORD = "correct horse battery staple"
 
@@ -39,6 +41,21 @@ CUSTOMERS = (
 
 def listings() -> list[dict[str, Any]]:
     return [listing(vin, rooftop=rooftop) for rooftop, vin in VINS.items()]
+
+
+@pytest.fixture
+def dealer(database_url: str) -> Iterator[DealerAgent]:
+    """A dealer agent on a fresh database of each backend with :func:`listings` in stock, its one
+    CRM target unreachable (port 9) and tried once: leads stay in the store for the console."""
+    settings = lead_settings(
+        routes=[http_route("http://127.0.0.1:9/adf")],
+        database_url=database_url,
+        delivery=DeliverySettings(max_attempts=1),
+    )
+    agent = DealerAgent(settings, open_stores(database_url))
+    agent.stores.inventory.import_listings(listings())
+    yield agent
+    agent.stores.close()
 
 
 def submit_customers(agent: DealerAgent, customers: tuple[tuple[str, ...], ...] = CUSTOMERS) -> list[str]:
@@ -69,6 +86,18 @@ def csrf_of(html: str) -> str:
     found = re.search(r'name="csrf_token" value="([^"]+)"', html)
     assert found, "no CSRF token on the page"
     return found.group(1)
+
+
+def post_sign_in(client: Any, email: str, password: str = PASSWORD, *, base: str = "") -> Any:
+    """Sign in through the console's form as a browser does (read the form for its CSRF token,
+    post the e-mail and password): the answer, not followed (303 when it worked). ``client`` is a
+    TestClient or an httpx client; ``base`` what precedes ``/console`` (a host, a tenant prefix)."""
+    form = client.get(f"{base}/console/login")
+    return client.post(
+        f"{base}/console/login",
+        data={"csrf_token": csrf_of(form.text), "email": email, "password": password},
+        follow_redirects=False,
+    )
 
 
 @contextmanager

@@ -46,8 +46,12 @@ class LiveServer:
         self.server: uvicorn.Server | None = None
         self.thread: threading.Thread | None = None
 
-    def start(self, app: Any) -> LiveServer:
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on")
+    def start(self, app: Any, *, certificate: tuple[str, str] | None = None) -> LiveServer:
+        """Serve ``app``; over TLS with ``certificate`` (certificate file, key file)."""
+        tls = {} if certificate is None else {"ssl_certfile": certificate[0], "ssl_keyfile": certificate[1]}
+        if certificate is not None:
+            self.base_url = f"https://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", **tls)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()

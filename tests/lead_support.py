@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -187,3 +187,27 @@ class Receiver:
         self.release.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+def race(count: int, target: Callable[[int], Any]) -> list[Any]:
+    """``target(0)`` … ``target(count - 1)`` on ``count`` threads released at once (a barrier), as
+    concurrent requests of several workers are; what they returned, in the order they finished.
+    Any of them raising fails the test."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            results.append(target(i))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return results

@@ -108,21 +108,16 @@ class PostgresCluster:
                 f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{self._dir}'\n"
                 "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n" + extra_conf
             )
-        self._run(
-            [
-                os.path.join(self._bin, "pg_ctl"),
-                "-D",
-                data,
-                "-l",
-                os.path.join(self._dir, "log"),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ]
-        )
+        self._pg_start()
         self._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
         return self
+
+    def _pg_start(self) -> None:
+        """``pg_ctl start`` on this cluster's data directory, logging beside it, waiting up to a
+        minute for it to accept connections."""
+        assert self._dir is not None and self._bin is not None
+        data, log = os.path.join(self._dir, "data"), os.path.join(self._dir, "log")
+        self._run([os.path.join(self._bin, "pg_ctl"), "-D", data, "-l", log, "-w", "-t", "60", "start"])
 
     def _run(self, argv: list[str]) -> None:
         result = subprocess.run(self._user_prefix + argv, capture_output=True, text=True)
@@ -214,19 +209,7 @@ class PostgresCluster:
         )
         with open(os.path.join(data, "postgresql.auto.conf"), "a") as conf:  # later lines win
             conf.write(f"port = {port}\nunix_socket_directories = '{replica._dir}'\nhot_standby = on\n")
-        replica._run(
-            [
-                os.path.join(self._bin, "pg_ctl"),
-                "-D",
-                data,
-                "-l",
-                os.path.join(replica._dir, "log"),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ]
-        )
+        replica._pg_start()
         replica._admin_url = f"postgresql://aap@127.0.0.1:{port}/postgres"
         return replica
 
@@ -245,19 +228,7 @@ class PostgresCluster:
 
     def resume(self) -> None:
         assert self._dir is not None and self._bin is not None
-        self._run(
-            [
-                os.path.join(self._bin, "pg_ctl"),
-                "-D",
-                os.path.join(self._dir, "data"),
-                "-l",
-                os.path.join(self._dir, "log"),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ]
-        )
+        self._pg_start()
 
     def stop(self) -> None:
         if self._dir and self._bin:

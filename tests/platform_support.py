@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,36 @@ PLATFORM_HOST = "agents.platform.example"
 #: The ``[platform]`` line that lets tenants' CRM targets be the tests' stand-ins on 127.0.0.1
 #: (docs/deployment.md, "Outbound connections": development and tests only).
 LOOPBACK_DESTINATIONS = "allow_loopback_destinations = true\n"
+#: What a tenant's stored configuration may become and no longer load (an upgrade reads it more
+#: strictly, the platform's file changed under it): written past the registry's checks.
+UNLOADABLE = '[dealer]\nname = "Beta Cars"\nno_such_key = 1\n'
+
+
+def eventually(condition: Callable[[], bool], attempts: int = 400) -> bool:
+    """``condition`` true within ``attempts`` looks 25 ms apart (bounded by count, not by time: the
+    platform's changes poll is 50 to 100 ms in these tests)."""
+    for _ in range(attempts):
+        if condition():
+            return True
+        time.sleep(0.025)
+    return condition()
+
+
+def crm_route(url: str, *, once: bool = True, **auth: str) -> str:
+    """A tenant's ``[leads]`` routing every lead to the CRM stand-in at ``url`` (ADF over HTTP):
+    tried ``once`` (no retry) unless told otherwise, with bearer ``auth`` when given
+    (``token_secret="NAME"``, ``token_env="VAR"``)."""
+    delivery = "[leads.delivery]\nmax_attempts = 1\n" if once else ""
+    named = ", ".join(f'{k} = "{v}"' for k, v in auth.items())
+    credentials = f'auth = {{ type = "bearer", {named} }}\n' if auth else ""
+    return f"""
+{delivery}[[leads.routes]]
+rooftop = "*"
+[[leads.routes.targets]]
+type = "adf_http"
+name = "crm"
+url = "{url}"
+{credentials}"""
 
 
 def platform_settings(database_url: str, **platform: Any) -> Settings:

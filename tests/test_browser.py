@@ -200,9 +200,14 @@ CSP_WATCH = (
 )
 
 
-def new_page(browser: Browser, dealer: dict, viewport: dict, *, images: bool = True) -> Page:
-    """A page in a fresh context that never leaves loopback, watching for CSP violations."""
-    context = browser.new_context(viewport=viewport, accept_downloads=True, device_scale_factor=1)
+def new_page(
+    browser: Browser, dealer: dict, viewport: dict, *, images: bool = True, ignore_https_errors: bool = False
+) -> Page:
+    """A page in a fresh context that never leaves loopback, watching for CSP violations
+    (``ignore_https_errors``: a server whose certificate the test made)."""
+    context = browser.new_context(
+        viewport=viewport, accept_downloads=True, device_scale_factor=1, ignore_https_errors=ignore_https_errors
+    )
     loopback = urlsplit(dealer["base"]).netloc
 
     def elsewhere(route: Route) -> None:

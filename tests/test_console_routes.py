@@ -21,7 +21,16 @@ from aap.console.health import CheckRunner, counters
 from aap.server.app import create_app
 from aap.store import open_stores
 from aap.web.metrics import Metrics
-from console_support import CUSTOMERS, PASSWORD, cheap_hashing, csrf_of, fast_web, listings, submit_customers
+from console_support import (
+    CUSTOMERS,
+    PASSWORD,
+    cheap_hashing,
+    csrf_of,
+    fast_web,
+    listings,
+    post_sign_in,
+    submit_customers,
+)
 from lead_support import Receiver, http_route, lead_request, lead_settings
 
 BASE = "https://dealer.example"
@@ -69,12 +78,7 @@ def browser(deployment) -> TestClient:
 
 def sign_in(deployment, email: str, password: str = PASSWORD) -> TestClient:
     client = browser(deployment)
-    form = client.get("/console/login")
-    answer = client.post(
-        "/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": password},
-        follow_redirects=False,
-    )
+    answer = post_sign_in(client, email, password)
     assert answer.status_code == 303, answer.text
     return client
 

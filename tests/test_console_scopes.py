@@ -39,6 +39,7 @@ from console_support import (
     fast_web,
     market_listings,
     market_settings,
+    post_sign_in,
     submit_market_leads,
 )
 from lead_support import http_route
@@ -218,12 +219,7 @@ def console_market(tmp_path_factory):
 
 def _signed_in(console_market, email: str) -> TestClient:
     client = TestClient(console_market["app"], base_url=BASE)
-    form = client.get("/console/login")
-    answer = client.post(
-        "/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": PASSWORD},
-        follow_redirects=False,
-    )
+    answer = post_sign_in(client, email)
     assert answer.status_code == 303, answer.text
     return client
 

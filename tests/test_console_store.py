@@ -12,14 +12,11 @@ import pytest
 
 from aap.accounts import AccountError, Accounts, Device, HashGate, HashingBusy, PasswordPolicy
 from aap.accounts import Attempt as SignInAttempt
-from aap.agent import DealerAgent
-from aap.config.leads import DeliverySettings
 from aap.store import open_stores
 from aap.store.lead_inbox import InboxFilter, LeadScope
 from aap.store.leads import Attempt
 from aap.store.legacy import _backfill_customer_keys
-from console_support import CUSTOMERS, PASSWORD, cheap_hashing, fast_web, listings, submit_customers
-from lead_support import http_route, lead_settings
+from console_support import CUSTOMERS, PASSWORD, cheap_hashing, dealer, fast_web, listings, submit_customers  # noqa: F401 (dealer: a fixture)
 
 #: Tests that hash with argon2-cffi's default costs (the others use cheap ones, console_support.py).
 DEFAULT_HASHING = {"test_accounts_are_added_once_with_a_valid_scope"}
@@ -40,19 +37,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def dealer(database_url):
-    settings = lead_settings(
-        routes=[http_route("http://127.0.0.1:9/adf")],
-        database_url=database_url,
-        delivery=DeliverySettings(max_attempts=1),
-    )
-    agent = DealerAgent(settings, open_stores(database_url))
-    agent.stores.inventory.import_listings(listings())
-    yield agent
-    agent.stores.close()
 
 
 def accounts_for(agent, clock=None, **web):

@@ -26,7 +26,7 @@ from aap.inventory.demo import generate_listings
 from aap.server.app import create_app
 from aap.store import open_stores
 from aap.work import Work
-from console_support import PASSWORD, cheap_hashing, csrf_of, fast_web, listings, submit_customers
+from console_support import PASSWORD, cheap_hashing, csrf_of, fast_web, listings, post_sign_in, submit_customers
 from feed_samples import dealer_csv, vehicles
 from lead_support import http_route, lead_request, lead_settings
 
@@ -83,12 +83,7 @@ def deployment(tmp_path_factory):
 
 def sign_in(deployment, email: str, client: TestClient | None = None) -> TestClient:
     client = client or TestClient(deployment["app"], base_url=BASE)
-    form = client.get("/console/login")
-    answer = client.post(
-        "/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": PASSWORD},
-        follow_redirects=False,
-    )
+    answer = post_sign_in(client, email)
     assert answer.status_code == 303, answer.text
     return client
 

@@ -9,15 +9,12 @@ file). Two schedulers sharing one PostgreSQL database import each feed once.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 
 import asyncssh
 import httpx
 import orjson
 import pytest
-import uvicorn
 from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,7 +28,7 @@ from aap.feeds.scheduler import FeedScheduler
 from aap.store import open_stores
 from aap.work import Work
 from certs import self_signed
-from http_helpers import Deployment, make_settings
+from http_helpers import Deployment, LiveServer, make_settings
 
 #: The door for blocking work these tests' workers and schedulers are given.
 WORK = Work.for_database(True)
@@ -54,18 +51,8 @@ class FeedServer:
         self.body = b""
         self.requests: list[dict[str, str]] = []
         self.cert, key = _certificate(directory)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}/feed.tsv"
-        app = Starlette(routes=[Route("/feed.tsv", self.feed)])
-        config = uvicorn.Config(app, log_config=None, access_log=False, ssl_certfile=self.cert, ssl_keyfile=key)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        for _ in range(1000):
-            if self.server.started:
-                break
-            time.sleep(0.01)
+        self.live = LiveServer().start(Starlette(routes=[Route("/feed.tsv", self.feed)]), certificate=(self.cert, key))
+        self.url = f"{self.live.base_url}/feed.tsv"
 
     @property
     def etag(self) -> str:
@@ -82,9 +69,7 @@ class FeedServer:
         )
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
+        self.live.stop()
 
 
 @pytest.fixture(scope="module")

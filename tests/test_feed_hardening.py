@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from typing import Any
 import httpcore
 import orjson
 import pytest
-import uvicorn
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,6 +40,7 @@ from aap.inventory.formats.mapping import MappingError, parse_format, read_mappi
 from aap.inventory.listing_rules import FeedError, ListingChecker
 from aap.work import Work
 from certs import self_signed
+from http_helpers import LiveServer
 
 #: The door for blocking work these tests' fetches are given.
 WORK = Work.for_database(True)
@@ -381,19 +380,10 @@ class RedirectingServer:
         self.cert, key = _certificate(directory)
         self.body = samples.google_tsv(samples.vehicles(COUNT))
         self.stopping = threading.Event()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.base = f"https://127.0.0.1:{self.port}"
         app = Starlette(routes=[Route("/feed.tsv", self.feed), Route("/to", self.to), Route("/slow", self.slow)])
-        config = uvicorn.Config(app, log_config=None, access_log=False, ssl_certfile=self.cert, ssl_keyfile=key)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        for _ in range(1000):
-            if self.server.started:
-                break
-            time.sleep(0.01)
+        self.live = LiveServer().start(app, certificate=(self.cert, key))
+        self.port = self.live.port
+        self.base = self.live.base_url
 
     async def feed(self, request: Request) -> Response:
         return Response(self.body, media_type="text/tab-separated-values")
@@ -408,9 +398,7 @@ class RedirectingServer:
 
     def stop(self) -> None:
         self.stopping.set()
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
+        self.live.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,31 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aap.agent import DealerAgent
-from aap.config.leads import DeliverySettings
 from aap.store import Stores, open_stores
 from aap.store.db import connect
 from aap.store.keyset import BadCursor, Cursor
 from aap.store.lead_inbox import InboxFilter, LeadScope
 from aap.store.lead_pipeline import SORTS, STAGES, PipelineFilter
 from aap.store.migrations import DOMAINS, migrate
-from console_support import CUSTOMERS, listings, submit_customers
-from lead_support import http_route, lead_settings
+from console_support import CUSTOMERS, dealer, listings, submit_customers  # noqa: F401 (dealer: a fixture)
+from lead_support import lead_settings
 
 EVERYONE = LeadScope()
 T0 = 1_800_000_000_000
-
-
-@pytest.fixture
-def dealer(database_url):
-    settings = lead_settings(
-        routes=[http_route("http://127.0.0.1:9/adf")],
-        database_url=database_url,
-        delivery=DeliverySettings(max_attempts=1),
-    )
-    agent = DealerAgent(settings, open_stores(database_url))
-    agent.stores.inventory.import_listings(listings())
-    yield agent
-    agent.stores.close()
 
 
 def test_a_lead_starts_new_and_each_change_is_recorded_with_who_and_when(dealer):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import threading
 from datetime import timedelta
 
 import httpx
@@ -19,7 +18,7 @@ from aap.config.leads import DeliverySettings
 from aap.leads.worker import DeliveryWorker
 from aap.store import open_stores
 from aap.work import Work
-from lead_support import NOW, Receiver, http_route, lead_request, lead_settings
+from lead_support import NOW, Receiver, http_route, lead_request, lead_settings, race
 
 #: The door for blocking work these tests' workers and schedulers are given.
 WORK = Work.for_database(True)
@@ -28,26 +27,6 @@ WORK = Work.for_database(True)
 @pytest.fixture
 def pg_url(pg_cluster):
     return pg_cluster.create_database()
-
-
-def race(count, target):
-    barrier = threading.Barrier(count)
-    results, errors = [], []
-
-    def run(i):
-        try:
-            barrier.wait()
-            results.append(target(i))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    return results
 
 
 def test_concurrent_identical_submissions_make_one_lead_on_postgres(pg_url):

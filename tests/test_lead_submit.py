@@ -27,6 +27,7 @@ from lead_support import (
     lead_request,
     lead_settings,
     listing,
+    race,
 )
 
 PII = (FIRST, LAST, EMAIL, PHONE, PHONE[2:], "blue one", CONSENT_TEXT[:30])
@@ -459,25 +460,11 @@ def test_concurrent_identical_submissions_produce_exactly_one_lead(make_agent, t
     body = lead_request(appointment={"appointment_type": "sales", "appointment_at": "2026-03-03T10:00:00-08:00"})
     workers = 8
     agents = [agent] + [DealerAgent(agent.settings, open_stores(agent.stores.db.url)) for _ in range(workers - 1)]
-    barrier = threading.Barrier(workers)
-    results: list[dict] = []
-    errors: list[BaseException] = []
-
-    def run(a):
-        try:
-            barrier.wait()
-            results.append(submit(a, body))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(a,)) for a in agents]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for a in agents[1:]:
-        a.stores.close()
-    assert errors == []
+    try:
+        results = race(workers, lambda i: submit(agents[i], body))
+    finally:
+        for a in agents[1:]:
+            a.stores.close()
     assert len({r["data"]["lead_id"] for r in results}) == 1
     assert sorted(bool(r["data"].get("replayed")) for r in results) == [False] + [True] * (workers - 1)
     assert agent.stores.leads.count_leads() == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 import aap.config
 from aap.store import open_stores
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
-from lead_support import lead_request
+from lead_support import lead_request, race
 from poppy_env import agent_host, poppy_ca  # noqa: F401 - session fixtures
 from test_cli_serve import free_port, stop_server
 
@@ -115,23 +114,7 @@ def test_identical_lead_submissions_across_workers_make_one_lead(two_servers):
     chosen = vehicle["data"]["vehicles"][0]
     body = lead_request(vehicle_of_interest={"vin": chosen["vin"]}, idempotency_key=str(uuid.uuid4()))
     count = 8
-    barrier = threading.Barrier(count)
-    replies: list[dict] = []
-    errors: list[BaseException] = []
-
-    def submit(i: int) -> None:
-        try:
-            barrier.wait()
-            replies.append(a2a(a if i % 2 else b, body))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=submit, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    replies = race(count, lambda i: a2a(a if i % 2 else b, body))
     assert {r["type"] for r in replies} == {"lead.submit.response"}, replies
     assert len({r["data"]["lead_id"] for r in replies}) == 1
     stores = open_stores(url)

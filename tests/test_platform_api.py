@@ -5,7 +5,6 @@ every answer validated against the OpenAPI document it serves (and schemathesis 
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from aap.store import Stores, open_platform_database
 from aap.tenants import MAX_CONFIG_BYTES, TenantRegistry
 from aap.work import Work
 from http_helpers import LiveServer
-from platform_support import PLATFORM_HOST, PlatformServer, platform_settings, tenant_config, tenant_stores
+from platform_support import PLATFORM_HOST, PlatformServer, eventually, platform_settings, tenant_config, tenant_stores
 
 #: The door for blocking work these tests' workers and schedulers are given.
 WORK = Work.for_database(True)
@@ -105,15 +104,6 @@ def conforms(document: dict[str, Any], method: str, template: str, response: htt
     errors = sorted(Draft202012Validator(schema).iter_errors(body), key=str)
     assert not errors, [e.message for e in errors]
     return body
-
-
-def eventually(condition: Callable[[], bool], attempts: int = 200) -> bool:
-    """True once ``condition()`` is (bounded by count; the changes poll is 50 ms here)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def card_name(api: Api, host: str, prefix: str = "") -> str | int:

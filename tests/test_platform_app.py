@@ -8,7 +8,6 @@ tests/test_platform_e2e.py.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from aap.spec import validate
 from aap.store import Stores, open_platform_database
 from aap.tenants import TenantError, TenantRegistry
 from http_helpers import AAP_HEADERS, send_message
-from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
+from platform_support import PLATFORM_HOST, eventually, listings, platform_settings, tenant_config, tenant_stores
 
 SEARCH = {"type": "inventory.search.request", "pagination": {"limit": 50}}
 
@@ -125,33 +124,25 @@ def test_tls_is_allowed_only_for_tenant_domains(platform) -> None:
         assert client.get("/_platform/tls-allowed?domain=alpha.example", headers=at(host)).status_code == 404
 
 
-def wait_until(condition, attempts: int = 400) -> bool:
-    for _ in range(attempts):  # bounded by count: the change poll is 50 ms here
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
-
-
 def test_changes_are_served_without_a_restart(platform) -> None:
     client, registry = platform
     assert search(client, "alpha.example")["total"] == 3  # built and cached
     registry.add("dealer-c", tenant_config("Gamma Autos"), ["gamma.example"])
-    assert wait_until(
+    assert eventually(
         lambda: client.get("/.well-known/agent-card.json", headers=at("gamma.example")).status_code == 200
     )
     registry.update("dealer-a", tenant_config("Alpha Motors Renamed", rooftop="Alpha Motors Main"))
-    assert wait_until(
+    assert eventually(
         lambda: (
             client.get("/.well-known/agent-card.json", headers=at("alpha.example")).json()["name"]
             == "Alpha Motors Renamed"
         )
     )
     registry.set_domains("dealer-a", add=["alpha.test.example"], remove=["www.alpha.example"])
-    assert wait_until(lambda: client.get("/llms.txt", headers=at("www.alpha.example")).status_code == 404)
+    assert eventually(lambda: client.get("/llms.txt", headers=at("www.alpha.example")).status_code == 404)
     assert client.get("/llms.txt", headers=at("alpha.test.example")).status_code == 200
     registry.remove("dealer-b")
-    assert wait_until(lambda: client.get("/.well-known/agent-card.json", headers=at("beta.example")).status_code == 404)
+    assert eventually(lambda: client.get("/.well-known/agent-card.json", headers=at("beta.example")).status_code == 404)
     assert client.get("/t/dealer-b/llms.txt", headers=at(PLATFORM_HOST)).status_code == 404
 
 

@@ -12,17 +12,13 @@ with ``AAP_UPDATE_SCREENSHOTS=1`` (docs/platform.md shows them).
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from aap.accounts import PLATFORM_ADMIN, Accounts
 from aap.server.platform import create_platform_app
@@ -30,8 +26,9 @@ from aap.store import Stores, open_platform_database
 from aap.tenants import TenantRegistry
 from certs import self_signed
 from console_support import PASSWORD, cheap_hashing
+from http_helpers import LiveServer
 from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
-from test_browser import CHROMIUM, CSP_WATCH, FLAGS, PLACEHOLDER, SCREENSHOTS, WIDE, csp_violations
+from test_browser import CHROMIUM, FLAGS, SCREENSHOTS, WIDE, csp_violations, new_page
 
 pytestmark = pytest.mark.slow
 
@@ -57,30 +54,13 @@ def platform(tmp_path_factory) -> Iterator[dict[str, Any]]:
     own.inventory.import_listings(listings("dealer-a", "Honda", 3, "Alpha Motors Main"))
     own.close()
     cert, key = certificate(directory)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     with cheap_hashing():
         Accounts(stores.console, settings).add(OPS, PASSWORD, role=PLATFORM_ADMIN)
-        app = create_platform_app(settings, stores)
-        config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="on", ssl_certfile=cert, ssl_keyfile=key
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        for _ in range(1000):  # bounded by count: up to ~10 s on a loaded machine
-            if server.started or not thread.is_alive():
-                break
-            time.sleep(0.01)
-        assert server.started, "uvicorn did not start"
+        server = LiveServer().start(create_platform_app(settings, stores), certificate=(cert, key))
         try:
-            yield {"base": f"https://{PLATFORM_HOST}:{port}", "registry": registry}
+            yield {"base": f"https://{PLATFORM_HOST}:{server.port}", "registry": registry}
         finally:
-            server.should_exit = True
-            thread.join(timeout=30)
-            sock.close()
+            server.stop()
             stores.close()
 
 
@@ -98,25 +78,7 @@ def browser(platform) -> Iterator[Browser]:
 def page(browser, platform) -> Iterator[Page]:
     """A page in a fresh context that never leaves the platform's server, watching for CSP violations
     (as tests/test_browser.py's, with the certificate made here accepted)."""
-    context = browser.new_context(viewport=WIDE, ignore_https_errors=True, device_scale_factor=1)
-    own = urlsplit(platform["base"]).netloc
-
-    def elsewhere(route: Route) -> None:
-        if route.request.resource_type == "image":
-            route.fulfill(status=200, content_type="image/svg+xml", body=PLACEHOLDER)
-        else:
-            route.abort()
-
-    context.route(lambda url: urlsplit(url).netloc != own, elsewhere)
-    context.add_init_script(CSP_WATCH)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    violations: list[str] = []
-    page.on(
-        "console",
-        lambda m: violations.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None,
-    )
-    page.csp_console = violations  # type: ignore[attr-defined]
+    page = new_page(browser, platform, WIDE, ignore_https_errors=True)
     yield page
     assert csp_violations(page) == []
     page.context.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,10 @@ from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.store.lead_inbox import LeadScope
 from aap.tenants import TenantRegistry
-from console_support import PASSWORD, cheap_hashing, csrf_of
+from console_support import PASSWORD, cheap_hashing, csrf_of, post_sign_in
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import FIRST, lead_request
-from platform_support import PLATFORM_HOST, listings, platform_settings, tenant_config, tenant_stores
+from platform_support import PLATFORM_HOST, eventually, listings, platform_settings, tenant_config, tenant_stores
 
 OPS = "ops@platform.example"
 OWNER = "owner@alpha.example"
@@ -71,13 +70,7 @@ def browser(platform: dict[str, Any]) -> TestClient:
 
 
 def sign_in(client: TestClient, base: str, email: str, password: str = PASSWORD) -> Any:
-    form = client.get(f"{base}/console/login")
-    assert form.status_code == 200, form.text
-    return client.post(
-        f"{base}/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": password},
-        follow_redirects=False,
-    )
+    return post_sign_in(client, email, password, base=base)
 
 
 def signed_in(platform: dict[str, Any]) -> tuple[TestClient, str]:
@@ -101,15 +94,6 @@ def audit(stores: Stores) -> list[tuple[str, str, str | None]]:
 def listed(html: str) -> list[str]:
     """The tenant ids a tenants page lists, in order."""
     return re.findall(r'<td data-label="Tenant"><a href="/console/tenants/([a-z0-9-]+)"', html)
-
-
-def eventually(condition, attempts: int = 200) -> bool:
-    """True once ``condition()`` is (bounded by count, 20 ms apart: the changes poll is 50 ms)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 # -- signing in -----------------------------------------------------------------------------------

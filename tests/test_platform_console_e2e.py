@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,10 +19,10 @@ import pytest
 
 from aap.store import Stores, open_platform_database
 from aap.tenants import TenantRegistry
-from console_support import csrf_of
+from console_support import csrf_of, post_sign_in
 from http_helpers import AAP_HEADERS, send_message
 from lead_support import lead_request
-from platform_support import PLATFORM_HOST, PlatformServer, platform_settings, tenant_config, tenant_stores
+from platform_support import PLATFORM_HOST, PlatformServer, eventually, platform_settings, tenant_config, tenant_stores
 
 pytestmark = pytest.mark.slow
 
@@ -87,22 +86,7 @@ def platform(request, tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 
 def sign_in(http: Any, base: str, email: str) -> Any:
-    form = http.get(f"{base}/console/login")
-    assert form.status_code == 200, form.text
-    return http.post(
-        f"{base}/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": PASSWORD},
-        follow_redirects=False,
-    )
-
-
-def eventually(condition, attempts: int = 400) -> bool:
-    """True once ``condition()`` is (bounded by count, 25 ms apart: the changes poll is 100 ms)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
+    return post_sign_in(http, email, PASSWORD, base=base)
 
 
 def test_a_platform_administrator_adds_a_tenant_and_works_in_its_console(platform) -> None:

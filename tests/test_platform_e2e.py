@@ -29,13 +29,14 @@ from aap.poppy.context import PoppyContext
 from aap.spec import validate
 from aap.store import open_platform_database
 from aap.tenants import TenantRegistry
-from console_support import csrf_of
+from console_support import csrf_of, post_sign_in
 from http_helpers import AAP_HEADERS, aap_error_of, send_message
 from lead_support import Receiver, lead_request
 from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
     PlatformServer,
+    eventually,
     listings,
     platform_settings,
     tenant_config,
@@ -124,15 +125,6 @@ def data_of(answer: Any, server: PlatformServer | None = None) -> dict[str, Any]
     body = answer.json()
     assert "result" in body, body
     return body["result"]["message"]["parts"][0]["data"]
-
-
-def eventually(condition, attempts: int = 200) -> bool:
-    """True once ``condition()`` is (bounded by count, 25 ms apart: the changes poll is 100 ms)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
 
 
 # -- every tenant is its own conformant agent, on both views ----------------------------------------
@@ -252,12 +244,7 @@ def test_a_token_of_one_tenants_issuer_is_refused_by_every_other(platform: Platf
 
 
 def sign_in(http: Any, base: str, email: str) -> Any:
-    form = http.get(base + "/console/login")
-    answer = http.post(
-        base + "/console/login",
-        data={"csrf_token": csrf_of(form.text), "email": email, "password": PASSWORD},
-        follow_redirects=False,
-    )
+    answer = post_sign_in(http, email, PASSWORD, base=base)
     assert answer.status_code == 303, answer.text
     return answer
 

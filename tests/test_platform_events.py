@@ -12,7 +12,7 @@ import copy
 import hashlib
 import hmac
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,23 +39,16 @@ from lead_support import EMAIL, FIRST, LAST, NOW, PHONE, Receiver, lead_request
 from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
+    UNLOADABLE,
     PlatformServer,
+    crm_route,
+    eventually,
     platform_settings,
     tenant_config,
     write,
 )
 
 SECRET = "whsec-test-" + "s" * 32
-UNLOADABLE = '[dealer]\nname = "Beta Cars"\nno_such_key = 1\n'
-
-
-def eventually(condition: Callable[[], bool], attempts: int = 600) -> bool:
-    """``condition`` true within ``attempts`` looks (bounded by count, not by time)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return condition()
 
 
 def verified(request: dict[str, Any], secret: str = SECRET) -> dict[str, Any]:
@@ -71,19 +64,6 @@ def verified(request: dict[str, Any], secret: str = SECRET) -> dict[str, Any]:
     assert headers["x-aap-event-type"] == event["type"]
     assert set(event) == {"id", "type", "tenant", "occurred_at", "data"}
     return event
-
-
-def crm_route(url: str) -> str:
-    return f"""
-[leads.delivery]
-max_attempts = 1
-[[leads.routes]]
-rooftop = "*"
-[[leads.routes.targets]]
-type = "adf_http"
-name = "crm"
-url = "{url}"
-"""
 
 
 def feed(url: str) -> str:
@@ -151,7 +131,7 @@ def test_every_event_type_reaches_the_platform_signed_and_without_customer_data(
         def all_sent() -> bool:
             return types() == set(TYPES) and {e.state for e in recorded.recent()} == {"delivered"}
 
-        assert eventually(all_sent), types()
+        assert eventually(all_sent, attempts=600), types()
         events = [verified(r) for r in receiver.accepted()]
         by_type: dict[str, list[dict[str, Any]]] = {}
         for event in events:
@@ -206,7 +186,7 @@ def test_two_serving_platforms_on_one_database_post_each_event_once(database_url
         for index in range(24):
             registry.add(f"dealer-{index}", tenant_config(f"Dealer {index}"), [])
         events = EventStore(opened[0].db)
-        assert eventually(lambda: {e.state for e in events.recent()} == {"delivered"}), [
+        assert eventually(lambda: {e.state for e in events.recent()} == {"delivered"}, attempts=600), [
             (e.state, e.attempts, e.last_error) for e in events.recent() if e.state != "delivered"
         ]
         assert len(events.recent()) == 24
@@ -237,7 +217,7 @@ def test_aap_serve_with_two_workers_sends_the_events(tmp_path, database_url, rec
         for index in range(6):
             registry.add(f"dealer-{index}", tenant_config(f"Dealer {index}"), [])
         events = EventStore(db)
-        assert eventually(lambda: {e.state for e in events.recent()} == {"delivered"}), server.log_tail()
+        assert eventually(lambda: {e.state for e in events.recent()} == {"delivered"}, attempts=600), server.log_tail()
         sent = sorted(verified(r)["tenant"] for r in receiver.accepted())
         assert sent == [f"dealer-{index}" for index in range(6)]
     finally:

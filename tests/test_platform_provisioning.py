@@ -23,8 +23,8 @@ from aap.server.platform_api import provisioning_routes
 from aap.store.console import ConsoleStore
 from aap.store.db import Database
 from http_helpers import AAP_HEADERS, send_message
-from platform_support import PLATFORM_HOST, listings, tenant_config, tenant_stores, write
-from test_platform_api import TENANTS, TOKEN, Api, conforms, eventually, start
+from platform_support import PLATFORM_HOST, eventually, listings, tenant_config, tenant_stores, write
+from test_platform_api import TENANTS, TOKEN, Api, conforms, start
 
 ONE = TENANTS + "/{tenant_id}"
 INVENTORY = TENANTS + "/{tenant_id}/inventory"

@@ -11,7 +11,7 @@ import copy
 import getpass
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ from lead_support import NOW, Receiver, lead_request
 from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
+    UNLOADABLE,
+    crm_route,
+    eventually,
     listings,
     platform_settings,
     tenant_config,
@@ -51,31 +54,6 @@ TOKEN = "op-t0k3n-" + "y" * 40
 TENANTS = "/_platform/v1/tenants"
 OPS = "ops@platform.example"
 SEARCH = {"type": "inventory.search.request", "pagination": {"limit": 5}}
-#: What a tenant's stored configuration may become and no longer load (an upgrade reads it more
-#: strictly, the platform's file changed under it): written past the registry's checks.
-UNLOADABLE = '[dealer]\nname = "Beta Cars"\nno_such_key = 1\n'
-
-
-def eventually(condition: Callable[[], bool], attempts: int = 400) -> bool:
-    """``condition`` true within ``attempts`` looks (bounded by count, not by time)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return condition()
-
-
-def leads_route(url: str) -> str:
-    return f"""
-[leads.delivery]
-max_attempts = 1
-[[leads.routes]]
-rooftop = "*"
-[[leads.routes.targets]]
-type = "adf_http"
-name = "crm"
-url = "{url}"
-"""
 
 
 class Platform:
@@ -323,7 +301,7 @@ def test_a_suspended_tenant_answers_503_everywhere_its_deliveries_wait_and_resum
         # Its card declares an A2A routing value: the platform host's one /a2a serves it too.
         alpha = write(
             platform.directory / "alpha.toml",
-            'tenant = "alpha-motors"\n' + tenant_config("Alpha Motors", extra=leads_route(receiver.url)),
+            'tenant = "alpha-motors"\n' + tenant_config("Alpha Motors", extra=crm_route(receiver.url)),
         )
         added = platform.aap("tenants", "add", "dealer-a", "--config", alpha, "--domain", "alpha.example")
         assert added.exit_code == 0, added.output

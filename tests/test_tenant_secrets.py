@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +37,8 @@ from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
     PlatformServer,
+    crm_route,
+    eventually,
     platform_settings,
     tenant_config,
     write,
@@ -45,20 +46,6 @@ from platform_support import (
 
 TOKEN = "t" * 40  # the provisioning API's bearer token
 VALUE = "crm-token-VALUE-0123456789"  # what must never appear in an output or a log line
-
-
-def crm_target(url: str, **auth: str) -> str:
-    """A lead route to ``url`` with bearer auth named as ``auth`` says (``token_secret=...``)."""
-    named = ", ".join(f'{k} = "{v}"' for k, v in auth.items())
-    return f"""
-[[leads.routes]]
-rooftop = "*"
-[[leads.routes.targets]]
-type = "adf_http"
-name = "crm"
-url = "{url}"
-auth = {{ type = "bearer", {named} }}
-"""
 
 
 # -- the sealing itself ----------------------------------------------------------------------------------
@@ -100,16 +87,16 @@ def solo(extra: str) -> dict:
 
 def test_a_deployment_that_is_one_agent_names_variables_not_tenant_secrets() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_settings(solo(crm_target("https://crm.example/adf", token_secret="crm-token")), environ={})
+        parse_settings(solo(crm_route("https://crm.example/adf", once=False, token_secret="crm-token")), environ={})
     assert any(
         p.startswith("leads.routes[0].targets[0].auth.token_secret: names a tenant secret") for p in info.value.problems
     )
-    both = crm_target("https://crm.example/adf", token_env="CRM_TOKEN", token_secret="crm-token")
+    both = crm_route("https://crm.example/adf", once=False, token_env="CRM_TOKEN", token_secret="crm-token")
     with pytest.raises(ConfigError) as info:
         parse_settings(solo(both), environ={})
     assert any("give token_env or token_secret, not both" in p for p in info.value.problems)
     # The environment form is unchanged.
-    settings = parse_settings(solo(crm_target("https://crm.example/adf", token_env="T")), environ={})
+    settings = parse_settings(solo(crm_route("https://crm.example/adf", once=False, token_env="T")), environ={})
     assert settings.leads.routes[0].targets[0].auth.token_env == "T"  # type: ignore[union-attr]
 
 
@@ -243,7 +230,7 @@ def test_a_tenants_file_names_secrets_and_they_are_checked_in_the_database(platf
     monkeypatch.setenv("CRM_TOKEN", VALUE)  # set here, in the CLI's environment: it must not count
     with_env = write(
         platform.directory / "env.toml",
-        tenant_config("Env", extra=crm_target("http://127.0.0.1:9/adf", token_env="CRM_TOKEN")),
+        tenant_config("Env", extra=crm_route("http://127.0.0.1:9/adf", once=False, token_env="CRM_TOKEN")),
     )
     refused = platform.aap("tenants", "add", "dealer-a", "--config", with_env)
     assert refused.exit_code == 1
@@ -252,7 +239,7 @@ def test_a_tenants_file_names_secrets_and_they_are_checked_in_the_database(platf
     )
     named = write(
         platform.directory / "a.toml",
-        tenant_config("Alpha", extra=crm_target("http://127.0.0.1:9/adf", token_secret="crm-token")),
+        tenant_config("Alpha", extra=crm_route("http://127.0.0.1:9/adf", once=False, token_secret="crm-token")),
     )
     missing = platform.aap("tenants", "check", "dealer-a", "--config", named)
     assert missing.exit_code == 1
@@ -322,7 +309,7 @@ def test_a_wrong_key_gives_a_clear_error_naming_keys_by_id(platform) -> None:
         registry.store.db.close()
     named = write(
         platform.directory / "a.toml",
-        tenant_config("Alpha", extra=crm_target("http://127.0.0.1:9/adf", token_secret="crm-token")),
+        tenant_config("Alpha", extra=crm_route("http://127.0.0.1:9/adf", once=False, token_secret="crm-token")),
     )
     wrong = new_key()
     sealed_with = key_id(Keyring.parse(platform.keys, "t").keys[0])
@@ -392,10 +379,10 @@ def test_secrets_through_the_api_go_in_and_never_come_out(api, caplog) -> None:
     listed = http.get(base)
     assert [s["name"] for s in listed.json()["secrets"]] == ["crm-token"]
     # A tenant's file naming it is accepted through the API (checked against the database).
-    config = tenant_config("Alpha", extra=crm_target("http://127.0.0.1:9/adf", token_secret="crm-token"))
+    config = tenant_config("Alpha", extra=crm_route("http://127.0.0.1:9/adf", once=False, token_secret="crm-token"))
     added = http.post("/_platform/v1/tenants", json={"id": "dealer-a", "config": config})
     assert added.status_code == 201, added.text
-    unnamed = tenant_config("Beta", extra=crm_target("http://127.0.0.1:9/adf", token_secret="none-such"))
+    unnamed = tenant_config("Beta", extra=crm_route("http://127.0.0.1:9/adf", once=False, token_secret="none-such"))
     refused = http.post("/_platform/v1/tenants", json={"id": "dealer-b", "config": unnamed})
     assert refused.status_code == 400
     assert "the tenant secret none-such is not set" in " ".join(refused.json()["error"]["problems"])
@@ -463,15 +450,6 @@ class TokenCrm:
         self.server.server_close()
 
 
-def eventually(condition, attempts: int = 1200) -> bool:
-    """True once ``condition()`` is (bounded by count, 25 ms apart)."""
-    for _ in range(attempts):
-        if condition():
-            return True
-        time.sleep(0.025)
-    return False
-
-
 @pytest.mark.slow
 def test_a_secret_set_while_serving_is_used_by_the_next_delivery_and_signs_the_card(tmp_path, database_url) -> None:
     keys = {"AAP_SECRET_KEYS": new_key(), "AAP_PLATFORM_TOKEN": TOKEN}
@@ -491,7 +469,7 @@ def test_a_secret_set_while_serving_is_used_by_the_next_delivery_and_signs_the_c
         document = tenant_config(
             "Alpha",
             extra='[agent]\nsigning_key_secret = "card-key"\n'
-            + crm_target(receiver.url, token_secret="crm-token")
+            + crm_route(receiver.url, once=False, token_secret="crm-token")
             + "[leads.delivery]\nbase_backoff_seconds = 1\nmax_backoff_seconds = 2\n",
         )
         added = api.post(
@@ -509,14 +487,14 @@ def test_a_secret_set_while_serving_is_used_by_the_next_delivery_and_signs_the_c
             return str(answer.json()["result"]["message"]["parts"][0]["data"]["data"]["lead_id"])
 
         submit("first-lead-0001")
-        assert eventually(lambda: receiver.taken("token-one") == 1), server.log_tail()
+        assert eventually(lambda: receiver.taken("token-one") == 1, attempts=1200), server.log_tail()
         # A new value, set from the command line while both workers serve: no restart. The CRM
         # takes only the new token from now on.
         receiver.expected = "token-two"
         changed = aap_cli(config, "secrets", "set", "dealer-a", "crm-token", value="token-two\n", env=keys)
         assert changed.returncode == 0, changed.stdout + changed.stderr
         submit("second-lead-0002")
-        assert eventually(lambda: receiver.taken("token-two") == 1), server.log_tail()
+        assert eventually(lambda: receiver.taken("token-two") == 1, attempts=1200), server.log_tail()
         assert receiver.taken("token-one") == 1
         listed = api.get(base).json()["secrets"]
         assert [s["name"] for s in listed] == ["card-key", "crm-token"]

@@ -28,6 +28,7 @@ from lead_support import NOW, Receiver, lead_request
 from platform_support import (
     LOOPBACK_DESTINATIONS,
     PLATFORM_HOST,
+    crm_route,
     listings,
     platform_settings,
     tenant_config,
@@ -300,23 +301,10 @@ def test_the_platform_file_is_found_as_every_command_finds_its_configuration(pla
 # -- the per-agent commands with --tenant ---------------------------------------------------------
 
 
-def leads_route(url: str) -> str:
-    return f"""
-[leads.delivery]
-max_attempts = 1
-[[leads.routes]]
-rooftop = "*"
-[[leads.routes.targets]]
-type = "adf_http"
-name = "crm"
-url = "{url}"
-"""
-
-
 def test_import_leads_deliver_and_feeds_act_on_one_tenant(platform):
     receiver = Receiver()
     try:
-        a = tenant_file(platform.directory, "Alpha Motors", extra=leads_route(receiver.url))
+        a = tenant_file(platform.directory, "Alpha Motors", extra=crm_route(receiver.url))
         b = tenant_file(platform.directory, "Beta Cars")
         assert platform.aap("tenants", "add", "dealer-a", "--config", a, "--domain", "alpha.example").exit_code == 0
         assert platform.aap("tenants", "add", "dealer-b", "--config", b).exit_code == 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -105,13 +105,6 @@ def _registry(ctx: click.Context, config: str | None = None) -> Iterator[TenantR
         yield registry
 
 
-def _refused(what: str, exc: Exception) -> NoReturn:
-    from aap.tenants import TenantError
-
-    assert isinstance(exc, TenantError)
-    fail(f"{what}: {len(exc.problems)} problem(s)", exc.problems)
-
-
 @contextmanager
 def _refusing(what: str) -> Iterator[None]:
     """The registry's refusal (a TenantError) inside: the command fails with ``what`` and its problems."""
@@ -120,7 +113,7 @@ def _refusing(what: str) -> Iterator[None]:
     try:
         yield
     except TenantError as exc:
-        _refused(what, exc)
+        fail(f"{what}: {len(exc.problems)} problem(s)", exc.problems)
 
 
 def _read(path: str) -> str:
@@ -231,7 +224,6 @@ def add_command(
     unchanged, one that differs is refused unless --update. Exit 1 when anything is refused, so
     running the same file again is safe and changes nothing.
     """
-    from aap.tenants import TenantError
 
     if source is not None:
         if tenant_id or tenant_file or domains:
@@ -244,10 +236,8 @@ def add_command(
         raise click.UsageError("give ID and --config FILE (or --from FILE.jsonl for many tenants)")
     text = _read(tenant_file)
     with _registry(ctx) as registry:
-        try:
+        with _refusing(f"Tenant {tenant_id} not added"):
             record = registry.add(tenant_id, text, list(domains), by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not added", exc)
         _served(registry, record, "added")
     console.print(
         Text(
@@ -301,14 +291,11 @@ def update_command(ctx: click.Context, tenant_id: str, tenant_file: str) -> None
 
     The new configuration is checked whole first; a refused one changes nothing.
     """
-    from aap.tenants import TenantError
 
     text = _read(tenant_file)
     with _registry(ctx) as registry:
-        try:
+        with _refusing(f"Tenant {tenant_id} not updated"):
             record = registry.update(tenant_id, text, by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not updated", exc)
         _served(registry, record, "updated")
 
 
@@ -326,15 +313,12 @@ def domains_command(
     A host is served by one tenant only and never is the platform's own host; the tenant stays
     reachable at https://PLATFORM_HOST/t/ID/ whatever its domains.
     """
-    from aap.tenants import TenantError
 
     if not add and not remove:
         raise click.UsageError("give --add HOST and/or --remove HOST")
     with _registry(ctx, config) as registry:
-        try:
+        with _refusing(f"Domains of {tenant_id} not changed"):
             record = registry.set_domains(tenant_id, list(add), list(remove), by=cli_actor())
-        except TenantError as exc:
-            _refused(f"Domains of {tenant_id} not changed", exc)
         _served(registry, record, "changed")
 
 
@@ -349,16 +333,13 @@ def check_command(ctx: click.Context, tenant_id: str, tenant_file: str, domains:
     Exit 0 when `aap tenants add` (or `update`, for an existing tenant) would take it, else 1
     with every problem listed: for a deploy pipeline, before it provisions.
     """
-    from aap.tenants import TenantError
 
     text = _read(tenant_file)
     with _registry(ctx) as registry:
         existing = registry.store.tenant(tenant_id)
         hosts = list(domains) or list(existing.domains if existing else ())
-        try:
+        with _refusing(f"{tenant_file} is refused as tenant {tenant_id}"):
             settings = registry.check(tenant_id, text, hosts)
-        except TenantError as exc:
-            _refused(f"{tenant_file} is refused as tenant {tenant_id}", exc)
     rooftops = sum(len(profile.rooftops) for profile in settings.all_profiles())
     console.print(Text(f"{tenant_file}: OK as tenant {tenant_id}", style="bold green"))
     for line in (
@@ -422,15 +403,12 @@ def list_command(ctx: click.Context, as_json: bool, config: str | None) -> None:
 @click.pass_context
 def show_command(ctx: click.Context, tenant_id: str, as_json: bool, as_toml: bool, config: str | None) -> None:
     """Tenant ID: its domains, the URLs it is served at, its revision and its configuration as stored."""
-    from aap.tenants import TenantError
 
     if as_json and as_toml:
         raise click.UsageError("give --json or --toml, not both")
     with _registry(ctx, config) as registry:
-        try:
+        with _refusing(f"Tenant {tenant_id} not shown"):
             record = registry.get(tenant_id)
-        except TenantError as exc:
-            _refused(f"Tenant {tenant_id} not shown", exc)
         summary = tenant_view(registry, record, config=True)
         secrets = [info.name for info in registry.secret_list(tenant_id)]  # names, never values
     if as_toml:

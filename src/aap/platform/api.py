@@ -70,13 +70,14 @@ from aap.store.console import ConsoleStore
 from aap.store.erasure import Erasure, ErasureStore
 from aap.store.platform import TenantRecord
 from aap.store.state import StateStore
-from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry
+from aap.tenants import MAX_CONFIG_BYTES, TenantError, TenantRegistry
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body
 from aap.web.callers import anonymous_caller
 from aap.work import Work
 
 from . import uploads
+from .fields import field_problems
 from .openapi import API_PREFIX, OPENAPI_PATH, openapi_document
 from .views import secret_view, tenant_view
 
@@ -307,21 +308,7 @@ class ProvisioningApi:
             raise Refused(400, _MESSAGES[400], [f"(body): not JSON ({exc.msg} at character {exc.pos})"]) from None
         if not isinstance(body, dict):
             raise Refused(400, _MESSAGES[400], ["(body): must be a JSON object"])
-        problems = [f"{name}: required" for name in required if name not in body]
-        for name, value in body.items():
-            kind = fields.get(name)
-            if kind is None:
-                problems.append(f"{str(name)[:100]}: not a field of this request (fields: {', '.join(fields)})")
-            elif kind == "string" and not isinstance(value, str):
-                problems.append(f"{name}: must be a string")
-            elif kind == "strings" and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                problems.append(f"{name}: must be an array of strings")
-            elif kind == "strings" and len(value) > MAX_DOMAINS:
-                problems.append(f"{name}: at most {MAX_DOMAINS} host names")
-            elif kind == "strings" and any(len(v) > MAX_HOST for v in value):
-                problems.append(f"{name}: a host name has at most {MAX_HOST} characters")
-            elif name == "id" and len(value) > MAX_ID:
-                problems.append(f"id: at most {MAX_ID} characters")
+        problems = field_problems(body, fields, required, of="this request", max_host=MAX_HOST, max_id=MAX_ID)
         if problems:
             raise Refused(400, _MESSAGES[400], problems)
         return body

@@ -27,7 +27,9 @@ from typing import IO, Any
 
 import orjson
 
-from aap.tenants import MAX_CONFIG_BYTES, MAX_DOMAINS, TenantError, TenantRegistry, domains_of
+from aap.tenants import MAX_CONFIG_BYTES, TenantError, TenantRegistry, domains_of
+
+from .fields import field_problems
 
 #: The most lines (tenants) one file may have.
 MAX_LINES = 10_000
@@ -130,17 +132,7 @@ def _line(number: int, raw: bytes, problems: list[str]) -> Line | None:
     if not isinstance(value, dict):
         problems.append(f"{where}: must be a JSON object with {', '.join(FIELDS)}")
         return None
-    found = [f"{where}: {name}: required" for name in REQUIRED if name not in value]
-    for name, item in value.items():
-        kind = FIELDS.get(name)
-        if kind is None:
-            found.append(f"{where}: {str(name)[:100]}: not a field of a line (fields: {', '.join(FIELDS)})")
-        elif kind == "string" and not isinstance(item, str):
-            found.append(f"{where}: {name}: must be a string")
-        elif kind == "strings" and not (isinstance(item, list) and all(isinstance(v, str) for v in item)):
-            found.append(f"{where}: {name}: must be an array of strings")
-        elif kind == "strings" and len(item) > MAX_DOMAINS:
-            found.append(f"{where}: {name}: at most {MAX_DOMAINS} host names")
+    found = [f"{where}: {problem}" for problem in field_problems(value, FIELDS, REQUIRED, of="a line")]
     if found:
         problems += found
         return None

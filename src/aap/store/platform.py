@@ -347,11 +347,7 @@ class PlatformStore:
                 " VALUES (?, ?, ?, 1, ?, ?)",
                 (tenant_id, config, a2a_tenant, now_ms, now_ms),
             )
-            for host in domains:
-                tx.execute(
-                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
-                    (host, tenant_id, now_ms),
-                )
+            self._move_domains(tx, tenant_id, domains, (), now_ms)
             self._changed(tx, tenant_id, "added", now_ms, actor, {"domains": domains})
             record = self._tenant(tx, tenant_id)
         assert record is not None
@@ -361,12 +357,7 @@ class PlatformStore:
         self, tenant_id: str, config: str, a2a_tenant: str | None, now_ms: int, *, actor: str = UNNAMED
     ) -> TenantRecord | None:
         with self.db.transaction() as tx:
-            cursor = tx.execute(
-                "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
-                " WHERE tenant_id = ?",
-                (config, a2a_tenant, now_ms, tenant_id),
-            )
-            if cursor.rowcount == 0:
+            if not self._set_config(tx, tenant_id, config, a2a_tenant, now_ms):
                 return None
             record = self._tenant(tx, tenant_id)
             assert record is not None
@@ -387,20 +378,9 @@ class PlatformStore:
         """A new configuration and domains in one change (one revision, one audit row): what an
         idempotent ``PUT`` of a whole tenant, or a line of a bulk file, makes of an existing one."""
         with self.db.transaction() as tx:
-            cursor = tx.execute(
-                "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
-                " WHERE tenant_id = ?",
-                (config, a2a_tenant, now_ms, tenant_id),
-            )
-            if cursor.rowcount == 0:
+            if not self._set_config(tx, tenant_id, config, a2a_tenant, now_ms):
                 return None
-            for host in remove:
-                tx.execute("DELETE FROM platform_domains WHERE host = ? AND tenant_id = ?", (host, tenant_id))
-            for host in add:
-                tx.execute(
-                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
-                    (host, tenant_id, now_ms),
-                )
+            self._move_domains(tx, tenant_id, add, remove, now_ms)
             record = self._tenant(tx, tenant_id)
             assert record is not None
             detail = {"revision": record.revision, "added": list(add), "removed": list(remove)}
@@ -413,17 +393,8 @@ class PlatformStore:
         with self.db.transaction() as tx:
             if tx.fetchone("SELECT 1 FROM platform_tenants WHERE tenant_id = ?", (tenant_id,)) is None:
                 return None
-            for host in remove:
-                tx.execute("DELETE FROM platform_domains WHERE host = ? AND tenant_id = ?", (host, tenant_id))
-            for host in add:
-                tx.execute(
-                    "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
-                    (host, tenant_id, now_ms),
-                )
-            tx.execute(
-                "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
-                (now_ms, tenant_id),
-            )
+            self._move_domains(tx, tenant_id, add, remove, now_ms)
+            self._next_revision(tx, tenant_id, now_ms)
             self._changed(tx, tenant_id, "domains", now_ms, actor, {"added": list(add), "removed": list(remove)})
             return self._tenant(tx, tenant_id)
 
@@ -492,10 +463,7 @@ class PlatformStore:
             return cursor.rowcount == 1
 
     def _secrets_changed(self, tx: Tx, tenant_id: str, now_ms: int) -> None:
-        tx.execute(
-            "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
-            (now_ms, tenant_id),
-        )
+        self._next_revision(tx, tenant_id, now_ms)
         self._changed(tx, tenant_id, "secrets", now_ms, UNNAMED, {})
 
     def suspend(self, tenant_id: str, now_ms: int, *, actor: str = UNNAMED) -> TenantRecord | None:
@@ -521,6 +489,37 @@ class PlatformStore:
             )
             self._changed(tx, tenant_id, kind, now_ms, actor, {})
             return self._tenant(tx, tenant_id)
+
+    @staticmethod
+    def _set_config(tx: Tx, tenant_id: str, config: str, a2a_tenant: str | None, now_ms: int) -> bool:
+        """Store a new configuration as the tenant's next revision; False when there is no such
+        tenant (the callers answer None then)."""
+        cursor = tx.execute(
+            "UPDATE platform_tenants SET config = ?, a2a_tenant = ?, revision = revision + 1, updated_ms = ?"
+            " WHERE tenant_id = ?",
+            (config, a2a_tenant, now_ms, tenant_id),
+        )
+        return cursor.rowcount != 0
+
+    @staticmethod
+    def _next_revision(tx: Tx, tenant_id: str, now_ms: int) -> None:
+        """Domains and secrets are part of what the workers load: a change to them is a revision."""
+        tx.execute(
+            "UPDATE platform_tenants SET revision = revision + 1, updated_ms = ? WHERE tenant_id = ?",
+            (now_ms, tenant_id),
+        )
+
+    @staticmethod
+    def _move_domains(tx: Tx, tenant_id: str, add: Sequence[str], remove: Sequence[str], now_ms: int) -> None:
+        """Release ``remove`` then claim ``add`` for the tenant (removal first, so a host may move
+        within one change); a host another tenant holds fails the primary key."""
+        for host in remove:
+            tx.execute("DELETE FROM platform_domains WHERE host = ? AND tenant_id = ?", (host, tenant_id))
+        for host in add:
+            tx.execute(
+                "INSERT INTO platform_domains (host, tenant_id, added_ms) VALUES (?, ?, ?)",
+                (host, tenant_id, now_ms),
+            )
 
     @staticmethod
     def _changed(tx: Tx, tenant_id: str, kind: str, now_ms: int, actor: str, detail: dict[str, Any]) -> None:
