@@ -4,6 +4,7 @@ every answer validated against the OpenAPI document it serves (and schemathesis 
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -61,8 +62,12 @@ class Api:
         self.http.close()
 
 
-def start(database_url: str, routes: Callable[[PlatformContext], list], **platform: Any) -> Iterator[Api]:
+def start(
+    database_url: str, routes: Callable[[PlatformContext], list], rate_limit: RateLimit | None = None, **platform: Any
+) -> Iterator[Api]:
     deployment = platform_settings(database_url, **platform)
+    if rate_limit is not None:  # the platform's own callers' limit (the API's 429)
+        deployment = dataclasses.replace(deployment, rate_limit=rate_limit)
     stores = Stores(open_platform_database(database_url))
     app = create_platform_app(deployment, stores, platform_routes=[routes])
     server = LiveServer().start(app)
@@ -81,6 +86,16 @@ def api(database_url, tmp_path) -> Iterator[Api]:
     keys = tmp_path / "secret-keys"  # the platform's keys sealing tenant secrets (docs/platform.md)
     keys.write_text(new_key() + "\n")
     yield from start(database_url, provisioning_routes({"AAP_PLATFORM_TOKEN": TOKEN}), secret_keys_file=str(keys))
+
+
+@pytest.fixture
+def unlimited_api(database_url, tmp_path) -> Iterator[Api]:
+    """The API with its callers' rate limit off: a generated run sends more requests than its
+    burst, and each must reach the check it is about (the 429 is tested on its own)."""
+    keys = tmp_path / "secret-keys"
+    keys.write_text(new_key() + "\n")
+    routes = provisioning_routes({"AAP_PLATFORM_TOKEN": TOKEN})
+    yield from start(database_url, routes, rate_limit=RateLimit(enabled=False), secret_keys_file=str(keys))
 
 
 def conforms(document: dict[str, Any], method: str, template: str, response: httpx.Response) -> Any:
@@ -436,7 +451,8 @@ FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection"
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-def test_schemathesis_finds_every_answer_as_documented(api: Api, mode) -> None:
+def test_schemathesis_finds_every_answer_as_documented(unlimited_api: Api, mode) -> None:
+    api = unlimited_api
     api.registry.add("dealer-a", tenant_config("Alpha"), ["alpha.example"])
     schema = schemathesis.openapi.from_dict(api.document)
     statuses: dict[str, set[int]] = {}

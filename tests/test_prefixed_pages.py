@@ -203,6 +203,7 @@ FORMS: dict[str, dict[str, Any]] = {
     "/console/leads/{lead_id}/retry": {},
     "/console/leads/{lead_id}/handled": {"handled": "1"},
     "/console/leads/{lead_id}/pipeline": {"stage": "contacted", "owner": "", "follow_up": "", "note": "Called."},
+    "/console/leads/{lead_id}/erase": {"confirm": "erase"},  # after the lead's other forms: it goes
     "/console/users": {"email": "new@alpha.example", "password": PASSWORD + " new", "role": "staff"},
     "/console/users/{user_id}/password": {"password": PASSWORD + " again"},
     "/console/users/{user_id}/unlock": {},

@@ -738,7 +738,7 @@ def _deliver_events(store: EventStore, platform: PlatformSettings) -> int:
     from aap.work import Work
 
     async def run() -> int:
-        work = Work(inline=store.db.in_process)
+        work = Work.for_database(store.db.in_process)  # this command is its own composition root
         try:
             async with delivery_client(platform.outbound) as client:
                 return await EventSender(store, platform, work=work).drain(client)
