@@ -607,6 +607,13 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--samples", type=int, default=300, help="tenants the in-process figures are taken on")
     parser.add_argument("--tenants-in-memory", type=int, default=None, help="[platform] tenants_in_memory")
+    parser.add_argument(
+        "--tenant-concurrency",
+        type=int,
+        default=None,
+        help="[platform] tenant_concurrency (fair sharing caps one tenant's requests at work in a worker: "
+        "give the connections' count to compare the runtime's cost, not the cap)",
+    )
     parser.add_argument("--shared-buffers", default="1GB")
     parser.add_argument("--setup-processes", type=int, default=2, help="processes registering tenants side by side")
     parser.add_argument("--cluster-dir", default=None, help="where the throwaway cluster's files go")
@@ -656,6 +663,9 @@ def main() -> None:
         if args.tenants_in_memory:
             platform_table += f"tenants_in_memory = {args.tenants_in_memory}\n"
             platform_doc["tenants_in_memory"] = args.tenants_in_memory
+        if args.tenant_concurrency:
+            platform_table += f"tenant_concurrency = {args.tenant_concurrency}\n"
+            platform_doc["tenant_concurrency"] = args.tenant_concurrency
         config.write_text(f'database = "{url}"\n\n[platform]\n{platform_table}', encoding="utf-8")
         settings = parse_settings({"database": url, "platform": platform_doc}, environ={})
         db = open_platform_database(url)
