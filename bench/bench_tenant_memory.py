@@ -37,25 +37,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from aap.config.loader import parse_settings  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
+from bench_platform import PLATFORM_HOST, tenant_config  # noqa: E402  (the same platform and tenants)
 from common import percentile  # noqa: E402
-
-PLATFORM_HOST = "agents.platform.example"
-
-
-def tenant_config(i: int) -> str:
-    """Tenant ``i``'s document: one dealer, one rooftop, as bench_platform's (its name its own)."""
-    return f"""
-[rate_limit]
-enabled = false
-
-[dealer]
-name = "Dealer {i:05d} Motors"
-[[dealer.rooftops]]
-name = "Main lot"
-timezone = "America/Chicago"
-address = {{ city = "Springfield", state = "IL", country = "US" }}
-phones = [{{ name = "Sales", value = "+12175550100" }}]
-"""
 
 
 def tenant_id(i: int) -> str:

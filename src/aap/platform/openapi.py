@@ -142,54 +142,69 @@ _AUTHENTICATED = ["401", "429", "503"]
 _WITH_BODY = ["400", "413", "415"]
 
 
-def _set_secret() -> dict[str, Any]:
-    """``PUT .../secrets/{name}``: 201 for a new secret, 200 for a new value of one."""
+def _create_or_replace(
+    operation_id: str,
+    summary: str,
+    schema: str,
+    answers: tuple[str, str],
+    errors: list[str],
+    *,
+    body: str,
+    description: str,
+) -> dict[str, Any]:
+    """A ``PUT`` that creates (201 with ``Location``) or replaces (200); ``answers`` describe the two."""
+    created, replaced = answers
     operation = _operation(
-        "setSecret",
-        "Set one of the tenant's secrets (sealed with the platform's key; never shown back).",
+        operation_id,
+        summary,
         (
             "201",
             {
-                "description": "A new secret; every worker uses it within seconds.",
+                "description": created,
                 "headers": {"Location": {"required": True, "schema": {"type": "string"}}},
-                "content": _json(_ref("Secret")),
+                "content": _json(_ref(schema)),
             },
+        ),
+        errors,
+        body=body,
+        description=description,
+    )
+    operation["responses"]["200"] = {"description": replaced, "content": _json(_ref(schema))}
+    return operation
+
+
+def _set_secret() -> dict[str, Any]:
+    """``PUT .../secrets/{name}``: 201 for a new secret, 200 for a new value of one."""
+    return _create_or_replace(
+        "setSecret",
+        "Set one of the tenant's secrets (sealed with the platform's key; never shown back).",
+        "Secret",
+        (
+            "A new secret; every worker uses it within seconds.",
+            "An earlier value replaced; every worker uses the new one within seconds.",
         ),
         [*_WITH_BODY, "404", *_AUTHENTICATED],
         body="SecretValue",
         description="A secret may be set before its tenant is added, so that the tenant's configuration "
         "finds every secret it names.",
     )
-    operation["responses"]["200"] = {
-        "description": "An earlier value replaced; every worker uses the new one within seconds.",
-        "content": _json(_ref("Secret")),
-    }
-    return operation
 
 
 def _put_tenant() -> dict[str, Any]:
     """``PUT /tenants/{id}``: create or replace, idempotent (docs/platform.md, "Idempotent provisioning")."""
-    operation = _operation(
+    return _create_or_replace(
         "putTenant",
         "Make the tenant exactly this: created when new (201), replaced when different, untouched when the same (200).",
+        "Tenant",
         (
-            "201",
-            {
-                "description": "A new tenant, as registered.",
-                "headers": {"Location": {"required": True, "schema": {"type": "string"}}},
-                "content": _json(_ref("Tenant")),
-            },
+            "A new tenant, as registered.",
+            "The tenant as replaced, or as it already was (its revision unchanged).",
         ),
         [*_WITH_BODY, "409", *_AUTHENTICATED],
         body="TenantConfig",
         description="The same body sent twice changes the tenant once (one revision, one audit entry): "
         "a tenant already exactly as sent is answered 200 as it is, nothing written.",
     )
-    operation["responses"]["200"] = {
-        "description": "The tenant as replaced, or as it already was (its revision unchanged).",
-        "content": _json(_ref("Tenant")),
-    }
-    return operation
 
 
 #: The run of an import as the tenant's import history records it (``aap import --json``).
