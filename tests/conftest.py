@@ -215,3 +215,15 @@ def agent_factory(database_url_factory) -> Iterable[Callable[..., DealerAgent]]:
 def agent(agent_factory) -> DealerAgent:
     """A dealer agent with default settings and an empty inventory."""
     return agent_factory()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """A CRM stub on loopback recording what it is sent (lead_support.Receiver)."""
+    from lead_support import Receiver
+
+    found = Receiver()
+    try:
+        yield found
+    finally:
+        found.close()

@@ -19,7 +19,7 @@ from aap.config.leads import AdfHttpTarget, HttpAuth, SmtpTarget, Target, Webhoo
 from aap.leads import transports
 from aap.leads.transports import TRANSPORTS
 from aap.work import Work
-from lead_support import Receiver, free_port
+from lead_support import free_port
 
 #: The door for blocking work these tests' SMTP sessions are given.
 WORK = Work.for_database(True)
@@ -35,13 +35,6 @@ async def send_adf(target: SmtpTarget, subject_suffix: str, timeout: float) -> N
     """lead_1's ADF document e-mailed as the SMTP transport sends it."""
     email = transports.build_email(target, ADF, "lead_1", "dlv_1", subject_suffix)
     await transports.send_email(target, email, timeout, work=WORK)
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.mark.slow

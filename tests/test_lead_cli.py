@@ -22,7 +22,6 @@ from lead_support import (
     MESSAGE,
     NOW,
     PHONE,
-    Receiver,
     http_route,
     lead_request,
     lead_settings,
@@ -42,13 +41,6 @@ def runner(monkeypatch):
     saved = (logger.handlers[:], logger.propagate, logger.level)
     yield CliRunner()
     logger.handlers[:], logger.propagate, logger.level = saved[0], saved[1], saved[2]
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

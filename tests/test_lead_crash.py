@@ -22,7 +22,7 @@ import pytest
 from aap.agent import CallContext, DealerAgent
 from aap.store import open_stores
 from aap.work import Work
-from lead_support import Receiver, free_port, http_route, lead_request, lead_settings
+from lead_support import free_port, http_route, lead_request, lead_settings
 
 #: The door for blocking work these tests' workers and schedulers are given.
 WORK = Work.for_database(True)
@@ -147,13 +147,6 @@ def drain_in_process(server: ServerProcess, crm_url: str) -> int:
         return asyncio.run(run())
     finally:
         stores.close()
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_killed_after_acknowledging_and_before_delivery_delivers_exactly_once_after_restart(tmp_path, receiver):

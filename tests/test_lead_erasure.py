@@ -43,13 +43,6 @@ TRACES = (EMAIL, PHONE, PHONE[1:], PHONE[1:][::-1], FIRST, LAST, CONSENT_TEXT)
 
 
 @pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def db(database_url):
     opened = open_database(database_url)
     yield opened

@@ -30,7 +30,6 @@ from lead_support import (
     MESSAGE,
     NOW,
     PHONE,
-    Receiver,
     free_port,
     http_route,
     lead_request,
@@ -52,13 +51,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.t += seconds
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

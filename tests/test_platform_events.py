@@ -79,15 +79,6 @@ schedule = "0 * * * *"
 # -- every event type, through a live platform -----------------------------------------------------
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    found = Receiver()
-    try:
-        yield found
-    finally:
-        found.close()
-
-
 @pytest.mark.slow
 def test_every_event_type_reaches_the_platform_signed_and_without_customer_data(
     tmp_path: Path, database_url: str, receiver: Receiver, monkeypatch
