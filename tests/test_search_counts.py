@@ -93,6 +93,27 @@ def seller_inventory(dealer: str, count: int, make: str = "Honda") -> list[dict]
     ]
 
 
+def test_a_small_inventory_counted_in_sql_has_nothing_remembered(agent_factory, ctx):
+    """A platform's small tenant (under the index threshold) is counted again at every search:
+    a count that looks slow there is a busy machine, not a large set, and remembering it
+    would add a write to the load."""
+    agent = agent_factory(listings=inventory(300))
+    store = agent.stores.inventory
+    store.postings.min_rows = 1_000  # as a platform tenant's store: 300 listings is small
+    store.totals.remember_count_ms = 0  # every count looks slow
+    for _ in range(2):
+        assert search(agent, ctx)["total"] == HONDAS
+        store.wait_for_background()
+    assert remembered(agent) == []
+    big = agent_factory(listings=inventory(300))
+    big.stores.inventory.postings.min_rows = 100  # the same rows above the threshold: indexed
+    big.stores.inventory.postings.enabled = False  # … and counted in SQL when the index declines
+    big.stores.inventory.totals.remember_count_ms = 0
+    assert search(big, ctx)["total"] == HONDAS
+    big.stores.inventory.wait_for_background()
+    assert remembered(big) == [(big.stores.inventory.inventory_version(), HONDAS)]
+
+
 def test_a_remembered_total_survives_other_sellers_imports(agent_factory, ctx, settings_factory):
     """Per-seller versions: an import invalidates only the shares of the sellers it changed."""
     agent = counting_in_sql(

@@ -186,7 +186,7 @@ class Runtimes:
     ) -> tuple[TenantRecord | None, Settings | ConfigError | tomllib.TOMLDecodeError | None]:
         """Blocking: the tenant's registry row, and its Settings at ``public_url`` (or why they do
         not load) — in one trip to the executor, where a first request waits for both."""
-        record = self.registry.store.tenant(tenant_id)
+        record = self.registry.store.tenant(tenant_id, domains=False)
         if record is None or record.suspended_ms is not None:
             return record, None
         try:

@@ -218,14 +218,18 @@ class PlatformStore:
         self.db = db
 
     # -- reads ---------------------------------------------------------------------------
-    def tenant(self, tenant_id: str) -> TenantRecord | None:
+    def tenant(self, tenant_id: str, *, domains: bool = True) -> TenantRecord | None:
+        """The tenant's row; ``domains=False`` leaves its domains out (empty): a worker building
+        the tenant's runtime routes by host already, and reads one table fewer."""
         with self.db.read() as tx:
-            return self._tenant(tx, tenant_id)
+            return self._tenant(tx, tenant_id, domains=domains)
 
-    def _tenant(self, tx: Tx, tenant_id: str) -> TenantRecord | None:
+    def _tenant(self, tx: Tx, tenant_id: str, *, domains: bool = True) -> TenantRecord | None:
         row = tx.fetchone(_select() + " WHERE t.tenant_id = ?", (tenant_id,))
         if row is None:
             return None
+        if not domains:
+            return _record(row, ())
         hosts = tx.fetchall("SELECT host FROM platform_domains WHERE tenant_id = ? ORDER BY host", (tenant_id,))
         return _record(row, tuple(h for (h,) in hosts))
 

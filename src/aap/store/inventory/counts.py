@@ -127,14 +127,25 @@ class Totals:
         return total, BackgroundWork((version, matching), partial(_remember, tx.db, version, matching, total, partials))
 
     def count(
-        self, tx: Tx, where: Clause, budget_ms: float, version: int, matching: str, started: float
+        self,
+        tx: Tx,
+        where: Clause,
+        budget_ms: float,
+        version: int,
+        matching: str,
+        started: float,
+        *,
+        remember: bool = True,
     ) -> tuple[int | None, BackgroundWork | None]:
         """(exact total or None, work to start once the page is read, or None).
 
         The work is remembering a slow count (``started`` is when the request's
         counting began, so a keyword scan made for it counts too), or finishing
         one that outran ``budget_ms`` (0: no budget). Either counts again by
-        seller, off the request path.
+        seller, off the request path. ``remember=False`` (a small inventory, counted
+        again each time) asks for no work: on a busy machine a count of a few rows can
+        take ``remember_count_ms`` waiting for a core, and remembering it would only add
+        a write and a thread to the load.
         """
         sql = f"SELECT COUNT(*) FROM inv_listing l WHERE {where[0]}"
         params = where[1]
@@ -143,8 +154,8 @@ class Totals:
             with self.db.dialect.time_limit(tx, budget_ms):
                 total = tx.one(sql, params)[0]
         except StatementTimeout:
-            return None, later
-        if (time.perf_counter() - started) * 1000 < self.remember_count_ms:
+            return None, later if remember else None
+        if not remember or (time.perf_counter() - started) * 1000 < self.remember_count_ms:
             return total, None
         return total, later
 

@@ -556,6 +556,10 @@ class PostingCache:
         self._lock = threading.Lock()
         self._building = False
 
+    def small(self, version: int) -> bool:
+        """Whether the inventory was found below ``min_rows`` at ``version`` (counted in SQL)."""
+        return self.min_rows > 0 and version == self._small_version
+
     def for_snapshot(self, snapshot: InventorySnapshot) -> Postings | None:
         if not self.enabled:
             return None
@@ -574,7 +578,7 @@ class PostingCache:
             if newest is None:
                 if version == self._small_version:
                     return None  # small at this version: no read to ask again
-                upper = read_meta(tx, "next_rid")
+                upper = snapshot.next_rid
                 if upper < self.min_rows:
                     self._small_version = version
                     return None

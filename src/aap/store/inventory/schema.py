@@ -267,6 +267,18 @@ def read_version(tx: Tx) -> int:
     return read_meta(tx, "version")
 
 
+def read_version_and_rows(tx: Tx) -> tuple[int, int]:
+    """(the inventory version, the next row number) in one read: what a snapshot starts with,
+    and how a posting index tells a small inventory, which a new runtime asks at once."""
+    found = {
+        name: int(num)
+        for name, num in tx.fetchall(
+            "SELECT name, num FROM inv_meta WHERE tenant_id = ? AND name IN ('version', 'next_rid')", (tx.tenant,)
+        )
+    }
+    return found.get("version", META_DEFAULTS["version"]), found.get("next_rid", META_DEFAULTS["next_rid"])
+
+
 def ensure_meta(tx: Tx) -> None:
     """Write the tenant's ``inv_meta`` counters where its first import finds none."""
     tx.executemany(

@@ -92,7 +92,7 @@ def search_page(
     tx = snapshot.tx
     want = query.limit + 1
     criteria = snapshot.effective(query.criteria)
-    bits = snapshot.bits()
+    bits = snapshot.bits_for(criteria)
     matched = snapshot.matched(criteria)
     if matched is not None:  # the posting index knows the set: exact total, no count
         where, listed = snapshot.matched_where(criteria, bits, matched, want)
@@ -100,6 +100,12 @@ def search_page(
         docs = stored_documents(tx, [ident for ident, _distance, _key in found])
         return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], len(matched), None
     started = time.perf_counter()
+    if snapshot.small():
+        where = snapshot.where(criteria, bits)
+        total, _ = snapshot.totals.count(tx, where, count_budget_ms, snapshot.version, "", started, remember=False)
+        found = _page(tx, query, where, total, want)
+        docs = stored_documents(tx, [ident for ident, _distance, _key in found])
+        return [Hit(ident, docs[ident], distance, key) for ident, distance, key in found], total, None
     # The canonical form (keyword tokens as a subquery) keys remembered totals; it is also
     # what runs, unless the dialect resolves keyword tokens first.
     canonical = where_clause(tx.tenant, criteria, bits)

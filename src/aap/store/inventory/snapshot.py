@@ -21,7 +21,7 @@ from aap.store.db import Tx
 from aap.store.inventory.counts import BackgroundWork, Totals
 from aap.store.inventory.facets import FacetKey, compute_facets
 from aap.store.inventory.postings import ROW_LIST, PostingCache, Postings
-from aap.store.inventory.schema import read_version
+from aap.store.inventory.schema import read_version_and_rows
 from aap.store.inventory.search import Hit, search_page
 from aap.store.inventory.sql import (
     Clause,
@@ -59,7 +59,8 @@ class InventorySnapshot:
     def __init__(self, tx: Tx, caches: VersionCaches, totals: Totals) -> None:
         self.tx = tx
         self.dialect = tx.db.dialect
-        self.version = read_version(tx)
+        #: ``next_rid``: every row number handed out is below it (how big the inventory is).
+        self.version, self.next_rid = read_version_and_rows(tx)
         self.totals = totals
         self._caches = caches
         #: Work to start once the transaction has closed (a background count must not
@@ -89,6 +90,12 @@ class InventorySnapshot:
     def bits(self) -> dict[str, int]:
         """Feature code -> its bit in the mask columns (codes beyond the capacity have none)."""
         return self.vocabulary().bits
+
+    def bits_for(self, criteria: Criteria) -> dict[str, int]:
+        """:meth:`bits`, read only when ``criteria`` filters by features: the other conditions
+        need none, and a tenant's first search after its runtime was built reads one table fewer."""
+        applied = criteria.applied
+        return self.bits() if "features_all" in applied or "features_any" in applied else {}
 
     def sellers(self, currency: str) -> frozenset[str]:
         """Dealer keys (``""``: none) holding listings in ``currency``, from the import-time counts."""
@@ -137,6 +144,12 @@ class InventorySnapshot:
             self._postings = self._caches.postings.for_snapshot(self)
         assert self._postings is not True
         return self._postings
+
+    def small(self) -> bool:
+        """Whether this inventory is small enough that it is counted in SQL and never indexed
+        (a platform's small tenant): counting its matching set again costs less than a
+        remembered total's lookup and upkeep, so none is kept for it (docs/search.md, "Totals")."""
+        return self.postings() is None and self._caches.postings.small(self.version)
 
     def matched(self, criteria: Criteria) -> FrozenBitMap | None:
         """The row numbers of ``criteria``'s matching set (seller restriction as given), from the
