@@ -102,7 +102,15 @@ def create_platform_app(
     shares = TenantShares(
         limit=platform.tenant_slots(work.threads), queue=platform.tenant_queue, wait=platform.tenant_queue_ms / 1000
     )
-    runtimes = Runtimes(registry, work, chosen, platform_stores.reads, kept=platform.tenants_in_memory, shares=shares)
+    runtimes = Runtimes(
+        registry,
+        work,
+        chosen,
+        platform_stores.reads,
+        kept=platform.tenants_in_memory,
+        parked=platform.settings_in_memory,
+        shares=shares,
+    )
     context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
     state = {"settings": deployment, "stores": platform_stores, "metrics": metrics, "work": work}
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)

@@ -17,10 +17,16 @@ How work becomes due:
   (:class:`~aap.tenants.TenantRegistry`), then at its scheduler's next due time;
 - a slow **sweep** (:data:`SWEEP_SECONDS`) walks every tenant a page at a time and records
   what it finds, so that nothing is lost when a worker stopped between a write and its note;
-  it also loads each tenant's configuration once per revision (all of them when the worker
-  starts), so a tenant that does not load in this worker's environment is reported without
-  waiting for a request; and it erases the leads of each tenant that sets ``[leads]
-  retention_days`` past that period (:func:`retain`, docs/leads.md, "Erasure and retention").
+  and it erases the leads of each tenant that sets ``[leads] retention_days`` past that period
+  (:func:`retain`, docs/leads.md, "Erasure and retention"). One worker of the deployment
+  sweeps at a time (the registry's ``sweep`` row:
+  :meth:`~aap.store.platform.PlatformStore.claim_sweep`).
+
+When a worker starts it also loads every tenant's configuration once (:func:`load_every_tenant`),
+so a tenant that does not load in this worker's environment is reported without waiting for a
+request, and keeps what it loaded packed for the tenant's first request while there is room
+(docs/platform.md, "Sizing"). Both passes pace themselves (:data:`SWEEP_SHARE`): at a hundred
+thousand tenants a pass is minutes of a core, which requests must not wait behind.
 
 A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
 it due at once), and the sweep passes it by. A tenant whose configuration does not load is
@@ -47,7 +53,7 @@ from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
 from aap.server.tenant_runtime import TenantUnavailable
 from aap.store.leads import LeadStore
-from aap.store.platform import DELIVERIES, FEEDS
+from aap.store.platform import DELIVERIES, FEEDS, TenantRecord
 from aap.store.platform_events import EventStore
 from aap.telemetry.logfields import working_for
 
@@ -57,8 +63,15 @@ log = logging.getLogger("aap.platform")
 POLL_SECONDS = 1.0
 #: How often every tenant's outbox and feed schedule is read again, whatever the notes say.
 SWEEP_SECONDS = 600.0
+#: How often a worker that found the sweep taken by another asks again.
+SWEEP_ASK_SECONDS = 60.0
+#: The sweeping worker's share of its time spent sweeping, at most: after each page of
+#: tenants it waits as long again as the page took (**decision**).
+SWEEP_SHARE = 0.5
 #: Tenants taken per look (the longest-waiting first).
 BATCH = 50
+#: Tenants read per page by the passes over every tenant.
+PAGE = 200
 #: How long a tenant whose work failed (or whose configuration does not load) waits.
 RETRY_MS = 60_000
 
@@ -130,20 +143,49 @@ async def run_feeds_due(ctx: PlatformContext) -> int:
     return await _serve_due(ctx, FEEDS, "feed pass failed", run_feeds)
 
 
+async def _pages(ctx: PlatformContext) -> AsyncIterator[list[TenantRecord]]:
+    """Every tenant's registry row, a page at a time, paced: after each page, a pause as long
+    as the page took over :data:`SWEEP_SHARE` (a pass over many tenants takes minutes of a
+    core, which requests must not wait behind)."""
+    after = ""
+    while True:
+        started = time.monotonic()
+        page = await ctx.work.blocking(ctx.registry.list, after=after, limit=PAGE)
+        if not page:
+            return
+        yield page
+        after = page[-1].tenant_id
+        await asyncio.sleep((time.monotonic() - started) * (1 - SWEEP_SHARE) / SWEEP_SHARE)
+
+
+async def load_every_tenant(ctx: PlatformContext) -> None:
+    """Every tenant's configuration loaded in this worker, once, when it starts: one that does not
+    load here is reported before a request finds it, and what loads is kept packed for the
+    tenant's first request while there is room (:meth:`Runtimes.check_records`)."""
+    async for page in _pages(ctx):
+        await ctx.runtimes.check_records(page)
+
+
+def _next_due(ctx: PlatformContext, records: list[TenantRecord]) -> list[int | None | Exception]:
+    """Blocking: when each tenant's next delivery is due (or why that could not be read)."""
+    found: list[int | None | Exception] = []
+    for record in records:
+        try:
+            found.append(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms())
+        except Exception as exc:  # one tenant's failure is logged with it, the page goes on
+            found.append(exc)
+    return found
+
+
 async def sweep(ctx: PlatformContext) -> None:
     """Note every tenant with feeds, and every tenant whose outbox holds a row, as due."""
     store = ctx.registry.store
-    after = ""
-    while True:
-        page = await ctx.work.blocking(ctx.registry.list, after=after, limit=200)
-        if not page:
-            return
-        for record in page:
-            if record.suspended_ms is not None:  # its work waits until it is resumed
-                continue
+    async for page in _pages(ctx):
+        active = [record for record in page if record.suspended_ms is None]  # suspended: its work waits
+        for record, following in zip(active, await ctx.work.blocking(_next_due, ctx, active)):
             try:
-                await ctx.runtimes.check(record.tenant_id, record.revision)  # reported if it does not load here
-                following = await ctx.work.blocking(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms)
+                if isinstance(following, Exception):
+                    raise following
                 if following is not None:
                     await ctx.work.blocking(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:
@@ -153,7 +195,6 @@ async def sweep(ctx: PlatformContext) -> None:
             except Exception as exc:
                 fields = {"tenant": record.tenant_id, "error_type": type(exc).__name__}
                 log.warning("sweep failed", extra={"fields": fields})
-        after = page[-1].tenant_id
 
 
 async def retain(ctx: PlatformContext, tenant_id: str) -> int:
@@ -169,42 +210,67 @@ async def retain(ctx: PlatformContext, tenant_id: str) -> int:
 
 @asynccontextmanager
 async def background(ctx: PlatformContext) -> AsyncIterator[None]:
-    """The deliveries and feeds of every tenant, for as long as the app runs."""
+    """The deliveries and feeds of every tenant, and the sweep, for as long as the app runs."""
     stop = asyncio.Event()
+    assert ctx.deployment.platform is not None
+    events = EventSender(EventStore(ctx.stores.db), ctx.deployment.platform, work=ctx.work)
 
     async def loop() -> None:
-        next_sweep = 0.0
         # Every tenant's deliveries go where a tenant's destinations may (docs/platform.md).
         assert ctx.deployment.platform is not None
-        events = EventSender(EventStore(ctx.stores.db), ctx.deployment.platform, work=ctx.work)
         async with transports.delivery_client(ctx.deployment.platform.outbound) as client:
             while not stop.is_set():
                 busy = 0
                 try:
-                    if time.monotonic() >= next_sweep:
-                        await sweep(ctx)
-                        await events.prune()
-                        next_sweep = time.monotonic() + SWEEP_SECONDS
                     busy += await deliver_due(ctx, client)
                     busy += await run_feeds_due(ctx)
                     busy += await events.run_once(client)
                 except Exception as exc:  # the database may be briefly unavailable: keep going
                     log.error("platform background pass failed: %s", type(exc).__name__)
                 if busy < BATCH:
-                    try:
-                        await asyncio.wait_for(stop.wait(), timeout=POLL_SECONDS)
-                    except TimeoutError:
-                        pass
+                    await _pause(stop, POLL_SECONDS)
+
+    async def sweeping() -> None:
+        """The sweep, in this worker when it is this worker's turn (its own task: a sweep of
+        many tenants takes minutes, which deliveries must not wait behind)."""
+        while not stop.is_set():
+            wait = SWEEP_ASK_SECONDS
+            try:
+                if await ctx.work.blocking(ctx.registry.store.claim_sweep, _now_ms(), int(SWEEP_SECONDS * 1000)):
+                    wait = SWEEP_SECONDS
+                    await sweep(ctx)
+                    await events.prune()
+            except Exception as exc:  # the database may be briefly unavailable: the next turn looks again
+                log.error("platform sweep failed: %s", type(exc).__name__)
+            await _pause(stop, wait)
+
+    async def loading() -> None:
+        try:
+            await load_every_tenant(ctx)
+        except Exception as exc:  # the database may be briefly unavailable: requests load tenants too
+            log.error("loading the tenants failed: %s", type(exc).__name__)
 
     task = asyncio.create_task(loop())
+    helpers = [asyncio.create_task(sweeping()), asyncio.create_task(loading())]
     try:
         yield
     finally:
         stop.set()
+        for helper in helpers:  # each tenant's step is a transaction of its own: stopped anywhere
+            helper.cancel()
         try:
             await asyncio.wait_for(task, timeout=15)
         except TimeoutError:
             task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds``, or until ``stop`` is set."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
 
 
 SERVICES: tuple[Service, ...] = (background,)

@@ -6,7 +6,9 @@ Stores (its view of the platform's database: :mod:`aap.store.tenancy`), its
 deployment that is one agent) over the worker's one :class:`~aap.work.Work` — a thousand
 tenants do not make a thousand executors — and its surfaces, each built on the first request
 that needs it. :class:`Runtimes` keeps them in a bounded least-recently-used table and drops a
-tenant's when the registry says it changed (docs/platform.md).
+tenant's when the registry says it changed (docs/platform.md). A dropped tenant's Settings stay
+behind, packed (:class:`~aap.config.shared.PackedSettings`), until its next change: building it
+again then reads and parses nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from aap.agent import DealerAgent
 from aap.config.loader import ConfigError
 from aap.config.model import Settings
+from aap.config.shared import PackedSettings, pack, unpack
 from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
@@ -102,6 +105,7 @@ class Runtimes:
         reads: ReadRouter,
         *,
         kept: int,
+        parked: int = 0,
         shares: TenantShares | None = None,
     ) -> None:
         self.registry = registry
@@ -112,7 +116,12 @@ class Runtimes:
         #: The platform's read replicas, which every tenant reads through (its view of them).
         self.reads = reads
         self.kept = kept
+        #: Tenants whose packed Settings are kept once loaded (least recently used dropped first).
+        self.parked = parked
         self._runtimes: OrderedDict[tuple[str, str], AgentRuntime] = OrderedDict()
+        #: Each tenant's Settings as last loaded, packed, until the tenant changes: a worker
+        #: serving more tenants than it keeps built builds most of them again, from these.
+        self._packed: OrderedDict[str, PackedSettings] = OrderedDict()
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[AgentRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -163,9 +172,14 @@ class Runtimes:
             del self._building[key]
 
     async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
+        packed = self._packed.get(tenant_id)
+        if packed is not None and packed.public_url == public_url:
+            # Unchanged since it was loaded (a change drops it): nothing to read or parse.
+            self._packed.move_to_end(tenant_id)
+            return self._assemble(tenant_id, unpack(packed))
         registry = self.registry.store
         seen = self._drops.get(tenant_id, 0)
-        record, loaded = await self.work.blocking(self._load, tenant_id, public_url)
+        record, loaded, packed = await self.work.blocking(self._load, tenant_id, public_url)
         if record is None:
             return None
         if record.suspended_ms is not None:
@@ -175,24 +189,43 @@ class Runtimes:
         assert loaded is not None
         if record.broken is not None:  # this revision loads here: the report was another worker's
             self.work.in_background(("loaded", tenant_id), registry.clear_broken, tenant_id, record.revision)
+        self._park(tenant_id, packed, seen, evict=True)
+        return self._assemble(tenant_id, loaded)
+
+    def _park(self, tenant_id: str, packed: PackedSettings | None, seen: int, *, evict: bool) -> None:
+        """Keep ``packed`` for the tenant's next build, unless it changed since ``seen`` (what
+        was loaded may be older than the change); ``evict``: room is made for it."""
+        if packed is None or self._drops.get(tenant_id, 0) != seen:
+            return
+        if not evict and tenant_id not in self._packed and len(self._packed) >= self.parked:
+            return
+        self._packed[tenant_id] = packed
+        self._packed.move_to_end(tenant_id)
+        while len(self._packed) > self.parked:
+            self._packed.popitem(last=False)
+
+    def _assemble(self, tenant_id: str, settings: Settings) -> AgentRuntime:
+        """The tenant's runtime from its Settings: objects only, nothing read."""
         stores = self._acquire(tenant_id)
-        agent = DealerAgent(loaded, stores)
-        stored = DeliveriesDue(registry, self.work, tenant_id)
+        agent = DealerAgent(settings, stores)
+        stored = DeliveriesDue(self.registry.store, self.work, tenant_id)
         gateway = Gateway.of(agent, self.work, after_write=stored, shares=self.shares, tenant=tenant_id)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
 
     def _load(
-        self, tenant_id: str, public_url: str
-    ) -> tuple[TenantRecord | None, Settings | ConfigError | tomllib.TOMLDecodeError | None]:
-        """Blocking: the tenant's registry row, and its Settings at ``public_url`` (or why they do
-        not load) — in one trip to the executor, where a first request waits for both."""
-        record = self.registry.store.tenant(tenant_id, domains=False)
+        self, tenant_id: str, public_url: str | None
+    ) -> tuple[TenantRecord | None, Settings | ConfigError | tomllib.TOMLDecodeError | None, PackedSettings | None]:
+        """Blocking: the tenant's registry row, its Settings at ``public_url`` (None: its first
+        domain's, or its prefix's) or why they do not load, and those packed to keep — in one
+        trip to the executor, where a first request waits for them."""
+        record = self.registry.store.tenant(tenant_id, domains=public_url is None)
         if record is None or record.suspended_ms is not None:
-            return record, None
+            return record, None, None
         try:
-            return record, self.registry.settings_for(record, public_url)
+            settings = self.registry.settings_for(record, public_url or self.registry.public_url(record))
         except (ConfigError, tomllib.TOMLDecodeError) as exc:
-            return record, exc
+            return record, exc, None
+        return record, settings, pack(settings, record.revision) if self.parked else None
 
     def _remember(self, unavailable: TenantUnavailable, seen: int) -> TenantUnavailable:
         """Remember ``unavailable`` until the tenant's next change, unless it changed (was
@@ -206,22 +239,65 @@ class Runtimes:
     async def check(self, tenant_id: str, revision: int | None = None) -> None:
         """Load the tenant's stored configuration as a request would (building nothing), so that
         one that does not load in this worker is reported before a request or its background
-        work finds it: after a change, and by the background sweep (when the worker starts,
-        then for revisions it has not loaded yet). A tenant already served, known unavailable,
-        or whose ``revision`` was loaded here already, is not loaded again."""
-        if tenant_id in self._unavailable or any(key[0] == tenant_id for key in self._runtimes):
+        work finds it: after a change (:meth:`check_soon`). A tenant already served, known
+        unavailable, or whose ``revision`` was loaded here already, is not loaded again."""
+        if tenant_id in self._unavailable or tenant_id in self._stores:  # served: its stores are held
             return
         if revision is not None and self._loaded.get(tenant_id) == revision:
             return
         seen = self._drops.get(tenant_id, 0)
-        record = await self.work.blocking(self.registry.store.tenant, tenant_id)
-        if record is None or record.suspended_ms is not None:
+        record, loaded, packed = await self.work.blocking(self._load, tenant_id, None)
+        if record is not None and record.suspended_ms is None:
+            self._checked(record, loaded, packed, seen)
+
+    async def check_records(self, records: Sequence[TenantRecord]) -> None:
+        """:meth:`check` of each of ``records``, a page of the registry as read (nothing read
+        again), in one trip to the executor: when the worker starts, every tenant's
+        configuration is loaded this way, and kept packed for its first request while there is
+        room (docs/platform.md, "Sizing")."""
+        wanted = [
+            record
+            for record in records
+            if record.suspended_ms is None
+            and record.tenant_id not in self._unavailable
+            and record.tenant_id not in self._stores
+            and self._loaded.get(record.tenant_id) != record.revision
+        ]
+        if not wanted:
             return
-        try:
-            await self.work.blocking(self.registry.settings_for, record, self.registry.public_url(record))
-        except (ConfigError, tomllib.TOMLDecodeError) as exc:
-            self._broken(record, load_reason(exc), seen)
+        seen = {record.tenant_id: self._drops.get(record.tenant_id, 0) for record in wanted}
+        for record, loaded, packed in await self.work.blocking(self._load_records, wanted):
+            self._checked(record, loaded, packed, seen[record.tenant_id])
+
+    def _load_records(
+        self, records: Sequence[TenantRecord]
+    ) -> list[tuple[TenantRecord, Settings | ConfigError | tomllib.TOMLDecodeError, PackedSettings | None]]:
+        """Blocking: each record's Settings at its public URL (or why they do not load), packed."""
+        loaded: list[tuple[TenantRecord, Settings | ConfigError | tomllib.TOMLDecodeError, PackedSettings | None]] = []
+        for record in records:
+            try:
+                settings = self.registry.settings_for(record, self.registry.public_url(record))
+            except (ConfigError, tomllib.TOMLDecodeError) as exc:
+                loaded.append((record, exc, None))
+                continue
+            loaded.append((record, settings, pack(settings, record.revision) if self.parked else None))
+        return loaded
+
+    def _checked(
+        self,
+        record: TenantRecord,
+        loaded: Settings | ConfigError | tomllib.TOMLDecodeError | None,
+        packed: PackedSettings | None,
+        seen: int,
+    ) -> None:
+        """What a check found: a configuration that does not load reported; one that loads noted
+        (its revision) and kept packed while there is room — a pass over every tenant does not
+        push out the tenants that were asked for."""
+        tenant_id = record.tenant_id
+        if isinstance(loaded, (ConfigError, tomllib.TOMLDecodeError)):
+            self._broken(record, load_reason(loaded), seen)
             return
+        self._park(tenant_id, packed, seen, evict=False)
         self._loaded[tenant_id] = record.revision
         self._loaded.move_to_end(tenant_id)
         while len(self._loaded) > LOADED_KEPT:
@@ -277,6 +353,7 @@ class Runtimes:
     def drop(self, tenant_id: str) -> int:
         """Stop serving ``tenant_id`` from what was built for it (its next request rebuilds)."""
         self._unavailable.pop(tenant_id, None)
+        self._packed.pop(tenant_id, None)
         self._drops[tenant_id] = self._drops.get(tenant_id, 0) + 1
         keys = [key for key in self._runtimes if key[0] == tenant_id]
         for key in keys:
@@ -324,6 +401,7 @@ class Runtimes:
             task.cancel()
         runtimes = list(self._runtimes.values())
         self._runtimes.clear()
+        self._packed.clear()
         for runtime in runtimes:
             await self._close(runtime)
         self._stores.clear()

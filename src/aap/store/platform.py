@@ -134,8 +134,9 @@ EVENTS: dict[str, tuple[str, dict[str, Any]]] = {
     "resumed": (platform_events.TENANT_RESUMED, {}),
 }
 
-#: The kinds of background work ``platform_due`` keeps a time for.
-DELIVERIES, FEEDS = "deliveries", "feeds"
+#: The kinds of background work ``platform_due`` keeps a time for: a tenant's, and the
+#: platform's own sweep over every tenant (its row's tenant id is empty).
+DELIVERIES, FEEDS, SWEEP = "deliveries", "feeds", "sweep"
 
 
 @dataclass(frozen=True)
@@ -595,6 +596,21 @@ class PlatformStore:
         with self.db.read() as tx:
             row = tx.one("SELECT MIN(due_ms) FROM platform_due WHERE work = ?", (work,))
         return None if row[0] is None else int(row[0])
+
+    def claim_sweep(self, now_ms: int, every_ms: int) -> bool:
+        """Whether this caller sweeps now: true for one caller per ``every_ms`` across every
+        worker and host (the platform's own row of ``platform_due``: no tenant id is empty), which
+        moves its time on in the same statement that finds it due."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES ('', ?, 0) ON CONFLICT (tenant_id, work) DO NOTHING",
+                (SWEEP,),
+            )
+            claimed = tx.execute(
+                "UPDATE platform_due SET due_ms = ? WHERE tenant_id = '' AND work = ? AND due_ms <= ?",
+                (now_ms + every_ms, SWEEP, now_ms),
+            ).rowcount
+        return claimed == 1
 
     def set_due(self, tenant_id: str, work: str, due_ms: int | None) -> None:
         """Record when ``work`` of ``tenant_id`` is next due; None: nothing left to do."""

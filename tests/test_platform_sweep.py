@@ -1,0 +1,69 @@
+"""The passes over every tenant: the sweep by one worker at a time, the loads kept for requests.
+
+The sweep walks every tenant (their outboxes and feeds noted as due). At a hundred thousand
+tenants that is minutes of a core, so the workers of a deployment take turns through the
+registry (:meth:`PlatformStore.claim_sweep`) instead of each doing it. A starting worker loads
+every tenant's configuration once, and keeps what it loaded packed for the tenants' first
+requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from aap.server import platform_services
+from aap.server.platform import create_platform_app
+from aap.store import Stores, open_platform_database
+from aap.store.platform import DELIVERIES
+from aap.tenants import TenantRegistry
+from platform_support import platform_settings, tenant_config
+
+MINUTE_MS = 60_000
+
+
+def test_one_caller_of_many_at_once_gets_the_sweep_then_none_until_its_interval_passed(database_url) -> None:
+    settings = platform_settings(database_url)
+    db = open_platform_database(database_url)
+    registry = TenantRegistry(settings, db, environ={})
+    try:
+        now = 1_800_000_000_000
+        with ThreadPoolExecutor(8) as pool:
+            claims = list(pool.map(lambda _: registry.store.claim_sweep(now, 10 * MINUTE_MS), range(16)))
+        assert claims.count(True) == 1
+        assert not registry.store.claim_sweep(now + 9 * MINUTE_MS, 10 * MINUTE_MS)
+        assert registry.store.claim_sweep(now + 10 * MINUTE_MS, 10 * MINUTE_MS)
+        # The platform's own row is no tenant's work: none of it is listed as a tenant due.
+        assert registry.store.due(DELIVERIES, now + 60 * MINUTE_MS) == []
+        assert registry.store.next_due(DELIVERIES) is None
+    finally:
+        db.close()
+
+
+def test_a_starting_worker_loads_every_tenant_and_keeps_its_settings_for_its_first_request(
+    tmp_path: Path, monkeypatch
+) -> None:
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db", settings_in_memory=2)
+    stores = Stores(open_platform_database(settings.database_url))
+    registry = TenantRegistry(settings, stores.db, environ={})
+    for i in range(3):
+        registry.add(f"dealer-{i}", tenant_config(f"Dealer {i}"), [f"d{i}.example"])
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr(platform_services.asyncio, "sleep", pause)
+    app = create_platform_app(settings, stores)
+    ctx = app.state.platform
+    try:
+        asyncio.run(platform_services.load_every_tenant(ctx))
+        runtimes = ctx.runtimes
+        assert sorted(runtimes._loaded) == ["dealer-0", "dealer-1", "dealer-2"]
+        assert len(runtimes._packed) == 2  # as many as there is room for
+        assert len(runtimes) == 0  # nothing built
+        assert len(pauses) == 1 and pauses[0] >= 0  # a pause after its one page of tenants
+    finally:
+        ctx.work.close()
+        stores.close()

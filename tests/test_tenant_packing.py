@@ -1,0 +1,191 @@
+"""A dropped tenant is built again from its packed settings (docs/platform.md, "Sizing").
+
+A worker keeps at most ``tenants_in_memory`` tenants built; when requests spread over more
+tenants than that, most requests build their tenant again. What a build needs of the registry
+(the tenant's row, its TOML parsed into Settings) is kept packed, ``settings_in_memory`` tenants
+of it, until the tenant changes: these tests check that a packed tenant is built without a read,
+that what it is built from equals what a read would give, and that a change is never hidden by
+what was packed before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from aap.config.credentials import SecretValues
+from aap.config.shared import SHARED_FIELDS, pack, unpack
+from aap.server.platform import create_platform_app
+from aap.server.tenant_runtime import Runtimes
+from aap.store import Stores, open_platform_database
+from aap.tenants import TenantRegistry
+from http_helpers import AAP_HEADERS, send_message
+from platform_support import PLATFORM_HOST, eventually, platform_settings, tenant_config
+
+HOSTS = {"dealer-a": "alpha.example", "dealer-b": "beta.example", "dealer-c": "gamma.example"}
+RICH = """
+[rate_limit]
+per_minute = 30
+burst = 10
+
+[agent.provider]
+organization = "Gamma Group"
+url = "https://gamma-group.example"
+
+[search]
+max_limit = 40
+
+[[feeds]]
+name = "main"
+source = "https://feeds.example/gamma.csv"
+format = "dealer-csv"
+schedule = "every 6h"
+"""
+
+
+class Reads:
+    """Counts the registry rows the worker's runtimes read."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.count = 0
+        store = runtimes_of(client).registry.store
+        read = store.tenant
+
+        def tenant(*args, **kwargs):
+            self.count += 1
+            return read(*args, **kwargs)
+
+        store.tenant = tenant  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def platform(tmp_path: Path, request) -> Iterator[tuple[TestClient, TenantRegistry]]:
+    options = getattr(request, "param", {"tenants_in_memory": 1})
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db", **options)
+    stores = Stores(open_platform_database(settings.database_url))
+    registry = TenantRegistry(settings, stores.db, environ={})
+    registry.add("dealer-a", tenant_config("Alpha Motors"), [HOSTS["dealer-a"]])
+    registry.add("dealer-b", tenant_config("Beta Cars"), [HOSTS["dealer-b"]])
+    registry.add("dealer-c", tenant_config("Gamma Autos", extra=RICH), [HOSTS["dealer-c"]])
+    app = create_platform_app(settings, stores)
+    with TestClient(app, base_url=f"https://{PLATFORM_HOST}") as client:
+        yield client, registry
+    stores.close()
+
+
+def runtimes_of(client: TestClient) -> Runtimes:
+    return client.app.state.platform.runtimes  # type: ignore[attr-defined]
+
+
+def dealer_name(client: TestClient, tenant_id: str) -> str:
+    request = {"type": "dealer.information.request"}
+    answer = client.post("/a2a", json=send_message(request), headers={**AAP_HEADERS, "host": HOSTS[tenant_id]})
+    assert answer.status_code == 200, answer.text
+    artifact = answer.json()["result"]["message"]["parts"][0]["data"]
+    return artifact["data"]["name"]
+
+
+def settings_of(client: TestClient, tenant_id: str):
+    async def get():
+        runtime = await runtimes_of(client).get(tenant_id, f"https://{HOSTS[tenant_id]}")
+        assert runtime is not None
+        return runtime.gateway.settings
+
+    return client.portal.call(get)
+
+
+def test_a_tenant_pushed_out_is_built_again_without_reading_the_registry(platform) -> None:
+    client, registry = platform
+    runtimes = runtimes_of(client)
+    assert dealer_name(client, "dealer-c") == "Gamma Autos"
+    first = settings_of(client, "dealer-c")
+    assert dealer_name(client, "dealer-a") == "Alpha Motors"  # one built at a time: Gamma is dropped
+    assert len(runtimes) == 1
+    reads = Reads(client)
+    assert dealer_name(client, "dealer-c") == "Gamma Autos"
+    assert reads.count == 0
+    again = settings_of(client, "dealer-c")
+    assert again == first and again is not first
+    loaded = registry.settings_for(registry.store.tenant("dealer-c"), f"https://{HOSTS['dealer-c']}")
+    assert again == loaded
+    for name in SHARED_FIELDS:  # what tenants share is still shared, not a copy of it
+        assert getattr(again, name) is getattr(first, name)
+
+
+def test_a_change_is_served_by_a_tenant_built_again_from_packed_settings(platform) -> None:
+    client, registry = platform
+    runtimes = runtimes_of(client)
+    assert dealer_name(client, "dealer-a") == "Alpha Motors"
+    assert dealer_name(client, "dealer-b") == "Beta Cars"  # Alpha dropped, its settings packed
+    assert "dealer-a" in runtimes._packed
+    old = runtimes._packed["dealer-a"].revision
+    changed = registry.update("dealer-a", tenant_config("Alpha Motors Renamed"))
+    assert changed.revision > old
+    # The worker follows the change: what was packed goes (and its check loads the new revision).
+    assert eventually(lambda: getattr(runtimes._packed.get("dealer-a"), "revision", None) != old)
+    assert dealer_name(client, "dealer-a") == "Alpha Motors Renamed"
+    assert dealer_name(client, "dealer-b") == "Beta Cars"
+    assert dealer_name(client, "dealer-a") == "Alpha Motors Renamed"  # from what was packed after the change
+
+
+def test_settings_loaded_before_a_change_are_not_packed_after_it(platform) -> None:
+    client, registry = platform
+    runtimes = runtimes_of(client)
+    record = registry.store.tenant("dealer-a")
+    packed = pack(registry.settings_for(record, "https://alpha.example"), record.revision)
+    seen = runtimes._drops.get("dealer-a", 0)
+
+    async def change_then_park() -> None:
+        runtimes.drop("dealer-a")  # the change arrives while the load was in the executor
+        runtimes._park("dealer-a", packed, seen, evict=True)
+
+    client.portal.call(change_then_park)
+    assert "dealer-a" not in runtimes._packed
+
+
+@pytest.mark.parametrize("platform", [{"tenants_in_memory": 1, "settings_in_memory": 2}], indirect=True)
+def test_packed_settings_are_bounded_and_a_sweep_does_not_push_out_asked_for_tenants(platform) -> None:
+    client, _ = platform
+    runtimes = runtimes_of(client)
+    dealer_name(client, "dealer-a")
+    dealer_name(client, "dealer-b")
+    assert list(runtimes._packed) == ["dealer-a", "dealer-b"]
+    client.portal.call(runtimes.check, "dealer-c")  # the background sweep's load: no room, not kept
+    assert list(runtimes._packed) == ["dealer-a", "dealer-b"]
+    dealer_name(client, "dealer-c")  # asked for: kept, the least recently used goes
+    assert list(runtimes._packed) == ["dealer-b", "dealer-c"]
+
+
+@pytest.mark.parametrize("platform", [{"tenants_in_memory": 1, "settings_in_memory": 0}], indirect=True)
+def test_without_room_for_packed_settings_every_build_reads_the_registry(platform) -> None:
+    client, registry = platform
+    dealer_name(client, "dealer-a")
+    dealer_name(client, "dealer-b")
+    reads = Reads(client)
+    dealer_name(client, "dealer-a")
+    assert reads.count == 1 and not runtimes_of(client)._packed
+
+
+def test_packing_keeps_every_value_and_the_shared_sections_by_reference(platform) -> None:
+    client, registry = platform
+    settings = settings_of(client, "dealer-c")
+    settings = dataclasses.replace(settings, secrets=SecretValues({"crm-token": "s3cret"}))
+    packed = pack(settings, 7)
+    assert packed is not None and packed.revision == 7 and packed.public_url == "https://gamma.example"
+    back = unpack(packed)
+    assert back == settings
+    assert back.secrets.get("crm-token") == "s3cret"
+    for name in SHARED_FIELDS:
+        assert getattr(back, name) is getattr(settings, name)
+    assert len(packed.data) < 2048  # the tenant's own parts, not a copy of the shared sections
+
+
+def test_settings_that_do_not_pickle_are_not_packed(platform) -> None:
+    client, _ = platform
+    unpicklable = SecretValues({"x": lambda: None})  # type: ignore[dict-item]
+    settings = dataclasses.replace(settings_of(client, "dealer-a"), secrets=unpicklable)
+    assert pack(settings, 1) is None
