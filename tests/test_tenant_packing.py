@@ -18,7 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from aap.config.credentials import SecretValues
-from aap.config.shared import SHARED_FIELDS, pack, unpack
+from aap.config.shared import SHARED_FIELDS, SettingsPacker
 from aap.server.platform import create_platform_app
 from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores, open_platform_database
@@ -136,7 +136,7 @@ def test_settings_loaded_before_a_change_are_not_packed_after_it(platform) -> No
     client, registry = platform
     runtimes = runtimes_of(client)
     record = registry.store.tenant("dealer-a")
-    packed = pack(registry.settings_for(record, "https://alpha.example"), record.revision)
+    packed = runtimes.packer.pack(registry.settings_for(record, "https://alpha.example"), record.revision)
     seen = runtimes._drops.get("dealer-a", 0)
 
     async def change_then_park() -> None:
@@ -171,21 +171,34 @@ def test_without_room_for_packed_settings_every_build_reads_the_registry(platfor
 
 
 def test_packing_keeps_every_value_and_the_shared_sections_by_reference(platform) -> None:
-    client, registry = platform
+    client, _ = platform
+    packer = SettingsPacker()
+    first = packer.pack(settings_of(client, "dealer-a"), 1)  # its pickle is the others' dictionary
     settings = settings_of(client, "dealer-c")
     settings = dataclasses.replace(settings, secrets=SecretValues({"crm-token": "s3cret"}))
-    packed = pack(settings, 7)
-    assert packed is not None and packed.revision == 7 and packed.public_url == "https://gamma.example"
-    back = unpack(packed)
-    assert back == settings
+    packed = packer.pack(settings, 7)
+    assert first is not None and packed is not None and packed.revision == 7
+    back = packer.unpack(packed)
+    assert back == settings and back.public_url == "https://gamma.example"
     assert back.secrets.get("crm-token") == "s3cret"
     for name in SHARED_FIELDS:
         assert getattr(back, name) is getattr(settings, name)
-    assert len(packed.data) < 2048  # the tenant's own parts, not a copy of the shared sections
+    assert packer.unpack(first) == settings_of(client, "dealer-a")
+    assert len(packed.data) < 1024  # the tenant's own parts, not a copy of the shared sections
+
+
+def test_tenants_sharing_their_sections_share_one_holder_of_them(platform) -> None:
+    client, _ = platform
+    packer = SettingsPacker()
+    a = packer.pack(settings_of(client, "dealer-a"), 1)
+    b = packer.pack(settings_of(client, "dealer-b"), 1)
+    c = packer.pack(settings_of(client, "dealer-c"), 1)  # its own rate limit and search sections
+    assert a is not None and b is not None and c is not None
+    assert a.shared is b.shared and c.shared is not a.shared
 
 
 def test_settings_that_do_not_pickle_are_not_packed(platform) -> None:
     client, _ = platform
     unpicklable = SecretValues({"x": lambda: None})  # type: ignore[dict-item]
     settings = dataclasses.replace(settings_of(client, "dealer-a"), secrets=unpicklable)
-    assert pack(settings, 1) is None
+    assert SettingsPacker().pack(settings, 1) is None

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from aap.agent import DealerAgent
 from aap.config.loader import ConfigError
 from aap.config.model import Settings
-from aap.config.shared import PackedSettings, pack, unpack
+from aap.config.shared import PackedSettings, SettingsPacker
 from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
@@ -122,6 +122,7 @@ class Runtimes:
         #: Each tenant's Settings as last loaded, packed, until the tenant changes: a worker
         #: serving more tenants than it keeps built builds most of them again, from these.
         self._packed: OrderedDict[str, PackedSettings] = OrderedDict()
+        self.packer = SettingsPacker()
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[AgentRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -173,10 +174,13 @@ class Runtimes:
 
     async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
         packed = self._packed.get(tenant_id)
-        if packed is not None and packed.public_url == public_url:
-            # Unchanged since it was loaded (a change drops it): nothing to read or parse.
-            self._packed.move_to_end(tenant_id)
-            return self._assemble(tenant_id, unpack(packed))
+        if packed is not None:
+            # Unchanged since it was loaded (a change drops it): nothing to read or parse. (A
+            # tenant asked for at another of its URLs than the one packed is loaded for it.)
+            settings = self.packer.unpack(packed)
+            if settings.public_url == public_url:
+                self._packed.move_to_end(tenant_id)
+                return self._assemble(tenant_id, settings)
         registry = self.registry.store
         seen = self._drops.get(tenant_id, 0)
         record, loaded, packed = await self.work.blocking(self._load, tenant_id, public_url)
@@ -192,17 +196,24 @@ class Runtimes:
         self._park(tenant_id, packed, seen, evict=True)
         return self._assemble(tenant_id, loaded)
 
-    def _park(self, tenant_id: str, packed: PackedSettings | None, seen: int, *, evict: bool) -> None:
+    def _park(self, tenant_id: str, packed: PackedSettings | None, seen: int, *, evict: bool) -> bool:
         """Keep ``packed`` for the tenant's next build, unless it changed since ``seen`` (what
-        was loaded may be older than the change); ``evict``: room is made for it."""
+        was loaded may be older than the change); ``evict``: room is made for it. Whether kept."""
         if packed is None or self._drops.get(tenant_id, 0) != seen:
-            return
+            return False
         if not evict and tenant_id not in self._packed and len(self._packed) >= self.parked:
-            return
+            return False
         self._packed[tenant_id] = packed
         self._packed.move_to_end(tenant_id)
+        self._loaded.pop(tenant_id, None)
         while len(self._packed) > self.parked:
             self._packed.popitem(last=False)
+        return True
+
+    def _loaded_revision(self, tenant_id: str) -> int | None:
+        """The revision of the tenant found to load here (packed, or only noted), if any."""
+        packed = self._packed.get(tenant_id)
+        return packed.revision if packed is not None else self._loaded.get(tenant_id)
 
     def _assemble(self, tenant_id: str, settings: Settings) -> AgentRuntime:
         """The tenant's runtime from its Settings: objects only, nothing read."""
@@ -225,7 +236,7 @@ class Runtimes:
             settings = self.registry.settings_for(record, public_url or self.registry.public_url(record))
         except (ConfigError, tomllib.TOMLDecodeError) as exc:
             return record, exc, None
-        return record, settings, pack(settings, record.revision) if self.parked else None
+        return record, settings, self.packer.pack(settings, record.revision) if self.parked else None
 
     def _remember(self, unavailable: TenantUnavailable, seen: int) -> TenantUnavailable:
         """Remember ``unavailable`` until the tenant's next change, unless it changed (was
@@ -243,7 +254,7 @@ class Runtimes:
         unavailable, or whose ``revision`` was loaded here already, is not loaded again."""
         if tenant_id in self._unavailable or tenant_id in self._stores:  # served: its stores are held
             return
-        if revision is not None and self._loaded.get(tenant_id) == revision:
+        if revision is not None and self._loaded_revision(tenant_id) == revision:
             return
         seen = self._drops.get(tenant_id, 0)
         record, loaded, packed = await self.work.blocking(self._load, tenant_id, None)
@@ -261,7 +272,7 @@ class Runtimes:
             if record.suspended_ms is None
             and record.tenant_id not in self._unavailable
             and record.tenant_id not in self._stores
-            and self._loaded.get(record.tenant_id) != record.revision
+            and self._loaded_revision(record.tenant_id) != record.revision
         ]
         if not wanted:
             return
@@ -280,7 +291,7 @@ class Runtimes:
             except (ConfigError, tomllib.TOMLDecodeError) as exc:
                 loaded.append((record, exc, None))
                 continue
-            loaded.append((record, settings, pack(settings, record.revision) if self.parked else None))
+            loaded.append((record, settings, self.packer.pack(settings, record.revision) if self.parked else None))
         return loaded
 
     def _checked(
@@ -297,11 +308,11 @@ class Runtimes:
         if isinstance(loaded, (ConfigError, tomllib.TOMLDecodeError)):
             self._broken(record, load_reason(loaded), seen)
             return
-        self._park(tenant_id, packed, seen, evict=False)
-        self._loaded[tenant_id] = record.revision
-        self._loaded.move_to_end(tenant_id)
-        while len(self._loaded) > LOADED_KEPT:
-            self._loaded.popitem(last=False)
+        if not self._park(tenant_id, packed, seen, evict=False):  # a packed tenant's revision is its own
+            self._loaded[tenant_id] = record.revision
+            self._loaded.move_to_end(tenant_id)
+            while len(self._loaded) > LOADED_KEPT:
+                self._loaded.popitem(last=False)
         if record.broken is not None:
             self.work.in_background(("loaded", tenant_id), self.registry.store.clear_broken, tenant_id, record.revision)
 
