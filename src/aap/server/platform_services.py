@@ -162,8 +162,12 @@ async def load_every_tenant(ctx: PlatformContext) -> None:
     """Every tenant's configuration loaded in this worker, once, when it starts: one that does not
     load here is reported before a request finds it, and what loads is kept packed for the
     tenant's first request while there is room (:meth:`Runtimes.check_records`)."""
+    started, tenants = time.monotonic(), 0
     async for page in _pages(ctx):
         await ctx.runtimes.check_records(page)
+        tenants += len(page)
+    fields = {"tenants": tenants, "packed": ctx.runtimes.packed_count, "seconds": round(time.monotonic() - started, 1)}
+    log.info("tenants loaded", extra={"fields": fields})
 
 
 def _next_due(ctx: PlatformContext, records: list[TenantRecord]) -> list[int | None | Exception]:

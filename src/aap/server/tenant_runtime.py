@@ -140,6 +140,11 @@ class Runtimes:
     def __len__(self) -> int:
         return len(self._runtimes)
 
+    @property
+    def packed_count(self) -> int:
+        """Tenants whose settings are kept packed."""
+        return len(self._packed)
+
     async def get(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
         """The runtime of ``tenant_id`` at ``public_url``, or None when there is no such tenant;
         :class:`TenantUnavailable` when it is suspended or its configuration does not load."""

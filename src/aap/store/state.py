@@ -108,6 +108,14 @@ class StateStore:
         cached = self._secrets.get(name)
         if cached is not None:
             return cached
+        # Read first: a secret exists but for an agent's first use, and a platform worker asks
+        # again for each tenant it builds anew, where a write transaction would cost far more.
+        with self.db.read() as tx:
+            row = tx.fetchone("SELECT value FROM state_secret WHERE tenant_id = ? AND name = ?", (tx.tenant, name))
+        if row is not None:
+            value = bytes.fromhex(row[0])
+            self._secrets[name] = value
+            return value
         with self.db.transaction() as tx:
             tx.execute(
                 "INSERT INTO state_secret (tenant_id, name, value) VALUES (?, ?, ?)"
