@@ -5,7 +5,7 @@
 host = "agents.platform.example"   # the platform's own host name (no scheme, no path)
 api_token_env = "AAP_PLATFORM_TOKEN"  # the provisioning API's bearer token comes from this variable
 tenant_prefix = true               # also serve every tenant at https://HOST/t/ID/
-tenants_in_memory = 5000           # tenant agents a worker keeps built (least recently used go first)
+tenants_in_memory = 2000           # tenant agents a worker keeps built (least recently used go first)
 settings_in_memory = 100000        # tenants whose loaded settings a worker keeps, packed, to build again
 changes_poll_ms = 500              # how often a worker looks for tenant changes in the database
 allow_loopback_destinations = false  # development only: tenants' CRMs and feeds on this machine
@@ -74,7 +74,7 @@ class PlatformSettings:
     host: str
     api_token_env: str = "AAP_PLATFORM_TOKEN"
     tenant_prefix: bool = True
-    tenants_in_memory: int = 5_000
+    tenants_in_memory: int = 2_000
     #: Tenants whose Settings a worker keeps packed once loaded (0: none), so that building a
     #: dropped tenant's agent again reads and parses nothing (docs/platform.md, "Sizing").
     settings_in_memory: int = 100_000
@@ -214,7 +214,7 @@ def parse_platform_section(table: Table, problems: Problems) -> PlatformSettings
         host=host,
         api_token_env=token_env,
         tenant_prefix=table.boolean("tenant_prefix", True),
-        tenants_in_memory=table.integer("tenants_in_memory", 5_000, minimum=1, maximum=1_000_000),
+        tenants_in_memory=table.integer("tenants_in_memory", 2_000, minimum=1, maximum=1_000_000),
         settings_in_memory=table.integer("settings_in_memory", 100_000, minimum=0, maximum=10_000_000),
         changes_poll_ms=table.integer("changes_poll_ms", 500, minimum=50, maximum=60_000),
         allow_loopback_destinations=allow_loopback,
