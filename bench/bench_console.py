@@ -275,7 +275,7 @@ def measure(label: str, get: Callable[[], Any], runs: int, results: list[tuple[s
 
 
 def fortieth(client: Any, start: str) -> str:
-    """The 40th page of a console list, reached by its "Next page" links (keysets)."""
+    """The 40th page of a list, reached by its "Next page" links (the last page of a shorter one)."""
     link = start
     for _ in range(39):
         page = client.get(link).text
@@ -388,10 +388,7 @@ def run_backend(
             runs,
             results,
         )
-        link = "/"
-        for _ in range(39):  # "next page" links follow the agent's cursor
-            page = client.get(link).text
-            link = re.search(r'<a href="([^"]+)" rel="next">', page).group(1).replace("&amp;", "&")  # type: ignore[union-attr]
+        link = fortieth(client, "/")  # "next page" links follow the agent's cursor
         measure("public: 40th page (cursor)", lambda: client.get(link), runs, results)
         measure("public: 40th page by number (offset)", lambda: client.get("/", params={"page": "40"}), runs, results)
     stores.close()
