@@ -237,6 +237,10 @@ class Dialect:
     def vacuum_eagerly(self, tx: Tx, tables: Sequence[str]) -> None:
         """Keep ``tables``' statistics fresh under many small writes (SQLite keeps none)."""
 
+    def analyze(self, tx: Tx, table: str) -> None:
+        """``table``'s statistics, this transaction's rows counted (SQLite: none are kept, and
+        its SQL is written for plans made without them)."""
+
     @contextmanager
     def large_write(self, tx: Tx) -> Iterator[None]:
         """Settings for one large write transaction: SQLite gets a 128 MiB page cache for the
@@ -435,6 +439,12 @@ class PostgresDialect(Dialect):
                 f"ALTER TABLE {table} SET (autovacuum_vacuum_scale_factor = 0.01, "
                 "autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_analyze_scale_factor = 0.01)"
             )
+
+    def analyze(self, tx: Tx, table: str) -> None:
+        """``ANALYZE`` inside the transaction (its own uncommitted rows are sampled); it holds
+        the table's SHARE UPDATE EXCLUSIVE lock until commit, which only another ANALYZE or a
+        VACUUM waits for."""
+        tx.execute(f"ANALYZE {table}")
 
     @contextmanager
     def large_write(self, tx: Tx) -> Iterator[None]:

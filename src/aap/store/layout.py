@@ -81,6 +81,25 @@ def purge(tx: Tx, domains: Sequence[Migrations]) -> dict[str, int]:
     return deleted
 
 
+#: Rows written into a table by one copy from which its statistics are refreshed before the
+#: next table is written (:func:`refresh_statistics`).
+STATISTICS_AFTER_ROWS = 1000
+
+
+def refresh_statistics(tx: Tx, table: str, rows: int) -> None:
+    """After a copy wrote ``rows`` rows of one tenant into ``table``: its statistics again, when
+    they were many.
+
+    Every index of a tenant table leads with ``tenant_id``, so on a table without statistics an
+    index such as ``(tenant_id, received_ms)`` costs what the primary key costs for one row by
+    key, and a connection keeps the plans it made then (its foreign-key checks, its prepared
+    statements). Written through such a plan, each of the next table's rows would walk the
+    tenant's rows of this one. New statistics make every connection plan again.
+    """
+    if rows >= STATISTICS_AFTER_ROWS:
+        tx.db.dialect.analyze(tx, table)
+
+
 def count_rows(tx: Tx, domains: Sequence[Migrations]) -> dict[str, int]:
     """How many rows ``tx``'s tenant has in each tenant table."""
     return {

@@ -50,4 +50,5 @@ def copy_agent(source: Tx, target: Tx, domains: Sequence[Migrations] = DOMAINS) 
         if found != count:
             raise TransferError(f"{table}: {count} row(s) read, {found} written")
         copied[table] = count
+        layout.refresh_statistics(target, table, count)
     return copied

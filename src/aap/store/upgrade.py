@@ -113,6 +113,7 @@ def copy_rows(tx: Tx, table: str, source: str) -> int:
     after = int(tx.one(f"SELECT COUNT(*) FROM {table} WHERE tenant_id = ?", (tx.tenant,))[0])
     if before != after:
         raise UpgradeError(f"{table}: {before} row(s) in the first layout, {after} after the move")
+    layout.refresh_statistics(tx, table, after)
     return after
 
 
