@@ -441,9 +441,9 @@ class PostgresDialect(Dialect):
             )
 
     def analyze(self, tx: Tx, table: str) -> None:
-        """``ANALYZE`` inside the transaction (its own uncommitted rows are sampled); it holds
-        the table's SHARE UPDATE EXCLUSIVE lock until commit, which only another ANALYZE or a
-        VACUUM waits for."""
+        """``ANALYZE`` inside the transaction (its own uncommitted rows are sampled). It holds
+        the table's SHARE UPDATE EXCLUSIVE lock until commit: VACUUM, another ANALYZE and schema
+        changes wait for it, reads and writes do not."""
         tx.execute(f"ANALYZE {table}")
 
     @contextmanager
