@@ -125,6 +125,12 @@ STAGES_BY_SHARE = (
 )
 
 
+#: The tables a lead writes, analysed after the first batch and after the last.
+LEAD_TABLES = ("leads", "lead_deliveries", "lead_consents", "lead_delivery_attempts")
+#: Leads stored before the first statistics (see :func:`store_leads`).
+FIRST_BATCH = 500
+
+
 def store_leads(stores: Any, settings: Any, count: int) -> str:
     """``count`` leads through the lead store, in batches; returns the id of a failed one."""
     from aap.store.leads import NewLead
@@ -142,10 +148,10 @@ def store_leads(stores: Any, settings: Any, count: int) -> str:
     # empty tables with no statistics, where every index that leads with ``tenant_id`` costs the
     # same as the primary key, and a plan kept for a whole batch would then walk the tenant's rows
     # for each lead. A live deployment gets its statistics from autovacuum after a few rows.
-    bounds = [0, *range(min(count, 500), count, 5000), count]
+    bounds = [0, *range(min(count, FIRST_BATCH), count, 5000), count]
     for first_row, end in zip(bounds, bounds[1:]):
-        if first_row == 500:
-            stores.db.maintain(("leads", "lead_deliveries", "lead_consents", "lead_delivery_attempts"))
+        if first_row == FIRST_BATCH:
+            stores.db.maintain(LEAD_TABLES)
         with stores.leads.transaction() as tx:
             for i in range(first_row, end):
                 first, last = FIRST[i % len(FIRST)], LAST[(i // len(FIRST)) % len(LAST)]
@@ -207,7 +213,7 @@ def store_leads(stores: Any, settings: Any, count: int) -> str:
                         " VALUES (?, ?, ?, ?, 1, ?, ?, 'dead', 'HTTP 500', 'application/xml', ?)",
                         (tx.tenant, f"att_{i}", row[0], lead_id, received_ms, received_ms + 300, adf),
                     )
-    stores.db.maintain(("leads", "lead_deliveries", "lead_consents", "lead_delivery_attempts"))
+    stores.db.maintain(LEAD_TABLES)
     return failed
 
 
