@@ -27,6 +27,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -47,6 +48,7 @@ from aap.web.accesslog import annotate
 from aap.web.body import REFUSED, BodyTooLarge, read_body
 from aap.web.errors import ErrorShapes, plain_error, prefers_html, route_path
 from aap.web.host import BadHost, direct_loopback, request_host
+from aap.web.middleware import HttpMiddleware
 from aap.work import Work
 
 log = logging.getLogger("aap.platform")
@@ -206,38 +208,25 @@ class ChangeFeed:
 # -- routing ------------------------------------------------------------------------------------------
 
 
-class TenantRouting:
-    """Pure ASGI middleware: resolves the tenant of a request and hands it on (or answers 404).
+@dataclass(eq=False)
+class TenantRouting(HttpMiddleware):
+    """Resolves the tenant of a request and hands it on (or answers 404).
 
     It runs ahead of the body limit so that a prefixed tenant's paths (``/t/ID/a2a``) are seen
     by everything after it as the tenant's own (``/a2a``, with ``root_path = /t/ID``): the body
     limit and the error handlers answer in the shape of the tenant's surface.
     """
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        platform: PlatformSettings,
-        runtimes: Runtimes,
-        hosts: Hosts,
-        platform_app: ASGIApp,
-        max_body_bytes: int,
-        operator_port: bool = False,
-        shapes: ErrorShapes | None = None,
-    ) -> None:
-        self.app = app
-        self.shapes = shapes or ErrorShapes()
-        self.platform = platform
-        self.max_body_bytes = max_body_bytes
-        self.operator_port = operator_port
-        self.runtimes = runtimes
-        self.hosts = hosts
-        self.platform_app = platform_app
+    app: ASGIApp
+    platform: PlatformSettings
+    runtimes: Runtimes
+    hosts: Hosts
+    platform_app: ASGIApp
+    max_body_bytes: int
+    operator_port: bool = False
+    shapes: ErrorShapes = field(default_factory=ErrorShapes)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             host = request_host(scope)
         except BadHost as exc:  # RFC 9112 §3.2: routed by Host, so never a guess at it

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aap import telemetry
 from aap.ratelimit import anonymous_caller_key
 from aap.web.metrics import Metrics
+from aap.web.middleware import HttpMiddleware
 
 access_log = logging.getLogger("aap.access")
 
@@ -43,17 +45,14 @@ def annotate(scope: Scope, **fields: Any) -> None:
         tracing.annotate(fields)
 
 
-class AccessLogMiddleware:
-    """Pure ASGI middleware: times the request, then logs and counts it."""
+@dataclass(eq=False)
+class AccessLogMiddleware(HttpMiddleware):
+    """Times the request, then logs and counts it."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+    app: ASGIApp
+    metrics: Metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         info: dict[str, Any] = {}
         scope[SCOPE_KEY] = info
         status = 500  # what the client sees if the app dies before answering

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aap.errors import AapError, problem
 from aap.web.errors import ErrorShapes
+from aap.web.middleware import HttpMiddleware
 
 
 class BodyTooLarge(Exception):
@@ -153,19 +154,16 @@ def body_timed_out(seconds: float) -> Refusal:
     return Refusal(408, f"The request body did not arrive within {seconds:g} seconds.")
 
 
-class RequestLimitMiddleware:
-    """Pure ASGI middleware: ``max_bytes`` on every HTTP request body, and the answer to a
-    request the server refused (:data:`REFUSED`: a head over the limits, or a late body)."""
+@dataclass(eq=False)
+class RequestLimitMiddleware(HttpMiddleware):
+    """``max_bytes`` on every HTTP request body, and the answer to a request the server
+    refused (:data:`REFUSED`: a head over the limits, or a late body)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, shapes: ErrorShapes) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.shapes = shapes
+    app: ASGIApp
+    max_bytes: int
+    shapes: ErrorShapes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = scope.get(REFUSED)
         if refusal is not None:
             await self._answer(scope, receive, send, refusal.status, refusal.error())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aap.telemetry.tracing import Tracing, failed
 from aap.web.accesslog import SCOPE_KEY
 from aap.web.errors import route_path
+from aap.web.middleware import HttpMiddleware
 from aap.web.surface import SurfaceTable
 
 #: The methods the HTTP conventions name; any other is recorded as ``_OTHER``.
@@ -131,18 +133,15 @@ def _host(headers: Iterable[tuple[bytes, bytes]], scope: Scope) -> dict[str, str
     return {"server.address": server[0], "server.port": server[1]} if server else {}
 
 
-class TracingMiddleware:
-    """Pure ASGI middleware: one HTTP server span per request."""
+@dataclass(eq=False)
+class TracingMiddleware(HttpMiddleware):
+    """One HTTP server span per request."""
 
-    def __init__(self, app: ASGIApp, tracing: Tracing, routes: RouteTemplates | SurfaceTemplates) -> None:
-        self.app = app
-        self.tracing = tracing
-        self.routes = routes
+    app: ASGIApp
+    tracing: Tracing
+    routes: RouteTemplates | SurfaceTemplates
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = scope.get("headers", ())
         method = scope["method"] if scope["method"] in METHODS else "_OTHER"
         path: str = scope.get("path", "")
