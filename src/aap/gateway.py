@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, TypeVar
 
 from aap.agent import DealerAgent
@@ -131,28 +131,20 @@ def work_shape(skill: SkillInfo, payload: Any) -> tuple[str, ...] | None:
     return (skill.id, field if isinstance(field, str) and len(field) <= _NAME else "", *paging, "|", *names)
 
 
+@dataclass(eq=False)
 class Gateway:
     """One agent's call pipeline: its core, its rate limiter and the worker's :class:`Work`."""
 
-    def __init__(
-        self,
-        agent: DealerAgent,
-        limiter: RateLimiter,
-        work: Work,
-        *,
-        after_write: Callable[[SkillInfo], None] | None = None,
-        shares: TenantShares | None = None,
-        tenant: str = "",
-    ) -> None:
-        self.agent = agent
-        self.limiter = limiter
-        self.work = work
-        #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
-        self.after_write = after_write
-        #: On a platform: the worker's slots per tenant, and this agent's tenant (None: one agent,
-        #: whose requests are bounded by the worker alone).
-        self.shares = shares
-        self.tenant = tenant
+    agent: DealerAgent
+    limiter: RateLimiter
+    work: Work
+    _: KW_ONLY
+    #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
+    after_write: Callable[[SkillInfo], None] | None = None
+    #: On a platform: the worker's slots per tenant, and this agent's tenant (None: one agent,
+    #: whose requests are bounded by the worker alone).
+    shares: TenantShares | None = None
+    tenant: str = ""
 
     @classmethod
     def of(

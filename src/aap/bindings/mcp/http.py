@@ -29,6 +29,7 @@ In front of it this module adds, in order:
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -85,26 +86,18 @@ def envelope_mismatch(message: dict[str, Any], headers: Headers, versions: tuple
     return error_response(400, UNSUPPORTED_PROTOCOL_VERSION, message_text, request_id, data=data)
 
 
+@dataclass(eq=False)
 class McpHttpEndpoint:
     """ASGI app mounted at ``/mcp``."""
 
-    def __init__(
-        self,
-        manager: LazySdk,
-        policy: OriginPolicy,
-        auth: BearerAuth,
-        *,
-        max_body_bytes: int,
-        protocol_versions: tuple[str, ...],
-        fast: FastToolCalls | None = None,
-    ) -> None:
-        self.manager = manager
-        self.policy = policy
-        self.auth = auth
-        self.max_body_bytes = max_body_bytes
-        self.protocol_versions = protocol_versions
-        #: Answers plain ``tools/call`` requests itself (:mod:`.fastpath`); None: the SDK answers all.
-        self.fast = fast
+    manager: LazySdk
+    policy: OriginPolicy
+    auth: BearerAuth
+    _: KW_ONLY
+    max_body_bytes: int
+    protocol_versions: tuple[str, ...]
+    #: Answers plain ``tools/call`` requests itself (:mod:`.fastpath`); None: the SDK answers all.
+    fast: FastToolCalls | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         annotate(scope, binding="mcp")
