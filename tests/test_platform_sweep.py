@@ -18,9 +18,11 @@ from aap.server.platform import create_platform_app
 from aap.store import Stores, open_platform_database
 from aap.store.platform import DELIVERIES
 from aap.tenants import TenantRegistry
+from aap.work import Work
 from platform_support import platform_settings, tenant_config
 
 MINUTE_MS = 60_000
+WORK = Work.for_database(True)
 
 
 def test_one_caller_of_many_at_once_gets_the_sweep_then_none_until_its_interval_passed(database_url) -> None:
@@ -67,4 +69,76 @@ def test_a_starting_worker_loads_every_tenant_and_keeps_its_settings_for_its_fir
         assert len(pauses) == 1 and pauses[0] >= 0  # a pause after its one page of tenants
     finally:
         ctx.work.close()
+        stores.close()
+
+
+def test_a_starting_worker_learns_every_tenants_domains_so_requests_read_no_host(tmp_path: Path, monkeypatch) -> None:
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db")
+    stores = Stores(open_platform_database(settings.database_url))
+    registry = TenantRegistry(settings, stores.db, environ={})
+    for i in range(3):
+        registry.add(f"dealer-{i}", tenant_config(f"Dealer {i}"), [f"d{i}.example", f"www.d{i}.example"])
+
+    async def pause(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(platform_services.asyncio, "sleep", pause)
+    app = create_platform_app(settings, stores)
+    ctx = app.state.platform
+    reads: list[str] = []
+    read = ctx.hosts.store.tenant_at
+
+    def counted(host: str) -> str | None:
+        reads.append(host)
+        return read(host)
+
+    monkeypatch.setattr(ctx.hosts.store, "tenant_at", counted)
+
+    async def scenario() -> None:
+        await platform_services.load_every_tenant(ctx)
+        for i in range(3):
+            assert await ctx.hosts.tenant(f"d{i}.example") == f"dealer-{i}"
+            assert await ctx.hosts.tenant(f"www.d{i}.example") == f"dealer-{i}"
+        assert reads == []  # every tenant's host known from the start-up pass
+        assert await ctx.hosts.tenant("nobody.example") is None
+        assert await ctx.hosts.tenant("nobody.example") is None
+        assert reads == ["nobody.example"]  # read once, then known to be nobody's
+        # A change forgets the tenant's hosts and the names known as nobody's: read again.
+        registry.add("dealer-9", tenant_config("Dealer 9"), ["nobody.example"])
+        ctx.hosts.forget("dealer-0")
+        assert await ctx.hosts.tenant("nobody.example") == "dealer-9"
+        assert await ctx.hosts.tenant("d0.example") == "dealer-0"
+        assert reads == ["nobody.example", "nobody.example", "d0.example"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        ctx.work.close()
+        stores.close()
+
+
+def test_a_page_read_before_a_change_is_not_learned_and_made_up_names_never_push_out_a_tenants(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from aap.server import tenant_routing
+
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db")
+    stores = Stores(open_platform_database(settings.database_url))
+    registry = TenantRegistry(settings, stores.db, environ={})
+    registry.add("dealer-0", tenant_config("Dealer 0"), ["d0.example"])
+    hosts = tenant_routing.Hosts(registry.store, WORK)
+    monkeypatch.setattr(tenant_routing, "NOBODY_KEPT", 3)
+    try:
+        page = registry.list()
+        generation = hosts.generation
+        hosts.forget("dealer-0")  # its domains changed after the page was read
+        hosts.learn(page, generation)
+        assert hosts._known == {}
+        hosts.learn(registry.list(), hosts.generation)
+        assert dict(hosts._known) == {"d0.example": "dealer-0"}
+        for i in range(20):
+            assert asyncio.run(hosts.tenant(f"made-up-{i}.example")) is None
+        assert len(hosts._nobody) == 3
+        assert dict(hosts._known) == {"d0.example": "dealer-0"}
+    finally:
         stores.close()

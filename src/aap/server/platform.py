@@ -60,6 +60,8 @@ class PlatformContext:
     gateway: Gateway
     #: The platform console at ``https://PLATFORM_HOST/console/`` (docs/platform.md, "Platform administrators").
     console: PlatformConsole
+    #: Which tenant each host name is (learned for every tenant when the worker starts).
+    hosts: Hosts
 
 
 def tenant_surfaces(
@@ -111,7 +113,7 @@ def create_platform_app(
         parked=platform.settings_in_memory,
         shares=shares,
     )
-    context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console)
+    context = PlatformContext(deployment, registry, platform_stores, work, runtimes, own_gateway, console, hosts)
     state = {"settings": deployment, "stores": platform_stores, "metrics": metrics, "work": work}
     feed = ChangeFeed(registry.store, runtimes, hosts, deployment.platform.changes_poll_ms)
     ai_catalog = PlatformCatalog(registry.store, deployment.platform, registry.public_url, work)

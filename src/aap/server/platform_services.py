@@ -143,17 +143,19 @@ async def run_feeds_due(ctx: PlatformContext) -> int:
     return await _serve_due(ctx, FEEDS, "feed pass failed", run_feeds)
 
 
-async def _pages(ctx: PlatformContext) -> AsyncIterator[list[TenantRecord]]:
+async def _pages(ctx: PlatformContext) -> AsyncIterator[tuple[list[TenantRecord], int]]:
     """Every tenant's registry row, a page at a time, paced: after each page, a pause as long
     as the page took over :data:`SWEEP_SHARE` (a pass over many tenants takes minutes of a
-    core, which requests must not wait behind)."""
+    core, which requests must not wait behind). Each page comes with the hosts' generation it
+    was read at (:meth:`Hosts.learn`)."""
     after = ""
     while True:
         started = time.monotonic()
+        generation = ctx.hosts.generation
         page = await ctx.work.blocking(ctx.registry.list, after=after, limit=PAGE)
         if not page:
             return
-        yield page
+        yield page, generation
         after = page[-1].tenant_id
         await asyncio.sleep((time.monotonic() - started) * (1 - SWEEP_SHARE) / SWEEP_SHARE)
 
@@ -161,9 +163,11 @@ async def _pages(ctx: PlatformContext) -> AsyncIterator[list[TenantRecord]]:
 async def load_every_tenant(ctx: PlatformContext) -> None:
     """Every tenant's configuration loaded in this worker, once, when it starts: one that does not
     load here is reported before a request finds it, and what loads is kept packed for the
-    tenant's first request while there is room (:meth:`Runtimes.check_records`)."""
+    tenant's first request while there is room (:meth:`Runtimes.check_records`); every tenant's
+    domains are learned, so that no request waits for a read of which tenant its host is."""
     started, tenants = time.monotonic(), 0
-    async for page in _pages(ctx):
+    async for page, generation in _pages(ctx):
+        ctx.hosts.learn(page, generation)
         await ctx.runtimes.check_records(page)
         tenants += len(page)
     fields = {"tenants": tenants, "packed": ctx.runtimes.packed_count, "seconds": round(time.monotonic() - started, 1)}
@@ -184,7 +188,7 @@ def _next_due(ctx: PlatformContext, records: list[TenantRecord]) -> list[int | N
 async def sweep(ctx: PlatformContext) -> None:
     """Note every tenant with feeds, and every tenant whose outbox holds a row, as due."""
     store = ctx.registry.store
-    async for page in _pages(ctx):
+    async for page, _ in _pages(ctx):
         active = [record for record in page if record.suspended_ms is None]  # suspended: its work waits
         for record, following in zip(active, await ctx.work.blocking(_next_due, ctx, active)):
             try:

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from aap.errors import AapError, unexpected
 from aap.paths import A2A_PATH, METRICS_PATH, OAUTH_METADATA_PATH, PROBE_PATHS, PROTECTED_RESOURCE_PATH
 from aap.server.dispatch import RUNTIME_KEY, not_found
 from aap.server.tenant_runtime import Runtimes, TenantUnavailable
-from aap.store.platform import PlatformStore
+from aap.store.platform import PlatformStore, TenantRecord
 from aap.telemetry.logfields import working_for
 from aap.web.accesslog import annotate
 from aap.web.body import REFUSED, BodyTooLarge, read_body
@@ -57,8 +57,13 @@ log = logging.getLogger("aap.platform")
 PLATFORM_PREFIX = "/_platform/"
 TLS_ALLOWED_PATH = "/_platform/tls-allowed"
 TENANT_PREFIX = "/t/"
-#: Hosts remembered (a tenant id, or "none") between changes.
-HOSTS_KEPT = 100_000
+#: Hosts remembered as a tenant's between changes: enough for every domain of a large platform,
+#: since only the registry's own domains are remembered here (a request for any other host
+#: name is remembered among :data:`NOBODY_KEPT`).
+HOSTS_KEPT = 1_000_000
+#: Host names remembered as nobody's (a client may send any): a bound of their own, so that
+#: requests for made-up names never push a tenant's domains out.
+NOBODY_KEPT = 10_000
 
 
 def _host(scope: Scope) -> str:
@@ -121,42 +126,77 @@ def _a2a_tenant_of(body: bytes) -> tuple[Any, str | None]:
 
 
 class Hosts:
-    """Host name → tenant id, read from the registry once and remembered until it changes."""
+    """Host name → tenant id, read from the registry once and remembered until it changes.
+
+    A worker learns every tenant's domains when it starts (:meth:`learn`, from the pages of the
+    registry it loads tenants from), so that a request spread over many tenants finds its
+    tenant without a read of its own; a name it does not know is read once, then remembered.
+    """
 
     def __init__(self, store: PlatformStore, work: Work) -> None:
         self.store = store
         self.work = work
-        self._known: OrderedDict[str, str | None] = OrderedDict()
+        #: A plain dict, oldest first, not kept in order of use: it holds every domain of the
+        #: platform, which a dict holds in about half an ordered one's memory.
+        self._known: dict[str, str] = {}
+        self._nobody: OrderedDict[str, None] = OrderedDict()
+        #: Counts the changes forgotten: what was read before one may be older than it.
+        self.generation = 0
 
     async def tenant(self, host: str) -> str | None:
-        if host in self._known:
-            self._known.move_to_end(host)
-            return self._known[host]
-        if host_problem(host):
-            return None  # not a name any tenant can have: no read
-        tenant_id = await self.work.blocking(self.store.tenant_at, host)
-        self._known[host] = tenant_id
-        while len(self._known) > HOSTS_KEPT:
-            self._known.popitem(last=False)
-        return tenant_id
+        known = self._known.get(host)
+        if known is not None:
+            return known
+        if host in self._nobody or host_problem(host):
+            return None  # known to be nobody's, or not a name any tenant can have: no read
+        return self._remember(host, await self._read(self.store.tenant_at, host))
 
     async def a2a_tenant(self, value: str) -> str | None:
         """The tenant whose card declares the A2A routing value ``value``, or None."""
         key = "a2a:" + value
-        if key in self._known:
-            return self._known[key]
-        if len(value) > 200:
-            return None
-        tenant_id = await self.work.blocking(self.store.tenant_for_a2a, value)
-        self._known[key] = tenant_id
-        while len(self._known) > HOSTS_KEPT:
-            self._known.popitem(last=False)
+        known = self._known.get(key)
+        if known is not None or key in self._nobody or len(value) > 200:
+            return known
+        return self._remember(key, await self._read(self.store.tenant_for_a2a, value))
+
+    async def _read(self, read: Callable[[str], str | None], name: str) -> tuple[int, str | None]:
+        generation = self.generation
+        return generation, await self.work.blocking(read, name)
+
+    def _remember(self, name: str, found: tuple[int, str | None]) -> str | None:
+        generation, tenant_id = found
+        if generation == self.generation:  # else a change crossed the read: asked again next time
+            if tenant_id is None:
+                self._nobody[name] = None
+                while len(self._nobody) > NOBODY_KEPT:
+                    self._nobody.popitem(last=False)
+            else:
+                self._known[name] = tenant_id
+                self._bound()
         return tenant_id
+
+    def learn(self, records: Sequence[TenantRecord], generation: int) -> None:
+        """Remember the domains of ``records``, a page of the registry read at ``generation``
+        (a page read before a change is not learned: its hosts are read when asked for)."""
+        if generation != self.generation:
+            return
+        for record in records:
+            for host in record.domains:
+                if host not in self._known:
+                    self._known[host] = record.tenant_id
+        self._bound()
+
+    def _bound(self) -> None:
+        """At most :data:`HOSTS_KEPT`, the oldest learned dropped first (read again when asked)."""
+        while len(self._known) > HOSTS_KEPT:
+            del self._known[next(iter(self._known))]
 
     def forget(self, tenant_id: str) -> None:
         """Forget every host (and routing value) of ``tenant_id``, and every one known to be nobody's."""
-        for host in [h for h, t in self._known.items() if t is None or t == tenant_id]:
+        self.generation += 1
+        for host in [h for h, t in self._known.items() if t == tenant_id]:
             del self._known[host]
+        self._nobody.clear()
 
 
 class ChangeFeed:
