@@ -109,6 +109,11 @@ def test_a_starting_worker_learns_every_tenants_domains_so_requests_read_no_host
         assert await ctx.hosts.tenant("nobody.example") == "dealer-9"
         assert await ctx.hosts.tenant("d0.example") == "dealer-0"
         assert reads == ["nobody.example", "nobody.example", "d0.example"]
+        ctx.hosts.forget("dealer-1", "dealer-2")  # the changes of one look at the registry, at once
+        assert await ctx.hosts.tenant("d1.example") == "dealer-1"
+        assert await ctx.hosts.tenant("www.d2.example") == "dealer-2"
+        assert await ctx.hosts.tenant("d0.example") == "dealer-0"
+        assert reads[3:] == ["d1.example", "www.d2.example"]
 
     try:
         asyncio.run(scenario())

@@ -191,10 +191,12 @@ class Hosts:
         while len(self._known) > HOSTS_KEPT:
             del self._known[next(iter(self._known))]
 
-    def forget(self, tenant_id: str) -> None:
-        """Forget every host (and routing value) of ``tenant_id``, and every one known to be nobody's."""
+    def forget(self, *tenant_ids: str) -> None:
+        """Forget every host (and routing value) of ``tenant_ids``, and every one known to be
+        nobody's: one pass over what is known for all the changes of a look at the registry."""
         self.generation += 1
-        for host in [h for h, t in self._known.items() if t == tenant_id]:
+        changed = set(tenant_ids)
+        for host in [h for h, t in self._known.items() if t in changed]:
             del self._known[host]
         self._nobody.clear()
 
@@ -223,8 +225,9 @@ class ChangeFeed:
         changes = await self.runtimes.work.blocking(self.store.changes_since, self.seen)
         for change in changes:
             self.runtimes.drop(change.tenant_id)
-            self.hosts.forget(change.tenant_id)
             self.seen = change.seq
+        if changes:
+            self.hosts.forget(*(change.tenant_id for change in changes))
         self.followed_at = time.monotonic()
         # A configuration that passed its checks where it was written (another process, its own
         # environment) may not load here: found and reported now, not at a customer's request.
