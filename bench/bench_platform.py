@@ -300,6 +300,19 @@ def backend_memory(admin_url: str, url: str) -> str:
     return f"{len(sizes)} backends, private memory median {sizes[len(sizes) // 2]:.1f} MiB, max {sizes[-1]:.1f} MiB"
 
 
+def sweep_began_ms(admin_url: str) -> int | None:
+    """When a worker last began the platform's sweep over every tenant (the registry's ``sweep``
+    row is due again :data:`SWEEP_SECONDS` after its claim), in ms since the epoch; None: never."""
+    import psycopg
+
+    from aap.server.platform_services import SWEEP_SECONDS
+    from aap.store.platform import SWEEP
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SELECT due_ms FROM platform_due WHERE work = %s", (SWEEP,)).fetchone()
+    return None if row is None else int(row[0] - SWEEP_SECONDS * 1000)
+
+
 # -- in-process ------------------------------------------------------------------------------------------
 
 
@@ -470,7 +483,7 @@ def over_http(
         env=env,
     )
     try:
-        started = time.perf_counter()
+        started, started_wall = time.perf_counter(), time.time()
         for _ in range(1200):  # bounded by count
             try:
                 if httpx.get(origin + "/healthz", headers={"host": PLATFORM_HOST}, timeout=2).status_code == 200:
@@ -511,9 +524,23 @@ def over_http(
             flush=True,
         )
         figures: dict[str, list[dict[str, float]]] = {"one tenant": [], "every tenant": []}
+        rounds_began = time.time()
         for _ in range(rounds):
             for label, hosts in (("one tenant", one), ("every tenant", every)):
                 figures[label].append(wrk(origin, work, hosts, seconds, connections))
+        # The sweep (one worker's pass over every tenant's outbox, minutes long under load) shares
+        # the CPU with the rounds it overlaps: say when it last began, so a run can be read.
+        swept = sweep_began_ms(admin_url)
+        if swept is None:
+            since = "never"
+        elif swept / 1000 >= rounds_began:
+            since = f"{swept / 1000 - rounds_began:.0f} s into the rounds"
+        else:
+            since = f"{rounds_began - swept / 1000:.0f} s before the rounds began"
+        print(
+            f"[http] the last sweep over every tenant began: {since} (server started {rounds_began - started_wall:.0f} s before them)",
+            flush=True,
+        )
         for label, runs in figures.items():
             rps = sorted(r["rps"] for r in runs)[len(runs) // 2]
             print(
