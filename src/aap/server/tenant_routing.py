@@ -149,7 +149,7 @@ class Hosts:
             return known
         if host in self._nobody or host_problem(host):
             return None  # known to be nobody's, or not a name any tenant can have: no read
-        return self._remember(host, await self._read(self.store.tenant_at, host))
+        return await self._look_up(host, self.store.tenant_at, host)
 
     async def a2a_tenant(self, value: str) -> str | None:
         """The tenant whose card declares the A2A routing value ``value``, or None."""
@@ -157,15 +157,13 @@ class Hosts:
         known = self._known.get(key)
         if known is not None or key in self._nobody or len(value) > 200:
             return known
-        return self._remember(key, await self._read(self.store.tenant_for_a2a, value))
+        return await self._look_up(key, self.store.tenant_for_a2a, value)
 
-    async def _read(self, read: Callable[[str], str | None], name: str) -> tuple[int, str | None]:
+    async def _look_up(self, name: str, read: Callable[[str], str | None], value: str) -> str | None:
+        """``read(value)`` from the registry, remembered under ``name`` unless a change crossed the read."""
         generation = self.generation
-        return generation, await self.work.blocking(read, name)
-
-    def _remember(self, name: str, found: tuple[int, str | None]) -> str | None:
-        generation, tenant_id = found
-        if generation == self.generation:  # else a change crossed the read: asked again next time
+        tenant_id = await self.work.blocking(read, value)
+        if generation == self.generation:  # else asked again next time
             if tenant_id is None:
                 self._nobody[name] = None
                 while len(self._nobody) > NOBODY_KEPT:
@@ -182,8 +180,7 @@ class Hosts:
             return
         for record in records:
             for host in record.domains:
-                if host not in self._known:
-                    self._known[host] = record.tenant_id
+                self._known[host] = record.tenant_id
         self._bound()
 
     def _bound(self) -> None:
