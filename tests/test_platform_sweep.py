@@ -1,7 +1,8 @@
 """The passes over every tenant: the sweep by one worker at a time, the loads kept for requests.
 
-The sweep walks every tenant (their outboxes and feeds noted as due). At a hundred thousand
-tenants that is minutes of a core, so the workers of a deployment take turns through the
+The sweep walks the tenants whose configuration holds feeds or a retention period (their feeds
+noted as due, their old leads erased; deliveries note themselves, :mod:`test_platform_due`).
+At a hundred thousand tenants a pass over every tenant is minutes of a core, so the workers of a deployment take turns through the
 registry (:meth:`PlatformStore.claim_sweep`) instead of each doing it. A starting worker loads
 every tenant's configuration once, and keeps what it loaded packed for the tenants' first
 requests.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from aap.server import platform_services
 from aap.server.platform import create_platform_app
+from aap.server.tenant_runtime import RELEASE
 from aap.store import Stores, open_platform_database
 from aap.store.platform import DELIVERIES
 from aap.tenants import TenantRegistry
@@ -66,7 +68,7 @@ def test_a_starting_worker_loads_every_tenant_and_keeps_its_settings_for_its_fir
         assert {t: runtimes._loaded_revision(t) for t in revisions} == revisions  # each found to load
         assert len(runtimes._packed) == 2  # as many as there is room for
         assert len(runtimes) == 0  # nothing built
-        assert len(pauses) == 1 and pauses[0] >= 0  # a pause after its one page of tenants
+        assert len(pauses) == 2 and min(pauses) >= 0  # a pause after each pass's one page of tenants
     finally:
         ctx.work.close()
         stores.close()
@@ -145,5 +147,67 @@ def test_a_page_read_before_a_change_is_not_learned_and_made_up_names_never_push
             assert asyncio.run(hosts.tenant(f"made-up-{i}.example")) is None
         assert len(hosts._nobody) == 3
         assert dict(hosts._known) == {"d0.example": "dealer-0"}
+    finally:
+        stores.close()
+
+
+def test_the_sweep_is_given_only_the_tenants_whose_configuration_holds_its_work(tmp_path: Path) -> None:
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db")
+    db = open_platform_database(settings.database_url)
+    registry = TenantRegistry(settings, db, environ={})
+    try:
+        registry.add("dealer-a", tenant_config("Alpha Motors"), ["a.example"])
+        registry.add("dealer-b", tenant_config("Beta Cars", extra="[leads]\nretention_days = 30\n"), ["b.example"])
+        registry.add("dealer-c", tenant_config("Gamma Auto", rooftop="retentionXdays"), ["c.example"])
+        registry.add("dealer-d", tenant_config("Delta Trucks"), ["d.example"])
+        held = platform_services.SWEPT_FOR
+        assert [r.tenant_id for r in registry.store.tenants(holding=held)] == ["dealer-b"]  # "_" is no wildcard
+        assert [r.tenant_id for r in registry.store.tenants(after="dealer-b", holding=held)] == []
+        assert len(registry.store.tenants()) == 4
+    finally:
+        db.close()
+
+
+def test_a_restarted_worker_loads_only_the_tenants_no_worker_of_its_release_checked(
+    tmp_path: Path, monkeypatch
+) -> None:
+    settings = platform_settings(f"sqlite:///{tmp_path}/platform.db")
+    stores = Stores(open_platform_database(settings.database_url))
+    registry = TenantRegistry(settings, stores.db, environ={})
+    for i in range(3):
+        registry.add(f"dealer-{i}", tenant_config(f"Dealer {i}"), [f"d{i}.example"])
+
+    async def pause(seconds: float) -> None:
+        pass
+
+    monkeypatch.setattr(platform_services.asyncio, "sleep", pause)
+
+    def start() -> dict[str, int | None]:
+        """A worker started on the platform: what it loaded, by tenant (its loaded revision)."""
+        ctx = create_platform_app(settings, stores).state.platform
+        try:
+            asyncio.run(platform_services.load_every_tenant(ctx))
+            assert {h: asyncio.run(ctx.hosts.tenant(h)) for h in ("d0.example", "d2.example")} == {
+                "d0.example": "dealer-0",
+                "d2.example": "dealer-2",
+            }  # every tenant's domains learned, whatever was loaded
+            return {f"dealer-{i}": ctx.runtimes._loaded_revision(f"dealer-{i}") for i in range(3)}
+        finally:
+            ctx.work.close()
+
+    try:
+        assert start() == {"dealer-0": 1, "dealer-1": 1, "dealer-2": 1}  # the release's first start
+        assert registry.store.tenants(unchecked_by=RELEASE) == []
+        assert start() == {"dealer-0": None, "dealer-1": None, "dealer-2": None}  # a restart: nothing changed
+        registry.update("dealer-1", tenant_config("Dealer One"))  # changed while no worker ran
+        assert start() == {"dealer-0": None, "dealer-1": 2, "dealer-2": None}
+        registry.store.report_broken("dealer-2", 1, "a secret it names is not set", 1)  # mended since
+        assert start() == {"dealer-0": None, "dealer-1": None, "dealer-2": 1}  # a broken one is loaded again
+        assert registry.store.unavailable() == []  # and found to load
+        assert [r.tenant_id for r in registry.store.tenants(unchecked_by="a later release")] == [
+            "dealer-0",
+            "dealer-1",
+            "dealer-2",
+        ]
     finally:
         stores.close()

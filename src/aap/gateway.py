@@ -139,8 +139,6 @@ class Gateway:
     limiter: RateLimiter
     work: Work
     _: KW_ONLY
-    #: Told after a write succeeded (a lead): a platform marks the tenant's outbox due with it.
-    after_write: Callable[[SkillInfo], None] | None = None
     #: On a platform: the worker's slots per tenant, and this agent's tenant (None: one agent,
     #: whose requests are bounded by the worker alone).
     shares: TenantShares | None = None
@@ -152,7 +150,6 @@ class Gateway:
         agent: DealerAgent,
         work: Work | None = None,
         *,
-        after_write: Callable[[SkillInfo], None] | None = None,
         shares: TenantShares | None = None,
         tenant: str = "",
     ) -> Gateway:
@@ -162,7 +159,7 @@ class Gateway:
         the worker's ``shares`` and its ``tenant`` id)."""
         limiter = RateLimiter(agent.stores.state, agent.settings.rate_limit)
         work = work or Work(inline=agent.stores.db.in_process)
-        return cls(agent, limiter, work, after_write=after_write, shares=shares, tenant=tenant)
+        return cls(agent, limiter, work, shares=shares, tenant=tenant)
 
     @property
     def settings(self) -> Settings:
@@ -270,10 +267,7 @@ class Gateway:
             context = CallContext(
                 binding=caller.door, caller_id=caller.caller_id, client_id=caller.client_id, now=self.agent.deps.clock()
             )
-            answer = await self.work.run(shape, self.agent.answer, skill, payload, context)
-            if self.after_write is not None and not skill.read_only:
-                self.after_write(skill)
-            return answer
+            return await self.work.run(shape, self.agent.answer, skill, payload, context)
         except AapError:
             raise
         except Exception as exc:  # never a stack trace or customer data on the wire or in the log

@@ -227,6 +227,7 @@ def restore(path: str, config: str | None, database: str | None, tenant: str, ye
         fail("Nothing restored.")
     source = open_database(f"sqlite:///{os.path.abspath(path)}")  # an older backup is brought up to date
     platform = connect(settings.database_url)
+    platform.platform = True  # the restored outbox is noted for the platform's runner
     try:
         with source.read() as reading, platform.for_tenant(settings.tenant_id).transaction() as into:
             counts = copy_agent(reading, into)

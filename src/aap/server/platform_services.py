@@ -11,22 +11,28 @@ holding its lease, in the tenant's namespace, exactly as for a deployment that i
 
 How work becomes due:
 
-- **deliveries**: a tenant's gateway says when a lead was stored (``Gateway.after_write``),
-  and a delivery that failed is due again at its next attempt;
+- **deliveries**: every write that makes a tenant's delivery due (a lead stored, a lead
+  retried, a claim handed back, rows restored or moved in) notes it in ``platform_due`` in
+  its own transaction (:func:`aap.store.platform.note_due`); after a pass the runner notes the
+  outbox's next time, holding the note's row so that a lead stored meanwhile is not lost
+  (:meth:`~aap.store.leads.LeadStore.settle_due`);
 - **feeds**: a tenant added or changed with ``[[feeds]]`` is due at once
   (:class:`~aap.tenants.TenantRegistry`), then at its scheduler's next due time;
-- a slow **sweep** (:data:`SWEEP_SECONDS`) walks every tenant a page at a time and records
-  what it finds, so that nothing is lost when a worker stopped between a write and its note;
-  and it erases the leads of each tenant that sets ``[leads] retention_days`` past that period
+- a slow **sweep** (:data:`SWEEP_SECONDS`) walks the tenants whose configuration holds
+  feeds or a retention period, a page at a time: it notes each one's feeds as due, so that
+  none is lost when a worker stopped between a feed run and its note, and it erases the leads
+  of each tenant that sets ``[leads] retention_days`` past that period
   (:func:`retain`, docs/leads.md, "Erasure and retention"). One worker of the deployment
   sweeps at a time (the registry's ``sweep`` row:
   :meth:`~aap.store.platform.PlatformStore.claim_sweep`).
 
-When a worker starts it also loads every tenant's configuration once (:func:`load_every_tenant`),
-so a tenant that does not load in this worker's environment is reported without waiting for a
-request, and keeps what it loaded packed for the tenant's first request while there is room
-(docs/platform.md, "Sizing"). Both passes pace themselves (:data:`SWEEP_SHARE`): at a hundred
-thousand tenants a pass is minutes of a core, which requests must not wait behind.
+When a worker starts it also learns every tenant's domains, and loads the configuration of each
+tenant no worker of this release has checked at its current revision (:func:`load_every_tenant`,
+``platform_checks``), so a tenant that does not load is reported without waiting for a request,
+and keeps what it loaded packed for the tenant's first request while there is room
+(docs/platform.md, "Sizing"). The first start of a release loads every tenant; a restart, only
+what changed while no worker ran. Both passes pace themselves (:data:`SWEEP_SHARE`): at a
+hundred thousand tenants a pass is minutes of a core, which requests must not wait behind.
 
 A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
 it due at once), and the sweep passes it by. A tenant whose configuration does not load is
@@ -38,6 +44,7 @@ work is done names the tenant (:func:`aap.telemetry.logfields.working_for`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,8 +58,7 @@ from aap.leads.worker import DeliveryWorker
 from aap.platform.events import EventSender
 from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
-from aap.server.tenant_runtime import TenantUnavailable
-from aap.store.leads import LeadStore
+from aap.server.tenant_runtime import RELEASE, TenantUnavailable
 from aap.store.platform import DELIVERIES, FEEDS, TenantRecord
 from aap.store.platform_events import EventStore
 from aap.telemetry.logfields import working_for
@@ -61,7 +67,7 @@ log = logging.getLogger("aap.platform")
 
 #: How often a worker looks for due tenants when none was due at its last look.
 POLL_SECONDS = 1.0
-#: How often every tenant's outbox and feed schedule is read again, whatever the notes say.
+#: How often the tenants with feeds or a retention period are walked again, whatever the notes say.
 SWEEP_SECONDS = 600.0
 #: How often a worker that found the sweep taken by another asks again.
 SWEEP_ASK_SECONDS = 60.0
@@ -88,19 +94,21 @@ async def _runtime(ctx: PlatformContext, tenant_id: str) -> AgentRuntime | None:
 
 
 async def _serve_due(
-    ctx: PlatformContext, kind: str, failed: str, serve: Callable[[AgentRuntime], Awaitable[int | None]]
+    ctx: PlatformContext, kind: str, failed: str, serve: Callable[[AgentRuntime], Awaitable[None]]
 ) -> int:
-    """Serve every tenant whose ``kind`` of work is due now, and note when each is due again:
-    when ``serve`` says (None: not until something makes it due), never while it is suspended,
-    a minute later after a failure. Returns how many tenants were served."""
+    """Serve every tenant whose ``kind`` of work is due now; ``serve`` notes when the tenant's
+    work is due again. When it cannot: nothing more for a tenant removed, never while it is
+    suspended, a minute later after a failure. Returns how many tenants were served."""
     store = ctx.registry.store
     due = await ctx.work.blocking(store.due, kind, _now_ms(), BATCH)
     for tenant_id in due:
         with working_for(tenant_id):
             try:
                 runtime = await _runtime(ctx, tenant_id)
-                following = None if runtime is None else await serve(runtime)
-                await ctx.work.blocking(store.set_due, tenant_id, kind, following)
+                if runtime is None:
+                    await ctx.work.blocking(store.set_due, tenant_id, kind, None)
+                else:
+                    await serve(runtime)
             except TenantUnavailable as unavailable:
                 await ctx.work.blocking(store.set_due, tenant_id, kind, _paused(unavailable))
             except Exception as exc:  # one tenant's failure must not hold up the others
@@ -112,13 +120,13 @@ async def _serve_due(
 async def deliver_due(ctx: PlatformContext, client: httpx.AsyncClient) -> int:
     """Deliver the outbox of every tenant due now; returns how many tenants were served."""
 
-    async def deliver(runtime: AgentRuntime) -> int | None:
+    async def deliver(runtime: AgentRuntime) -> None:
         settings, stores = runtime.gateway.settings, runtime.gateway.stores
-        if not settings.leads.delivery.in_process:
-            return None  # delivered by `aap deliver --tenant ID` processes
+        if not settings.leads.delivery.in_process:  # delivered by `aap deliver --tenant ID` processes
+            await ctx.work.blocking(ctx.registry.store.set_due, stores.tenant, DELIVERIES, None)
+            return
         await DeliveryWorker(stores.leads, settings, work=ctx.work).drain(client)
-        following: int | None = await ctx.work.blocking(stores.leads.next_due_ms)
-        return following
+        await ctx.work.blocking(stores.leads.settle_due)
 
     return await _serve_due(ctx, DELIVERIES, "delivery pass failed", deliver)
 
@@ -132,27 +140,30 @@ def _paused(unavailable: TenantUnavailable) -> int | None:
 async def run_feeds_due(ctx: PlatformContext) -> int:
     """Run the scheduled feeds of every tenant due now; returns how many tenants were served."""
 
-    async def run_feeds(runtime: AgentRuntime) -> int | None:
-        if not runtime.gateway.settings.feeds:
-            return None
-        scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
-        await scheduler.run_due()
-        wait = await scheduler.seconds_until_due()
-        return _now_ms() + int(wait * 1000)
+    async def run_feeds(runtime: AgentRuntime) -> None:
+        following = None
+        if runtime.gateway.settings.feeds:
+            scheduler = FeedScheduler(runtime.gateway.stores, runtime.gateway.settings, work=ctx.work)
+            await scheduler.run_due()
+            following = _now_ms() + int(await scheduler.seconds_until_due() * 1000)
+        await ctx.work.blocking(ctx.registry.store.set_due, runtime.gateway.stores.tenant, FEEDS, following)
 
     return await _serve_due(ctx, FEEDS, "feed pass failed", run_feeds)
 
 
-async def _pages(ctx: PlatformContext) -> AsyncIterator[tuple[list[TenantRecord], int]]:
-    """Every tenant's registry row, a page at a time, paced: after each page, a pause as long
-    as the page took over :data:`SWEEP_SHARE` (a pass over many tenants takes minutes of a
-    core, which requests must not wait behind). Each page comes with the hosts' generation it
-    was read at (:meth:`Hosts.learn`)."""
+async def _pages(
+    ctx: PlatformContext, read: Callable[..., list[TenantRecord]]
+) -> AsyncIterator[tuple[list[TenantRecord], int]]:
+    """The tenants ``read`` gives (a :class:`~aap.store.platform.PlatformStore` listing taking
+    ``after`` and ``limit``), a page at a time, paced: after each page, a pause as long as the
+    page took over :data:`SWEEP_SHARE` (a pass over many tenants takes minutes of a core,
+    which requests must not wait behind). Each page comes with the hosts' generation it was
+    read at (:meth:`Hosts.learn`)."""
     after = ""
     while True:
         started = time.monotonic()
         generation = ctx.hosts.generation
-        page = await ctx.work.blocking(ctx.registry.list, after=after, limit=PAGE)
+        page = await ctx.work.blocking(read, after=after, limit=PAGE)
         if not page:
             return
         yield page, generation
@@ -161,41 +172,44 @@ async def _pages(ctx: PlatformContext) -> AsyncIterator[tuple[list[TenantRecord]
 
 
 async def load_every_tenant(ctx: PlatformContext) -> None:
-    """Every tenant's configuration loaded in this worker, once, when it starts: one that does not
-    load here is reported before a request finds it, and what loads is kept packed for the
-    tenant's first request while there is room (:meth:`Runtimes.check_records`); every tenant's
-    domains are learned, so that no request waits for a read of which tenant its host is."""
-    started, tenants = time.monotonic(), 0
-    async for page, generation in _pages(ctx):
+    """When the worker starts: every tenant's domains learned, so that no request waits for a
+    read of which tenant its host is; and each tenant's configuration that no worker of this
+    release has checked at its revision loaded, so that one that does not load is reported
+    before a request finds it, and what loads is kept packed for the tenant's first request
+    while there is room (:meth:`Runtimes.check_records`). A restart loads only what changed
+    while no worker ran (each change reaching a worker is checked then)."""
+    started, tenants, loaded = time.monotonic(), 0, 0
+    store = ctx.registry.store
+    async for page, generation in _pages(ctx, store.directory):  # no configuration read
         ctx.hosts.learn(page, generation)
-        await ctx.runtimes.check_records(page)
         tenants += len(page)
-    fields = {"tenants": tenants, "packed": ctx.runtimes.packed_count, "seconds": round(time.monotonic() - started, 1)}
+    async for page, _ in _pages(ctx, functools.partial(store.tenants, unchecked_by=RELEASE)):
+        await ctx.runtimes.check_records(page)
+        loaded += len(page)
+    fields = {
+        "tenants": tenants,
+        "loaded": loaded,
+        "packed": ctx.runtimes.packed_count,
+        "seconds": round(time.monotonic() - started, 1),
+    }
     log.info("tenants loaded", extra={"fields": fields})
 
 
-def _next_due(ctx: PlatformContext, records: list[TenantRecord]) -> list[int | None | Exception]:
-    """Blocking: when each tenant's next delivery is due (or why that could not be read)."""
-    found: list[int | None | Exception] = []
-    for record in records:
-        try:
-            found.append(LeadStore(ctx.registry.data.open(record.tenant_id)).next_due_ms())
-        except Exception as exc:  # one tenant's failure is logged with it, the page goes on
-            found.append(exc)
-    return found
+#: What a tenant's configuration holds when the sweep has work for it: scheduled feeds, a
+#: retention period (the registry passes the other tenants by; each found is checked again).
+SWEPT_FOR = ("[[feeds]]", "retention_days")
 
 
 async def sweep(ctx: PlatformContext) -> None:
-    """Note every tenant with feeds, and every tenant whose outbox holds a row, as due."""
+    """Note every tenant with feeds as due, and erase each tenant's leads past its retention
+    period. A tenant's deliveries are not looked for: each write that makes them due notes them
+    in its own transaction (:func:`aap.store.platform.note_due`), so none waits for a sweep."""
     store = ctx.registry.store
-    async for page, _ in _pages(ctx):
-        active = [record for record in page if record.suspended_ms is None]  # suspended: its work waits
-        for record, following in zip(active, await ctx.work.blocking(_next_due, ctx, active)):
+    async for page, _ in _pages(ctx, functools.partial(store.tenants, holding=SWEPT_FOR)):
+        for record in page:
+            if record.suspended_ms is not None:  # suspended: its work waits
+                continue
             try:
-                if isinstance(following, Exception):
-                    raise following
-                if following is not None:
-                    await ctx.work.blocking(store.set_due, record.tenant_id, DELIVERIES, following)
                 if "[[feeds]]" in record.config:
                     await ctx.work.blocking(store.set_due, record.tenant_id, FEEDS, _now_ms())
                 if "retention_days" in record.config:  # only a tenant that may set it is loaded for it

@@ -20,6 +20,7 @@ import tomllib
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from aap import __version__
 from aap.agent import DealerAgent
 from aap.config.loader import ConfigError
 from aap.config.model import Settings
@@ -27,13 +28,22 @@ from aap.config.shared import PackedSettings, SettingsPacker
 from aap.fairshare import TenantShares
 from aap.gateway import Gateway
 from aap.server.runtime import AgentRuntime
-from aap.skills.catalog import SkillInfo
 from aap.store import Stores
-from aap.store.platform import DELIVERIES, PlatformStore, TenantRecord
+from aap.store.platform import TenantRecord
 from aap.store.replicas import ReadRouter
 from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
 from aap.work import Work
+
+#: The release whose checks of a tenant's configuration count in this worker
+#: (``platform_checks``): a new release loads every tenant again, since it may read a
+#: configuration more strictly than the one that checked it.
+RELEASE = __version__
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
 
 log = logging.getLogger("aap.platform")
 
@@ -55,21 +65,6 @@ LOADED_KEPT = 100_000
 SUSPENDED_RETRY_AFTER = 300
 #: ``Retry-After`` of a tenant whose configuration does not load: fixed by a change, any time.
 BROKEN_RETRY_AFTER = 60
-
-
-class DeliveriesDue:
-    """Told by a tenant's gateway that a lead was stored: its deliveries are due now, on any
-    worker (the registry's mark, written in the background). A small object rather than a
-    closure: a worker holds one for each tenant it serves."""
-
-    __slots__ = ("registry", "tenant_id", "work")
-
-    def __init__(self, registry: PlatformStore, work: Work, tenant_id: str) -> None:
-        self.registry, self.work, self.tenant_id = registry, work, tenant_id
-
-    def __call__(self, skill: SkillInfo) -> None:
-        now_ms = int(time.time() * 1000)
-        self.work.in_background(("due", self.tenant_id), self.registry.set_due, self.tenant_id, DELIVERIES, now_ms)
 
 
 class TenantUnavailable(Exception):
@@ -224,8 +219,7 @@ class Runtimes:
         """The tenant's runtime from its Settings: objects only, nothing read."""
         stores = self._acquire(tenant_id)
         agent = DealerAgent(settings, stores)
-        stored = DeliveriesDue(self.registry.store, self.work, tenant_id)
-        gateway = Gateway.of(agent, self.work, after_write=stored, shares=self.shares, tenant=tenant_id)
+        gateway = Gateway.of(agent, self.work, shares=self.shares, tenant=tenant_id)
         return AgentRuntime(gateway, self.surfaces, tenant_id=tenant_id)
 
     def _load(
@@ -265,25 +259,30 @@ class Runtimes:
         record, loaded, packed = await self.work.blocking(self._load, tenant_id, None)
         if record is not None and record.suspended_ms is None:
             self._checked(record, loaded, packed, seen)
+            checked = [(record.tenant_id, record.revision)]
+            self.work.in_background(
+                ("checked", tenant_id), self.registry.store.record_checks, checked, RELEASE, _now_ms()
+            )
 
     async def check_records(self, records: Sequence[TenantRecord]) -> None:
         """:meth:`check` of each of ``records``, a page of the registry as read (nothing read
-        again), in one trip to the executor: when the worker starts, every tenant's
-        configuration is loaded this way, and kept packed for its first request while there is
-        room (docs/platform.md, "Sizing")."""
+        again), in one trip to the executor: when the worker starts, the tenants no worker of
+        this release has checked are loaded this way, and kept packed for their first request
+        while there is room (docs/platform.md, "Sizing"). Each is then noted as checked, so
+        that the next worker to start passes it by."""
+        served = [record for record in records if record.suspended_ms is None]
         wanted = [
             record
-            for record in records
-            if record.suspended_ms is None
-            and record.tenant_id not in self._unavailable
+            for record in served
+            if record.tenant_id not in self._unavailable
             and record.tenant_id not in self._stores
             and self._loaded_revision(record.tenant_id) != record.revision
         ]
-        if not wanted:
-            return
         seen = {record.tenant_id: self._drops.get(record.tenant_id, 0) for record in wanted}
-        for record, loaded, packed in await self.work.blocking(self._load_records, wanted):
+        for record, loaded, packed in await self.work.blocking(self._load_records, wanted) if wanted else ():
             self._checked(record, loaded, packed, seen[record.tenant_id])
+        checked = [(record.tenant_id, record.revision) for record in served]
+        await self.work.blocking(self.registry.store.record_checks, checked, RELEASE, _now_ms())
 
     def _load_records(
         self, records: Sequence[TenantRecord]

@@ -34,6 +34,7 @@ import orjson
 from aap import telemetry
 from aap.store import platform_events
 from aap.store.db import Database, Migrations, Tx, where_all
+from aap.store.platform import DELIVERIES, hold_due, note_due, write_due
 
 _LAYOUT = """
 CREATE TABLE leads (
@@ -322,6 +323,26 @@ def delivery_states(tx: Tx, lead_ids: Sequence[str]) -> dict[str, dict[str, int]
     return counts
 
 
+def next_due_in(tx: Tx) -> int | None:
+    """When ``tx``'s tenant's next delivery is due (a pending row's attempt, a claim that
+    lapses), read in ``tx``, or None."""
+    row = tx.one(
+        "SELECT MIN(CASE WHEN status = 'pending' THEN next_attempt_ms ELSE claimed_until_ms END)"
+        " FROM lead_deliveries WHERE tenant_id = ? AND status IN ('pending', 'delivering')",
+        (tx.tenant,),
+    )
+    return None if row[0] is None else int(row[0])
+
+
+def note_outbox_due(tx: Tx) -> None:
+    """Note ``tx``'s tenant's deliveries as due when its outbox, read in ``tx``, says so: for
+    rows that arrived in bulk (a restore, a move into the shared tables), in their own
+    transaction (:func:`~aap.store.platform.note_due`)."""
+    following = next_due_in(tx)
+    if following is not None:
+        note_due(tx, DELIVERIES, following)
+
+
 class LeadStore:
     """Leads, consent records, idempotency keys, appointment seats and the outbox."""
 
@@ -498,6 +519,7 @@ class LeadStore:
                     for name, kind in targets
                 ],
             )
+            note_due(tx, DELIVERIES, now_ms)
 
     def list_leads(
         self, *, limit: int = 50, status: str | None = None, delivery_status: str | None = None
@@ -569,12 +591,18 @@ class LeadStore:
     def next_due_ms(self) -> int | None:
         """When the next delivery is due (a pending row's attempt, a claim that lapses), or None."""
         with self.db.read() as tx:
-            row = tx.one(
-                "SELECT MIN(CASE WHEN status = 'pending' THEN next_attempt_ms ELSE claimed_until_ms END)"
-                " FROM lead_deliveries WHERE tenant_id = ? AND status IN ('pending', 'delivering')",
-                (tx.tenant,),
-            )
-        return None if row[0] is None else int(row[0])
+            return next_due_in(tx)
+
+    def settle_due(self) -> int | None:
+        """A platform runner's last step for this tenant: note when its next delivery is due
+        (None: the outbox has nothing left to send), and return it. The note's row is held
+        before the outbox is read, so a lead stored meanwhile notes itself after this write,
+        not under it (:func:`~aap.store.platform.hold_due`)."""
+        with self.db.transaction() as tx:
+            hold_due(tx, DELIVERIES)
+            following = next_due_in(tx)
+            write_due(tx, DELIVERIES, following)
+        return following
 
     def claim_due(self, now_ms: int, lease_ms: int, limit: int) -> list[Delivery]:
         """Atomically claim up to ``limit`` due rows (pending and due, or with a lapsed claim).
@@ -646,13 +674,16 @@ class LeadStore:
         one never tried gives its attempt back."""
         tried = f"delivery_id IN ({', '.join('?' * len(started))})" if started else "1 = 0"
         with self.db.transaction() as tx:
-            return tx.execute(
+            released = tx.execute(
                 "UPDATE lead_deliveries SET status = 'pending', claim_token = NULL, claimed_until_ms = NULL,"
                 f" next_attempt_ms = ?, updated_ms = ?, reached = CASE WHEN {tried} THEN 1 ELSE reached END,"
                 f" attempts = CASE WHEN {tried} THEN attempts ELSE attempts - 1 END"
                 " WHERE tenant_id = ? AND claim_token = ? AND status = 'delivering'",
                 (now_ms, now_ms, *started, *started, tx.tenant, token),
             ).rowcount
+            if released:
+                note_due(tx, DELIVERIES, now_ms)
+        return released
 
     def _finish(
         self,
@@ -792,13 +823,16 @@ class LeadStore:
         states = ["dead", "pending"] + (["delivered"] if include_delivered else [])
         marks = ", ".join("?" for _ in states)
         with self.db.transaction() as tx:
-            return tx.execute(
+            made_due = tx.execute(
                 "UPDATE lead_deliveries SET status = 'pending', retry_base = attempts, next_attempt_ms = ?,"
                 " updated_ms = ?, claim_token = NULL, claimed_until_ms = NULL, last_error = NULL,"
                 " reached = CASE WHEN status = 'delivered' THEN 1 ELSE reached END"
                 f" WHERE tenant_id = ? AND lead_id = ? AND status IN ({marks})",
                 (now_ms, now_ms, tx.tenant, lead_id, *states),
             ).rowcount
+            if made_due:
+                note_due(tx, DELIVERIES, now_ms)
+        return made_due
 
     def delivery_counts(self) -> dict[str, int]:
         with self.db.read() as tx:

@@ -23,6 +23,10 @@ row-level security; reference tables where Citus distributes the rest,
                       checked against the secrets it names), so it has no foreign key.
 ``platform_events``   what happened to a tenant, until the platform is told
                       (:mod:`aap.store.platform_events`, docs/platform.md, "Events").
+``platform_checks``   which revision of a tenant's configuration a worker last loaded and
+                      checked, and with which release of aap: a worker starting loads only
+                      the tenants no worker has checked since (docs/platform.md, "Operating
+                      tenants"), not every tenant at every start.
 ``platform_status``   what the platform's operators see of a tenant besides its
                       configuration: since when it is suspended (served 503, its background
                       work paused, its data kept), and the reason its stored configuration
@@ -43,7 +47,7 @@ from typing import Any
 
 from aap.store import platform_events
 from aap.store.console import write_audit
-from aap.store.db import Database, Migrations, Tx
+from aap.store.db import DEPLOYMENT_TENANT, Database, Migrations, Tx
 
 _V1 = """
 CREATE TABLE platform_tenants (
@@ -93,9 +97,18 @@ CREATE TABLE platform_status (
 )
 """
 
+_V4 = """
+CREATE TABLE platform_checks (
+    tenant_id TEXT PRIMARY KEY REFERENCES platform_tenants (tenant_id) ON DELETE CASCADE,
+    revision INTEGER NOT NULL,
+    release TEXT NOT NULL,
+    checked_ms INTEGER NOT NULL
+)
+"""
+
 MIGRATIONS = Migrations(
     "platform",
-    (_V1, _V2, platform_events.LAYOUT),
+    (_V1, _V2, platform_events.LAYOUT, _V4),
     shared=(
         "platform_tenants",
         "platform_domains",
@@ -104,6 +117,7 @@ MIGRATIONS = Migrations(
         "platform_secrets",
         "platform_status",
         "platform_events",
+        "platform_checks",
     ),
 )
 #: The longest reason a broken tenant is reported with (a configuration's problems, listed).
@@ -137,6 +151,47 @@ EVENTS: dict[str, tuple[str, dict[str, Any]]] = {
 #: The kinds of background work ``platform_due`` keeps a time for: a tenant's, and the
 #: platform's own sweep over every tenant (its row's tenant id is empty).
 DELIVERIES, FEEDS, SWEEP = "deliveries", "feeds", "sweep"
+
+
+def note_due(tx: Tx, work: str, due_ms: int) -> None:
+    """Note in ``tx`` that ``work`` of ``tx``'s tenant is due by ``due_ms`` (an earlier time
+    noted stays), when ``tx`` is a platform's. Written in the transaction of what made the work
+    due, the note commits or rolls back with it: no worker stopping between them loses it, and
+    no pass over every tenant's rows has to find it again. A single deployment has no
+    ``platform_due`` (its own runner reads its outbox), so nothing is written there."""
+    if tx.tenant == DEPLOYMENT_TENANT or not tx.db.platform:
+        return
+    tx.execute(
+        "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES (?, ?, ?) ON CONFLICT (tenant_id, work)"
+        " DO UPDATE SET due_ms = CASE WHEN excluded.due_ms < platform_due.due_ms"
+        " THEN excluded.due_ms ELSE platform_due.due_ms END",
+        (tx.tenant, work, due_ms),
+    )
+
+
+def hold_due(tx: Tx, work: str) -> None:
+    """Lock ``tx``'s tenant's ``platform_due`` row of ``work`` (made if missing) until ``tx``
+    ends: a runner settling when the work is next due (:func:`write_due`) holds it first, so a
+    note written meanwhile (:func:`note_due`) waits and lands after, never under it."""
+    tx.execute(
+        "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES (?, ?, 0) ON CONFLICT (tenant_id, work)"
+        " DO UPDATE SET due_ms = platform_due.due_ms",
+        (tx.tenant, work),
+    )
+
+
+def write_due(tx: Tx, work: str, due_ms: int | None, *, tenant: str | None = None) -> None:
+    """Record in ``tx`` when ``work`` of ``tenant`` (default: ``tx``'s) is next due; None:
+    nothing left to do."""
+    tenant_id = tx.tenant if tenant is None else tenant
+    if due_ms is None:
+        tx.execute("DELETE FROM platform_due WHERE tenant_id = ? AND work = ?", (tenant_id, work))
+        return
+    tx.execute(
+        "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES (?, ?, ?)"
+        " ON CONFLICT (tenant_id, work) DO UPDATE SET due_ms = excluded.due_ms",
+        (tenant_id, work, due_ms),
+    )
 
 
 @dataclass(frozen=True)
@@ -234,13 +289,35 @@ class PlatformStore:
         hosts = tx.fetchall("SELECT host FROM platform_domains WHERE tenant_id = ? ORDER BY host", (tenant_id,))
         return _record(row, tuple(h for (h,) in hosts))
 
-    def tenants(self, *, after: str = "", limit: int = 1000, matching: str | None = None) -> list[TenantRecord]:
+    def tenants(
+        self,
+        *,
+        after: str = "",
+        limit: int = 1000,
+        matching: str | None = None,
+        holding: Sequence[str] = (),
+        unchecked_by: str | None = None,
+    ) -> list[TenantRecord]:
         """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging); with
         ``matching``, those whose id or one of whose domains contains it (the platform console's
-        filter: ids and host names are lower case, so is the text looked for)."""
+        filter: ids and host names are lower case, so is the text looked for); with
+        ``holding``, those whose configuration's text contains one of these (the sweep's
+        filter: the database passes the others by, their configurations are not sent); with
+        ``unchecked_by``, those whose current revision no worker of that release has checked
+        (:meth:`record_checks`), and those reported broken at it (what broke them may be
+        mended: a secret set, an environment variable)."""
         if "\x00" in after or "\x00" in (matching or ""):
             return []  # no id or host holds NUL, which PostgreSQL's text cannot hold either
         where, args = "t.tenant_id > ?", [after]
+        if unchecked_by is not None:
+            where += (
+                " AND (s.broken_revision = t.revision OR NOT EXISTS (SELECT 1 FROM platform_checks c"
+                " WHERE c.tenant_id = t.tenant_id AND c.revision = t.revision AND c.release = ?))"
+            )
+            args.append(unchecked_by)
+        if holding:
+            where += " AND (" + " OR ".join("t.config LIKE ? ESCAPE '\\'" for _ in holding) + ")"
+            args += ["%" + _like_escaped(text) + "%" for text in holding]
         if matching:
             pattern = "%" + _like_escaped(matching.lower()) + "%"
             where += (
@@ -570,6 +647,22 @@ class PlatformStore:
                 (tenant_id, revision),
             )
 
+    def record_checks(self, checked: Sequence[tuple[str, int]], release: str, now_ms: int) -> None:
+        """Note that a worker of ``release`` loaded and checked each (tenant, revision) of
+        ``checked``, whether it loaded or not (what failed is reported apart,
+        :meth:`report_broken`). A tenant removed meanwhile is passed by; a later revision
+        noted already stays."""
+        if not checked:
+            return
+        with self.db.transaction() as tx:
+            tx.executemany(
+                "INSERT INTO platform_checks (tenant_id, revision, release, checked_ms)"
+                " SELECT tenant_id, ?, ?, ? FROM platform_tenants WHERE tenant_id = ?"
+                " ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision, release = excluded.release,"
+                " checked_ms = excluded.checked_ms WHERE excluded.revision >= platform_checks.revision",
+                [(revision, release, now_ms, tenant_id) for tenant_id, revision in checked],
+            )
+
     def unavailable(self, limit: int = 10_000) -> list[TenantRecord]:
         """The tenants suspended or broken (at their current revision), in id order, without
         their configuration or domains: ``/metrics`` gauges them."""
@@ -615,14 +708,7 @@ class PlatformStore:
     def set_due(self, tenant_id: str, work: str, due_ms: int | None) -> None:
         """Record when ``work`` of ``tenant_id`` is next due; None: nothing left to do."""
         with self.db.transaction() as tx:
-            if due_ms is None:
-                tx.execute("DELETE FROM platform_due WHERE tenant_id = ? AND work = ?", (tenant_id, work))
-                return
-            tx.execute(
-                "INSERT INTO platform_due (tenant_id, work, due_ms) VALUES (?, ?, ?)"
-                " ON CONFLICT (tenant_id, work) DO UPDATE SET due_ms = excluded.due_ms",
-                (tenant_id, work, due_ms),
-            )
+            write_due(tx, work, due_ms, tenant=tenant_id)
 
     def prune_changes(self, before_ms: int) -> None:
         """Forget change rows older than any worker still needs (they are an hour old at least)."""

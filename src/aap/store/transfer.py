@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from aap.store import layout
 from aap.store.db import Migrations, Tx
+from aap.store.leads import note_outbox_due
 from aap.store.migrations import DOMAINS
 
 #: Rows read and written at a time.
@@ -51,4 +52,5 @@ def copy_agent(source: Tx, target: Tx, domains: Sequence[Migrations] = DOMAINS) 
             raise TransferError(f"{table}: {count} row(s) read, {found} written")
         copied[table] = count
         layout.refresh_statistics(target, table, count)
+    note_outbox_due(target)  # a platform's runner finds the restored outbox (nothing written elsewhere)
     return copied

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from aap.store import layout, legacy
 from aap.store.db import DEPLOYMENT_TENANT, Database, Migrations, Tx, checked_tenant, sqlite_path
+from aap.store.leads import note_outbox_due
 
 #: The first layout's schema of a platform tenant.
 TENANT_SCHEMA_PREFIX = "tenant_"
@@ -156,6 +157,8 @@ def move_tenant(platform: Database, tenant_id: str, domains: Sequence[Migrations
 
 
 def _record(tx: Tx, tenant_id: str, counts: dict[str, int]) -> None:
+    """The move's row, and its outbox noted for the platform's runner, in the move's transaction."""
+    note_outbox_due(tx)
     tx.execute(_MOVES)
     tx.execute(
         "INSERT INTO layout_moves (tenant_id, moved_ms, row_count) VALUES (?, ?, ?)"
