@@ -25,9 +25,7 @@ Then it measures the targets of docs/platform.md, "Sizing":
   this process has not served yet (its registry row read, its Settings parsed, its agent and
   gateway built, the search run), and ``inventory.search`` p50 with an exact total for
   tenants already served; what a process holds after starting with every tenant registered;
-* **over HTTP**, first the release's first start when tenants are unchecked (:func:`first_start_of_release`:
-  its workers load and check every tenant made in bulk, as running workers do for each tenant
-  added, and it stops; its duration is printed), then ``aap serve --workers N`` behind nothing (requests carry the tenant's
+* **over HTTP**, ``aap serve --workers N`` behind nothing (requests carry the tenant's
   ``Host``, as a proxy forwards it), wrk for ``--seconds`` per round: requests spread
   uniformly over every tenant next to the same requests to one tenant, interleaved for
   ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``); then
@@ -485,50 +483,6 @@ def wait_until_up(origin: str) -> None:
     raise SystemExit("aap serve did not come up")
 
 
-def unchecked_tenants(url: str) -> int:
-    """Tenants whose current revision no worker of this release has loaded and checked."""
-    import psycopg
-
-    from aap.server.tenant_runtime import RELEASE
-
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT COUNT(*) FROM platform_tenants t WHERE NOT EXISTS (SELECT 1 FROM platform_checks c"
-            " WHERE c.tenant_id = t.tenant_id AND c.revision = t.revision AND c.release = %s)",
-            (RELEASE,),
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def first_start_of_release(config: Path, workers: int, work: Path, url: str) -> None:
-    """The platform's first start with this release of aap: its workers load and check every
-    tenant no worker of the release has checked (tenants made in bulk here, as a platform's
-    are by its running workers when each is added), then it stops. The measured start after it
-    is a restart, as every start of a platform in service but a new release's first is."""
-    unchecked = unchecked_tenants(url)
-    if not unchecked:
-        print("[setup] every tenant checked by this release already: no first start needed", flush=True)
-        return
-    proc, origin, log = start_server(config, workers, work, "first-start.log")
-    try:
-        started = time.perf_counter()
-        wait_until_up(origin)
-        for _ in range(36_000):  # bounded by count: 10 minutes of an idle server, at most
-            if unchecked_tenants(url) == 0:
-                break
-            time.sleep(1)
-        else:
-            raise SystemExit("the first start did not check every tenant")
-        print(
-            f"[setup] first start of this release: {unchecked:,} tenants loaded and checked by "
-            f"{workers} idle worker(s) in {time.perf_counter() - started:.0f} s",
-            flush=True,
-        )
-    finally:
-        stop_process(proc)
-        log.close()
-
-
 def over_http(
     config: Path,
     registry: TenantRegistry,
@@ -545,7 +499,6 @@ def over_http(
 ) -> None:
     import httpx
 
-    first_start_of_release(config, workers, work, url)
     proc, origin, log = start_server(config, workers, work, "serve.log")
     try:
         started, started_wall = time.perf_counter(), time.time()

@@ -238,6 +238,28 @@ def test_minimal_file_gets_defaults():
     assert settings.features == ()
 
 
+def test_an_omitted_sections_defaults_are_parsed_once_and_shared_only_when_immutable():
+    first, second = parse(MINIMAL), parse(MINIMAL.replace("Test Motors", "Other Motors"))
+    assert first.search is second.search and first.leads is second.leads  # one parse of the defaults
+    assert first.search.filters == ALL_FILTERS
+    given = parse(MINIMAL + "\n[search]\nmax_limit = 7\ndefault_limit = 5\n")
+    assert given.search is not first.search and given.search.max_limit == 7 and first.search.max_limit != 7
+    assert "agent" not in loader._OMITTED  # its defaults name the dealer: each file's own
+    for fields in loader._OMITTED.values():
+        for value in fields.values():
+            hash(value)  # hashes by content: nothing shared can be changed by one agent
+
+
+def test_an_override_leaves_the_callers_document_as_it_was_given():
+    doc = tomllib.loads(MINIMAL)
+    kept = tomllib.loads(MINIMAL)
+    settings = parse_settings(
+        doc, environ={"AAP_DATABASE_URL": "sqlite:///elsewhere.db"}, overrides={"public_url": "https://x.example"}
+    )
+    assert settings.database_url == "sqlite:///elsewhere.db" and settings.public_url == "https://x.example"
+    assert doc == kept
+
+
 # -- every problem, each with its path ----------------------------------------------
 
 

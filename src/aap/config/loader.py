@@ -17,7 +17,7 @@ import copy
 import dataclasses
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -173,18 +173,15 @@ def parse_settings(
     ``environ`` does not set (:mod:`aap.config.environment`). Only a platform's ``tenant`` names
     tenant secrets (``X_secret`` keys, :mod:`aap.config.credentials`).
     """
-    doc = copy.deepcopy(doc)
-    origins: dict[str, str] = {}
     env = os.environ if environ is None else environ
-    for variable, key in ENV_OVERRIDES.items():
-        value = env.get(variable)
-        if value:
-            _apply_override(doc, key, value)
-            origins[key] = variable
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            _apply_override(doc, key, value)
-            origins[key] = "override"
+    applied = [(key, value, variable) for variable, key in ENV_OVERRIDES.items() if (value := env.get(variable))]
+    applied += [(key, value, "override") for key, value in (overrides or {}).items() if value is not None]
+    if applied:  # the caller's document is left as it was given
+        doc = copy.deepcopy(doc)
+    origins: dict[str, str] = {}
+    for key, value, origin in applied:
+        _apply_override(doc, key, value)
+        origins[key] = origin
 
     problems = Problems(origins)
     if "platform" in doc:
@@ -192,14 +189,7 @@ def parse_settings(
     root = Table(doc, "", problems)
     parsed = parse_root(root)
     for section in SECTIONS:
-        if section.array:
-            result = section.parse(list(root.tables(section.name)), problems)
-        else:
-            result = section.parse(root.table(section.name), problems)
-        if len(section.fields) == 1:
-            parsed[section.fields[0]] = result
-        else:
-            parsed.update({name: result[name] for name in section.fields})
+        parsed.update(_section_fields(section, root, problems))
     root.finish()
     for rule in RULES:
         rule(parsed, problems)
@@ -217,6 +207,43 @@ def parse_settings(
     if problems:
         raise ConfigError(problems.render(), source)
     return Settings(**parsed, source_path=source)
+
+
+#: The Settings fields of each section a file omits: its defaults, which depend on nothing but
+#: the code, parsed once per process (a platform parses thousands of tenants' files that omit
+#: most sections). Kept only when every value hashes by content, as immutable values do: an
+#: agent cannot change what another agent shares with it.
+_OMITTED: dict[str, dict[str, Any]] = {}
+
+
+def _section_fields(section: Section, root: Table, problems: Problems) -> dict[str, Any]:
+    """The Settings fields ``section`` gives: parsed from ``root``, or its defaults when the file
+    omits it (:data:`_OMITTED`). The dict returned is read, never changed."""
+    omitted = not root.has(section.name)
+    if omitted and section.name in _OMITTED:
+        return _OMITTED[section.name]
+    found = len(problems)
+    if section.array:
+        result = section.parse(list(root.tables(section.name)), problems)
+    else:
+        result = section.parse(root.table(section.name), problems)
+    fields = (
+        {section.fields[0]: result} if len(section.fields) == 1 else {name: result[name] for name in section.fields}
+    )
+    if omitted and len(problems) == found and _immutable(fields.values()):
+        _OMITTED[section.name] = fields
+    return fields
+
+
+def _immutable(values: Iterable[Any]) -> bool:
+    """Whether every one of ``values`` hashes by content (a frozen dataclass of tuples does; a
+    list or a dict inside does not)."""
+    try:
+        for value in values:
+            hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _platform_settings(doc: dict[str, Any], problems: Problems, source: str | None) -> Settings:
@@ -255,6 +282,25 @@ def _platform_settings(doc: dict[str, Any], problems: Problems, source: str | No
     )
 
 
+class _Without(Mapping[str, str]):
+    """``environ`` without the variables ``hidden`` names: a view, not a copy (a platform
+    parses a tenant's file on every load, and the environment is the same each time)."""
+
+    def __init__(self, environ: Mapping[str, str], hidden: Mapping[str, str]) -> None:
+        self.environ, self.hidden = environ, hidden
+
+    def __getitem__(self, key: str) -> str:
+        if key in self.hidden:
+            raise KeyError(key)
+        return self.environ[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self.environ if key not in self.hidden)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 def parse_tenant(
     doc: dict[str, Any],
     *,
@@ -291,7 +337,7 @@ def parse_tenant(
             )
     tenant_doc = {k: v for k, v in doc.items() if k not in TENANT_FORBIDDEN}
     tenant_doc.update({"id": tenant_id, "public_url": public_url, "database": deployment.database_url})
-    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in ENV_OVERRIDES}
+    env = _Without(os.environ if environ is None else environ, ENV_OVERRIDES)
     try:
         settings = parse_settings(tenant_doc, source=source, environ=env, tenant=True)
     except ConfigError as exc:

@@ -26,13 +26,11 @@ How work becomes due:
   sweeps at a time (the registry's ``sweep`` row:
   :meth:`~aap.store.platform.PlatformStore.claim_sweep`).
 
-When a worker starts it also learns every tenant's domains, and loads the configuration of each
-tenant no worker of this release has checked at its current revision (:func:`load_every_tenant`,
-``platform_checks``), so a tenant that does not load is reported without waiting for a request,
-and keeps what it loaded packed for the tenant's first request while there is room
-(docs/platform.md, "Sizing"). The first start of a release loads every tenant; a restart, only
-what changed while no worker ran. Both passes pace themselves (:data:`SWEEP_SHARE`): at a
-hundred thousand tenants a pass is minutes of a core, which requests must not wait behind.
+When a worker starts it also loads every tenant's configuration once (:func:`load_every_tenant`),
+so a tenant that does not load in this worker's environment is reported without waiting for a
+request, and keeps what it loaded packed for the tenant's first request while there is room
+(docs/platform.md, "Sizing"). Both passes pace themselves (:data:`SWEEP_SHARE`): at a hundred
+thousand tenants a pass is minutes of a core, which requests must not wait behind.
 
 A suspended tenant's work is not done: it is let go from ``platform_due`` (resuming it makes
 it due at once), and the sweep passes it by. A tenant whose configuration does not load is
@@ -49,6 +47,8 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
@@ -58,12 +58,13 @@ from aap.leads.worker import DeliveryWorker
 from aap.platform.events import EventSender
 from aap.server.platform import PlatformContext, Service
 from aap.server.runtime import AgentRuntime
-from aap.server.tenant_runtime import RELEASE, TenantUnavailable
+from aap.server.tenant_runtime import TenantUnavailable
 from aap.store.platform import DELIVERIES, FEEDS, TenantRecord
 from aap.store.platform_events import EventStore
 from aap.telemetry.logfields import working_for
 
 log = logging.getLogger("aap.platform")
+T = TypeVar("T")
 
 #: How often a worker looks for due tenants when none was due at its last look.
 POLL_SECONDS = 1.0
@@ -71,8 +72,8 @@ POLL_SECONDS = 1.0
 SWEEP_SECONDS = 600.0
 #: How often a worker that found the sweep taken by another asks again.
 SWEEP_ASK_SECONDS = 60.0
-#: The sweeping worker's share of its time spent sweeping, at most: after each page of
-#: tenants it waits as long again as the page took (**decision**).
+#: The share of a core a pass over every tenant takes, at most: after each page of tenants it
+#: waits as long again as the CPU the page took (**decision**).
 SWEEP_SHARE = 0.5
 #: Tenants taken per look (the longest-waiting first).
 BATCH = 50
@@ -151,47 +152,54 @@ async def run_feeds_due(ctx: PlatformContext) -> int:
     return await _serve_due(ctx, FEEDS, "feed pass failed", run_feeds)
 
 
-async def _pages(
-    ctx: PlatformContext, read: Callable[..., list[TenantRecord]]
-) -> AsyncIterator[tuple[list[TenantRecord], int]]:
+@dataclass(eq=False)
+class _Page:
+    """A page of the registry in a pass over many tenants, with what it cost."""
+
+    records: list[TenantRecord]
+    #: The hosts' generation it was read at (:meth:`Hosts.learn`).
+    generation: int
+    #: CPU seconds the executor's threads spent on it: its read, and what the pass adds.
+    cpu: float
+
+
+def _timed(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
+    """Blocking: ``fn``'s result, and the CPU seconds this thread spent on it."""
+    began = time.thread_time()
+    result = fn(*args, **kwargs)
+    return result, time.thread_time() - began
+
+
+async def _pages(ctx: PlatformContext, read: Callable[..., list[TenantRecord]]) -> AsyncIterator[_Page]:
     """The tenants ``read`` gives (a :class:`~aap.store.platform.PlatformStore` listing taking
     ``after`` and ``limit``), a page at a time, paced: after each page, a pause as long as the
-    page took over :data:`SWEEP_SHARE` (a pass over many tenants takes minutes of a core,
-    which requests must not wait behind). Each page comes with the hosts' generation it was
-    read at (:meth:`Hosts.learn`)."""
+    CPU it took over :data:`SWEEP_SHARE`, so that a pass over many tenants (minutes of a
+    core) takes at most that share of a core, which requests have the rest of. Paced by CPU,
+    not by wall time: under load, a page's wall time is mostly waiting for the CPU requests
+    use, and a pass paced by it would last as long as the load does."""
     after = ""
     while True:
-        started = time.monotonic()
         generation = ctx.hosts.generation
-        page = await ctx.work.blocking(read, after=after, limit=PAGE)
-        if not page:
+        records, cpu = await ctx.work.blocking(_timed, read, after=after, limit=PAGE)
+        if not records:
             return
-        yield page, generation
-        after = page[-1].tenant_id
-        await asyncio.sleep((time.monotonic() - started) * (1 - SWEEP_SHARE) / SWEEP_SHARE)
+        page = _Page(records, generation, cpu)
+        yield page
+        after = records[-1].tenant_id
+        await asyncio.sleep(page.cpu * (1 - SWEEP_SHARE) / SWEEP_SHARE)
 
 
 async def load_every_tenant(ctx: PlatformContext) -> None:
-    """When the worker starts: every tenant's domains learned, so that no request waits for a
-    read of which tenant its host is; and each tenant's configuration that no worker of this
-    release has checked at its revision loaded, so that one that does not load is reported
-    before a request finds it, and what loads is kept packed for the tenant's first request
-    while there is room (:meth:`Runtimes.check_records`). A restart loads only what changed
-    while no worker ran (each change reaching a worker is checked then)."""
-    started, tenants, loaded = time.monotonic(), 0, 0
-    store = ctx.registry.store
-    async for page, generation in _pages(ctx, store.directory):  # no configuration read
-        ctx.hosts.learn(page, generation)
-        tenants += len(page)
-    async for page, _ in _pages(ctx, functools.partial(store.tenants, unchecked_by=RELEASE)):
-        await ctx.runtimes.check_records(page)
-        loaded += len(page)
-    fields = {
-        "tenants": tenants,
-        "loaded": loaded,
-        "packed": ctx.runtimes.packed_count,
-        "seconds": round(time.monotonic() - started, 1),
-    }
+    """Every tenant's configuration loaded in this worker, once, when it starts: one that does not
+    load here is reported before a request finds it, and what loads is kept packed for the
+    tenant's first request while there is room (:meth:`Runtimes.check_records`); every tenant's
+    domains are learned, so that no request waits for a read of which tenant its host is."""
+    started, tenants = time.monotonic(), 0
+    async for page in _pages(ctx, ctx.registry.store.tenants):
+        ctx.hosts.learn(page.records, page.generation)
+        page.cpu += await ctx.runtimes.check_records(page.records)
+        tenants += len(page.records)
+    fields = {"tenants": tenants, "packed": ctx.runtimes.packed_count, "seconds": round(time.monotonic() - started, 1)}
     log.info("tenants loaded", extra={"fields": fields})
 
 
@@ -205,13 +213,14 @@ async def sweep(ctx: PlatformContext) -> None:
     period. A tenant's deliveries are not looked for: each write that makes them due notes them
     in its own transaction (:func:`aap.store.platform.note_due`), so none waits for a sweep."""
     store = ctx.registry.store
-    async for page, _ in _pages(ctx, functools.partial(store.tenants, holding=SWEPT_FOR)):
-        for record in page:
+    async for page in _pages(ctx, functools.partial(store.tenants, holding=SWEPT_FOR)):
+        for record in page.records:
             if record.suspended_ms is not None:  # suspended: its work waits
                 continue
             try:
                 if "[[feeds]]" in record.config:
-                    await ctx.work.blocking(store.set_due, record.tenant_id, FEEDS, _now_ms())
+                    _, cpu = await ctx.work.blocking(_timed, store.set_due, record.tenant_id, FEEDS, _now_ms())
+                    page.cpu += cpu
                 if "retention_days" in record.config:  # only a tenant that may set it is loaded for it
                     await retain(ctx, record.tenant_id)
             except Exception as exc:

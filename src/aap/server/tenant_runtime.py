@@ -20,7 +20,6 @@ import tomllib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from aap import __version__
 from aap.agent import DealerAgent
 from aap.config.loader import ConfigError
 from aap.config.model import Settings
@@ -34,16 +33,6 @@ from aap.store.replicas import ReadRouter
 from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
 from aap.work import Work
-
-#: The release whose checks of a tenant's configuration count in this worker
-#: (``platform_checks``): a new release loads every tenant again, since it may read a
-#: configuration more strictly than the one that checked it.
-RELEASE = __version__
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 log = logging.getLogger("aap.platform")
 
@@ -259,35 +248,37 @@ class Runtimes:
         record, loaded, packed = await self.work.blocking(self._load, tenant_id, None)
         if record is not None and record.suspended_ms is None:
             self._checked(record, loaded, packed, seen)
-            checked = [(record.tenant_id, record.revision)]
-            self.work.in_background(
-                ("checked", tenant_id), self.registry.store.record_checks, checked, RELEASE, _now_ms()
-            )
 
-    async def check_records(self, records: Sequence[TenantRecord]) -> None:
+    async def check_records(self, records: Sequence[TenantRecord]) -> float:
         """:meth:`check` of each of ``records``, a page of the registry as read (nothing read
-        again), in one trip to the executor: when the worker starts, the tenants no worker of
-        this release has checked are loaded this way, and kept packed for their first request
-        while there is room (docs/platform.md, "Sizing"). Each is then noted as checked, so
-        that the next worker to start passes it by."""
-        served = [record for record in records if record.suspended_ms is None]
+        again), in one trip to the executor: when the worker starts, every tenant's
+        configuration is loaded this way, and kept packed for its first request while there is
+        room (docs/platform.md, "Sizing"). Returns the CPU seconds the executor's thread spent
+        (the pass paces itself by them)."""
         wanted = [
             record
-            for record in served
-            if record.tenant_id not in self._unavailable
+            for record in records
+            if record.suspended_ms is None
+            and record.tenant_id not in self._unavailable
             and record.tenant_id not in self._stores
             and self._loaded_revision(record.tenant_id) != record.revision
         ]
+        if not wanted:
+            return 0.0
         seen = {record.tenant_id: self._drops.get(record.tenant_id, 0) for record in wanted}
-        for record, loaded, packed in await self.work.blocking(self._load_records, wanted) if wanted else ():
+        found, cpu = await self.work.blocking(self._load_records, wanted)
+        for record, loaded, packed in found:
             self._checked(record, loaded, packed, seen[record.tenant_id])
-        checked = [(record.tenant_id, record.revision) for record in served]
-        await self.work.blocking(self.registry.store.record_checks, checked, RELEASE, _now_ms())
+        return cpu
 
     def _load_records(
         self, records: Sequence[TenantRecord]
-    ) -> list[tuple[TenantRecord, Settings | ConfigError | tomllib.TOMLDecodeError, PackedSettings | None]]:
-        """Blocking: each record's Settings at its public URL (or why they do not load), packed."""
+    ) -> tuple[
+        list[tuple[TenantRecord, Settings | ConfigError | tomllib.TOMLDecodeError, PackedSettings | None]], float
+    ]:
+        """Blocking: each record's Settings at its public URL (or why they do not load), packed;
+        and the CPU seconds this thread spent on them."""
+        began = time.thread_time()
         loaded: list[tuple[TenantRecord, Settings | ConfigError | tomllib.TOMLDecodeError, PackedSettings | None]] = []
         for record in records:
             try:
@@ -296,7 +287,7 @@ class Runtimes:
                 loaded.append((record, exc, None))
                 continue
             loaded.append((record, settings, self.packer.pack(settings, record.revision) if self.parked else None))
-        return loaded
+        return loaded, time.thread_time() - began
 
     def _checked(
         self,

@@ -23,10 +23,6 @@ row-level security; reference tables where Citus distributes the rest,
                       checked against the secrets it names), so it has no foreign key.
 ``platform_events``   what happened to a tenant, until the platform is told
                       (:mod:`aap.store.platform_events`, docs/platform.md, "Events").
-``platform_checks``   which revision of a tenant's configuration a worker last loaded and
-                      checked, and with which release of aap: a worker starting loads only
-                      the tenants no worker has checked since (docs/platform.md, "Operating
-                      tenants"), not every tenant at every start.
 ``platform_status``   what the platform's operators see of a tenant besides its
                       configuration: since when it is suspended (served 503, its background
                       work paused, its data kept), and the reason its stored configuration
@@ -97,18 +93,9 @@ CREATE TABLE platform_status (
 )
 """
 
-_V4 = """
-CREATE TABLE platform_checks (
-    tenant_id TEXT PRIMARY KEY REFERENCES platform_tenants (tenant_id) ON DELETE CASCADE,
-    revision INTEGER NOT NULL,
-    release TEXT NOT NULL,
-    checked_ms INTEGER NOT NULL
-)
-"""
-
 MIGRATIONS = Migrations(
     "platform",
-    (_V1, _V2, platform_events.LAYOUT, _V4),
+    (_V1, _V2, platform_events.LAYOUT),
     shared=(
         "platform_tenants",
         "platform_domains",
@@ -117,7 +104,6 @@ MIGRATIONS = Migrations(
         "platform_secrets",
         "platform_status",
         "platform_events",
-        "platform_checks",
     ),
 )
 #: The longest reason a broken tenant is reported with (a configuration's problems, listed).
@@ -296,25 +282,15 @@ class PlatformStore:
         limit: int = 1000,
         matching: str | None = None,
         holding: Sequence[str] = (),
-        unchecked_by: str | None = None,
     ) -> list[TenantRecord]:
         """Tenants in id order, ``limit`` at a time after the id ``after`` (keyset paging); with
         ``matching``, those whose id or one of whose domains contains it (the platform console's
         filter: ids and host names are lower case, so is the text looked for); with
         ``holding``, those whose configuration's text contains one of these (the sweep's
-        filter: the database passes the others by, their configurations are not sent); with
-        ``unchecked_by``, those whose current revision no worker of that release has checked
-        (:meth:`record_checks`), and those reported broken at it (what broke them may be
-        mended: a secret set, an environment variable)."""
+        filter: the database passes the others by, their configurations are not sent)."""
         if "\x00" in after or "\x00" in (matching or ""):
             return []  # no id or host holds NUL, which PostgreSQL's text cannot hold either
         where, args = "t.tenant_id > ?", [after]
-        if unchecked_by is not None:
-            where += (
-                " AND (s.broken_revision = t.revision OR NOT EXISTS (SELECT 1 FROM platform_checks c"
-                " WHERE c.tenant_id = t.tenant_id AND c.revision = t.revision AND c.release = ?))"
-            )
-            args.append(unchecked_by)
         if holding:
             where += " AND (" + " OR ".join("t.config LIKE ? ESCAPE '\\'" for _ in holding) + ")"
             args += ["%" + _like_escaped(text) + "%" for text in holding]
@@ -645,22 +621,6 @@ class PlatformStore:
                 "UPDATE platform_status SET broken_revision = NULL, broken_reason = NULL, broken_ms = NULL"
                 " WHERE tenant_id = ? AND broken_revision <= ?",
                 (tenant_id, revision),
-            )
-
-    def record_checks(self, checked: Sequence[tuple[str, int]], release: str, now_ms: int) -> None:
-        """Note that a worker of ``release`` loaded and checked each (tenant, revision) of
-        ``checked``, whether it loaded or not (what failed is reported apart,
-        :meth:`report_broken`). A tenant removed meanwhile is passed by; a later revision
-        noted already stays."""
-        if not checked:
-            return
-        with self.db.transaction() as tx:
-            tx.executemany(
-                "INSERT INTO platform_checks (tenant_id, revision, release, checked_ms)"
-                " SELECT tenant_id, ?, ?, ? FROM platform_tenants WHERE tenant_id = ?"
-                " ON CONFLICT (tenant_id) DO UPDATE SET revision = excluded.revision, release = excluded.release,"
-                " checked_ms = excluded.checked_ms WHERE excluded.revision >= platform_checks.revision",
-                [(revision, release, now_ms, tenant_id) for tenant_id, revision in checked],
             )
 
     def unavailable(self, limit: int = 10_000) -> list[TenantRecord]:
