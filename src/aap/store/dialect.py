@@ -10,6 +10,7 @@ is a new attribute or method here, answered by both dialects.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -295,6 +296,17 @@ def translate_placeholders(sql: str) -> str:
     return "".join(out)
 
 
+#: The longest statement text whose translation is kept (4,096 of them at most: a few MiB).
+_CACHED_TEXT = 1000
+
+
+@functools.lru_cache(maxsize=4096)
+def _postgres_text(text: str) -> str:
+    """``text`` as PostgreSQL runs it: a pure function of the text, which every statement of
+    every request goes through, so each distinct text is translated once per process."""
+    return translate_placeholders(translate_ddl(text))
+
+
 def translate_ddl(sql: str) -> str:
     """SQLite-flavoured DDL → PostgreSQL DDL (only statements that create things).
 
@@ -337,7 +349,9 @@ class PostgresDialect(Dialect):
     row_security = True
 
     def sql(self, text: str) -> str:
-        return translate_placeholders(translate_ddl(text))
+        if len(text) > _CACHED_TEXT:  # a long IN list or VALUES batch: its text is not kept
+            return translate_placeholders(translate_ddl(text))
+        return _postgres_text(text)
 
     @contextmanager
     def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
