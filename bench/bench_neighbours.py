@@ -27,7 +27,6 @@ sample counts and wrk's fixed duration, never by waiting for a figure.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import subprocess
@@ -48,7 +47,7 @@ from aap.config.loader import parse_settings  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
 from aap.tenants import TenantRegistry  # noqa: E402
 from bench_platform import WRK_SCRIPT, listings, search_body  # noqa: E402
-from common import percentile, stop_process  # noqa: E402
+from common import percentile, start_platform, stop_process  # noqa: E402
 
 PLATFORM_HOST = "agents.platform.example"
 NOISY, QUIET = "noisy", "quiet"
@@ -92,32 +91,6 @@ def register(url: str, count: int, noisy_limited: bool) -> None:
                 registry.update(tenant, tenant_file(tenant, limited))
     finally:
         db.close()
-
-
-def start(config: Path, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from test_cli_serve import free_port
-
-    port = free_port()
-    origin = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
-    with log.open("wb") as output:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port)]
-            + ["--workers", str(workers), "--log-level", "warning"],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    for _ in range(1200):  # bounded by count
-        if proc.poll() is not None:
-            raise SystemExit("aap serve exited: " + log.read_text(errors="replace")[-2000:])
-        try:
-            if httpx.get(origin + "/healthz", headers={"host": PLATFORM_HOST}, timeout=2).status_code == 200:
-                return proc, origin
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit("aap serve did not come up")
 
 
 def sample(client: httpx.Client, origin: str, body: bytes) -> tuple[float, float]:
@@ -226,7 +199,7 @@ def main() -> None:
                 for shares in args.shares.split(","):
                     config = work / "platform.toml"
                     config.write_text(platform_file(url, shares == "on"), encoding="utf-8")
-                    proc, origin = start(config, args.workers, work / "serve.log")
+                    proc, origin = start_platform(config, args.workers, work / "serve.log", PLATFORM_HOST)
                     label = f"{backend}, noisy rate limit {limit}, fair sharing {shares}"
                     try:
                         figures = measure(origin, work, args)

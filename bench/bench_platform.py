@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from aap.config.loader import parse_settings  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
 from aap.tenants import TenantRegistry  # noqa: E402
-from common import percentile, stop_process  # noqa: E402
+from common import percentile, start_platform, stop_process  # noqa: E402
 
 PLATFORM_HOST = "agents.platform.example"
 MAKES = ("Honda", "Toyota", "Ford", "Kia", "Mazda", "Subaru", "Hyundai", "Nissan")
@@ -453,36 +453,6 @@ def rss_of(pid: int) -> float:
     return peak_rss_mib(pid, "VmRSS:")
 
 
-def start_server(config: Path, workers: int, work: Path, log_name: str) -> tuple[subprocess.Popen[bytes], str, Any]:
-    """``aap serve`` on the platform's configuration, on a free loopback port; its log in ``work``."""
-    from test_cli_serve import free_port
-
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
-    log = (work / log_name).open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port)]
-        + ["--workers", str(workers), "--log-level", "warning"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    return proc, f"http://127.0.0.1:{port}", log
-
-
-def wait_until_up(origin: str) -> None:
-    import httpx
-
-    for _ in range(1200):  # bounded by count
-        try:
-            if httpx.get(origin + "/healthz", headers={"host": PLATFORM_HOST}, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit("aap serve did not come up")
-
-
 def over_http(
     config: Path,
     registry: TenantRegistry,
@@ -499,10 +469,9 @@ def over_http(
 ) -> None:
     import httpx
 
-    proc, origin, log = start_server(config, workers, work, "serve.log")
+    started, started_wall = time.perf_counter(), time.time()
+    proc, origin = start_platform(config, workers, work / "serve.log", PLATFORM_HOST)
     try:
-        started, started_wall = time.perf_counter(), time.time()
-        wait_until_up(origin)
         pids = workers_of(proc.pid)
         print(
             f"[http] {workers} worker(s) up {time.perf_counter() - started:.1f} s after start; "
@@ -624,7 +593,6 @@ def over_http(
         )
     finally:
         stop_process(proc)
-        log.close()
 
 
 def main() -> None:

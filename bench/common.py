@@ -8,11 +8,14 @@ measures the same things the same way.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -60,18 +63,40 @@ def stop_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def wait_healthy(base: str, proc: subprocess.Popen) -> None:
-    """Wait (bounded by count) until the server at ``base`` answers ``/healthz``."""
-    for _ in range(600):
+def wait_healthy(base: str, proc: subprocess.Popen, *, host: str | None = None, log: Path | None = None) -> None:
+    """Wait (bounded by count) until the server at ``base`` answers ``/healthz`` (at ``host``,
+    a platform's own host name, when given); a server that exits first ends the run with the
+    tail of its ``log``."""
+    headers = {"host": host} if host is not None else {}
+    for _ in range(1200):
         if proc.poll() is not None:
-            raise SystemExit("server exited during startup")
+            tail = log.read_text(errors="replace")[-2000:] if log is not None else ""
+            raise SystemExit("server exited during startup" + (": " + tail if tail else ""))
         try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
+            if httpx.get(base + "/healthz", headers=headers, timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     raise SystemExit("server did not become healthy")
+
+
+def start_platform(config: Path, workers: int, log: Path, host: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``aap serve --config CONFIG --workers N`` on a free loopback port, its output in ``log``
+    (no ``AAP_`` variable of this shell passed on), once ``/healthz`` answers at ``host``."""
+    port = free_port()
+    origin = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port)]
+            + ["--workers", str(workers), "--log-level", "warning"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    wait_healthy(origin, proc, host=host, log=log)
+    return proc, origin
 
 
 def benchmark_searches(makes: list[str], geo: dict[str, float], codes: list[str]) -> dict[str, dict[str, Any]]:
