@@ -217,8 +217,7 @@ def restore(path: str, config: str | None, database: str | None, tenant: str, ye
     """Make the agent in PATH (a SQLite database: a tenant's backup, or a deployment's own
     database) tenant ID's rows on this platform, replacing what it has."""
     # Loaded only when this command runs, not with every `aap` process (aap.cli.main).
-    from aap.store import open_database
-    from aap.store.db import connect
+    from aap.store import connect_platform, open_database
     from aap.store.transfer import copy_agent
 
     settings = load_agent_or_fail(config, tenant, {"database": database} if database else None)
@@ -226,8 +225,7 @@ def restore(path: str, config: str | None, database: str | None, tenant: str, ye
     if not yes and not click.confirm(f"Replace every row of tenant {tenant} with the agent in {path}?"):
         fail("Nothing restored.")
     source = open_database(f"sqlite:///{os.path.abspath(path)}")  # an older backup is brought up to date
-    platform = connect(settings.database_url)
-    platform.platform = True  # the restored outbox is noted for the platform's runner
+    platform = connect_platform(settings.database_url)  # the restored outbox is noted for its runner
     try:
         with source.read() as reading, platform.for_tenant(settings.tenant_id).transaction() as into:
             counts = copy_agent(reading, into)

@@ -124,10 +124,17 @@ def open_database(url: str) -> Database:
     return db
 
 
-def open_platform_database(url: str) -> Database:
-    """Open (and migrate) a platform deployment's own database: its tenants' registry too."""
+def connect_platform(url: str) -> Database:
+    """A platform deployment's own database, not migrated here: what its tenants' stores write
+    for the platform (its events, when their work is due) is written with their rows."""
     db = connect(url)
     db.platform = True
+    return db
+
+
+def open_platform_database(url: str) -> Database:
+    """Open (and migrate) a platform deployment's own database: its tenants' registry too."""
+    db = connect_platform(url)
     migrate(db, PLATFORM_DOMAINS)
     return db
 
@@ -143,7 +150,6 @@ def open_stores(
     if tenant is None:
         db = open_database(url)
         return Stores(db, ReadRouter(db, read_urls, max_lag_ms=max_replica_lag_ms))
-    platform = connect(url)
-    platform.platform = True
+    platform = connect_platform(url)
     reads = ReadRouter(platform, read_urls, max_lag_ms=max_replica_lag_ms)
     return Stores(platform.for_tenant(tenant), reads.for_tenant(tenant), owner=platform)
