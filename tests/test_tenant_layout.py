@@ -228,3 +228,22 @@ def test_a_tenants_first_import_leaves_the_shared_indexes_alone(app_database) ->
             assert Stores(db.for_tenant(tenant)).inventory.count() == 30
     finally:
         db.close()
+
+
+def test_a_tenants_view_is_a_copy_that_shares_the_connections(tmp_path) -> None:
+    """``for_tenant`` makes its view with ``view_of`` (a shallow copy without the pickle
+    protocol): the view reads its own tenant's rows through its database's connections, and
+    making it changes nothing of the database it was made from."""
+    db = open_platform_database(f"sqlite:///{tmp_path / 'platform.db'}")
+    try:
+        alpha = db.for_tenant("alpha")
+        assert type(alpha) is type(db) and alpha is not db
+        assert (db.tenant, alpha.tenant) == (DEPLOYMENT_TENANT, "alpha")
+        assert db.owns_connections and not alpha.owns_connections
+        assert alpha._local is db._local and alpha._lock is db._lock  # the same connections
+        StateStore(alpha).set_mark("who", "alpha")
+        assert StateStore(db.for_tenant("alpha")).mark("who") == "alpha"
+        assert StateStore(db.for_tenant("beta")).mark("who") is None
+        assert StateStore(db).mark("who") is None
+    finally:
+        db.close()

@@ -8,7 +8,6 @@ deployments never load the driver.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import quote
@@ -20,7 +19,7 @@ from psycopg.errors import NumericValueOutOfRange, SerializationFailure
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool
 
-from aap.store.db import Database, Tx, checked_tenant
+from aap.store.db import Database, Tx, checked_tenant, view_of
 from aap.store.dialect import POSTGRESQL, Dialect
 
 
@@ -106,7 +105,7 @@ class PostgresDatabase(Database):
 
     def for_tenant(self, tenant: str) -> PostgresDatabase:
         """This database's pool as ``tenant`` sees it (many tenants share one pool of connections)."""
-        view = copy.copy(self)
+        view = view_of(self)
         view.tenant = checked_tenant(tenant)
         view.owns_pool = False
         return view
@@ -115,7 +114,7 @@ class PostgresDatabase(Database):
         """This database's pool, with every transaction's names resolved in ``schema``: a
         schema of the earlier layout, one per platform tenant, read once by the upgrade that
         moves its rows into the shared tables (:mod:`aap.store.legacy`)."""
-        view = copy.copy(self)
+        view = view_of(self)
         view.schema = schema
         view.owns_pool = False
         view.url = with_search_path(self.url, schema)

@@ -14,14 +14,13 @@ it fails; ``/healthz`` reports each one. See docs/deployment.md, "Read replicas"
 
 from __future__ import annotations
 
-import copy
 import itertools
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
-from aap.store.db import Database
+from aap.store.db import Database, view_of
 
 log = logging.getLogger("aap.store")
 
@@ -83,7 +82,7 @@ class ReadRouter:
         """These replicas as ``tenant`` reads them: the same pools and the same replica states,
         every read scoped to its rows (a platform's tenants share one router's replicas).
         ``primary``: the tenant's view of the primary already made, to read through (not another)."""
-        view = copy.copy(self)
+        view = view_of(self)
         if primary is not None and (primary.tenant != tenant or primary.url != self.primary.url):
             raise ValueError("the primary given is not this router's primary as the tenant sees it")
         view.primary = primary if primary is not None else self.primary.for_tenant(tenant)
