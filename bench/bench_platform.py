@@ -3,7 +3,7 @@
     python bench/bench_platform.py [--tenants 100000] [--listings 50] [--registered 1000]
         [--workers 2] [--seconds 10] [--rounds 3] [--warm-seconds 120] [--connections 16]
         [--samples 300] [--tenants-in-memory N] [--cluster-dir DIR]
-        [--database URL --admin-database URL]
+        [--database URL --admin-database URL] [--cold]
 
 Each tenant is a dealer with one rooftop, a domain ``tNNNNN.example`` and ``--listings``
 listings of its own (5M listings at the defaults), on a throwaway PostgreSQL cluster
@@ -274,6 +274,45 @@ def database_figures(admin_url: str, label: str) -> None:
     print(
         f"[database] {label}: {tenants_n:,} tenants, {listings_n:,} listings; relations {total:,} in pg_class "
         f"({own:,} in the application's schema: tables, indexes, sequences, TOAST); size {size / 2**30:.2f} GiB",
+        flush=True,
+    )
+
+
+def prewarm(admin_url: str) -> None:
+    """Read the application's tables and indexes into shared buffers (``pg_prewarm``) when they
+    fit, as a platform's database that has served for a while holds them (and as
+    ``pg_prewarm.autoprewarm`` restores them after a restart: docs/platform.md, "Sizing").
+
+    A database reused from an earlier run (``--database``) otherwise starts the rounds with the
+    buffers of a freshly started cluster: requests spread over every tenant then read their pages
+    from the disk while one tenant's are read once, and the ratio measures the disk, not the
+    layout. Printed either way; ``--cold`` leaves the buffers as they are."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        size = conn.execute(
+            "SELECT COALESCE(SUM(pg_relation_size(oid)), 0) FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'i', 't', 'm')"
+        ).fetchone()[0]  # type: ignore[index]
+        buffers = conn.execute(
+            "SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()[0]  # type: ignore[index]
+        if size > 0.9 * buffers:
+            print(
+                f"[database] not read into shared buffers: {size / 2**30:.2f} GiB of relations, "
+                f"{buffers / 2**30:.2f} GiB of buffers",
+                flush=True,
+            )
+            return
+        started = time.perf_counter()
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        blocks = conn.execute(
+            "SELECT COALESCE(SUM(pg_prewarm(oid)), 0) FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'i', 't', 'm')"
+        ).fetchone()[0]  # type: ignore[index]
+    print(
+        f"[database] read into shared buffers ({buffers / 2**30:.0f} GiB): {blocks * 8192 / 2**30:.2f} GiB "
+        f"in {time.perf_counter() - started:.0f} s",
         flush=True,
     )
 
@@ -608,6 +647,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--cold", action="store_true", help="leave PostgreSQL's buffers as they are (no pg_prewarm before measuring)"
+    )
     parser.add_argument("--warm-seconds", type=int, default=120, help="the longest warm-up over every tenant")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--samples", type=int, default=300, help="tenants the in-process figures are taken on")
@@ -684,6 +726,8 @@ def main() -> None:
             database_figures(admin_url, f"after {args.tenants:,} tenants")
         else:
             print(f"[setup] {have:,} tenants registered already: kept", flush=True)
+        if not args.cold:
+            prewarm(admin_url)
         in_process(settings, url, args.tenants, args.samples)
         over_http(
             config,
