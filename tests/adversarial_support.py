@@ -486,11 +486,27 @@ def hostile_heads(draw: st.DrawFn) -> tuple[bytes, str, list[tuple[str, str]], s
         name = draw(st.text(_TOKEN_CHARS, min_size=1, max_size=12)) + f"-{i}"
         size = _sized(draw, HEAD_LIMITS["field"]) if i == big else draw(st.integers(0, 400))
         fields.append((name, (CANARY + "v" * size)[: max(size, 1)]))
-    fields.append(("Connection", "close"))
+    return head_of(method, path, target, fields)
+
+
+def head_of(
+    method: str, path: str, target: str, fields: list[tuple[str, str]]
+) -> tuple[bytes, str, list[tuple[str, str]], str]:
+    """A raw request head as :func:`hostile_heads` draws them (closing its connection)."""
+    fields = [*fields, ("Connection", "close")]
     if method == "POST":
         fields.append(("Content-Length", "0"))
     head = "\r\n".join([f"{method} {target} HTTP/1.1", *(f"{n}: {v}" for n, v in fields)]) + "\r\n\r\n"
     return head.encode("latin-1"), path, fields, f"{method} {target}"
+
+
+#: Heads every run tries besides those drawn: one served, one past the request line's limit,
+#: one past a field's (the draws reach each only with some probability).
+HEAD_EXAMPLES = [
+    head_of("GET", "/healthz", "/healthz", [("Host", "adversarial")]),
+    head_of("GET", "/a2a", "/a2a?q=" + CANARY + "a" * HEAD_LIMITS["line"], [("Host", "adversarial")]),
+    head_of("POST", "/a2a", "/a2a", [("Host", "adversarial"), ("x-big", CANARY + "v" * HEAD_LIMITS["field"])]),
+]
 
 
 def head_refusal(line: str, fields: list[tuple[str, str]]) -> int | None:

@@ -36,7 +36,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
@@ -45,6 +45,7 @@ from aap.skills.catalog import SKILLS
 from adversarial_support import (
     ACCEPT,
     CANARY,
+    HEAD_EXAMPLES,
     LEGACY,
     MODERN,
     Verdicts,
@@ -367,6 +368,9 @@ def test_hostile_heads_are_refused_exactly_where_the_limits_say(runner_served):
 
     @settings(max_examples=EXAMPLES["heads"], **SETTINGS)
     @given(head=hostile_heads())
+    @example(head=HEAD_EXAMPLES[0])
+    @example(head=HEAD_EXAMPLES[1])
+    @example(head=HEAD_EXAMPLES[2])
     def exercise(head):
         data, path, fields, line = head
         expected = head_refusal(line, fields)
