@@ -11,6 +11,7 @@ requests.
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +25,24 @@ from platform_support import platform_settings, tenant_config
 
 MINUTE_MS = 60_000
 WORK = Work.for_database(True)
+
+
+def paused_here(monkeypatch) -> list[float]:
+    """``asyncio.sleep`` made to return at once in this thread, each delay recorded: the pass's
+    pauses, without waiting for them. Another thread's loop keeps the real sleep: a server some
+    other test left running polls with it, and would otherwise spin and fill the record."""
+    pauses: list[float] = []
+    real = asyncio.sleep
+    here = threading.get_ident()
+
+    async def sleep(delay: float, result: object = None) -> object:
+        if threading.get_ident() != here:
+            return await real(delay, result)
+        pauses.append(delay)
+        return result
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    return pauses
 
 
 def test_one_caller_of_many_at_once_gets_the_sweep_then_none_until_its_interval_passed(database_url) -> None:
@@ -52,12 +71,7 @@ def test_a_starting_worker_loads_every_tenant_and_keeps_its_settings_for_its_fir
     registry = TenantRegistry(settings, stores.db, environ={})
     for i in range(3):
         registry.add(f"dealer-{i}", tenant_config(f"Dealer {i}"), [f"d{i}.example"])
-    pauses: list[float] = []
-
-    async def pause(seconds: float) -> None:
-        pauses.append(seconds)
-
-    monkeypatch.setattr(platform_services.asyncio, "sleep", pause)
+    pauses = paused_here(monkeypatch)
     app = create_platform_app(settings, stores)
     ctx = app.state.platform
     try:
@@ -79,11 +93,7 @@ def test_a_starting_worker_learns_every_tenants_domains_so_requests_read_no_host
     registry = TenantRegistry(settings, stores.db, environ={})
     for i in range(3):
         registry.add(f"dealer-{i}", tenant_config(f"Dealer {i}"), [f"d{i}.example", f"www.d{i}.example"])
-
-    async def pause(seconds: float) -> None:
-        pass
-
-    monkeypatch.setattr(platform_services.asyncio, "sleep", pause)
+    paused_here(monkeypatch)
     app = create_platform_app(settings, stores)
     ctx = app.state.platform
     reads: list[str] = []
