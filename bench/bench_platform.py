@@ -283,10 +283,10 @@ def prewarm(admin_url: str) -> None:
     fit, as a platform's database that has served for a while holds them (and as
     ``pg_prewarm.autoprewarm`` restores them after a restart: docs/platform.md, "Sizing").
 
-    A database reused from an earlier run (``--database``) otherwise starts the rounds with the
-    buffers of a freshly started cluster: requests spread over every tenant then read their pages
-    from the disk while one tenant's are read once, and the ratio measures the disk, not the
-    layout. Printed either way; ``--cold`` leaves the buffers as they are."""
+    A database reused from an earlier run (``--database``) otherwise starts with the buffers of
+    a freshly started cluster: requests spread over every tenant then read their pages from the
+    disk or the operating system's cache, while one tenant's are read once, until the warm-up has
+    read most of them. Printed either way; ``--cold`` leaves the buffers as they are."""
     import psycopg
 
     with psycopg.connect(admin_url, autocommit=True) as conn:
