@@ -300,11 +300,14 @@ def translate_placeholders(sql: str) -> str:
 _CACHED_TEXT = 1000
 
 
-@functools.lru_cache(maxsize=4096)
 def _postgres_text(text: str) -> str:
-    """``text`` as PostgreSQL runs it: a pure function of the text, which every statement of
-    every request goes through, so each distinct text is translated once per process."""
+    """``text`` as PostgreSQL runs it."""
     return translate_placeholders(translate_ddl(text))
+
+
+#: :func:`_postgres_text`, kept per distinct text: a pure function of the text, which every
+#: statement of every request goes through, so each is translated once per process.
+_postgres_text_kept = functools.lru_cache(maxsize=4096)(_postgres_text)
 
 
 def translate_ddl(sql: str) -> str:
@@ -350,8 +353,8 @@ class PostgresDialect(Dialect):
 
     def sql(self, text: str) -> str:
         if len(text) > _CACHED_TEXT:  # a long IN list or VALUES batch: its text is not kept
-            return translate_placeholders(translate_ddl(text))
-        return _postgres_text(text)
+            return _postgres_text(text)
+        return _postgres_text_kept(text)
 
     @contextmanager
     def time_limit(self, tx: Tx, milliseconds: float) -> Iterator[None]:
