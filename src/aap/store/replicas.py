@@ -82,9 +82,9 @@ class ReadRouter:
         """These replicas as ``tenant`` reads them: the same pools and the same replica states,
         every read scoped to its rows (a platform's tenants share one router's replicas).
         ``primary``: the tenant's view of the primary already made, to read through (not another)."""
-        view = view_of(self)
         if primary is not None and (primary.tenant != tenant or primary.url != self.primary.url):
             raise ValueError("the primary given is not this router's primary as the tenant sees it")
+        view = view_of(self)
         view.primary = primary if primary is not None else self.primary.for_tenant(tenant)
         view._tenant = tenant
         view._views = None
