@@ -11,6 +11,7 @@ what was packed before it.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from aap.config.credentials import SecretValues
+from aap.config.model import Settings
 from aap.config.shared import SHARED_FIELDS, SettingsPacker
 from aap.server.platform import create_platform_app
 from aap.server.tenant_runtime import Runtimes
@@ -185,6 +187,20 @@ def test_packing_keeps_every_value_and_the_shared_sections_by_reference(platform
         assert getattr(back, name) is getattr(settings, name)
     assert packer.unpack(first) == settings_of(client, "dealer-a")
     assert len(packed.data) < 1024  # the tenant's own parts, not a copy of the shared sections
+
+
+def test_settings_pickle_every_field_through_their_slots(platform) -> None:
+    """Settings set their slots from their own state (the generic frozen-slots path is slower):
+    every field comes back, the one that does not compare (the secret values) included, and a
+    state of another length is refused rather than half-applied."""
+    client, _ = platform
+    settings = dataclasses.replace(settings_of(client, "dealer-c"), secrets=SecretValues({"crm-token": "s3cret"}))
+    back = pickle.loads(pickle.dumps(settings, pickle.HIGHEST_PROTOCOL))
+    for name in Settings.__slots__:
+        assert getattr(back, name) == getattr(settings, name), name
+    assert back.secrets.get("crm-token") == "s3cret"
+    with pytest.raises(ValueError):
+        object.__new__(Settings).__setstate__(settings.__getstate__()[:-1])
 
 
 def test_tenants_sharing_their_sections_share_one_holder_of_them(platform) -> None:

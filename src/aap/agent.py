@@ -120,6 +120,9 @@ DEFAULT_CLASSIFIERS: Mapping[str, ClassifierOf] = MappingProxyType(
         lead_submit.SKILL_ID: _classify_lead,
     }
 )
+#: The request media types of :data:`DEFAULT_HANDLERS`' skills: an agent that registers none of
+#: its own answers with these, made once per process rather than once per agent built.
+DEFAULT_REQUEST_MEDIA_TYPES = frozenset(s.request_media_type for s in SKILLS.values() if s.id in DEFAULT_HANDLERS)
 
 
 class DealerAgent:
@@ -133,7 +136,7 @@ class DealerAgent:
         self.deps = deps or SkillDeps(settings, stores)
         self._handlers: Mapping[str, SkillHandler] = DEFAULT_HANDLERS
         self._classifiers: Mapping[str, ClassifierOf] = DEFAULT_CLASSIFIERS
-        self._request_media_types: frozenset[str] | None = None
+        self._request_media_types: frozenset[str] | None = DEFAULT_REQUEST_MEDIA_TYPES
 
     @property
     def settings(self) -> Settings:

@@ -266,6 +266,16 @@ class Settings:
     #: worker built it (docs/platform.md, "Secrets"); empty for a deployment that is one agent.
     secrets: SecretValues = field(default=NO_SECRETS, repr=False, compare=False)
 
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getter(self) for getter in _SLOT_GETTERS)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        """Each field set through its slot's own descriptor: a worker unpacks a tenant's
+        Settings for each build (:mod:`aap.config.shared`), and the generic frozen-slots path
+        looks the fields up again for every object."""
+        for setter, value in zip(_SLOT_SETTERS, state, strict=True):
+            setter(self, value)
+
     @property
     def scope(self) -> str:
         return self.search.scope
@@ -299,3 +309,7 @@ class Settings:
         if self.scope == "aggregate" and self.dealers:
             return list(self.dealers)
         return [self.dealer]
+
+
+_SLOT_GETTERS = tuple(Settings.__dict__[name].__get__ for name in Settings.__slots__)
+_SLOT_SETTERS = tuple(Settings.__dict__[name].__set__ for name in Settings.__slots__)
