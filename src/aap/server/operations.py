@@ -197,9 +197,10 @@ def metrics_endpoint(
         feeds = render_metrics(await request.app.state.work.blocking(_feeds, request))
         if extra is not None:
             feeds += await request.app.state.work.blocking(_extra, extra)
-        return Response(
-            request.app.state.metrics.render() + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE}
-        )
+        # Off the event loop: on a platform the series of every tenant served make the text
+        # long, and with several workers each of their files is read.
+        text = await request.app.state.work.blocking(request.app.state.metrics.render)
+        return Response(text + feeds, media_type=None, headers={"Content-Type": CONTENT_TYPE})
 
     return endpoint
 

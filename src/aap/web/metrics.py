@@ -17,7 +17,11 @@ sum them). No customer state depends on these counters.
 
 Recording costs about 1–3 µs per request (measured: docs/benchmarks.md), small
 next to a request, so each request is observed as it ends; the label children
-are looked up once per label set and kept.
+are looked up once per label set and kept. The two tenant families are not the
+library's labelled counters: a platform's workers each count every tenant they
+serve, and a record of a table (:mod:`aap.web.tenant_counts`, in files of the same
+directory) is a tenth of a label child's memory. A scrape is rendered off the event
+loop: with a label set per tenant it is long.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 import aap
+from aap.web.tenant_counts import TenantCounts
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: The environment variable ``prometheus_client`` reads for its multi-process directory.
@@ -132,27 +137,16 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
-        #: On a platform (docs/platform.md): requests by tenant id and status class, no more.
-        self._tenants = Counter(
-            "aap_tenant_requests",
-            "HTTP requests by tenant (a platform deployment) and status class.",
-            ("tenant", "status"),
-            registry=self.registry,
-        )
-        #: Failed requests by tenant and code: codes are the AAP and JSON-RPC codes (a few dozen).
-        self._tenant_errors = Counter(
-            "aap_tenant_errors",
-            "Failed requests by tenant (a platform deployment) and error code (AAP code or JSON-RPC code).",
-            ("tenant", "code"),
-            registry=self.registry,
-        )
+        #: On a platform (docs/platform.md): requests by tenant id and status class, and failed
+        #: requests by tenant and code (the AAP and JSON-RPC codes, a few dozen), no more.
+        self.tenants = TenantCounts(self.multiprocess_dir)
         self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         self._error_children: dict[tuple[str, str, str], Any] = {}
         self._scrape = CollectorRegistry(auto_describe=False)
         if self.multiprocess_dir:
             MultiProcessCollector(self._scrape, path=self.multiprocess_dir)
         else:
-            for collector in (self._requests, self._errors, self._latency, self._tenants, self._tenant_errors):
+            for collector in (self._requests, self._errors, self._latency):
                 self._scrape.register(collector)
         self._scrape.register(_Info())
         ProcessCollector(registry=self._scrape)
@@ -179,10 +173,8 @@ class Metrics:
     def observe_tenant(self, tenant: str, status: int, code: str | None = None) -> None:
         """Count one finished request of platform tenant ``tenant`` (its id; ``2xx``, ``4xx``...),
         and its error ``code`` if it failed with one."""
-        self._tenants.labels(tenant, f"{status // 100}xx").inc()
-        if code:
-            self._tenant_errors.labels(tenant, code).inc()
+        self.tenants.observe(tenant, status, code)
 
     def render(self) -> str:
         """The exposition text (every worker's series in multi-process mode)."""
-        return generate_latest(self._scrape).decode()
+        return generate_latest(self._scrape).decode() + self.tenants.exposition()
