@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from aap.config.loader import parse_settings  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
 from aap.tenants import TenantRegistry  # noqa: E402
+from aap.web.tenant_counts import TenantCounts, read_records  # noqa: E402
 from common import percentile, start_platform, stop_process  # noqa: E402
 
 PLATFORM_HOST = "agents.platform.example"
@@ -492,6 +493,17 @@ def rss_of(pid: int) -> float:
     return peak_rss_mib(pid, "VmRSS:")
 
 
+def tenants_served(metrics_dir: Path) -> dict[int, int]:
+    """The tenants each worker (by pid) has answered a request of: the records of its
+    per-tenant count table in the metrics directory (src/aap/web/tenant_counts.py)."""
+    served: dict[int, int] = {}
+    for path in metrics_dir.glob("tenant_requests_*.counts"):
+        pid = int(path.name.removeprefix("tenant_requests_").split("-")[0])
+        records = read_records(path.read_bytes(), TenantCounts.TENANT_BYTES, len(TenantCounts.CLASSES))
+        served[pid] = served.get(pid, 0) + sum(1 for _ in records)
+    return served
+
+
 def over_http(
     config: Path,
     registry: TenantRegistry,
@@ -509,7 +521,10 @@ def over_http(
     import httpx
 
     started, started_wall = time.perf_counter(), time.time()
-    proc, origin = start_platform(config, workers, work / "serve.log", PLATFORM_HOST)
+    metrics_dir = work / "metrics"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir()
+    proc, origin = start_platform(config, workers, work / "serve.log", PLATFORM_HOST, metrics_dir)
     try:
         pids = workers_of(proc.pid)
         print(
@@ -574,6 +589,7 @@ def over_http(
             flush=True,
         )
         now = workers_of(proc.pid)
+        served = tenants_served(metrics_dir)
         if set(now) != set(pids):
             print(
                 f"[http] {len(set(now) - set(pids))} worker(s) replaced during the run (the server's supervisor "
@@ -582,7 +598,10 @@ def over_http(
             )
         print(
             "[http] worker RSS after the rounds: "
-            + ", ".join(f"{rss_of(p):.1f} MiB (peak {peak_rss_mib(p):.1f} MiB)" for p in now)
+            + ", ".join(
+                f"{rss_of(p):.1f} MiB (peak {peak_rss_mib(p):.1f} MiB; {served.get(p, 0):,} tenants served)"
+                for p in now
+            )
             + f"; PostgreSQL: {backend_memory(admin_url, url)}",
             flush=True,
         )

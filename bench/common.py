@@ -81,12 +81,17 @@ def wait_healthy(base: str, proc: subprocess.Popen, *, host: str | None = None, 
     raise SystemExit("server did not become healthy")
 
 
-def start_platform(config: Path, workers: int, log: Path, host: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_platform(
+    config: Path, workers: int, log: Path, host: str, metrics_dir: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """``aap serve --config CONFIG --workers N`` on a free loopback port, its output in ``log``
-    (no ``AAP_`` variable of this shell passed on), once ``/healthz`` answers at ``host``."""
+    (no ``AAP_`` variable of this shell passed on), once ``/healthz`` answers at ``host``;
+    ``metrics_dir``: the workers' metrics directory (an empty one), for the benchmark to read."""
     port = free_port()
     origin = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AAP_")}
+    if metrics_dir is not None:
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     with log.open("wb") as output:
         proc = subprocess.Popen(
             [sys.executable, "-m", "aap", "serve", "--config", str(config), "--port", str(port)]
