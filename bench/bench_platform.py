@@ -31,7 +31,9 @@ Then it measures the targets of docs/platform.md, "Sizing":
   ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``); then
   each worker's RSS, and the private memory of the PostgreSQL backends serving them;
 * a tenant added, with its listings, while the server runs: the time until it answers on
-  every worker (a run of new connections all served), and its removal.
+  every worker (a run of new connections all served), and its removal;
+* **one worker serving every tenant** (``--workers 1``, a search of each tenant once, in
+  order): its RSS after, and after a ``/metrics`` scrape (``--no-one-worker`` skips it).
 
 ``--database`` (with ``--admin-database``, the same database as a superuser) reuses a database
 an earlier run loaded. Client and server share the machine; compare the ratios within one
@@ -653,6 +655,55 @@ def over_http(
         stop_process(proc)
 
 
+def one_worker_every_tenant(config: Path, work: Path, tenants: int, connections: int) -> None:
+    """The RSS target in its own words: one worker (``--workers 1``, so that it answers every
+    request, with a metrics directory as a platform's workers have) serves a search of every
+    tenant once, in order; its RSS then, and after a ``/metrics`` scrape (whose text names every
+    tenant). Bounded by the number of tenants."""
+    import httpx
+
+    metrics_dir = work / "metrics-one-worker"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir()
+    proc, origin = start_platform(config, 1, work / "serve-one-worker.log", PLATFORM_HOST, metrics_dir)
+    try:
+        pid = (workers_of(proc.pid) or [proc.pid])[0]
+        started = rss_of(pid)
+        hosts = iter(domain(i) for i in range(tenants))
+        errors = 0
+        body = search_body("Honda")
+
+        async def each() -> None:
+            nonlocal errors
+            limits = httpx.Limits(max_connections=connections)
+            async with httpx.AsyncClient(base_url=origin, limits=limits, timeout=30) as client:
+
+                async def sender() -> None:
+                    nonlocal errors
+                    for host in hosts:  # one iterator shared by the senders: each tenant once
+                        headers = {"host": host, "A2A-Version": "1.0", "content-type": "application/json"}
+                        answer = await client.post("/a2a", content=body, headers=headers)
+                        errors += answer.status_code != 200 or b'"result"' not in answer.content
+
+                await asyncio.gather(*(sender() for _ in range(connections)))
+
+        began = time.perf_counter()
+        asyncio.run(each())
+        took = time.perf_counter() - began
+        served = tenants_served(metrics_dir).get(pid, 0)
+        after = rss_of(pid)
+        scrape = httpx.get(origin + "/metrics", headers={"host": PLATFORM_HOST}, timeout=60)
+        print(
+            f"[one worker] a search of each of {tenants:,} tenants in {took:.0f} s ({tenants / took:,.0f} req/s, "
+            f"errors {errors}; {served:,} tenants counted by the worker): worker RSS {started:.1f} MiB at start, "
+            f"{after:.1f} MiB after; {rss_of(pid):.1f} MiB after a /metrics scrape "
+            f"({scrape.status_code}, {len(scrape.content) / 1e6:.1f} MB); peak {peak_rss_mib(pid):.1f} MiB",
+            flush=True,
+        )
+    finally:
+        stop_process(proc)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tenants", type=int, default=100_000)
@@ -672,6 +723,9 @@ def main() -> None:
     parser.add_argument("--warm-seconds", type=int, default=120, help="the longest warm-up over every tenant")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--samples", type=int, default=300, help="tenants the in-process figures are taken on")
+    parser.add_argument(
+        "--no-one-worker", action="store_true", help="skip one worker serving every tenant once (its RSS after)"
+    )
     parser.add_argument("--tenants-in-memory", type=int, default=None, help="[platform] tenants_in_memory")
     parser.add_argument(
         "--tenant-concurrency",
@@ -762,6 +816,8 @@ def main() -> None:
             admin_url,
             url,
         )
+        if not args.no_one_worker:
+            one_worker_every_tenant(config, work, args.tenants, args.connections)
         db.close()
         print(
             f"[done] peak RSS of this benchmark process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
