@@ -36,15 +36,20 @@ _FIRST_RECORDS = 256
 SUFFIX = ".counts"
 
 
+def _layout(key_bytes: int, width: int) -> tuple[int, int]:
+    """Where a record's counts begin and its size: the key's length byte and the key, rounded
+    up so that the counts are 8-byte aligned, then the counts."""
+    head = (1 + key_bytes + 7) // 8 * 8
+    return head, head + 8 * width
+
+
 class CountTable:
     """Records of a key of at most ``key_bytes`` UTF-8 bytes and ``width`` counts, in memory or,
     given ``path``, in a file mapped into memory. Thread-safe (a lock around each change)."""
 
     def __init__(self, key_bytes: int, width: int, path: str | None = None) -> None:
         self.key_bytes, self.width, self.path = key_bytes, width, path
-        # The key's length byte and the key, rounded up so that the counts are 8-byte aligned.
-        self._head = (1 + key_bytes + 7) // 8 * 8
-        self.record_size = self._head + 8 * width
+        self._head, self.record_size = _layout(key_bytes, width)
         self._counts = struct.Struct(f"<{width}Q")
         self._offsets: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -125,8 +130,7 @@ def read_records(data: bytes, key_bytes: int, width: int) -> Iterator[tuple[str,
     used, file_key_bytes, file_width = _HEADER.unpack_from(data, 0)
     if (file_key_bytes, file_width) != (key_bytes, width):
         return
-    head = (1 + key_bytes + 7) // 8 * 8
-    size = head + 8 * width
+    head, size = _layout(key_bytes, width)
     counts = struct.Struct(f"<{width}Q")
     for offset in range(_HEADER.size, min(len(data), _HEADER.size + used * size) - size + 1, size):
         length = data[offset]
