@@ -273,7 +273,9 @@ class Settings:
         """Each field set through its slot's own descriptor: a worker unpacks a tenant's
         Settings for each build (:mod:`aap.config.shared`), and the generic frozen-slots path
         looks the fields up again for every object."""
-        for setter, value in zip(_SLOT_SETTERS, state, strict=True):
+        if len(state) != len(_SLOT_SETTERS):  # refused before any field is set
+            raise ValueError(f"a Settings state of {len(state)} fields, not {len(_SLOT_SETTERS)}")
+        for setter, value in zip(_SLOT_SETTERS, state):
             setter(self, value)
 
     @property
