@@ -3,7 +3,7 @@
     python bench/bench_platform.py [--tenants 100000] [--listings 50] [--registered 1000]
         [--workers 2] [--seconds 10] [--rounds 3] [--warm-seconds 120] [--connections 16]
         [--samples 300] [--tenants-in-memory N] [--cluster-dir DIR]
-        [--database URL --admin-database URL] [--cold]
+        [--database URL --admin-database URL] [--cold] [--no-one-worker] [--every-tenant-kept]
 
 Each tenant is a dealer with one rooftop, a domain ``tNNNNN.example`` and ``--listings``
 listings of its own (5M listings at the defaults), on a throwaway PostgreSQL cluster
@@ -33,7 +33,12 @@ Then it measures the targets of docs/platform.md, "Sizing":
 * a tenant added, with its listings, while the server runs: the time until it answers on
   every worker (a run of new connections all served), and its removal;
 * **one worker serving every tenant** (``--workers 1``, a search of each tenant once, in
-  order): its RSS after, and after a ``/metrics`` scrape (``--no-one-worker`` skips it).
+  order): its RSS after, and after a ``/metrics`` scrape, then the rounds on that one worker
+  (``--no-one-worker`` skips it);
+* with ``--every-tenant-kept``, the same once more with ``tenants_in_memory`` = ``--tenants``: a
+  worker that has built every tenant and keeps them, so that its rounds build nothing again —
+  the part of the spread requests' cost that is building tenants again, and the part that is
+  PostgreSQL reading pages of every tenant (it needs memory for every tenant built).
 
 ``--database`` (with ``--admin-database``, the same database as a superuser) reuses a database
 an earlier run loaded. Client and server share the machine; compare the ratios within one
@@ -471,6 +476,37 @@ def wrk(origin: str, work: Path, hosts: list[str], seconds: int, connections: in
     }
 
 
+def interleaved(
+    origin: str, work: Path, tenants: int, rounds: int, seconds: int, connections: int
+) -> dict[str, list[dict[str, float]]]:
+    """wrk's figures of ``rounds`` rounds, each the search to one tenant and then the same search
+    spread uniformly over every tenant, so that both see the same hour of a noisy machine."""
+    every = [domain(i) for i in range(tenants)]
+    figures: dict[str, list[dict[str, float]]] = {"one tenant": [], "every tenant": []}
+    for _ in range(rounds):
+        for label, hosts in (("one tenant", [domain(0)]), ("every tenant", every)):
+            figures[label].append(wrk(origin, work, hosts, seconds, connections))
+    return figures
+
+
+def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
+    """Each side's median throughput and the ratio of every tenant's to one tenant's, per round."""
+    for label, runs in figures.items():
+        rps = sorted(r["rps"] for r in runs)[len(runs) // 2]
+        print(
+            f"{tag} /a2a search, {label}: {rps:,.0f} req/s (median of {len(runs)}), "
+            f"p50 {runs[-1]['p50']:.1f} ms, p99 {runs[-1]['p99']:.1f} ms, errors {sum(r['errors'] for r in runs)}",
+            flush=True,
+        )
+    ratios = [e["rps"] / o["rps"] for o, e in zip(figures["one tenant"], figures["every tenant"])]
+    print(
+        f"{tag} every tenant / one tenant: {sorted(ratios)[len(ratios) // 2]:.2f}x (per round: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + ")",
+        flush=True,
+    )
+
+
 def workers_of(pid: int) -> list[int]:
     children: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -535,7 +571,6 @@ def over_http(
             flush=True,
         )
         every = [domain(i) for i in range(tenants)]
-        one = [domain(0)]
         probe = httpx.post(
             origin + "/a2a",
             content=search_body("Honda"),
@@ -558,11 +593,8 @@ def over_http(
             f"({warm['rps'] * warm_seconds / tenants:.0f} requests a tenant)",
             flush=True,
         )
-        figures: dict[str, list[dict[str, float]]] = {"one tenant": [], "every tenant": []}
         rounds_began = time.time()
-        for _ in range(rounds):
-            for label, hosts in (("one tenant", one), ("every tenant", every)):
-                figures[label].append(wrk(origin, work, hosts, seconds, connections))
+        figures = interleaved(origin, work, tenants, rounds, seconds, connections)
         # The sweep (one worker's pass over the tenants with feeds or a retention period) shares
         # the CPU with the rounds it overlaps: say when it last began, so a run can be read.
         swept = sweep_began_ms(admin_url)
@@ -576,20 +608,7 @@ def over_http(
             f"[http] the last sweep began: {since} (server started {rounds_began - started_wall:.0f} s before them)",
             flush=True,
         )
-        for label, runs in figures.items():
-            rps = sorted(r["rps"] for r in runs)[len(runs) // 2]
-            print(
-                f"[http] /a2a search, {label}: {rps:,.0f} req/s (median of {len(runs)}), "
-                f"p50 {runs[-1]['p50']:.1f} ms, p99 {runs[-1]['p99']:.1f} ms, errors {sum(r['errors'] for r in runs)}",
-                flush=True,
-            )
-        ratios = [e["rps"] / o["rps"] for o, e in zip(figures["one tenant"], figures["every tenant"])]
-        print(
-            f"[http] every tenant / one tenant: {sorted(ratios)[len(ratios) // 2]:.2f}x (per round: "
-            + ", ".join(f"{r:.2f}" for r in ratios)
-            + ")",
-            flush=True,
-        )
+        report_rounds("[http]", figures)
         now = workers_of(proc.pid)
         served = tenants_served(metrics_dir)
         if set(now) != set(pids):
@@ -655,17 +674,26 @@ def over_http(
         stop_process(proc)
 
 
-def one_worker_every_tenant(config: Path, work: Path, tenants: int, connections: int) -> None:
+def one_worker_every_tenant(
+    config: Path, work: Path, tenants: int, connections: int, rounds: int, seconds: int, *, kept: bool = False
+) -> None:
     """The RSS target in its own words: one worker (``--workers 1``, so that it answers every
     request, with a metrics directory as a platform's workers have) serves a search of every
     tenant once, in order; its RSS then, and after a ``/metrics`` scrape (whose text names every
-    tenant). Bounded by the number of tenants."""
+    tenant). Then the rounds of one tenant against every tenant on that worker.
+
+    ``kept``: ``config`` keeps every tenant built (``tenants_in_memory`` = the tenants), so that
+    the rounds build nothing again: next to the same rounds at the configured number, what
+    building tenants again costs the spread requests, apart from what PostgreSQL's pages of
+    every tenant cost them. Bounded by the number of tenants and wrk's fixed rounds."""
     import httpx
 
-    metrics_dir = work / "metrics-one-worker"
+    tag = "[one worker, every tenant kept]" if kept else "[one worker]"
+    metrics_dir = work / ("metrics-one-worker-kept" if kept else "metrics-one-worker")
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir()
-    proc, origin = start_platform(config, 1, work / "serve-one-worker.log", PLATFORM_HOST, metrics_dir)
+    log = work / ("serve-one-worker-kept.log" if kept else "serve-one-worker.log")
+    proc, origin = start_platform(config, 1, log, PLATFORM_HOST, metrics_dir)
     try:
         pid = (workers_of(proc.pid) or [proc.pid])[0]
         started = rss_of(pid)
@@ -694,14 +722,24 @@ def one_worker_every_tenant(config: Path, work: Path, tenants: int, connections:
         after = rss_of(pid)
         scrape = httpx.get(origin + "/metrics", headers={"host": PLATFORM_HOST}, timeout=60)
         print(
-            f"[one worker] a search of each of {tenants:,} tenants in {took:.0f} s ({tenants / took:,.0f} req/s, "
+            f"{tag} a search of each of {tenants:,} tenants in {took:.0f} s ({tenants / took:,.0f} req/s, "
             f"errors {errors}; {served:,} tenants counted by the worker): worker RSS {started:.1f} MiB at start, "
             f"{after:.1f} MiB after; {rss_of(pid):.1f} MiB after a /metrics scrape "
             f"({scrape.status_code}, {len(scrape.content) / 1e6:.1f} MB); peak {peak_rss_mib(pid):.1f} MiB",
             flush=True,
         )
+        if rounds:
+            report_rounds(tag, interleaved(origin, work, tenants, rounds, seconds, connections))
+            print(f"{tag} worker RSS after the rounds: {rss_of(pid):.1f} MiB", flush=True)
     finally:
         stop_process(proc)
+
+
+def write_config(path: Path, url: str, platform: dict[str, Any]) -> Path:
+    """An ``aap serve`` configuration: the platform's database and its ``[platform]`` table."""
+    table = "".join(f"{key} = {orjson.dumps(value).decode()}\n" for key, value in platform.items())
+    path.write_text(f"database = {orjson.dumps(url).decode()}\n\n[platform]\n{table}", encoding="utf-8")
+    return path
 
 
 def main() -> None:
@@ -725,6 +763,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300, help="tenants the in-process figures are taken on")
     parser.add_argument(
         "--no-one-worker", action="store_true", help="skip one worker serving every tenant once (its RSS after)"
+    )
+    parser.add_argument(
+        "--every-tenant-kept",
+        action="store_true",
+        help="then the same with every tenant kept built (tenants_in_memory = --tenants): the rounds build nothing",
     )
     parser.add_argument("--tenants-in-memory", type=int, default=None, help="[platform] tenants_in_memory")
     parser.add_argument(
@@ -777,16 +820,12 @@ def main() -> None:
             admin_url = cluster.admin_url_of(url)
         else:
             url, admin_url = args.database, args.admin_database or args.database
-        config = work / "platform.toml"
-        platform_table = f'host = "{PLATFORM_HOST}"\n'
         platform_doc: dict[str, Any] = {"host": PLATFORM_HOST}
         if args.tenants_in_memory:
-            platform_table += f"tenants_in_memory = {args.tenants_in_memory}\n"
             platform_doc["tenants_in_memory"] = args.tenants_in_memory
         if args.tenant_concurrency:
-            platform_table += f"tenant_concurrency = {args.tenant_concurrency}\n"
             platform_doc["tenant_concurrency"] = args.tenant_concurrency
-        config.write_text(f'database = "{url}"\n\n[platform]\n{platform_table}', encoding="utf-8")
+        config = write_config(work / "platform.toml", url, platform_doc)
         settings = parse_settings({"database": url, "platform": platform_doc}, environ={})
         db = open_platform_database(url)
         registry = TenantRegistry(settings, db, environ={})
@@ -817,7 +856,10 @@ def main() -> None:
             url,
         )
         if not args.no_one_worker:
-            one_worker_every_tenant(config, work, args.tenants, args.connections)
+            one_worker_every_tenant(config, work, args.tenants, args.connections, args.rounds, args.seconds)
+        if args.every_tenant_kept:
+            kept = write_config(work / "platform-kept.toml", url, {**platform_doc, "tenants_in_memory": args.tenants})
+            one_worker_every_tenant(kept, work, args.tenants, args.connections, args.rounds, args.seconds, kept=True)
         db.close()
         print(
             f"[done] peak RSS of this benchmark process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
