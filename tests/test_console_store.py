@@ -352,6 +352,15 @@ def test_audit_entries_page_newest_first_by_subject(dealer):
     assert [e.detail["n"] for e in store.audit_entries(before_ms=1003, limit=2)] == [2, 1]
 
 
+def test_audit_entries_written_in_one_millisecond_are_newest_first_too(dealer):
+    """Changes made in quick succession (an operator's script, the provisioning API) share a
+    millisecond: the log still lists them in the order they were written, newest first."""
+    store = dealer.stores.console
+    for i in range(20):
+        store.audit("sam@dealer.example", "lead.view", "lead_1", {"n": i}, 5000)
+    assert [e.detail["n"] for e in store.audit_entries()] == list(range(19, -1, -1))
+
+
 def test_inventory_summary_counts_by_rooftop_per_version_and_finds_vins_and_stock_numbers(dealer):
     summaries = dealer.stores.inventory_summaries
     first = summaries.summary()
