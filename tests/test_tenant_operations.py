@@ -272,6 +272,27 @@ def test_every_change_through_the_cli_and_the_api_and_a_console_visit_is_audited
     assert "tenant.add\tdealer-a" in everything and "tenant.visit\tdealer-b" in everything
 
 
+def test_a_visit_is_audited_once_even_when_the_tenants_runtime_is_built_again_between_two_pages(platform) -> None:
+    made = platform.api("POST", TENANTS, json={"id": "dealer-c", "config": tenant_config("Gamma Cars"), "domains": []})
+    assert made.status_code == 201, made.text
+    prefixed = f"https://{PLATFORM_HOST}/t/dealer-c"
+
+    def card_name() -> str:
+        return platform.http.get(f"{prefixed}/.well-known/agent-card.json").json()["name"]
+
+    with cheap_hashing():
+        browser = _signed_in(platform)
+        assert browser.get(f"{prefixed}/console/", follow_redirects=True).status_code == 200
+        assert card_name() == "Gamma Cars"
+        renamed = platform.api("PUT", f"{TENANTS}/dealer-c", json={"config": tenant_config("Gamma Group")})
+        assert renamed.status_code == 200, renamed.text
+        assert eventually(lambda: card_name() == "Gamma Group")  # the runtime under the prefix, built again
+        assert browser.get(f"{prefixed}/console/", follow_redirects=True).status_code == 200
+        browser.close()
+    visits = [e for e in _audit(platform, "dealer-c") if e["action"] == "tenant.visit"]
+    assert [(e["actor"], e["tenant"]) for e in visits] == [(OPS, "dealer-c")]
+
+
 # -- suspension -----------------------------------------------------------------------------------
 
 

@@ -77,7 +77,8 @@ NOTICES = {
     "resumed": "{tenant} is served again.",
 }
 #: Platform administrators' visits to tenants' consoles remembered per worker, so that a visit
-#: is audited once per session and tenant, not once per page.
+#: is audited once per session and tenant, not once per page (nor again when the tenant's runtime
+#: is built again between two pages).
 VISITS_KEPT = 10_000
 
 
@@ -136,6 +137,20 @@ class PlatformConsole(Console):
         super().__init__(gateway)
         self.pages = templates("aap.platform", "aap.console")
         self._template: str | None = None
+        # (tenant, session digest) -> None: held here, not by a tenant's runtime, which the
+        # worker retires and builds again whenever the tenant changes or falls out of memory.
+        self._visited: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def first_visit(self, tenant_id: str, session: Session) -> bool:
+        """Whether ``session`` opens tenant ``tenant_id``'s console for the first time in this
+        worker (remembering it, the oldest forgotten past :data:`VISITS_KEPT`)."""
+        key = (tenant_id, session.session_hash)  # a digest already, never the token
+        if key in self._visited:
+            return False
+        self._visited[key] = None
+        while len(self._visited) > VISITS_KEPT:
+            self._visited.popitem(last=False)
+        return True
 
     def guests_of(self, tenant_id: str) -> TenantGuests:
         """What tenant ``tenant_id``'s console, served under its prefix, admits of this console."""
@@ -485,7 +500,6 @@ class TenantGuests:
     def __init__(self, console: PlatformConsole, tenant_id: str) -> None:
         self.console = console
         self.tenant_id = tenant_id
-        self._visited: OrderedDict[str, None] = OrderedDict()
 
     def token(self, request: Request) -> str | None:
         # Only on the platform's own host: its cookie is never accepted at a tenant's domain.
@@ -511,12 +525,8 @@ class TenantGuests:
         """The platform's audit log records an administrator in this tenant's console: once per
         session in this worker (``tenant.visit``), however the console was reached (the tenants
         list's link, or ``/t/ID/console/`` typed in)."""
-        key = session.session_hash  # a digest already, never the token
-        if key in self._visited:
+        if not self.console.first_visit(self.tenant_id, session):
             return
-        self._visited[key] = None
-        while len(self._visited) > VISITS_KEPT:
-            self._visited.popitem(last=False)
         await self.console.gateway.blocking(self.console.audit, email, "tenant.visit", self.tenant_id, {})
 
     async def sign_out(self, request: Request, token: str) -> Response:
