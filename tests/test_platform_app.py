@@ -73,6 +73,20 @@ def test_each_domain_is_its_own_agent_with_its_own_urls(platform) -> None:
     assert beta["total"] == 5 and {v["make"] for v in beta["vehicles"]} == {"Kia"}
 
 
+def test_another_method_at_a2a_is_refused_by_the_route_a_tenant_makes_only_then(platform) -> None:
+    """A tenant's A2A surface answers ``POST /a2a`` on its direct path and makes its route only
+    for a request off it (aap.web.parts): that route still refuses another method, as a
+    deployment's does, for a tenant whose surface was built first and for one built after."""
+    client, _ = platform
+    search(client, "alpha.example")
+    search(client, "beta.example")
+    for host, prefix in (("alpha.example", ""), ("beta.example", ""), (PLATFORM_HOST, "/t/dealer-b")):
+        refused = client.get(prefix + "/a2a", headers=at(host))
+        assert refused.status_code == 405, (host, refused.text)
+        assert refused.headers["allow"] == "POST" and refused.headers["content-type"].startswith("application/json")
+        assert search(client, host, prefix)["total"] in (3, 5)  # and the direct path still answers
+
+
 def test_the_prefix_on_the_platform_host_serves_the_same_agent_with_its_own_urls(platform) -> None:
     client, _ = platform
     card = client.get("/t/dealer-b/.well-known/agent-card.json", headers=at(PLATFORM_HOST))

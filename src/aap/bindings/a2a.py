@@ -586,6 +586,7 @@ def build(gateway: Gateway) -> BindingParts:
     """The A2A binding's contribution to the app: ``POST /a2a``, answering errors in JSON-RPC."""
     binding = A2ABinding(gateway)
     return BindingParts(
-        routes=[Route(A2A_PATH, binding, methods=["POST"], name="a2a")],
+        # Made only for a request the direct path does not take (another method: 405).
+        routes=lambda: [Route(A2A_PATH, binding, methods=["POST"], name="a2a")],
         direct={(A2A_PATH, "POST"): binding},
     )

@@ -31,16 +31,25 @@ log = logging.getLogger("aap.server")
 class BuiltSurface:
     """One surface built for one agent: its routes, its direct paths, the lifespans it entered.
 
-    It holds what the surface built as it is (no copies); its router, which only a request
-    off the direct paths needs, and what leaving its lifespans takes are made on first use: a
-    platform worker holds a built surface for each of thousands of tenants."""
+    It holds what the surface built as it is (no copies); its routes when the surface gives
+    what makes them, its router, which only a request off the direct paths needs, and what
+    leaving its lifespans takes are made on first use: a platform worker holds a built surface
+    for each of thousands of tenants, and builds one again for most requests spread over more
+    tenants than it keeps."""
 
     def __init__(self, parts: BindingParts) -> None:
-        self.routes = parts.routes
+        self._routes = parts.routes
         self.direct = parts.direct
         self.lifespans = tuple(parts.lifespans)
         self._stop: asyncio.Event | None = None
         self.keeper: asyncio.Task[None] | None = None
+
+    @property
+    def routes(self) -> Sequence[BaseRoute]:
+        routes = self._routes
+        if callable(routes):
+            routes = self._routes = routes()
+        return routes
 
     @cached_property
     def router(self) -> Router:

@@ -9,7 +9,7 @@ so adding a surface never means editing another one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
@@ -26,7 +26,10 @@ class BindingParts:
     """Routes to mount, lifespans to enter and hot paths of one surface built for one agent
     (the paths it answers and their error shapes are declared, :mod:`aap.web.surface`)."""
 
-    routes: list[BaseRoute] = field(default_factory=list)
+    #: The routes, or what makes them when first asked (:class:`aap.server.runtime.BuiltSurface`):
+    #: a surface whose requests are answered by its :attr:`direct` paths, built again for each
+    #: tenant a platform worker serves, needs its routes only for a request off those paths.
+    routes: Sequence[BaseRoute] | Callable[[], Sequence[BaseRoute]] = field(default_factory=list)
     lifespans: list[Lifespan] = field(default_factory=list)
     #: (path, method or None for every method) -> the ASGI callable answering it ahead of the
     #: routes (:mod:`aap.web.direct`); the path keeps a route for the other methods.
