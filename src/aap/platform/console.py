@@ -27,7 +27,6 @@ consoles are built without guests at all, :func:`aap.server.platform.create_plat
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC
 from typing import Any
@@ -46,6 +45,7 @@ from aap.paths import CONSOLE_PREFIX
 from aap.store.console import Session, User
 from aap.store.platform import TenantRecord
 from aap.tenants import MAX_CONFIG_BYTES, TenantError, TenantRegistry
+from aap.util.memo import Memo
 from aap.web.accesslog import annotate
 from aap.web.body import BodyTooLarge, read_request_body, replay
 from aap.web.errors import route_path
@@ -137,9 +137,9 @@ class PlatformConsole(Console):
         super().__init__(gateway)
         self.pages = templates("aap.platform", "aap.console")
         self._template: str | None = None
-        # (tenant, session digest) -> None: held here, not by a tenant's runtime, which the
-        # worker retires and builds again whenever the tenant changes or falls out of memory.
-        self._visited: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # (tenant, session digest): held here, not by a tenant's runtime, which the worker
+        # retires and builds again whenever the tenant changes or falls out of memory.
+        self._visited: Memo[tuple[str, str], bool] = Memo(VISITS_KEPT)
 
     def first_visit(self, tenant_id: str, session: Session) -> bool:
         """Whether ``session`` opens tenant ``tenant_id``'s console for the first time in this
@@ -147,9 +147,7 @@ class PlatformConsole(Console):
         key = (tenant_id, session.session_hash)  # a digest already, never the token
         if key in self._visited:
             return False
-        self._visited[key] = None
-        while len(self._visited) > VISITS_KEPT:
-            self._visited.popitem(last=False)
+        self._visited.put(key, True)
         return True
 
     def guests_of(self, tenant_id: str) -> TenantGuests:
