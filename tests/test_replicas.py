@@ -60,11 +60,16 @@ def replay(replica_url: str, action: str) -> None:
 
 
 def caught_up(primary: Stores, replica_url: str) -> None:
-    """Wait (bounded by count) until the replica shows the primary's inventory version."""
+    """Wait (bounded by count) until the replica shows the primary's inventory version.
+
+    The version's row is written by a tenant's first import: until the replica has replayed
+    that import it has no row at all, which is "not caught up" too.
+    """
     wanted = primary.inventory.inventory_version()
     for _ in range(1000):
         with psycopg.connect(replica_url, autocommit=True) as conn:
-            if conn.execute("SELECT num FROM inv_meta WHERE name = 'version'").fetchone()[0] == wanted:
+            row = conn.execute("SELECT num FROM inv_meta WHERE name = 'version'").fetchone()
+            if row is not None and row[0] == wanted:
                 return
         time.sleep(0.01)
     raise AssertionError("the replica did not catch up")
