@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import pickletools
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,6 +203,29 @@ def test_settings_pickle_every_field_through_their_slots(platform) -> None:
     assert back.secrets.get("crm-token") == "s3cret"
     with pytest.raises(ValueError):
         object.__new__(Settings).__setstate__(settings.__getstate__()[:-1])
+
+
+def test_packed_settings_name_no_class_and_unpack_after_the_table_grew(platform) -> None:
+    """A packed tenant refers to its classes by their place in the packer's table, so that an
+    unpacking looks none up by name; a place once given stays, so what was packed before the
+    table grew (a tenant with sections of classes met later) unpacks to what it was."""
+    client, _ = platform
+    packer = SettingsPacker()
+    plain = settings_of(client, "dealer-a")
+    first = packer.pack(plain, 1)
+    assert first is not None
+    known = packer.class_index(Settings)
+    rich = dataclasses.replace(settings_of(client, "dealer-c"), secrets=SecretValues({"crm-token": "s3cret"}))
+    later = packer.pack(rich, 2)
+    assert later is not None and packer.class_index(Settings) == known
+    for packed in (first, later):
+        assert packer._dictionary is not None
+        raw = zlib.decompressobj(zdict=packer._dictionary).decompress(packed.data)
+        named = [op.name for op, _arg, _pos in pickletools.genops(raw) if "GLOBAL" in op.name]
+        assert named == []
+    assert packer.unpack(first) == plain
+    back = packer.unpack(later)
+    assert back == rich and back.secrets.get("crm-token") == "s3cret"
 
 
 def test_tenants_sharing_their_sections_share_one_holder_of_them(platform) -> None:

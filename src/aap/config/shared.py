@@ -85,21 +85,19 @@ class _Sections:
 
 
 class _Packer(pickle.Pickler):
-    def __init__(self, file: io.BytesIO, shared: dict[int, int]) -> None:
+    """Refers to the shared sections by their place in the holder, and to classes by their
+    place in the packer's table of them (past the sections)."""
+
+    def __init__(self, file: io.BytesIO, shared: dict[int, int], classes: SettingsPacker) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.shared = shared
+        self.classes = classes
 
     def persistent_id(self, obj: Any) -> int | None:
-        return self.shared.get(id(obj))
-
-
-class _Unpacker(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, shared: tuple[Any, ...]) -> None:
-        super().__init__(file)
-        self.shared = shared
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self.shared[pid]
+        pid = self.shared.get(id(obj))
+        if pid is None and isinstance(obj, type):
+            pid = len(SHARED_FIELDS) + self.classes.class_index(obj)
+        return pid
 
 
 class SettingsPacker:
@@ -117,6 +115,19 @@ class SettingsPacker:
     def __init__(self) -> None:
         self._dictionary: bytes | None = None
         self._holders: weakref.WeakValueDictionary[tuple[int, ...], _Sections] = weakref.WeakValueDictionary()
+        #: The classes packed Settings are made of, referred to by their place here rather than
+        #: by name: a name is looked up in its module by each unpacking, a place is an index.
+        #: Only grows, bounded by the classes a Settings tree can hold.
+        self._classes: tuple[type, ...] = ()
+        self._class_places: dict[type, int] = {}
+
+    def class_index(self, cls: type) -> int:
+        """The place of ``cls`` in this packer's table (added the first time)."""
+        place = self._class_places.get(cls)
+        if place is None:
+            place = self._class_places[cls] = len(self._classes)
+            self._classes += (cls,)
+        return place
 
     def pack(self, settings: Settings, revision: int) -> PackedSettings | None:
         """``settings`` (of a tenant at ``revision``) packed; None when they cannot be (a value
@@ -129,7 +140,7 @@ class SettingsPacker:
             self._holders[key] = holder
         buffer = io.BytesIO()
         try:
-            _Packer(buffer, {id(value): i for i, value in enumerate(values)}).dump(settings)
+            _Packer(buffer, {id(value): i for i, value in enumerate(values)}, self).dump(settings)
         except (pickle.PicklingError, TypeError, AttributeError):
             return None
         raw = buffer.getvalue()
@@ -142,5 +153,8 @@ class SettingsPacker:
         """The Settings :meth:`pack` packed (equal to them; the shared sections the same objects)."""
         assert self._dictionary is not None
         raw = zlib.decompressobj(zdict=self._dictionary).decompress(packed.data)
-        settings: Settings = _Unpacker(io.BytesIO(raw), packed.shared.values).load()
+        unpickler = pickle.Unpickler(io.BytesIO(raw))
+        # The C unpickler calls an instance's persistent_load without a Python subclass in between.
+        unpickler.persistent_load = (packed.shared.values + self._classes).__getitem__  # type: ignore[method-assign]
+        settings: Settings = unpickler.load()
         return settings
