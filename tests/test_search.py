@@ -407,6 +407,20 @@ def test_near_measures_to_the_rooftop(shop):
     assert all("distance_mi" not in v for v in search(shop)["vehicles"])
 
 
+def test_the_rooftop_index_is_built_by_the_first_search_near_a_place_and_kept(shop):
+    """An agent's rooftop index is made for ``near`` alone: a platform builds most tenants
+    again for a single search, which seldom filters on a place. Once made, it is kept."""
+    near = {"latitude": SF["latitude"], "longitude": SF["longitude"], "radius_mi": 20}
+    search(shop)
+    search(shop, filters={"make": ["Honda"]}, sort={"field": "price", "order": "asc"})
+    assert shop.handle({"type": "inventory.facets.request"}, NOW_CTX)["type"] == "inventory.facets.response"
+    assert "rooftops" not in vars(shop.deps)
+    search(shop, filters={"near": near})
+    made = vars(shop.deps)["rooftops"]
+    assert len(made) == sum(1 for rooftop in DEFAULT_ROOFTOPS if rooftop.get("geo"))
+    assert ids(search(shop, filters={"near": near})) and vars(shop.deps)["rooftops"] is made
+
+
 def test_near_radius_is_inclusive(shop):
     exact = haversine_mi(SF["latitude"], SF["longitude"], OAKLAND["latitude"], OAKLAND["longitude"])
     near = {"latitude": SF["latitude"], "longitude": SF["longitude"], "radius_mi": exact}

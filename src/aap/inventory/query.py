@@ -321,7 +321,11 @@ def _dealer_ids(settings: Settings) -> tuple[str, ...] | None:
     return tuple(p.dealer_id for p in settings.all_profiles() if p.dealer_id is not None)
 
 
-def _criteria(request: dict[str, Any], settings: Settings, rooftops: RooftopIndex[RooftopKey] | None) -> Criteria:
+#: What gives an agent's rooftop index: asked only by a request that filters on ``near``.
+RooftopsOf = Callable[[], RooftopIndex[RooftopKey]]
+
+
+def _criteria(request: dict[str, Any], settings: Settings, rooftops: RooftopsOf | None) -> Criteria:
     caps = settings.search
     currency = request.get("currency") or caps.default_currency or "USD"
     unit = request.get("mileage_unit") or caps.default_mileage_unit or "mi"
@@ -357,7 +361,7 @@ def _criteria(request: dict[str, Any], settings: Settings, rooftops: RooftopInde
             applied[key] = value
             canonical[key] = value
     if "near" in filters:
-        places = _places(rooftops if rooftops is not None else rooftop_index(settings), filters["near"])
+        places = _places(rooftops() if rooftops is not None else rooftop_index(settings), filters["near"])
     else:
         places = None
     dealer_ids = _dealer_ids(settings)
@@ -386,11 +390,12 @@ def build_criteria(
     request: dict[str, Any],
     settings: Settings,
     vocabulary: Callable[[], Iterable[str]],
-    rooftops: RooftopIndex[RooftopKey] | None = None,
+    rooftops: RooftopsOf | None = None,
 ) -> Criteria:
     """Effective criteria of an ``inventory.facets`` request (checks run first).
 
-    ``rooftops``: the agent's rooftop index for ``near`` (built from ``settings`` when absent).
+    ``rooftops``: what gives the agent's rooftop index, asked for ``near`` only (the index is
+    built from ``settings`` when absent).
     """
     checks = _Checks()
     _check_request(request, settings, vocabulary, checks)
@@ -402,7 +407,7 @@ def build_search_query(
     request: dict[str, Any],
     settings: Settings,
     vocabulary: Callable[[], Iterable[str]],
-    rooftops: RooftopIndex[RooftopKey] | None = None,
+    rooftops: RooftopsOf | None = None,
 ) -> SearchQuery:
     """Effective query of an ``inventory.search`` request (checks run first, cursor not yet)."""
     caps = settings.search

@@ -45,5 +45,7 @@ class SkillDeps:
 
     @cached_property
     def rooftops(self) -> RooftopIndex[RooftopKey]:
-        """The rooftops with coordinates, for ``near`` (made once per agent, on first use)."""
+        """The rooftops with coordinates, for ``near`` (made once per agent, by its first request
+        that filters on ``near``: a platform builds most tenants again for one search, which
+        seldom does)."""
         return rooftop_index(self.settings)

@@ -20,7 +20,9 @@ def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str,
     def answer(inventory: InventorySnapshot) -> dict[str, Any]:
         with within_budget(inventory, deps.settings.search_timeout_ms):
             vocabulary = feature_vocabulary(deps.settings, inventory)
-            criteria = build_criteria(request, deps.settings, lambda: [code for code, _ in vocabulary], deps.rooftops)
+            criteria = build_criteria(
+                request, deps.settings, lambda: [code for code, _ in vocabulary], lambda: deps.rooftops
+            )
             return inventory.facets(criteria, vocabulary)
 
     return {"type": "inventory.facets.response", "data": deps.stores.inventory.read(answer)}

@@ -78,7 +78,10 @@ def run(deps: SkillDeps, request: dict[str, Any], ctx: CallContext) -> dict[str,
     def answer(inventory: InventorySnapshot) -> tuple[SearchQuery, list[Hit], int | None, int]:
         with within_budget(inventory, settings.search_timeout_ms):
             query = build_search_query(
-                request, settings, lambda: [code for code, _ in feature_vocabulary(settings, inventory)], deps.rooftops
+                request,
+                settings,
+                lambda: [code for code, _ in feature_vocabulary(settings, inventory)],
+                lambda: deps.rooftops,
             )
             if cursor is not None:
                 query = replace(query, after=cursor.continue_from(query.digest))
