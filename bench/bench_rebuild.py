@@ -1,6 +1,6 @@
 """What a request spread over more tenants than a worker keeps built costs, part by part, in one process.
 
-    python bench/bench_rebuild.py [--tenants 3000] [--kept 300] [--listings 0]
+    python bench/bench_rebuild.py [--tenants 3000] [--kept 300] [--listings 0] [--limit 10]
         [--requests 6000] [--alternations 3] [--postgres | --database URL]
 
 Registers ``--tenants`` tenants of one platform (SQLite in a temporary file by default; a
@@ -8,7 +8,8 @@ throwaway PostgreSQL cluster with ``--postgres``), each with ``--listings`` list
 and serves every one of them once, so that each tenant's settings are packed as a worker keeps
 them. Then, ``--alternations`` times, it runs ``--requests`` requests of two kinds one after the
 other, each as a worker serves an ``/a2a`` search without its HTTP parts: the tenant's runtime
-(``Runtimes.get``), its A2A surface, one ``inventory.search`` through its gateway —
+(``Runtimes.get``), its A2A surface, one ``inventory.search`` through its gateway (Hondas,
+``--limit`` a page: a page that is not the last carries a cursor) —
 
 * **spread**: request ``n`` is tenant ``n mod --tenants``'s; ``tenants_in_memory`` is ``--kept``,
   fewer than the tenants, so nearly every request builds its tenant again;
@@ -87,7 +88,7 @@ class Parts:
         return each
 
 
-def measure(url: str, tenants: int, kept: int, count: int, requests: int, alternations: int) -> None:
+def measure(url: str, tenants: int, kept: int, count: int, limit: int, requests: int, alternations: int) -> None:
     from aap.gateway import Caller
     from aap.server.platform import create_platform_app
     from aap.server.runner import settled
@@ -107,7 +108,7 @@ def measure(url: str, tenants: int, kept: int, count: int, requests: int, altern
     a2a = next(i for i, s in enumerate(runtimes.surfaces) if s.name == "a2a")
     skill = SKILLS["inventory.search"]
     caller = Caller("bench", "bench-client")
-    payload = {"type": "inventory.search.request", "filters": {"make": ["Honda"]}, "pagination": {"limit": 10}}
+    payload = {"type": "inventory.search.request", "filters": {"make": ["Honda"]}, "pagination": {"limit": limit}}
     parts = Parts()
     runtimes.packer.unpack = parts.timed("unpack", runtimes.packer.unpack)  # type: ignore[method-assign]
     runtimes._assemble = parts.timed("assemble", runtimes._assemble)  # type: ignore[method-assign]
@@ -136,7 +137,10 @@ def measure(url: str, tenants: int, kept: int, count: int, requests: int, altern
         settled(app)  # as a worker does before serving
         await run(True)
         await run(False)
-        print(f"[rebuild] {tenants:,} tenants, {kept:,} kept built, {count} listings each, {requests:,} requests a run")
+        print(
+            f"[rebuild] {tenants:,} tenants, {kept:,} kept built, {count} listings each, pages of {limit}, "
+            f"{requests:,} requests a run"
+        )
         print(f"[rebuild] µs a request: total, then {', '.join(PARTS)}")
         for _ in range(max(1, alternations)):
             spread, spread_parts = await run(True)
@@ -160,6 +164,7 @@ def main() -> None:
     parser.add_argument("--tenants", type=int, default=3000)
     parser.add_argument("--kept", type=int, default=300, help="[platform] tenants_in_memory (fewer than --tenants)")
     parser.add_argument("--listings", type=int, default=0, help="listings imported for each tenant")
+    parser.add_argument("--limit", type=int, default=10, help="the search's page size")
     parser.add_argument("--requests", type=int, default=6000, help="requests of each kind a run")
     parser.add_argument("--alternations", type=int, default=3)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL cluster")
@@ -178,7 +183,7 @@ def main() -> None:
     else:
         url = f"sqlite:///{tempfile.mkdtemp(prefix='aap-rebuild-')}/platform.db"
     try:
-        measure(url, args.tenants, args.kept, args.listings, args.requests, args.alternations)
+        measure(url, args.tenants, args.kept, args.listings, args.limit, args.requests, args.alternations)
     finally:
         if cluster is not None:
             cluster.stop()
