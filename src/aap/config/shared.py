@@ -88,15 +88,15 @@ class _Packer(pickle.Pickler):
     """Refers to the shared sections by their place in the holder, and to classes by their
     place in the packer's table of them (past the sections)."""
 
-    def __init__(self, file: io.BytesIO, shared: dict[int, int], classes: SettingsPacker) -> None:
+    def __init__(self, file: io.BytesIO, shared: dict[int, int], packer: SettingsPacker) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.shared = shared
-        self.classes = classes
+        self.packer = packer
 
     def persistent_id(self, obj: Any) -> int | None:
         pid = self.shared.get(id(obj))
         if pid is None and isinstance(obj, type):
-            pid = len(SHARED_FIELDS) + self.classes.class_index(obj)
+            pid = len(SHARED_FIELDS) + self.packer.class_index(obj)
         return pid
 
 
@@ -105,9 +105,10 @@ class SettingsPacker:
     the registry nor parses TOML, in about a tenth of their memory.
 
     A tenant's own parts (identity, dealer profile, secret values) are pickled and compressed
-    against a dictionary: the first Settings this packer packs, whose class and field names,
-    defaults and phrasing every other tenant's repeat. The sections it shares with other
-    tenants are referred to, not copied, through one holder per distinct set of them. The
+    against a dictionary: the first Settings this packer packs, whose field names, defaults and
+    phrasing every other tenant's repeat. The sections it shares with other tenants are referred
+    to, not copied, through one holder per distinct set of them, and its classes by their place
+    in the packer's table. The
     bytes are made by this process from its own Settings and only ever read back by it: never
     stored, sent or taken from outside, which is what makes :mod:`pickle` the right tool here.
     """
