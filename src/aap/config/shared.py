@@ -108,9 +108,9 @@ class SettingsPacker:
     against a dictionary: the first Settings this packer packs, whose field names, defaults and
     phrasing every other tenant's repeat. The sections it shares with other tenants are referred
     to, not copied, through one holder per distinct set of them, and its classes by their place
-    in the packer's table. The
-    bytes are made by this process from its own Settings and only ever read back by it: never
-    stored, sent or taken from outside, which is what makes :mod:`pickle` the right tool here.
+    in the packer's table. The bytes are made by this process from its own Settings and only
+    ever read back by it: never stored, sent or taken from outside, which is what makes
+    :mod:`pickle` the right tool here.
     """
 
     def __init__(self) -> None:
