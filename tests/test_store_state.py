@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from aap.store import open_stores
+from aap.store.state import KeysKept, StateStore
 
 
 @pytest.fixture
@@ -118,3 +119,48 @@ def test_values_expire(workers):
     assert two.get_value("ns", "k", now=250.0) == "v2"
     assert two.get_value("ns", "k", now=300.0) is None
     assert two.get_value("ns", "missing") is None
+
+
+def rewrite_secret(db, name: str, value: bytes) -> None:
+    """Change a stored secret behind the stores' back (what no code path does: a secret stays)."""
+    with db.transaction() as tx:
+        tx.execute(
+            "UPDATE state_secret SET value = ? WHERE tenant_id = ? AND name = ?", (value.hex(), tx.tenant, name)
+        )
+
+
+def test_kept_keys_serve_every_build_of_a_tenant_and_never_another_tenant(url):
+    """A platform worker builds a tenant's stores again and again: the secrets it kept are what
+    each build uses, without reading them, and are never given to a build of another tenant.
+    Forgetting a tenant (it changed) makes its next build read them again."""
+    stores = open_stores(url)
+    try:
+        keys = KeysKept(10)
+        alpha, beta = stores.db.for_tenant("alpha"), stores.db.for_tenant("beta")
+        first = StateStore(alpha, keys).secret("cursor")
+        rewrite_secret(alpha, "cursor", bytes(32))
+        assert StateStore(alpha, keys).secret("cursor") == first  # kept: not read again
+        assert StateStore(alpha).secret("cursor") == bytes(32)  # without kept keys: read
+        other = StateStore(beta, keys).secret("cursor")
+        assert other not in (first, bytes(32))
+        assert StateStore(beta, keys).secret("cursor") == other
+        assert StateStore(alpha, keys).secret("other") not in (first, other)
+        keys.forget("alpha")
+        assert StateStore(alpha, keys).secret("cursor") == bytes(32)
+        assert StateStore(beta, keys).secret("cursor") == other
+    finally:
+        stores.close()
+
+
+def test_a_secret_read_before_a_tenant_was_forgotten_is_not_kept_and_kept_keys_are_bounded():
+    keys = KeysKept(2)
+    seen = keys.forgotten
+    keys.forget("alpha")  # alpha removed and added again while its old secret was being read
+    keys.put("alpha", "cursor", b"o" * 32, seen)
+    assert keys.get("alpha", "cursor") is None
+    keys.put("alpha", "cursor", b"n" * 32, keys.forgotten)
+    keys.put("alpha", "console", b"c" * 32, keys.forgotten)
+    assert keys.get("alpha", "cursor") == b"n" * 32 and keys.get("alpha", "console") == b"c" * 32
+    keys.put("beta", "cursor", b"b" * 32, keys.forgotten)
+    keys.put("gamma", "cursor", b"g" * 32, keys.forgotten)  # past two tenants: the least recently used goes
+    assert len(keys) == 2 and keys.get("alpha", "cursor") is None and keys.get("gamma", "cursor") == b"g" * 32

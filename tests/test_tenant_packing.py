@@ -174,6 +174,33 @@ def test_without_room_for_packed_settings_every_build_reads_the_registry(platfor
     assert reads.count == 1 and not runtimes_of(client)._packed
 
 
+def test_a_tenant_built_again_uses_the_secrets_its_worker_kept_until_it_changes(platform) -> None:
+    """The cursor key of a tenant pushed out and built again is the one its worker kept (its
+    stored row is not read again); a change of the tenant makes the worker read it again, and
+    no tenant's build is given another's."""
+    client, _ = platform
+    runtimes = runtimes_of(client)
+
+    def state_of(tenant_id: str):
+        async def get():
+            runtime = await runtimes.get(tenant_id, f"https://{HOSTS[tenant_id]}")
+            assert runtime is not None
+            return runtime.gateway.stores.state
+
+        return client.portal.call(get)
+
+    state = state_of("dealer-a")
+    key = state.secret("cursor-hmac")
+    with state.db.transaction() as tx:  # the stored row changed behind the worker (nothing does)
+        tx.execute("UPDATE state_secret SET value = ? WHERE tenant_id = ?", ("00" * 32, tx.tenant))
+    beta = state_of("dealer-b")  # one tenant kept built: dealer-a is pushed out
+    assert beta.secret("cursor-hmac") not in (key, bytes(32))
+    again = state_of("dealer-a")
+    assert again is not state and again.secret("cursor-hmac") == key
+    runtimes.drop("dealer-a")  # what the registry's change feed does when the tenant changes
+    assert state_of("dealer-a").secret("cursor-hmac") == bytes(32)
+
+
 def test_packing_keeps_every_value_and_the_shared_sections_by_reference(platform) -> None:
     client, _ = platform
     packer = SettingsPacker()

@@ -30,6 +30,7 @@ from aap.server.runtime import AgentRuntime
 from aap.store import Stores
 from aap.store.platform import TenantRecord
 from aap.store.replicas import ReadRouter
+from aap.store.state import KeysKept
 from aap.tenants import TenantRegistry, load_reason
 from aap.web.surface import Surface
 from aap.work import Work
@@ -107,6 +108,9 @@ class Runtimes:
         #: serving more tenants than it keeps built builds most of them again, from these.
         self._packed: OrderedDict[str, PackedSettings] = OrderedDict()
         self.packer = SettingsPacker()
+        #: Each tenant's secrets as last read, until the tenant changes (bounded like the packed
+        #: settings): a tenant built again does not read its cursor key again.
+        self.keys = KeysKept(parked)
         self._stores: dict[str, tuple[Stores, int]] = {}
         self._building: dict[tuple[str, str], asyncio.Future[AgentRuntime | None]] = {}
         self._closing: set[asyncio.Task[None]] = set()
@@ -351,7 +355,11 @@ class Runtimes:
             return held[0]
         db = self.registry.data.open(tenant_id)  # a view of the platform's database: nothing opened
         stores = Stores(
-            db, self.reads.for_tenant(tenant_id, db), index_min_rows=INDEX_MIN_ROWS, facet_cache_size=FACET_CACHE
+            db,
+            self.reads.for_tenant(tenant_id, db),
+            index_min_rows=INDEX_MIN_ROWS,
+            facet_cache_size=FACET_CACHE,
+            keys=self.keys,
         )
         self._stores[tenant_id] = (stores, 1)
         return stores
@@ -360,6 +368,7 @@ class Runtimes:
         """Stop serving ``tenant_id`` from what was built for it (its next request rebuilds)."""
         self._unavailable.pop(tenant_id, None)
         self._packed.pop(tenant_id, None)
+        self.keys.forget(tenant_id)
         self._drops[tenant_id] = self._drops.get(tenant_id, 0) + 1
         keys = [key for key in self._runtimes if key[0] == tenant_id]
         for key in keys:

@@ -30,7 +30,7 @@ from aap.store.leads import LeadStore
 from aap.store.migrations import PLATFORM_DOMAINS, migrate
 from aap.store.poppy import PoppyStore
 from aap.store.replicas import ReadRouter
-from aap.store.state import StateStore
+from aap.store.state import KeysKept, StateStore
 
 T = TypeVar("T")
 
@@ -78,11 +78,14 @@ class Stores:
         index_min_rows: int = 0,
         facet_cache_size: int = 256,
         owner: Database | None = None,
+        keys: KeysKept | None = None,
     ) -> None:
         """``owner``: the database ``db`` is a tenant's view of, when these stores opened it
-        themselves (it is closed with them)."""
+        themselves (it is closed with them). ``keys``: the worker's secrets kept across builds
+        of a platform's tenants."""
         self.db = db
         self._owner = owner
+        self._keys = keys
         self.reads = reads or ReadRouter(db)
         self._index_min_rows = index_min_rows
         self._facet_cache_size = facet_cache_size
@@ -92,7 +95,7 @@ class Stores:
             s.db, reads=s.reads, index_min_rows=s._index_min_rows, facet_cache_size=s._facet_cache_size
         )
     )
-    state = _Built(lambda s: StateStore(s.db))
+    state = _Built(lambda s: StateStore(s.db, s._keys))
     leads = _Built(lambda s: LeadStore(s.db))
     poppy = _Built(lambda s: PoppyStore(s.db))
     feeds = _Built(lambda s: FeedStore(s.db))

@@ -16,6 +16,7 @@ import time
 from datetime import datetime
 
 from aap.store.db import Database, Migrations, Tx
+from aap.util.memo import Memo
 
 _LAYOUT = """
 CREATE TABLE state_secret (
@@ -73,11 +74,52 @@ def _seconds(value: float | datetime | None) -> float:
     return float(value)
 
 
+class KeysKept:
+    """The secrets of the agents a platform worker builds, kept across its builds of each.
+
+    A worker serving more tenants than it keeps built builds most of them again, each time with
+    new stores: a tenant's secret (the cursor key among them) would be read again, in a
+    transaction of its own, by almost every request spread over the tenants that signs or
+    checks a cursor. A secret never changes while its tenant lives, so the worker keeps it
+    until the tenant changes (:meth:`forget`; a removal is a change), at most ``kept`` tenants'
+    secrets, the least recently used dropped first. Keyed by the tenant a store's database
+    view is bound to: no tenant is ever given another's.
+    """
+
+    def __init__(self, kept: int) -> None:
+        self._memo: Memo[str, tuple[tuple[str, bytes], ...]] = Memo(max(1, kept), lru=True)
+        #: Tenants forgotten so far: a secret read before a tenant was forgotten is not kept
+        #: after it (it may be that of a tenant removed, then added again under its id).
+        self.forgotten = 0
+
+    def get(self, tenant: str, name: str) -> bytes | None:
+        for kept_name, value in self._memo.peek(tenant) or ():
+            if kept_name == name:
+                return value
+        return None
+
+    def put(self, tenant: str, name: str, value: bytes, seen: int) -> None:
+        """Keep ``value``, read when :attr:`forgotten` was ``seen``, unless a tenant was forgotten since."""
+        if seen != self.forgotten:
+            return
+        others = tuple(pair for pair in self._memo.peek(tenant) or () if pair[0] != name)
+        self._memo.put(tenant, (*others, (name, value)))
+
+    def forget(self, tenant: str) -> None:
+        self.forgotten += 1
+        self._memo.discard(tenant)
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
 class StateStore:
     """Small shared-state primitives on the deployment database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, keys: KeysKept | None = None) -> None:
         self.db = db
+        #: The worker's secrets kept across builds of this agent (a platform's tenant), if any.
+        self.keys = keys
         self._secrets: dict[str, bytes] = {}
         self._calls = 0
         self._lock = threading.Lock()
@@ -108,6 +150,13 @@ class StateStore:
         cached = self._secrets.get(name)
         if cached is not None:
             return cached
+        keys, seen = self.keys, 0
+        if keys is not None:
+            seen = keys.forgotten
+            kept = keys.get(self.db.tenant, name)
+            if kept is not None:
+                self._secrets[name] = kept
+                return kept
         # Read first: a secret exists but for an agent's first use, and a platform worker asks
         # again for each tenant it builds anew, where a write transaction would cost far more.
         with self.db.read() as tx:
@@ -115,6 +164,8 @@ class StateStore:
         if row is not None:
             value = bytes.fromhex(row[0])
             self._secrets[name] = value
+            if keys is not None:
+                keys.put(self.db.tenant, name, value, seen)
             return value
         with self.db.transaction() as tx:
             tx.execute(
@@ -126,6 +177,8 @@ class StateStore:
                 tx.one("SELECT value FROM state_secret WHERE tenant_id = ? AND name = ?", (tx.tenant, name))[0]
             )
         self._secrets[name] = value
+        if keys is not None:
+            keys.put(self.db.tenant, name, value, seen)
         return value
 
     # -- rate limiting --------------------------------------------------------
