@@ -124,9 +124,7 @@ def test_values_expire(workers):
 def rewrite_secret(db, name: str, value: bytes) -> None:
     """Change a stored secret behind the stores' back (what no code path does: a secret stays)."""
     with db.transaction() as tx:
-        tx.execute(
-            "UPDATE state_secret SET value = ? WHERE tenant_id = ? AND name = ?", (value.hex(), tx.tenant, name)
-        )
+        tx.execute("UPDATE state_secret SET value = ? WHERE tenant_id = ? AND name = ?", (value.hex(), tx.tenant, name))
 
 
 def test_kept_keys_serve_every_build_of_a_tenant_and_never_another_tenant(url):
