@@ -29,7 +29,6 @@ import asyncio
 import collections
 import functools
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +42,7 @@ from aap.config.loader import parse_settings  # noqa: E402
 from aap.server import runtime as runtime_module  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
 from bench_platform import PLATFORM_HOST, listings  # noqa: E402
-from bench_tenant_memory import domain, register, tenant_id  # noqa: E402
+from bench_tenant_memory import domain, platform_database, register, tenant_id  # noqa: E402
 
 PARTS = ("unpack", "assemble", "retire", "surface", "search")
 
@@ -172,21 +171,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.kept >= args.tenants:
         parser.error("--kept must be fewer than --tenants, or no request builds its tenant again")
-    cluster = None
-    if args.database:
-        url = args.database
-    elif args.postgres:
-        from pg_cluster import PostgresCluster
-
-        cluster = PostgresCluster().start(in_memory=True)
-        url = cluster.create_database(role="aap_bench")
-    else:
-        url = f"sqlite:///{tempfile.mkdtemp(prefix='aap-rebuild-')}/platform.db"
-    try:
+    with platform_database(args.database, postgres=args.postgres, prefix="aap-rebuild-") as url:
         measure(url, args.tenants, args.kept, args.listings, args.limit, args.requests, args.alternations)
-    finally:
-        if cluster is not None:
-            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import gc
 import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,21 +180,27 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="types of tracked objects listed")
     parser.add_argument("--lines", type=int, default=0, help="with --tracemalloc: source lines of the heap listed")
     args = parser.parse_args()
-    cluster = None
-    if args.database:
-        url = args.database
-    elif args.postgres:
-        from pg_cluster import PostgresCluster
-
-        cluster = PostgresCluster().start(in_memory=True)
-        url = cluster.create_database(role="aap_bench")
-    else:
-        url = f"sqlite:///{tempfile.mkdtemp(prefix='aap-tenant-memory-')}/platform.db"
-    try:
+    with platform_database(args.database, postgres=args.postgres, prefix="aap-tenant-memory-") as url:
         measure(url, args.tenants, search=args.search, trace=args.tracemalloc, top=args.top, lines=args.lines)
+
+
+@contextlib.contextmanager
+def platform_database(database: str | None, *, postgres: bool, prefix: str) -> Iterator[str]:
+    """The URL of the platform database to measure on: ``database`` as it is, else one on a
+    throwaway PostgreSQL cluster (``postgres``; stopped after), else a temporary SQLite file."""
+    if database:
+        yield database
+        return
+    if not postgres:
+        yield f"sqlite:///{tempfile.mkdtemp(prefix=prefix)}/platform.db"
+        return
+    from pg_cluster import PostgresCluster
+
+    cluster = PostgresCluster().start(in_memory=True)
+    try:
+        yield cluster.create_database(role="aap_bench")
     finally:
-        if cluster is not None:
-            cluster.stop()
+        cluster.stop()
 
 
 if __name__ == "__main__":
