@@ -157,29 +157,29 @@ class StateStore:
             if kept is not None:
                 self._secrets[name] = kept
                 return kept
+        value = self._stored_secret(name)
+        self._secrets[name] = value
+        if keys is not None:
+            keys.put(self.db.tenant, name, value, seen)
+        return value
+
+    def _stored_secret(self, name: str) -> bytes:
+        """The secret ``name`` as stored, made and stored first if there is none yet."""
         # Read first: a secret exists but for an agent's first use, and a platform worker asks
         # again for each tenant it builds anew, where a write transaction would cost far more.
         with self.db.read() as tx:
             row = tx.fetchone("SELECT value FROM state_secret WHERE tenant_id = ? AND name = ?", (tx.tenant, name))
         if row is not None:
-            value = bytes.fromhex(row[0])
-            self._secrets[name] = value
-            if keys is not None:
-                keys.put(self.db.tenant, name, value, seen)
-            return value
+            return bytes.fromhex(row[0])
         with self.db.transaction() as tx:
             tx.execute(
                 "INSERT INTO state_secret (tenant_id, name, value) VALUES (?, ?, ?)"
                 " ON CONFLICT (tenant_id, name) DO NOTHING",
                 (tx.tenant, name, _secrets.token_hex(32)),
             )
-            value = bytes.fromhex(
+            return bytes.fromhex(
                 tx.one("SELECT value FROM state_secret WHERE tenant_id = ? AND name = ?", (tx.tenant, name))[0]
             )
-        self._secrets[name] = value
-        if keys is not None:
-            keys.put(self.db.tenant, name, value, seen)
-        return value
 
     # -- rate limiting --------------------------------------------------------
     def take_token(
