@@ -147,13 +147,15 @@ class SettingsPacker:
         raw = buffer.getvalue()
         if self._dictionary is None:
             self._dictionary = raw
-        compressor = zlib.compressobj(1, zdict=self._dictionary)
+        compressor = zlib.compressobj(1, wbits=-zlib.MAX_WBITS, zdict=self._dictionary)
         return PackedSettings(revision, compressor.compress(raw) + compressor.flush(), holder)
 
     def unpack(self, packed: PackedSettings) -> Settings:
         """The Settings :meth:`pack` packed (equal to them; the shared sections the same objects)."""
         assert self._dictionary is not None
-        raw = zlib.decompressobj(zdict=self._dictionary).decompress(packed.data)
+        # A raw deflate stream (no header, no checksum: these bytes never leave the process)
+        # takes its dictionary when the decompressor is made, not on a second pass.
+        raw = zlib.decompressobj(wbits=-zlib.MAX_WBITS, zdict=self._dictionary).decompress(packed.data)
         unpickler = pickle.Unpickler(io.BytesIO(raw))
         # The C unpickler calls an instance's persistent_load without a Python subclass in between.
         unpickler.persistent_load = (packed.shared.values + self._classes).__getitem__  # type: ignore[method-assign]
