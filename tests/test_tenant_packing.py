@@ -10,6 +10,7 @@ what was packed before it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import pickle
 import pickletools
@@ -118,6 +119,40 @@ def test_a_tenant_pushed_out_is_built_again_without_reading_the_registry(platfor
     assert again == loaded
     for name in SHARED_FIELDS:  # what tenants share is still shared, not a copy of it
         assert getattr(again, name) is getattr(first, name)
+
+
+def test_requests_arriving_together_for_a_packed_tenant_share_one_build(platform) -> None:
+    """A tenant built again from its packed settings is built before any other request runs,
+    and so is a surface with no lifespans to enter: requests arriving together get one runtime
+    and one surface, each built once, and nothing is left that lingers when it is pushed out."""
+    client, _ = platform
+    runtimes = runtimes_of(client)
+    assert dealer_name(client, "dealer-a") == "Alpha Motors"
+    assert dealer_name(client, "dealer-b") == "Beta Cars"  # Alpha pushed out, its settings packed
+    reads = Reads(client)
+    assembled: list[object] = []
+    assemble = runtimes._assemble
+
+    def counted(*args):
+        runtime = assemble(*args)
+        assembled.append(runtime)
+        return runtime
+
+    runtimes._assemble = counted  # type: ignore[method-assign]
+    a2a = next(i for i, surface in enumerate(runtimes.surfaces) if surface.name == "a2a")
+
+    async def together():
+        got = await asyncio.gather(*(runtimes.get("dealer-a", f"https://{HOSTS['dealer-a']}") for _ in range(4)))
+        surfaces = await asyncio.gather(*(got[0].surface(a2a, client.app) for _ in range(4)))
+        return got, surfaces
+
+    got, surfaces = client.portal.call(together)
+    assert reads.count == 0 and len(assembled) == 1
+    assert all(runtime is assembled[0] for runtime in got)
+    assert all(surface is surfaces[0] for surface in surfaces) and got[0].built(a2a) is surfaces[0]
+    assert not got[0].lingering
+    assert dealer_name(client, "dealer-b") == "Beta Cars"  # Alpha pushed out again: closed at once
+    assert got[0].closed and not runtimes._closing
 
 
 def test_a_change_is_served_by_a_tenant_built_again_from_packed_settings(platform) -> None:

@@ -105,13 +105,15 @@ class AgentRuntime:
         self._built: dict[int, BuiltSurface] = {}
         #: Surfaces being built (made by the first build: most runtimes never wait on one).
         self._building: dict[int, asyncio.Future[BuiltSurface]] | None = None
+        #: Whether a surface was started with lifespans to enter (most runtimes never are).
+        self._entered = False
         self.closed = False
 
     @property
     def lingering(self) -> bool:
         """True when one of its surfaces entered lifespans, which requests in flight may still
         use, or is being built (and may enter some)."""
-        return bool(self._building) or any(built.keeper is not None for built in self._built.values())
+        return self._entered or bool(self._building)
 
     def prepare(self) -> None:
         """Build every surface now, in order (a deployment that is one agent, as its app is made);
@@ -124,7 +126,9 @@ class AgentRuntime:
         """Build every surface not built yet and enter every surface's lifespans, in order."""
         self.prepare()
         for index in range(len(self.surfaces)):
-            await self._built[index].start(app)
+            built = self._built[index]
+            self._entered = self._entered or bool(built.lifespans)
+            await built.start(app)
 
     def routes(self) -> list[BaseRoute]:
         """The routes of the surfaces built so far (every one, once a deployment that is one
@@ -140,15 +144,20 @@ class AgentRuntime:
         built = self._built.get(index)
         if built is not None:
             return built
-        if self._building is None:
-            self._building = {}
-        pending = self._building.get(index)
+        pending = self._building.get(index) if self._building is not None else None
         if pending is not None:
             return await asyncio.shield(pending)
+        built = BuiltSurface(self.surfaces[index].build(self.gateway))
+        if not built.lifespans:
+            # Nothing to enter: ready before any other request runs, so none waits for it.
+            self._built[index] = built
+            return built
+        if self._building is None:
+            self._building = {}
         future: asyncio.Future[BuiltSurface] = asyncio.get_running_loop().create_future()
         self._building[index] = future
+        self._entered = True
         try:
-            built = BuiltSurface(self.surfaces[index].build(self.gateway))
             await built.start(app)
             self._built[index] = built
             future.set_result(built)

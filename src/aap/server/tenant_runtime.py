@@ -147,15 +147,16 @@ class Runtimes:
         pending = self._building.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
+        settings = self._unpacked(tenant_id, public_url)
+        if settings is not None:
+            # Nothing to read: built before any other request runs, so none waits for it.
+            return self._keep(key, self._assemble(tenant_id, settings))
         future: asyncio.Future[AgentRuntime | None] = asyncio.get_running_loop().create_future()
         self._building[key] = future
         try:
             runtime = await self._build(tenant_id, public_url)
             if runtime is not None:
-                self._runtimes[key] = runtime
-                while len(self._runtimes) > self.kept:
-                    _, oldest = self._runtimes.popitem(last=False)
-                    self._retire(oldest)
+                self._keep(key, runtime)
             future.set_result(runtime)
             return runtime
         except BaseException as exc:
@@ -165,15 +166,29 @@ class Runtimes:
         finally:
             del self._building[key]
 
-    async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
+    def _unpacked(self, tenant_id: str, public_url: str) -> Settings | None:
+        """The tenant's Settings at ``public_url`` from those packed, if they are: unchanged
+        since they were loaded (a change drops them), so nothing is read or parsed. None when
+        not packed, or packed for another of the tenant's URLs (loaded for this one)."""
         packed = self._packed.get(tenant_id)
-        if packed is not None:
-            # Unchanged since it was loaded (a change drops it): nothing to read or parse. (A
-            # tenant asked for at another of its URLs than the one packed is loaded for it.)
-            settings = self.packer.unpack(packed)
-            if settings.public_url == public_url:
-                self._packed.move_to_end(tenant_id)
-                return self._assemble(tenant_id, settings)
+        if packed is None:
+            return None
+        settings = self.packer.unpack(packed)
+        if settings.public_url != public_url:
+            return None
+        self._packed.move_to_end(tenant_id)
+        return settings
+
+    def _keep(self, key: tuple[str, str], runtime: AgentRuntime) -> AgentRuntime:
+        """Keep ``runtime`` built, the least recently used pushed out past :attr:`kept`."""
+        self._runtimes[key] = runtime
+        while len(self._runtimes) > self.kept:
+            _, oldest = self._runtimes.popitem(last=False)
+            self._retire(oldest)
+        return runtime
+
+    async def _build(self, tenant_id: str, public_url: str) -> AgentRuntime | None:
+        """The tenant's runtime from the registry (its packed Settings did not serve)."""
         registry = self.registry.store
         seen = self._drops.get(tenant_id, 0)
         record, loaded, packed = await self.work.blocking(self._load, tenant_id, public_url)
