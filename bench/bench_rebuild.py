@@ -1,19 +1,21 @@
 """What a request spread over more tenants than a worker keeps built costs, part by part, in one process.
 
     python bench/bench_rebuild.py [--tenants 3000] [--kept 300] [--listings 0] [--limit 10]
-        [--requests 6000] [--alternations 3] [--postgres | --database URL]
+        [--requests 6000] [--block 300] [--alternations 3] [--postgres | --database URL]
 
 Registers ``--tenants`` tenants of one platform (SQLite in a temporary file by default; a
 throwaway PostgreSQL cluster with ``--postgres``), each with ``--listings`` listings imported,
 and serves every one of them once, so that each tenant's settings are packed as a worker keeps
-them. Then, ``--alternations`` times, it runs ``--requests`` requests of two kinds one after the
-other, each as a worker serves an ``/a2a`` search without its HTTP parts: the tenant's runtime
+them. Then, ``--alternations`` times, it runs ``--requests`` requests of each of two kinds, in
+blocks of ``--block`` that take turns (so that a machine that slows down for a few seconds slows
+both kinds alike), each as a worker serves an ``/a2a`` search without its HTTP parts: the tenant's runtime
 (``Runtimes.get``), its A2A surface, one ``inventory.search`` through its gateway (Hondas,
 ``--limit`` a page: a page that is not the last carries a cursor) —
 
-* **spread**: request ``n`` is tenant ``n mod --tenants``'s; ``tenants_in_memory`` is ``--kept``,
-  fewer than the tenants, so nearly every request builds its tenant again;
-* **one**: every request is the first tenant's, built once.
+* **spread**: each request is the next of the other tenants, in turn; ``tenants_in_memory`` is
+  ``--kept``, fewer than the tenants, so nearly every request builds its tenant again;
+* **one**: every request is the first tenant's (built again by the first request of each of its
+  blocks, when the spread block before it pushed it out).
 
 It prints each kind's time a request, the difference, and the parts of it: the packed settings
 unpacked, the agent and gateway assembled, the runtime pushed out retired, the surface, the
@@ -28,6 +30,7 @@ import argparse
 import asyncio
 import collections
 import functools
+import itertools
 import sys
 import time
 from collections.abc import Callable
@@ -87,7 +90,9 @@ class Parts:
         return each
 
 
-def measure(url: str, tenants: int, kept: int, count: int, limit: int, requests: int, alternations: int) -> None:
+def measure(
+    url: str, tenants: int, kept: int, count: int, limit: int, requests: int, block: int, alternations: int
+) -> None:
     from aap.gateway import Caller
     from aap.server.platform import create_platform_app
     from aap.server.runner import settled
@@ -124,26 +129,34 @@ def measure(url: str, tenants: int, kept: int, count: int, limit: int, requests:
         parts.spent["search"] += time.perf_counter() - t0
         assert answer["type"] == "inventory.search.response", answer
 
-    async def run(spread: bool) -> tuple[float, dict[str, float]]:
-        t0 = time.perf_counter()
-        for n in range(requests):
-            await serve(n % tenants if spread else 0)
-        return (time.perf_counter() - t0) / requests * 1e6, parts.take(requests)
+    others = itertools.cycle(range(1, tenants))
+
+    async def run() -> tuple[tuple[float, dict[str, float]], tuple[float, dict[str, float]]]:
+        """``requests`` of each kind, in blocks taking turns: each kind's µs a request, and its parts."""
+        spent = {True: 0.0, False: 0.0}
+        each: dict[bool, collections.Counter[str]] = {True: collections.Counter(), False: collections.Counter()}
+        for start in range(0, requests, block):
+            size = min(block, requests - start)
+            for spread in (True, False):
+                t0 = time.perf_counter()
+                for _ in range(size):
+                    await serve(next(others) if spread else 0)
+                spent[spread] += time.perf_counter() - t0
+                each[spread].update(parts.take(requests))
+        return tuple((spent[kind] / requests * 1e6, dict(each[kind])) for kind in (True, False))  # type: ignore[return-value]
 
     async def main() -> None:
         for i in range(tenants):  # every tenant served once: its settings packed, every code path warm
             await serve(i)
         settled(app)  # as a worker does before serving
-        await run(True)
-        await run(False)
+        await run()
         print(
             f"[rebuild] {tenants:,} tenants, {kept:,} kept built, {count} listings each, pages of {limit}, "
-            f"{requests:,} requests a run"
+            f"{requests:,} requests of each kind a run, in blocks of {block}"
         )
         print(f"[rebuild] µs a request: total, then {', '.join(PARTS)}")
         for _ in range(max(1, alternations)):
-            spread, spread_parts = await run(True)
-            one, one_parts = await run(False)
+            (spread, spread_parts), (one, one_parts) = await run()
             for label, total, each in (("spread", spread, spread_parts), ("one", one, one_parts)):
                 print(f"    {label:6s} {total:7.1f}  " + "  ".join(f"{each[name]:6.1f}" for name in PARTS))
             print(
@@ -165,14 +178,17 @@ def main() -> None:
     parser.add_argument("--listings", type=int, default=0, help="listings imported for each tenant")
     parser.add_argument("--limit", type=int, default=10, help="the search's page size")
     parser.add_argument("--requests", type=int, default=6000, help="requests of each kind a run")
+    parser.add_argument("--block", type=int, default=300, help="requests of one kind before the other's turn")
     parser.add_argument("--alternations", type=int, default=3)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL cluster")
     parser.add_argument("--database", default=None, help="an existing platform database (its tenants kept)")
     args = parser.parse_args()
-    if args.kept >= args.tenants:
-        parser.error("--kept must be fewer than --tenants, or no request builds its tenant again")
+    if args.kept >= args.tenants - 1:
+        parser.error("--kept must be fewer than the other tenants, or no spread request builds its tenant again")
+    if args.block < 1 or args.requests < 1:
+        parser.error("--block and --requests are at least 1")
     with platform_database(args.database, postgres=args.postgres, prefix="aap-rebuild-") as url:
-        measure(url, args.tenants, args.kept, args.listings, args.limit, args.requests, args.alternations)
+        measure(url, args.tenants, args.kept, args.listings, args.limit, args.requests, args.block, args.alternations)
 
 
 if __name__ == "__main__":
