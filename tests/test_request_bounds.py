@@ -268,6 +268,58 @@ def test_time_limits_nest_and_the_outer_one_holds_again(database_url, monkeypatc
         stores.close()
 
 
+def test_a_time_limit_ended_with_its_transaction_is_never_undone_on_its_own(pg_cluster):
+    """PostgreSQL: the way out of a time limit (``SET LOCAL`` back, ``RELEASE SAVEPOINT``) goes
+    with the transaction's next statement, and when the transaction ends first it is never sent:
+    the end undoes the same. Nothing of the limit outlives its transaction, and what a write
+    transaction wrote inside the limit is committed with it."""
+    from aap.store import open_stores
+
+    stores = open_stores(pg_cluster.create_database())
+    db = stores.db
+    sent: list[str] = []
+
+    class Recording:
+        """The driver's cursor, each statement it is sent noted."""
+
+        def __init__(self, cursor) -> None:
+            self.cursor = cursor
+
+        def execute(self, sql, params=()):
+            sent.append(sql)
+            return self.cursor.execute(sql, params)
+
+        def __getattr__(self, name):
+            return getattr(self.cursor, name)
+
+    def recording(tx):
+        tx._raw = Recording(tx._raw)
+        return tx
+
+    try:
+        with db.read() as tx:
+            recording(tx)
+            with db.dialect.time_limit(tx, 10_000):
+                assert tx.one("SELECT current_setting('statement_timeout')")[0] == "10s"
+        assert sent[-1] == "SELECT current_setting('statement_timeout')"  # nothing after it
+        assert not any("RELEASE" in sql for sql in sent)
+        with db.transaction() as tx:
+            recording(tx)
+            with db.dialect.time_limit(tx, 10_000):
+                tx.execute("CREATE TABLE limited (x INTEGER)")
+                tx.execute("INSERT INTO limited VALUES (1)")
+            sent.clear()
+            assert tx.one("SELECT current_setting('statement_timeout')")[0] == "0"  # undone first
+            assert "RELEASE SAVEPOINT aap_time_limit" in sent[0] and len(sent) == 2
+            with db.dialect.time_limit(tx, 10_000):
+                tx.execute("INSERT INTO limited VALUES (2)")
+        with db.read() as tx:  # the transactions after carry no limit
+            assert tx.one("SELECT current_setting('statement_timeout')")[0] == "0"
+            assert tx.fetchall("SELECT x FROM limited ORDER BY x") == [(1,), (2,)]
+    finally:
+        stores.close()
+
+
 def test_search_and_facets_read_within_their_budget_and_are_refused_past_it(monkeypatch):
     """Structure, not time: the reads run inside ``time_limit(search_timeout_ms)``, and a
     StatementTimeout from them is the typed refusal."""

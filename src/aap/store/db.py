@@ -98,7 +98,7 @@ class Tx:
 
     def __init__(self, db: Database, raw: Cursor) -> None:
         self.db = db
-        self.raw = raw
+        self._raw = raw
         #: The tenant whose rows this transaction reads and writes: every statement of a store
         #: names it (``WHERE tenant_id = ?``, and in every row it inserts).
         self.tenant = db.tenant
@@ -106,12 +106,37 @@ class Tx:
         #: The statement time limits open in this transaction, outermost first (milliseconds):
         #: the dialect's ``time_limit`` keeps them here rather than asking the server.
         self.limits: list[int] = []
+        #: Statements that only undo what this transaction set (:meth:`undo_later`), not sent yet.
+        self._undo: list[str] = []
+
+    @property
+    def raw(self) -> Cursor:
+        """The driver's cursor, for what this class does not wrap (``COPY``), after any
+        statement :meth:`undo_later` holds back is sent."""
+        if self._undo:
+            self._send_undo()
+        return self._raw
+
+    def undo_later(self, sql: str) -> None:
+        """Send ``sql`` (parameterless statements that only undo what this transaction set: a
+        ``SET LOCAL``, a ``RELEASE SAVEPOINT``) with the next statement, not on its own. When the
+        transaction ends first, it is never sent: the end undoes the same, and a short read
+        (a search under its time limit) saves a round trip to the server."""
+        self._undo.append(sql)
+
+    def _send_undo(self) -> None:
+        pending, self._undo = self._undo, []  # taken first: never sent twice, even if it fails
+        self._raw.execute("; ".join(pending), ())
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
-        return self.raw.execute(self._sql(sql), tuple(params))
+        if self._undo:
+            self._send_undo()
+        return self._raw.execute(self._sql(sql), tuple(params))
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        self.raw.executemany(self._sql(sql), rows)
+        if self._undo:
+            self._send_undo()
+        self._raw.executemany(self._sql(sql), rows)
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.execute(sql, params).fetchone()

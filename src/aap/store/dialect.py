@@ -365,10 +365,12 @@ class PostgresDialect(Dialect):
             return
         from psycopg.errors import QueryCanceled  # the driver is imported only with PostgreSQL
 
-        # One round trip in and one out (each a pair of statements, no parameters): a search
-        # pays for its budget on every request. The limits open are kept on the transaction, so
-        # an enclosing one (a request's budget around this count) is set again afterwards
-        # without asking the server what it was; with none, the session's default comes back.
+        # One round trip in (a pair of statements, no parameters); the way out goes with the
+        # transaction's next statement, or not at all when the transaction ends first (its end
+        # undoes both): a search pays for its budget on every request. The limits open are kept
+        # on the transaction, so an enclosing one (a request's budget around this count) is set
+        # again afterwards without asking the server what it was; with none, the session's
+        # default comes back.
         limit = max(1, math.ceil(milliseconds))  # 0 would mean none
         tx.execute(f"SAVEPOINT aap_time_limit; SET LOCAL statement_timeout = {limit}")
         tx.limits.append(limit)
@@ -380,7 +382,7 @@ class PostgresDialect(Dialect):
         finally:
             tx.limits.pop()
         restore = f"= {tx.limits[-1]}" if tx.limits else "TO DEFAULT"
-        tx.execute(f"SET LOCAL statement_timeout {restore}; RELEASE SAVEPOINT aap_time_limit")
+        tx.undo_later(f"SET LOCAL statement_timeout {restore}; RELEASE SAVEPOINT aap_time_limit")
 
     def execute_unprepared(self, cursor: Any, sql: str, params: tuple[Any, ...]) -> Any:
         """psycopg prepares a statement on the server after its fifth run, and PostgreSQL then
