@@ -119,9 +119,9 @@ class Tx:
 
     def undo_later(self, sql: str) -> None:
         """Send ``sql`` (parameterless statements that only undo what this transaction set: a
-        ``SET LOCAL``, a ``RELEASE SAVEPOINT``) with the next statement, not on its own. When the
-        transaction ends first, it is never sent: the end undoes the same, and a short read
-        (a search under its time limit) saves a round trip to the server."""
+        ``SET LOCAL``, a ``RELEASE SAVEPOINT``) before the transaction's next statement, not now.
+        When the transaction ends first it is never sent: the end undoes the same, and a short
+        read (a search under its time limit) saves a round trip to the server."""
         self._undo.append(sql)
 
     def _send_undo(self) -> None:

@@ -365,9 +365,9 @@ class PostgresDialect(Dialect):
             return
         from psycopg.errors import QueryCanceled  # the driver is imported only with PostgreSQL
 
-        # One round trip in (a pair of statements, no parameters); the way out goes with the
-        # transaction's next statement, or not at all when the transaction ends first (its end
-        # undoes both): a search pays for its budget on every request. The limits open are kept
+        # One round trip in (a pair of statements, no parameters); the way out is sent before
+        # the transaction's next statement, or not at all when the transaction ends first (its
+        # end undoes both): a search pays for its budget on every request. The limits open are kept
         # on the transaction, so an enclosing one (a request's budget around this count) is set
         # again afterwards without asking the server what it was; with none, the session's
         # default comes back.
