@@ -11,6 +11,7 @@ what was packed before it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import pickle
 import pickletools
@@ -23,7 +24,7 @@ from starlette.testclient import TestClient
 
 from aap.config.credentials import SecretValues
 from aap.config.model import Settings
-from aap.config.shared import SHARED_FIELDS, SettingsPacker
+from aap.config.shared import PACKED_FIELDS, SHARED_FIELDS, LazySettings, SettingsPacker
 from aap.server.platform import create_platform_app
 from aap.server.tenant_runtime import Runtimes
 from aap.store import Stores, open_platform_database
@@ -290,18 +291,87 @@ def test_packed_settings_name_no_class_and_unpack_after_the_table_grew(platform)
     assert back == rich and back.secrets.get("crm-token") == "s3cret"
 
 
-def test_tenants_sharing_their_sections_share_one_holder_of_them(platform) -> None:
+def test_tenants_sharing_their_sections_hold_them_once(platform) -> None:
+    """The ready fields of packed settings are the tenants' sections themselves: those most
+    tenants hold alike are one object for all of them, a tenant's own is its own."""
     client, _ = platform
     packer = SettingsPacker()
     a = packer.pack(settings_of(client, "dealer-a"), 1)
     b = packer.pack(settings_of(client, "dealer-b"), 1)
     c = packer.pack(settings_of(client, "dealer-c"), 1)  # its own rate limit and search sections
     assert a is not None and b is not None and c is not None
-    assert a.shared is b.shared and c.shared is not a.shared
+    assert a.common is b.common and c.common is not a.common
+    for name in SHARED_FIELDS:
+        assert a.ready[name] is b.ready[name], name
+    assert c.ready["rate_limit"] is not a.ready["rate_limit"] and c.ready["search"] is not a.ready["search"]
+    assert c.ready["mcp"] is a.ready["mcp"]
+    assert a.ready["public_url"] == "https://alpha.example" and b.ready["public_url"] == "https://beta.example"
+
+
+def test_a_tenant_built_again_for_a_search_unpacks_none_of_its_own_parts(platform) -> None:
+    """Building a packed tenant again sets its ready fields and leaves its own parts packed
+    until a request reads one: a search reads none; ``dealer.information`` reads the dealer,
+    and every packed field is then set, equal to what the registry gives."""
+    client, _ = platform
+    runtimes = runtimes_of(client)
+    unpacked: list[str] = []
+    unpack_own = runtimes.packer.unpack_own
+
+    def counted(packed):
+        unpacked.append("own parts")
+        return unpack_own(packed)
+
+    runtimes.packer.unpack_own = counted  # type: ignore[method-assign]
+    loaded = settings_of(client, "dealer-c")
+    assert dealer_name(client, "dealer-a") == "Alpha Motors"  # one built at a time: Gamma is dropped
+    reads = Reads(client)
+    unpacked.clear()  # Alpha's own parts, read by its dealer.information
+    search = {"type": "inventory.search.request", "filters": {"make": ["Honda"]}}
+    answer = client.post("/a2a", json=send_message(search), headers={**AAP_HEADERS, "host": HOSTS["dealer-c"]})
+    assert answer.status_code == 200 and "result" in answer.json(), answer.text
+    assert reads.count == 0 and unpacked == []
+    settings = settings_of(client, "dealer-c")
+    assert isinstance(settings, LazySettings)
+    for name in PACKED_FIELDS:
+        with pytest.raises(AttributeError):
+            Settings.__dict__[name].__get__(settings)  # the slot itself: not set yet
+    assert dealer_name(client, "dealer-c") == "Gamma Autos"
+    assert unpacked == ["own parts"]
+    for name in PACKED_FIELDS:
+        assert Settings.__dict__[name].__get__(settings) == getattr(loaded, name), name
+    assert settings == loaded and reads.count == 0
+
+
+def test_settings_built_again_compare_pickle_and_copy_as_settings(platform) -> None:
+    """What a tenant is built again from behaves as the Settings it was packed from: it
+    compares equal either way round, a copy, a pickle and ``dataclasses.replace`` keep every
+    value, and its fields stay frozen."""
+    client, _ = platform
+    loaded = dataclasses.replace(settings_of(client, "dealer-c"), secrets=SecretValues({"crm-token": "s3cret"}))
+    packer = SettingsPacker()
+    packed = packer.pack(loaded, 3)
+    assert packed is not None
+    for make in (
+        lambda: packer.unpack(packed),
+        lambda: copy.copy(packer.unpack(packed)),
+        lambda: pickle.loads(pickle.dumps(packer.unpack(packed), pickle.HIGHEST_PROTOCOL)),
+    ):
+        back = make()
+        assert back == loaded and loaded == back
+        assert back.secrets.get("crm-token") == "s3cret"
+        for name in Settings.__slots__:
+            assert getattr(back, name) == getattr(loaded, name), name
+    assert type(copy.copy(packer.unpack(packed))) is Settings  # a copy holds no packed parts
+    changed = dataclasses.replace(packer.unpack(packed), public_url="https://other.example")
+    assert changed.public_url == "https://other.example" and changed.dealer == loaded.dealer
+    assert changed != loaded
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        packer.unpack(packed).dealer = loaded.dealer  # type: ignore[misc]
 
 
 def test_settings_that_do_not_pickle_are_not_packed(platform) -> None:
     client, _ = platform
-    unpicklable = SecretValues({"x": lambda: None})  # type: ignore[dict-item]
-    settings = dataclasses.replace(settings_of(client, "dealer-a"), secrets=unpicklable)
+    loaded = settings_of(client, "dealer-a")
+    unpicklable = dataclasses.replace(loaded.dealer, info={**loaded.dealer.info, "x": lambda: None})
+    settings = dataclasses.replace(loaded, dealer=unpicklable)
     assert SettingsPacker().pack(settings, 1) is None

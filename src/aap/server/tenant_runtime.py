@@ -202,7 +202,9 @@ class Runtimes:
         if record.broken is not None:  # this revision loads here: the report was another worker's
             self.work.in_background(("loaded", tenant_id), registry.clear_broken, tenant_id, record.revision)
         self._park(tenant_id, packed, seen, evict=True)
-        return self._assemble(tenant_id, loaded)
+        # Built from what was packed, as a build again would be: the runtime holds the ready
+        # fields, and the tenant's own parts only once a request reads them.
+        return self._assemble(tenant_id, self.packer.unpack(packed) if packed is not None else loaded)
 
     def _park(self, tenant_id: str, packed: PackedSettings | None, seen: int, *, evict: bool) -> bool:
         """Keep ``packed`` for the tenant's next build, unless it changed since ``seen`` (what
