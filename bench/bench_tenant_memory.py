@@ -1,7 +1,7 @@
 """What one built tenant costs a worker: objects, memory, build time, and the collector's pauses.
 
     python bench/bench_tenant_memory.py [--tenants 5000] [--postgres] [--database URL]
-        [--search] [--tracemalloc] [--top 15]
+        [--search] [--tracemalloc] [--top 15] [--kept N]
 
 Registers ``--tenants`` tenants of one platform (SQLite in a temporary file by default; a
 throwaway PostgreSQL cluster with ``--postgres``; ``--database`` an existing platform
@@ -9,7 +9,9 @@ database), their registry rows written in bulk as :meth:`PlatformStore.add` writ
 builds every tenant's runtime in one process as a worker does on an ``/a2a`` request it has
 not served yet (``Runtimes.get``, then the A2A surface; with ``--search`` one
 ``inventory.search`` through the tenant's gateway too), ``tenants_in_memory`` large enough to
-keep them all. It prints, per built tenant: the objects the garbage collector tracks, the
+keep them all (``--kept N``: N of them, as a worker serving more tenants than it keeps does, so
+that the figures are what a tenant served and pushed out leaves behind: its packed settings, its
+kept secrets). It prints, per built tenant: the objects the garbage collector tracks, the
 Python heap (``--tracemalloc``; it slows the builds), the RSS, the build time (p50/p99); the
 types that make up the tracked objects (``--top``); and the time of a full collection with
 every tenant built (what start-up made frozen first, as a worker does).
@@ -84,13 +86,13 @@ def type_counts() -> collections.Counter[str]:
     return collections.Counter(type(o).__qualname__ for o in gc.get_objects())
 
 
-def measure(url: str, tenants: int, *, search: bool, trace: bool, top: int, lines: int) -> None:
+def measure(url: str, tenants: int, *, search: bool, trace: bool, top: int, lines: int, kept: int | None) -> None:
     from aap.gateway import Caller
     from aap.server.platform import create_platform_app
     from aap.server.runner import settled
     from aap.skills.catalog import SKILLS
 
-    doc = {"database": url, "platform": {"host": PLATFORM_HOST, "tenants_in_memory": tenants + 10}}
+    doc = {"database": url, "platform": {"host": PLATFORM_HOST, "tenants_in_memory": kept or tenants + 10}}
     settings = parse_settings(doc, environ={})
     db = open_platform_database(url)
     register(db, tenants)
@@ -140,8 +142,9 @@ def measure(url: str, tenants: int, *, search: bool, trace: bool, top: int, line
         built = tenants - warm
         objects1, rss1 = tracked(), rss_kib()
         print(f"[probe] {built:,} tenants built ({len(runtimes):,} runtimes held), {'with' if search else 'no'} search")
+        label = "built tenant" if kept is None else f"tenant served ({kept:,} kept built)"
         print(
-            f"[probe] per built tenant: {(objects1 - objects0) / built:.1f} GC-tracked objects, "
+            f"[probe] per {label}: {(objects1 - objects0) / built:.1f} GC-tracked objects, "
             + (f"{(heap1 - heap0) / built / 1024:.2f} KiB Python heap (tracemalloc), " if trace else "")
             + f"{(rss1 - rss0) / built:.1f} KiB RSS"
         )
@@ -176,12 +179,23 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL cluster")
     parser.add_argument("--database", default=None, help="an existing platform database (its tenants kept)")
     parser.add_argument("--search", action="store_true", help="one inventory.search per tenant too")
+    parser.add_argument(
+        "--kept", type=int, default=None, help="[platform] tenants_in_memory (default: every tenant kept built)"
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="the Python heap per tenant (slower)")
     parser.add_argument("--top", type=int, default=15, help="types of tracked objects listed")
     parser.add_argument("--lines", type=int, default=0, help="with --tracemalloc: source lines of the heap listed")
     args = parser.parse_args()
     with platform_database(args.database, postgres=args.postgres, prefix="aap-tenant-memory-") as url:
-        measure(url, args.tenants, search=args.search, trace=args.tracemalloc, top=args.top, lines=args.lines)
+        measure(
+            url,
+            args.tenants,
+            search=args.search,
+            trace=args.tracemalloc,
+            top=args.top,
+            lines=args.lines,
+            kept=args.kept,
+        )
 
 
 @contextlib.contextmanager

@@ -138,8 +138,9 @@ def _settings_from_state(state: tuple[Any, ...]) -> Settings:
 
 
 class LazySettings(Settings):
-    """A tenant's :class:`Settings` built again from its :class:`PackedSettings`: the ready
-    fields set, its own parts (:data:`PACKED_FIELDS`) unpacked when one is first read.
+    """A tenant's :class:`Settings` as its agent is built from its :class:`PackedSettings`
+    (the first time and every time again): the ready fields set, its own parts
+    (:data:`PACKED_FIELDS`) unpacked when one is first read.
 
     It equals the Settings it was packed from, and pickles and copies as a plain
     :class:`Settings`. Two threads reading a packed field at once may both unpack it; each
