@@ -33,7 +33,7 @@ from aap.client.a2a import envelope
 from aap.skills.catalog import SKILLS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import free_port, percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
+from common import cpu_seconds, free_port, percentile, post_a2a, stop_process, wait_healthy  # noqa: E402
 
 
 def build_database(path: Path, listings: int, seed: int) -> tuple[float, str]:
@@ -91,26 +91,6 @@ def peak_rss_kib(pid: int) -> dict[int, int]:
         except OSError:
             continue
     return peaks
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` and its children (uvicorn workers)."""
-    pids = [pid] + [int(e) for e in os.listdir("/proc") if e.isdigit() and _ppid(int(e)) == pid]
-    ticks = 0
-    for p in pids:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        except OSError:
-            continue
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def request_body(make: str, price_max: int, index: int) -> dict:

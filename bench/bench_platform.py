@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ from aap.config.loader import parse_settings  # noqa: E402
 from aap.store import Stores, open_platform_database  # noqa: E402
 from aap.tenants import TenantRegistry  # noqa: E402
 from aap.web.tenant_counts import TenantCounts, read_records  # noqa: E402
-from common import percentile, start_platform, stop_process  # noqa: E402
+from common import cpu_seconds, percentile, start_platform, stop_process  # noqa: E402
 
 PLATFORM_HOST = "agents.platform.example"
 MAKES = ("Honda", "Toyota", "Ford", "Kia", "Mazda", "Subaru", "Hyundai", "Nissan")
@@ -347,6 +348,19 @@ def backend_memory(admin_url: str, url: str) -> str:
     return f"{len(sizes)} backends, private memory median {sizes[len(sizes) // 2]:.1f} MiB, max {sizes[-1]:.1f} MiB"
 
 
+def postmaster_pid(admin_url: str) -> int | None:
+    """The PostgreSQL server's own process (a backend's parent), when it runs on this machine;
+    None when it cannot be read from here."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:  # read while its backend runs
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        try:
+            return int(Path(f"/proc/{row[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) if row else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+
 def sweep_began_ms(admin_url: str) -> int | None:
     """When a worker last began the platform's sweep over every tenant (the registry's ``sweep``
     row is due again :data:`SWEEP_SECONDS` after its claim), in ms since the epoch; None: never."""
@@ -469,6 +483,7 @@ def wrk(origin: str, work: Path, hosts: list[str], seconds: int, connections: in
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     result = orjson.loads(out.strip().splitlines()[-1])
     return {
+        "requests": result["requests"],
         "rps": result["requests"] / (result["duration_us"] / 1e6),
         "errors": result["errors"],
         "p50": result["p50_us"] / 1000,
@@ -476,35 +491,80 @@ def wrk(origin: str, work: Path, hosts: list[str], seconds: int, connections: in
     }
 
 
+#: What a round's CPU is read from: a name, and the CPU seconds so far of the processes it names.
+Meters = dict[str, Callable[[], float]]
+
+
 def interleaved(
-    origin: str, work: Path, tenants: int, rounds: int, seconds: int, connections: int
+    origin: str, work: Path, tenants: int, rounds: int, seconds: int, connections: int, meters: Meters
 ) -> dict[str, list[dict[str, float]]]:
     """wrk's figures of ``rounds`` rounds, each the search to one tenant and then the same search
-    spread uniformly over every tenant, so that both see the same hour of a noisy machine."""
+    spread uniformly over every tenant, so that both see the same hour of a noisy machine; and
+    each round's CPU milliseconds a request, as each of ``meters`` reads it (``cpu <name>``)."""
     every = [domain(i) for i in range(tenants)]
     figures: dict[str, list[dict[str, float]]] = {"one tenant": [], "every tenant": []}
     for _ in range(rounds):
         for label, hosts in (("one tenant", [domain(0)]), ("every tenant", every)):
-            figures[label].append(wrk(origin, work, hosts, seconds, connections))
+            before = {name: read() for name, read in meters.items()}
+            figure = wrk(origin, work, hosts, seconds, connections)
+            for name, read in meters.items():
+                figure[f"cpu {name}"] = (read() - before[name]) * 1000 / max(figure["requests"], 1)
+            figures[label].append(figure)
     return figures
 
 
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
-    """Each side's median throughput and the ratio of every tenant's to one tenant's, per round."""
+    """Each side's median throughput and the ratio of every tenant's to one tenant's, per round;
+    then the CPU a request of each side, and the ratio of one tenant's to every tenant's.
+
+    The CPU ratio is what the throughput ratio would be on a machine where the server and
+    PostgreSQL had the CPUs to themselves: a round slowed by the machine's other guests loses
+    requests, not CPU time a request, so it moves far less from round to round."""
     for label, runs in figures.items():
-        rps = sorted(r["rps"] for r in runs)[len(runs) // 2]
         print(
-            f"{tag} /a2a search, {label}: {rps:,.0f} req/s (median of {len(runs)}), "
+            f"{tag} /a2a search, {label}: {median([r['rps'] for r in runs]):,.0f} req/s (median of {len(runs)}), "
             f"p50 {runs[-1]['p50']:.1f} ms, p99 {runs[-1]['p99']:.1f} ms, errors {sum(r['errors'] for r in runs)}",
             flush=True,
         )
-    ratios = [e["rps"] / o["rps"] for o, e in zip(figures["one tenant"], figures["every tenant"])]
+    one, every = figures["one tenant"], figures["every tenant"]
+    ratios = [e["rps"] / o["rps"] for o, e in zip(one, every)]
     print(
-        f"{tag} every tenant / one tenant: {sorted(ratios)[len(ratios) // 2]:.2f}x (per round: "
+        f"{tag} every tenant / one tenant: {median(ratios):.2f}x (per round: "
         + ", ".join(f"{r:.2f}" for r in ratios)
         + ")",
         flush=True,
     )
+    meters = [key for key in one[0] if key.startswith("cpu ")] if one else []
+    if not meters:
+        return
+
+    def cpu(run: dict[str, float]) -> float:
+        return sum(run[key] for key in meters)
+
+    for label, runs in figures.items():
+        parts = ", ".join(f"{key[4:]} {median([r[key] for r in runs]):.2f}" for key in meters)
+        print(f"{tag} CPU a request, {label}: {median([cpu(r) for r in runs]):.2f} ms ({parts}; medians)", flush=True)
+    cpu_ratios = [cpu(o) / cpu(e) for o, e in zip(one, every)]
+    print(
+        f"{tag} CPU a request, one tenant / every tenant: {median(cpu_ratios):.2f}x (per round: "
+        + ", ".join(f"{r:.2f}" for r in cpu_ratios)
+        + ")",
+        flush=True,
+    )
+
+
+def meters(server_pid: int, admin_url: str) -> Meters:
+    """The CPU of the server (its supervisor and workers) and, when it runs on this machine, of
+    PostgreSQL (every process of the cluster, the benchmark's own connections among them)."""
+    found: Meters = {"server": lambda: cpu_seconds(server_pid)}
+    postmaster = postmaster_pid(admin_url)
+    if postmaster is not None:
+        found["postgres"] = lambda: cpu_seconds(postmaster)
+    return found
 
 
 def workers_of(pid: int) -> list[int]:
@@ -594,7 +654,7 @@ def over_http(
             flush=True,
         )
         rounds_began = time.time()
-        figures = interleaved(origin, work, tenants, rounds, seconds, connections)
+        figures = interleaved(origin, work, tenants, rounds, seconds, connections, meters(proc.pid, admin_url))
         # The sweep (one worker's pass over the tenants with feeds or a retention period) shares
         # the CPU with the rounds it overlaps: say when it last began, so a run can be read.
         swept = sweep_began_ms(admin_url)
@@ -675,7 +735,15 @@ def over_http(
 
 
 def one_worker_every_tenant(
-    config: Path, work: Path, tenants: int, connections: int, rounds: int, seconds: int, *, kept: bool = False
+    config: Path,
+    work: Path,
+    tenants: int,
+    connections: int,
+    rounds: int,
+    seconds: int,
+    admin_url: str,
+    *,
+    kept: bool = False,
 ) -> None:
     """The RSS target in its own words: one worker (``--workers 1``, so that it answers every
     request, with a metrics directory as a platform's workers have) serves a search of every
@@ -729,7 +797,8 @@ def one_worker_every_tenant(
             flush=True,
         )
         if rounds:
-            report_rounds(tag, interleaved(origin, work, tenants, rounds, seconds, connections))
+            figures = interleaved(origin, work, tenants, rounds, seconds, connections, meters(proc.pid, admin_url))
+            report_rounds(tag, figures)
             print(f"{tag} worker RSS after the rounds: {rss_of(pid):.1f} MiB", flush=True)
     finally:
         stop_process(proc)
@@ -856,10 +925,12 @@ def main() -> None:
             url,
         )
         if not args.no_one_worker:
-            one_worker_every_tenant(config, work, args.tenants, args.connections, args.rounds, args.seconds)
+            one_worker_every_tenant(config, work, args.tenants, args.connections, args.rounds, args.seconds, admin_url)
         if args.every_tenant_kept:
             kept = write_config(work / "platform-kept.toml", url, {**platform_doc, "tenants_in_memory": args.tenants})
-            one_worker_every_tenant(kept, work, args.tenants, args.connections, args.rounds, args.seconds, kept=True)
+            one_worker_every_tenant(
+                kept, work, args.tenants, args.connections, args.rounds, args.seconds, admin_url, kept=True
+            )
         db.close()
         print(
             f"[done] peak RSS of this benchmark process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"

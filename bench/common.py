@@ -53,6 +53,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` and every process under it (a server's workers, a
+    PostgreSQL postmaster's backends), those running and those ended: an ended process's time
+    is in its parent's ``cutime``/``cstime`` once reaped, so each second is counted once.
+    Read from ``/proc`` (proc(5), ``stat``); a process gone meanwhile counts nothing."""
+    ticks, pending = 0, [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def stop_process(proc: subprocess.Popen) -> None:
     """Stop a server as an operator would (SIGINT, its graceful shutdown), killing it after 30 s."""
     proc.send_signal(signal.SIGINT)
