@@ -28,8 +28,11 @@ Then it measures the targets of docs/platform.md, "Sizing":
 * **over HTTP**, ``aap serve --workers N`` behind nothing (requests carry the tenant's
   ``Host``, as a proxy forwards it), wrk for ``--seconds`` per round: requests spread
   uniformly over every tenant next to the same requests to one tenant, interleaved for
-  ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``); then
-  each worker's RSS, and the private memory of the PostgreSQL backends serving them;
+  ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``), with
+  each round's CPU a request of the server and of PostgreSQL (read from ``/proc``: the ratio
+  of the two sides' CPU a request moves far less than their throughput on a machine shared
+  with other guests); then each worker's RSS, and the private memory of the PostgreSQL
+  backends serving them;
 * a tenant added, with its listings, while the server runs: the time until it answers on
   every worker (a run of new connections all served), and its removal;
 * **one worker serving every tenant** (``--workers 1``, a search of each tenant once, in
@@ -388,6 +391,7 @@ def rss_mib() -> float:
 def in_process(settings: Any, platform_url: str, tenants: int, samples: int) -> None:
     from aap.gateway import Caller
     from aap.server.platform import create_platform_app
+    from aap.server.platform_services import SWEEP_SHARE
     from aap.skills.catalog import SKILLS
 
     before = rss_mib()
@@ -442,7 +446,24 @@ def in_process(settings: Any, platform_url: str, tenants: int, samples: int) -> 
         )
         await context.runtimes.close()
 
+    async def start_up_pass() -> None:
+        # What a starting worker's pass over every tenant costs it (docs/platform.md, "Sizing"):
+        # a page of the registry's last tenants loaded and packed as the pass does, on its CPU.
+        page = min(tenants, 2000)
+        records = context.registry.store.tenants(
+            after=tenant_id(tenants - page - 1) if tenants > page else "", limit=page
+        )
+        cpu = await context.runtimes.check_records(records) / max(1, len(records))
+        print(
+            f"[in-process] a starting worker's pass over every tenant: {cpu * 1e6:.0f} µs of CPU a tenant "
+            f"({len(records):,} loaded and packed); at most {SWEEP_SHARE:.0%} of a core, so at least "
+            f"{cpu * tenants / SWEEP_SHARE:.0f} s for {tenants:,} tenants on an idle machine, longer under load",
+            flush=True,
+        )
+        await context.runtimes.close()
+
     asyncio.run(measure())
+    asyncio.run(start_up_pass())
     context.work.close()
     stores.close()
 
