@@ -29,10 +29,9 @@ Then it measures the targets of docs/platform.md, "Sizing":
   ``Host``, as a proxy forwards it), wrk for ``--seconds`` per round: requests spread
   uniformly over every tenant next to the same requests to one tenant, interleaved for
   ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``), with
-  each round's CPU a request of the server and of PostgreSQL (read from ``/proc``: the ratio
-  of the two sides' CPU a request moves far less than their throughput on a machine shared
-  with other guests); then each worker's RSS, and the private memory of the PostgreSQL
-  backends serving them;
+  each round's CPU a request of the server and of PostgreSQL (read from ``/proc``: which side
+  a spread request costs more, if it does); then each worker's RSS, and the private memory of
+  the PostgreSQL backends serving them;
 * a tenant added, with its listings, while the server runs: the time until it answers on
   every worker (a run of new connections all served), and its removal;
 * **one worker serving every tenant** (``--workers 1``, a search of each tenant once, in
@@ -542,9 +541,11 @@ def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
     """Each side's median throughput and the ratio of every tenant's to one tenant's, per round;
     then the CPU a request of each side, and the ratio of one tenant's to every tenant's.
 
-    The CPU ratio is what the throughput ratio would be on a machine where the server and
-    PostgreSQL had the CPUs to themselves: a round slowed by the machine's other guests loses
-    requests, not CPU time a request, so it moves far less from round to round."""
+    The CPU a request says which side a spread request costs more, the server's or
+    PostgreSQL's. A round that only waited for the CPUs (the machine's other guests using them)
+    loses requests, not CPU time a request; one whose code ran slower (caches and cores shared
+    with them) loses both, and its CPU ratio moves with its throughput ratio
+    (docs/benchmarks.md, "CPU a request next to throughput")."""
     for label, runs in figures.items():
         print(
             f"{tag} /a2a search, {label}: {median([r['rps'] for r in runs]):,.0f} req/s (median of {len(runs)}), "
