@@ -533,10 +533,6 @@ def interleaved(
     return figures
 
 
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
     """Each side's median throughput and the ratio of every tenant's to one tenant's, per round;
     then the CPU a request of each side, and the ratio of one tenant's to every tenant's.
@@ -548,14 +544,14 @@ def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
     (docs/benchmarks.md, "CPU a request next to throughput")."""
     for label, runs in figures.items():
         print(
-            f"{tag} /a2a search, {label}: {median([r['rps'] for r in runs]):,.0f} req/s (median of {len(runs)}), "
+            f"{tag} /a2a search, {label}: {percentile([r['rps'] for r in runs], 0.5):,.0f} req/s (median of {len(runs)}), "
             f"p50 {runs[-1]['p50']:.1f} ms, p99 {runs[-1]['p99']:.1f} ms, errors {sum(r['errors'] for r in runs)}",
             flush=True,
         )
     one, every = figures["one tenant"], figures["every tenant"]
     ratios = [e["rps"] / o["rps"] for o, e in zip(one, every)]
     print(
-        f"{tag} every tenant / one tenant: {median(ratios):.2f}x (per round: "
+        f"{tag} every tenant / one tenant: {percentile(ratios, 0.5):.2f}x (per round: "
         + ", ".join(f"{r:.2f}" for r in ratios)
         + ")",
         flush=True,
@@ -568,11 +564,14 @@ def report_rounds(tag: str, figures: dict[str, list[dict[str, float]]]) -> None:
         return sum(run[key] for key in meters)
 
     for label, runs in figures.items():
-        parts = ", ".join(f"{key[4:]} {median([r[key] for r in runs]):.2f}" for key in meters)
-        print(f"{tag} CPU a request, {label}: {median([cpu(r) for r in runs]):.2f} ms ({parts}; medians)", flush=True)
+        parts = ", ".join(f"{key[4:]} {percentile([r[key] for r in runs], 0.5):.2f}" for key in meters)
+        print(
+            f"{tag} CPU a request, {label}: {percentile([cpu(r) for r in runs], 0.5):.2f} ms ({parts}; medians)",
+            flush=True,
+        )
     cpu_ratios = [cpu(o) / cpu(e) for o, e in zip(one, every)]
     print(
-        f"{tag} CPU a request, one tenant / every tenant: {median(cpu_ratios):.2f}x (per round: "
+        f"{tag} CPU a request, one tenant / every tenant: {percentile(cpu_ratios, 0.5):.2f}x (per round: "
         + ", ".join(f"{r:.2f}" for r in cpu_ratios)
         + ")",
         flush=True,
