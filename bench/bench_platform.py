@@ -28,10 +28,10 @@ Then it measures the targets of docs/platform.md, "Sizing":
 * **over HTTP**, ``aap serve --workers N`` behind nothing (requests carry the tenant's
   ``Host``, as a proxy forwards it), wrk for ``--seconds`` per round: requests spread
   uniformly over every tenant next to the same requests to one tenant, interleaved for
-  ``--rounds`` rounds after a warm-up over every tenant (at most ``--warm-seconds``), with
-  each round's CPU a request of the server and of PostgreSQL (read from ``/proc``: which side
-  a spread request costs more, if it does); then each worker's RSS, and the private memory of
-  the PostgreSQL backends serving them;
+  ``--rounds`` rounds (the kinds taking turns at going first) after a warm-up over every
+  tenant (at most ``--warm-seconds``), with each round's CPU a request of the server and of
+  PostgreSQL (read from ``/proc``: which side a spread request costs more, if it does); then
+  each worker's RSS, and the private memory of the PostgreSQL backends serving them;
 * a tenant added, with its listings, while the server runs: the time until it answers on
   every worker (a run of new connections all served), and its removal;
 * **one worker serving every tenant** (``--workers 1``, a search of each tenant once, in
@@ -518,13 +518,17 @@ Meters = dict[str, Callable[[], float]]
 def interleaved(
     origin: str, work: Path, tenants: int, rounds: int, seconds: int, connections: int, meters: Meters
 ) -> dict[str, list[dict[str, float]]]:
-    """wrk's figures of ``rounds`` rounds, each the search to one tenant and then the same search
+    """wrk's figures of ``rounds`` rounds, each the search to one tenant and the same search
     spread uniformly over every tenant, so that both see the same hour of a noisy machine; and
-    each round's CPU milliseconds a request, as each of ``meters`` reads it (``cpu <name>``)."""
-    every = [domain(i) for i in range(tenants)]
+    each round's CPU milliseconds a request, as each of ``meters`` reads it (``cpu <name>``).
+
+    The kinds take turns at going first (one tenant first in the first round, every tenant in
+    the second, …): a machine whose speed drifts over a run, or a worker still busy with its
+    start-up pass in the first rounds, then favours neither kind in every round."""
+    kinds = (("one tenant", [domain(0)]), ("every tenant", [domain(i) for i in range(tenants)]))
     figures: dict[str, list[dict[str, float]]] = {"one tenant": [], "every tenant": []}
-    for _ in range(rounds):
-        for label, hosts in (("one tenant", [domain(0)]), ("every tenant", every)):
+    for n in range(rounds):
+        for label, hosts in kinds if n % 2 == 0 else kinds[::-1]:
             before = {name: read() for name, read in meters.items()}
             figure = wrk(origin, work, hosts, seconds, connections)
             for name, read in meters.items():
