@@ -963,6 +963,7 @@ def main() -> None:
     finally:
         if cluster is not None:
             cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
