@@ -35,6 +35,7 @@ import dataclasses
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -341,6 +342,7 @@ def main() -> None:
             in_process("sqlite", sqlite_config, args.sqlite_listings, args.runs, args.count_budget_ms)
     finally:
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
