@@ -414,7 +414,8 @@ def main() -> None:
     parser.add_argument("--budget-ms", type=float, default=100.0, help="p99 above this is marked OVER")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    work = Path(tempfile.mkdtemp(prefix="aap-bench-console-"))
+    workdir = tempfile.TemporaryDirectory(prefix="aap-bench-console-")  # removed when the benchmark ends
+    work = Path(workdir.name)
     backends = [b for b in args.backends.split(",") if b]
     if "sqlite" in backends:
         run_backend("sqlite", f"sqlite:///{work}/console.db", args.leads, args.listings, args.runs, args.budget_ms)

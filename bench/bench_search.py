@@ -16,9 +16,7 @@ re-import and a 1,000-listing upsert. Prints one line per figure. Targets
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -54,12 +52,8 @@ def main() -> None:
 
     settings = demo_settings()
     feed = listings(args.count, settings)
-    if args.db:
-        path = args.db
-    else:  # a temporary file, removed with its folder when the benchmark ends
-        folder = tempfile.mkdtemp(prefix="aap-bench-")
-        atexit.register(shutil.rmtree, folder, True)
-        path = os.path.join(folder, "bench.db")
+    workdir = tempfile.TemporaryDirectory(prefix="aap-bench-")  # removed when the benchmark ends
+    path = args.db or os.path.join(workdir.name, "bench.db")
     if os.path.exists(path):
         sys.exit(f"{path} exists; choose a new file")
     stores = open_stores(f"sqlite:///{path}")

@@ -206,7 +206,8 @@ def platform_database(database: str | None, *, postgres: bool, prefix: str) -> I
         yield database
         return
     if not postgres:
-        yield f"sqlite:///{tempfile.mkdtemp(prefix=prefix)}/platform.db"
+        with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+            yield f"sqlite:///{folder}/platform.db"
         return
     from pg_cluster import PostgresCluster
 
